@@ -1,0 +1,23 @@
+// Command hangar is Hangar's single binary: `hangar server` and the client commands.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/servercmd"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "hangar",
+		Short:         "Hangar: self-hosted remote development workspaces",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	root.AddCommand(servercmd.Command())
+	if err := root.Execute(); err != nil {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,136 @@
+// Package protocol holds the wire types of the agent ⇄ server reconcile protocol
+// (../shared/seeds/workspaces-architecture-kubernetes.md, "Types of messages"). Server and agent both
+// import it; nothing else defines these shapes.
+package protocol
+
+import "encoding/json"
+
+// Version is the protocol version. Bump it, with a line in the changelog below, on any change an
+// older peer would misread.
+//
+//	1: reconcile request/response of the seed; trimmed deployment info.
+const Version = 1
+
+// ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
+const ReconcilePath = "/api/v1/agent/reconcile"
+
+// MaxReconcileBodyBytes caps a reconcile request body. A full reconcile of 10,000 workspaces with
+// trimmed deployment info is about 4 MiB.
+const MaxReconcileBodyBytes = 32 << 20
+
+// UpdateType tells whether the agent reports every workspace it manages (full) or only what changed.
+type UpdateType string
+
+const (
+	UpdateFull    UpdateType = "full"
+	UpdatePartial UpdateType = "partial"
+)
+
+// Termination progress values an agent reports for a workspace it is deleting.
+const (
+	TerminationTerminating = "Terminating"
+	TerminationTerminated  = "Terminated"
+)
+
+// ErrorTypeApplier marks an error from applying Kubernetes resources (tracking-applier-errors.md).
+const (
+	ErrorTypeApplier = "applier"
+	ErrorTypeUnknown = "unknown"
+)
+
+// ReconcileRequest is what an agent sends.
+type ReconcileRequest struct {
+	UpdateType          UpdateType           `json:"update_type"`
+	WorkspaceAgentInfos []WorkspaceAgentInfo `json:"workspace_agent_infos"`
+}
+
+// WorkspaceAgentInfo is what an agent knows about one workspace.
+type WorkspaceAgentInfo struct {
+	Name                    string          `json:"name"`
+	Namespace               string          `json:"namespace"`
+	LatestK8sDeploymentInfo *DeploymentInfo `json:"latest_k8s_deployment_info,omitempty"`
+	TerminationProgress     string          `json:"termination_progress,omitempty"`
+	ErrorDetails            *ErrorDetails   `json:"error_details,omitempty"`
+}
+
+// ErrorDetails carries an error the agent met while applying a workspace's configuration.
+type ErrorDetails struct {
+	ErrorType    string `json:"error_type"`
+	ErrorMessage string `json:"error_message"`
+}
+
+// DeploymentInfo is the part of a Kubernetes apps/v1 Deployment the server needs. Its JSON shape is
+// that of the Deployment, so a whole Deployment decodes into it (extra fields are ignored).
+type DeploymentInfo struct {
+	Metadata DeploymentMetadata `json:"metadata"`
+	Spec     *DeploymentSpec    `json:"spec,omitempty"`
+	Status   *DeploymentStatus  `json:"status,omitempty"`
+}
+
+// DeploymentMetadata is the Deployment's metadata, trimmed.
+type DeploymentMetadata struct {
+	ResourceVersion string `json:"resourceVersion"`
+	Generation      int64  `json:"generation,omitempty"`
+}
+
+// DeploymentSpec is the Deployment's spec, trimmed.
+type DeploymentSpec struct {
+	Replicas *int32 `json:"replicas,omitempty"`
+}
+
+// DeploymentStatus is the Deployment's status, trimmed.
+type DeploymentStatus struct {
+	ObservedGeneration  int64                 `json:"observedGeneration,omitempty"`
+	Replicas            int32                 `json:"replicas,omitempty"`
+	UpdatedReplicas     int32                 `json:"updatedReplicas,omitempty"`
+	ReadyReplicas       int32                 `json:"readyReplicas,omitempty"`
+	AvailableReplicas   int32                 `json:"availableReplicas,omitempty"`
+	UnavailableReplicas int32                 `json:"unavailableReplicas,omitempty"`
+	Conditions          []DeploymentCondition `json:"conditions,omitempty"`
+}
+
+// DeploymentCondition is one status condition of a Deployment.
+type DeploymentCondition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// ReconcileResponse is what the server answers.
+type ReconcileResponse struct {
+	WorkspaceRailsInfos []WorkspaceRailsInfo `json:"workspace_rails_infos"`
+	Settings            Settings             `json:"settings"`
+}
+
+// WorkspaceRailsInfo is what the server tells the agent about one workspace. ConfigToApply is a
+// multi-document YAML stream; empty means apply nothing. DeploymentResourceVersion echoes the last
+// resourceVersion the server persisted (empty if the agent never reported a Deployment).
+type WorkspaceRailsInfo struct {
+	Name                      string            `json:"name"`
+	Namespace                 string            `json:"namespace"`
+	DesiredState              string            `json:"desired_state"`
+	ActualState               string            `json:"actual_state"`
+	DeploymentResourceVersion string            `json:"deployment_resource_version"`
+	ConfigToApply             string            `json:"config_to_apply"`
+	ImagePullSecrets          []ImagePullSecret `json:"image_pull_secrets"`
+}
+
+// ImagePullSecret names a Secret the agent copies into the workspace namespace.
+type ImagePullSecret struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+}
+
+// Settings tells the agent how often to reconcile.
+type Settings struct {
+	FullReconciliationIntervalSeconds    int `json:"full_reconciliation_interval_seconds"`
+	PartialReconciliationIntervalSeconds int `json:"partial_reconciliation_interval_seconds"`
+}
+
+// UnmarshalJSON decodes leniently: an agent may send a whole Deployment, of which only the fields
+// above are kept, even when the rest of the request is decoded strictly.
+func (d *DeploymentInfo) UnmarshalJSON(b []byte) error {
+	type plain DeploymentInfo
+	return json.Unmarshal(b, (*plain)(d))
+}

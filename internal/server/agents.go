@@ -1,0 +1,72 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, _ store.User) error {
+	var req sdk.CreateAgentRequest
+	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	v := &workspace.ValidationError{}
+	if !workspace.IsDNSLabel(req.Name, 63) {
+		v.Add("name", "must be 1 to 63 lower-case letters, digits or '-', starting and ending with a letter or digit, got %q", req.Name)
+	}
+	var cfg workspace.AgentConfig
+	if len(req.Config) > 0 && !bytes.Equal(bytes.TrimSpace(req.Config), []byte("null")) {
+		dec := json.NewDecoder(bytes.NewReader(req.Config))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			ae := jsonError(err).(*apiError)
+			for _, val := range ae.body.Validations {
+				v.Add("config."+val.Field, "%s", val.Detail)
+			}
+		}
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	token := NewToken(agentTokenPrefix)
+	now := s.clock.Now()
+	a := store.Agent{ID: uuid.NewString(), Name: req.Name, TokenHash: HashToken(token), Config: cfg, CreatedAt: now, UpdatedAt: now}
+	if err := s.store.CreateAgent(r.Context(), a); err != nil {
+		return err
+	}
+	s.log.Info("agent registered", "agent", a.Name)
+	out, err := toAgent(a, token)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, _ store.User) error {
+	agents, err := s.store.ListAgents(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]sdk.Agent, 0, len(agents))
+	for _, a := range agents {
+		sa, err := toAgent(a, "")
+		if err != nil {
+			return err
+		}
+		out = append(out, sa)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

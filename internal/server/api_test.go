@@ -1,0 +1,295 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/servertest"
+)
+
+func TestBootstrapWritesAdminToken(t *testing.T) {
+	env := servertest.New(t)
+	info, err := os.Stat(env.DataDir + "/admin-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("admin-token mode %v, want 0600", info.Mode().Perm())
+	}
+	var me sdk.User
+	mustCall(t, env, env.AdminToken, "GET", "/api/v1/users/me", nil, http.StatusOK, &me)
+	if me.Username != "admin" || !me.Admin {
+		t.Errorf("me = %+v", me)
+	}
+	// A second bootstrap of the same store creates nothing.
+	_, created, err := env.Server.Bootstrap(t.Context(), t.TempDir())
+	if err != nil || created {
+		t.Errorf("second bootstrap: created=%v err=%v", created, err)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	env := servertest.New(t)
+	agentToken := createAgent(t, env, "k1", nil)
+	userToken := createUser(t, env, "dev")
+	tests := []struct {
+		name, token, method, path string
+		want                      int
+	}{
+		{"no token", "", "GET", "/api/v1/workspaces", 401},
+		{"bad token", "hgu_nope", "GET", "/api/v1/workspaces", 401},
+		{"agent token on user API", agentToken, "GET", "/api/v1/workspaces", 401},
+		{"user token on reconcile", userToken, "POST", protocol.ReconcilePath, 401},
+		{"non-admin creates user", userToken, "POST", "/api/v1/users", 403},
+		{"non-admin creates agent", userToken, "POST", "/api/v1/agents", 403},
+		{"unknown endpoint", userToken, "GET", "/api/v1/nothing", 404},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := call(t, env, tc.token, tc.method, tc.path, `{"username":"x","name":"x"}`)
+			if status != tc.want {
+				t.Fatalf("status %d, want %d: %s", status, tc.want, body)
+			}
+			if e := apiError(t, body); e.Message == "" {
+				t.Errorf("error without message: %s", body)
+			}
+		})
+	}
+}
+
+func TestWorkspaceLifecycleAndVisibility(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine)
+			createAgent(t, env, "k1", map[string]any{"dns_zone": "ws.example.com"})
+			alice := createUser(t, env, "alice")
+			bob := createUser(t, env, "bob")
+
+			var ws sdk.Workspace
+			mustCall(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "proj", "agent": "k1"}, http.StatusCreated, &ws)
+			if ws.DesiredState != "Running" || ws.ActualState != "CreationRequested" || ws.Owner != "alice" || ws.Agent != "k1" ||
+				ws.Namespace != "hangar-proj" || ws.URL != "https://3000-proj.ws.example.com/" || ws.RespondedToAgentAt != nil ||
+				ws.ActualStateUpdatedAt != nil || ws.DeploymentResourceVersion != nil || ws.Error != nil || ws.DesiredStateUpdatedAt == nil {
+				t.Fatalf("created %+v", ws)
+			}
+			// Bob sees nothing of Alice's: 404, not 403.
+			for _, req := range []struct{ method, path string }{{"GET", "/api/v1/workspaces/proj"}, {"PATCH", "/api/v1/workspaces/proj"}} {
+				status, body := call(t, env, bob, req.method, req.path, `{"desired_state":"Stopped"}`)
+				if status != 404 {
+					t.Errorf("bob %s: %d %s, want 404", req.method, status, body)
+				}
+			}
+			var list []sdk.Workspace
+			mustCall(t, env, bob, "GET", "/api/v1/workspaces", nil, 200, &list)
+			if len(list) != 0 {
+				t.Errorf("bob lists %d workspaces", len(list))
+			}
+			mustCall(t, env, env.AdminToken, "GET", "/api/v1/workspaces", nil, 200, &list)
+			if len(list) != 1 {
+				t.Errorf("admin lists %d workspaces, want 1", len(list))
+			}
+			// Name taken (by another user too).
+			status, body := call(t, env, bob, "POST", "/api/v1/workspaces", map[string]any{"name": "proj", "agent": "k1"})
+			if status != 409 {
+				t.Errorf("duplicate name: %d %s", status, body)
+			}
+
+			mustCall(t, env, alice, "PATCH", "/api/v1/workspaces/proj", map[string]string{"desired_state": "Stopped"}, 200, &ws)
+			if ws.DesiredState != "Stopped" {
+				t.Errorf("after stop: %s", ws.DesiredState)
+			}
+			// Restarting a stopped workspace is refused with a reason.
+			status, body = call(t, env, alice, "PATCH", "/api/v1/workspaces/proj", map[string]string{"desired_state": "RestartRequested"})
+			if status != 409 || !strings.Contains(apiError(t, body).Detail, "start it instead") {
+				t.Errorf("restart when stopped: %d %s", status, body)
+			}
+			mustCall(t, env, alice, "PATCH", "/api/v1/workspaces/proj", map[string]string{"desired_state": "Terminated"}, 200, &ws)
+			for _, to := range []string{"Running", "Stopped", "RestartRequested", "Terminated"} {
+				status, body := call(t, env, alice, "PATCH", "/api/v1/workspaces/proj", map[string]string{"desired_state": to})
+				if status != 409 || !strings.Contains(apiError(t, body).Detail, "permanent") {
+					t.Errorf("%s after Terminated: %d %s, want 409", to, status, body)
+				}
+			}
+		})
+	}
+}
+
+// TestBadBodies sends each kind of bad input and checks the error names the field and nothing was
+// written.
+func TestBadBodies(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine)
+			agentToken := createAgent(t, env, "k1", nil)
+			otherAgent := createAgent(t, env, "k2", nil)
+			user := createUser(t, env, "dev")
+			mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": "mine", "agent": "k1"}, 201, nil)
+			before := snapshot(t, env, user)
+
+			big := `{"name":"x","agent":"k1","devfile":"` + strings.Repeat("a", sdk.MaxBodyBytes) + `"}`
+			bigReconcile := `{"update_type":"partial","workspace_agent_infos":[],"pad":"` + strings.Repeat("a", protocol.MaxReconcileBodyBytes) + `"}`
+			tests := []struct {
+				name, token, method, path, body string
+				status                          int
+				field                           string
+			}{
+				{"malformed JSON", user, "POST", "/api/v1/workspaces", `{"name": "x",`, 400, "body"},
+				{"trailing data", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"k1"} {}`, 400, "body"},
+				{"unknown field", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"k1","colour":"red"}`, 400, "colour"},
+				{"wrong type", user, "POST", "/api/v1/workspaces", `{"name":7,"agent":"k1"}`, 400, "name"},
+				{"bad name", user, "POST", "/api/v1/workspaces", `{"name":"Not_A_Label","agent":"k1"}`, 400, "name"},
+				{"unknown agent", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"nope"}`, 400, "agent"},
+				{"bad devfile", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"k1","devfile":"schemaVersion: 2.0.0\ncomponents: []"}`, 400, "devfile.schemaVersion"},
+				{"oversized body", user, "POST", "/api/v1/workspaces", big, 413, ""},
+				{"unknown desired state", user, "PATCH", "/api/v1/workspaces/mine", `{"desired_state":"Paused"}`, 400, "desired_state"},
+				{"actual-only state as desired", user, "PATCH", "/api/v1/workspaces/mine", `{"desired_state":"Starting"}`, 400, "desired_state"},
+				{"bad agent config", env.AdminToken, "POST", "/api/v1/agents", `{"name":"k3","config":{"workspaces_quota":-5}}`, 400, "config.workspaces_quota"},
+				{"agent config unknown field", env.AdminToken, "POST", "/api/v1/agents", `{"name":"k3","config":{"dns_zon":"x"}}`, 400, "config.dns_zon"},
+				{"reserved label", env.AdminToken, "POST", "/api/v1/agents", `{"name":"k3","config":{"labels":{"hangar.dev/x":"y"}}}`, 400, "config.labels"},
+				{"reconcile malformed JSON", agentToken, "POST", protocol.ReconcilePath, `{"update_type":`, 400, "body"},
+				{"reconcile unknown update_type", agentToken, "POST", protocol.ReconcilePath, `{"update_type":"delta","workspace_agent_infos":[]}`, 400, "update_type"},
+				{"reconcile missing infos", agentToken, "POST", protocol.ReconcilePath, `{"update_type":"full"}`, 400, "workspace_agent_infos"},
+				{"reconcile unknown termination", agentToken, "POST", protocol.ReconcilePath,
+					`{"update_type":"partial","workspace_agent_infos":[{"name":"mine","namespace":"hangar-mine","termination_progress":"Gone"}]}`, 400, "workspace_agent_infos[0].termination_progress"},
+				{"reconcile unknown error type", agentToken, "POST", protocol.ReconcilePath,
+					`{"update_type":"partial","workspace_agent_infos":[{"name":"mine","namespace":"hangar-mine","error_details":{"error_type":"cosmic","error_message":"x"}}]}`, 400, "workspace_agent_infos[0].error_details.error_type"},
+				{"reconcile duplicate workspace", agentToken, "POST", protocol.ReconcilePath,
+					`{"update_type":"partial","workspace_agent_infos":[{"name":"mine","namespace":"hangar-mine"},{"name":"mine","namespace":"hangar-mine"}]}`, 400, "workspace_agent_infos[1].name"},
+				{"reconcile oversized", agentToken, "POST", protocol.ReconcilePath, bigReconcile, 413, ""},
+			}
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					status, body := call(t, env, tc.token, tc.method, tc.path, tc.body)
+					if status != tc.status {
+						t.Fatalf("status %d, want %d: %s", status, tc.status, body)
+					}
+					e := apiError(t, body)
+					if e.Message == "" {
+						t.Errorf("no message: %s", body)
+					}
+					if tc.field != "" {
+						found := false
+						for _, v := range e.Validations {
+							if v.Field == tc.field && v.Detail != "" {
+								found = true
+							}
+						}
+						if !found {
+							t.Errorf("no validation naming %q: %s", tc.field, body)
+						}
+					}
+					if after := snapshot(t, env, user); after != before {
+						t.Errorf("something was written:\nbefore %s\nafter  %s", before, after)
+					}
+				})
+			}
+
+			// Another agent's reconcile neither sees nor changes this agent's workspace: it is an
+			// orphan to it, answered Terminated, and the row is untouched.
+			resp := reconcileCall(t, env, otherAgent, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+				{Name: "mine", Namespace: "hangar-mine", LatestK8sDeploymentInfo: deploymentIn("Running", 9)},
+			}})
+			if len(resp.WorkspaceRailsInfos) != 1 || resp.WorkspaceRailsInfos[0].DesiredState != "Terminated" || resp.WorkspaceRailsInfos[0].ConfigToApply != "" {
+				t.Errorf("other agent's answer: %+v", resp.WorkspaceRailsInfos)
+			}
+			if after := snapshot(t, env, user); after != before {
+				t.Errorf("another agent's report changed the workspace:\nbefore %s\nafter  %s", before, after)
+			}
+			// And its full reconcile does not list it.
+			resp = reconcileCall(t, env, otherAgent, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+			if len(resp.WorkspaceRailsInfos) != 0 {
+				t.Errorf("other agent's full reconcile lists %+v", resp.WorkspaceRailsInfos)
+			}
+		})
+	}
+}
+
+// snapshot is everything the user and admin can see, as one string.
+func snapshot(t *testing.T, env *servertest.Env, user string) string {
+	t.Helper()
+	var ws []sdk.Workspace
+	mustCall(t, env, env.AdminToken, "GET", "/api/v1/workspaces", nil, 200, &ws)
+	var agents []sdk.Agent
+	mustCall(t, env, env.AdminToken, "GET", "/api/v1/agents", nil, 200, &agents)
+	b, _ := json.Marshal(map[string]any{"workspaces": ws, "agents": len(agents)})
+	return string(b)
+}
+
+func TestFullReconcileAndOrphans(t *testing.T) {
+	env := servertest.New(t)
+	agentToken := createAgent(t, env, "k1", map[string]any{"partial_reconciliation_interval_seconds": 5})
+	user := createUser(t, env, "dev")
+	for _, n := range []string{"a", "b", "c"} {
+		mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": n, "agent": "k1"}, 201, nil)
+	}
+	full := protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+		{Name: "a", Namespace: "hangar-a", LatestK8sDeploymentInfo: deploymentIn("Running", 10)},
+		{Name: "ghost", Namespace: "hangar-ghost", LatestK8sDeploymentInfo: deploymentIn("Running", 11)},
+		{Name: "b", Namespace: "wrong-namespace", LatestK8sDeploymentInfo: deploymentIn("Running", 12)},
+	}}
+	resp := reconcileCall(t, env, agentToken, full)
+	if resp.Settings.PartialReconciliationIntervalSeconds != 5 || resp.Settings.FullReconciliationIntervalSeconds != 3600 {
+		t.Errorf("settings %+v", resp.Settings)
+	}
+	got := map[string]protocol.WorkspaceRailsInfo{}
+	for _, info := range resp.WorkspaceRailsInfos {
+		got[info.Name+"/"+info.Namespace] = info
+	}
+	if len(got) != 5 {
+		t.Fatalf("answered %d workspaces, want a, b, c and two orphans: %+v", len(got), resp.WorkspaceRailsInfos)
+	}
+	if a := got["a/hangar-a"]; a.ActualState != "Running" || a.DeploymentResourceVersion != "10" || a.ConfigToApply == "" {
+		t.Errorf("a: %+v", a)
+	}
+	for _, k := range []string{"b/hangar-b", "c/hangar-c"} {
+		if w := got[k]; w.ConfigToApply == "" || w.DesiredState != "Running" {
+			t.Errorf("%s on full reconcile: %+v", k, w)
+		}
+	}
+	for _, k := range []string{"ghost/hangar-ghost", "b/wrong-namespace"} {
+		if o := got[k]; o.DesiredState != "Terminated" || o.ConfigToApply != "" || o.DeploymentResourceVersion == "" {
+			t.Errorf("orphan %s: %+v", k, o)
+		}
+	}
+	// Metrics count the orphans.
+	status, body := call(t, env, "", "GET", "/metrics", nil)
+	if status != 200 || !strings.Contains(string(body), "hangar_reconcile_orphans_total 2") ||
+		!strings.Contains(string(body), `hangar_workspaces{actual_state="Running",desired_state="Running"} 1`) ||
+		!strings.Contains(string(body), `hangar_reconcile_duration_seconds_count{update_type="full"} 1`) {
+		t.Errorf("metrics:\n%s", body)
+	}
+	// Nothing changed: a partial reconcile answers nothing.
+	env.Clock.Advance(10e9)
+	resp = reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+	if len(resp.WorkspaceRailsInfos) != 0 {
+		t.Errorf("quiet partial answered %+v", resp.WorkspaceRailsInfos)
+	}
+	// A fully terminated workspace leaves the full answer.
+	mustCall(t, env, user, "PATCH", "/api/v1/workspaces/c", map[string]string{"desired_state": "Terminated"}, 200, nil)
+	env.Clock.Advance(10e9)
+	reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+		{Name: "c", Namespace: "hangar-c", TerminationProgress: "Terminated"}}})
+	resp = reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+	for _, info := range resp.WorkspaceRailsInfos {
+		if info.Name == "c" {
+			t.Errorf("fully terminated workspace in full answer: %+v", info)
+		}
+	}
+	if len(resp.WorkspaceRailsInfos) != 2 {
+		t.Errorf("full answer has %d workspaces, want a and b", len(resp.WorkspaceRailsInfos))
+	}
+}
+
+func TestHealth(t *testing.T) {
+	env := servertest.New(t)
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if status, body := call(t, env, "", "GET", p, nil); status != 200 {
+			t.Errorf("%s: %d %s", p, status, body)
+		}
+	}
+}

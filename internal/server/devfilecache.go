@@ -1,0 +1,43 @@
+package server
+
+import (
+	"sync"
+
+	"github.com/hangar-dev/hangar/internal/devfile"
+)
+
+// devfileCache keeps parsed devfiles by workspace ID. A workspace's devfile never changes after
+// creation, so entries never go stale; the cache is emptied when it reaches its size.
+type devfileCache struct {
+	mu   sync.Mutex
+	max  int
+	byID map[string]*devfile.Devfile
+}
+
+func newDevfileCache(max int) *devfileCache {
+	return &devfileCache{max: max, byID: map[string]*devfile.Devfile{}}
+}
+
+func (c *devfileCache) put(id string, d *devfile.Devfile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.byID) >= c.max {
+		clear(c.byID)
+	}
+	c.byID[id] = d
+}
+
+func (c *devfileCache) get(id, text string) (*devfile.Devfile, error) {
+	c.mu.Lock()
+	d, ok := c.byID[id]
+	c.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	d, err := devfile.Parse([]byte(text))
+	if err != nil {
+		return nil, err
+	}
+	c.put(id, d)
+	return d, nil
+}

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// apiError is an error with the HTTP status it maps to. Handlers return errors; writeError maps
+// them to status and body in one place.
+type apiError struct {
+	status int
+	body   sdk.Error
+}
+
+func (e *apiError) Error() string { return e.body.Message }
+
+func errBadRequest(msg string, validations ...sdk.Validation) error {
+	return &apiError{status: http.StatusBadRequest, body: sdk.Error{Message: msg, Validations: validations}}
+}
+
+func errNotFound(format string, args ...any) error {
+	return &apiError{status: http.StatusNotFound, body: sdk.Error{Message: fmt.Sprintf(format, args...)}}
+}
+
+func errForbidden(msg string) error {
+	return &apiError{status: http.StatusForbidden, body: sdk.Error{Message: msg}}
+}
+
+func errUnauthorized(msg string) error {
+	return &apiError{status: http.StatusUnauthorized, body: sdk.Error{Message: msg}}
+}
+
+func errConflict(msg, detail string) error {
+	return &apiError{status: http.StatusConflict, body: sdk.Error{Message: msg, Detail: detail}}
+}
+
+// statusOf maps an error to its HTTP status and user-facing body. Unknown errors are 500 with a
+// generic message; their detail goes to the log only.
+func statusOf(err error) (int, sdk.Error) {
+	var ae *apiError
+	var ve *workspace.ValidationError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.body
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, sdk.Error{Message: "request body too large", Detail: fmt.Sprintf("the limit is %d bytes", mbe.Limit)}
+	case errors.As(err, &ve):
+		body := sdk.Error{Message: "invalid request"}
+		for _, p := range ve.Problems {
+			body.Validations = append(body.Validations, sdk.Validation{Field: p.Field, Detail: p.Detail})
+		}
+		return http.StatusBadRequest, body
+	case errors.Is(err, workspace.ErrTerminated), errors.Is(err, workspace.ErrIllegalTransition):
+		return http.StatusConflict, sdk.Error{Message: "illegal state change", Detail: err.Error()}
+	case errors.Is(err, store.ErrQuota):
+		return http.StatusConflict, sdk.Error{Message: "workspace quota exceeded", Detail: err.Error()}
+	case errors.Is(err, store.ErrConflict):
+		return http.StatusConflict, sdk.Error{Message: "already exists", Detail: err.Error()}
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound, sdk.Error{Message: "not found", Detail: err.Error()}
+	}
+	return http.StatusInternalServerError, sdk.Error{Message: "internal error", Detail: "the server log has the details"}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+// decodeJSON decodes one JSON value from the request body strictly: a body over limit is 413,
+// unknown fields, trailing data and type mismatches are 400 naming the field.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return &apiError{status: http.StatusUnsupportedMediaType, body: sdk.Error{Message: "unsupported content type", Detail: "send application/json, got " + ct}}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return errBadRequest("malformed JSON body", sdk.Validation{Field: "body", Detail: "must hold exactly one JSON value"})
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var mbe *http.MaxBytesError
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &mbe):
+		return err
+	case errors.Is(err, io.EOF):
+		return errBadRequest("empty request body", sdk.Validation{Field: "body", Detail: "a JSON object is required"})
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		return errBadRequest("invalid request", sdk.Validation{Field: field, Detail: fmt.Sprintf("must be %s, got JSON %s", jsonKind(te.Type.Kind().String()), te.Value)})
+	case errors.As(err, &se):
+		return errBadRequest("malformed JSON body", sdk.Validation{Field: "body", Detail: fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)})
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return errBadRequest("invalid request", sdk.Validation{Field: name, Detail: "unknown field"})
+	}
+	return errBadRequest("malformed JSON body", sdk.Validation{Field: "body", Detail: err.Error()})
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "slice":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "bool":
+		return "a boolean"
+	case "ptr":
+		return "an object"
+	}
+	return "a number"
+}

@@ -1,0 +1,141 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/servertest"
+)
+
+// call sends a request with a bearer token and returns the status and body.
+func call(t testing.TB, env *servertest.Env, token, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, env.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+// mustCall is call that fails the test unless the status is want, and decodes the body into out.
+func mustCall(t testing.TB, env *servertest.Env, token, method, path string, body any, want int, out any) {
+	t.Helper()
+	status, b := call(t, env, token, method, path, body)
+	if status != want {
+		t.Fatalf("%s %s: status %d, want %d; body %s", method, path, status, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
+		}
+	}
+}
+
+func apiError(t testing.TB, b []byte) sdk.Error {
+	t.Helper()
+	var e sdk.Error
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("error body %s: %v", b, err)
+	}
+	return e
+}
+
+// createAgent registers an agent and returns its token.
+func createAgent(t testing.TB, env *servertest.Env, name string, config any) string {
+	t.Helper()
+	var a sdk.Agent
+	body := map[string]any{"name": name}
+	if config != nil {
+		body["config"] = config
+	}
+	mustCall(t, env, env.AdminToken, "POST", "/api/v1/agents", body, http.StatusCreated, &a)
+	return a.Token
+}
+
+// createUser creates a user and returns its token.
+func createUser(t testing.TB, env *servertest.Env, name string) string {
+	t.Helper()
+	var u sdk.User
+	mustCall(t, env, env.AdminToken, "POST", "/api/v1/users", map[string]any{"username": name}, http.StatusCreated, &u)
+	return u.Token
+}
+
+func reconcileCall(t testing.TB, env *servertest.Env, agentToken string, req protocol.ReconcileRequest) protocol.ReconcileResponse {
+	t.Helper()
+	var resp protocol.ReconcileResponse
+	mustCall(t, env, agentToken, "POST", protocol.ReconcilePath, req, http.StatusOK, &resp)
+	return resp
+}
+
+func int32p(i int32) *int32 { return &i }
+
+// deploymentIn returns the Deployment an agent reports for a workspace in state st, with resource
+// version rv, following the anchors' rules (reconcile.DeploymentState).
+func deploymentIn(st string, rv int) *protocol.DeploymentInfo {
+	d := &protocol.DeploymentInfo{Metadata: protocol.DeploymentMetadata{ResourceVersion: strconv.Itoa(rv)}}
+	cond := func(typ, reason string) protocol.DeploymentCondition {
+		return protocol.DeploymentCondition{Type: typ, Status: "True", Reason: reason}
+	}
+	switch st {
+	case "Starting":
+		d.Spec = &protocol.DeploymentSpec{Replicas: int32p(1)}
+		d.Status = &protocol.DeploymentStatus{Replicas: 1, UnavailableReplicas: 1, Conditions: []protocol.DeploymentCondition{
+			cond("Available", "MinimumReplicasUnavailable"), cond("Progressing", "NewReplicaSetCreated")}}
+	case "Running":
+		d.Spec = &protocol.DeploymentSpec{Replicas: int32p(1)}
+		d.Status = &protocol.DeploymentStatus{Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1, Conditions: []protocol.DeploymentCondition{
+			cond("Available", "MinimumReplicasAvailable"), cond("Progressing", "NewReplicaSetAvailable")}}
+	case "Stopping":
+		d.Spec = &protocol.DeploymentSpec{Replicas: int32p(0)}
+		d.Status = &protocol.DeploymentStatus{Replicas: 1, AvailableReplicas: 1, Conditions: []protocol.DeploymentCondition{
+			cond("Available", "MinimumReplicasAvailable"), cond("Progressing", "ReplicaSetUpdated")}}
+	case "Stopped":
+		d.Spec = &protocol.DeploymentSpec{Replicas: int32p(0)}
+		d.Status = &protocol.DeploymentStatus{Conditions: []protocol.DeploymentCondition{
+			cond("Available", "MinimumReplicasAvailable"), cond("Progressing", "NewReplicaSetAvailable")}}
+	case "Failed":
+		d.Spec = &protocol.DeploymentSpec{Replicas: int32p(1)}
+		d.Status = &protocol.DeploymentStatus{Replicas: 1, UnavailableReplicas: 1, Conditions: []protocol.DeploymentCondition{
+			cond("Available", "MinimumReplicasUnavailable"),
+			{Type: "Progressing", Status: "False", Reason: "ProgressDeadlineExceeded"}}}
+	default:
+		panic(fmt.Sprintf("no deployment for state %q", st))
+	}
+	return d
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+type metrics struct {
+	reg       *prometheus.Registry
+	duration  *prometheus.HistogramVec
+	reqBytes  *prometheus.HistogramVec
+	respBytes *prometheus.HistogramVec
+	orphans   prometheus.Counter
+}
+
+func newMetrics(st store.Store) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "hangar_reconcile_duration_seconds", Help: "Time to serve an agent reconcile request, by update type.",
+		Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"update_type"})
+	sizes := prometheus.ExponentialBuckets(256, 4, 10)
+	m.reqBytes = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "hangar_reconcile_request_bytes", Help: "Size of agent reconcile request bodies.", Buckets: sizes,
+	}, []string{"update_type"})
+	m.respBytes = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "hangar_reconcile_response_bytes", Help: "Size of reconcile response bodies.", Buckets: sizes,
+	}, []string{"update_type"})
+	m.orphans = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hangar_reconcile_orphans_total", Help: "Workspaces agents reported that the server did not know (answered Terminated).",
+	})
+	m.reg.MustRegister(m.duration, m.reqBytes, m.respBytes, m.orphans, &stateCollector{store: st},
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) observeReconcile(updateType string, d time.Duration, reqBytes, respBytes int64) {
+	m.duration.WithLabelValues(updateType).Observe(d.Seconds())
+	m.reqBytes.WithLabelValues(updateType).Observe(float64(reqBytes))
+	m.respBytes.WithLabelValues(updateType).Observe(float64(respBytes))
+}
+
+// stateCollector counts workspaces by desired and actual state at scrape time.
+type stateCollector struct{ store store.Store }
+
+var workspacesDesc = prometheus.NewDesc("hangar_workspaces", "Workspaces by desired and actual state.", []string{"desired_state", "actual_state"}, nil)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- workspacesDesc }
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts, err := c.store.CountWorkspacesByState(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(workspacesDesc, err)
+		return
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(workspacesDesc, prometheus.GaugeValue, float64(n), string(k[0]), string(k[1]))
+	}
+}
+
+type countingReader struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) Close() error { return c.r.Close() }
+
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,243 @@
+// Package server is `hangar server`'s HTTP side: the user API, the agent reconcile endpoint, health
+// and metrics. Handlers are thin: they authenticate, decode, call the domain (workspace, reconcile,
+// devfile) and the store, and encode. Authorization happens in one place (authUser/authAgent) and
+// fails closed.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// Options configure a Server.
+type Options struct {
+	Store  store.Store
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Server serves Hangar's HTTP API.
+type Server struct {
+	store   store.Store
+	clock   clock.Clock
+	log     *slog.Logger
+	metrics *metrics
+	devfile *devfileCache
+	mux     *http.ServeMux
+}
+
+// New returns a server.
+func New(opts Options) *Server {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, devfile: newDevfileCache(50000)}
+	s.metrics = newMetrics(opts.Store)
+	s.mux = http.NewServeMux()
+	s.routes()
+	return s
+}
+
+// Handler returns the root handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+type userHandler func(w http.ResponseWriter, r *http.Request, u store.User) error
+type agentHandler func(w http.ResponseWriter, r *http.Request, a store.Agent) error
+
+// Route is one endpoint the server serves.
+type Route struct {
+	Method, Pattern string
+}
+
+// Routes lists the API endpoints, for the OpenAPI test: each must be documented.
+func (s *Server) Routes() []Route {
+	out := make([]Route, 0, len(s.routeTable()))
+	for _, r := range s.routeTable() {
+		out = append(out, Route{Method: r.method, Pattern: r.pattern})
+	}
+	return out
+}
+
+type routeEntry struct {
+	method, pattern string
+	handler         http.Handler
+}
+
+func (s *Server) routeTable() []routeEntry {
+	return []routeEntry{
+		{"GET", "/healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })},
+		{"GET", "/readyz", http.HandlerFunc(s.readyz)},
+		{"GET", "/metrics", s.metrics.handler()},
+		{"GET", "/api/v1/openapi.yaml", http.HandlerFunc(s.openapi)},
+
+		{"POST", "/api/v1/agent/reconcile", s.authAgent(s.reconcile)},
+
+		{"GET", "/api/v1/users/me", s.authUser(s.me)},
+		{"POST", "/api/v1/users", s.authUser(s.adminOnly(s.createUser))},
+		{"POST", "/api/v1/agents", s.authUser(s.adminOnly(s.createAgent))},
+		{"GET", "/api/v1/agents", s.authUser(s.listAgents)},
+		{"POST", "/api/v1/workspaces", s.authUser(s.createWorkspace)},
+		{"GET", "/api/v1/workspaces", s.authUser(s.listWorkspaces)},
+		{"GET", "/api/v1/workspaces/{name}", s.authUser(s.getWorkspace)},
+		{"PATCH", "/api/v1/workspaces/{name}", s.authUser(s.updateWorkspace)},
+	}
+}
+
+func (s *Server) routes() {
+	for _, r := range s.routeTable() {
+		s.mux.Handle(r.method+" "+r.pattern, r.handler)
+	}
+	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, errNotFound("no API endpoint %s %s", r.Method, r.URL.Path))
+	})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.log.Warn("readiness check failed", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "database unavailable"})
+		return
+	}
+	writeJSON(w, 200, map[string]string{"status": "ok"})
+}
+
+// fail writes err as an API error; 5xx are logged with their detail.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := statusOf(err)
+	if status >= 500 {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	} else {
+		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	}
+	writeJSON(w, status, body)
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	token = strings.TrimSpace(token)
+	return token, ok && token != ""
+}
+
+// HashToken is how tokens are stored: only their SHA-256.
+func HashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// NewToken returns a new random token with a prefix saying what it is for.
+func NewToken(prefix string) string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+const (
+	userTokenPrefix  = "hgu_"
+	agentTokenPrefix = "hga_"
+)
+
+func (s *Server) authUser(h userHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r)
+		if !ok {
+			s.fail(w, r, errUnauthorized("missing bearer token: send Authorization: Bearer <token>"))
+			return
+		}
+		u, err := s.store.UserByTokenHash(r.Context(), HashToken(token))
+		if errors.Is(err, store.ErrNotFound) {
+			s.fail(w, r, errUnauthorized("invalid token"))
+			return
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := h(w, r, u); err != nil {
+			s.fail(w, r, err)
+		}
+	}
+}
+
+func (s *Server) adminOnly(h userHandler) userHandler {
+	return func(w http.ResponseWriter, r *http.Request, u store.User) error {
+		if !u.Admin {
+			return errForbidden("only an admin may do this")
+		}
+		return h(w, r, u)
+	}
+}
+
+func (s *Server) authAgent(h agentHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r)
+		if !ok {
+			s.fail(w, r, errUnauthorized("missing bearer token: send Authorization: Bearer <agent token>"))
+			return
+		}
+		a, err := s.store.AgentByTokenHash(r.Context(), HashToken(token))
+		if errors.Is(err, store.ErrNotFound) {
+			s.fail(w, r, errUnauthorized("invalid agent token"))
+			return
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := h(w, r, a); err != nil {
+			s.fail(w, r, err)
+		}
+	}
+}
+
+// Bootstrap creates the first user, `admin`, when the store has no user, and writes its token to
+// <dataDir>/admin-token (mode 0600). It returns the token file's path and whether it created it.
+func (s *Server) Bootstrap(ctx context.Context, dataDir string) (string, bool, error) {
+	path := filepath.Join(dataDir, "admin-token")
+	n, err := s.store.CountUsers(ctx)
+	if err != nil {
+		return path, false, fmt.Errorf("count users: %w", err)
+	}
+	if n > 0 {
+		return path, false, nil
+	}
+	token := NewToken(userTokenPrefix)
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return path, false, fmt.Errorf("create data directory: %w", err)
+	}
+	// Write the file first: a token stored in the database but lost on disk would lock the admin out.
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return path, false, fmt.Errorf("write admin token: %w", err)
+	}
+	err = s.store.CreateUser(ctx, store.User{ID: uuid.NewString(), Username: "admin", Admin: true, TokenHash: HashToken(token), CreatedAt: s.clock.Now()})
+	if errors.Is(err, store.ErrConflict) {
+		// Another replica bootstrapped at the same moment; its token file is the valid one.
+		_ = os.Remove(path)
+		return path, false, nil
+	}
+	if err != nil {
+		return path, false, err
+	}
+	s.log.Info("created the admin user", "token_file", path)
+	return path, true, nil
+}

@@ -1,0 +1,176 @@
+// Package servercmd is `hangar server`: it reads options (flags, each also an environment variable),
+// opens the store (SQLite in the data directory, or Postgres), bootstraps the admin, and serves.
+package servercmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/server"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/store/postgres"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
+)
+
+// Config is the server's configuration.
+type Config struct {
+	Listen      string
+	DataDir     string
+	PostgresURL string
+	LogLevel    string
+	LogFormat   string
+}
+
+// option declares one option: flag, environment variable, default and help together.
+type option struct {
+	target *string
+	flag   string
+	env    string
+	def    string
+	help   string
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "hangar")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "hangar")
+	}
+	return "hangar-data"
+}
+
+// Command returns `hangar server`.
+func Command() *cobra.Command {
+	var cfg Config
+	opts := []option{
+		{&cfg.Listen, "listen", "HANGAR_LISTEN", "127.0.0.1:7080", "address to serve the API on"},
+		{&cfg.DataDir, "data-dir", "HANGAR_DATA_DIR", defaultDataDir(), "directory for the embedded SQLite store and the admin token"},
+		{&cfg.PostgresURL, "postgres-url", "HANGAR_POSTGRES_URL", "", "use this Postgres database (postgres://...) instead of the embedded SQLite store; several servers may share it"},
+		{&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"},
+		{&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"},
+	}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the Hangar server (API and agent reconcile endpoint)",
+		Long: "Run the Hangar server. It keeps the desired state of every workspace in its store (SQLite in the data\n" +
+			"directory by default, Postgres with --postgres-url) and answers users and agents.\n\n" +
+			"Every flag can also be set with the environment variable shown.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Run(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	for _, o := range opts {
+		def := o.def
+		if v, ok := os.LookupEnv(o.env); ok {
+			def = v
+		}
+		cmd.Flags().StringVar(o.target, o.flag, def, fmt.Sprintf("%s (env %s)", o.help, o.env))
+	}
+	return cmd
+}
+
+func logger(cfg Config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch cfg.LogFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", cfg.LogFormat)
+}
+
+// Run serves until ctx ends. It prints where to go next on out.
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
+	log, err := logger(cfg, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
+	}
+	var st store.Store
+	if cfg.PostgresURL != "" {
+		st, err = postgres.Open(ctx, cfg.PostgresURL)
+	} else {
+		st, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "hangar.db"))
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log})
+	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	url := "http://" + displayAddr(ln.Addr().String())
+	storeName := "SQLite at " + filepath.Join(cfg.DataDir, "hangar.db")
+	if cfg.PostgresURL != "" {
+		storeName = "Postgres"
+	}
+	fmt.Fprintf(out, "Hangar server listening on %s (store: %s)\n", url, storeName)
+	if created {
+		fmt.Fprintf(out, "Created user admin; its token is in %s (shown nowhere else).\n", tokenFile)
+	} else {
+		fmt.Fprintf(out, "The admin token was written to %s when this store was first set up.\n", tokenFile)
+	}
+	fmt.Fprintf(out, "Next: hangar login --url %s --token \"$(cat %s)\"\n      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster\n", url, tokenFile)
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func displayAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if host == "" || host == "::" || host == "0.0.0.0" {
+		host = "127.0.0.1"
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return host + ":" + port
+}

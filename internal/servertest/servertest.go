@@ -1,0 +1,73 @@
+// Package servertest starts a real Hangar server (real store, real HTTP) for tests, with an injected
+// fake clock, the admin bootstrapped, and helpers to register agents and users.
+package servertest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/server"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/store/postgres"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/testutil/pgtest"
+)
+
+// Start is the fake clock's initial time.
+var Start = time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)
+
+// Env is a running server.
+type Env struct {
+	URL        string
+	AdminToken string
+	Clock      *clock.Fake
+	Store      store.Store
+	Server     *server.Server
+	DataDir    string
+}
+
+// Engines are the store engines every server-level test runs on.
+var Engines = []string{"sqlite", "postgres"}
+
+// New starts a server on SQLite in a temporary data directory.
+func New(t testing.TB) *Env { return NewWith(t, "sqlite") }
+
+// NewWith starts a server on the named engine ("sqlite" or "postgres"; Postgres is a fresh
+// database on a real server, see pgtest).
+func NewWith(t testing.TB, engine string) *Env {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	var st store.Store
+	var err error
+	switch engine {
+	case "sqlite":
+		st, err = sqlite.Open(ctx, dir+"/hangar.db")
+	case "postgres":
+		st, err = postgres.Open(ctx, pgtest.NewDatabase(t))
+	default:
+		t.Fatalf("unknown engine %q", engine)
+	}
+	if err != nil {
+		t.Fatalf("open %s store: %v", engine, err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clk := clock.NewFake(Start)
+	srv := server.New(server.Options{Store: st, Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	path, created, err := srv.Bootstrap(ctx, dir)
+	if err != nil || !created {
+		t.Fatalf("bootstrap admin: created=%v err=%v", created, err)
+	}
+	token, err := readToken(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return &Env{URL: hs.URL, AdminToken: token, Clock: clk, Store: st, Server: srv, DataDir: dir}
+}

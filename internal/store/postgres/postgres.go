@@ -1,0 +1,51 @@
+// Package postgres opens Hangar's shared store: a Postgres database (pgx), for several server
+// replicas. Read-modify-write transactions lock the rows they change (SELECT ... FOR UPDATE).
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/hangar-dev/hangar/internal/store/sqlstore"
+)
+
+// Dialect is Postgres's.
+var Dialect = sqlstore.Dialect{
+	Name:       "postgres",
+	Goose:      goose.DialectPostgres,
+	Dollar:     true,
+	ForUpdate:  " FOR UPDATE",
+	BatchSize:  5000, // 9 parameters a row, under Postgres's 65535
+	TextCast:   "::text",
+	BigintCast: "::bigint",
+	IsUniqueViolation: func(err error) bool {
+		var e *pgconn.PgError
+		return errors.As(err, &e) && e.Code == "23505"
+	},
+}
+
+// Open connects to the database at url (postgres://...) and migrates it.
+func Open(ctx context.Context, url string) (*sqlstore.Store, error) {
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	db.SetMaxOpenConns(20)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	s, err := sqlstore.Open(ctx, db, Dialect)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	return s, nil
+}

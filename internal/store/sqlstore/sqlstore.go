@@ -1,0 +1,496 @@
+// Package sqlstore implements store.Store over database/sql for the two dialects Hangar supports.
+// The queries are written once with `?` placeholders; Dialect says how each engine differs
+// (placeholders, row locks, batch-update casts). Packages sqlite and postgres open the connection and
+// pick the dialect.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Dialect is what differs between the engines.
+type Dialect struct {
+	// Name is "sqlite" or "postgres", also the folder of its migrations.
+	Name string
+	// Goose is the migration tool's name for the engine.
+	Goose goose.Dialect
+	// Dollar rewrites `?` placeholders to `$1, $2, ...`.
+	Dollar bool
+	// ForUpdate is appended to SELECTs that read rows a transaction will write ("" on SQLite, whose
+	// transactions take the single write lock when they begin).
+	ForUpdate string
+	// IsUniqueViolation recognizes a unique-constraint error.
+	IsUniqueViolation func(error) bool
+	// BatchSize caps the rows per batched statement (parameter limits).
+	BatchSize int
+	// Casts are the type casts of a VALUES list's columns in a batched UPDATE, by column type.
+	TextCast, BigintCast string
+}
+
+// Store is a store.Store over a *sql.DB.
+type Store struct {
+	db *sql.DB
+	d  Dialect
+}
+
+// Open wraps db, runs the embedded migrations of the dialect, and returns the store.
+func Open(ctx context.Context, db *sql.DB, d Dialect) (*Store, error) {
+	sub, err := fs.Sub(migrations, "migrations/"+d.Name)
+	if err != nil {
+		return nil, fmt.Errorf("migrations for %s: %w", d.Name, err)
+	}
+	p, err := goose.NewProvider(d.Goose, db, sub)
+	if err != nil {
+		return nil, fmt.Errorf("prepare migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return nil, fmt.Errorf("run migrations: %w", err)
+	}
+	return &Store{db: db, d: d}, nil
+}
+
+// DB returns the underlying database, for tests and benchmarks.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// q rewrites placeholders for the dialect.
+func (s *Store) q(query string) string {
+	if !s.d.Dollar {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 16)
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(query[i])
+	}
+	return b.String()
+}
+
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func nullMicros(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
+}
+
+func ptrTime(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+func (s *Store) wrapUnique(err error, what string) error {
+	if err != nil && s.d.IsUniqueViolation(err) {
+		return fmt.Errorf("%s: %w", what, store.ErrConflict)
+	}
+	return err
+}
+
+// --- users
+
+func (s *Store) CreateUser(ctx context.Context, u store.User) error {
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`),
+		u.ID, u.Username, u.Admin, u.TokenHash, micros(u.CreatedAt))
+	if err = s.wrapUnique(err, fmt.Sprintf("user %q", u.Username)); err != nil {
+		return fmt.Errorf("create user: %w", err)
+	}
+	return nil
+}
+
+const userCols = `id, username, admin, token_hash, created_at`
+
+func scanUser(row interface{ Scan(...any) error }) (store.User, error) {
+	var u store.User
+	var created int64
+	if err := row.Scan(&u.ID, &u.Username, &u.Admin, &u.TokenHash, &created); err != nil {
+		return u, err
+	}
+	u.CreatedAt = fromMicros(created)
+	return u, nil
+}
+
+func notFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
+
+func (s *Store) UserByTokenHash(ctx context.Context, hash []byte) (store.User, error) {
+	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE token_hash = ?`), hash))
+	return u, notFound(err, "user")
+}
+
+func (s *Store) UserByUsername(ctx context.Context, username string) (store.User, error) {
+	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE username = ?`), username))
+	return u, notFound(err, fmt.Sprintf("user %q", username))
+}
+
+func (s *Store) CountUsers(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`).Scan(&n)
+	return n, err
+}
+
+// --- agents
+
+func (s *Store) CreateAgent(ctx context.Context, a store.Agent) error {
+	cfg, err := json.Marshal(a.Config)
+	if err != nil {
+		return fmt.Errorf("encode agent config: %w", err)
+	}
+	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO agents (id, name, token_hash, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
+		a.ID, a.Name, a.TokenHash, string(cfg), micros(a.CreatedAt), micros(a.UpdatedAt))
+	if err = s.wrapUnique(err, fmt.Sprintf("agent %q", a.Name)); err != nil {
+		return fmt.Errorf("create agent: %w", err)
+	}
+	return nil
+}
+
+const agentCols = `id, name, token_hash, config, created_at, updated_at`
+
+func scanAgent(row interface{ Scan(...any) error }) (store.Agent, error) {
+	var a store.Agent
+	var cfg string
+	var created, updated int64
+	if err := row.Scan(&a.ID, &a.Name, &a.TokenHash, &cfg, &created, &updated); err != nil {
+		return a, err
+	}
+	if err := json.Unmarshal([]byte(cfg), &a.Config); err != nil {
+		return a, fmt.Errorf("decode config of agent %q: %w", a.Name, err)
+	}
+	a.Config = a.Config.WithDefaults()
+	a.CreatedAt, a.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return a, nil
+}
+
+func (s *Store) AgentByTokenHash(ctx context.Context, hash []byte) (store.Agent, error) {
+	a, err := scanAgent(s.db.QueryRowContext(ctx, s.q(`SELECT `+agentCols+` FROM agents WHERE token_hash = ?`), hash))
+	return a, notFound(err, "agent")
+}
+
+func (s *Store) AgentByName(ctx context.Context, name string) (store.Agent, error) {
+	a, err := scanAgent(s.db.QueryRowContext(ctx, s.q(`SELECT `+agentCols+` FROM agents WHERE name = ?`), name))
+	return a, notFound(err, fmt.Sprintf("agent %q", name))
+}
+
+func (s *Store) ListAgents(ctx context.Context) ([]store.Agent, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+agentCols+` FROM agents ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	defer rows.Close()
+	out := []store.Agent{}
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// --- workspaces
+
+const wsCols = `w.id, w.name, w.owner_id, u.username, w.agent_id, a.name, w.namespace, w.devfile, w.desired_state, w.actual_state,
+	w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at, w.deployment_resource_version,
+	w.error_type, w.error_message, w.url, w.created_at`
+
+const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id JOIN agents a ON a.id = w.agent_id`
+
+func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error) {
+	var w store.Workspace
+	var desired, actual string
+	var desiredAt, created int64
+	var actualAt, respondedAt sql.NullInt64
+	var rv sql.NullString
+	if err := row.Scan(&w.ID, &w.Name, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace, &w.Devfile,
+		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created); err != nil {
+		return w, err
+	}
+	w.DesiredState, w.ActualState = workspace.State(desired), workspace.State(actual)
+	w.DesiredStateUpdatedAt = fromMicros(desiredAt)
+	w.ActualStateUpdatedAt = ptrTime(actualAt)
+	w.RespondedToAgentAt = ptrTime(respondedAt)
+	if rv.Valid {
+		w.DeploymentResourceVersion = &rv.String
+	}
+	w.CreatedAt = fromMicros(created)
+	return w, nil
+}
+
+func nullString(p *string) sql.NullString {
+	if p == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: *p, Valid: true}
+}
+
+func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuota, perUserQuota int) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if agentQuota >= 0 || perUserQuota >= 0 {
+			// Lock the agent row so that two creations cannot both pass the count (Postgres); SQLite's
+			// transaction already holds the write lock.
+			if s.d.ForUpdate != "" {
+				var id string
+				if err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM agents WHERE id = ?`+s.d.ForUpdate), w.AgentID).Scan(&id); err != nil {
+					return fmt.Errorf("lock agent: %w", notFound(err, "agent"))
+				}
+			}
+			var onAgent, ofUser int
+			err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN owner_id = ? THEN 1 ELSE 0 END), 0) FROM workspaces
+				WHERE agent_id = ? AND desired_state <> 'Terminated'`), w.OwnerID, w.AgentID).Scan(&onAgent, &ofUser)
+			if err != nil {
+				return fmt.Errorf("count workspaces: %w", err)
+			}
+			if agentQuota >= 0 && onAgent >= agentQuota {
+				return fmt.Errorf("agent %q allows %d workspaces and has %d: %w", w.AgentName, agentQuota, onAgent, store.ErrQuota)
+			}
+			if perUserQuota >= 0 && ofUser >= perUserQuota {
+				return fmt.Errorf("agent %q allows %d workspaces per user and you have %d: %w", w.AgentName, perUserQuota, ofUser, store.ErrQuota)
+			}
+		}
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
+			desired_state_updated_at, actual_state_updated_at, responded_to_agent_at, deployment_resource_version, error_type, error_message, url, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			w.ID, w.Name, w.OwnerID, w.AgentID, w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
+			micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),
+			nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage, w.URL, micros(w.CreatedAt))
+		if err = s.wrapUnique(err, fmt.Sprintf("workspace name %q", w.Name)); err != nil {
+			return fmt.Errorf("create workspace: %w", err)
+		}
+		return nil
+	})
+}
+
+func (s *Store) WorkspaceByName(ctx context.Context, name string) (store.Workspace, error) {
+	w, err := scanWorkspace(s.db.QueryRowContext(ctx, s.q(`SELECT `+wsCols+wsFrom+` WHERE w.name = ?`), name))
+	return w, notFound(err, fmt.Sprintf("workspace %q", name))
+}
+
+func (s *Store) ListWorkspaces(ctx context.Context, ownerID string) ([]store.Workspace, error) {
+	query, args := `SELECT `+wsCols+wsFrom+` ORDER BY w.name`, []any{}
+	if ownerID != "" {
+		query, args = `SELECT `+wsCols+wsFrom+` WHERE w.owner_id = ? ORDER BY w.name`, []any{ownerID}
+	}
+	return s.queryWorkspaces(ctx, s.db, query, args...)
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func (s *Store) queryWorkspaces(ctx context.Context, db querier, query string, args ...any) ([]store.Workspace, error) {
+	rows, err := db.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read workspaces: %w", err)
+	}
+	defer rows.Close()
+	out := []store.Workspace{}
+	for rows.Next() {
+		w, err := scanWorkspace(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read workspace: %w", err)
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// lockClause returns the row lock for a query joining users and agents: only the workspace rows.
+func (s *Store) lockClause() string {
+	if s.d.ForUpdate == "" {
+		return ""
+	}
+	return s.d.ForUpdate + " OF w"
+}
+
+func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.Workspace) (store.Workspace, error)) (store.Workspace, error) {
+	var out store.Workspace
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		ws, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.name = ?`+s.lockClause(), name)
+		if err != nil {
+			return err
+		}
+		if len(ws) == 0 {
+			return fmt.Errorf("workspace %q: %w", name, store.ErrNotFound)
+		}
+		next, err := fn(ws[0])
+		if err != nil {
+			return err
+		}
+		if err := s.updateBatch(ctx, tx, []store.Workspace{next}); err != nil {
+			return err
+		}
+		out = next
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn func([]store.Workspace) ([]store.Workspace, error)) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		// Reconciles of one agent run one at a time (Postgres: the agent row's lock; SQLite: the
+		// write lock every transaction takes), so their row locks never interleave.
+		if s.d.ForUpdate != "" {
+			var id string
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM agents WHERE id = ?`+s.d.ForUpdate), scope.AgentID).Scan(&id); err != nil {
+				return fmt.Errorf("lock agent: %w", notFound(err, "agent"))
+			}
+		}
+		var rows []store.Workspace
+		var err error
+		if scope.Full {
+			rows, err = s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.agent_id = ?
+				AND NOT (w.desired_state = 'Terminated' AND w.actual_state = 'Terminated') ORDER BY w.id`+s.lockClause(), scope.AgentID)
+		} else {
+			rows, err = s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.agent_id = ?
+				AND (w.responded_to_agent_at IS NULL OR w.desired_state_updated_at > w.responded_to_agent_at) ORDER BY w.id`+s.lockClause(), scope.AgentID)
+		}
+		if err != nil {
+			return err
+		}
+		seen := make(map[string]bool, len(rows))
+		for _, r := range rows {
+			seen[r.Name] = true
+		}
+		var missing []string
+		for _, n := range scope.Names {
+			if !seen[n] {
+				seen[n] = true
+				missing = append(missing, n)
+			}
+		}
+		for start := 0; start < len(missing); start += s.d.BatchSize {
+			chunk := missing[start:min(start+s.d.BatchSize, len(missing))]
+			args := make([]any, 0, len(chunk)+1)
+			args = append(args, scope.AgentID)
+			for _, n := range chunk {
+				args = append(args, n)
+			}
+			more, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.agent_id = ? AND w.name IN (`+placeholders(len(chunk))+`) ORDER BY w.id`+s.lockClause(), args...)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, more...)
+		}
+		changed, err := fn(rows)
+		if err != nil {
+			return err
+		}
+		return s.updateBatch(ctx, tx, changed)
+	})
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func (s *Store) UpdateWorkspacesBatch(ctx context.Context, rows []store.Workspace) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error { return s.updateBatch(ctx, tx, rows) })
+}
+
+// updateBatch writes the mutable columns of rows by ID with one UPDATE ... FROM (VALUES ...) per
+// batch. Both engines support it (SQLite since 3.33).
+func (s *Store) updateBatch(ctx context.Context, tx *sql.Tx, rows []store.Workspace) error {
+	const cols = 9
+	for start := 0; start < len(rows); start += s.d.BatchSize {
+		chunk := rows[start:min(start+s.d.BatchSize, len(rows))]
+		var b strings.Builder
+		// A CTE with a column list is the form of a VALUES table both engines accept.
+		b.WriteString(`WITH v (id, desired_state, actual_state, desired_state_updated_at, actual_state_updated_at,
+			responded_to_agent_at, deployment_resource_version, error_type, error_message) AS (VALUES `)
+		args := make([]any, 0, len(chunk)*cols)
+		t, n := s.d.TextCast, s.d.BigintCast
+		row := "(?" + t + ", ?" + t + ", ?" + t + ", ?" + n + ", ?" + n + ", ?" + n + ", ?" + t + ", ?" + t + ", ?" + t + ")"
+		for i, w := range chunk {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(row)
+			args = append(args, w.ID, string(w.DesiredState), string(w.ActualState), micros(w.DesiredStateUpdatedAt),
+				nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt), nullString(w.DeploymentResourceVersion),
+				w.ErrorType, w.ErrorMessage)
+		}
+		b.WriteString(`) UPDATE workspaces SET desired_state = v.desired_state, actual_state = v.actual_state,
+			desired_state_updated_at = v.desired_state_updated_at, actual_state_updated_at = v.actual_state_updated_at,
+			responded_to_agent_at = v.responded_to_agent_at, deployment_resource_version = v.deployment_resource_version,
+			error_type = v.error_type, error_message = v.error_message
+			FROM v WHERE workspaces.id = v.id`)
+		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+			return fmt.Errorf("update %d workspaces: %w", len(chunk), err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) CountWorkspacesByState(ctx context.Context) (map[[2]workspace.State]int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT desired_state, actual_state, COUNT(*) FROM workspaces GROUP BY desired_state, actual_state`)
+	if err != nil {
+		return nil, fmt.Errorf("count workspaces: %w", err)
+	}
+	defer rows.Close()
+	out := map[[2]workspace.State]int{}
+	for rows.Next() {
+		var d, a string
+		var n int
+		if err := rows.Scan(&d, &a, &n); err != nil {
+			return nil, err
+		}
+		out[[2]workspace.State{workspace.State(d), workspace.State(a)}] = n
+	}
+	return out, rows.Err()
+}
+
+var _ store.Store = (*Store)(nil)

@@ -1,0 +1,110 @@
+// Package store defines Hangar's persistence: one Store interface, implemented over SQL by
+// sqlstore for two dialects (package sqlite: the embedded default; package postgres: several server
+// replicas). The shared suite in storetest runs against both.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// Errors every adapter returns (wrapped) so that callers can map them to API answers.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("already exists")
+	// ErrQuota is returned by CreateWorkspace when a quota of the agent would be exceeded.
+	ErrQuota = errors.New("quota exceeded")
+)
+
+// User is a person or robot that calls the user API.
+type User struct {
+	ID        string
+	Username  string
+	Admin     bool
+	TokenHash []byte
+	CreatedAt time.Time
+}
+
+// Agent is a registered `hangar agent`.
+type Agent struct {
+	ID        string
+	Name      string
+	TokenHash []byte
+	Config    workspace.AgentConfig
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Workspace is a workspace row. Times are UTC with microsecond precision; nil means never set.
+type Workspace struct {
+	ID                        string
+	Name                      string
+	OwnerID                   string
+	OwnerName                 string // filled on reads
+	AgentID                   string
+	AgentName                 string // filled on reads
+	Namespace                 string
+	Devfile                   string
+	DesiredState              workspace.State
+	ActualState               workspace.State
+	DesiredStateUpdatedAt     time.Time
+	ActualStateUpdatedAt      *time.Time
+	RespondedToAgentAt        *time.Time
+	DeploymentResourceVersion *string
+	ErrorType                 string
+	ErrorMessage              string
+	// URL is where the workspace's main endpoint is served (set at creation).
+	URL       string
+	CreatedAt time.Time
+}
+
+// ReconcileScope says which of an agent's workspaces a reconcile reads.
+type ReconcileScope struct {
+	AgentID string
+	// Full reads every workspace of the agent that is not (desired Terminated and actual
+	// Terminated). Otherwise only those never responded to, or whose desired state changed after
+	// the last response (desired_state_updated_at > responded_to_agent_at; see docs/decisions.md).
+	Full bool
+	// Names are read as well, whatever their state: the workspaces the agent reported.
+	Names []string
+}
+
+// Store is Hangar's persistence.
+type Store interface {
+	Close() error
+	// Ping checks the database answers (readiness).
+	Ping(ctx context.Context) error
+
+	CreateUser(ctx context.Context, u User) error
+	UserByTokenHash(ctx context.Context, hash []byte) (User, error)
+	UserByUsername(ctx context.Context, username string) (User, error)
+	CountUsers(ctx context.Context) (int, error)
+
+	CreateAgent(ctx context.Context, a Agent) error
+	AgentByTokenHash(ctx context.Context, hash []byte) (Agent, error)
+	AgentByName(ctx context.Context, name string) (Agent, error)
+	ListAgents(ctx context.Context) ([]Agent, error)
+
+	// CreateWorkspace inserts w unless its name is taken (ErrConflict) or the agent's quotas would
+	// be exceeded (ErrQuota); both checks and the insert happen in one transaction.
+	CreateWorkspace(ctx context.Context, w Workspace, agentQuota, perUserQuota int) error
+	// WorkspaceByName reads one workspace.
+	WorkspaceByName(ctx context.Context, name string) (Workspace, error)
+	// ListWorkspaces lists workspaces by name; ownerID "" lists all.
+	ListWorkspaces(ctx context.Context, ownerID string) ([]Workspace, error)
+	// UpdateWorkspace reads the workspace named, locked against concurrent writers, passes it to
+	// fn and writes what fn returns, all in one transaction. fn may return an error to write nothing.
+	UpdateWorkspace(ctx context.Context, name string, fn func(w Workspace) (Workspace, error)) (Workspace, error)
+	// Reconcile reads the workspaces in scope, locked against concurrent writers, passes them to fn,
+	// and writes the rows fn returns (by ID), all in one transaction. A user's concurrent change to
+	// one of those workspaces waits for it, so neither update is lost.
+	Reconcile(ctx context.Context, scope ReconcileScope, fn func(rows []Workspace) (changed []Workspace, err error)) error
+	// UpdateWorkspacesBatch writes rows by ID in batches, outside any decision: the benchmarks'
+	// baseline and Reconcile's own writer.
+	UpdateWorkspacesBatch(ctx context.Context, rows []Workspace) error
+	// CountWorkspacesByState counts workspaces by (desired, actual) state, for metrics.
+	CountWorkspacesByState(ctx context.Context) (map[[2]workspace.State]int, error)
+}

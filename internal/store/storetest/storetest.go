@@ -1,0 +1,381 @@
+// Package storetest is the test suite every store.Store adapter passes: the sqlite and postgres
+// packages run it against a real database.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+var t0 = time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)
+
+// Run runs the suite; open returns a new, empty, migrated store for each subtest.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"Users", testUsers},
+		{"Agents", testAgents},
+		{"WorkspaceRoundTrip", testWorkspaceRoundTrip},
+		{"Quotas", testQuotas},
+		{"ReconcileScope", testReconcileScope},
+		{"ReconcileRollsBackOnError", testReconcileRollback},
+		{"ConcurrentUserAndAgentLoseNothing", testConcurrentWriters},
+		{"BatchUpdate", testBatchUpdate},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+	}
+}
+
+// Fixture holds a user and an agent to hang workspaces on.
+type Fixture struct {
+	User  store.User
+	Agent store.Agent
+}
+
+// NewFixture creates a user and an agent with default config.
+func NewFixture(t testing.TB, s store.Store, name string) Fixture {
+	t.Helper()
+	ctx := context.Background()
+	u := store.User{ID: uuid.NewString(), Username: "user-" + name, TokenHash: []byte("u" + name), CreatedAt: t0}
+	if err := s.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	a := store.Agent{ID: uuid.NewString(), Name: "agent-" + name, TokenHash: []byte("a" + name), Config: workspace.AgentConfig{}.WithDefaults(), CreatedAt: t0, UpdatedAt: t0}
+	if err := s.CreateAgent(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	return Fixture{User: u, Agent: a}
+}
+
+// Workspace returns a new workspace row of the fixture, desired Running, actual CreationRequested.
+func (f Fixture) Workspace(name string) store.Workspace {
+	return store.Workspace{
+		ID: uuid.NewString(), Name: name, OwnerID: f.User.ID, OwnerName: f.User.Username, AgentID: f.Agent.ID, AgentName: f.Agent.Name,
+		Namespace: "hangar-" + name, Devfile: "schemaVersion: 2.2.0", DesiredState: workspace.Running, ActualState: workspace.CreationRequested,
+		DesiredStateUpdatedAt: t0, URL: "https://3000-" + name + ".example.com/", CreatedAt: t0,
+	}
+}
+
+// Create inserts workspaces with no quota.
+func (f Fixture) Create(t testing.TB, s store.Store, ws ...store.Workspace) {
+	t.Helper()
+	for _, w := range ws {
+		if err := s.CreateWorkspace(context.Background(), w, -1, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testUsers(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if n, err := s.CountUsers(ctx); err != nil || n != 0 {
+		t.Fatalf("CountUsers = %d, %v; want 0", n, err)
+	}
+	u := store.User{ID: uuid.NewString(), Username: "alice", Admin: true, TokenHash: []byte("hash-a"), CreatedAt: t0}
+	if err := s.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.UserByTokenHash(ctx, []byte("hash-a"))
+	if err != nil || got.Username != "alice" || !got.Admin || !got.CreatedAt.Equal(t0) {
+		t.Fatalf("UserByTokenHash = %+v, %v", got, err)
+	}
+	if _, err := s.UserByTokenHash(ctx, []byte("nope")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown token: %v, want ErrNotFound", err)
+	}
+	dup := u
+	dup.ID, dup.TokenHash = uuid.NewString(), []byte("hash-b")
+	if err := s.CreateUser(ctx, dup); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate username: %v, want ErrConflict", err)
+	}
+	if got, err := s.UserByUsername(ctx, "alice"); err != nil || got.ID != u.ID {
+		t.Fatalf("UserByUsername = %+v, %v", got, err)
+	}
+	if n, _ := s.CountUsers(ctx); n != 1 {
+		t.Fatalf("CountUsers = %d after a refused duplicate, want 1", n)
+	}
+}
+
+func testAgents(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	cfg := workspace.AgentConfig{DNSZone: "ws.example.com", Labels: map[string]string{"team": "a"}}.WithDefaults()
+	a := store.Agent{ID: uuid.NewString(), Name: "k1", TokenHash: []byte("t1"), Config: cfg, CreatedAt: t0, UpdatedAt: t0}
+	if err := s.CreateAgent(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AgentByTokenHash(ctx, []byte("t1"))
+	if err != nil || got.Name != "k1" || got.Config.DNSZone != "ws.example.com" || got.Config.Labels["team"] != "a" {
+		t.Fatalf("AgentByTokenHash = %+v, %v", got, err)
+	}
+	if _, err := s.AgentByName(ctx, "k2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("AgentByName(k2): %v, want ErrNotFound", err)
+	}
+	b := a
+	b.ID, b.TokenHash = uuid.NewString(), []byte("t2")
+	if err := s.CreateAgent(ctx, b); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate agent: %v, want ErrConflict", err)
+	}
+	list, err := s.ListAgents(ctx)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("ListAgents = %+v, %v", list, err)
+	}
+}
+
+func testWorkspaceRoundTrip(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "rt")
+	w := f.Workspace("alpha")
+	f.Create(t, s, w)
+	got, err := s.WorkspaceByName(ctx, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != w.ID || got.OwnerName != f.User.Username || got.AgentName != f.Agent.Name || got.RespondedToAgentAt != nil ||
+		got.ActualStateUpdatedAt != nil || got.DeploymentResourceVersion != nil || got.URL != w.URL || !got.DesiredStateUpdatedAt.Equal(t0) {
+		t.Fatalf("read back %+v", got)
+	}
+	dup := f.Workspace("alpha")
+	if err := s.CreateWorkspace(ctx, dup, -1, -1); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate name: %v, want ErrConflict", err)
+	}
+	at := t0.Add(90*time.Second + 123*time.Microsecond)
+	rv := "42"
+	updated, err := s.UpdateWorkspace(ctx, "alpha", func(w store.Workspace) (store.Workspace, error) {
+		w.DesiredState, w.ActualState, w.RespondedToAgentAt, w.DeploymentResourceVersion = workspace.Stopped, workspace.Stopping, &at, &rv
+		w.ErrorType, w.ErrorMessage = "applier", "boom"
+		return w, nil
+	})
+	if err != nil || updated.DesiredState != workspace.Stopped {
+		t.Fatalf("UpdateWorkspace = %+v, %v", updated, err)
+	}
+	got, _ = s.WorkspaceByName(ctx, "alpha")
+	if got.DesiredState != workspace.Stopped || got.ActualState != workspace.Stopping || !got.RespondedToAgentAt.Equal(at) ||
+		*got.DeploymentResourceVersion != "42" || got.ErrorMessage != "boom" {
+		t.Fatalf("after update: %+v", got)
+	}
+	refused := errors.New("refused")
+	if _, err := s.UpdateWorkspace(ctx, "alpha", func(w store.Workspace) (store.Workspace, error) {
+		w.DesiredState = workspace.Terminated
+		return w, refused
+	}); !errors.Is(err, refused) {
+		t.Fatalf("fn error: %v", err)
+	}
+	if got, _ := s.WorkspaceByName(ctx, "alpha"); got.DesiredState != workspace.Stopped {
+		t.Fatalf("a refused update was written: %s", got.DesiredState)
+	}
+	if _, err := s.UpdateWorkspace(ctx, "nope", func(w store.Workspace) (store.Workspace, error) { return w, nil }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("update of unknown workspace: %v", err)
+	}
+	list, err := s.ListWorkspaces(ctx, f.User.ID)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("ListWorkspaces(owner) = %d, %v", len(list), err)
+	}
+	if list, _ := s.ListWorkspaces(ctx, uuid.NewString()); len(list) != 0 {
+		t.Fatalf("ListWorkspaces(other owner) = %d", len(list))
+	}
+	counts, err := s.CountWorkspacesByState(ctx)
+	if err != nil || counts[[2]workspace.State{workspace.Stopped, workspace.Stopping}] != 1 {
+		t.Fatalf("CountWorkspacesByState = %v, %v", counts, err)
+	}
+}
+
+func testQuotas(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "q")
+	if err := s.CreateWorkspace(ctx, f.Workspace("a"), 0, -1); !errors.Is(err, store.ErrQuota) {
+		t.Fatalf("agent quota 0: %v, want ErrQuota", err)
+	}
+	if err := s.CreateWorkspace(ctx, f.Workspace("a"), 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateWorkspace(ctx, f.Workspace("b"), 2, 1); !errors.Is(err, store.ErrQuota) {
+		t.Fatalf("per-user quota 1: %v, want ErrQuota", err)
+	}
+	// A terminated workspace no longer counts.
+	if _, err := s.UpdateWorkspace(ctx, "a", func(w store.Workspace) (store.Workspace, error) {
+		w.DesiredState = workspace.Terminated
+		return w, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateWorkspace(ctx, f.Workspace("b"), 2, 1); err != nil {
+		t.Fatalf("after terminating a: %v", err)
+	}
+	if list, _ := s.ListWorkspaces(ctx, ""); len(list) != 2 {
+		t.Fatalf("%d workspaces, want 2 (nothing partially written)", len(list))
+	}
+}
+
+func names(ws []store.Workspace) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range ws {
+		m[w.Name] = true
+	}
+	return m
+}
+
+func testReconcileScope(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "sc")
+	other := NewFixture(t, s, "other")
+	r1 := t0.Add(time.Minute)
+	mk := func(name string, desired, actual workspace.State, desiredAt time.Time, responded *time.Time) store.Workspace {
+		w := f.Workspace(name)
+		w.DesiredState, w.ActualState, w.DesiredStateUpdatedAt, w.RespondedToAgentAt = desired, actual, desiredAt, responded
+		return w
+	}
+	f.Create(t, s,
+		mk("never", workspace.Running, workspace.CreationRequested, t0, nil),
+		mk("changed", workspace.Stopped, workspace.Running, t0.Add(2*time.Minute), &r1),
+		mk("quiet", workspace.Running, workspace.Running, t0, &r1),
+		mk("same-time", workspace.Running, workspace.Running, r1, &r1),
+		mk("gone", workspace.Terminated, workspace.Terminated, t0, &r1),
+	)
+	other.Create(t, s, other.Workspace("foreign"))
+
+	var got []store.Workspace
+	read := func(scope store.ReconcileScope) map[string]bool {
+		t.Helper()
+		if err := s.Reconcile(ctx, scope, func(rows []store.Workspace) ([]store.Workspace, error) {
+			got = rows
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return names(got)
+	}
+	want := func(what string, got map[string]bool, names ...string) {
+		t.Helper()
+		if len(got) != len(names) {
+			t.Errorf("%s read %v, want %v", what, got, names)
+			return
+		}
+		for _, n := range names {
+			if !got[n] {
+				t.Errorf("%s read %v, want %v", what, got, names)
+			}
+		}
+	}
+	want("partial", read(store.ReconcileScope{AgentID: f.Agent.ID}), "never", "changed")
+	want("partial+names", read(store.ReconcileScope{AgentID: f.Agent.ID, Names: []string{"quiet", "gone", "foreign", "unknown"}}), "never", "changed", "quiet", "gone")
+	want("full", read(store.ReconcileScope{AgentID: f.Agent.ID, Full: true}), "never", "changed", "quiet", "same-time")
+	want("full+names", read(store.ReconcileScope{AgentID: f.Agent.ID, Full: true, Names: []string{"gone"}}), "never", "changed", "quiet", "same-time", "gone")
+}
+
+func testReconcileRollback(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "rb")
+	f.Create(t, s, f.Workspace("x"))
+	boom := errors.New("boom")
+	err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID}, func(rows []store.Workspace) ([]store.Workspace, error) {
+		rows[0].ActualState = workspace.Running
+		return rows, boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Reconcile = %v, want boom", err)
+	}
+	if w, _ := s.WorkspaceByName(ctx, "x"); w.ActualState != workspace.CreationRequested {
+		t.Fatalf("rolled-back reconcile wrote actual %s", w.ActualState)
+	}
+}
+
+// testConcurrentWriters runs a user changing the desired state and an agent reporting actual
+// states on the same row at the same time, each a read-modify-write of the whole row. Without the
+// store's locking one would overwrite the other with what it read; with it, the final row holds the
+// last write of each.
+func testConcurrentWriters(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "cc")
+	f.Create(t, s, f.Workspace("hot"))
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < n; i++ {
+			to := workspace.Stopped
+			if i%2 == 1 {
+				to = workspace.Running
+			}
+			at := t0.Add(time.Duration(i+1) * time.Second)
+			if _, err := s.UpdateWorkspace(ctx, "hot", func(w store.Workspace) (store.Workspace, error) {
+				w.DesiredState, w.DesiredStateUpdatedAt = to, at
+				return w, nil
+			}); err != nil {
+				errs <- fmt.Errorf("user update %d: %w", i, err)
+				return
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; i < n; i++ {
+			rv := fmt.Sprint(i)
+			if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Names: []string{"hot"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
+				for j := range rows {
+					rows[j].DeploymentResourceVersion = &rv
+					rows[j].ActualState = workspace.Starting
+				}
+				return rows, nil
+			}); err != nil {
+				errs <- fmt.Errorf("reconcile %d: %w", i, err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	w, err := s.WorkspaceByName(ctx, "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.DesiredState != workspace.Running || !w.DesiredStateUpdatedAt.Equal(t0.Add(n*time.Second)) {
+		t.Errorf("user's last change lost: desired %s at %s", w.DesiredState, w.DesiredStateUpdatedAt)
+	}
+	if w.DeploymentResourceVersion == nil || *w.DeploymentResourceVersion != fmt.Sprint(n-1) || w.ActualState != workspace.Starting {
+		t.Errorf("agent's last report lost: rv %v actual %s", w.DeploymentResourceVersion, w.ActualState)
+	}
+}
+
+func testBatchUpdate(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "bu")
+	const n = 2500 // more than one batch on SQLite
+	ws := make([]store.Workspace, n)
+	for i := range ws {
+		ws[i] = f.Workspace(fmt.Sprintf("w%04d", i))
+	}
+	f.Create(t, s, ws...)
+	at := t0.Add(time.Hour)
+	for i := range ws {
+		ws[i].RespondedToAgentAt = &at
+		ws[i].ActualState = workspace.Running
+	}
+	if err := s.UpdateWorkspacesBatch(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListWorkspaces(ctx, "")
+	if err != nil || len(list) != n {
+		t.Fatalf("list: %d, %v", len(list), err)
+	}
+	for _, w := range list {
+		if w.ActualState != workspace.Running || w.RespondedToAgentAt == nil || !w.RespondedToAgentAt.Equal(at) || w.DeploymentResourceVersion != nil {
+			t.Fatalf("after batch update: %+v", w)
+		}
+	}
+}

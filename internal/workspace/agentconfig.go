@@ -1,0 +1,284 @@
+package workspace
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// AgentConfig is the per-agent configuration an admin sets when registering an agent. Its JSON
+// form is part of the user API (`POST /api/v1/agents {"name", "config"}`). Zero values are filled by
+// WithDefaults; Validate names the first-level field of every problem.
+type AgentConfig struct {
+	// DNSZone is the domain workspaces are reached under: `<port>-<workspace>.<dns_zone>`.
+	DNSZone string `json:"dns_zone"`
+	// NamespaceMode is "per_workspace" (each workspace gets its own namespace, the default) or
+	// "shared" (every workspace of this agent lives in SharedNamespace).
+	NamespaceMode   string `json:"namespace_mode"`
+	SharedNamespace string `json:"shared_namespace,omitempty"`
+	// ProxyNamespace is where `hangar proxy` runs; workspace NetworkPolicies admit ingress only from it.
+	ProxyNamespace string `json:"proxy_namespace"`
+
+	PartialReconcileIntervalSeconds int `json:"partial_reconciliation_interval_seconds"`
+	FullReconcileIntervalSeconds    int `json:"full_reconciliation_interval_seconds"`
+
+	// DefaultResources are merged under each container's own requests and limits.
+	DefaultResources Resources `json:"default_resources_per_workspace_container"`
+	// MaxResources caps the sum over a workspace's containers (a ResourceQuota); empty means no cap.
+	MaxResources Resources `json:"max_resources_per_workspace"`
+
+	NetworkPolicy    NetworkPolicy     `json:"network_policy"`
+	ImagePullSecrets []ImagePullSecret `json:"image_pull_secrets"`
+	Labels           map[string]string `json:"labels"`
+	Annotations      map[string]string `json:"annotations"`
+
+	// WorkspacesQuota caps the workspaces (not terminated) on this agent; -1 is unlimited, 0 blocks
+	// creation. WorkspacesPerUserQuota does the same per user.
+	WorkspacesQuota        *int `json:"workspaces_quota"`
+	WorkspacesPerUserQuota *int `json:"workspaces_per_user_quota"`
+
+	MaxActiveHoursBeforeStop         int `json:"max_active_hours_before_stop"`
+	MaxStoppedHoursBeforeTermination int `json:"max_stopped_hours_before_termination"`
+}
+
+// Resources are Kubernetes quantities, as strings ("500m", "1Gi").
+type Resources struct {
+	Requests ResourceList `json:"requests"`
+	Limits   ResourceList `json:"limits"`
+}
+
+// ResourceList holds a CPU and a memory quantity; empty means unset.
+type ResourceList struct {
+	CPU    string `json:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty"`
+}
+
+// NetworkPolicy controls the NetworkPolicy generated for each workspace.
+type NetworkPolicy struct {
+	Enabled *bool        `json:"enabled"`
+	Egress  []EgressRule `json:"egress"`
+}
+
+// EgressRule allows egress to a CIDR, less the excepted ones.
+type EgressRule struct {
+	Allow  string   `json:"allow"`
+	Except []string `json:"except,omitempty"`
+}
+
+// ImagePullSecret names an existing Secret the workspace's ServiceAccount uses to pull images.
+type ImagePullSecret struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+}
+
+// Namespace modes.
+const (
+	NamespacePerWorkspace = "per_workspace"
+	NamespaceShared       = "shared"
+)
+
+// ReservedPrefix is the label and annotation prefix Hangar owns; agent configs may not use it.
+const ReservedPrefix = "hangar.dev/"
+
+func intPtr(i int) *int { return &i }
+
+// WithDefaults returns c with every unset field at its default.
+func (c AgentConfig) WithDefaults() AgentConfig {
+	if c.DNSZone == "" {
+		c.DNSZone = "workspaces.localhost"
+	}
+	if c.NamespaceMode == "" {
+		c.NamespaceMode = NamespacePerWorkspace
+	}
+	if c.ProxyNamespace == "" {
+		c.ProxyNamespace = "hangar-proxy"
+	}
+	if c.PartialReconcileIntervalSeconds == 0 {
+		c.PartialReconcileIntervalSeconds = 10
+	}
+	if c.FullReconcileIntervalSeconds == 0 {
+		c.FullReconcileIntervalSeconds = 3600
+	}
+	if c.DefaultResources == (Resources{}) {
+		c.DefaultResources = Resources{
+			Requests: ResourceList{CPU: "100m", Memory: "256Mi"},
+			Limits:   ResourceList{CPU: "2", Memory: "4Gi"},
+		}
+	}
+	if c.NetworkPolicy.Enabled == nil {
+		t := true
+		c.NetworkPolicy.Enabled = &t
+	}
+	if c.NetworkPolicy.Egress == nil {
+		// Public internet, private ranges denied (as GitLab's default).
+		c.NetworkPolicy.Egress = []EgressRule{{Allow: "0.0.0.0/0", Except: []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"}}}
+	}
+	if c.ImagePullSecrets == nil {
+		c.ImagePullSecrets = []ImagePullSecret{}
+	}
+	if c.Labels == nil {
+		c.Labels = map[string]string{}
+	}
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	if c.WorkspacesQuota == nil {
+		c.WorkspacesQuota = intPtr(-1)
+	}
+	if c.WorkspacesPerUserQuota == nil {
+		c.WorkspacesPerUserQuota = intPtr(-1)
+	}
+	if c.MaxActiveHoursBeforeStop == 0 {
+		c.MaxActiveHoursBeforeStop = 36
+	}
+	if c.MaxStoppedHoursBeforeTermination == 0 {
+		c.MaxStoppedHoursBeforeTermination = 744
+	}
+	return c
+}
+
+// FieldError names the field a validation problem is about, in JSON path form.
+type FieldError struct {
+	Field  string
+	Detail string
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Detail }
+
+// ValidationError collects every problem found in one input.
+type ValidationError struct {
+	Problems []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.Error()
+	}
+	return "invalid input: " + strings.Join(parts, "; ")
+}
+
+// Add records a problem.
+func (e *ValidationError) Add(field, format string, args ...any) {
+	e.Problems = append(e.Problems, FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+}
+
+// Err returns e when it holds problems, else nil.
+func (e *ValidationError) Err() error {
+	if len(e.Problems) == 0 {
+		return nil
+	}
+	return e
+}
+
+var (
+	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	qualifiedKey = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	labelValue   = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
+)
+
+// IsDNSLabel reports whether s is a valid Kubernetes DNS-1123 label of at most max characters.
+func IsDNSLabel(s string, max int) bool {
+	return len(s) > 0 && len(s) <= max && dnsLabel.MatchString(s)
+}
+
+// Validate checks a config that WithDefaults has filled.
+func (c AgentConfig) Validate() error {
+	v := &ValidationError{}
+	if len(c.DNSZone) > 253 || !dnsSubdomain.MatchString(c.DNSZone) {
+		v.Add("config.dns_zone", "must be a DNS name such as workspaces.example.com, got %q", c.DNSZone)
+	}
+	switch c.NamespaceMode {
+	case NamespacePerWorkspace:
+		if c.SharedNamespace != "" {
+			v.Add("config.shared_namespace", "is only allowed with namespace_mode %q", NamespaceShared)
+		}
+	case NamespaceShared:
+		if !IsDNSLabel(c.SharedNamespace, 63) {
+			v.Add("config.shared_namespace", "must be a namespace name (DNS-1123 label) when namespace_mode is %q, got %q", NamespaceShared, c.SharedNamespace)
+		}
+	default:
+		v.Add("config.namespace_mode", "must be %q or %q, got %q", NamespacePerWorkspace, NamespaceShared, c.NamespaceMode)
+	}
+	if !IsDNSLabel(c.ProxyNamespace, 63) {
+		v.Add("config.proxy_namespace", "must be a namespace name (DNS-1123 label), got %q", c.ProxyNamespace)
+	}
+	if c.PartialReconcileIntervalSeconds < 1 || c.PartialReconcileIntervalSeconds > 3600 {
+		v.Add("config.partial_reconciliation_interval_seconds", "must be between 1 and 3600, got %d", c.PartialReconcileIntervalSeconds)
+	}
+	if c.FullReconcileIntervalSeconds < 60 || c.FullReconcileIntervalSeconds > 86400 {
+		v.Add("config.full_reconciliation_interval_seconds", "must be between 60 and 86400, got %d", c.FullReconcileIntervalSeconds)
+	}
+	validateResources(v, "config.default_resources_per_workspace_container", c.DefaultResources)
+	validateResources(v, "config.max_resources_per_workspace", c.MaxResources)
+	for i, r := range c.NetworkPolicy.Egress {
+		if _, err := netip.ParsePrefix(r.Allow); err != nil {
+			v.Add(fmt.Sprintf("config.network_policy.egress[%d].allow", i), "must be a CIDR such as 0.0.0.0/0, got %q", r.Allow)
+		}
+		for j, e := range r.Except {
+			if _, err := netip.ParsePrefix(e); err != nil {
+				v.Add(fmt.Sprintf("config.network_policy.egress[%d].except[%d]", i, j), "must be a CIDR, got %q", e)
+			}
+		}
+	}
+	for i, s := range c.ImagePullSecrets {
+		if !IsDNSLabel(s.Name, 253) {
+			v.Add(fmt.Sprintf("config.image_pull_secrets[%d].name", i), "must be a Secret name, got %q", s.Name)
+		}
+		if !IsDNSLabel(s.Namespace, 63) {
+			v.Add(fmt.Sprintf("config.image_pull_secrets[%d].namespace", i), "must be a namespace name, got %q", s.Namespace)
+		}
+	}
+	validateMeta(v, "config.labels", c.Labels, true)
+	validateMeta(v, "config.annotations", c.Annotations, false)
+	if q := *c.WorkspacesQuota; q < -1 {
+		v.Add("config.workspaces_quota", "must be -1 (unlimited), 0 (blocks creation) or more, got %d", q)
+	}
+	if q := *c.WorkspacesPerUserQuota; q < -1 {
+		v.Add("config.workspaces_per_user_quota", "must be -1 (unlimited), 0 (blocks creation) or more, got %d", q)
+	}
+	if c.MaxActiveHoursBeforeStop < 1 {
+		v.Add("config.max_active_hours_before_stop", "must be at least 1, got %d", c.MaxActiveHoursBeforeStop)
+	}
+	if c.MaxStoppedHoursBeforeTermination < 1 {
+		v.Add("config.max_stopped_hours_before_termination", "must be at least 1, got %d", c.MaxStoppedHoursBeforeTermination)
+	}
+	if c.MaxActiveHoursBeforeStop+c.MaxStoppedHoursBeforeTermination > 8760 {
+		v.Add("config.max_active_hours_before_stop", "plus max_stopped_hours_before_termination must be at most 8760 (one year), got %d", c.MaxActiveHoursBeforeStop+c.MaxStoppedHoursBeforeTermination)
+	}
+	return v.Err()
+}
+
+func validateResources(v *ValidationError, field string, r Resources) {
+	check := func(name, q string) {
+		if q == "" {
+			return
+		}
+		if _, err := resource.ParseQuantity(q); err != nil {
+			v.Add(field+"."+name, "must be a Kubernetes quantity such as 500m or 2Gi, got %q", q)
+		}
+	}
+	check("requests.cpu", r.Requests.CPU)
+	check("requests.memory", r.Requests.Memory)
+	check("limits.cpu", r.Limits.CPU)
+	check("limits.memory", r.Limits.Memory)
+}
+
+func validateMeta(v *ValidationError, field string, m map[string]string, isLabel bool) {
+	for k, val := range m {
+		if !qualifiedKey.MatchString(k) || len(k) > 316 {
+			v.Add(field, "key %q is not a valid Kubernetes key", k)
+			continue
+		}
+		if strings.HasPrefix(k, ReservedPrefix) || strings.Contains(k, "."+ReservedPrefix) {
+			v.Add(field, "key %q uses the reserved prefix %q", k, ReservedPrefix)
+		}
+		if isLabel && (len(val) > 63 || !labelValue.MatchString(val)) {
+			v.Add(field, "value %q of key %q is not a valid label value", val, k)
+		}
+	}
+}
