@@ -10,9 +10,14 @@ package devfile
 
 import (
 	_ "embed"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/devfile/api/v2/pkg/apis/workspaces/v1alpha2"
@@ -106,7 +111,16 @@ func Parse(data []byte) (*Devfile, error) {
 	v := &workspace.ValidationError{}
 	var spec v1alpha2.Devfile
 	if err := yaml.UnmarshalStrict(data, &spec); err != nil {
-		v.Add("devfile", "is not a valid devfile: %s", cleanDecodeError(err))
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Type != nil && te.Field != "" {
+			hint := ""
+			if te.Type.Kind() == reflect.String {
+				hint = " (YAML reads unquoted numbers, yes, no, on, off, true and false as such: quote the value)"
+			}
+			v.Add("devfile."+jsonPath(te.Field), "must be %s, got %s%s", kindName(te.Type.Kind()), te.Value, hint)
+		} else {
+			v.Add("devfile", "is not a valid devfile: %s", cleanDecodeError(err))
+		}
 		return nil, v
 	}
 	d := &Devfile{spec: spec}
@@ -146,7 +160,7 @@ func Parse(data []byte) (*Devfile, error) {
 
 func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2.Component) {
 	names := map[string]bool{}
-	ports := map[int]string{}         // target port -> field that first used it
+	ports := map[int]string{}          // target port -> field that first used it
 	endpointNames := map[string]bool{} // unique across the workspace: they are Service port names
 	type pendingMount struct {
 		field string
@@ -169,7 +183,7 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 		names[c.Name] = true
 
 		isMain := false
-		for key := range c.Attributes {
+		for _, key := range slices.Sorted(maps.Keys(c.Attributes)) {
 			if strings.HasPrefix(key, workspace.ReservedPrefix) && key != MainAttribute {
 				v.Add(fmt.Sprintf("%s.attributes[%q]", f, key), "is not a known attribute; the only %q attribute is %q", workspace.ReservedPrefix, MainAttribute)
 			}
@@ -223,6 +237,7 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 					vol.size = q
 				}
 			}
+			_ = vol.size.String() // see parseQuantity
 			if c.Volume.Ephemeral != nil && *c.Volume.Ephemeral {
 				vol.ephemeral = true
 			}
@@ -387,6 +402,7 @@ func parseQuantity(v *workspace.ValidationError, field, s, example string) *reso
 		v.Add(field, "must be a positive Kubernetes quantity such as %s, got %q", example, s)
 		return nil
 	}
+	_ = q.String() // fill the cached form now: String writes it, and Generate may run concurrently
 	return &q
 }
 
@@ -396,6 +412,34 @@ func hasReservedPrefix(name string) bool {
 
 func isSpaceOrControl(r rune) bool {
 	return r <= ' ' || r == 0x7f
+}
+
+// jsonPath turns encoding/json's path to a field ("DevWorkspaceTemplateSpec.components.Container.env")
+// into the devfile's own words ("components.env") by dropping the Go names of embedded structs.
+func jsonPath(goPath string) string {
+	parts := strings.Split(goPath, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p != "" && !(p[0] >= 'A' && p[0] <= 'Z') {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ".")
+}
+
+func kindName(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	default:
+		return "a mapping"
+	}
 }
 
 // cleanDecodeError drops the layers of wrapping sigs.k8s.io/yaml adds so the user reads the cause.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,8 +42,8 @@ type Params struct {
 	WorkspaceName string // DNS-1123 label, <= 40 chars
 	Owner         string // username
 	AgentID       string
-	Namespace     string          // computed by the server: per-workspace namespace or the agent's shared one
-	DesiredState  workspace.State // Running => replicas 1; Stopped, RestartRequested, Terminated => replicas 0
+	Namespace     string                // computed by the server: per-workspace namespace or the agent's shared one
+	DesiredState  workspace.State       // Running => replicas 1; Stopped, RestartRequested, Terminated => replicas 0
 	Agent         workspace.AgentConfig // already WithDefaults()+Validate()d
 }
 
@@ -74,30 +75,59 @@ func Generate(d *Devfile, p Params) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := make([]byte, 0, 8192)
-	var js bytes.Buffer
-	enc := json.NewEncoder(&js)
-	enc.SetEscapeHTML(false)
+	buf := buffers.Get().(*buffer)
+	defer buffers.Put(buf)
+	out := buf.out[:0]
 	for i, o := range objs {
 		if i > 0 {
 			out = append(out, "---\n"...)
 		}
-		js.Reset()
-		if err := enc.Encode(o.v); err != nil {
+		buf.js.Reset()
+		if err := buf.enc.Encode(o.v); err != nil {
 			return "", fmt.Errorf("generate workspace %s: encode %s %s: %w", p.WorkspaceName, o.kind, o.name, err)
 		}
-		if out, err = appendYAML(out, cleanJSON(js.Bytes())); err != nil {
+		if out, err = appendYAML(out, cleanJSON(buf.js.Bytes(), o.apiVersion, o.kind)); err != nil {
 			return "", fmt.Errorf("generate workspace %s: %s %s: %w", p.WorkspaceName, o.kind, o.name, err)
 		}
 	}
+	buf.out = out
 	return string(out), nil
 }
 
-// cleanJSON drops the empty `status` every typed object carries. encoding/json writes it last, and
-// the pattern cannot occur inside a string value, where quotes are escaped.
-func cleanJSON(js []byte) []byte {
+// buffer is the scratch space of one Generate call, reused through a pool because a full reconcile
+// generates for thousands of workspaces in a row.
+type buffer struct {
+	out []byte
+	js  bytes.Buffer
+	enc *json.Encoder
+}
+
+var buffers = sync.Pool{New: func() any {
+	b := &buffer{out: make([]byte, 0, 16<<10)}
+	b.enc = json.NewEncoder(&b.js)
+	b.enc.SetEscapeHTML(false)
+	return b
+}}
+
+// cleanJSON tidies one object's JSON before it becomes YAML: apiVersion goes before kind (TypeMeta
+// declares them the other way round), and the empty `status` every typed object carries is dropped,
+// as is an empty `spec` (a Namespace's). encoding/json writes status last and spec just before it;
+// the patterns are anchored at the end of the document and cannot match inside a string value, where
+// quotes are escaped.
+func cleanJSON(js []byte, apiVersion, kind string) []byte {
 	js = bytes.TrimRight(js, "\n")
-	return bytes.TrimSuffix(js, []byte(`,"status":{}}`+"")) // restored below when the suffix was cut
+	// Same length both ways round, so the swap happens in place.
+	typeMeta := `{"kind":"` + kind + `","apiVersion":"` + apiVersion + `",`
+	if bytes.HasPrefix(js, []byte(typeMeta)) {
+		copy(js, `{"apiVersion":"`+apiVersion+`","kind":"`+kind+`",`)
+	}
+	for _, suffix := range []string{`,"status":{}}`, `,"status":{"loadBalancer":{}}}`, `,"spec":{}}`} {
+		if bytes.HasSuffix(js, []byte(suffix)) {
+			js = js[:len(js)-len(suffix)+1]
+			js[len(js)-1] = '}'
+		}
+	}
+	return js
 }
 
 func checkParams(p Params) error {

@@ -1,6 +1,7 @@
 package devfile
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
@@ -29,6 +30,9 @@ type converter struct {
 	pos int
 	out []byte
 }
+
+// maxSimpleKey is how long a key may be written as "key:"; YAML allows up to 1024 characters.
+const maxSimpleKey = 1000
 
 type position int
 
@@ -146,7 +150,16 @@ func (c *converter) mapEntries(indent int, firstInline bool) error {
 		if !first || !firstInline {
 			c.indent(indent)
 		}
+		start := len(c.out)
 		c.scalar(key, indent, false)
+		if len(c.out)-start > maxSimpleKey {
+			// YAML limits an implicit key to 1024 characters; longer ones need the explicit "? key".
+			c.out = append(c.out, "  "...)
+			copy(c.out[start+2:], c.out[start:len(c.out)-2])
+			c.out[start], c.out[start+1] = '?', ' '
+			c.out = append(c.out, '\n')
+			c.indent(indent)
+		}
 		c.out = append(c.out, ':')
 		if err := c.value(indent, afterKey); err != nil {
 			return err
@@ -198,21 +211,24 @@ func (c *converter) indent(n int) {
 func (c *converter) str() ([]byte, error) {
 	start := c.pos
 	c.pos++ // the opening quote
-	escaped := false
+	end := bytes.IndexByte(c.in[c.pos:], '"')
+	if end < 0 {
+		return nil, c.errorf("unterminated string")
+	}
+	if bytes.IndexByte(c.in[c.pos:c.pos+end], '\\') < 0 {
+		s := c.in[c.pos : c.pos+end]
+		c.pos += end + 1
+		return s, nil
+	}
 	for c.pos < len(c.in) {
 		switch c.in[c.pos] {
 		case '\\':
-			escaped = true
 			c.pos += 2
 			continue
 		case '"':
 			c.pos++
-			raw := c.in[start:c.pos]
-			if !escaped {
-				return raw[1 : len(raw)-1], nil
-			}
 			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
+			if err := json.Unmarshal(c.in[start:c.pos], &s); err != nil {
 				return nil, c.errorf("bad string: %v", err)
 			}
 			return []byte(s), nil
@@ -313,7 +329,7 @@ func isPlainSafe(s []byte) bool {
 	}
 	for i, b := range s {
 		switch {
-		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '.', b == '_', b == '/', b == '-':
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '.', b == '_', b == '/', b == '-', b == '@':
 		case b == ':':
 			if i == len(s)-1 {
 				return false

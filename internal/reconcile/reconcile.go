@@ -109,10 +109,10 @@ func Decide(in Input) Output {
 		}
 		// config_to_apply: decided on the rows as they were before this report, except that the
 		// server's own restart flip counts (the seed's restart table sends config at 05:05). A full
-		// reconcile re-sends every workspace's config, since the agent has just rebuilt its state
-		// (docs/decisions.md, "Full reconcile sends config").
-		includeConfig := !fullyTerminated && (in.UpdateType == protocol.UpdateFull ||
-			row.RespondedToAgentAt == nil || next.DesiredStateUpdatedAt.After(*row.RespondedToAgentAt))
+		// reconcile also repairs drift: it re-sends the config of a workspace the agent no longer has
+		// or whose Deployment has the wrong replica count (docs/decisions.md, "Full reconcile repairs drift").
+		includeConfig := row.RespondedToAgentAt == nil || next.DesiredStateUpdatedAt.After(*row.RespondedToAgentAt) ||
+			(in.UpdateType == protocol.UpdateFull && next.DesiredState != workspace.Terminated && drifted(next, info, wasReported))
 		responded := in.Now
 		next.RespondedToAgentAt = &responded
 		out.Changed = append(out.Changed, next)
@@ -131,6 +131,27 @@ func Decide(in Input) Output {
 	sort.Slice(out.Items, func(i, j int) bool { return out.Items[i].Workspace.Name < out.Items[j].Workspace.Name })
 	sort.Slice(out.Orphans, func(i, j int) bool { return out.Orphans[i].Info.Name < out.Orphans[j].Info.Name })
 	return out
+}
+
+// WantedReplicas is the replica count of a workspace's Deployment for a desired state.
+func WantedReplicas(desired workspace.State) int32 {
+	if desired == workspace.Running {
+		return 1
+	}
+	return 0
+}
+
+// drifted reports whether what the agent has for a workspace contradicts its desired state: the
+// agent did not report it at all, or its Deployment has the wrong replica count.
+func drifted(w store.Workspace, info protocol.WorkspaceAgentInfo, reported bool) bool {
+	if !reported {
+		return true
+	}
+	d := info.LatestK8sDeploymentInfo
+	if d == nil || d.Spec == nil || d.Spec.Replicas == nil {
+		return info.TerminationProgress == ""
+	}
+	return *d.Spec.Replicas != WantedReplicas(w.DesiredState)
 }
 
 // applyReport folds one agent report into a row.

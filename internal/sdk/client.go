@@ -27,7 +27,11 @@ type Client struct {
 // New returns a client for the server at baseURL (http:// or https://, optionally with a path
 // prefix).
 func New(baseURL, token string) (*Client, error) {
-	u, err := url.Parse(strings.TrimSpace(baseURL))
+	baseURL = strings.TrimSpace(baseURL)
+	if !strings.Contains(baseURL, "://") {
+		return nil, fmt.Errorf("server URL %q: must start with http:// or https://", baseURL)
+	}
+	u, err := url.Parse(baseURL)
 	if err != nil {
 		return nil, fmt.Errorf("server URL %q: %w", baseURL, err)
 	}
@@ -152,7 +156,7 @@ func (c *Client) WaitForState(ctx context.Context, name string, until func(Works
 		case <-ctx.Done():
 			err := fmt.Errorf("wait for workspace %s: %w", name, context.Cause(ctx))
 			if lastErr != nil {
-				err = fmt.Errorf("%w (last error: %v)", err, lastErr)
+				err = fmt.Errorf("%w (last error: %w)", err, lastErr)
 			}
 			return last, err
 		case <-timer.C:

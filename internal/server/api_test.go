@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -263,6 +264,20 @@ func TestFullReconcileAndOrphans(t *testing.T) {
 		!strings.Contains(string(body), `hangar_reconcile_duration_seconds_count{update_type="full"} 1`) {
 		t.Errorf("metrics:\n%s", body)
 	}
+	// A full reconcile in steady state sends no config; one whose Deployment has the wrong replica
+	// count (an apply lost in a crash) gets its config again.
+	env.Clock.Advance(10e9)
+	stale := deploymentIn("Stopped", 13) // replicas 0 while desired Running
+	resp = reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+		{Name: "a", Namespace: "hangar-a", LatestK8sDeploymentInfo: deploymentIn("Running", 10)},
+		{Name: "b", Namespace: "hangar-b", LatestK8sDeploymentInfo: stale},
+	}})
+	for _, info := range resp.WorkspaceRailsInfos {
+		wantConfig := info.Name != "a" // b drifted, c is missing from the agent
+		if (info.ConfigToApply != "") != wantConfig {
+			t.Errorf("steady full reconcile: %s config included = %v, want %v", info.Name, info.ConfigToApply != "", wantConfig)
+		}
+	}
 	// Nothing changed: a partial reconcile answers nothing.
 	env.Clock.Advance(10e9)
 	resp = reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
@@ -291,5 +306,38 @@ func TestHealth(t *testing.T) {
 		if status, body := call(t, env, "", "GET", p, nil); status != 200 {
 			t.Errorf("%s: %d %s", p, status, body)
 		}
+	}
+}
+
+// TestErrorSuppressedAfterDesiredChange: an error the agent reports for a workspace whose desired
+// state changed since the last response belongs to the previous action, so it is not shown
+// (tracking-applier-errors.md, "Changes in Rails"); the same error after the response is.
+func TestErrorSuppressedAfterDesiredChange(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine)
+			agent := createAgent(t, env, "k1", nil)
+			user := createUser(t, env, "dev")
+			mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": "w", "agent": "k1"}, 201, nil)
+			env.Clock.Advance(time.Minute)
+			reconcileCall(t, env, agent, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+			env.Clock.Advance(time.Minute)
+			mustCall(t, env, user, "PATCH", "/api/v1/workspaces/w", map[string]string{"desired_state": "Stopped"}, 200, nil)
+			env.Clock.Advance(time.Minute)
+			report := protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+				{Name: "w", Namespace: "hangar-w", ErrorDetails: &protocol.ErrorDetails{ErrorType: "applier", ErrorMessage: "quota exceeded"}}}}
+			resp := reconcileCall(t, env, agent, report)
+			var ws sdk.Workspace
+			mustCall(t, env, user, "GET", "/api/v1/workspaces/w", nil, 200, &ws)
+			if ws.ActualState != "CreationRequested" || ws.Error != nil || resp.WorkspaceRailsInfos[0].ConfigToApply == "" {
+				t.Fatalf("stale error shown: actual %s error %+v", ws.ActualState, ws.Error)
+			}
+			env.Clock.Advance(time.Minute)
+			reconcileCall(t, env, agent, report)
+			mustCall(t, env, user, "GET", "/api/v1/workspaces/w", nil, 200, &ws)
+			if ws.ActualState != "Error" || ws.Error == nil || ws.Error.Message != "quota exceeded" {
+				t.Fatalf("current error not shown: actual %s error %+v", ws.ActualState, ws.Error)
+			}
+		})
 	}
 }

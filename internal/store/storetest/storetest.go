@@ -290,51 +290,53 @@ func testReconcileRollback(t *testing.T, s store.Store) {
 	}
 }
 
-// testConcurrentWriters runs a user changing the desired state and an agent reporting actual
-// states on the same row at the same time, each a read-modify-write of the whole row. Without the
-// store's locking one would overwrite the other with what it read; with it, the final row holds the
-// last write of each.
+// testConcurrentWriters runs users changing the desired state and agents reporting on the same row
+// at the same time, each a read-modify-write of the whole row that increments what it read (users:
+// desired_state_updated_at by one second; agents: the resource version by one). Any lost update
+// shows in the final counts.
 func testConcurrentWriters(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	f := NewFixture(t, s, "cc")
 	f.Create(t, s, f.Workspace("hot"))
-	const n = 40
+	const writers, n = 2, 50
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < n; i++ {
-			to := workspace.Stopped
-			if i%2 == 1 {
-				to = workspace.Running
-			}
-			at := t0.Add(time.Duration(i+1) * time.Second)
-			if _, err := s.UpdateWorkspace(ctx, "hot", func(w store.Workspace) (store.Workspace, error) {
-				w.DesiredState, w.DesiredStateUpdatedAt = to, at
-				return w, nil
-			}); err != nil {
-				errs <- fmt.Errorf("user update %d: %w", i, err)
-				return
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for i := 0; i < n; i++ {
-			rv := fmt.Sprint(i)
-			if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Names: []string{"hot"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
-				for j := range rows {
-					rows[j].DeploymentResourceVersion = &rv
-					rows[j].ActualState = workspace.Starting
+	errs := make(chan error, 2*writers)
+	for g := 0; g < writers; g++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n; i++ {
+				if _, err := s.UpdateWorkspace(ctx, "hot", func(w store.Workspace) (store.Workspace, error) {
+					w.DesiredState = workspace.Stopped
+					w.DesiredStateUpdatedAt = w.DesiredStateUpdatedAt.Add(time.Second)
+					return w, nil
+				}); err != nil {
+					errs <- fmt.Errorf("user update %d: %w", i, err)
+					return
 				}
-				return rows, nil
-			}); err != nil {
-				errs <- fmt.Errorf("reconcile %d: %w", i, err)
-				return
 			}
-		}
-	}()
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n; i++ {
+				if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Names: []string{"hot"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
+					for j := range rows {
+						v := 0
+						if rows[j].DeploymentResourceVersion != nil {
+							fmt.Sscan(*rows[j].DeploymentResourceVersion, &v)
+						}
+						rv := fmt.Sprint(v + 1)
+						rows[j].DeploymentResourceVersion = &rv
+						rows[j].ActualState = workspace.Starting
+					}
+					return rows, nil
+				}); err != nil {
+					errs <- fmt.Errorf("reconcile %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -344,11 +346,11 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.DesiredState != workspace.Running || !w.DesiredStateUpdatedAt.Equal(t0.Add(n*time.Second)) {
-		t.Errorf("user's last change lost: desired %s at %s", w.DesiredState, w.DesiredStateUpdatedAt)
+	if want := t0.Add(writers * n * time.Second); w.DesiredState != workspace.Stopped || !w.DesiredStateUpdatedAt.Equal(want) {
+		t.Errorf("users' updates lost: desired %s at %s, want at %s", w.DesiredState, w.DesiredStateUpdatedAt, want)
 	}
-	if w.DeploymentResourceVersion == nil || *w.DeploymentResourceVersion != fmt.Sprint(n-1) || w.ActualState != workspace.Starting {
-		t.Errorf("agent's last report lost: rv %v actual %s", w.DeploymentResourceVersion, w.ActualState)
+	if w.DeploymentResourceVersion == nil || *w.DeploymentResourceVersion != fmt.Sprint(writers*n) || w.ActualState != workspace.Starting {
+		t.Errorf("agents' updates lost: resource version %v (want %d), actual %s", *w.DeploymentResourceVersion, writers*n, w.ActualState)
 	}
 }
 

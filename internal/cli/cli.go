@@ -1,0 +1,253 @@
+// Package cli holds Hangar's client commands (login, users, agents, workspaces). They talk to the
+// user API through sdk.Client only. cmd/hangar builds the root command and adds these with
+// AddCommands; Execute runs the tree and turns an error into a message and an exit code.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+)
+
+// DefaultURL is the server URL used when no flag, environment variable or login says otherwise:
+// `hangar server`'s default listen address.
+const DefaultURL = "http://127.0.0.1:7080"
+
+// app holds what the commands take from their surroundings, so that tests can replace it.
+type app struct {
+	getenv func(string) string
+	// configPath returns the login file's path.
+	configPath func() (string, error)
+	now        func() time.Time
+	// loc is the zone times are shown in.
+	loc *time.Location
+	// pollInterval is the time between two reads of a workspace while waiting.
+	pollInterval time.Duration
+	http         *http.Client
+}
+
+func defaultApp() *app {
+	return &app{
+		getenv:       os.Getenv,
+		configPath:   func() (string, error) { return configPath(os.Getenv, os.UserHomeDir) },
+		now:          time.Now,
+		loc:          time.Local,
+		pollInterval: 500 * time.Millisecond,
+		// Each request gets its own bound; a --wait is bounded by --timeout on top.
+		http: &http.Client{Timeout: 30 * time.Second},
+	}
+}
+
+// AddCommands adds the client commands to root.
+func AddCommands(root *cobra.Command) { addCommands(root, defaultApp()) }
+
+func addCommands(root *cobra.Command, a *app) {
+	cmds := []*cobra.Command{
+		a.loginCmd(),
+		a.usersCmd(),
+		a.agentsCmd(),
+		a.createCmd(),
+		a.listCmd(),
+		a.showCmd(),
+	}
+	for _, t := range transitions {
+		cmds = append(cmds, a.transitionCmd(t))
+	}
+	for _, c := range cmds {
+		addGlobalFlags(c, root)
+		// Each Use line already shows the flags that matter.
+		disableFlagsInUseLine(c)
+		root.AddCommand(c)
+	}
+}
+
+func disableFlagsInUseLine(c *cobra.Command) {
+	c.DisableFlagsInUseLine = true
+	for _, sub := range c.Commands() {
+		disableFlagsInUseLine(sub)
+	}
+}
+
+// globalFlag is an option every client command takes: flag, environment variable, default and help
+// are declared here and nowhere else.
+type globalFlag struct {
+	name, short, env, def, usage string
+}
+
+var (
+	flagURL = globalFlag{name: "url", env: "HANGAR_URL",
+		usage: "server `URL` (env HANGAR_URL; default: the URL saved by 'hangar login', else " + DefaultURL + ")"}
+	flagToken = globalFlag{name: "token", env: "HANGAR_TOKEN",
+		usage: "`TOKEN` to authenticate with (env HANGAR_TOKEN; default: the token saved by 'hangar login' for the same URL)"}
+	flagOutput = globalFlag{name: "output", short: "o", def: "table",
+		usage: "`FORMAT` of the output: table or json"}
+	globalFlags = []globalFlag{flagURL, flagToken, flagOutput}
+)
+
+// addGlobalFlags declares the global flags as persistent flags of c, unless root already has them
+// (then c inherits root's).
+func addGlobalFlags(c, root *cobra.Command) {
+	for _, f := range globalFlags {
+		if root.PersistentFlags().Lookup(f.name) != nil {
+			continue
+		}
+		c.PersistentFlags().StringP(f.name, f.short, f.def, f.usage)
+	}
+}
+
+// value returns a global option: the flag if given, else its environment variable if set, else ""
+// and false.
+func (a *app) value(cmd *cobra.Command, f globalFlag) (string, bool) {
+	if fl := cmd.Flag(f.name); fl != nil && fl.Changed {
+		return fl.Value.String(), true
+	}
+	if f.env != "" {
+		if v := a.getenv(f.env); v != "" {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// outputFormat returns "table" or "json".
+func (a *app) outputFormat(cmd *cobra.Command) (string, error) {
+	v, ok := a.value(cmd, flagOutput)
+	if !ok {
+		v = flagOutput.def
+	}
+	switch v {
+	case "table", "json":
+		return v, nil
+	}
+	return "", usageError{fmt.Errorf("--output %q: must be table or json", v)}
+}
+
+// connection returns the server URL and token to use. Each comes from its flag, else its
+// environment variable, else the login file; the URL defaults to DefaultURL. The saved token is used
+// only with the URL it was saved for, so that it is never sent to another server.
+func (a *app) connection(cmd *cobra.Command) (serverURL, token string, err error) {
+	serverURL, urlSet := a.value(cmd, flagURL)
+	token, tokenSet := a.value(cmd, flagToken)
+	if urlSet && tokenSet {
+		return serverURL, token, nil
+	}
+	saved, err := a.loadConfig()
+	if err != nil {
+		return "", "", err
+	}
+	if !urlSet {
+		serverURL = saved.URL
+		if serverURL == "" {
+			serverURL = DefaultURL
+		}
+	}
+	if !tokenSet && saved.Token != "" && sameURL(saved.URL, serverURL) {
+		token = saved.Token
+	}
+	return serverURL, token, nil
+}
+
+func sameURL(a, b string) bool {
+	return strings.TrimRight(strings.TrimSpace(a), "/") == strings.TrimRight(strings.TrimSpace(b), "/")
+}
+
+// client returns an API client for the command's connection.
+func (a *app) client(cmd *cobra.Command) (*sdk.Client, error) {
+	serverURL, token, err := a.connection(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return a.newClient(serverURL, token)
+}
+
+func (a *app) newClient(serverURL, token string) (*sdk.Client, error) {
+	c, err := sdk.New(serverURL, token)
+	if err != nil {
+		return nil, err
+	}
+	if a.http != nil {
+		c.HTTP = a.http
+	}
+	return c, nil
+}
+
+// usageError is a mistake in the command line rather than a failure to do the work.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// oneName is the Args check of commands that take exactly one name.
+func oneName(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageError{fmt.Errorf("%s takes exactly one %s name, got %d arguments", cmd.CommandPath(), what, len(args))}
+		}
+		return nil
+	}
+}
+
+// noSubcommand is the Args check of a command that only groups others: `hangar users bogus` is a
+// mistake, not a request for help.
+func noSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+	}
+	return nil
+}
+
+func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+
+// Execute runs root and returns the process exit code: 0 on success, 1 after printing the error to
+// stderr as `error: <message>`, one line per invalid field after it. Ctrl-C cancels the command's
+// context, which ends a --wait.
+func Execute(root *cobra.Command) int {
+	root.SilenceErrors = true
+	root.SilenceUsage = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
+	}
+	w := root.ErrOrStderr()
+	printError(w, err)
+	if errors.As(err, new(usageError)) && cmd != nil {
+		fmt.Fprintf(w, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return 1
+}
+
+// printError writes err as `error: <message>`. An API error shows its message and detail, then one
+// line per validation, after whatever context wraps it.
+func printError(w io.Writer, err error) {
+	var ae *sdk.APIError
+	if !errors.As(err, &ae) {
+		fmt.Fprintf(w, "error: %s\n", err)
+		return
+	}
+	prefix := strings.TrimSuffix(err.Error(), ae.Error())
+	msg := ae.Body.Message
+	if ae.Body.Detail != "" {
+		msg += ": " + ae.Body.Detail
+	}
+	if ae.StatusCode == http.StatusUnauthorized {
+		msg += " (log in with 'hangar login --url URL --token TOKEN', or set HANGAR_TOKEN)"
+	}
+	fmt.Fprintf(w, "error: %s%s\n", prefix, msg)
+	for _, v := range ae.Body.Validations {
+		fmt.Fprintf(w, "  %s: %s\n", v.Field, v.Detail)
+	}
+}

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+)
+
+// printJSON prints v as indented JSON: the API's own shape, since v is an sdk type.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode JSON output: %w", err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+const timeLayout = "2006-01-02 15:04:05 MST"
+
+func (a *app) formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.In(a.loc).Format(timeLayout)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printWorkspaces prints the workspace table: NAME AGENT DESIRED ACTUAL URL.
+func printWorkspaces(w io.Writer, wss []sdk.Workspace) error {
+	if len(wss) == 0 {
+		_, err := fmt.Fprintln(w, "No workspaces.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tAGENT\tDESIRED\tACTUAL\tURL")
+	for _, ws := range wss {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ws.Name, ws.Agent, ws.DesiredState, ws.ActualState, dash(ws.URL))
+	}
+	return tw.Flush()
+}
+
+// printWorkspace prints every field of one workspace, one per line.
+func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
+	since := func(t *time.Time, none string) string {
+		if t == nil {
+			return none
+		}
+		return "since " + a.formatTime(*t)
+	}
+	lastErr := "none"
+	if ws.Error != nil {
+		lastErr = formatWorkspaceError(ws.Error)
+	}
+	respondedAt := "never"
+	if ws.RespondedToAgentAt != nil {
+		respondedAt = a.formatTime(*ws.RespondedToAgentAt)
+	}
+	deployment := "-"
+	if ws.DeploymentResourceVersion != nil && *ws.DeploymentResourceVersion != "" {
+		deployment = "resourceVersion " + *ws.DeploymentResourceVersion
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	rows := [][2]string{
+		{"Name", ws.Name},
+		{"ID", ws.ID},
+		{"Owner", ws.Owner},
+		{"Agent", ws.Agent},
+		{"Namespace", dash(ws.Namespace)},
+		{"URL", dash(ws.URL)},
+		{"Desired state", fmt.Sprintf("%s (%s)", ws.DesiredState, since(ws.DesiredStateUpdatedAt, "never changed"))},
+		{"Actual state", fmt.Sprintf("%s (%s)", ws.ActualState, since(ws.ActualStateUpdatedAt, "not reported by the agent yet"))},
+		{"Last error", lastErr},
+		{"Last sent to agent", respondedAt},
+		{"Deployment", deployment},
+		{"Created", a.formatTime(ws.CreatedAt)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
+	}
+	return tw.Flush()
+}
+
+func formatWorkspaceError(e *sdk.WorkspaceError) string {
+	switch {
+	case e.Type != "" && e.Message != "":
+		return e.Type + ": " + e.Message
+	case e.Message != "":
+		return e.Message
+	}
+	return e.Type
+}

@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// waitFlags are the flags of every command that can wait for a workspace.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (f *waitFlags) add(cmd *cobra.Command, goal string) {
+	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait until the workspace is "+goal+", showing each state change")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up --wait after `DURATION` (e.g. 90s, 5m)")
+}
+
+func (a *app) createCmd() *cobra.Command {
+	var agent, devfileName string
+	var wf waitFlags
+	cmd := &cobra.Command{
+		Use:   "create NAME --agent AGENT [--devfile FILE] [--wait]",
+		Short: "Create a workspace",
+		Long: `Create a workspace on the cluster of an agent, from a devfile (schemaVersion 2.2.0; without
+--devfile the server's default devfile). The workspace is created with desired state Running.`,
+		Example: `  hangar create my-ws --agent eu --devfile devfile.yaml --wait`,
+		Args:    oneName("workspace"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent}
+			if devfileName != "" {
+				b, err := readInput(cmd.InOrStdin(), devfileName)
+				if err != nil {
+					return fmt.Errorf("read --devfile: %w", err)
+				}
+				if len(b) > sdk.MaxDevfileBytes {
+					return fmt.Errorf("read --devfile %s: it is %d bytes, the server accepts at most %d", devfileName, len(b), sdk.MaxDevfileBytes)
+				}
+				req.Devfile = string(b)
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			ws, err := c.CreateWorkspace(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return a.finish(cmd, c, format, wf, goals[workspace.Running], ws)
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "the `AGENT` whose cluster runs the workspace (required)")
+	cmd.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (YAML; \"-\" for standard input)")
+	_ = cmd.MarkFlagRequired("agent")
+	wf.add(cmd, "Running")
+	return cmd
+}
+
+func (a *app) listCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List workspaces (an admin sees every user's)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			wss, err := c.ListWorkspaces(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), wss)
+			}
+			return printWorkspaces(cmd.OutOrStdout(), wss)
+		},
+	}
+}
+
+func (a *app) showCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show every field of a workspace",
+		Args:  oneName("workspace"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			ws, err := c.Workspace(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), ws)
+			}
+			return a.printWorkspace(cmd.OutOrStdout(), ws)
+		},
+	}
+}
+
+// transition is a command that changes a workspace's desired state.
+type transition struct {
+	use, short, long string
+	to               workspace.State
+}
+
+var transitions = []transition{
+	{use: "start", to: workspace.Running, short: "Start a workspace (desired state Running)"},
+	{use: "stop", to: workspace.Stopped, short: "Stop a workspace (desired state Stopped); its volume is kept"},
+	{use: "restart", to: workspace.RestartRequested, short: "Restart a running workspace (desired state RestartRequested)",
+		long: `Restart a running workspace: the agent scales it to zero, then the server sets the desired state
+back to Running. With --wait, the command ends when the workspace runs again.`},
+	{use: "delete", to: workspace.Terminated, short: "Delete a workspace and its volume (desired state Terminated)",
+		long: `Delete a workspace: the agent deletes its Kubernetes resources, volume included. Termination is
+permanent; a terminated workspace cannot be started again.`},
+}
+
+func (a *app) transitionCmd(t transition) *cobra.Command {
+	var wf waitFlags
+	g := goals[t.to]
+	cmd := &cobra.Command{
+		Use:   t.use + " NAME [--wait]",
+		Short: t.short,
+		Long:  t.long,
+		Args:  oneName("workspace"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			ws, err := c.UpdateWorkspace(cmd.Context(), args[0], sdk.UpdateWorkspaceRequest{DesiredState: string(t.to)})
+			if err != nil {
+				return err
+			}
+			return a.finish(cmd, c, format, wf, g, ws)
+		},
+	}
+	wf.add(cmd, g.describe)
+	return cmd
+}
+
+// finish prints the workspace a command created or changed, or, with --wait, follows it to goal.
+func (a *app) finish(cmd *cobra.Command, c *sdk.Client, format string, wf waitFlags, g goal, ws sdk.Workspace) error {
+	out := cmd.OutOrStdout()
+	if !wf.wait {
+		if format == "json" {
+			return printJSON(out, ws)
+		}
+		return printWorkspaces(out, []sdk.Workspace{ws})
+	}
+	// In JSON mode stdout carries only the final workspace; progress goes to stderr.
+	progress := out
+	if format == "json" {
+		progress = cmd.ErrOrStderr()
+	}
+	final, err := a.wait(cmd.Context(), c, ws, g, wf.timeout, progress)
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		return printJSON(out, final)
+	}
+	if final.URL != "" && g.actual == workspace.Running {
+		_, err = fmt.Fprintf(out, "Workspace %s is %s at %s\n", final.Name, final.ActualState, final.URL)
+	} else {
+		_, err = fmt.Fprintf(out, "Workspace %s is %s.\n", final.Name, final.ActualState)
+	}
+	return err
+}
