@@ -1,7 +1,12 @@
 package server_test
 
 import (
+	"io"
+	"log/slog"
+	"net/http/httptest"
+
 	"encoding/json"
+	"github.com/hangar-dev/hangar/internal/server"
 	"net/http"
 	"os"
 	"strings"
@@ -128,6 +133,7 @@ func TestBadBodies(t *testing.T) {
 			env := servertest.NewWith(t, engine)
 			agentToken := createAgent(t, env, "k1", nil)
 			otherAgent := createAgent(t, env, "k2", nil)
+			createAgent(t, env, "small", map[string]any{"max_resources_per_workspace": map[string]any{"limits": map[string]string{"memory": "8Gi"}}})
 			user := createUser(t, env, "dev")
 			mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": "mine", "agent": "k1"}, 201, nil)
 			before := snapshot(t, env, user)
@@ -146,6 +152,8 @@ func TestBadBodies(t *testing.T) {
 				{"bad name", user, "POST", "/api/v1/workspaces", `{"name":"Not_A_Label","agent":"k1"}`, 400, "name"},
 				{"unknown agent", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"nope"}`, 400, "agent"},
 				{"bad devfile", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"k1","devfile":"schemaVersion: 2.0.0\ncomponents: []"}`, 400, "devfile.schemaVersion"},
+				{"devfile over the agent's max resources", user, "POST", "/api/v1/workspaces",
+					`{"name":"x","agent":"small","devfile":"schemaVersion: 2.2.0\ncomponents:\n- name: main\n  container:\n    image: alpine\n    memoryLimit: 64Gi\n"}`, 400, "devfile.components"},
 				{"oversized body", user, "POST", "/api/v1/workspaces", big, 413, ""},
 				{"unknown desired state", user, "PATCH", "/api/v1/workspaces/mine", `{"desired_state":"Paused"}`, 400, "desired_state"},
 				{"actual-only state as desired", user, "PATCH", "/api/v1/workspaces/mine", `{"desired_state":"Starting"}`, 400, "desired_state"},
@@ -339,5 +347,23 @@ func TestErrorSuppressedAfterDesiredChange(t *testing.T) {
 				t.Fatalf("current error not shown: actual %s error %+v", ws.ActualState, ws.Error)
 			}
 		})
+	}
+}
+
+// TestRestartedServerGeneratesConfig: a server that did not create a workspace (another replica, or
+// after a restart) reads its devfile from the store to generate its config.
+func TestRestartedServerGeneratesConfig(t *testing.T) {
+	env := servertest.New(t)
+	agent := createAgent(t, env, "k1", nil)
+	user := createUser(t, env, "dev")
+	mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": "w", "agent": "k1"}, 201, nil)
+	fresh := server.New(server.Options{Store: env.Store, Clock: env.Clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	hs := httptest.NewServer(fresh.Handler())
+	defer hs.Close()
+	other := *env
+	other.URL = hs.URL
+	resp := reconcileCall(t, &other, agent, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+	if len(resp.WorkspaceRailsInfos) != 1 || !strings.Contains(resp.WorkspaceRailsInfos[0].ConfigToApply, "kind: Deployment") {
+		t.Fatalf("fresh server's answer: %+v", resp.WorkspaceRailsInfos)
 	}
 }

@@ -27,14 +27,19 @@ func (c *devfileCache) put(id string, d *devfile.Devfile) {
 	c.byID[id] = d
 }
 
-func (c *devfileCache) get(id, text string) (*devfile.Devfile, error) {
+// get returns the parsed devfile of a workspace, reading its text with load on a miss.
+func (c *devfileCache) get(id string, load func() (string, error)) (*devfile.Devfile, error) {
 	c.mu.Lock()
 	d, ok := c.byID[id]
 	c.mu.Unlock()
 	if ok {
 		return d, nil
 	}
-	d, err := devfile.Parse([]byte(text))
+	text, err := load()
+	if err != nil {
+		return nil, err
+	}
+	d, err = devfile.Parse([]byte(text))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -47,7 +48,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent store.A
 		// The answer is built before the commit: if a config cannot be generated, nothing is written
 		// and the agent retries, instead of responded_to_agent_at claiming a config that never went out.
 		resp, err = reconcile.Response(out, settings, pullSecrets, func(ws store.Workspace) (string, error) {
-			return s.config(ws, agent)
+			return s.config(r.Context(), ws, agent)
 		})
 		if err != nil {
 			return nil, err
@@ -71,8 +72,8 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent store.A
 }
 
 // config generates the config_to_apply of a workspace.
-func (s *Server) config(ws store.Workspace, agent store.Agent) (string, error) {
-	df, err := s.devfile.get(ws.ID, ws.Devfile)
+func (s *Server) config(ctx context.Context, ws store.Workspace, agent store.Agent) (string, error) {
+	df, err := s.devfile.get(ws.ID, func() (string, error) { return s.store.WorkspaceDevfile(ctx, ws.ID) })
 	if err != nil {
 		return "", fmt.Errorf("parse stored devfile of workspace %s: %w", ws.Name, err)
 	}

@@ -60,8 +60,15 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 		url = fmt.Sprintf("https://%d-%s.%s/", port, req.Name, cfg.DNSZone)
 	}
 	now := s.clock.Now()
+	id := uuid.NewString()
+	// Generate once now, so that a devfile the agent's limits refuse (max resources) is refused at
+	// creation with the reason, not after the agent fails to apply it.
+	if _, err := devfile.Generate(df, devfile.Params{WorkspaceID: id, WorkspaceName: req.Name, Owner: u.Username, AgentID: agent.ID,
+		Namespace: ns, DesiredState: workspace.Running, Agent: cfg}); err != nil {
+		return err
+	}
 	ws := store.Workspace{
-		ID: uuid.NewString(), Name: req.Name, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
+		ID: id, Name: req.Name, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
 		Namespace: ns, Devfile: string(text),
 		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: now,
 		URL: url, CreatedAt: now,

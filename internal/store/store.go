@@ -47,7 +47,7 @@ type Workspace struct {
 	AgentID                   string
 	AgentName                 string // filled on reads
 	Namespace                 string
-	Devfile                   string
+	Devfile                   string // written on creation; reads leave it empty (WorkspaceDevfile)
 	DesiredState              workspace.State
 	ActualState               workspace.State
 	DesiredStateUpdatedAt     time.Time
@@ -93,6 +93,8 @@ type Store interface {
 	CreateWorkspace(ctx context.Context, w Workspace, agentQuota, perUserQuota int) error
 	// WorkspaceByName reads one workspace.
 	WorkspaceByName(ctx context.Context, name string) (Workspace, error)
+	// WorkspaceDevfile reads the devfile a workspace was created with (it never changes).
+	WorkspaceDevfile(ctx context.Context, id string) (string, error)
 	// ListWorkspaces lists workspaces by name; ownerID "" lists all.
 	ListWorkspaces(ctx context.Context, ownerID string) ([]Workspace, error)
 	// UpdateWorkspace reads the workspace named, locked against concurrent writers, passes it to

@@ -243,7 +243,7 @@ func (s *Store) ListAgents(ctx context.Context) ([]store.Agent, error) {
 
 // --- workspaces
 
-const wsCols = `w.id, w.name, w.owner_id, u.username, w.agent_id, a.name, w.namespace, w.devfile, w.desired_state, w.actual_state,
+const wsCols = `w.id, w.name, w.owner_id, u.username, w.agent_id, a.name, w.namespace, w.desired_state, w.actual_state,
 	w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at, w.deployment_resource_version,
 	w.error_type, w.error_message, w.url, w.created_at`
 
@@ -255,7 +255,7 @@ func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error)
 	var desiredAt, created int64
 	var actualAt, respondedAt sql.NullInt64
 	var rv sql.NullString
-	if err := row.Scan(&w.ID, &w.Name, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace, &w.Devfile,
+	if err := row.Scan(&w.ID, &w.Name, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
 		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created); err != nil {
 		return w, err
 	}
@@ -317,6 +317,12 @@ func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuo
 func (s *Store) WorkspaceByName(ctx context.Context, name string) (store.Workspace, error) {
 	w, err := scanWorkspace(s.db.QueryRowContext(ctx, s.q(`SELECT `+wsCols+wsFrom+` WHERE w.name = ?`), name))
 	return w, notFound(err, fmt.Sprintf("workspace %q", name))
+}
+
+func (s *Store) WorkspaceDevfile(ctx context.Context, id string) (string, error) {
+	var text string
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT devfile FROM workspaces WHERE id = ?`), id).Scan(&text)
+	return text, notFound(err, "workspace "+id)
 }
 
 func (s *Store) ListWorkspaces(ctx context.Context, ownerID string) ([]store.Workspace, error) {
@@ -429,8 +435,62 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 		if err != nil {
 			return err
 		}
-		return s.updateBatch(ctx, tx, changed)
+		// Most rows of a reconcile change only responded_to_agent_at; they take one narrow UPDATE
+		// per batch instead of the whole row's.
+		before := make(map[string]store.Workspace, len(rows))
+		for _, r := range rows {
+			before[r.ID] = r
+		}
+		var full []store.Workspace
+		stamped := map[int64][]string{}
+		for _, w := range changed {
+			if b, ok := before[w.ID]; ok && w.RespondedToAgentAt != nil && onlyRespondedDiffers(b, w) {
+				at := micros(*w.RespondedToAgentAt)
+				stamped[at] = append(stamped[at], w.ID)
+				continue
+			}
+			full = append(full, w)
+		}
+		for at, ids := range stamped {
+			if err := s.stampResponded(ctx, tx, at, ids); err != nil {
+				return err
+			}
+		}
+		return s.updateBatch(ctx, tx, full)
 	})
+}
+
+// onlyRespondedDiffers reports whether b and w differ in no written column but responded_to_agent_at.
+func onlyRespondedDiffers(b, w store.Workspace) bool {
+	return b.DesiredState == w.DesiredState && b.ActualState == w.ActualState &&
+		b.DesiredStateUpdatedAt.Equal(w.DesiredStateUpdatedAt) && timesEqual(b.ActualStateUpdatedAt, w.ActualStateUpdatedAt) &&
+		stringsEqual(b.DeploymentResourceVersion, w.DeploymentResourceVersion) &&
+		b.ErrorType == w.ErrorType && b.ErrorMessage == w.ErrorMessage
+}
+
+func timesEqual(a, b *time.Time) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.Equal(*b))
+}
+
+func stringsEqual(a, b *string) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+// stampResponded sets responded_to_agent_at on rows by ID, in batches.
+func (s *Store) stampResponded(ctx context.Context, tx *sql.Tx, at int64, ids []string) error {
+	batch := s.d.BatchSize * 8
+	for start := 0; start < len(ids); start += batch {
+		chunk := ids[start:min(start+batch, len(ids))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, at)
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE workspaces SET responded_to_agent_at = ? WHERE id IN (`+placeholders(len(chunk))+`)`), args...); err != nil {
+			return fmt.Errorf("stamp %d workspaces answered: %w", len(chunk), err)
+		}
+	}
+	return nil
 }
 
 func placeholders(n int) string {

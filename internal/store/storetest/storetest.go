@@ -145,6 +145,12 @@ func testWorkspaceRoundTrip(t *testing.T, s store.Store) {
 		got.ActualStateUpdatedAt != nil || got.DeploymentResourceVersion != nil || got.URL != w.URL || !got.DesiredStateUpdatedAt.Equal(t0) {
 		t.Fatalf("read back %+v", got)
 	}
+	if text, err := s.WorkspaceDevfile(ctx, w.ID); err != nil || text != w.Devfile {
+		t.Fatalf("WorkspaceDevfile = %q, %v; want %q", text, err, w.Devfile)
+	}
+	if _, err := s.WorkspaceDevfile(ctx, uuid.NewString()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("WorkspaceDevfile of unknown id: %v", err)
+	}
 	dup := f.Workspace("alpha")
 	if err := s.CreateWorkspace(ctx, dup, -1, -1); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("duplicate name: %v, want ErrConflict", err)

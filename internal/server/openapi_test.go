@@ -1,0 +1,395 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/server"
+	"github.com/hangar-dev/hangar/internal/servertest"
+)
+
+// loadOpenAPI loads and validates the embedded document (examples and defaults included).
+func loadOpenAPI(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(server.OpenAPI)
+	if err != nil {
+		t.Fatalf("load openapi.yaml: %v", err)
+	}
+	if err := doc.Validate(t.Context(), openapi3.EnableExamplesValidation(), openapi3.EnableSchemaDefaultsValidation()); err != nil {
+		t.Fatalf("openapi.yaml is not a valid OpenAPI document: %v", err)
+	}
+	return doc
+}
+
+func TestOpenAPIDocumentValid(t *testing.T) {
+	doc := loadOpenAPI(t)
+	if doc.OpenAPI != "3.0.3" {
+		t.Errorf("openapi = %q, want 3.0.3", doc.OpenAPI)
+	}
+	for _, name := range []string{"userToken", "agentToken"} {
+		s := doc.Components.SecuritySchemes[name]
+		if s == nil || s.Value.Type != "http" || s.Value.Scheme != "bearer" {
+			t.Errorf("security scheme %s missing or not http bearer", name)
+		}
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if strings.TrimSpace(op.Description) == "" {
+				t.Errorf("%s %s has no description", method, path)
+			}
+			if op.Security == nil {
+				t.Errorf("%s %s does not say its security (security: [] for none)", method, path)
+			}
+		}
+	}
+}
+
+// TestOpenAPIRoutes checks that the document and the server's route table list the same endpoints.
+func TestOpenAPIRoutes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	env := servertest.New(t)
+
+	served := map[string]bool{}
+	for _, r := range env.Server.Routes() {
+		served[r.Method+" "+r.Pattern] = true
+	}
+	if len(served) == 0 {
+		t.Fatal("the server lists no routes")
+	}
+	documented := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			documented[method+" "+path] = true
+		}
+	}
+	for r := range served {
+		if !documented[r] {
+			t.Errorf("route %s is served but not in openapi.yaml", r)
+		}
+	}
+	for r := range documented {
+		if !served[r] {
+			t.Errorf("openapi.yaml documents %s, which the server does not serve", r)
+		}
+	}
+}
+
+// oaBody is a request body sent as is, with its content type.
+type oaBody struct {
+	contentType string
+	data        []byte
+}
+
+// oaChecker sends requests to a running server and validates each request and response against the
+// document.
+type oaChecker struct {
+	t      *testing.T
+	env    *servertest.Env
+	router routers.Router
+	// answered holds "METHOD path status" of every validated response.
+	answered map[string]bool
+}
+
+func newOAChecker(t *testing.T, env *servertest.Env) *oaChecker {
+	t.Helper()
+	doc := loadOpenAPI(t)
+	doc.Servers = openapi3.Servers{{URL: env.URL}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatalf("router: %v", err)
+	}
+	return &oaChecker{t: t, env: env, router: router, answered: map[string]bool{}}
+}
+
+// oaAuthenticate accepts a request for a security scheme only with a token of that kind, so that a
+// wrong scheme in the document fails the test.
+func oaAuthenticate(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	token, ok := strings.CutPrefix(in.RequestValidationInput.Request.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return errors.New("no bearer token")
+	}
+	prefix := map[string]string{"userToken": "hgu_", "agentToken": "hga_"}[in.SecuritySchemeName]
+	if prefix == "" || !strings.HasPrefix(token, prefix) {
+		return fmt.Errorf("scheme %s does not take token %.8s...", in.SecuritySchemeName, token)
+	}
+	return nil
+}
+
+func (c *oaChecker) options() *openapi3filter.Options {
+	return &openapi3filter.Options{
+		AuthenticationFunc:                oaAuthenticate,
+		IncludeResponseStatus:             true,
+		RejectWhenRequestBodyNotSpecified: true,
+		MultiError:                        true,
+		SchemaValidationOptions: []openapi3.SchemaValidationOption{
+			openapi3.WithStringFormatValidator("uuid", openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringForUUIDOfRFC4122)),
+		},
+	}
+}
+
+func (c *oaChecker) newRequest(token, method, path string, body any) *http.Request {
+	c.t.Helper()
+	var data []byte
+	contentType := "application/json"
+	switch b := body.(type) {
+	case nil:
+	case oaBody:
+		data, contentType = b.data, b.contentType
+	case string:
+		data = []byte(b)
+	default:
+		var err error
+		if data, err = json.Marshal(b); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(c.t.Context(), method, c.env.URL+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
+	return req
+}
+
+// do sends a request, checks the status, and validates the request and the response against the
+// document. docAccepts says whether the document must accept the request (false for requests that
+// break it, which the server must refuse too). It returns the response body.
+func (c *oaChecker) do(token, method, path string, body any, want int, docAccepts bool) []byte {
+	c.t.Helper()
+	ctx := c.t.Context()
+	what := method + " " + path
+
+	req := c.newRequest(token, method, path, body)
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		c.t.Fatalf("%s: not in the document: %v", what, err)
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: c.options()}
+	err = openapi3filter.ValidateRequest(ctx, in)
+	switch {
+	case docAccepts && err != nil:
+		c.t.Errorf("%s: the document refuses the request: %v", what, err)
+	case !docAccepts && err == nil:
+		c.t.Errorf("%s: the document accepts a request the server refuses with %d", what, want)
+	}
+
+	resp, err := http.DefaultClient.Do(c.newRequest(token, method, path, body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if resp.StatusCode != want {
+		c.t.Fatalf("%s: status %d, want %d; body %s", what, resp.StatusCode, want, data)
+	}
+	err = openapi3filter.ValidateResponse(ctx, &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Body:                   io.NopCloser(bytes.NewReader(data)),
+		Options:                c.options(),
+	})
+	if err != nil {
+		c.t.Errorf("%s: response %d does not match the document: %v\nbody: %s", what, resp.StatusCode, err, data)
+	}
+	c.answered[fmt.Sprintf("%s %s %d", method, route.Path, resp.StatusCode)] = true
+	return data
+}
+
+func (c *oaChecker) decode(data []byte, out any) {
+	c.t.Helper()
+	if err := json.Unmarshal(data, out); err != nil {
+		c.t.Fatalf("decode %s: %v", data, err)
+	}
+}
+
+// TestOpenAPIMatchesResponses sends real requests to a running server and validates every request and
+// response against the document.
+func TestOpenAPIMatchesResponses(t *testing.T) {
+	env := servertest.New(t)
+	c := newOAChecker(t, env)
+	admin := env.AdminToken
+
+	// Operations.
+	c.do("", "GET", "/healthz", nil, 200, true)
+	c.do("", "GET", "/readyz", nil, 200, true)
+	if m := c.do("", "GET", "/metrics", nil, 200, true); !bytes.Contains(m, []byte("hangar_reconcile_orphans_total")) {
+		t.Errorf("metrics lack hangar_reconcile_orphans_total:\n%s", m)
+	}
+	if d := c.do("", "GET", "/api/v1/openapi.yaml", nil, 200, true); !bytes.Equal(d, server.OpenAPI) {
+		t.Error("GET /api/v1/openapi.yaml does not serve the embedded document")
+	}
+
+	// Users.
+	c.do(admin, "GET", "/api/v1/users/me", nil, 200, true)
+	c.do("", "GET", "/api/v1/users/me", nil, 401, false)
+	var dev sdk.User
+	c.decode(c.do(admin, "POST", "/api/v1/users", map[string]any{"username": "dev"}, 201, true), &dev)
+	if !strings.HasPrefix(dev.Token, "hgu_") {
+		t.Fatalf("user token %q", dev.Token)
+	}
+	c.do(admin, "POST", "/api/v1/users", map[string]any{"username": "dev"}, 409, true)
+	c.do(admin, "POST", "/api/v1/users", map[string]any{"username": "Dev!"}, 400, false)
+	c.do(dev.Token, "POST", "/api/v1/users", map[string]any{"username": "eve", "admin": true}, 403, true)
+	big := `{"username":"` + strings.Repeat("a", sdk.MaxBodyBytes) + `"}`
+	c.do(admin, "POST", "/api/v1/users", big, 413, false)
+
+	// Agents.
+	var agent sdk.Agent
+	c.decode(c.do(admin, "POST", "/api/v1/agents", map[string]any{
+		"name": "k1",
+		"config": map[string]any{
+			"dns_zone":                  "workspaces.example.com",
+			"workspaces_per_user_quota": 2,
+			"image_pull_secrets":        []map[string]string{{"name": "regcred", "namespace": "registry"}},
+			"labels":                    map[string]string{"team": "dev"},
+			"max_resources_per_workspace": map[string]any{
+				"limits": map[string]string{"cpu": "4", "memory": "8Gi"},
+			},
+		},
+	}, 201, true), &agent)
+	if !strings.HasPrefix(agent.Token, "hga_") {
+		t.Fatalf("agent token %q", agent.Token)
+	}
+	c.do(admin, "POST", "/api/v1/agents", map[string]any{"name": "k2"}, 201, true)
+	c.do(admin, "POST", "/api/v1/agents", map[string]any{"name": "k1"}, 409, true)
+	c.do(admin, "POST", "/api/v1/agents", map[string]any{"name": "k3", "config": map[string]any{"bogus": 1}}, 400, false)
+	c.do(dev.Token, "POST", "/api/v1/agents", map[string]any{"name": "k4"}, 403, true)
+	c.do(dev.Token, "GET", "/api/v1/agents", nil, 200, true)
+
+	// Workspaces.
+	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "my-ws", "agent": "k1"}, 201, true)
+	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "other", "agent": "k1"}, 201, true)
+	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "third", "agent": "k1"}, 409, true) // quota
+	c.do(admin, "POST", "/api/v1/workspaces", map[string]any{"name": "my-ws", "agent": "k2"}, 409, true)     // name taken
+	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "My_WS", "agent": "k1"}, 400, false)
+	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "ws", "agent": "nope"}, 400, true)
+	c.do(dev.Token, "POST", "/api/v1/workspaces", oaBody{"text/plain", []byte(`{"name":"ws","agent":"k1"}`)}, 415, false)
+	c.do(agent.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "ws", "agent": "k1"}, 401, false)
+	c.do(dev.Token, "GET", "/api/v1/workspaces/my-ws", nil, 200, true)
+	c.do(dev.Token, "GET", "/api/v1/workspaces/nope", nil, 404, true)
+	c.do(dev.Token, "GET", "/api/v1/workspaces", nil, 200, true)
+
+	// Reconcile: the first answer carries the config, then the agent reports a running Deployment,
+	// an error on the other workspace, and an orphan.
+	var resp protocol.ReconcileResponse
+	c.decode(c.do(agent.Token, "POST", protocol.ReconcilePath, protocol.ReconcileRequest{
+		UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{},
+	}, 200, true), &resp)
+	if len(resp.WorkspaceRailsInfos) != 2 || resp.WorkspaceRailsInfos[0].ConfigToApply == "" {
+		t.Fatalf("first reconcile answered %+v", resp)
+	}
+	c.decode(c.do(agent.Token, "POST", protocol.ReconcilePath, protocol.ReconcileRequest{
+		UpdateType: protocol.UpdateFull,
+		WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+			{Name: "my-ws", Namespace: "hangar-my-ws", LatestK8sDeploymentInfo: deploymentIn("Running", 5)},
+			{Name: "other", Namespace: "hangar-other", ErrorDetails: &protocol.ErrorDetails{ErrorType: protocol.ErrorTypeApplier, ErrorMessage: "quota exceeded"}},
+			{Name: "ghost", Namespace: "hangar-ghost", LatestK8sDeploymentInfo: deploymentIn("Stopped", 9)},
+		},
+	}, 200, true), &resp)
+	if n := len(resp.WorkspaceRailsInfos); n != 3 || resp.WorkspaceRailsInfos[2].DesiredState != "Terminated" {
+		t.Errorf("full reconcile answered %+v, want my-ws, other and the orphan ghost Terminated", resp)
+	}
+	// A whole Deployment is accepted; extra fields are ignored.
+	c.do(agent.Token, "POST", protocol.ReconcilePath, `{"update_type":"partial","workspace_agent_infos":[{"name":"my-ws","namespace":"hangar-my-ws",
+		"latest_k8s_deployment_info":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"my-ws","resourceVersion":"6","labels":{"a":"b"}},
+		"spec":{"replicas":1,"template":{}},"status":{"replicas":1,"readyReplicas":1,"availableReplicas":1,"updatedReplicas":1}}}]}`, 200, true)
+	c.do(agent.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "sometimes", "workspace_agent_infos": []any{}}, 400, false)
+	c.do(agent.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "full", "workspace_agent_infos": []any{}, "extra": 1}, 400, false)
+	c.do(dev.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "full", "workspace_agent_infos": []any{}}, 401, false)
+	c.do(agent.Token, "POST", protocol.ReconcilePath, oaBody{"application/xml", []byte("<x/>")}, 415, false)
+
+	var ws sdk.Workspace
+	c.decode(c.do(dev.Token, "GET", "/api/v1/workspaces/my-ws", nil, 200, true), &ws)
+	if ws.ActualState != "Running" || ws.DeploymentResourceVersion == nil || ws.RespondedToAgentAt == nil {
+		t.Errorf("my-ws after reconcile: %+v", ws)
+	}
+	c.decode(c.do(dev.Token, "GET", "/api/v1/workspaces/other", nil, 200, true), &ws)
+	if ws.Error == nil {
+		t.Errorf("other after an applier error: %+v, want an error", ws)
+	}
+	c.do(admin, "GET", "/api/v1/workspaces", nil, 200, true)
+
+	// Desired state changes.
+	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "RestartRequested"}, 200, true)
+	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "Stopped"}, 200, true)
+	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "RestartRequested"}, 409, true)
+	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "Sleeping"}, 400, false)
+	c.do(dev.Token, "PATCH", "/api/v1/workspaces/nope", map[string]any{"desired_state": "Stopped"}, 404, true)
+	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "Terminated"}, 200, true)
+	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "Running"}, 409, true)
+	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", oaBody{"application/json", nil}, 400, false)
+
+	// Every operation of the document was seen succeeding.
+	doc := loadOpenAPI(t)
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			ok := false
+			for status := range op.Responses.Map() {
+				if strings.HasPrefix(status, "2") && c.answered[method+" "+path+" "+status] {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("no successful %s %s was validated", method, path)
+			}
+		}
+	}
+
+	// Paths under /api/ that the document lacks are 404 with an Error body, as the document says.
+	for _, r := range []struct{ method, path string }{{"GET", "/api/v1/nothing"}, {"DELETE", "/api/v1/workspaces/other"}, {"GET", "/api/v1/users"}} {
+		req := c.newRequest(dev.Token, r.method, r.path, nil)
+		if _, _, err := c.router.FindRoute(req); err == nil {
+			t.Errorf("%s %s is in the document", r.method, r.path)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e sdk.Error
+		if resp.StatusCode != 404 || json.Unmarshal(data, &e) != nil || e.Message == "" {
+			t.Errorf("%s %s: %d %s, want 404 with an error body", r.method, r.path, resp.StatusCode, data)
+		}
+	}
+	if keys := sortedKeys(c.answered); testing.Verbose() {
+		t.Logf("validated: %s", strings.Join(keys, ", "))
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
