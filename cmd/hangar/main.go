@@ -6,18 +6,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/internal/cli"
 	"github.com/hangar-dev/hangar/internal/servercmd"
 )
 
 func main() {
 	root := &cobra.Command{
-		Use:           "hangar",
-		Short:         "Hangar: self-hosted remote development workspaces",
-		SilenceUsage:  true,
-		SilenceErrors: false,
+		Use:   "hangar",
+		Short: "Hangar: self-hosted remote development workspaces",
 	}
 	root.AddCommand(servercmd.Command())
-	if err := root.Execute(); err != nil {
-		os.Exit(1)
-	}
+	cli.AddCommands(root)
+	os.Exit(cli.Execute(root))
 }

@@ -320,7 +320,9 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	// A whole Deployment is accepted; extra fields are ignored.
 	c.do(agent.Token, "POST", protocol.ReconcilePath, `{"update_type":"partial","workspace_agent_infos":[{"name":"my-ws","namespace":"hangar-my-ws",
 		"latest_k8s_deployment_info":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"my-ws","resourceVersion":"6","labels":{"a":"b"}},
-		"spec":{"replicas":1,"template":{}},"status":{"replicas":1,"readyReplicas":1,"availableReplicas":1,"updatedReplicas":1}}}]}`, 200, true)
+		"spec":{"replicas":1,"template":{}},"status":{"replicas":1,"readyReplicas":1,"availableReplicas":1,"updatedReplicas":1,"conditions":[
+		{"type":"Available","status":"True","reason":"MinimumReplicasAvailable","lastUpdateTime":"2026-01-01T05:00:00Z"},
+		{"type":"Progressing","status":"True","reason":"NewReplicaSetAvailable"}]}}}]}`, 200, true)
 	c.do(agent.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "sometimes", "workspace_agent_infos": []any{}}, 400, false)
 	c.do(agent.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "full", "workspace_agent_infos": []any{}, "extra": 1}, 400, false)
 	c.do(dev.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "full", "workspace_agent_infos": []any{}}, 401, false)

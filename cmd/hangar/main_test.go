@@ -1,0 +1,202 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
+)
+
+// TestBinaryEndToEnd builds the real binary, starts `hangar server` as the README does (on its
+// embedded store), and drives it with the real CLI and an agent speaking the reconcile protocol over
+// HTTP: create → Running, stop → Stopped, start → Running, delete → Terminated, and an apply error
+// shown by `hangar show`.
+func TestBinaryEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "hangar")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dataDir := filepath.Join(dir, "data")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := exec.CommandContext(ctx, bin, "server", "--listen", "127.0.0.1:0")
+	srv.Env = append(os.Environ(), "HANGAR_DATA_DIR="+dataDir)
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	srv.Stderr = &stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+
+	// The server prints where it listens and where the admin token is.
+	lines := bufio.NewScanner(stdout)
+	var url, tokenFile string
+	for lines.Scan() && (url == "" || tokenFile == "") {
+		line := lines.Text()
+		if m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(line); m != nil {
+			url = m[1]
+		}
+		if m := regexp.MustCompile(`token is in (\S+) `).FindStringSubmatch(line); m != nil {
+			tokenFile = m[1]
+		}
+	}
+	if url == "" || tokenFile != filepath.Join(dataDir, "admin-token") {
+		t.Fatalf("server printed url %q token file %q; stderr:\n%s", url, tokenFile, stderr.String())
+	}
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	hangar := func(args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "HANGAR_URL=", "HANGAR_TOKEN=")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := hangar(args...)
+		if err != nil {
+			t.Fatalf("hangar %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	must("login", "--url", url, "--token", strings.TrimSpace(string(tok)))
+	out := must("agents", "create", "k1")
+	agentToken := regexp.MustCompile(`hga_[A-Za-z0-9_-]+`).FindString(out)
+	if agentToken == "" {
+		t.Fatalf("no agent token in:\n%s", out)
+	}
+	must("create", "w1", "--agent", "k1")
+
+	// A minimal agent, cycling every 20 ms (its partial reconcile interval): it answers the server's desired state by reporting that state reached.
+	ag := &fakeAgent{t: t, url: url, token: agentToken}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				ag.cycle()
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	must("stop", "w1", "--wait", "--timeout", "30s")
+	if out := must("show", "w1"); !strings.Contains(out, "Stopped") {
+		t.Fatalf("show after stop:\n%s", out)
+	}
+	must("start", "w1", "--wait", "--timeout", "30s")
+	must("restart", "w1", "--wait", "--timeout", "30s")
+	var ws sdk.Workspace
+	if err := json.Unmarshal([]byte(must("show", "w1", "-o", "json")), &ws); err != nil || ws.DesiredState != "Running" || ws.ActualState != "Running" {
+		t.Fatalf("after restart: %+v %v", ws, err)
+	}
+	ag.failNext("w1", "admission webhook \"policy.example.com\" denied the request: image not allowed")
+	must("stop", "w1", "--wait", "--timeout", "30s")
+	out, err = hangar("start", "w1", "--wait", "--timeout", "30s")
+	if err == nil || !strings.Contains(out, "image not allowed") {
+		t.Fatalf("start with an apply error: err %v\n%s", err, out)
+	}
+	if out := must("show", "w1"); !strings.Contains(out, "Error") || !strings.Contains(out, "image not allowed") {
+		t.Fatalf("show does not give the error:\n%s", out)
+	}
+	must("delete", "w1", "--wait", "--timeout", "30s")
+	if out, err := hangar("start", "w1"); err == nil || !strings.Contains(out, "permanent") {
+		t.Fatalf("start after delete: %v\n%s", err, out)
+	}
+}
+
+// fakeAgent speaks the reconcile protocol: for every config the server sends it reports, in its next
+// cycle, the state that config leads to (or an apply error when told to fail), as a real agent
+// reports a Deployment once it changes.
+type fakeAgent struct {
+	t        *testing.T
+	url      string
+	token    string
+	rv       int
+	fail     map[string]string
+	infos    []protocol.WorkspaceAgentInfo
+}
+
+func (a *fakeAgent) failNext(name, msg string) {
+	a.fail = map[string]string{name: msg}
+}
+
+func (a *fakeAgent) cycle() {
+	body, _ := json.Marshal(protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: append([]protocol.WorkspaceAgentInfo{}, a.infos...)})
+	a.infos = nil
+	req, _ := http.NewRequest("POST", a.url+protocol.ReconcilePath, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var out protocol.ReconcileResponse
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		return
+	}
+	for _, w := range out.WorkspaceRailsInfos {
+		if w.ConfigToApply == "" {
+			continue // nothing to apply: the Deployment does not change, so there is nothing to report
+		}
+		info := protocol.WorkspaceAgentInfo{Name: w.Name, Namespace: w.Namespace}
+		a.rv++
+		replicas := int32(0)
+		state := "Stopped"
+		switch w.DesiredState {
+		case "Running":
+			replicas, state = 1, "Running"
+		case "Terminated":
+			info.TerminationProgress = "Terminated"
+		}
+		if msg, ok := a.fail[w.Name]; ok && w.ConfigToApply != "" && w.DesiredState == "Running" {
+			delete(a.fail, w.Name)
+			info.ErrorDetails = &protocol.ErrorDetails{ErrorType: "applier", ErrorMessage: msg}
+		} else if info.TerminationProgress == "" {
+			info.LatestK8sDeploymentInfo = deployment(a.rv, replicas, state)
+		}
+		a.infos = append(a.infos, info)
+	}
+}
+
+func deployment(rv int, replicas int32, state string) *protocol.DeploymentInfo {
+	avail := replicas
+	return &protocol.DeploymentInfo{
+		Metadata: protocol.DeploymentMetadata{ResourceVersion: fmt.Sprint(rv)},
+		Spec:     &protocol.DeploymentSpec{Replicas: &replicas},
+		Status: &protocol.DeploymentStatus{Replicas: replicas, AvailableReplicas: avail, Conditions: []protocol.DeploymentCondition{
+			{Type: "Available", Status: "True", Reason: "MinimumReplicasAvailable"},
+			{Type: "Progressing", Status: "True", Reason: "NewReplicaSetAvailable"}}},
+	}
+}
