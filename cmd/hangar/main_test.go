@@ -140,12 +140,12 @@ func TestBinaryEndToEnd(t *testing.T) {
 // cycle, the state that config leads to (or an apply error when told to fail), as a real agent
 // reports a Deployment once it changes.
 type fakeAgent struct {
-	t        *testing.T
-	url      string
-	token    string
-	rv       int
-	fail     map[string]string
-	infos    []protocol.WorkspaceAgentInfo
+	t     *testing.T
+	url   string
+	token string
+	rv    int
+	fail  map[string]string
+	infos []protocol.WorkspaceAgentInfo
 }
 
 func (a *fakeAgent) failNext(name, msg string) {

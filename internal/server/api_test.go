@@ -115,7 +115,13 @@ func TestWorkspaceLifecycleAndVisibility(t *testing.T) {
 				t.Errorf("restart when stopped: %d %s", status, body)
 			}
 			mustCall(t, env, alice, "PATCH", "/api/v1/workspaces/proj", map[string]string{"desired_state": "Terminated"}, 200, &ws)
-			for _, to := range []string{"Running", "Stopped", "RestartRequested", "Terminated"} {
+			// Deleting again succeeds and changes nothing.
+			var again sdk.Workspace
+			mustCall(t, env, alice, "PATCH", "/api/v1/workspaces/proj", map[string]string{"desired_state": "Terminated"}, 200, &again)
+			if !again.DesiredStateUpdatedAt.Equal(*ws.DesiredStateUpdatedAt) {
+				t.Errorf("repeated delete moved desired_state_updated_at: %v → %v", ws.DesiredStateUpdatedAt, again.DesiredStateUpdatedAt)
+			}
+			for _, to := range []string{"Running", "Stopped", "RestartRequested"} {
 				status, body := call(t, env, alice, "PATCH", "/api/v1/workspaces/proj", map[string]string{"desired_state": to})
 				if status != 409 || !strings.Contains(apiError(t, body).Detail, "permanent") {
 					t.Errorf("%s after Terminated: %d %s, want 409", to, status, body)

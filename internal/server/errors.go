@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -81,7 +82,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decodeJSON decodes one JSON value from the request body strictly: a body over limit is 413,
 // unknown fields, trailing data and type mismatches are 400 naming the field.
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 		return &apiError{status: http.StatusUnsupportedMediaType, body: sdk.Error{Message: "unsupported content type", Detail: "send application/json, got " + ct}}
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -98,6 +99,11 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		return errBadRequest("malformed JSON body", sdk.Validation{Field: "body", Detail: "must hold exactly one JSON value"})
 	}
 	return nil
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
 }
 
 func jsonError(err error) error {

@@ -74,13 +74,17 @@ var ErrIllegalTransition = errors.New("illegal desired state transition")
 // state `actual`) to desired state `to`.
 //
 // Rules (seed diagrams plus docs/decisions.md):
-//   - Terminated is permanent: nothing follows it.
+//   - Terminated is permanent: nothing follows it but Terminated again, which changes nothing (so
+//     that a repeated delete succeeds).
 //   - Running, Stopped and Terminated may be asked from any other desired state.
 //   - RestartRequested may be asked only while the workspace is meant to run (desired Running or
 //     already RestartRequested); restarting a stopped workspace is a start.
 //   - Asking for the state it already has is accepted and changes nothing (idempotent).
 func CheckDesiredChange(from, actual, to State) error {
 	if from == Terminated {
+		if to == Terminated {
+			return nil
+		}
 		return ErrTerminated
 	}
 	switch to {

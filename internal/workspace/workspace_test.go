@@ -1,0 +1,89 @@
+package workspace
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCheckDesiredChange(t *testing.T) {
+	tests := []struct {
+		from, to State
+		want     error
+	}{
+		{Running, Stopped, nil},
+		{Running, Terminated, nil},
+		{Running, RestartRequested, nil},
+		{RestartRequested, RestartRequested, nil},
+		{RestartRequested, Stopped, nil},
+		{Stopped, Running, nil},
+		{Stopped, RestartRequested, ErrIllegalTransition},
+		{Terminated, Terminated, nil},
+		{Terminated, Running, ErrTerminated},
+		{Terminated, Stopped, ErrTerminated},
+		{Terminated, RestartRequested, ErrTerminated},
+		{Running, Starting, ErrIllegalTransition},
+	}
+	for _, tc := range tests {
+		err := CheckDesiredChange(tc.from, Running, tc.to)
+		if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("%s → %s: %v, want %v", tc.from, tc.to, err, tc.want)
+		}
+	}
+}
+
+func TestParseStates(t *testing.T) {
+	if _, err := ParseDesired("Starting"); err == nil || !strings.Contains(err.Error(), "RestartRequested") {
+		t.Errorf("ParseDesired(Starting) = %v", err)
+	}
+	for _, s := range DesiredStates {
+		if got, err := ParseDesired(string(s)); err != nil || got != s {
+			t.Errorf("ParseDesired(%s) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := ParseActual("RestartRequested"); err == nil {
+		t.Error("RestartRequested parsed as an actual state")
+	}
+}
+
+func TestAgentConfigValidate(t *testing.T) {
+	neg := -2
+	tests := []struct {
+		name  string
+		cfg   AgentConfig
+		field string
+	}{
+		{"defaults are valid", AgentConfig{}, ""},
+		{"bad zone", AgentConfig{DNSZone: "Not A Zone"}, "config.dns_zone"},
+		{"shared without namespace", AgentConfig{NamespaceMode: NamespaceShared}, "config.shared_namespace"},
+		{"unknown mode", AgentConfig{NamespaceMode: "per-user"}, "config.namespace_mode"},
+		{"bad quantity", AgentConfig{DefaultResources: Resources{Limits: ResourceList{CPU: "lots"}}}, "config.default_resources_per_workspace_container.limits.cpu"},
+		{"bad cidr", AgentConfig{NetworkPolicy: NetworkPolicy{Egress: []EgressRule{{Allow: "10.0.0.0/33"}}}}, "config.network_policy.egress[0].allow"},
+		{"reserved label", AgentConfig{Labels: map[string]string{"hangar.dev/team": "a"}}, "config.labels"},
+		{"bad label value", AgentConfig{Labels: map[string]string{"team": "a b"}}, "config.labels"},
+		{"quota below -1", AgentConfig{WorkspacesQuota: &neg}, "config.workspaces_quota"},
+		{"lifetimes over a year", AgentConfig{MaxActiveHoursBeforeStop: 8000, MaxStoppedHoursBeforeTermination: 800}, "config.max_active_hours_before_stop"},
+		{"partial interval", AgentConfig{PartialReconcileIntervalSeconds: 7200}, "config.partial_reconciliation_interval_seconds"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.WithDefaults().Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("unexpected %v", err)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("got %v, want a ValidationError on %s", err, tc.field)
+			}
+			for _, p := range ve.Problems {
+				if p.Field == tc.field {
+					return
+				}
+			}
+			t.Fatalf("no problem on %s: %v", tc.field, err)
+		})
+	}
+}
