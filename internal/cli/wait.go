@@ -70,7 +70,7 @@ func failure(ws sdk.Workspace, agentActed bool) error {
 		return nil
 	}
 	stale := ws.ActualStateUpdatedAt != nil && ws.DesiredStateUpdatedAt != nil && ws.ActualStateUpdatedAt.Before(*ws.DesiredStateUpdatedAt)
-	if stale {
+	if stale && !agentActed {
 		return nil
 	}
 	if ws.Error != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,7 +165,12 @@ func TestWait(t *testing.T) {
 			}
 			f.script["web"] = tt.script
 			c := newCLI(t, map[string]string{"HANGAR_URL": srv.URL, "HANGAR_TOKEN": adminToken})
-			r := c.run(tt.args...)
+			args := tt.args
+			if !slices.Contains(args, "--timeout") {
+				// A broken wait fails the test in seconds, not after the 10m default.
+				args = append(args, "--timeout", "10s")
+			}
+			r := c.run(args...)
 			if r.stdout != tt.wantStdout {
 				t.Errorf("stdout:\n%s\nwant:\n%s", r.stdout, tt.wantStdout)
 			}
