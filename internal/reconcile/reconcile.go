@@ -47,6 +47,15 @@ type Output struct {
 	Changed []store.Workspace
 	Items   []Item
 	Orphans []Orphan
+	// Transitions lists the state changes this report caused, for the log.
+	Transitions []Transition
+}
+
+// Transition is one change of a workspace's actual or desired state.
+type Transition struct {
+	Workspace string
+	Field     string // "actual_state" or "desired_state"
+	From, To  workspace.State
 }
 
 // ChangedSinceResponse reports whether a workspace's desired state changed after the server last
@@ -96,6 +105,12 @@ func Decide(in Input) Output {
 			next.DesiredStateUpdatedAt = in.Now
 		}
 
+		if next.ActualState != row.ActualState {
+			out.Transitions = append(out.Transitions, Transition{row.Name, "actual_state", row.ActualState, next.ActualState})
+		}
+		if next.DesiredState != row.DesiredState {
+			out.Transitions = append(out.Transitions, Transition{row.Name, "desired_state", row.DesiredState, next.DesiredState})
+		}
 		fullyTerminated := next.DesiredState == workspace.Terminated && next.ActualState == workspace.Terminated
 		var include bool
 		switch in.UpdateType {

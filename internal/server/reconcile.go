@@ -58,6 +58,9 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent store.A
 	if err != nil {
 		return fmt.Errorf("reconcile agent %s: %w", agent.Name, err)
 	}
+	for _, tr := range out.Transitions {
+		s.log.Info("workspace state changed", "agent", agent.Name, "workspace", tr.Workspace, "field", tr.Field, "from", tr.From, "to", tr.To)
+	}
 	for _, o := range out.Orphans {
 		s.log.Warn("agent reported a workspace the server does not know; answering Terminated so it is cleaned up",
 			"agent", agent.Name, "workspace", o.Info.Name, "namespace", o.Info.Namespace)
