@@ -213,11 +213,16 @@ func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 // stderr as `error: <message>`, one line per invalid field after it. Ctrl-C cancels the command's
 // context, which ends a --wait.
 func Execute(root *cobra.Command) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return execute(ctx, root)
+}
+
+// execute is Execute with the command's context given: the end of ctx ends a --wait.
+func execute(ctx context.Context, root *cobra.Command) int {
 	root.SilenceErrors = true
 	root.SilenceUsage = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0

@@ -217,8 +217,10 @@ func (c *cli) start(args ...string) *started {
 	root.SetErr(&stderr)
 	root.SetArgs(args)
 	s := &started{lines: make(chan string, 100), done: make(chan result, 1)}
+	ctx, cancel := c.context()
 	go func() {
-		code := Execute(root)
+		defer cancel()
+		code := execute(ctx, root)
 		pw.Close()
 		s.done <- result{stderr: stderr.String(), code: code}
 	}()

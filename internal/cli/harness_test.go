@@ -2,8 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -57,13 +60,30 @@ type cli struct {
 	mu     sync.Mutex
 	ticks  int
 	stdin  string
+	// limit bounds every command in real time, whatever its --timeout: a wait that never ends
+	// fails its test with errCommandLimit instead of hanging the package until go test's timeout.
+	limit time.Duration
 }
+
+// commandLimit is cli.limit unless a test changes it. It is longer than the --timeout the tests
+// give their waits, so that a wait's own timeout is what they see.
+const commandLimit = 30 * time.Second
+
+var errCommandLimit = errors.New("test harness: the command did not end in time; a --wait that never ends?")
 
 func newCLI(t *testing.T, env map[string]string) *cli {
 	if env == nil {
 		env = map[string]string{}
 	}
-	return &cli{t: t, env: env, config: filepath.Join(t.TempDir(), "hangar", "config.json")}
+	return &cli{t: t, env: env, config: filepath.Join(t.TempDir(), "hangar", "config.json"), limit: commandLimit}
+}
+
+// context returns the context a command runs in: it ends after c.limit, and when the test ends, so
+// that a command a failed test leaves running in the background stops.
+func (c *cli) context() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(context.Background(), c.limit, fmt.Errorf("%w (limit %s)", errCommandLimit, c.limit))
+	c.t.Cleanup(cancel)
+	return ctx, cancel
 }
 
 type result struct {
@@ -100,7 +120,9 @@ func (c *cli) run(args ...string) result {
 	root.SetErr(&stderr)
 	root.SetIn(strings.NewReader(c.stdin))
 	root.SetArgs(args)
-	code := Execute(root)
+	ctx, cancel := c.context()
+	defer cancel()
+	code := execute(ctx, root)
 	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
 

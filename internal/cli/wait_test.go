@@ -189,7 +189,7 @@ func TestWaitJSON(t *testing.T) {
 	f.workspaces["web"] = state("Running", "Running")
 	f.script["web"] = []sdk.Workspace{state("Stopped", "Stopping"), state("Stopped", "Stopped")}
 	c := newCLI(t, map[string]string{"HANGAR_URL": srv.URL, "HANGAR_TOKEN": adminToken})
-	r := c.run("stop", "web", "--wait", "-o", "json")
+	r := c.run("stop", "web", "--wait", "-o", "json", "--timeout", "10s")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -216,5 +216,27 @@ func TestWaitSurvivesAnUnavailableServer(t *testing.T) {
 	}
 	if n := f.count("GET", "/api/v1/workspaces/web"); n < 2 {
 		t.Errorf("polled %d times, want retries", n)
+	}
+}
+
+// A wait that never reaches its goal, with a --timeout longer than any test may take, still ends:
+// the harness bounds every command, so that a broken wait fails its test instead of hanging the
+// package (as the wait that never saw the agent act on a stale Error once did for 10 minutes).
+func TestHarnessBoundsAWaitThatNeverEnds(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	f.workspaces["web"] = state("Stopped", "Stopped")
+	f.script["web"] = []sdk.Workspace{state("Running", "Starting")}
+	c := newCLI(t, map[string]string{"HANGAR_URL": srv.URL, "HANGAR_TOKEN": adminToken})
+	c.limit = 50 * time.Millisecond
+	begin := time.Now()
+	r := c.run("start", "web", "--wait", "--timeout", "1h")
+	if took := time.Since(begin); took > commandLimit {
+		t.Errorf("the command ran %s, longer than the harness limit %s", took, commandLimit)
+	}
+	if r.code != 1 || !strings.Contains(r.stderr, errCommandLimit.Error()) {
+		t.Errorf("exit %d, stderr = %q, want the harness limit", r.code, r.stderr)
+	}
+	if n := f.count("GET", "/api/v1/workspaces/web"); n < 2 {
+		t.Errorf("polled %d times, want the wait to have kept polling until the limit", n)
 	}
 }

@@ -422,3 +422,35 @@ func TestWaitForStateStopsWithContext(t *testing.T) {
 		t.Fatalf("error = %v, want context.Canceled", err)
 	}
 }
+
+// A workspace that never reaches the goal, read more slowly than the poll interval, ends the wait
+// at the context's deadline.
+func TestWaitForStateEndsAtTheDeadline(t *testing.T) {
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(5 * time.Millisecond)
+		json.NewEncoder(w).Encode(sdk.Workspace{Name: "ws", DesiredState: "Running", ActualState: "Starting"})
+	})
+	c := newClient(t, slow, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	reads := 0
+	go func() {
+		_, err := c.WaitForState(ctx, "ws", func(sdk.Workspace) (bool, error) {
+			reads++
+			return false, nil
+		}, nil, time.Millisecond)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("error = %v, want context.DeadlineExceeded", err)
+		}
+		if reads < 2 {
+			t.Errorf("%d reads, want the wait to have polled again after a slow read", reads)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitForState did not end 10s after its 100ms deadline")
+	}
+}
