@@ -22,6 +22,7 @@ var Dialect = sqlstore.Dialect{
 	Goose:      goose.DialectPostgres,
 	Dollar:     true,
 	ForUpdate:  " FOR UPDATE",
+	ForShare:   " FOR SHARE",
 	BatchSize:  5000, // 9 parameters a row, under Postgres's 65535
 	TextCast:   "::text",
 	BigintCast: "::bigint",

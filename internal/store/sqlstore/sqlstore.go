@@ -33,9 +33,9 @@ type Dialect struct {
 	Goose goose.Dialect
 	// Dollar rewrites `?` placeholders to `$1, $2, ...`.
 	Dollar bool
-	// ForUpdate is appended to SELECTs that read rows a transaction will write ("" on SQLite, whose
+	// ForUpdate and ForShare are appended to SELECTs that lock rows ("" on SQLite, whose
 	// transactions take the single write lock when they begin).
-	ForUpdate string
+	ForUpdate, ForShare string
 	// IsUniqueViolation recognizes a unique-constraint error.
 	IsUniqueViolation func(error) bool
 	// BatchSize caps the rows per batched statement (parameter limits).
@@ -365,6 +365,17 @@ func (s *Store) lockClause() string {
 func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.Workspace) (store.Workspace, error)) (store.Workspace, error) {
 	var out store.Workspace
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// Locking protocol (Postgres): a reconcile holds its agent's row FOR UPDATE and reads the
+		// agent's workspaces without row locks; a single-workspace writer holds the agent's row FOR
+		// SHARE, then the workspace row FOR UPDATE. So a user's change waits for a running reconcile
+		// of the workspace's agent (and the reverse), and two users' changes of one row serialize on
+		// the row, without a reconcile locking thousands of rows.
+		if s.d.ForShare != "" {
+			var agentID string
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT a.id FROM workspaces w JOIN agents a ON a.id = w.agent_id WHERE w.name = ? FOR SHARE OF a`), name).Scan(&agentID); err != nil {
+				return fmt.Errorf("lock agent of workspace %q: %w", name, notFound(err, fmt.Sprintf("workspace %q", name)))
+			}
+		}
 		ws, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.name = ?`+s.lockClause(), name)
 		if err != nil {
 			return err
@@ -387,8 +398,9 @@ func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.
 
 func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn func([]store.Workspace) ([]store.Workspace, error)) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		// Reconciles of one agent run one at a time (Postgres: the agent row's lock; SQLite: the
-		// write lock every transaction takes), so their row locks never interleave.
+		// Reconciles of one agent run one at a time, and exclude single-workspace writers of the
+		// agent's workspaces (Postgres: the agent row's lock, see UpdateWorkspace; SQLite: the write
+		// lock every transaction takes).
 		if s.d.ForUpdate != "" {
 			var id string
 			if err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM agents WHERE id = ?`+s.d.ForUpdate), scope.AgentID).Scan(&id); err != nil {
@@ -399,10 +411,10 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 		var err error
 		if scope.Full {
 			rows, err = s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.agent_id = ?
-				AND NOT (w.desired_state = 'Terminated' AND w.actual_state = 'Terminated') ORDER BY w.id`+s.lockClause(), scope.AgentID)
+				AND NOT (w.desired_state = 'Terminated' AND w.actual_state = 'Terminated') ORDER BY w.id`, scope.AgentID)
 		} else {
 			rows, err = s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.agent_id = ?
-				AND (w.responded_to_agent_at IS NULL OR w.desired_state_updated_at > w.responded_to_agent_at) ORDER BY w.id`+s.lockClause(), scope.AgentID)
+				AND (w.responded_to_agent_at IS NULL OR w.desired_state_updated_at > w.responded_to_agent_at) ORDER BY w.id`, scope.AgentID)
 		}
 		if err != nil {
 			return err
@@ -425,7 +437,7 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 			for _, n := range chunk {
 				args = append(args, n)
 			}
-			more, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.agent_id = ? AND w.name IN (`+placeholders(len(chunk))+`) ORDER BY w.id`+s.lockClause(), args...)
+			more, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.agent_id = ? AND w.name IN (`+placeholders(len(chunk))+`) ORDER BY w.id`, args...)
 			if err != nil {
 				return err
 			}
