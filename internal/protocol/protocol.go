@@ -3,8 +3,6 @@
 // import it; nothing else defines these shapes.
 package protocol
 
-import "encoding/json"
-
 // Version is the protocol version. Bump it, with a line in the changelog below, on any change an
 // older peer would misread.
 //
@@ -60,7 +58,8 @@ type ErrorDetails struct {
 }
 
 // DeploymentInfo is the part of a Kubernetes apps/v1 Deployment the server needs. Its JSON shape is
-// that of the Deployment, so a whole Deployment decodes into it (extra fields are ignored).
+// that of the Deployment, so a whole Deployment decodes into it: the server ignores unknown fields in
+// reconcile requests.
 type DeploymentInfo struct {
 	Metadata DeploymentMetadata `json:"metadata"`
 	Spec     *DeploymentSpec    `json:"spec,omitempty"`
@@ -126,11 +125,4 @@ type ImagePullSecret struct {
 type Settings struct {
 	FullReconciliationIntervalSeconds    int `json:"full_reconciliation_interval_seconds"`
 	PartialReconciliationIntervalSeconds int `json:"partial_reconciliation_interval_seconds"`
-}
-
-// UnmarshalJSON decodes leniently: an agent may send a whole Deployment, of which only the fields
-// above are kept, even when the rest of the request is decoded strictly.
-func (d *DeploymentInfo) UnmarshalJSON(b []byte) error {
-	type plain DeploymentInfo
-	return json.Unmarshal(b, (*plain)(d))
 }

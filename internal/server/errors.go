@@ -82,12 +82,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decodeJSON decodes one JSON value from the request body strictly: a body over limit is 413,
 // unknown fields, trailing data and type mismatches are 400 naming the field.
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	return decodeBody(w, r, limit, v, true)
+}
+
+// decodeBody is decodeJSON with the choice of refusing unknown fields.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, strict bool) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 		return &apiError{status: http.StatusUnsupportedMediaType, body: sdk.Error{Message: "unsupported content type", Detail: "send application/json, got " + ct}}
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}

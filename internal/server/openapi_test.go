@@ -324,7 +324,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{"type":"Available","status":"True","reason":"MinimumReplicasAvailable","lastUpdateTime":"2026-01-01T05:00:00Z"},
 		{"type":"Progressing","status":"True","reason":"NewReplicaSetAvailable"}]}}}]}`, 200, true)
 	c.do(agent.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "sometimes", "workspace_agent_infos": []any{}}, 400, false)
-	c.do(agent.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "full", "workspace_agent_infos": []any{}, "extra": 1}, 400, false)
+	// A newer agent's extra fields are ignored (tolerant reader).
+	c.do(agent.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "partial", "workspace_agent_infos": []any{}, "extra": 1}, 200, true)
 	c.do(dev.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "full", "workspace_agent_infos": []any{}}, 401, false)
 	c.do(agent.Token, "POST", protocol.ReconcilePath, oaBody{"application/xml", []byte("<x/>")}, 415, false)
 

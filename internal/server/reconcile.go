@@ -20,7 +20,9 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent store.A
 	var req protocol.ReconcileRequest
 	counted := &countingReader{r: r.Body}
 	r.Body = counted
-	if err := decodeJSON(w, r, protocol.MaxReconcileBodyBytes, &req); err != nil {
+	// Tolerant reader: unknown fields are ignored, so that a newer agent (or a whole Deployment in
+	// latest_k8s_deployment_info) works with this server; protocol.Version says what is understood.
+	if err := decodeBody(w, r, protocol.MaxReconcileBodyBytes, &req, false); err != nil {
 		return err
 	}
 	if err := reconcile.Validate(req); err != nil {
