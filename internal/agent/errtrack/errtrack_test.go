@@ -3,8 +3,8 @@ package errtrack
 import (
 	"errors"
 	"flag"
-	"os"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 
