@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/cmdopt"
+	"github.com/hangar-dev/hangar/internal/logging"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
@@ -35,15 +36,6 @@ type Config struct {
 	LogFormat   string
 }
 
-// option declares one option: flag, environment variable, default and help together.
-type option struct {
-	target *string
-	flag   string
-	env    string
-	def    string
-	help   string
-}
-
 func defaultDataDir() string {
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "hangar")
@@ -57,12 +49,12 @@ func defaultDataDir() string {
 // Command returns `hangar server`.
 func Command() *cobra.Command {
 	var cfg Config
-	opts := []option{
-		{&cfg.Listen, "listen", "HANGAR_LISTEN", "127.0.0.1:7080", "address to serve the API on"},
-		{&cfg.DataDir, "data-dir", "HANGAR_DATA_DIR", defaultDataDir(), "directory for the embedded SQLite store and the admin token"},
-		{&cfg.PostgresURL, "postgres-url", "HANGAR_POSTGRES_URL", "", "use this Postgres database (postgres://...) instead of the embedded SQLite store; several servers may share it"},
-		{&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"},
-		{&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"},
+	opts := []cmdopt.Option{
+		cmdopt.String(&cfg.Listen, "listen", "HANGAR_LISTEN", "127.0.0.1:7080", "address to serve the API on"),
+		cmdopt.String(&cfg.DataDir, "data-dir", "HANGAR_DATA_DIR", defaultDataDir(), "directory for the embedded SQLite store and the admin token"),
+		cmdopt.String(&cfg.PostgresURL, "postgres-url", "HANGAR_POSTGRES_URL", "", "use this Postgres database (postgres://...) instead of the embedded SQLite store; several servers may share it"),
+		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
+		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
 	}
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -77,34 +69,13 @@ func Command() *cobra.Command {
 			return Run(ctx, cfg, cmd.OutOrStdout())
 		},
 	}
-	for _, o := range opts {
-		def := o.def
-		if v, ok := os.LookupEnv(o.env); ok {
-			def = v
-		}
-		cmd.Flags().StringVar(o.target, o.flag, def, fmt.Sprintf("%s (env %s)", o.help, o.env))
-	}
+	cmdopt.Register(cmd, opts)
 	return cmd
-}
-
-func logger(cfg Config, w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	hopts := &slog.HandlerOptions{Level: level}
-	switch cfg.LogFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, hopts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, hopts)), nil
-	}
-	return nil, fmt.Errorf("--log-format must be text or json, got %q", cfg.LogFormat)
 }
 
 // Run serves until ctx ends. It prints where to go next on out.
 func Run(ctx context.Context, cfg Config, out io.Writer) error {
-	log, err := logger(cfg, os.Stderr)
+	log, err := logging.New(cfg.LogLevel, cfg.LogFormat, os.Stderr)
 	if err != nil {
 		return err
 	}
