@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/internal/agentcmd"
 	"github.com/hangar-dev/hangar/internal/cli"
 	"github.com/hangar-dev/hangar/internal/servercmd"
 )
@@ -15,7 +16,7 @@ func main() {
 		Use:   "hangar",
 		Short: "Hangar: self-hosted remote development workspaces",
 	}
-	root.AddCommand(servercmd.Command())
+	root.AddCommand(servercmd.Command(), agentcmd.Command())
 	cli.AddCommands(root)
 	os.Exit(cli.Execute(root))
 }

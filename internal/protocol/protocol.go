@@ -126,3 +126,22 @@ type Settings struct {
 	FullReconciliationIntervalSeconds    int `json:"full_reconciliation_interval_seconds"`
 	PartialReconciliationIntervalSeconds int `json:"partial_reconciliation_interval_seconds"`
 }
+
+// InfoPath is where an agent learns who it is (GET, agent token): the id it selects its Deployments
+// by, its name, and its reconcile settings.
+const InfoPath = "/api/v1/agent/info"
+
+// AgentInfo answers InfoPath.
+type AgentInfo struct {
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Settings Settings `json:"settings"`
+}
+
+// WaitPath is where an agent long-polls for changes (GET, agent token, ?timeout_seconds=N).
+const WaitPath = "/api/v1/agent/wait"
+
+// WaitResponse answers WaitPath: Pending says a partial reconcile now would get something.
+type WaitResponse struct {
+	Pending bool `json:"pending"`
+}

@@ -300,6 +300,12 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	// Reconcile: the first answer carries the config, then the agent reports a running Deployment,
 	// an error on the other workspace, and an orphan.
 	var resp protocol.ReconcileResponse
+	var info protocol.AgentInfo
+	c.decode(c.do(agent.Token, "GET", protocol.InfoPath, nil, 200, true), &info)
+	if info.Name != "k1" || info.ID == "" || info.Settings.PartialReconciliationIntervalSeconds == 0 {
+		t.Errorf("agent info %+v", info)
+	}
+	c.do(dev.Token, "GET", protocol.InfoPath, nil, 401, false)
 	c.decode(c.do(agent.Token, "POST", protocol.ReconcilePath, protocol.ReconcileRequest{
 		UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{},
 	}, 200, true), &resp)

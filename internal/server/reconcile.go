@@ -33,10 +33,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent store.A
 		names[i] = info.Name
 	}
 	cfg := agent.Config
-	settings := protocol.Settings{
-		FullReconciliationIntervalSeconds:    cfg.FullReconcileIntervalSeconds,
-		PartialReconciliationIntervalSeconds: cfg.PartialReconcileIntervalSeconds,
-	}
+	settings := settingsOf(agent)
 	pullSecrets := make([]protocol.ImagePullSecret, len(cfg.ImagePullSecrets))
 	for i, p := range cfg.ImagePullSecrets {
 		pullSecrets[i] = protocol.ImagePullSecret{Name: p.Name, Namespace: p.Namespace}

@@ -89,6 +89,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", "/api/v1/openapi.yaml", http.HandlerFunc(s.openapi)},
 
 		{"POST", "/api/v1/agent/reconcile", s.authAgent(s.reconcile)},
+		{"GET", "/api/v1/agent/info", s.authAgent(s.agentInfo)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
 		{"POST", "/api/v1/users", s.authUser(s.adminOnly(s.createUser))},

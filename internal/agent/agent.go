@@ -1,0 +1,247 @@
+// Package agent is `hangar agent`: it runs next to a Kubernetes cluster, reports the actual state of
+// its workspaces' Deployments to the server (`full` and `partial` reconciles,
+// ../shared/seeds/workspaces-architecture-kubernetes.md) and applies the configuration the server
+// sends back, tracking apply errors as ../shared/seeds/tracking-applier-errors.md designs.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
+)
+
+// Options configure an agent.
+type Options struct {
+	Server *ServerClient
+	Kube   *Kube
+	Logger *slog.Logger
+	// Identity names this replica in leader election (default: a random one).
+	Identity string
+	// LeaseNamespace holds the leader-election Lease; "" disables leader election (one replica only).
+	LeaseNamespace string
+	// After makes timers; tests may replace it. Default time.After.
+	After func(time.Duration) <-chan time.Time
+	// WaitTimeout is how long one long-poll for changes lasts (default 30 s); 0 keeps the default,
+	// negative disables waiting (periodic reconciles only).
+	WaitTimeout time.Duration
+}
+
+// Agent is a running agent.
+type Agent struct {
+	opts Options
+	log  *slog.Logger
+	info protocol.AgentInfo
+}
+
+// New returns an agent.
+func New(opts Options) *Agent {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.After == nil {
+		opts.After = time.After
+	}
+	if opts.WaitTimeout == 0 {
+		opts.WaitTimeout = 30 * time.Second
+	}
+	return &Agent{opts: opts, log: opts.Logger}
+}
+
+// Run runs until ctx ends: it learns who it is from the server, wins leadership (if enabled) and
+// reconciles.
+func (a *Agent) Run(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		info, err := a.opts.Server.Info(ctx)
+		if err == nil {
+			a.info = info
+			break
+		}
+		var se *StatusError
+		if errors.As(err, &se) && se.Code == 401 {
+			return fmt.Errorf("the server refused the agent token: %w", err)
+		}
+		a.log.Warn("cannot reach the server yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.opts.After(backoff(attempt)):
+		}
+	}
+	a.log = a.log.With("agent", a.info.Name)
+	a.log.Info("agent starting", "agent_id", a.info.ID)
+	if a.opts.LeaseNamespace == "" {
+		return a.loop(ctx)
+	}
+	return a.lead(ctx)
+}
+
+// lead runs the loop only while this replica holds the Lease; a new leader starts with a full sync
+// (the loop always does). Two replicas never apply at once.
+func (a *Agent) lead(ctx context.Context) error {
+	if err := a.opts.Kube.ensureNamespace(ctx, a.opts.LeaseNamespace); err != nil {
+		return err
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, a.opts.LeaseNamespace, "hangar-agent-"+a.info.ID,
+		a.opts.Kube.Clientset.CoreV1(), a.opts.Kube.Clientset.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: a.opts.Identity})
+	if err != nil {
+		return fmt.Errorf("leader election lock: %w", err)
+	}
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, ReleaseOnCancel: true,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(lctx context.Context) {
+					a.log.Info("leading: starting reconciliation", "identity", a.opts.Identity)
+					if err := a.loop(lctx); err != nil && lctx.Err() == nil {
+						a.log.Error("reconcile loop ended", "err", err)
+					}
+				},
+				OnStoppedLeading: func() { a.log.Info("no longer leading", "identity", a.opts.Identity) },
+			},
+		})
+	}
+	return ctx.Err()
+}
+
+func backoff(attempt int) time.Duration {
+	d := 500 * time.Millisecond << min(attempt, 6)
+	return min(d, 30*time.Second)
+}
+
+// loop is the reconcile loop: a full reconcile first (with a fresh reconciler), then partial ones
+// every partial interval, a full one every full interval, and a partial one at once whenever the
+// server says something is pending. Cycles never overlap; an error is logged and retried with
+// backoff; the loop only ends with ctx.
+func (a *Agent) loop(ctx context.Context) error {
+	var r *reconciler
+	defer func() {
+		if r != nil {
+			r.close()
+		}
+	}()
+	settings := a.info.Settings
+	partialEvery := func() time.Duration {
+		return time.Duration(max(settings.PartialReconciliationIntervalSeconds, 1)) * time.Second
+	}
+	fullEvery := func() time.Duration {
+		return time.Duration(max(settings.FullReconciliationIntervalSeconds, 60)) * time.Second
+	}
+
+	wake := make(chan struct{}, 1)
+	if a.opts.WaitTimeout > 0 {
+		go a.waitForChanges(ctx, wake)
+	}
+	needFull := true
+	var fullAt time.Time
+	failures := 0
+	for {
+		ut := protocol.UpdatePartial
+		if needFull || time.Since(fullAt) >= fullEvery() {
+			ut = protocol.UpdateFull
+		}
+		start := time.Now()
+		err := func() error {
+			if ut == protocol.UpdateFull {
+				// A full sync drops the whole reconciler state and builds it anew.
+				if r != nil {
+					r.close()
+					r = nil
+				}
+				nr, err := newReconciler(ctx, a.log, a.opts.Kube, a.info.ID)
+				if err != nil {
+					return err
+				}
+				r = nr
+			}
+			resp, err := a.cycle(ctx, r, ut)
+			if err != nil {
+				return err
+			}
+			settings = resp.Settings
+			return nil
+		}()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := partialEvery()
+		if err != nil {
+			failures++
+			wait = backoff(failures)
+			a.log.Warn("reconcile failed; retrying", "update_type", ut, "err", err, "retry_in", wait)
+			needFull = needFull || ut == protocol.UpdateFull
+		} else {
+			failures = 0
+			if ut == protocol.UpdateFull {
+				needFull, fullAt = false, start
+			}
+			a.log.Debug("reconciled", "update_type", ut, "took", time.Since(start))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.opts.After(wait):
+		case <-wake:
+		}
+	}
+}
+
+// cycle is one reconcile: snapshot the errors, report, and on success evict what was reported and
+// act on the answer.
+func (a *Agent) cycle(ctx context.Context, r *reconciler, ut protocol.UpdateType) (protocol.ReconcileResponse, error) {
+	snap := r.errs.Snapshot()
+	req := r.report(ctx, ut, snap)
+	resp, err := a.opts.Server.Reconcile(ctx, req)
+	if err != nil {
+		return resp, fmt.Errorf("%s reconcile: %w", ut, err)
+	}
+	r.errs.Reported(snap)
+	r.handle(resp)
+	return resp, nil
+}
+
+// waitForChanges long-polls the server and signals wake whenever something is pending. The
+// periodic loop stays the safety net: any failure here only slows reconciles down to it.
+func (a *Agent) waitForChanges(ctx context.Context, wake chan<- struct{}) {
+	failures := 0
+	for ctx.Err() == nil {
+		pending, err := a.opts.Server.Wait(ctx, a.opts.WaitTimeout)
+		if err != nil {
+			var se *StatusError
+			if errors.As(err, &se) && se.Code == 404 {
+				a.log.Info("the server has no wait endpoint; reconciling on the interval only")
+				return
+			}
+			failures++
+			if ctx.Err() == nil {
+				a.log.Debug("waiting for changes failed", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.opts.After(backoff(failures)):
+			}
+			continue
+		}
+		failures = 0
+		if pending {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+			// Let the cycle answer before asking again, or the same pending change wakes us twice.
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.opts.After(20 * time.Millisecond):
+			}
+		}
+	}
+}

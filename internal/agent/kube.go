@@ -1,0 +1,284 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hangar-dev/hangar/internal/devfile"
+)
+
+// FieldManager is the server-side-apply field manager of every object the agent applies.
+const FieldManager = "hangar-agent"
+
+// Kube is the agent's access to the cluster: server-side apply, pruning and deletion by inventory.
+type Kube struct {
+	Clientset kubernetes.Interface
+	dynamic   dynamic.Interface
+	mapper    *restmapper.DeferredDiscoveryRESTMapper
+}
+
+// NewKube builds the clients from a REST config.
+func NewKube(cfg *rest.Config) (*Kube, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
+	return &Kube{Clientset: cs, dynamic: dyn, mapper: mapper}, nil
+}
+
+// ParseConfig splits a config_to_apply stream into objects.
+func ParseConfig(config string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for i, doc := range splitDocuments(config) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		j, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			return nil, fmt.Errorf("config document %d: %w", i+1, err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(j); err != nil {
+			return nil, fmt.Errorf("config document %d: %w", i+1, err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func splitDocuments(s string) []string {
+	var docs []string
+	var cur strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.TrimRight(line, " ") == "---" {
+			docs = append(docs, cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+	}
+	return append(docs, cur.String())
+}
+
+// Ref names one object of a workspace, as its inventory lists it.
+type Ref struct {
+	APIVersion, Kind, Namespace, Name string
+}
+
+func (r Ref) String() string { return r.APIVersion + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }
+
+// ParseInventory reads an inventory ConfigMap's list: one `<apiVersion>/<kind>/<namespace>/<name>`
+// per line, read from the right (apiVersion may contain a slash).
+func ParseInventory(text string) []Ref {
+	var out []Ref
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		parts := strings.Split(line, "/")
+		if len(parts) < 4 {
+			continue
+		}
+		n := len(parts)
+		out = append(out, Ref{APIVersion: strings.Join(parts[:n-3], "/"), Kind: parts[n-3], Namespace: parts[n-2], Name: parts[n-1]})
+	}
+	return out
+}
+
+func refOf(u *unstructured.Unstructured) Ref {
+	return Ref{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+func (k *Kube) resource(ref Ref) (dynamic.ResourceInterface, error) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	gvk := gv.WithKind(ref.Kind)
+	m, err := k.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		k.mapper.Reset()
+		if m, err = k.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			return nil, fmt.Errorf("%s: no such resource in the cluster: %w", ref, err)
+		}
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return k.dynamic.Resource(m.Resource).Namespace(ref.Namespace), nil
+	}
+	return k.dynamic.Resource(m.Resource), nil
+}
+
+// inventoryRef finds the inventory ConfigMap among a workspace's objects.
+func inventoryOf(objs []*unstructured.Unstructured) (*unstructured.Unstructured, []Ref) {
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" && o.GetLabels()[devfile.LabelInventory] == "true" {
+			text, _, _ := unstructured.NestedString(o.Object, "data", devfile.InventoryKey)
+			return o, ParseInventory(text)
+		}
+	}
+	return nil, nil
+}
+
+// Apply server-side-applies a workspace's objects in the order the config lists them (dependencies
+// first), Namespaces before all, then prunes the objects the previous inventory listed that the new
+// one does not. It stops at the first object the API server refuses: what follows depends on it
+// (a Deployment on its claim and secret), and applying it would only hide the error behind a
+// workspace that half runs.
+func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured) []error {
+	ordered := append([]*unstructured.Unstructured(nil), objs...)
+	sort.SliceStable(ordered, func(i, j int) bool {
+		return ordered[i].GetKind() == "Namespace" && ordered[j].GetKind() != "Namespace"
+	})
+	inv, newRefs := inventoryOf(objs)
+	var oldRefs []Ref
+	if inv != nil {
+		cm, err := k.Clientset.CoreV1().ConfigMaps(inv.GetNamespace()).Get(ctx, inv.GetName(), metav1.GetOptions{})
+		if err == nil {
+			oldRefs = ParseInventory(cm.Data[devfile.InventoryKey])
+		}
+	}
+	var errs []error
+	force := true
+	for _, o := range ordered {
+		ref := refOf(o)
+		ri, err := k.resource(ref)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if _, err := ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: force}); err != nil {
+			errs = append(errs, fmt.Errorf("apply %s: %w", ref, err))
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return errs // prune only after a clean apply
+	}
+	keep := map[Ref]bool{}
+	for _, r := range newRefs {
+		keep[r] = true
+	}
+	for _, r := range oldRefs {
+		if keep[r] || r.Kind == "Namespace" {
+			continue
+		}
+		if err := k.delete(ctx, r); err != nil {
+			errs = append(errs, fmt.Errorf("prune %s: %w", r, err))
+		}
+	}
+	return errs
+}
+
+func (k *Kube) delete(ctx context.Context, r Ref) error {
+	ri, err := k.resource(r)
+	if err != nil {
+		return err
+	}
+	policy := metav1.DeletePropagationBackground
+	err = ri.Delete(ctx, r.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (k *Kube) exists(ctx context.Context, r Ref) (bool, error) {
+	ri, err := k.resource(r)
+	if err != nil {
+		return false, err
+	}
+	_, err = ri.Get(ctx, r.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Terminate deletes everything a workspace owns — what its inventory lists (PVCs and Secrets
+// included), the inventory itself, its namespace last when it has its own — and reports whether it
+// is all gone. It is idempotent: each cycle calls it again until it reports gone.
+func (k *Kube) Terminate(ctx context.Context, name, namespace string, known []Ref) (gone bool, err error) {
+	refs := append([]Ref(nil), known...)
+	invName := name + "-inventory"
+	cm, err := k.Clientset.CoreV1().ConfigMaps(namespace).Get(ctx, invName, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		refs = append(refs, ParseInventory(cm.Data[devfile.InventoryKey])...)
+		refs = append(refs, Ref{APIVersion: "v1", Kind: "ConfigMap", Namespace: namespace, Name: invName})
+	case apierrors.IsNotFound(err):
+	default:
+		return false, fmt.Errorf("read inventory of %s: %w", name, err)
+	}
+	if len(refs) == 0 {
+		// Nothing known but the Deployment the informer saw.
+		refs = append(refs, Ref{APIVersion: "apps/v1", Kind: "Deployment", Namespace: namespace, Name: name})
+	}
+	refs = dedupe(refs)
+	sort.SliceStable(refs, func(i, j int) bool { return refs[i].Kind != "Namespace" && refs[j].Kind == "Namespace" })
+	var errs []error
+	gone = true
+	for _, r := range refs {
+		ok, err := k.exists(ctx, r)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("check %s: %w", r, err))
+			gone = false
+			continue
+		}
+		if !ok {
+			continue
+		}
+		gone = false
+		if err := k.delete(ctx, r); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", r, err))
+		}
+	}
+	return gone, errors.Join(errs...)
+}
+
+func dedupe(refs []Ref) []Ref {
+	seen := map[Ref]bool{}
+	out := refs[:0]
+	for _, r := range refs {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ensureNamespace creates a namespace if it does not exist (for the leader-election Lease).
+func (k *Kube) ensureNamespace(ctx context.Context, name string) error {
+	_, err := k.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}

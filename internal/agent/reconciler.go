@@ -1,0 +1,272 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/hangar-dev/hangar/internal/agent/errtrack"
+	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/protocol"
+)
+
+// reconciler is the state one full sync builds and the next drops (workspaces-architecture-
+// kubernetes.md, "Types of messages"; tracking-applier-errors.md): the Deployment informer, the
+// resource versions the server acknowledged, the error tracker, the terminations in progress and the
+// applies in flight.
+type reconciler struct {
+	log     *slog.Logger
+	kube    *Kube
+	agentID string
+
+	ctx    context.Context // ends when the reconciler is dropped: in-flight applies stop
+	cancel context.CancelFunc
+
+	informer cache.SharedIndexInformer
+	stop     chan struct{}
+
+	errs *errtrack.Tracker
+
+	mu          sync.Mutex
+	acked       map[errtrack.Key]string // deployment_resource_version the server echoed
+	terminating map[errtrack.Key]string // protocol.TerminationTerminating or TerminationTerminated
+	known       map[errtrack.Key][]Ref  // objects of the last config applied, for termination
+	applies     map[errtrack.Key]*applySlot
+	applying    sync.WaitGroup
+}
+
+// applySlot runs one workspace's applies one after the other; a newer config replaces one that has
+// not started yet (latest wins), so an old config is never applied after a newer one.
+type applySlot struct {
+	running bool
+	next    *applyJob
+}
+
+type applyJob struct {
+	version errtrack.Version
+	objs    []*unstructured.Unstructured
+}
+
+func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID string) (*reconciler, error) {
+	rctx, cancel := context.WithCancel(ctx)
+	factory := informers.NewSharedInformerFactoryWithOptions(kube.Clientset, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = devfile.LabelAgentID + "=" + agentID }))
+	inf := factory.Apps().V1().Deployments().Informer()
+	r := &reconciler{
+		log: log, kube: kube, agentID: agentID, ctx: rctx, cancel: cancel,
+		informer: inf, stop: make(chan struct{}), errs: errtrack.New(),
+		acked: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
+		applies: map[errtrack.Key]*applySlot{},
+	}
+	go inf.Run(r.stop)
+	if !cache.WaitForCacheSync(rctx.Done(), inf.HasSynced) {
+		r.close()
+		return nil, fmt.Errorf("sync the Deployment informer: %w", context.Cause(rctx))
+	}
+	return r, nil
+}
+
+// close drops the reconciler: the informer stops and in-flight applies are cancelled.
+func (r *reconciler) close() {
+	r.cancel()
+	close(r.stop)
+	r.applying.Wait()
+}
+
+func keyOf(d *appsv1.Deployment) (errtrack.Key, bool) {
+	name := d.Labels[devfile.LabelWorkspaceName]
+	if name == "" {
+		return errtrack.Key{}, false
+	}
+	return errtrack.Key{Name: name, Namespace: d.Namespace}, true
+}
+
+// DeploymentInfo trims a Deployment to what the server reads.
+func DeploymentInfo(d *appsv1.Deployment) *protocol.DeploymentInfo {
+	info := &protocol.DeploymentInfo{
+		Metadata: protocol.DeploymentMetadata{ResourceVersion: d.ResourceVersion, Generation: d.Generation},
+		Spec:     &protocol.DeploymentSpec{Replicas: d.Spec.Replicas},
+		Status: &protocol.DeploymentStatus{
+			ObservedGeneration: d.Status.ObservedGeneration, Replicas: d.Status.Replicas, UpdatedReplicas: d.Status.UpdatedReplicas,
+			ReadyReplicas: d.Status.ReadyReplicas, AvailableReplicas: d.Status.AvailableReplicas, UnavailableReplicas: d.Status.UnavailableReplicas,
+		},
+	}
+	for _, c := range d.Status.Conditions {
+		info.Status.Conditions = append(info.Status.Conditions, protocol.DeploymentCondition{
+			Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message})
+	}
+	return info
+}
+
+// report builds a cycle's request: on full, every Deployment; on partial, those whose resource
+// version the server has not acknowledged; in both, the terminations in progress and the errors of
+// the snapshot.
+func (r *reconciler) report(ctx context.Context, ut protocol.UpdateType, snap errtrack.Snapshot) protocol.ReconcileRequest {
+	r.progressTerminations(ctx)
+	infos := map[errtrack.Key]*protocol.WorkspaceAgentInfo{}
+	get := func(k errtrack.Key) *protocol.WorkspaceAgentInfo {
+		if i, ok := infos[k]; ok {
+			return i
+		}
+		i := &protocol.WorkspaceAgentInfo{Name: k.Name, Namespace: k.Namespace}
+		infos[k] = i
+		return i
+	}
+	r.mu.Lock()
+	for _, obj := range r.informer.GetStore().List() {
+		d, ok := obj.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		k, ok := keyOf(d)
+		if !ok {
+			continue
+		}
+		if ut == protocol.UpdateFull || r.acked[k] != d.ResourceVersion {
+			get(k).LatestK8sDeploymentInfo = DeploymentInfo(d)
+		}
+	}
+	for k, progress := range r.terminating {
+		get(k).TerminationProgress = progress
+	}
+	r.mu.Unlock()
+	for _, e := range snap.Entries() {
+		get(e.Key).ErrorDetails = &protocol.ErrorDetails{ErrorType: protocol.ErrorTypeApplier, ErrorMessage: e.Err.Error()}
+	}
+	req := protocol.ReconcileRequest{UpdateType: ut, WorkspaceAgentInfos: make([]protocol.WorkspaceAgentInfo, 0, len(infos))}
+	for _, i := range infos {
+		req.WorkspaceAgentInfos = append(req.WorkspaceAgentInfos, *i)
+	}
+	sort.Slice(req.WorkspaceAgentInfos, func(i, j int) bool { return req.WorkspaceAgentInfos[i].Name < req.WorkspaceAgentInfos[j].Name })
+	return req
+}
+
+// progressTerminations re-issues the deletions of every terminating workspace and marks those
+// whose objects are all gone Terminated.
+func (r *reconciler) progressTerminations(ctx context.Context) {
+	r.mu.Lock()
+	var keys []errtrack.Key
+	for k, p := range r.terminating {
+		if p == protocol.TerminationTerminating {
+			keys = append(keys, k)
+		}
+	}
+	r.mu.Unlock()
+	for _, k := range keys {
+		r.mu.Lock()
+		known := r.known[k]
+		r.mu.Unlock()
+		gone, err := r.kube.Terminate(ctx, k.Name, k.Namespace, known)
+		if err != nil {
+			r.log.Warn("deleting workspace", "workspace", k.Name, "namespace", k.Namespace, "err", err)
+			r.errs.Fail(k, fmt.Errorf("delete workspace: %w", err))
+		}
+		if gone {
+			r.mu.Lock()
+			r.terminating[k] = protocol.TerminationTerminated
+			r.mu.Unlock()
+			r.log.Info("workspace deleted", "workspace", k.Name, "namespace", k.Namespace)
+		}
+	}
+}
+
+// handle acts on the server's answer: acknowledge resource versions, start or finish terminations,
+// and start applies.
+func (r *reconciler) handle(resp protocol.ReconcileResponse) {
+	for _, w := range resp.WorkspaceRailsInfos {
+		k := errtrack.Key{Name: w.Name, Namespace: w.Namespace}
+		r.mu.Lock()
+		r.acked[k] = w.DeploymentResourceVersion
+		if w.DesiredState == protocol.TerminationTerminated {
+			if w.ActualState == protocol.TerminationTerminated {
+				// The server has recorded the end: forget the workspace.
+				delete(r.terminating, k)
+				delete(r.acked, k)
+				delete(r.known, k)
+				r.mu.Unlock()
+				r.errs.Forget(k)
+				continue
+			}
+			if _, ok := r.terminating[k]; !ok {
+				r.terminating[k] = protocol.TerminationTerminating
+				r.log.Info("deleting workspace", "workspace", k.Name, "namespace", k.Namespace)
+			}
+			r.mu.Unlock()
+			continue
+		}
+		delete(r.terminating, k) // desired no longer Terminated (a stale orphan answer, or a new workspace of the same name)
+		r.mu.Unlock()
+		if w.ConfigToApply == "" {
+			continue
+		}
+		objs, err := ParseConfig(w.ConfigToApply)
+		if err != nil {
+			r.errs.Fail(k, fmt.Errorf("parse config_to_apply: %w", err))
+			continue
+		}
+		r.mu.Lock()
+		r.known[k] = refsOf(objs)
+		r.mu.Unlock()
+		r.enqueue(k, applyJob{version: r.errs.Start(k), objs: objs})
+	}
+}
+
+func refsOf(objs []*unstructured.Unstructured) []Ref {
+	out := make([]Ref, len(objs))
+	for i, o := range objs {
+		out[i] = refOf(o)
+	}
+	return out
+}
+
+// enqueue hands a config to the workspace's apply slot; applies run on their own goroutines so that
+// a slow apply never holds up the next cycle.
+func (r *reconciler) enqueue(k errtrack.Key, job applyJob) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	slot := r.applies[k]
+	if slot == nil {
+		slot = &applySlot{}
+		r.applies[k] = slot
+	}
+	slot.next = &job
+	if slot.running {
+		return
+	}
+	slot.running = true
+	r.applying.Add(1)
+	go r.runApplies(k, slot)
+}
+
+func (r *reconciler) runApplies(k errtrack.Key, slot *applySlot) {
+	defer r.applying.Done()
+	for {
+		r.mu.Lock()
+		job := slot.next
+		slot.next = nil
+		if job == nil || r.ctx.Err() != nil {
+			slot.running = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		errs := r.kube.Apply(r.ctx, job.objs)
+		if r.ctx.Err() != nil {
+			return
+		}
+		if len(errs) > 0 {
+			r.log.Warn("applying workspace failed", "workspace", k.Name, "namespace", k.Namespace, "errors", len(errs), "first", errs[0])
+		} else {
+			r.log.Debug("applied workspace", "workspace", k.Name, "namespace", k.Namespace, "objects", len(job.objs))
+		}
+		r.errs.Complete(k, job.version, errs...)
+	}
+}

@@ -1,0 +1,222 @@
+// Package e2e runs Hangar end to end: the real `hangar` binary as server and agent processes, a
+// real Kubernetes control plane (internal/testutil/kubetest), and assertions on what a user sees
+// through the API.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hangar-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "hangar")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/hangar")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build hangar: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	kubetest.Main(m)
+}
+
+// proc is a running hangar process whose output is kept for failure messages.
+type proc struct {
+	t    testing.TB
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func start(t testing.TB, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("--- output of %s:\n%s", name, p.output())
+		}
+	})
+	return p
+}
+
+// stop signals the process and waits for it to end (SIGKILL after 10 s).
+func (p *proc) stop(sig syscall.Signal) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// server is a running `hangar server` on SQLite.
+type server struct {
+	*proc
+	URL        string
+	AdminToken string
+	dataDir    string
+	listen     string
+}
+
+func startServer(t testing.TB) *server {
+	t.Helper()
+	s := &server{dataDir: t.TempDir(), listen: "127.0.0.1:0"}
+	s.launch(t)
+	tok, err := os.ReadFile(filepath.Join(s.dataDir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdminToken = strings.TrimSpace(string(tok))
+	return s
+}
+
+var listening = regexp.MustCompile(`listening on (http://\S+)`)
+
+// launch starts (or restarts, on the same address and data) the server process.
+func (s *server) launch(t testing.TB) {
+	t.Helper()
+	s.proc = start(t, "server", []string{"HANGAR_LOG_LEVEL=debug"}, "server", "--listen", s.listen, "--data-dir", s.dataDir)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := listening.FindStringSubmatch(s.output()); m != nil {
+			s.URL = m[1]
+			s.listen = strings.TrimPrefix(s.URL, "http://")
+			return
+		}
+		select {
+		case <-s.done:
+			t.Fatalf("server exited:\n%s", s.output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("server did not print its address:\n%s", s.output())
+}
+
+func (s *server) client(t testing.TB, token string) *sdk.Client {
+	t.Helper()
+	c, err := sdk.New(s.URL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// registerAgent creates an agent and writes its token to a file for `hangar agent --token-file`.
+func (s *server) registerAgent(t testing.TB, name string, config string) string {
+	t.Helper()
+	req := sdk.CreateAgentRequest{Name: name}
+	if config != "" {
+		req.Config = []byte(config)
+	}
+	a, err := s.client(t, s.AdminToken).CreateAgent(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), name+".token")
+	if err := os.WriteFile(f, []byte(a.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func startAgent(t testing.TB, s *server, c *kubetest.Cluster, name, tokenFile, leaseNamespace string) *proc {
+	t.Helper()
+	return start(t, "agent "+name, []string{"HANGAR_LOG_LEVEL=debug"}, "agent", "--server", s.URL, "--token-file", tokenFile,
+		"--kubeconfig", c.Kubeconfig, "--lease-namespace", leaseNamespace, "--identity", name)
+}
+
+// waitFor polls the workspace through the API until cond holds; it fails the test after timeout
+// with the last state seen.
+func waitFor(t testing.TB, c *sdk.Client, name string, timeout time.Duration, what string, cond func(sdk.Workspace) bool) sdk.Workspace {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last sdk.Workspace
+	var lastErr error
+	for time.Now().Before(deadline) {
+		w, err := c.Workspace(context.Background(), name)
+		if err == nil {
+			last = w
+			if cond(w) {
+				return w
+			}
+		}
+		lastErr = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for workspace %s to be %s; last seen desired=%s actual=%s error=%+v (%v)",
+		timeout, name, what, last.DesiredState, last.ActualState, last.Error, lastErr)
+	return last
+}
+
+func state(desired, actual string) func(sdk.Workspace) bool {
+	return func(w sdk.Workspace) bool { return w.DesiredState == desired && w.ActualState == actual }
+}
+
+// lines returns the lines of s containing substr, for failure messages.
+func lines(s, substr string) string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), substr) {
+			out = append(out, sc.Text())
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// runCLI runs a client command of the binary against the server as admin.
+func runCLI(s *server, args ...string) (string, error) {
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "HANGAR_URL="+s.URL, "HANGAR_TOKEN="+s.AdminToken, "HOME="+os.TempDir())
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
+)
+
+const transition = 60 * time.Second
+
+// TestLifecycle: create → Running; stop → Stopped; start → Running; restart → Running through
+// RestartRequested; delete → Terminated with no object of the workspace left in the cluster.
+func TestLifecycle(t *testing.T) {
+	cluster := kubetest.Start(t)
+	srv := startServer(t)
+	tokenFile := srv.registerAgent(t, "lifecycle", `{"partial_reconciliation_interval_seconds": 1}`)
+	startAgent(t, srv, cluster, "lifecycle", tokenFile, "hangar-agent-lifecycle")
+	c := srv.client(t, srv.AdminToken)
+	ctx := context.Background()
+
+	ws, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: "life", Agent: "lifecycle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, "life", transition, "Running", state("Running", "Running"))
+	d, err := cluster.Client.AppsV1().Deployments(ws.Namespace).Get(ctx, "life", metav1.GetOptions{})
+	if err != nil || *d.Spec.Replicas != 1 {
+		t.Fatalf("deployment: %v %v", d, err)
+	}
+
+	for _, step := range []struct{ desired, want string }{{"Stopped", "Stopped"}, {"Running", "Running"}} {
+		if _, err := c.UpdateWorkspace(ctx, "life", sdk.UpdateWorkspaceRequest{DesiredState: step.desired}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, c, "life", transition, step.want, state(step.desired, step.want))
+		d, err := cluster.Client.AppsV1().Deployments(ws.Namespace).Get(ctx, "life", metav1.GetOptions{})
+		wantReplicas := int32(0)
+		if step.desired == "Running" {
+			wantReplicas = 1
+		}
+		if err != nil || *d.Spec.Replicas != wantReplicas {
+			t.Fatalf("after %s: deployment replicas %v, %v", step.desired, d.Spec.Replicas, err)
+		}
+	}
+
+	// Restart: RestartRequested until the agent reports Stopped, then Running again.
+	before, _ := c.Workspace(ctx, "life")
+	if _, err := c.UpdateWorkspace(ctx, "life", sdk.UpdateWorkspaceRequest{DesiredState: "RestartRequested"}); err != nil {
+		t.Fatal(err)
+	}
+	after := waitFor(t, c, "life", transition, "Running after a restart", func(w sdk.Workspace) bool {
+		return w.DesiredState == "Running" && w.ActualState == "Running" && w.DesiredStateUpdatedAt.After(*before.DesiredStateUpdatedAt)
+	})
+	if !after.ActualStateUpdatedAt.After(*before.ActualStateUpdatedAt) {
+		t.Errorf("restart did not go through Stopped: actual state last changed %v, before the restart %v", after.ActualStateUpdatedAt, before.ActualStateUpdatedAt)
+	}
+
+	if _, err := c.UpdateWorkspace(ctx, "life", sdk.UpdateWorkspaceRequest{DesiredState: "Terminated"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, "life", transition, "Terminated", state("Terminated", "Terminated"))
+	// Nothing of the workspace is left: its namespace (and so everything in it) is gone.
+	kubetest.Eventually(t, transition, "namespace "+ws.Namespace+" to be gone", func(ctx context.Context) error {
+		_, err := cluster.Client.CoreV1().Namespaces().Get(ctx, ws.Namespace, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("namespace still there (%v)", err)
+	})
+}
+
+// TestApplyErrorIsShown: a configuration the API server refuses (here an admission policy denies
+// the workspace's Deployment) turns the workspace to Error, and the user sees the API server's
+// message, through the API and `hangar show`.
+func TestApplyErrorIsShown(t *testing.T) {
+	cluster := kubetest.Start(t)
+	ctx := context.Background()
+	denyDeploymentsOf(t, cluster, "refused", "image registry.example.com/forbidden is not allowed by policy")
+
+	srv := startServer(t)
+	tokenFile := srv.registerAgent(t, "strict", `{"partial_reconciliation_interval_seconds":1}`)
+	startAgent(t, srv, cluster, "strict", tokenFile, "hangar-agent-strict")
+	c := srv.client(t, srv.AdminToken)
+	if _, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: "refused", Agent: "strict"}); err != nil {
+		t.Fatal(err)
+	}
+	w := waitFor(t, c, "refused", transition, "Error", state("Running", "Error"))
+	if w.Error == nil || w.Error.Type != "applier" || !strings.Contains(w.Error.Message, "is not allowed by policy") {
+		t.Fatalf("error shown to the user: %+v", w.Error)
+	}
+	out, err := runCLI(srv, "show", "refused")
+	if err != nil || !strings.Contains(out, "is not allowed by policy") {
+		t.Fatalf("hangar show does not give the API server's message (%v):\n%s", err, out)
+	}
+	// The apply stopped at the refused Deployment, so no half-running workspace hides the error.
+	if _, err := cluster.Client.AppsV1().Deployments(w.Namespace).Get(ctx, "refused", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused Deployment exists (%v)", err)
+	}
+	// Deleting the failed workspace cleans up what was applied.
+	if _, err := c.UpdateWorkspace(ctx, "refused", sdk.UpdateWorkspaceRequest{DesiredState: "Terminated"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, "refused", transition, "Terminated", state("Terminated", "Terminated"))
+}
