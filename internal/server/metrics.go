@@ -18,6 +18,8 @@ type metrics struct {
 	reqBytes  *prometheus.HistogramVec
 	respBytes *prometheus.HistogramVec
 	orphans   prometheus.Counter
+	waits     *prometheus.CounterVec
+	waiters   prometheus.Gauge
 }
 
 func newMetrics(st store.Store) *metrics {
@@ -36,7 +38,11 @@ func newMetrics(st store.Store) *metrics {
 	m.orphans = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hangar_reconcile_orphans_total", Help: "Workspaces agents reported that the server did not know (answered Terminated).",
 	})
-	m.reg.MustRegister(m.duration, m.reqBytes, m.respBytes, m.orphans, &stateCollector{store: st},
+	m.waits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hangar_agent_waits_total", Help: "Agent long-polls for changes, by how they ended.",
+	}, []string{"result"})
+	m.waiters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "hangar_agent_waiters", Help: "Agent long-polls in progress."})
+	m.reg.MustRegister(m.waits, m.waiters, m.duration, m.reqBytes, m.respBytes, m.orphans, &stateCollector{store: st},
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -306,6 +306,12 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		t.Errorf("agent info %+v", info)
 	}
 	c.do(dev.Token, "GET", protocol.InfoPath, nil, 401, false)
+	var waited protocol.WaitResponse
+	c.decode(c.do(agent.Token, "GET", protocol.WaitPath+"?timeout_seconds=5", nil, 200, true), &waited)
+	if !waited.Pending {
+		t.Errorf("wait with unanswered workspaces: %+v", waited)
+	}
+	c.do(agent.Token, "GET", protocol.WaitPath+"?timeout_seconds=600", nil, 400, false)
 	c.decode(c.do(agent.Token, "POST", protocol.ReconcilePath, protocol.ReconcileRequest{
 		UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{},
 	}, 200, true), &resp)

@@ -29,6 +29,8 @@ type Options struct {
 	Store  store.Store
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// After makes the timers of long-polls (default time.After); tests fire them at will.
+	After func(time.Duration) <-chan time.Time
 }
 
 // Server serves Hangar's HTTP API.
@@ -39,6 +41,7 @@ type Server struct {
 	metrics *metrics
 	devfile *devfileCache
 	mux     *http.ServeMux
+	after   func(time.Duration) <-chan time.Time
 }
 
 // New returns a server.
@@ -49,7 +52,10 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, devfile: newDevfileCache(50000)}
+	if opts.After == nil {
+		opts.After = time.After
+	}
+	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, devfile: newDevfileCache(50000), after: opts.After}
 	s.metrics = newMetrics(opts.Store)
 	s.mux = http.NewServeMux()
 	s.routes()
@@ -90,6 +96,7 @@ func (s *Server) routeTable() []routeEntry {
 
 		{"POST", "/api/v1/agent/reconcile", s.authAgent(s.reconcile)},
 		{"GET", "/api/v1/agent/info", s.authAgent(s.agentInfo)},
+		{"GET", "/api/v1/agent/wait", s.authAgent(s.wait)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
 		{"POST", "/api/v1/users", s.authUser(s.adminOnly(s.createUser))},

@@ -107,6 +107,13 @@ type Store interface {
 	// UpdateWorkspacesBatch writes rows by ID in batches, outside any decision: the benchmarks'
 	// baseline and Reconcile's own writer.
 	UpdateWorkspacesBatch(ctx context.Context, rows []Workspace) error
+	// HasPending reports whether a workspace of the agent was never answered or changed its desired
+	// state since its last answer: what a partial reconcile would pick up.
+	HasPending(ctx context.Context, agentID string) (bool, error)
+	// SubscribeAgent returns a channel woken whenever a workspace of the agent may have become
+	// pending (created, or its desired state changed) — through this store or, on Postgres, through
+	// any replica — and a function to unsubscribe. A wake-up is a hint to call HasPending.
+	SubscribeAgent(agentID string) (<-chan struct{}, func())
 	// CountWorkspacesByState counts workspaces by (desired, actual) state, for metrics.
 	CountWorkspacesByState(ctx context.Context) (map[[2]workspace.State]int, error)
 }

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
@@ -26,6 +27,7 @@ var Dialect = sqlstore.Dialect{
 	BatchSize:  5000, // 9 parameters a row, under Postgres's 65535
 	TextCast:   "::text",
 	BigintCast: "::bigint",
+	Notify:     "SELECT pg_notify('" + Channel + "', ?)",
 	IsUniqueViolation: func(err error) bool {
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505"
@@ -47,6 +49,21 @@ func Open(ctx context.Context, url string) (*sqlstore.Store, error) {
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	// Listen for the other replicas' changes before answering anyone, so none is missed.
+	lctx, stop := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); listen(lctx, url, s.Publish, ready) }()
+	s.OnClose(func() { stop(); <-done })
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		s.Close()
+		return nil, fmt.Errorf("listen for changes: %w", ctx.Err())
+	case <-time.After(30 * time.Second):
+		s.Close()
+		return nil, fmt.Errorf("listen for changes: no connection after 30 s")
 	}
 	return s, nil
 }

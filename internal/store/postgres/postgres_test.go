@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
@@ -19,4 +20,30 @@ func TestStore(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
+}
+
+// TestReplicaNotifications: a change through one store (replica) wakes a subscriber of another
+// store on the same database, through LISTEN/NOTIFY.
+func TestReplicaNotifications(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	a, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	f := storetest.NewFixture(t, a, "r")
+	ch, cancel := b.SubscribeAgent(f.Agent.ID)
+	defer cancel()
+	f.Create(t, a, f.Workspace("w"))
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a creation through replica a did not wake replica b's subscriber")
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -42,12 +43,19 @@ type Dialect struct {
 	BatchSize int
 	// Casts are the type casts of a VALUES list's columns in a batched UPDATE, by column type.
 	TextCast, BigintCast string
+	// Notify is the statement, with the agent id as its one parameter, that announces a change to
+	// the other replicas when the transaction commits ("" when there are none: SQLite).
+	Notify string
 }
 
 // Store is a store.Store over a *sql.DB.
 type Store struct {
-	db *sql.DB
-	d  Dialect
+	db      *sql.DB
+	d       Dialect
+	changes broker
+
+	closeMu sync.Mutex
+	closers []func()
 }
 
 // Open wraps db, runs the embedded migrations of the dialect, and returns the store.
@@ -70,7 +78,16 @@ func Open(ctx context.Context, db *sql.DB, d Dialect) (*Store, error) {
 func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	closers := s.closers
+	s.closers = nil
+	s.closeMu.Unlock()
+	for _, fn := range closers {
+		fn()
+	}
+	return s.db.Close()
+}
 
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
@@ -278,7 +295,7 @@ func nullString(p *string) sql.NullString {
 }
 
 func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuota, perUserQuota int) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if agentQuota >= 0 || perUserQuota >= 0 {
 			// Lock the agent row so that two creations cannot both pass the count (Postgres); SQLite's
 			// transaction already holds the write lock.
@@ -310,8 +327,12 @@ func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuo
 		if err = s.wrapUnique(err, fmt.Sprintf("workspace name %q", w.Name)); err != nil {
 			return fmt.Errorf("create workspace: %w", err)
 		}
-		return nil
+		return s.notifyTx(ctx, tx, w.AgentID)
 	})
+	if err == nil {
+		s.Publish(w.AgentID)
+	}
+	return err
 }
 
 func (s *Store) WorkspaceByName(ctx context.Context, name string) (store.Workspace, error) {
@@ -364,6 +385,7 @@ func (s *Store) lockClause() string {
 
 func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.Workspace) (store.Workspace, error)) (store.Workspace, error) {
 	var out store.Workspace
+	changed := false
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		// Locking protocol (Postgres): a reconcile holds its agent's row FOR UPDATE and reads the
 		// agent's workspaces without row locks; a single-workspace writer holds the agent's row FOR
@@ -391,8 +413,15 @@ func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.
 			return err
 		}
 		out = next
-		return nil
+		if next.DesiredStateUpdatedAt.Equal(ws[0].DesiredStateUpdatedAt) {
+			return nil // the desired state did not change: nothing for the agent
+		}
+		changed = true
+		return s.notifyTx(ctx, tx, next.AgentID)
 	})
+	if err == nil && changed {
+		s.Publish(out.AgentID)
+	}
 	return out, err
 }
 

@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ReconcileRollsBackOnError", testReconcileRollback},
 		{"ConcurrentUserAndAgentLoseNothing", testConcurrentWriters},
 		{"BatchUpdate", testBatchUpdate},
+		{"PendingAndNotifications", testPending},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -385,5 +386,61 @@ func testBatchUpdate(t *testing.T, s store.Store) {
 		if w.ActualState != workspace.Running || w.RespondedToAgentAt == nil || !w.RespondedToAgentAt.Equal(at) || w.DeploymentResourceVersion != nil {
 			t.Fatalf("after batch update: %+v", w)
 		}
+	}
+}
+
+func woken(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(5 * time.Second):
+		return false
+	}
+}
+
+func testPending(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "pe")
+	other := NewFixture(t, s, "po")
+	if p, err := s.HasPending(ctx, f.Agent.ID); err != nil || p {
+		t.Fatalf("no workspace: pending %v, %v", p, err)
+	}
+	ch, cancel := s.SubscribeAgent(f.Agent.ID)
+	defer cancel()
+	otherCh, otherCancel := s.SubscribeAgent(other.Agent.ID)
+	defer otherCancel()
+	f.Create(t, s, f.Workspace("p1"))
+	if !woken(ch) {
+		t.Fatal("creation did not wake the agent's subscriber")
+	}
+	if p, _ := s.HasPending(ctx, f.Agent.ID); !p {
+		t.Fatal("a never-answered workspace is not pending")
+	}
+	at := t0.Add(time.Minute)
+	if _, err := s.UpdateWorkspace(ctx, "p1", func(w store.Workspace) (store.Workspace, error) {
+		w.RespondedToAgentAt = &at
+		return w, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.HasPending(ctx, f.Agent.ID); p {
+		t.Fatal("an answered workspace is pending")
+	}
+	if _, err := s.UpdateWorkspace(ctx, "p1", func(w store.Workspace) (store.Workspace, error) {
+		w.DesiredState, w.DesiredStateUpdatedAt = workspace.Stopped, at.Add(time.Second)
+		return w, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !woken(ch) {
+		t.Fatal("a desired-state change did not wake the agent's subscriber")
+	}
+	if p, _ := s.HasPending(ctx, f.Agent.ID); !p {
+		t.Fatal("a changed workspace is not pending")
+	}
+	select {
+	case <-otherCh:
+		t.Fatal("another agent's subscriber was woken")
+	default:
 	}
 }
