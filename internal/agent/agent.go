@@ -111,6 +111,10 @@ func (a *Agent) lead(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// terminationRecheck is how soon the loop looks again while a workspace's objects are being deleted
+// (namespace deletion takes seconds and sends no Deployment event at its end).
+const terminationRecheck = time.Second
+
 func backoff(attempt int) time.Duration {
 	d := 500 * time.Millisecond << min(attempt, 6)
 	return min(d, 30*time.Second)
@@ -155,7 +159,7 @@ func (a *Agent) loop(ctx context.Context) error {
 					r.close()
 					r = nil
 				}
-				nr, err := newReconciler(ctx, a.log, a.opts.Kube, a.info.ID)
+				nr, err := newReconciler(ctx, a.log, a.opts.Kube, a.info.ID, wake)
 				if err != nil {
 					return err
 				}
@@ -183,6 +187,9 @@ func (a *Agent) loop(ctx context.Context) error {
 				needFull, fullAt = false, start
 			}
 			a.log.Debug("reconciled", "update_type", ut, "took", time.Since(start))
+			if r != nil && r.terminationsInProgress() {
+				wait = min(wait, terminationRecheck)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -32,6 +32,9 @@ type reconciler struct {
 
 	informer cache.SharedIndexInformer
 	stop     chan struct{}
+	// wake asks the loop for a cycle now: a Deployment changed, or an apply failed. Reports go out
+	// as things happen instead of at the next interval.
+	wake chan<- struct{}
 
 	errs *errtrack.Tracker
 
@@ -55,16 +58,23 @@ type applyJob struct {
 	objs    []*unstructured.Unstructured
 }
 
-func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID string) (*reconciler, error) {
+func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID string, wake chan<- struct{}) (*reconciler, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(kube.Clientset, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = devfile.LabelAgentID + "=" + agentID }))
 	inf := factory.Apps().V1().Deployments().Informer()
 	r := &reconciler{
 		log: log, kube: kube, agentID: agentID, ctx: rctx, cancel: cancel,
-		informer: inf, stop: make(chan struct{}), errs: errtrack.New(),
+		informer: inf, stop: make(chan struct{}), wake: wake, errs: errtrack.New(),
 		acked: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
 		applies: map[errtrack.Key]*applySlot{},
+	}
+	poke := func(any) { r.poke() }
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: poke, DeleteFunc: poke, UpdateFunc: func(_, n any) { r.poke() },
+	}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("watch Deployments: %w", err)
 	}
 	go inf.Run(r.stop)
 	if !cache.WaitForCacheSync(rctx.Done(), inf.HasSynced) {
@@ -72,6 +82,26 @@ func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID st
 		return nil, fmt.Errorf("sync the Deployment informer: %w", context.Cause(rctx))
 	}
 	return r, nil
+}
+
+// poke asks for a cycle without blocking (requests coalesce).
+func (r *reconciler) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// terminationsInProgress reports whether a deletion is still going on, so the loop looks again soon.
+func (r *reconciler) terminationsInProgress() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.terminating {
+		if p == protocol.TerminationTerminating {
+			return true
+		}
+	}
+	return false
 }
 
 // close drops the reconciler: the informer stops and in-flight applies are cancelled.
@@ -170,6 +200,7 @@ func (r *reconciler) progressTerminations(ctx context.Context) {
 			r.errs.Fail(k, fmt.Errorf("delete workspace: %w", err))
 		}
 		if gone {
+			r.poke() // report Terminated now
 			r.mu.Lock()
 			r.terminating[k] = protocol.TerminationTerminated
 			r.mu.Unlock()
@@ -268,5 +299,8 @@ func (r *reconciler) runApplies(k errtrack.Key, slot *applySlot) {
 			r.log.Debug("applied workspace", "workspace", k.Name, "namespace", k.Namespace, "objects", len(job.objs))
 		}
 		r.errs.Complete(k, job.version, errs...)
+		if len(errs) > 0 {
+			r.poke() // report the error now
+		}
 	}
 }

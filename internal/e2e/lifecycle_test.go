@@ -21,7 +21,7 @@ const transition = 60 * time.Second
 func TestLifecycle(t *testing.T) {
 	cluster := kubetest.Start(t)
 	srv := startServer(t)
-	tokenFile := srv.registerAgent(t, "lifecycle", `{"partial_reconciliation_interval_seconds": 1}`)
+	tokenFile := srv.registerAgent(t, "lifecycle", "") // default 10 s partial interval: the wait endpoint makes it fast
 	startAgent(t, srv, cluster, "lifecycle", tokenFile, "hangar-agent-lifecycle")
 	c := srv.client(t, srv.AdminToken)
 	ctx := context.Background()
