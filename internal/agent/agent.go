@@ -210,7 +210,7 @@ func (a *Agent) cycle(ctx context.Context, r *reconciler, ut protocol.UpdateType
 		return resp, fmt.Errorf("%s reconcile: %w", ut, err)
 	}
 	r.errs.Reported(snap)
-	r.handle(resp)
+	r.handle(req, resp)
 	return resp, nil
 }
 

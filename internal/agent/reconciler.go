@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/informers"
@@ -31,6 +32,7 @@ type reconciler struct {
 	cancel context.CancelFunc
 
 	informer cache.SharedIndexInformer
+	pods     cache.SharedIndexInformer
 	stop     chan struct{}
 	// wake asks the loop for a cycle now: a Deployment changed, or an apply failed. Reports go out
 	// as things happen instead of at the next interval.
@@ -40,6 +42,7 @@ type reconciler struct {
 
 	mu          sync.Mutex
 	acked       map[errtrack.Key]string // deployment_resource_version the server echoed
+	podFailures map[errtrack.Key]string // the pod failure last reported and answered ("" none)
 	terminating map[errtrack.Key]string // protocol.TerminationTerminating or TerminationTerminated
 	known       map[errtrack.Key][]Ref  // objects of the last config applied, for termination
 	applies     map[errtrack.Key]*applySlot
@@ -63,25 +66,63 @@ func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID st
 	factory := informers.NewSharedInformerFactoryWithOptions(kube.Clientset, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = devfile.LabelAgentID + "=" + agentID }))
 	inf := factory.Apps().V1().Deployments().Informer()
+	pods := factory.Core().V1().Pods().Informer()
+	if err := pods.AddIndexers(cache.Indexers{byWorkspace: func(obj any) ([]string, error) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Labels[devfile.LabelWorkspaceName] == "" {
+			return nil, nil
+		}
+		return []string{p.Namespace + "/" + p.Labels[devfile.LabelWorkspaceName]}, nil
+	}}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("index pods: %w", err)
+	}
 	r := &reconciler{
 		log: log, kube: kube, agentID: agentID, ctx: rctx, cancel: cancel,
-		informer: inf, stop: make(chan struct{}), wake: wake, errs: errtrack.New(),
-		acked: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
+		informer: inf, pods: pods, stop: make(chan struct{}), wake: wake, errs: errtrack.New(),
+		acked: map[errtrack.Key]string{}, podFailures: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
 		applies: map[errtrack.Key]*applySlot{},
 	}
 	poke := func(any) { r.poke() }
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: poke, DeleteFunc: poke, UpdateFunc: func(_, n any) { r.poke() },
-	}); err != nil {
-		cancel()
-		return nil, fmt.Errorf("watch Deployments: %w", err)
+	for _, i := range []cache.SharedIndexInformer{inf, pods} {
+		if _, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: poke, DeleteFunc: poke, UpdateFunc: func(_, n any) { r.poke() },
+		}); err != nil {
+			cancel()
+			return nil, fmt.Errorf("watch Deployments and Pods: %w", err)
+		}
 	}
 	go inf.Run(r.stop)
-	if !cache.WaitForCacheSync(rctx.Done(), inf.HasSynced) {
+	go pods.Run(r.stop)
+	if !cache.WaitForCacheSync(rctx.Done(), inf.HasSynced, pods.HasSynced) {
 		r.close()
 		return nil, fmt.Errorf("sync the Deployment informer: %w", context.Cause(rctx))
 	}
 	return r, nil
+}
+
+const byWorkspace = "workspace"
+
+// podFailure is the failure of the workspace's pods now, or nil.
+func (r *reconciler) podFailure(k errtrack.Key) *protocol.PodFailure {
+	objs, err := r.pods.GetIndexer().ByIndex(byWorkspace, k.Namespace+"/"+k.Name)
+	if err != nil || len(objs) == 0 {
+		return nil
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return PodFailure(pods)
+}
+
+func failureKey(f *protocol.PodFailure) string {
+	if f == nil {
+		return ""
+	}
+	return f.Reason + "\x00" + f.Message
 }
 
 // poke asks for a cycle without blocking (requests coalesce).
@@ -160,8 +201,11 @@ func (r *reconciler) report(ctx context.Context, ut protocol.UpdateType, snap er
 		if !ok {
 			continue
 		}
-		if ut == protocol.UpdateFull || r.acked[k] != d.ResourceVersion {
-			get(k).LatestK8sDeploymentInfo = DeploymentInfo(d)
+		failure := r.podFailure(k)
+		if ut == protocol.UpdateFull || r.acked[k] != d.ResourceVersion || failureKey(failure) != r.podFailures[k] {
+			i := get(k)
+			i.LatestK8sDeploymentInfo = DeploymentInfo(d)
+			i.PodFailure = failure
 		}
 	}
 	for k, progress := range r.terminating {
@@ -211,16 +255,26 @@ func (r *reconciler) progressTerminations(ctx context.Context) {
 
 // handle acts on the server's answer: acknowledge resource versions, start or finish terminations,
 // and start applies.
-func (r *reconciler) handle(resp protocol.ReconcileResponse) {
+func (r *reconciler) handle(req protocol.ReconcileRequest, resp protocol.ReconcileResponse) {
+	sent := map[errtrack.Key]string{}
+	for _, i := range req.WorkspaceAgentInfos {
+		if i.LatestK8sDeploymentInfo != nil {
+			sent[errtrack.Key{Name: i.Name, Namespace: i.Namespace}] = failureKey(i.PodFailure)
+		}
+	}
 	for _, w := range resp.WorkspaceRailsInfos {
 		k := errtrack.Key{Name: w.Name, Namespace: w.Namespace}
 		r.mu.Lock()
 		r.acked[k] = w.DeploymentResourceVersion
+		if reported, ok := sent[k]; ok {
+			r.podFailures[k] = reported
+		}
 		if w.DesiredState == protocol.TerminationTerminated {
 			if w.ActualState == protocol.TerminationTerminated {
 				// The server has recorded the end: forget the workspace.
 				delete(r.terminating, k)
 				delete(r.acked, k)
+				delete(r.podFailures, k)
 				delete(r.known, k)
 				r.mu.Unlock()
 				r.errs.Forget(k)

@@ -110,3 +110,35 @@ func TestApplyErrorIsShown(t *testing.T) {
 	}
 	waitFor(t, c, "refused", transition, "Terminated", state("Terminated", "Terminated"))
 }
+
+// TestCrashLoopFailsFast: a workspace whose container crash-loops (kwok's crash-loop stage, chosen by
+// a label the agent's config puts on every object) is Failed with the pod's reason within seconds,
+// not after the Deployment's 10-minute progress deadline; stopping it then works.
+func TestCrashLoopFailsFast(t *testing.T) {
+	cluster := kubetest.Start(t)
+	srv := startServer(t)
+	tokenFile := srv.registerAgent(t, "crashy", fmt.Sprintf(`{"labels":{%q:"true"}}`, kubetest.CrashLoopLabel))
+	startAgent(t, srv, cluster, "crashy", tokenFile, "hangar-agent-crashy")
+	c := srv.client(t, srv.AdminToken)
+	ctx := context.Background()
+	start := time.Now()
+	if _, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: "crashy", Agent: "crashy"}); err != nil {
+		t.Fatal(err)
+	}
+	w := waitFor(t, c, "crashy", transition, "Failed", state("Running", "Failed"))
+	t.Logf("create → Failed in %v", time.Since(start))
+	if w.Error == nil || w.Error.Type != "pod" || !strings.Contains(w.Error.Message, "CrashLoopBackOff") {
+		t.Fatalf("the user is not told why: %+v", w.Error)
+	}
+	out, err := runCLI(srv, "show", "crashy")
+	if err != nil || !strings.Contains(out, "CrashLoopBackOff") {
+		t.Fatalf("hangar show (%v):\n%s", err, out)
+	}
+	if _, err := c.UpdateWorkspace(ctx, "crashy", sdk.UpdateWorkspaceRequest{DesiredState: "Stopped"}); err != nil {
+		t.Fatal(err)
+	}
+	w = waitFor(t, c, "crashy", transition, "Stopped", state("Stopped", "Stopped"))
+	if w.Error != nil {
+		t.Errorf("a stopped workspace still shows %+v", w.Error)
+	}
+}

@@ -7,7 +7,9 @@ package protocol
 // older peer would misread.
 //
 //	1: reconcile request/response of the seed; trimmed deployment info.
-const Version = 1
+//	2: workspace_agent_infos[].pod_failure; GET /api/v1/agent/info and /api/v1/agent/wait. All
+//	   additive: a version-1 agent works with a version-2 server.
+const Version = 2
 
 // ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
 const ReconcilePath = "/api/v1/agent/reconcile"
@@ -49,6 +51,16 @@ type WorkspaceAgentInfo struct {
 	LatestK8sDeploymentInfo *DeploymentInfo `json:"latest_k8s_deployment_info,omitempty"`
 	TerminationProgress     string          `json:"termination_progress,omitempty"`
 	ErrorDetails            *ErrorDetails   `json:"error_details,omitempty"`
+	// PodFailure says why the workspace's pod cannot run (crash loop, image pull, unschedulable),
+	// sent with the Deployment, so that the user sees Failed and why within seconds instead of after
+	// the Deployment's progress deadline.
+	PodFailure *PodFailure `json:"pod_failure,omitempty"`
+}
+
+// PodFailure is a pod-level reason a workspace cannot run.
+type PodFailure struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
 }
 
 // ErrorDetails carries an error the agent met while applying a workspace's configuration.

@@ -91,5 +91,32 @@ func ReportedState(info protocol.WorkspaceAgentInfo, errorAllowed bool) (state w
 	if info.LatestK8sDeploymentInfo == nil {
 		return "", false
 	}
-	return DeploymentState(info.LatestK8sDeploymentInfo), true
+	st := DeploymentState(info.LatestK8sDeploymentInfo)
+	// A pod that cannot run makes a workspace that is meant to run Failed at once: the seed's states
+	// say Failed is "resources applied but not ready (for example, crashing container)", and the
+	// Deployment alone says so only after its progress deadline (docs/decisions.md, "Pod failures").
+	if info.PodFailure != nil && (st == workspace.Starting || st == workspace.Unknown) {
+		return workspace.Failed, true
+	}
+	return st, true
+}
+
+// FailureReason is what the user is shown for a Failed workspace: the pod's reason, else the
+// Deployment's progress condition's message. ok is false when there is nothing to say.
+func FailureReason(info protocol.WorkspaceAgentInfo) (typ, message string, ok bool) {
+	if p := info.PodFailure; p != nil {
+		msg := p.Reason
+		if p.Message != "" {
+			msg += ": " + p.Message
+		}
+		return "pod", msg, true
+	}
+	if d := info.LatestK8sDeploymentInfo; d != nil && d.Status != nil {
+		for _, c := range d.Status.Conditions {
+			if c.Type == condProgressing && c.Reason == reasonProgressDeadlineExceeded && c.Message != "" {
+				return "deployment", c.Reason + ": " + c.Message, true
+			}
+		}
+	}
+	return "", "", false
 }

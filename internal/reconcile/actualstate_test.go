@@ -58,6 +58,8 @@ func TestDeploymentState(t *testing.T) {
 func TestReportedState(t *testing.T) {
 	running := dep(r(1), 1, 0, [2]string{"Progressing", "NewReplicaSetAvailable"}, [2]string{"Available", "MinimumReplicasAvailable"})
 	errd := &protocol.ErrorDetails{ErrorType: "applier", ErrorMessage: "x"}
+	starting := dep(r(1), 0, 1, [2]string{"Progressing", "ReplicaSetUpdated"}, [2]string{"Available", "MinimumReplicasUnavailable"})
+	stopped := dep(r(0), 0, 0, [2]string{"Progressing", "NewReplicaSetAvailable"}, [2]string{"Available", "MinimumReplicasAvailable"})
 	tests := []struct {
 		name    string
 		info    protocol.WorkspaceAgentInfo
@@ -73,6 +75,8 @@ func TestReportedState(t *testing.T) {
 		{"error wins over terminating", protocol.WorkspaceAgentInfo{ErrorDetails: errd, TerminationProgress: "Terminating"}, true, workspace.Error, true},
 		{"terminating", protocol.WorkspaceAgentInfo{TerminationProgress: "Terminating", LatestK8sDeploymentInfo: running}, true, workspace.Terminating, true},
 		{"deployment", protocol.WorkspaceAgentInfo{LatestK8sDeploymentInfo: running}, true, workspace.Running, true},
+		{"pod failure while starting", protocol.WorkspaceAgentInfo{LatestK8sDeploymentInfo: starting, PodFailure: &protocol.PodFailure{Reason: "CrashLoopBackOff"}}, true, workspace.Failed, true},
+		{"pod failure while stopped does not count", protocol.WorkspaceAgentInfo{LatestK8sDeploymentInfo: stopped, PodFailure: &protocol.PodFailure{Reason: "CrashLoopBackOff"}}, true, workspace.Stopped, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

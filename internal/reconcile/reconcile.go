@@ -179,10 +179,14 @@ func applyReport(w *store.Workspace, info protocol.WorkspaceAgentInfo, errorAllo
 	if !ok {
 		return
 	}
-	if st == workspace.Error {
+	w.ErrorType, w.ErrorMessage = "", ""
+	switch st {
+	case workspace.Error:
 		w.ErrorType, w.ErrorMessage = info.ErrorDetails.ErrorType, info.ErrorDetails.ErrorMessage
-	} else {
-		w.ErrorType, w.ErrorMessage = "", ""
+	case workspace.Failed:
+		if typ, msg, ok := FailureReason(info); ok {
+			w.ErrorType, w.ErrorMessage = typ, msg
+		}
 	}
 	if st != w.ActualState {
 		w.ActualState = st

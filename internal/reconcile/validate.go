@@ -48,6 +48,14 @@ func Validate(req protocol.ReconcileRequest) error {
 				v.Add(f+".error_details.error_message", "is %d bytes, the limit is %d", len(e.ErrorMessage), MaxErrorMessageBytes)
 			}
 		}
+		if p := info.PodFailure; p != nil {
+			if p.Reason == "" {
+				v.Add(f+".pod_failure.reason", "is required")
+			}
+			if len(p.Message) > MaxErrorMessageBytes {
+				v.Add(f+".pod_failure.message", "is %d bytes, the limit is %d", len(p.Message), MaxErrorMessageBytes)
+			}
+		}
 		if d := info.LatestK8sDeploymentInfo; d != nil {
 			if d.Metadata.ResourceVersion == "" {
 				v.Add(f+".latest_k8s_deployment_info.metadata.resourceVersion", "is required")

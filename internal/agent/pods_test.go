@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestPodFailure(t *testing.T) {
+	waiting := func(reason, msg string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "main", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}}}
+	}
+	unschedulable := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient memory."}}}}
+	deleting := waiting("CrashLoopBackOff", "x")
+	now := metav1.NewTime(time.Now())
+	deleting.DeletionTimestamp = &now
+	tests := []struct {
+		name   string
+		pods   []*corev1.Pod
+		reason string
+		msg    string
+	}{
+		{"none", nil, "", ""},
+		{"creating", []*corev1.Pod{waiting("ContainerCreating", "")}, "", ""},
+		{"crash loop", []*corev1.Pod{waiting("CrashLoopBackOff", "back-off 5m0s")}, "CrashLoopBackOff", "container main: back-off 5m0s"},
+		{"image pull", []*corev1.Pod{waiting("ImagePullBackOff", "")}, "ImagePullBackOff", "container main"},
+		{"err image pull", []*corev1.Pod{waiting("ErrImagePull", "not found")}, "ErrImagePull", "container main: not found"},
+		{"unschedulable", []*corev1.Pod{unschedulable}, "Unschedulable", "0/1 nodes are available: 1 Insufficient memory."},
+		{"a pod being deleted does not count", []*corev1.Pod{deleting}, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := PodFailure(tc.pods)
+			if tc.reason == "" {
+				if f != nil {
+					t.Fatalf("got %+v, want none", f)
+				}
+				return
+			}
+			if f == nil || f.Reason != tc.reason || f.Message != tc.msg {
+				t.Fatalf("got %+v, want %s: %s", f, tc.reason, tc.msg)
+			}
+		})
+	}
+}
+
+func TestParseInventoryAndConfig(t *testing.T) {
+	refs := ParseInventory("apps/v1/Deployment/ns/w\nv1/Namespace//ns\n\nnetworking.k8s.io/v1/NetworkPolicy/ns/w\n")
+	if len(refs) != 3 || refs[0] != (Ref{"apps/v1", "Deployment", "ns", "w"}) || refs[1] != (Ref{"v1", "Namespace", "", "ns"}) ||
+		refs[2] != (Ref{"networking.k8s.io/v1", "NetworkPolicy", "ns", "w"}) {
+		t.Fatalf("refs %+v", refs)
+	}
+	objs, err := ParseConfig("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: ns\n")
+	if err != nil || len(objs) != 2 || objs[1].GetKind() != "ConfigMap" || objs[1].GetNamespace() != "ns" {
+		t.Fatalf("objs %v %v", objs, err)
+	}
+	if _, err := ParseConfig("kind: [unclosed"); err == nil {
+		t.Fatal("bad YAML accepted")
+	}
+}
