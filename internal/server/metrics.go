@@ -39,9 +39,12 @@ func newMetrics(st store.Store) *metrics {
 		Name: "hangar_reconcile_orphans_total", Help: "Workspaces agents reported that the server did not know (answered Terminated).",
 	})
 	m.waits = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hangar_agent_waits_total", Help: "Agent long-polls for changes, by how they ended.",
+		Name: "hangar_agent_waits_total", Help: "Agent waits for changes (GET /api/v1/agent/wait), by how they ended: pending, timeout, canceled (the agent went away or the server shut down).",
 	}, []string{"result"})
-	m.waiters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "hangar_agent_waiters", Help: "Agent long-polls in progress."})
+	for _, result := range []string{"pending", "timeout", "canceled"} {
+		m.waits.WithLabelValues(result) // exported at 0 from the start
+	}
+	m.waiters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "hangar_agent_waiters", Help: "Agent waits blocked now: nothing was pending when they looked."})
 	m.reg.MustRegister(m.waits, m.waiters, m.duration, m.reqBytes, m.respBytes, m.orphans, &stateCollector{store: st},
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m

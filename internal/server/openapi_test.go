@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -233,7 +234,8 @@ func (c *oaChecker) decode(data []byte, out any) {
 // TestOpenAPIMatchesResponses sends real requests to a running server and validates every request and
 // response against the document.
 func TestOpenAPIMatchesResponses(t *testing.T) {
-	env := servertest.New(t)
+	timers := newFakeTimers()
+	env := servertest.NewWith(t, "sqlite", timers.option)
 	c := newOAChecker(t, env)
 	admin := env.AdminToken
 
@@ -340,6 +342,18 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	c.do(agent.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "partial", "workspace_agent_infos": []any{}, "extra": 1}, 200, true)
 	c.do(dev.Token, "POST", protocol.ReconcilePath, map[string]any{"update_type": "full", "workspace_agent_infos": []any{}}, 401, false)
 	c.do(agent.Token, "POST", protocol.ReconcilePath, oaBody{"application/xml", []byte("<x/>")}, 415, false)
+	// Everything answered: a wait blocks until its timeout, which the test fires.
+	go func() {
+		select {
+		case <-timers.started:
+			timers.fire <- time.Now()
+		case <-t.Context().Done():
+		}
+	}()
+	c.decode(c.do(agent.Token, "GET", protocol.WaitPath, nil, 200, true), &waited)
+	if waited.Pending {
+		t.Errorf("wait with everything answered: %+v", waited)
+	}
 
 	var ws sdk.Workspace
 	c.decode(c.do(dev.Token, "GET", "/api/v1/workspaces/my-ws", nil, 200, true), &ws)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,7 +30,8 @@ type Options struct {
 	Store  store.Store
 	Clock  clock.Clock
 	Logger *slog.Logger
-	// After makes the timers of long-polls (default time.After); tests fire them at will.
+	// After starts the timer of an agent's wait (GET /api/v1/agent/wait) once it blocks; default
+	// time.After. Tests inject one they fire at will, and learn from its call that the wait blocks.
 	After func(time.Duration) <-chan time.Time
 }
 
@@ -42,6 +44,9 @@ type Server struct {
 	devfile *devfileCache
 	mux     *http.ServeMux
 	after   func(time.Duration) <-chan time.Time
+
+	shutdownMu sync.Mutex
+	shutdowns  map[*http.Server]chan struct{} // see shutdownOf
 }
 
 // New returns a server.
@@ -55,7 +60,8 @@ func New(opts Options) *Server {
 	if opts.After == nil {
 		opts.After = time.After
 	}
-	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, devfile: newDevfileCache(50000), after: opts.After}
+	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, devfile: newDevfileCache(50000), after: opts.After,
+		shutdowns: map[*http.Server]chan struct{}{}}
 	s.metrics = newMetrics(opts.Store)
 	s.mux = http.NewServeMux()
 	s.routes()

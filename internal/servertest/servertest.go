@@ -37,9 +37,13 @@ var Engines = []string{"sqlite", "postgres"}
 // New starts a server on SQLite in a temporary data directory.
 func New(t testing.TB) *Env { return NewWith(t, "sqlite") }
 
+// Option changes the server's options before it starts (the store, clock and logger are set
+// already).
+type Option func(*server.Options)
+
 // NewWith starts a server on the named engine ("sqlite" or "postgres"; Postgres is a fresh
 // database on a real server, see pgtest).
-func NewWith(t testing.TB, engine string) *Env {
+func NewWith(t testing.TB, engine string, opts ...Option) *Env {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -58,7 +62,11 @@ func NewWith(t testing.TB, engine string) *Env {
 	}
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewFake(Start)
-	srv := server.New(server.Options{Store: st, Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	so := server.Options{Store: st, Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&so)
+	}
+	srv := server.New(so)
 	path, created, err := srv.Bootstrap(ctx, dir)
 	if err != nil || !created {
 		t.Fatalf("bootstrap admin: created=%v err=%v", created, err)

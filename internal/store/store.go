@@ -108,12 +108,19 @@ type Store interface {
 	// baseline and Reconcile's own writer.
 	UpdateWorkspacesBatch(ctx context.Context, rows []Workspace) error
 	// HasPending reports whether a workspace of the agent was never answered or changed its desired
-	// state since its last answer: what a partial reconcile would pick up.
+	// state since its last answer: what a partial reconcile would pick up (the partial scope of
+	// ReconcileScope, served by the partial index workspaces_pending). It reads the database, so its
+	// answer is right whichever replica asks and whatever notifications were lost.
 	HasPending(ctx context.Context, agentID string) (bool, error)
-	// SubscribeAgent returns a channel woken whenever a workspace of the agent may have become
-	// pending (created, or its desired state changed) — through this store or, on Postgres, through
-	// any replica — and a function to unsubscribe. A wake-up is a hint to call HasPending.
-	SubscribeAgent(agentID string) (<-chan struct{}, func())
+	// SubscribeAgent returns a channel that receives a value after a commit that may have made a
+	// workspace of the agent pending (CreateWorkspace; UpdateWorkspace when desired_state_updated_at
+	// moved), and a function to unsubscribe. On SQLite the commits are this process's; on Postgres
+	// they are any replica's on the same database (NOTIFY in the writing transaction, one LISTEN
+	// connection per store), and when that connection is re-established every subscriber is woken
+	// once, since notifications may have been lost meanwhile. Wake-ups coalesce (a buffer of one, a
+	// publisher never blocks) and may be spurious: a wake-up means "call HasPending again". To miss
+	// nothing, subscribe first, then call HasPending, then wait. The channel is never closed.
+	SubscribeAgent(agentID string) (ch <-chan struct{}, cancel func())
 	// CountWorkspacesByState counts workspaces by (desired, actual) state, for metrics.
 	CountWorkspacesByState(ctx context.Context) (map[[2]workspace.State]int, error)
 }

@@ -11,15 +11,20 @@ import (
 // Channel is the Postgres notification channel of workspace changes; the payload is the agent id.
 const Channel = "hangar_agent_changes"
 
+// ListenerApplicationName is the application_name of each store's LISTEN connection, so that it can
+// be told apart in pg_stat_activity.
+const ListenerApplicationName = "hangar-change-listener"
+
 // listen receives the change notifications of every replica on a dedicated connection and passes
-// them to publish, until ctx ends. It reconnects with backoff when the connection drops, and after
-// a reconnect wakes everyone once (publish("")), since notifications may have been missed.
-func listen(ctx context.Context, url string, publish func(agentID string), ready chan<- struct{}) {
+// them to publish, until ctx ends. It closes ready once it first listens. When the connection drops
+// it reconnects with backoff, and once listening again wakes everyone (publish("")), since
+// notifications sent meanwhile are lost.
+func listen(ctx context.Context, cfg *pgx.ConnConfig, publish func(agentID string), ready chan<- struct{}, log *slog.Logger) {
 	failures := 0
 	first := true
 	for ctx.Err() == nil {
 		err := func() error {
-			conn, err := pgx.Connect(ctx, url)
+			conn, err := pgx.ConnectConfig(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -27,13 +32,14 @@ func listen(ctx context.Context, url string, publish func(agentID string), ready
 			if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
 				return err
 			}
-			failures = 0
 			if first {
 				first = false
 				close(ready)
 			} else {
+				log.Info("listening for changes again; waking every waiter once", "after_failures", failures)
 				publish("")
 			}
+			failures = 0
 			for {
 				n, err := conn.WaitForNotification(ctx)
 				if err != nil {
@@ -46,12 +52,15 @@ func listen(ctx context.Context, url string, publish func(agentID string), ready
 			return
 		}
 		failures++
-		wait := min(100*time.Millisecond<<min(failures, 8), 10*time.Second)
-		slog.Warn("postgres change listener disconnected; reconnecting", "err", err, "retry_in", wait)
+		wait := min(100*time.Millisecond<<min(failures, 7), 10*time.Second)
+		log.Warn("lost the connection that listens for other replicas' changes; reconnecting (agents' waits fall back to their timeout meanwhile)",
+			"err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(wait):
+		case <-t.C:
 		}
 	}
 }

@@ -1,5 +1,8 @@
 // Package postgres opens Hangar's shared store: a Postgres database (pgx), for several server
-// replicas. Read-modify-write transactions lock the rows they change (SELECT ... FOR UPDATE).
+// replicas. Read-modify-write transactions lock the rows they change (SELECT ... FOR UPDATE). A write
+// that may make an agent's workspace pending sends NOTIFY on Channel in its transaction; each store
+// keeps one connection that LISTENs to it (listen.go), so that an agent waiting on any replica is
+// woken by a change made through any other. It logs through slog's default logger.
 package postgres
 
 import (
@@ -7,8 +10,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
@@ -51,10 +56,19 @@ func Open(ctx context.Context, url string) (*sqlstore.Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	// Listen for the other replicas' changes before answering anyone, so none is missed.
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	cfg.RuntimeParams["application_name"] = ListenerApplicationName
 	lctx, stop := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	done := make(chan struct{})
-	go func() { defer close(done); listen(lctx, url, s.Publish, ready) }()
+	go func() {
+		defer close(done)
+		listen(lctx, cfg, s.Publish, ready, slog.Default().With("component", "postgres-listener"))
+	}()
 	s.OnClose(func() { stop(); <-done })
 	select {
 	case <-ready:

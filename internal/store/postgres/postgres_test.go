@@ -2,13 +2,17 @@ package postgres_test
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
+	"github.com/hangar-dev/hangar/internal/store/sqlstore"
 	"github.com/hangar-dev/hangar/internal/store/storetest"
 	"github.com/hangar-dev/hangar/internal/testutil/pgtest"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 func TestStore(t *testing.T) {
@@ -22,28 +26,101 @@ func TestStore(t *testing.T) {
 	})
 }
 
+func open(t *testing.T, url string) *sqlstore.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestReplicaNotifications: a change through one store (replica) wakes a subscriber of another
-// store on the same database, through LISTEN/NOTIFY.
+// store on the same database, through LISTEN/NOTIFY, and only the subscribers of the agent changed.
 func TestReplicaNotifications(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	ctx := context.Background()
-	a, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := open(t, url), open(t, url)
 	f := storetest.NewFixture(t, a, "r")
+	other := storetest.NewFixture(t, a, "o")
 	ch, cancel := b.SubscribeAgent(f.Agent.ID)
 	defer cancel()
+	otherCh, otherCancel := b.SubscribeAgent(other.Agent.ID)
+	defer otherCancel()
+	// b's barrier: its deliveries come in commit order, whoever committed.
+	settle := storetest.Settler(t, b)
+
 	f.Create(t, a, f.Workspace("w"))
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
+	if !storetest.Woken(ch) {
 		t.Fatal("a creation through replica a did not wake replica b's subscriber")
+	}
+	if settle(); !storetest.Quiet(otherCh) {
+		t.Fatal("a creation for one agent woke another agent's subscriber on replica b")
+	}
+	if _, err := a.UpdateWorkspace(ctx, "w", func(w store.Workspace) (store.Workspace, error) {
+		w.DesiredState, w.DesiredStateUpdatedAt = workspace.Stopped, w.DesiredStateUpdatedAt.Add(time.Second)
+		return w, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !storetest.Woken(ch) {
+		t.Fatal("a stop through replica a did not wake replica b's subscriber")
+	}
+	if settle(); !storetest.Quiet(otherCh) || !storetest.Quiet(ch) {
+		t.Fatal("spurious wake-ups on replica b")
+	}
+}
+
+// TestListenerReconnects: when the LISTEN connection is killed, the store reconnects, wakes every
+// subscriber once (notifications sent meanwhile are lost), and delivers notifications again.
+func TestListenerReconnects(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	s, writer := open(t, url), open(t, url)
+	f := storetest.NewFixture(t, s, "rc")
+	ch, cancel := s.SubscribeAgent(f.Agent.ID)
+	defer cancel()
+
+	// Kill s's listener (writer's, too: both are named alike; which one is which does not matter,
+	// s's is among them).
+	var killed int
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = $1`, postgres.ListenerApplicationName).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed != 2 {
+		t.Fatalf("terminated %d listener connections, want 2 (one per store)", killed)
+	}
+	if !storetest.Woken(ch) {
+		t.Fatal("the subscriber was not woken after the listener reconnected")
+	}
+	// Listening again: another replica's change arrives.
+	f.Create(t, writer, f.Workspace("after"))
+	if !storetest.Woken(ch) {
+		t.Fatal("a change after the reconnect did not arrive")
+	}
+}
+
+// TestCloseStopsListener: Close ends the listener's goroutine (and so its connection).
+func TestCloseStopsListener(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	for range 3 {
+		s, err := postgres.Open(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, cancel := s.SubscribeAgent("x")
+		cancel()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if strings.Contains(g, "internal/store/postgres.listen") || strings.Contains(g, "internal/store/sqlstore.") {
+			t.Errorf("a goroutine of the store outlives Close:\n%s", g)
+		}
 	}
 }

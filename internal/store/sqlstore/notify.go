@@ -73,9 +73,19 @@ func (s *Store) OnClose(fn func()) {
 	s.closers = append(s.closers, fn)
 }
 
-// notifyTx announces, inside tx, that a workspace of agentID changed: on Postgres a NOTIFY that
-// every replica's listener receives when tx commits. (The local subscribers are woken after the
-// commit by the caller.)
+// Subscribers counts the subscriptions in this process (tests: a finished wait leaves none).
+func (s *Store) Subscribers() int {
+	s.changes.mu.Lock()
+	defer s.changes.mu.Unlock()
+	n := 0
+	for _, subs := range s.changes.subs {
+		n += len(subs)
+	}
+	return n
+}
+
+// notifyTx announces, inside tx, that a workspace of agentID may have become pending: on Postgres a
+// NOTIFY that every replica's listener, this one's included, receives when tx commits.
 func (s *Store) notifyTx(ctx context.Context, tx *sql.Tx, agentID string) error {
 	if s.d.Notify == "" {
 		return nil
@@ -84,6 +94,16 @@ func (s *Store) notifyTx(ctx context.Context, tx *sql.Tx, agentID string) error 
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
+}
+
+// committed wakes this process's subscribers of agentID after a commit, when no listener does:
+// with a Notify statement (Postgres) every wake-up, this replica's own included, comes through the
+// database, in commit order, so that one path serves every replica and a lost connection is covered
+// by the listener's wake-all on reconnect.
+func (s *Store) committed(agentID string) {
+	if s.d.Notify == "" {
+		s.changes.publish(agentID)
+	}
 }
 
 // HasPending reports whether a workspace of the agent was never answered or changed its desired

@@ -330,7 +330,7 @@ func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuo
 		return s.notifyTx(ctx, tx, w.AgentID)
 	})
 	if err == nil {
-		s.Publish(w.AgentID)
+		s.committed(w.AgentID)
 	}
 	return err
 }
@@ -420,7 +420,7 @@ func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.
 		return s.notifyTx(ctx, tx, next.AgentID)
 	})
 	if err == nil && changed {
-		s.Publish(out.AgentID)
+		s.committed(out.AgentID)
 	}
 	return out, err
 }

@@ -389,12 +389,42 @@ func testBatchUpdate(t *testing.T, s store.Store) {
 	}
 }
 
-func woken(ch <-chan struct{}) bool {
+// Settler returns a barrier for "no wake-up is on its way": settle() creates a workspace of an
+// agent of its own and waits for the wake-up of that agent's subscriber. Wake-ups are delivered in
+// commit order (in process on SQLite; through the store's one LISTEN connection on Postgres), so
+// once it returns, every wake-up of an earlier commit has been delivered, and a Quiet channel is
+// one that no earlier commit woke.
+func Settler(t testing.TB, s store.Store) func() {
+	f := NewFixture(t, s, "settle-"+uuid.NewString()[:8])
+	ch, cancel := s.SubscribeAgent(f.Agent.ID)
+	t.Cleanup(cancel)
+	return func() {
+		t.Helper()
+		f.Create(t, s, f.Workspace("settle-"+uuid.NewString()[:8]))
+		if !Woken(ch) {
+			t.Fatal("settle: the barrier's own creation woke nobody")
+		}
+	}
+}
+
+// Woken reports whether ch receives within 10 s (a deadline for a failure, not a pause: a correct
+// store wakes at once).
+func Woken(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		return false
+	}
+}
+
+// Quiet reports whether ch holds no wake-up now.
+func Quiet(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return false
+	default:
+		return true
 	}
 }
 
@@ -402,45 +432,112 @@ func testPending(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	f := NewFixture(t, s, "pe")
 	other := NewFixture(t, s, "po")
-	if p, err := s.HasPending(ctx, f.Agent.ID); err != nil || p {
-		t.Fatalf("no workspace: pending %v, %v", p, err)
+	pending := func(want bool, what string) {
+		t.Helper()
+		if got, err := s.HasPending(ctx, f.Agent.ID); err != nil || got != want {
+			t.Fatalf("%s: HasPending = %v, %v; want %v", what, got, err, want)
+		}
 	}
+	pending(false, "no workspace")
 	ch, cancel := s.SubscribeAgent(f.Agent.ID)
 	defer cancel()
 	otherCh, otherCancel := s.SubscribeAgent(other.Agent.ID)
 	defer otherCancel()
+	settle := Settler(t, s)
+
+	// Another agent's new workspace wakes its subscriber and makes nothing of f's pending.
+	other.Create(t, s, other.Workspace("o1"))
+	if !Woken(otherCh) {
+		t.Fatal("creation did not wake its agent's subscriber")
+	}
+	if settle(); !Quiet(ch) {
+		t.Fatal("another agent's creation woke the subscriber")
+	}
+	pending(false, "another agent's workspace never answered")
+
 	f.Create(t, s, f.Workspace("p1"))
-	if !woken(ch) {
+	if !Woken(ch) {
 		t.Fatal("creation did not wake the agent's subscriber")
 	}
-	if p, _ := s.HasPending(ctx, f.Agent.ID); !p {
-		t.Fatal("a never-answered workspace is not pending")
+	pending(true, "never answered")
+
+	// A refused creation (name taken) wakes nobody.
+	if err := s.CreateWorkspace(ctx, f.Workspace("p1"), -1, -1); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate: %v", err)
 	}
-	at := t0.Add(time.Minute)
+	if settle(); !Quiet(ch) {
+		t.Fatal("a refused creation woke the subscriber")
+	}
+
+	answered := t0.Add(time.Minute)
+	answer := func(at time.Time) {
+		t.Helper()
+		if _, err := s.UpdateWorkspace(ctx, "p1", func(w store.Workspace) (store.Workspace, error) {
+			w.RespondedToAgentAt = &at
+			return w, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer(answered)
+	pending(false, "answered after the desired state changed")
+	if settle(); !Quiet(ch) {
+		t.Fatal("an answer (desired state unchanged) woke the subscriber")
+	}
+
+	// Strictly after the answer is pending; at the same microsecond is not (docs/decisions.md).
+	desire := func(st workspace.State, at time.Time) {
+		t.Helper()
+		if _, err := s.UpdateWorkspace(ctx, "p1", func(w store.Workspace) (store.Workspace, error) {
+			w.DesiredState, w.DesiredStateUpdatedAt = st, at
+			return w, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	desire(workspace.Running, answered)
+	pending(false, "desired state changed at the time of the answer")
+	if !Woken(ch) {
+		t.Fatal("a change of desired_state_updated_at did not wake the subscriber")
+	}
+	desire(workspace.Stopped, answered.Add(time.Microsecond))
+	if !Woken(ch) {
+		t.Fatal("a desired-state change did not wake the subscriber")
+	}
+	pending(true, "desired state changed after the answer")
+	if settle(); !Quiet(otherCh) {
+		t.Fatal("another agent's subscriber was woken by this agent's changes")
+	}
+
+	// A refused update wakes nobody.
+	refused := errors.New("refused")
 	if _, err := s.UpdateWorkspace(ctx, "p1", func(w store.Workspace) (store.Workspace, error) {
-		w.RespondedToAgentAt = &at
-		return w, nil
+		w.DesiredStateUpdatedAt = w.DesiredStateUpdatedAt.Add(time.Hour)
+		return w, refused
+	}); !errors.Is(err, refused) {
+		t.Fatalf("refused update: %v", err)
+	}
+	if settle(); !Quiet(ch) {
+		t.Fatal("a refused update woke the subscriber")
+	}
+
+	// A reconcile answers the workspace: nothing pending.
+	later := answered.Add(time.Minute)
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID}, func(rows []store.Workspace) ([]store.Workspace, error) {
+		for i := range rows {
+			rows[i].RespondedToAgentAt = &later
+		}
+		return rows, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := s.HasPending(ctx, f.Agent.ID); p {
-		t.Fatal("an answered workspace is pending")
+	pending(false, "after a reconcile answered it")
+
+	// After cancel, nothing arrives.
+	cancel()
+	desire(workspace.Running, later.Add(time.Second))
+	if settle(); !Quiet(ch) {
+		t.Fatal("a cancelled subscription was woken")
 	}
-	if _, err := s.UpdateWorkspace(ctx, "p1", func(w store.Workspace) (store.Workspace, error) {
-		w.DesiredState, w.DesiredStateUpdatedAt = workspace.Stopped, at.Add(time.Second)
-		return w, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if !woken(ch) {
-		t.Fatal("a desired-state change did not wake the agent's subscriber")
-	}
-	if p, _ := s.HasPending(ctx, f.Agent.ID); !p {
-		t.Fatal("a changed workspace is not pending")
-	}
-	select {
-	case <-otherCh:
-		t.Fatal("another agent's subscriber was woken")
-	default:
-	}
+	cancel() // idempotent
 }
