@@ -18,6 +18,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/hangar-dev/hangar/internal/store/sqlstore"
 )
@@ -33,6 +34,10 @@ var Dialect = sqlstore.Dialect{
 	TextCast:   "::text",
 	BigintCast: "::bigint",
 	Notify:     "SELECT pg_notify('" + Channel + "', ?)",
+	// An advisory lock held while migrating; the others retry every second, for up to 5 minutes.
+	MigrationLocker: func() (lock.SessionLocker, error) {
+		return lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	},
 	IsUniqueViolation: func(err error) bool {
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505"

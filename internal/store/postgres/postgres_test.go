@@ -124,3 +124,25 @@ func TestCloseStopsListener(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicasStartTogether: several stores opening one empty database at once (replicas started
+// together) all succeed: migrations run under an advisory lock, once.
+func TestReplicasStartTogether(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	const n = 4
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			s, err := postgres.Open(context.Background(), url)
+			if err == nil {
+				err = s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

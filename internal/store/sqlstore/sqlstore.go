@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -43,6 +44,11 @@ type Dialect struct {
 	BatchSize int
 	// Casts are the type casts of a VALUES list's columns in a batched UPDATE, by column type.
 	TextCast, BigintCast string
+	// MigrationLocker, when set, returns a new lock that serializes migrations between processes
+	// opening the same database at once (Postgres: several replicas starting together on an empty
+	// database would otherwise both create the tables, and one fail). SQLite needs none: one process
+	// owns the file.
+	MigrationLocker func() (lock.SessionLocker, error)
 	// Notify is the statement, with the agent id as its one parameter, that announces a change to
 	// the other replicas when the transaction commits ("" when there are none: SQLite).
 	Notify string
@@ -64,7 +70,15 @@ func Open(ctx context.Context, db *sql.DB, d Dialect) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migrations for %s: %w", d.Name, err)
 	}
-	p, err := goose.NewProvider(d.Goose, db, sub)
+	var opts []goose.ProviderOption
+	if d.MigrationLocker != nil {
+		l, err := d.MigrationLocker()
+		if err != nil {
+			return nil, fmt.Errorf("migration lock: %w", err)
+		}
+		opts = append(opts, goose.WithSessionLocker(l))
+	}
+	p, err := goose.NewProvider(d.Goose, db, sub, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("prepare migrations: %w", err)
 	}
