@@ -181,7 +181,19 @@ func (a *Agent) loop(ctx context.Context) error {
 			wait = backoff(failures)
 			a.log.Warn("reconcile failed; retrying", "update_type", ut, "err", err, "retry_in", wait)
 			needFull = needFull || ut == protocol.UpdateFull
+			// Back off for real: cluster events and the long-poll must not bring the next attempt
+			// forward (a burst of events would otherwise burn through the backoff in milliseconds,
+			// and hammer a struggling server once per event).
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-a.opts.After(wait):
+			}
+			continue
 		} else {
+			if failures > 0 {
+				a.log.Info("reconciling again after failures", "failures", failures, "update_type", ut)
+			}
 			failures = 0
 			if ut == protocol.UpdateFull {
 				needFull, fullAt = false, start

@@ -125,6 +125,9 @@ func TestCrashLoopFailsFast(t *testing.T) {
 	if _, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: "crashy", Agent: "crashy"}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_ = cluster.Client.CoreV1().Namespaces().Delete(context.Background(), "hangar-crashy", metav1.DeleteOptions{})
+	})
 	w := waitFor(t, c, "crashy", transition, "Failed", state("Running", "Failed"))
 	t.Logf("create → Failed in %v", time.Since(start))
 	if w.Error == nil || w.Error.Type != "pod" || !strings.Contains(w.Error.Message, "CrashLoopBackOff") {
