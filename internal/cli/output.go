@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/hangar-dev/hangar/internal/sdk"
 )
@@ -99,4 +102,32 @@ func formatWorkspaceError(e *sdk.WorkspaceError) string {
 		return e.Message
 	}
 	return e.Type
+}
+
+// listCommand builds a `list` command: fetch a list with the client, print it as a table or, with
+// -o json, as the API's JSON.
+func listCommand[T any](a *app, short string, fetch func(*sdk.Client, context.Context) ([]T, error), table func(io.Writer, []T) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			items, err := fetch(c, cmd.Context())
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), items)
+			}
+			return table(cmd.OutOrStdout(), items)
+		},
+	}
 }

@@ -112,29 +112,7 @@ resources, network_policy...); fields left out take the server's defaults. "-" r
 		},
 	}
 	create.Flags().StringVar(&configFile, "config", "", "agent configuration, a JSON `FILE` (\"-\" for standard input)")
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the registered agents",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
-			if err != nil {
-				return err
-			}
-			agents, err := c.ListAgents(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				return printJSON(cmd.OutOrStdout(), agents)
-			}
-			return a.printAgents(cmd.OutOrStdout(), agents)
-		},
-	}
+	list := listCommand(a, "List the registered agents", (*sdk.Client).ListAgents, a.printAgents)
 	cmd.AddCommand(create, list)
 	return cmd
 }

@@ -66,29 +66,7 @@ func (a *app) createCmd() *cobra.Command {
 }
 
 func (a *app) listCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List workspaces (an admin sees every user's)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
-			if err != nil {
-				return err
-			}
-			wss, err := c.ListWorkspaces(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				return printJSON(cmd.OutOrStdout(), wss)
-			}
-			return printWorkspaces(cmd.OutOrStdout(), wss)
-		},
-	}
+	return listCommand(a, "List workspaces (an admin sees every user's)", (*sdk.Client).ListWorkspaces, printWorkspaces)
 }
 
 func (a *app) showCmd() *cobra.Command {
