@@ -25,12 +25,7 @@ import (
 // shown by `hangar show`.
 func TestBinaryEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "hangar")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildHangar(t)
 	dataDir := filepath.Join(dir, "data")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -29,12 +29,7 @@ import (
 // the latency from sending the PATCH to the wait's answer.
 func TestTwoServerProcessesWakeEachOther(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "hangar")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildHangar(t)
 	db := pgtest.NewDatabase(t)
 
 	// Both processes start at once: whichever bootstraps first writes the admin token.
