@@ -31,6 +31,11 @@ type Options struct {
 	// WaitTimeout is how long one long-poll for changes lasts (default 30 s); 0 keeps the default,
 	// negative disables waiting (periodic reconciles only).
 	WaitTimeout time.Duration
+	// ApplyConcurrency caps how many workspaces are applied at once (default 8). Applies share the
+	// client's rate limit: with no cap a burst of 1,000 new workspaces interleaves 9,000 requests
+	// and none is done before all are; with one, they finish in turn, and work a full reconcile
+	// cancels is only the few in flight.
+	ApplyConcurrency int
 }
 
 // Agent is a running agent.
@@ -50,6 +55,9 @@ func New(opts Options) *Agent {
 	}
 	if opts.WaitTimeout == 0 {
 		opts.WaitTimeout = 30 * time.Second
+	}
+	if opts.ApplyConcurrency <= 0 {
+		opts.ApplyConcurrency = 8
 	}
 	return &Agent{opts: opts, log: opts.Logger}
 }
@@ -88,8 +96,12 @@ func (a *Agent) lead(ctx context.Context) error {
 	if err := a.opts.Kube.ensureNamespace(ctx, a.opts.LeaseNamespace); err != nil {
 		return err
 	}
+	lc := a.opts.Kube.Lease
+	if lc == nil {
+		lc = a.opts.Kube.Clientset
+	}
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, a.opts.LeaseNamespace, "hangar-agent-"+a.info.ID,
-		a.opts.Kube.Clientset.CoreV1(), a.opts.Kube.Clientset.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: a.opts.Identity})
+		lc.CoreV1(), lc.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: a.opts.Identity})
 	if err != nil {
 		return fmt.Errorf("leader election lock: %w", err)
 	}
@@ -144,6 +156,9 @@ func (a *Agent) loop(ctx context.Context) error {
 		go a.waitForChanges(ctx, wake)
 	}
 	needFull := true
+	// fresh: r was built for a full sync that has not succeeded yet (its retry reuses it: nothing
+	// has happened to it that a rebuild would drop).
+	fresh := false
 	var fullAt time.Time
 	failures := 0
 	for {
@@ -153,22 +168,23 @@ func (a *Agent) loop(ctx context.Context) error {
 		}
 		start := time.Now()
 		err := func() error {
-			if ut == protocol.UpdateFull {
+			if ut == protocol.UpdateFull && !fresh {
 				// A full sync drops the whole reconciler state and builds it anew.
 				if r != nil {
 					r.close()
 					r = nil
 				}
-				nr, err := newReconciler(ctx, a.log, a.opts.Kube, a.info.ID, wake)
+				nr, err := newReconciler(ctx, a.log, a.opts.Kube, a.info.ID, wake, a.opts.ApplyConcurrency)
 				if err != nil {
 					return err
 				}
-				r = nr
+				r, fresh = nr, true
 			}
 			resp, err := a.cycle(ctx, r, ut)
 			if err != nil {
 				return err
 			}
+			fresh = false
 			settings = resp.Settings
 			return nil
 		}()
@@ -180,7 +196,11 @@ func (a *Agent) loop(ctx context.Context) error {
 			failures++
 			wait = backoff(failures)
 			a.log.Warn("reconcile failed; retrying", "update_type", ut, "err", err, "retry_in", wait)
-			needFull = needFull || ut == protocol.UpdateFull
+			// After any failed cycle the next one is full. The server may have recorded an answer
+			// the agent never read (a response cut off on its way): it would not send that
+			// workspace's config again on a partial, and only a full reconcile's drift repair
+			// brings it back (found by BenchmarkStopToApplied, docs/benchmarks.md).
+			needFull = true
 			// Back off for real: cluster events and the long-poll must not bring the next attempt
 			// forward (a burst of events would otherwise burn through the backoff in milliseconds,
 			// and hammer a struggling server once per event).

@@ -47,6 +47,8 @@ type reconciler struct {
 	known       map[errtrack.Key][]Ref  // objects of the last config applied, for termination
 	applies     map[errtrack.Key]*applySlot
 	applying    sync.WaitGroup
+	// applySem holds a token per workspace being applied: at most cap(applySem) at once.
+	applySem chan struct{}
 }
 
 // applySlot runs one workspace's applies one after the other; a newer config replaces one that has
@@ -61,7 +63,7 @@ type applyJob struct {
 	objs    []*unstructured.Unstructured
 }
 
-func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID string, wake chan<- struct{}) (*reconciler, error) {
+func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID string, wake chan<- struct{}, applyConcurrency int) (*reconciler, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(kube.Clientset, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = devfile.LabelAgentID + "=" + agentID }))
@@ -81,7 +83,7 @@ func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID st
 		log: log, kube: kube, agentID: agentID, ctx: rctx, cancel: cancel,
 		informer: inf, pods: pods, stop: make(chan struct{}), wake: wake, errs: errtrack.New(),
 		acked: map[errtrack.Key]string{}, podFailures: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
-		applies: map[errtrack.Key]*applySlot{},
+		applies: map[errtrack.Key]*applySlot{}, applySem: make(chan struct{}, max(applyConcurrency, 1)),
 	}
 	poke := func(any) { r.poke() }
 	for _, i := range []cache.SharedIndexInformer{inf, pods} {
@@ -334,16 +336,25 @@ func (r *reconciler) enqueue(k errtrack.Key, job applyJob) {
 func (r *reconciler) runApplies(k errtrack.Key, slot *applySlot) {
 	defer r.applying.Done()
 	for {
+		// Wait for a turn before taking the job, so that a config that arrives meanwhile replaces
+		// the one waiting (latest wins) instead of being applied after it.
+		select {
+		case r.applySem <- struct{}{}:
+		case <-r.ctx.Done():
+			return
+		}
 		r.mu.Lock()
 		job := slot.next
 		slot.next = nil
 		if job == nil || r.ctx.Err() != nil {
 			slot.running = false
 			r.mu.Unlock()
+			<-r.applySem
 			return
 		}
 		r.mu.Unlock()
 		errs := r.kube.Apply(r.ctx, job.objs)
+		<-r.applySem
 		if r.ctx.Err() != nil {
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ import (
 // Config is the agent's configuration.
 type Config struct {
 	Server, TokenFile, Kubeconfig, LeaseNamespace, Identity, LogLevel, LogFormat string
+	ApplyConcurrency                                                             string
 }
 
 // Command returns `hangar agent`.
@@ -50,6 +52,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig of the cluster; empty uses the in-cluster configuration"),
 		cmdopt.String(&cfg.LeaseNamespace, "lease-namespace", "HANGAR_LEASE_NAMESPACE", "hangar-agent", "namespace of the leader-election Lease; empty disables leader election (run one replica only)"),
 		cmdopt.String(&cfg.Identity, "identity", "HANGAR_AGENT_IDENTITY", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election"),
+		cmdopt.String(&cfg.ApplyConcurrency, "apply-concurrency", "HANGAR_APPLY_CONCURRENCY", "8", "how many workspaces the agent applies at once (they share the client's 50 requests/s)"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
 	})
@@ -73,6 +76,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if token == "" {
 		return fmt.Errorf("--token-file %s is empty", cfg.TokenFile)
 	}
+	applyConcurrency, err := strconv.Atoi(cfg.ApplyConcurrency)
+	if err != nil || applyConcurrency < 1 || applyConcurrency > 1000 {
+		return fmt.Errorf("--apply-concurrency: want a whole number from 1 to 1000, got %q", cfg.ApplyConcurrency)
+	}
 	var rc *rest.Config
 	if cfg.Kubeconfig != "" {
 		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
@@ -90,6 +97,7 @@ func Run(ctx context.Context, cfg Config) error {
 	a := agent.New(agent.Options{
 		Server: &agent.ServerClient{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 2 * time.Minute}},
 		Kube:   kube, Logger: log, Identity: cfg.Identity, LeaseNamespace: cfg.LeaseNamespace,
+		ApplyConcurrency: applyConcurrency,
 	})
 	err = a.Run(ctx)
 	if ctx.Err() != nil {
