@@ -8,6 +8,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/agentcmd"
 	"github.com/hangar-dev/hangar/internal/cli"
+	"github.com/hangar-dev/hangar/internal/provisionercmd"
 	"github.com/hangar-dev/hangar/internal/servercmd"
 )
 
@@ -16,7 +17,7 @@ func main() {
 		Use:   "hangar",
 		Short: "Hangar: self-hosted remote development workspaces",
 	}
-	root.AddCommand(servercmd.Command(), agentcmd.Command())
+	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command())
 	cli.AddCommands(root)
 	os.Exit(cli.Execute(root))
 }

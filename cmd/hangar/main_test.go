@@ -24,64 +24,8 @@ import (
 // HTTP: create → Running, stop → Stopped, start → Running, delete → Terminated, and an apply error
 // shown by `hangar show`.
 func TestBinaryEndToEnd(t *testing.T) {
-	dir := t.TempDir()
-	bin := buildHangar(t)
-	dataDir := filepath.Join(dir, "data")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "server", "--listen", "127.0.0.1:0")
-	srv.Env = append(os.Environ(), "HANGAR_DATA_DIR="+dataDir)
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	srv.Stderr = &stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-
-	// The server prints where it listens and where the admin token is.
-	lines := bufio.NewScanner(stdout)
-	var url, tokenFile string
-	for lines.Scan() && (url == "" || tokenFile == "") {
-		line := lines.Text()
-		if m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(line); m != nil {
-			url = m[1]
-		}
-		if m := regexp.MustCompile(`token is in (\S+) `).FindStringSubmatch(line); m != nil {
-			tokenFile = m[1]
-		}
-	}
-	if url == "" || tokenFile != filepath.Join(dataDir, "admin-token") {
-		t.Fatalf("server printed url %q token file %q; stderr:\n%s", url, tokenFile, stderr.String())
-	}
-	go func() {
-		for lines.Scan() {
-		}
-	}()
-	tok, err := os.ReadFile(tokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	home := filepath.Join(dir, "home")
-	hangar := func(args ...string) (string, error) {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "HANGAR_URL=", "HANGAR_TOKEN=")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		out, err := hangar(args...)
-		if err != nil {
-			t.Fatalf("hangar %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
-	must("login", "--url", url, "--token", strings.TrimSpace(string(tok)))
+	h := startLoggedIn(t)
+	hangar, must := h.hangar, h.must
 	out := must("agents", "create", "k1")
 	agentToken := regexp.MustCompile(`hga_[A-Za-z0-9_-]+`).FindString(out)
 	if agentToken == "" {
@@ -90,7 +34,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 	must("create", "w1", "--agent", "k1")
 
 	// A minimal agent, cycling every 20 ms (its partial reconcile interval): it answers the server's desired state by reporting that state reached.
-	ag := &fakeAgent{t: t, url: url, token: agentToken}
+	ag := &fakeAgent{t: t, url: h.url, token: agentToken}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -118,7 +62,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 	}
 	ag.failNext("w1", "admission webhook \"policy.example.com\" denied the request: image not allowed")
 	must("stop", "w1", "--wait", "--timeout", "30s")
-	out, err = hangar("start", "w1", "--wait", "--timeout", "30s")
+	out, err := hangar("start", "w1", "--wait", "--timeout", "30s")
 	if err == nil || !strings.Contains(out, "image not allowed") {
 		t.Fatalf("start with an apply error: err %v\n%s", err, out)
 	}
@@ -194,4 +138,86 @@ func deployment(rv int, replicas int32, state string) *protocol.DeploymentInfo {
 			{Type: "Available", Status: "True", Reason: "MinimumReplicasAvailable"},
 			{Type: "Progressing", Status: "True", Reason: "NewReplicaSetAvailable"}}},
 	}
+}
+
+// harness is a `hangar server` process started as the README does (on its embedded store, with its
+// in-process provisioner), and the real CLI logged in to it as admin.
+type harness struct {
+	url    string
+	dir    string
+	bin    string
+	env    []string // the CLI's environment
+	hangar func(args ...string) (string, error)
+	must   func(args ...string) string
+}
+
+// startLoggedIn starts the server with env added to its environment, and logs the CLI in.
+func startLoggedIn(t *testing.T, env ...string) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	bin := buildHangar(t)
+	dataDir := filepath.Join(dir, "data")
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := exec.CommandContext(ctx, bin, "server", "--listen", "127.0.0.1:0")
+	srv.Env = append(append(os.Environ(), "HANGAR_DATA_DIR="+dataDir), env...)
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	srv.Stderr = &stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = srv.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", stderr.String())
+		}
+	})
+
+	// The server prints where it listens and where the admin token is.
+	lines := bufio.NewScanner(stdout)
+	var url, tokenFile string
+	for lines.Scan() && (url == "" || tokenFile == "") {
+		line := lines.Text()
+		if m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(line); m != nil {
+			url = m[1]
+		}
+		if m := regexp.MustCompile(`token is in (\S+) `).FindStringSubmatch(line); m != nil {
+			tokenFile = m[1]
+		}
+	}
+	if url == "" || tokenFile != filepath.Join(dataDir, "admin-token") {
+		t.Fatalf("server printed url %q token file %q; stderr:\n%s", url, tokenFile, stderr.String())
+	}
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	h := &harness{url: url, dir: dir, bin: bin,
+		env: append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "HANGAR_URL=", "HANGAR_TOKEN=")}
+	h.hangar = func(args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = h.env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	h.must = func(args ...string) string {
+		t.Helper()
+		out, err := h.hangar(args...)
+		if err != nil {
+			t.Fatalf("hangar %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	h.must("login", "--url", url, "--token", strings.TrimSpace(string(tok)))
+	return h
 }

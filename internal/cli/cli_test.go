@@ -211,7 +211,7 @@ func TestErrors(t *testing.T) {
 		{"missing argument", []string{"show"}, nil, "error: hangar show takes exactly one workspace name, got 0 arguments\nRun 'hangar show --help' for usage.\n"},
 		{"unknown flag", []string{"list", "--nope"}, nil, "error: unknown flag: --nope\nRun 'hangar list --help' for usage.\n"},
 		{"unknown subcommand", []string{"users", "bogus"}, nil, "error: unknown command \"bogus\" for \"hangar users\"\nRun 'hangar users --help' for usage.\n"},
-		{"required flag", []string{"create", "web"}, nil, "error: required flag(s) \"agent\" not set\n"},
+		{"agent or template", []string{"create", "web"}, nil, "error: give --agent (a cluster) or --template (a template)\nRun 'hangar create --help' for usage.\n"},
 		{"bad URL", []string{"list"}, map[string]string{"HANGAR_URL": "localhost:7080"}, "error: server URL \"localhost:7080\": must start with http:// or https://\n"},
 	}
 	for _, tt := range tests {

@@ -48,7 +48,11 @@ func printWorkspaces(w io.Writer, wss []sdk.Workspace) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tAGENT\tDESIRED\tACTUAL\tURL")
 	for _, ws := range wss {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ws.Name, ws.Agent, ws.DesiredState, ws.ActualState, dash(ws.URL))
+		agent := ws.Agent
+		if ws.Backend == "terraform" {
+			agent = "(terraform: " + ws.Template + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ws.Name, agent, ws.DesiredState, ws.ActualState, dash(ws.URL))
 	}
 	return tw.Flush()
 }
@@ -87,6 +91,19 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 		{"Last sent to agent", respondedAt},
 		{"Deployment", deployment},
 		{"Created", a.formatTime(ws.CreatedAt)},
+	}
+	if ws.Backend == "terraform" {
+		// Builds run it, not an agent: the agent's fields mean nothing here.
+		rows = [][2]string{
+			{"Name", ws.Name},
+			{"ID", ws.ID},
+			{"Owner", ws.Owner},
+			{"Template", ws.Template + " (terraform; see hangar builds " + ws.Name + ")"},
+			{"Desired state", fmt.Sprintf("%s (%s)", ws.DesiredState, since(ws.DesiredStateUpdatedAt, "never changed"))},
+			{"Actual state", fmt.Sprintf("%s (%s)", ws.ActualState, since(ws.ActualStateUpdatedAt, "no build yet"))},
+			{"Last error", lastErr},
+			{"Created", a.formatTime(ws.CreatedAt)},
+		}
 	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])

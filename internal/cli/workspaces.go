@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,21 +25,26 @@ func (f *waitFlags) add(cmd *cobra.Command, goal string) {
 }
 
 func (a *app) createCmd() *cobra.Command {
-	var agent, devfileName string
+	var agent, devfileName, template string
 	var wf waitFlags
 	cmd := &cobra.Command{
-		Use:   "create NAME --agent AGENT [--devfile FILE] [--wait]",
+		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE) [--wait]",
 		Short: "Create a workspace",
-		Long: `Create a workspace on the cluster of an agent, from a devfile (schemaVersion 2.2.0; without
---devfile the server's default devfile). The workspace is created with desired state Running.`,
-		Example: `  hangar create my-ws --agent eu --devfile devfile.yaml --wait`,
-		Args:    oneName("workspace"),
+		Long: `Create a workspace, desired state Running: on the cluster of an agent, from a devfile
+(schemaVersion 2.2.0; without --devfile the server's default devfile) or a kubernetes template; or
+from a terraform template, which provisioners build (no agent).`,
+		Example: `  hangar create my-ws --agent eu --devfile devfile.yaml --wait
+  hangar create my-vm --template markers --wait`,
+		Args: oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)
 			if err != nil {
 				return err
 			}
-			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent}
+			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent, Template: template}
+			if agent == "" && template == "" {
+				return usageError{errors.New("give --agent (a cluster) or --template (a template)")}
+			}
 			if devfileName != "" {
 				b, err := readInput(cmd.InOrStdin(), devfileName)
 				if err != nil {
@@ -58,9 +66,9 @@ func (a *app) createCmd() *cobra.Command {
 			return a.finish(cmd, c, format, wf, goals[workspace.Running], ws)
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "the `AGENT` whose cluster runs the workspace (required)")
+	cmd.Flags().StringVar(&agent, "agent", "", "the `AGENT` whose cluster runs the workspace")
 	cmd.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (YAML; \"-\" for standard input)")
-	_ = cmd.MarkFlagRequired("agent")
+	cmd.Flags().StringVar(&template, "template", "", "create from `TEMPLATE` (see hangar templates list)")
 	wf.add(cmd, "Running")
 	return cmd
 }
@@ -108,15 +116,18 @@ var transitions = []transition{
 		long: `Restart a running workspace: the agent scales it to zero, then the server sets the desired state
 back to Running. With --wait, the command ends when the workspace runs again.`},
 	{use: "delete", to: workspace.Terminated, short: "Delete a workspace and its volume (desired state Terminated)",
-		long: `Delete a workspace: the agent deletes its Kubernetes resources, volume included. Termination is
-permanent; a terminated workspace cannot be started again.`},
+		long: `Delete a workspace: the agent deletes its Kubernetes resources, volume included; for a workspace
+made from a terraform template, a delete build runs terraform destroy (--orphan skips Terraform and
+leaves every resource in place). Termination is permanent; a terminated workspace cannot be started
+again.`},
 }
 
 func (a *app) transitionCmd(t transition) *cobra.Command {
 	var wf waitFlags
+	var orphan bool
 	g := goals[t.to]
 	cmd := &cobra.Command{
-		Use:   t.use + " NAME [--wait]",
+		Use:   t.use + " NAME [--wait]" + map[bool]string{true: " [--orphan]"}[t.to == workspace.Terminated],
 		Short: t.short,
 		Long:  t.long,
 		Args:  oneName("workspace"),
@@ -129,6 +140,16 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if orphan {
+				b, err := c.CreateBuild(cmd.Context(), args[0], sdk.CreateBuildRequest{Transition: "delete", Orphan: true})
+				if err != nil {
+					return err
+				}
+				if !wf.wait {
+					fmt.Fprintln(cmd.ErrOrStderr(), "Orphan delete: Terraform was not run; the workspace's resources were left in place. Clean them up by hand.")
+				}
+				return a.finishBuild(cmd, c, format, wf, args[0], b)
+			}
 			ws, err := c.UpdateWorkspace(cmd.Context(), args[0], sdk.UpdateWorkspaceRequest{DesiredState: string(t.to)})
 			if err != nil {
 				return err
@@ -137,6 +158,9 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 		},
 	}
 	wf.add(cmd, g.describe)
+	if t.to == workspace.Terminated {
+		cmd.Flags().BoolVar(&orphan, "orphan", false, "terraform workspaces: delete without running Terraform, leaving every resource in place")
+	}
 	return cmd
 }
 
@@ -154,6 +178,11 @@ func (a *app) finish(cmd *cobra.Command, c *sdk.Client, format string, wf waitFl
 	if format == "json" {
 		progress = cmd.ErrOrStderr()
 	}
+	if ws.Backend == "terraform" {
+		if err := a.followBuilds(cmd, c, ws, g, wf.timeout, progress); err != nil {
+			return err
+		}
+	}
 	final, err := a.wait(cmd.Context(), c, ws, g, wf.timeout, progress)
 	if err != nil {
 		return err
@@ -167,4 +196,37 @@ func (a *app) finish(cmd *cobra.Command, c *sdk.Client, format string, wf waitFl
 		_, err = fmt.Fprintf(out, "Workspace %s is %s.\n", final.Name, final.ActualState)
 	}
 	return err
+}
+
+// followBuilds shows the builds of a terraform workspace as they run until the workspace reaches g
+// or a build ends without getting there (a restart runs two builds: the stop, then the start).
+func (a *app) followBuilds(cmd *cobra.Command, c *sdk.Client, ws sdk.Workspace, g goal, timeout time.Duration, progress io.Writer) error {
+	ctx, cancel := context.WithTimeoutCause(cmd.Context(), timeout, errWaitTimeout)
+	defer cancel()
+	until := g.until(ws)
+	followed := 0
+	for {
+		b, err := a.followBuild(ctx, cmd, c, ws.Name, progress)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // a.wait reports the time-out
+			}
+			return err
+		}
+		cur, err := c.Workspace(ctx, ws.Name)
+		if err != nil {
+			return err
+		}
+		if done, err := until(cur); done || err != nil {
+			return err
+		}
+		latest, err := c.Build(ctx, ws.Name, 0)
+		if err != nil {
+			return err
+		}
+		if latest.Number == b.Number || latest.Number == followed {
+			return nil // nothing new to follow: a.wait finishes
+		}
+		followed = b.Number
+	}
 }

@@ -9,10 +9,13 @@ import (
 
 // Workspace is a workspace as the user API shows it.
 type Workspace struct {
-	ID                        string          `json:"id"`
-	Name                      string          `json:"name"`
-	Owner                     string          `json:"owner"`
-	Agent                     string          `json:"agent"`
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Owner string `json:"owner"`
+	Agent string `json:"agent"`
+	// Backend is "kubernetes" (an agent runs it) or "terraform" (builds run it).
+	Backend                   string          `json:"backend"`
+	Template                  string          `json:"template,omitempty"`
 	Namespace                 string          `json:"namespace"`
 	DesiredState              string          `json:"desired_state"`
 	ActualState               string          `json:"actual_state"`
@@ -35,8 +38,10 @@ type WorkspaceError struct {
 // the default devfile.
 type CreateWorkspaceRequest struct {
 	Name    string `json:"name"`
-	Agent   string `json:"agent"`
+	Agent   string `json:"agent,omitempty"`
 	Devfile string `json:"devfile,omitempty"`
+	// Template names a template: a terraform one needs no agent; a kubernetes one gives the devfile.
+	Template string `json:"template,omitempty"`
 }
 
 // UpdateWorkspaceRequest is the body of PATCH /api/v1/workspaces/{name}.
@@ -94,4 +99,95 @@ const (
 	MaxBodyBytes = 1 << 20
 	// MaxDevfileBytes caps a devfile inside a create request.
 	MaxDevfileBytes = 256 << 10
+)
+
+// Template is a named, versioned template: "kubernetes" (a devfile, run by an agent) or
+// "terraform" (a module, run by provisioners).
+type Template struct {
+	ID            string            `json:"id"`
+	Name          string            `json:"name"`
+	Kind          string            `json:"kind"`
+	ActiveVersion int               `json:"active_version"`
+	CreatedBy     string            `json:"created_by"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	Versions      []TemplateVersion `json:"versions,omitempty"`
+}
+
+// TemplateVersion is one pushed version of a template.
+type TemplateVersion struct {
+	Number    int       `json:"number"`
+	Hash      string    `json:"hash"`
+	Variables []string  `json:"variables"`
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// CreateTemplateVersionRequest is the body of POST /api/v1/templates/{name}/versions: a terraform
+// module as a gzipped tar (Archive), or a kubernetes devfile.
+type CreateTemplateVersionRequest struct {
+	Kind    string `json:"kind"`
+	Archive []byte `json:"archive,omitempty"`
+	Devfile string `json:"devfile,omitempty"`
+}
+
+// Build is one transition of a terraform workspace and its provisioner job.
+type Build struct {
+	Number                int        `json:"number"`
+	Transition            string     `json:"transition"`
+	Reason                string     `json:"reason"`
+	Initiator             string     `json:"initiator"`
+	TemplateVersion       int        `json:"template_version"`
+	StateSource           string     `json:"state_source"`
+	HasState              bool       `json:"has_state"`
+	StateCapturedOnCancel bool       `json:"state_captured_on_cancel"`
+	Orphan                bool       `json:"orphan"`
+	Status                string     `json:"status"`
+	Error                 string     `json:"error,omitempty"`
+	CreatedAt             time.Time  `json:"created_at"`
+	StartedAt             *time.Time `json:"started_at"`
+	CompletedAt           *time.Time `json:"completed_at"`
+	CanceledAt            *time.Time `json:"canceled_at"`
+}
+
+// CreateBuildRequest is the body of POST /api/v1/workspaces/{name}/builds. State, when present, is
+// the explicit Terraform state the build starts from (state push).
+type CreateBuildRequest struct {
+	Transition string `json:"transition"`
+	Orphan     bool   `json:"orphan,omitempty"`
+	State      []byte `json:"state,omitempty"`
+}
+
+// BuildLog is one line of a build log. Logs are streamed as one JSON object per line; a followed
+// stream ends with a line whose End is true, carrying the build's final status.
+type BuildLog struct {
+	ID     int64     `json:"id,omitempty"`
+	Time   time.Time `json:"time"`
+	Stage  string    `json:"stage,omitempty"`
+	Level  string    `json:"level,omitempty"`
+	Output string    `json:"output,omitempty"`
+	End    bool      `json:"end,omitempty"`
+	Status string    `json:"status,omitempty"`
+}
+
+// Provisioner is a registered provisioner daemon. Token is set only in the answer to its creation.
+type Provisioner struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Token      string     `json:"token,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastSeenAt *time.Time `json:"last_seen_at"`
+}
+
+// CreateProvisionerRequest is the body of POST /api/v1/provisioners.
+type CreateProvisionerRequest struct {
+	Name string `json:"name"`
+}
+
+// Limits of the Terraform backend's requests.
+const (
+	// MaxTemplateArchiveBytes caps a template version's module archive (gzipped).
+	MaxTemplateArchiveBytes = 16 << 20
+	// MaxStateBytes caps a Terraform state pushed by a user.
+	MaxStateBytes = 64 << 20
 )

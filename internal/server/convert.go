@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 )
@@ -29,6 +30,8 @@ func toWorkspace(w store.Workspace) sdk.Workspace {
 		Name:                      w.Name,
 		Owner:                     w.OwnerName,
 		Agent:                     w.AgentName,
+		Backend:                   w.Backend,
+		Template:                  w.TemplateName,
 		Namespace:                 w.Namespace,
 		DesiredState:              string(w.DesiredState),
 		ActualState:               string(w.ActualState),
@@ -43,4 +46,27 @@ func toWorkspace(w store.Workspace) sdk.Workspace {
 		out.Error = &sdk.WorkspaceError{Type: w.ErrorType, Message: w.ErrorMessage}
 	}
 	return out
+}
+
+func toTemplate(t store.Template) sdk.Template {
+	return sdk.Template{ID: t.ID, Name: t.Name, Kind: t.Kind, ActiveVersion: t.ActiveVersion, CreatedBy: t.CreatedBy,
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+}
+
+func toTemplateVersion(v store.TemplateVersion) sdk.TemplateVersion {
+	vars := v.Variables
+	if vars == nil {
+		vars = []string{}
+	}
+	return sdk.TemplateVersion{Number: v.Number, Hash: v.Hash, Variables: vars, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt}
+}
+
+// toBuild converts a build; versions maps template version ids to their numbers.
+func toBuild(b build.Build, versions map[string]int) sdk.Build {
+	return sdk.Build{
+		Number: b.Number, Transition: string(b.Transition), Reason: string(b.Reason), Initiator: b.InitiatorName,
+		TemplateVersion: versions[b.TemplateVersionID], StateSource: string(b.StateSource), HasState: b.State != nil || b.HasState,
+		StateCapturedOnCancel: b.StateCapturedOnCancel, Orphan: b.Orphan, Status: string(b.Job.Status()), Error: b.Job.Error,
+		CreatedAt: b.CreatedAt, StartedAt: b.Job.StartedAt, CompletedAt: b.Job.CompletedAt, CanceledAt: b.Job.CanceledAt,
+	}
 }

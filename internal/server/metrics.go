@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -20,9 +22,11 @@ type metrics struct {
 	orphans   prometheus.Counter
 	waits     *prometheus.CounterVec
 	waiters   prometheus.Gauge
+	jobTime   *prometheus.HistogramVec
+	builds    *prometheus.CounterVec
 }
 
-func newMetrics(st store.Store) *metrics {
+func newMetrics(st store.Store, b *builder.Service) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "hangar_reconcile_duration_seconds", Help: "Time to serve an agent reconcile request, by update type.",
@@ -45,13 +49,58 @@ func newMetrics(st store.Store) *metrics {
 		m.waits.WithLabelValues(result) // exported at 0 from the start
 	}
 	m.waiters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "hangar_agent_waiters", Help: "Agent waits blocked now: nothing was pending when they looked."})
-	m.reg.MustRegister(m.waits, m.waiters, m.duration, m.reqBytes, m.respBytes, m.orphans, &stateCollector{store: st},
+	m.jobTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "hangar_provisioner_job_duration_seconds", Help: "Time from a provisioner picking a build up to its end, by transition and result.",
+		Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
+	}, []string{"transition", "result"})
+	m.builds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hangar_workspace_builds_total", Help: "Workspace builds that ended, by transition and result (succeeded, failed, canceled).",
+	}, []string{"transition", "result"})
+	b.Observe(m.observeBuild)
+	m.reg.MustRegister(m.waits, m.waiters, m.duration, m.reqBytes, m.respBytes, m.orphans, m.jobTime, m.builds,
+		&stateCollector{store: st}, &jobCollector{store: st, builder: b},
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) observeBuild(b build.Build) {
+	result := string(b.Job.Status())
+	m.builds.WithLabelValues(string(b.Transition), result).Inc()
+	if b.Job.StartedAt != nil && b.Job.CompletedAt != nil {
+		m.jobTime.WithLabelValues(string(b.Transition), result).Observe(b.Job.CompletedAt.Sub(*b.Job.StartedAt).Seconds())
+	}
+}
+
+// jobCollector counts provisioner jobs by status, and the provisioner daemons connected, at scrape
+// time.
+type jobCollector struct {
+	store   store.Store
+	builder *builder.Service
+}
+
+var (
+	jobsDesc    = prometheus.NewDesc("hangar_provisioner_jobs", "Provisioner jobs by status (pending and running are the queue and the work in progress).", []string{"status"}, nil)
+	daemonsDesc = prometheus.NewDesc("hangar_provisioner_daemons_connected", "Provisioner daemons (in process or remote) that asked this server for work or heartbeated in the last minute.", nil, nil)
+)
+
+func (c *jobCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobsDesc; ch <- daemonsDesc }
+
+func (c *jobCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(daemonsDesc, prometheus.GaugeValue, float64(c.builder.ConnectedWorkers()))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts, err := c.store.CountJobs(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(jobsDesc, err)
+		return
+	}
+	for st, n := range counts {
+		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), string(st))
+	}
 }
 
 func (m *metrics) observeReconcile(updateType string, d time.Duration, reqBytes, respBytes int64) {

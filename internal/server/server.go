@@ -21,7 +21,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -33,6 +35,8 @@ type Options struct {
 	// After starts the timer of an agent's wait (GET /api/v1/agent/wait) once it blocks; default
 	// time.After. Tests inject one they fire at will, and learn from its call that the wait blocks.
 	After func(time.Duration) <-chan time.Time
+	// Builder runs the Terraform backend (default: one over Store, Clock and Logger).
+	Builder *builder.Service
 }
 
 // Server serves Hangar's HTTP API.
@@ -44,6 +48,7 @@ type Server struct {
 	devfile *devfileCache
 	mux     *http.ServeMux
 	after   func(time.Duration) <-chan time.Time
+	builder *builder.Service
 
 	shutdownMu sync.Mutex
 	shutdowns  map[*http.Server]chan struct{} // see shutdownOf
@@ -60,9 +65,12 @@ func New(opts Options) *Server {
 	if opts.After == nil {
 		opts.After = time.After
 	}
+	if opts.Builder == nil {
+		opts.Builder = builder.New(builder.Options{Store: opts.Store, Clock: opts.Clock, Logger: opts.Logger})
+	}
 	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, devfile: newDevfileCache(50000), after: opts.After,
-		shutdowns: map[*http.Server]chan struct{}{}}
-	s.metrics = newMetrics(opts.Store)
+		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}}
+	s.metrics = newMetrics(opts.Store, opts.Builder)
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -112,6 +120,24 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", "/api/v1/workspaces", s.authUser(s.listWorkspaces)},
 		{"GET", "/api/v1/workspaces/{name}", s.authUser(s.getWorkspace)},
 		{"PATCH", "/api/v1/workspaces/{name}", s.authUser(s.updateWorkspace)},
+
+		{"POST", "/api/v1/templates/{name}/versions", s.authUser(s.adminOnly(s.pushTemplateVersion))},
+		{"GET", "/api/v1/templates", s.authUser(s.listTemplates)},
+		{"GET", "/api/v1/templates/{name}", s.authUser(s.getTemplate)},
+		{"POST", "/api/v1/workspaces/{name}/builds", s.authUser(s.createBuild)},
+		{"GET", "/api/v1/workspaces/{name}/builds", s.authUser(s.listBuilds)},
+		{"GET", "/api/v1/workspaces/{name}/builds/{number}", s.authUser(s.getBuild)},
+		{"POST", "/api/v1/workspaces/{name}/builds/{number}/cancel", s.authUser(s.cancelBuild)},
+		{"GET", "/api/v1/workspaces/{name}/builds/{number}/logs", s.authUser(s.buildLogs)},
+		{"GET", "/api/v1/workspaces/{name}/state", s.authUser(s.pullState)},
+		{"PUT", "/api/v1/workspaces/{name}/state", s.authUser(s.pushState)},
+
+		{"POST", "/api/v1/provisioners", s.authUser(s.adminOnly(s.createProvisioner))},
+		{"GET", "/api/v1/provisioners", s.authUser(s.adminOnly(s.listProvisioners))},
+		{"POST", protocol.ProvisionerAcquirePath, s.authProvisioner(s.provisionerAcquire)},
+		{"POST", protocol.ProvisionerHeartbeatPath, s.authProvisioner(s.provisionerHeartbeat)},
+		{"POST", protocol.ProvisionerLogsPath, s.authProvisioner(s.provisionerLogs)},
+		{"POST", protocol.ProvisionerFinishPath, s.authProvisioner(s.provisionerFinish)},
 	}
 }
 

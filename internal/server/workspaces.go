@@ -26,6 +26,26 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 	if !workspace.IsDNSLabel(req.Name, MaxWorkspaceNameLength) {
 		v.Add("name", "must be 1 to %d lower-case letters, digits or '-', starting and ending with a letter or digit, got %q", MaxWorkspaceNameLength, req.Name)
 	}
+	var tmpl *store.Template
+	if req.Template != "" {
+		t, err := s.store.TemplateByName(r.Context(), req.Template)
+		if isNotFound(err) {
+			return errBadRequest("invalid request", sdk.Validation{Field: "template", Detail: fmt.Sprintf("no template is named %q", req.Template)})
+		}
+		if err != nil {
+			return err
+		}
+		if t.Kind == store.KindTerraform {
+			if err := v.Err(); err != nil {
+				return err
+			}
+			return s.createTerraformWorkspace(w, r, u, req, t)
+		}
+		tmpl = &t
+		if req.Devfile != "" {
+			v.Add("devfile", "comes from the template %q: give one or the other", t.Name)
+		}
+	}
 	if req.Agent == "" {
 		v.Add("agent", "is required: the name of the agent whose cluster runs the workspace")
 	}
@@ -43,7 +63,13 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 		return err
 	}
 	text := []byte(req.Devfile)
-	if req.Devfile == "" {
+	if tmpl != nil {
+		ver, err := s.store.TemplateVersionByID(r.Context(), tmpl.ActiveVersionID)
+		if err != nil {
+			return fmt.Errorf("read template %q: %w", tmpl.Name, err)
+		}
+		text = ver.Archive
+	} else if req.Devfile == "" {
 		text = devfile.Default()
 	}
 	df, err := devfile.Parse(text)
@@ -71,7 +97,10 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 		ID: id, Name: req.Name, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
 		Namespace: ns, Devfile: string(text),
 		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: now,
-		URL: url, CreatedAt: now,
+		URL: url, CreatedAt: now, Backend: store.KindKubernetes,
+	}
+	if tmpl != nil {
+		ws.TemplateID, ws.TemplateName = tmpl.ID, tmpl.Name
 	}
 	if err := s.store.CreateWorkspace(r.Context(), ws, *cfg.WorkspacesQuota, *cfg.WorkspacesPerUserQuota); err != nil {
 		return err
@@ -132,6 +161,18 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 		return errBadRequest("invalid request", sdk.Validation{Field: "desired_state", Detail: err.Error()})
 	}
 	hidden := errNotFound("workspace %q not found", name)
+	if cur, err := s.store.WorkspaceByName(r.Context(), name); err == nil && cur.Backend == store.KindTerraform {
+		if !visible(u, cur) {
+			return hidden
+		}
+		row, err := s.builder.SetDesired(r.Context(), u, cur, to)
+		if err != nil {
+			return s.buildErr(r, err)
+		}
+		s.log.Info("desired state changed", "workspace", row.Name, "desired_state", row.DesiredState, "by", u.Username)
+		writeJSON(w, http.StatusOK, toWorkspace(row))
+		return nil
+	}
 	row, err := s.store.UpdateWorkspace(r.Context(), name, func(cur store.Workspace) (store.Workspace, error) {
 		if !visible(u, cur) {
 			return cur, hidden

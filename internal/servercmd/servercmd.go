@@ -12,15 +12,20 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
+	"github.com/hangar-dev/hangar/internal/provisioner"
+	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
@@ -34,6 +39,13 @@ type Config struct {
 	PostgresURL string
 	LogLevel    string
 	LogFormat   string
+	// Provisioners is how many in-process provisioners run Terraform builds (0: none; run
+	// `hangar provisioner` elsewhere).
+	Provisioners string
+	// Terraform is the terraform binary the in-process provisioners run.
+	Terraform string
+	// HeartbeatTimeout and PendingTimeout configure the reaper of silent and unclaimed builds.
+	HeartbeatTimeout, PendingTimeout string
 }
 
 func defaultDataDir() string {
@@ -53,6 +65,10 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Listen, "listen", "HANGAR_LISTEN", "127.0.0.1:7080", "address to serve the API on"),
 		cmdopt.String(&cfg.DataDir, "data-dir", "HANGAR_DATA_DIR", defaultDataDir(), "directory for the embedded SQLite store and the admin token"),
 		cmdopt.String(&cfg.PostgresURL, "postgres-url", "HANGAR_POSTGRES_URL", "", "use this Postgres database (postgres://...) instead of the embedded SQLite store; several servers may share it"),
+		cmdopt.String(&cfg.Provisioners, "provisioners", "HANGAR_PROVISIONERS", "1", "how many in-process provisioners run Terraform builds (0: none, run `hangar provisioner` instead)"),
+		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary the in-process provisioners run"),
+		cmdopt.String(&cfg.HeartbeatTimeout, "build-heartbeat-timeout", "HANGAR_BUILD_HEARTBEAT_TIMEOUT", "5m", "fail a running build whose provisioner has not reported for this long"),
+		cmdopt.String(&cfg.PendingTimeout, "build-pending-timeout", "HANGAR_BUILD_PENDING_TIMEOUT", "30m", "fail a build no provisioner has picked up for this long"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
 	}
@@ -79,6 +95,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	nprov, err := strconv.Atoi(cfg.Provisioners)
+	if err != nil || nprov < 0 || nprov > 64 {
+		return fmt.Errorf("--provisioners: want a whole number from 0 to 64, got %q", cfg.Provisioners)
+	}
+	hbTimeout, err := time.ParseDuration(cfg.HeartbeatTimeout)
+	if err != nil || hbTimeout < 10*time.Second {
+		return fmt.Errorf("--build-heartbeat-timeout: want a duration of at least 10s (like 5m), got %q", cfg.HeartbeatTimeout)
+	}
+	pendingTimeout, err := time.ParseDuration(cfg.PendingTimeout)
+	if err != nil || pendingTimeout < 10*time.Second {
+		return fmt.Errorf("--build-pending-timeout: want a duration of at least 10s (like 30m), got %q", cfg.PendingTimeout)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
 	}
@@ -93,7 +121,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	defer st.Close()
 
-	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log})
+	bld := builder.New(builder.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
+		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout})
+	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld})
 	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
 	if err != nil {
 		return err
@@ -115,6 +145,36 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		fmt.Fprintf(out, "The admin token was written to %s when this store was first set up.\n", tokenFile)
 	}
 	fmt.Fprintf(out, "Next: hangar login --url %s --token \"$(cat %s)\"\n      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster\n", url, tokenFile)
+
+	bctx, stopBackground := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	defer func() {
+		stopBackground()
+		background.Wait()
+	}()
+	background.Add(1)
+	go func() {
+		defer background.Done()
+		bld.RunReaper(bctx, max(min(hbTimeout, pendingTimeout)/10, time.Second))
+	}()
+	if nprov > 0 {
+		runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: filepath.Join(cfg.DataDir, "provisioner")}
+		if v, err := runner.Check(ctx); err != nil {
+			log.Warn("the in-process provisioners cannot run Terraform; terraform templates will not build until this is fixed", "err", err)
+		} else {
+			log.Info("in-process provisioners ready", "count", nprov, "terraform", v)
+		}
+		host, _ := os.Hostname()
+		for i := 0; i < nprov; i++ {
+			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("server/%s/%d/%d", host, os.Getpid(), i),
+				Logger: log.With("component", "provisioner", "n", i)}
+			background.Add(1)
+			go func() {
+				defer background.Done()
+				_ = d.Run(bctx)
+			}()
+		}
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

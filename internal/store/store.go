@@ -59,6 +59,11 @@ type Workspace struct {
 	// URL is where the workspace's main endpoint is served (set at creation).
 	URL       string
 	CreatedAt time.Time
+	// Backend is KindKubernetes (an agent reconciles it) or KindTerraform (builds run it; AgentID,
+	// Namespace and Devfile are empty, TemplateID is set).
+	Backend      string
+	TemplateID   string
+	TemplateName string // filled on reads
 }
 
 // ReconcileScope says which of an agent's workspaces a reconcile reads.
@@ -74,6 +79,8 @@ type ReconcileScope struct {
 
 // Store is Hangar's persistence.
 type Store interface {
+	BuildStore
+
 	Close() error
 	// Ping checks the database answers (readiness).
 	Ping(ctx context.Context) error

@@ -8,7 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Channel is the Postgres notification channel of workspace changes; the payload is the agent id.
+// Channel is the Postgres notification channel of changes; the payload is the topic: the id of an
+// agent whose workspace may have become pending, or a job topic (sqlstore.TopicJobs, "job:<id>").
 const Channel = "hangar_agent_changes"
 
 // ListenerApplicationName is the application_name of each store's LISTEN connection, so that it can
@@ -19,7 +20,7 @@ const ListenerApplicationName = "hangar-change-listener"
 // them to publish, until ctx ends. It closes ready once it first listens. When the connection drops
 // it reconnects with backoff, and once listening again wakes everyone (publish("")), since
 // notifications sent meanwhile are lost.
-func listen(ctx context.Context, cfg *pgx.ConnConfig, publish func(agentID string), ready chan<- struct{}, log *slog.Logger) {
+func listen(ctx context.Context, cfg *pgx.ConnConfig, publish func(topic string), ready chan<- struct{}, log *slog.Logger) {
 	failures := 0
 	first := true
 	for ctx.Err() == nil {

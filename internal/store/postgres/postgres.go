@@ -1,8 +1,9 @@
 // Package postgres opens Hangar's shared store: a Postgres database (pgx), for several server
 // replicas. Read-modify-write transactions lock the rows they change (SELECT ... FOR UPDATE). A write
-// that may make an agent's workspace pending sends NOTIFY on Channel in its transaction; each store
-// keeps one connection that LISTENs to it (listen.go), so that an agent waiting on any replica is
-// woken by a change made through any other. It logs through slog's default logger.
+// that may make an agent's workspace pending, or that queues, cancels or reports on a provisioner
+// job, sends NOTIFY on Channel in its transaction; each store keeps one connection that LISTENs to
+// it (listen.go), so that an agent or provisioner waiting on any replica is woken by a change made
+// through any other. It logs through slog's default logger.
 package postgres
 
 import (
@@ -30,7 +31,7 @@ var Dialect = sqlstore.Dialect{
 	Dollar:     true,
 	ForUpdate:  " FOR UPDATE",
 	ForShare:   " FOR SHARE",
-	BatchSize:  5000, // 9 parameters a row, under Postgres's 65535
+	BatchSize:  5000, // at most 9 parameters a row, under Postgres's 65535
 	TextCast:   "::text",
 	BigintCast: "::bigint",
 	Notify:     "SELECT pg_notify('" + Channel + "', ?)",

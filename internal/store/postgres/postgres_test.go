@@ -2,11 +2,13 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlstore"
@@ -14,6 +16,8 @@ import (
 	"github.com/hangar-dev/hangar/internal/testutil/pgtest"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
+
+var t0 = time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
@@ -144,5 +148,107 @@ func TestReplicasStartTogether(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestUpgradeFromV1: a database written by schema version 1 keeps its rows through migration 2.
+func TestUpgradeFromV1(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storetest.UpgradeFromV1(t, db, postgres.Dialect, func(t *testing.T) store.Store { return open(t, url) })
+}
+
+// TestReplicaJobNotifications: a job queued, logged, canceled through one store (replica) wakes the
+// subscribers of another store on the same database, which can claim it.
+func TestReplicaJobNotifications(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	a, b := open(t, url), open(t, url)
+	f := storetest.NewBuildFixture(t, a, "rj")
+	jobs, cancelJobs := b.SubscribeJobs()
+	defer cancelJobs()
+	settle := storetest.Settler(t, b)
+
+	_, first := f.Create(t, a, "tf", t0)
+	if !storetest.Woken(jobs) {
+		t.Fatal("a job queued through replica a did not wake replica b's SubscribeJobs")
+	}
+	job, cancelJob := b.SubscribeJob(first.Job.ID)
+	defer cancelJob()
+	claimed, ok, err := b.AcquireJob(ctx, "worker-b", t0.Add(time.Second))
+	if err != nil || !ok || claimed.Job.ID != first.Job.ID {
+		t.Fatalf("replica b's AcquireJob = %v, %v, %v; want the job queued through a", claimed.Job.ID, ok, err)
+	}
+	if !storetest.Woken(job) {
+		t.Fatal("the claim did not wake the job's subscriber")
+	}
+	if err := a.AppendLogs(ctx, first.Job.ID, []store.LogLine{{CreatedAt: t0, Stage: "init", Level: "info", Output: "hello"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !storetest.Woken(job) {
+		t.Fatal("log lines through replica a did not wake replica b's job subscriber")
+	}
+	if settle(); !storetest.Quiet(jobs) {
+		t.Fatal("a claim or log lines woke SubscribeJobs")
+	}
+	if _, err := a.UpdateBuild(ctx, first.Job.ID, func(rec store.BuildRecord) (store.BuildRecord, error) {
+		nb, err := build.Cancel(*rec.Build, "alice", t0.Add(2*time.Second))
+		rec.Build = &nb
+		return rec, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !storetest.Woken(job) || !storetest.Woken(jobs) {
+		t.Fatal("a cancel through replica a did not wake replica b's subscribers")
+	}
+	// The runner on b learns of the cancel from its heartbeat.
+	if j, err := b.Heartbeat(ctx, first.Job.ID, "worker-b", t0.Add(3*time.Second)); err != nil || j.Status() != build.Canceling {
+		t.Fatalf("Heartbeat after the cancel = %+v, %v", j, err)
+	}
+}
+
+// TestAcquireSkipsLockedJob: a provisioner claiming while another transaction holds the oldest
+// pending job (an UpdateBuild canceling it) gets the next job at once, rather than waiting for the
+// lock and then finding nothing (FOR UPDATE SKIP LOCKED).
+func TestAcquireSkipsLockedJob(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	s := open(t, url)
+	f := storetest.NewBuildFixture(t, s, "sk")
+	_, older := f.Create(t, s, "older", t0)
+	_, younger := f.Create(t, s, "younger", t0.Add(time.Second))
+
+	type claim struct {
+		id  string
+		ok  bool
+		err error
+	}
+	claimed := make(chan claim, 1)
+	if _, err := s.UpdateBuild(ctx, older.Job.ID, func(rec store.BuildRecord) (store.BuildRecord, error) {
+		// The older job's row is locked until this transaction ends.
+		go func() {
+			b, ok, err := s.AcquireJob(ctx, "w", t0.Add(time.Minute))
+			claimed <- claim{b.Job.ID, ok, err}
+		}()
+		select {
+		case c := <-claimed:
+			if c.err != nil || !c.ok || c.id != younger.Job.ID {
+				t.Errorf("AcquireJob while the older job is locked = %v, %v, %v; want the younger job", c.id, c.ok, c.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("AcquireJob waited for the lock of the older job")
+		}
+		nb, err := build.Cancel(*rec.Build, "alice", t0.Add(time.Minute))
+		rec.Build = &nb
+		return rec, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.AcquireJob(ctx, "w", t0.Add(time.Minute)); ok || err != nil {
+		t.Fatalf("AcquireJob after the cancel = %v, %v; want none pending", ok, err)
 	}
 }

@@ -7,7 +7,19 @@ import (
 	"sync"
 )
 
-// broker fans change notifications out to the subscribers of an agent, without blocking: each
+// Topics of change notifications. An agent's topic is its id (a uuid, and the payload older
+// replicas send), so it never collides with the job topics.
+const (
+	// TopicJobs: a job was queued or canceled (provisioners waiting for work look again).
+	TopicJobs = "jobs"
+	// topicJobPrefix + job id: a change to the job (log lines, cancel, heartbeat, start, end).
+	topicJobPrefix = "job:"
+)
+
+// TopicJob is the topic of one job's changes.
+func TopicJob(jobID string) string { return topicJobPrefix + jobID }
+
+// broker fans change notifications out to the subscribers of a topic, without blocking: each
 // subscriber has a buffer of one, and a notification finding it full is dropped (the subscriber is
 // already due to look).
 type broker struct {
@@ -15,41 +27,46 @@ type broker struct {
 	subs map[string]map[chan struct{}]struct{}
 }
 
-func (b *broker) subscribe(agentID string) (<-chan struct{}, func()) {
+func (b *broker) subscribe(topic string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	b.mu.Lock()
 	if b.subs == nil {
 		b.subs = map[string]map[chan struct{}]struct{}{}
 	}
-	if b.subs[agentID] == nil {
-		b.subs[agentID] = map[chan struct{}]struct{}{}
+	if b.subs[topic] == nil {
+		b.subs[topic] = map[chan struct{}]struct{}{}
 	}
-	b.subs[agentID][ch] = struct{}{}
+	b.subs[topic][ch] = struct{}{}
 	b.mu.Unlock()
 	return ch, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		delete(b.subs[agentID], ch)
-		if len(b.subs[agentID]) == 0 {
-			delete(b.subs, agentID)
+		delete(b.subs[topic], ch)
+		if len(b.subs[topic]) == 0 {
+			delete(b.subs, topic)
 		}
 	}
 }
 
-// publish wakes the subscribers of agentID; "" wakes everyone (after notifications may have been
+// publish wakes the subscribers of topic; "" wakes everyone (after notifications may have been
 // lost).
-func (b *broker) publish(agentID string) {
+func (b *broker) publish(topic string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for id, subs := range b.subs {
-		if agentID != "" && id != agentID {
-			continue
-		}
-		for ch := range subs {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
+	if topic != "" {
+		wake(b.subs[topic])
+		return
+	}
+	for _, subs := range b.subs {
+		wake(subs)
+	}
+}
+
+func wake(subs map[chan struct{}]struct{}) {
+	for ch := range subs {
+		select {
+		case ch <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -62,9 +79,21 @@ func (s *Store) SubscribeAgent(agentID string) (<-chan struct{}, func()) {
 	return s.changes.subscribe(agentID)
 }
 
-// Publish wakes the subscribers of agentID in this process; "" wakes all. The Postgres listener
-// calls it for notifications from every replica.
-func (s *Store) Publish(agentID string) { s.changes.publish(agentID) }
+// SubscribeJobs returns a channel that receives a value after a job was queued or canceled
+// (through any store on the same database, on Postgres): a hint for provisioners to AcquireJob.
+func (s *Store) SubscribeJobs() (<-chan struct{}, func()) {
+	return s.changes.subscribe(TopicJobs)
+}
+
+// SubscribeJob returns a channel that receives a value after a change to the job: log lines
+// appended, claimed, heartbeat, cancel, end.
+func (s *Store) SubscribeJob(jobID string) (<-chan struct{}, func()) {
+	return s.changes.subscribe(TopicJob(jobID))
+}
+
+// Publish wakes the subscribers of topic (an agent id, TopicJobs or TopicJob(id)) in this
+// process; "" wakes all. The Postgres listener calls it for notifications from every replica.
+func (s *Store) Publish(topic string) { s.changes.publish(topic) }
 
 // OnClose registers fn to run when the store closes (the Postgres listener).
 func (s *Store) OnClose(fn func()) {
@@ -84,25 +113,37 @@ func (s *Store) Subscribers() int {
 	return n
 }
 
-// notifyTx announces, inside tx, that a workspace of agentID may have become pending: on Postgres a
-// NOTIFY that every replica's listener, this one's included, receives when tx commits.
-func (s *Store) notifyTx(ctx context.Context, tx *sql.Tx, agentID string) error {
+// notifyTx announces, inside tx, changes on topics (an agent id whose workspace may have become
+// pending, TopicJobs, TopicJob(id)): on Postgres a NOTIFY per topic that every replica's listener,
+// this one's included, receives when tx commits. Empty topics are skipped (an empty payload would
+// wake everyone).
+func (s *Store) notifyTx(ctx context.Context, tx *sql.Tx, topics ...string) error {
 	if s.d.Notify == "" {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, s.q(s.d.Notify), agentID); err != nil {
-		return fmt.Errorf("notify: %w", err)
+	for _, topic := range topics {
+		if topic == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, s.q(s.d.Notify), topic); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
 	}
 	return nil
 }
 
-// committed wakes this process's subscribers of agentID after a commit, when no listener does:
+// committed wakes this process's subscribers of topics after a commit, when no listener does:
 // with a Notify statement (Postgres) every wake-up, this replica's own included, comes through the
 // database, in commit order, so that one path serves every replica and a lost connection is covered
 // by the listener's wake-all on reconnect.
-func (s *Store) committed(agentID string) {
-	if s.d.Notify == "" {
-		s.changes.publish(agentID)
+func (s *Store) committed(topics ...string) {
+	if s.d.Notify != "" {
+		return
+	}
+	for _, topic := range topics {
+		if topic != "" {
+			s.changes.publish(topic)
+		}
 	}
 }
 

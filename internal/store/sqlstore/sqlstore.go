@@ -49,8 +49,8 @@ type Dialect struct {
 	// database would otherwise both create the tables, and one fail). SQLite needs none: one process
 	// owns the file.
 	MigrationLocker func() (lock.SessionLocker, error)
-	// Notify is the statement, with the agent id as its one parameter, that announces a change to
-	// the other replicas when the transaction commits ("" when there are none: SQLite).
+	// Notify is the statement, with the topic (notify.go) as its one parameter, that announces a
+	// change to the other replicas when the transaction commits ("" when there are none: SQLite).
 	Notify string
 }
 
@@ -66,6 +66,30 @@ type Store struct {
 
 // Open wraps db, runs the embedded migrations of the dialect, and returns the store.
 func Open(ctx context.Context, db *sql.DB, d Dialect) (*Store, error) {
+	p, err := provider(db, d)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return nil, fmt.Errorf("run migrations: %w", err)
+	}
+	return &Store{db: db, d: d}, nil
+}
+
+// MigrateTo runs the embedded migrations of the dialect up to version (inclusive) and no further:
+// tests of an upgrade write rows of an older schema, then Open the store.
+func MigrateTo(ctx context.Context, db *sql.DB, d Dialect, version int64) error {
+	p, err := provider(db, d)
+	if err != nil {
+		return err
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		return fmt.Errorf("run migrations up to %d: %w", version, err)
+	}
+	return nil
+}
+
+func provider(db *sql.DB, d Dialect) (*goose.Provider, error) {
 	sub, err := fs.Sub(migrations, "migrations/"+d.Name)
 	if err != nil {
 		return nil, fmt.Errorf("migrations for %s: %w", d.Name, err)
@@ -82,10 +106,7 @@ func Open(ctx context.Context, db *sql.DB, d Dialect) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prepare migrations: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return nil, fmt.Errorf("run migrations: %w", err)
-	}
-	return &Store{db: db, d: d}, nil
+	return p, nil
 }
 
 // DB returns the underlying database, for tests and benchmarks.
@@ -107,8 +128,11 @@ func (s *Store) Close() error {
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
 // q rewrites placeholders for the dialect.
-func (s *Store) q(query string) string {
-	if !s.d.Dollar {
+func (s *Store) q(query string) string { return s.d.Rebind(query) }
+
+// Rebind rewrites the `?` placeholders of query for the dialect.
+func (d Dialect) Rebind(query string) string {
+	if !d.Dollar {
 		return query
 	}
 	var b strings.Builder
@@ -274,11 +298,14 @@ func (s *Store) ListAgents(ctx context.Context) ([]store.Agent, error) {
 
 // --- workspaces
 
-const wsCols = `w.id, w.name, w.owner_id, u.username, w.agent_id, a.name, w.namespace, w.desired_state, w.actual_state,
-	w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at, w.deployment_resource_version,
-	w.error_type, w.error_message, w.url, w.created_at`
+const wsCols = `w.id, w.name, w.owner_id, u.username, COALESCE(w.agent_id, ''), COALESCE(a.name, ''), w.namespace,
+	w.desired_state, w.actual_state, w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at,
+	w.deployment_resource_version, w.error_type, w.error_message, w.url, w.created_at, w.backend,
+	COALESCE(w.template_id, ''), COALESCE(t.name, '')`
 
-const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id JOIN agents a ON a.id = w.agent_id`
+// wsFrom joins the owner, and the agent (kubernetes) or template (terraform) a workspace may have.
+const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id LEFT JOIN agents a ON a.id = w.agent_id
+	LEFT JOIN templates t ON t.id = w.template_id`
 
 func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error) {
 	var w store.Workspace
@@ -287,7 +314,8 @@ func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error)
 	var actualAt, respondedAt sql.NullInt64
 	var rv sql.NullString
 	if err := row.Scan(&w.ID, &w.Name, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
-		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created); err != nil {
+		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created,
+		&w.Backend, &w.TemplateID, &w.TemplateName); err != nil {
 		return w, err
 	}
 	w.DesiredState, w.ActualState = workspace.State(desired), workspace.State(actual)
@@ -306,6 +334,31 @@ func nullString(p *string) sql.NullString {
 		return sql.NullString{}
 	}
 	return sql.NullString{String: *p, Valid: true}
+}
+
+// nullID stores "" as NULL (a reference that is not there).
+func nullID(id string) sql.NullString {
+	return sql.NullString{String: id, Valid: id != ""}
+}
+
+// insertWorkspace inserts w (its backend "kubernetes" unless set).
+func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w store.Workspace) error {
+	backend := w.Backend
+	if backend == "" {
+		backend = store.KindKubernetes
+	}
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
+		desired_state_updated_at, actual_state_updated_at, responded_to_agent_at, deployment_resource_version, error_type, error_message, url, created_at,
+		backend, template_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		w.ID, w.Name, w.OwnerID, nullID(w.AgentID), w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
+		micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),
+		nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage, w.URL, micros(w.CreatedAt),
+		backend, nullID(w.TemplateID))
+	if err = s.wrapUnique(err, fmt.Sprintf("workspace name %q", w.Name)); err != nil {
+		return fmt.Errorf("create workspace: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuota, perUserQuota int) error {
@@ -332,14 +385,8 @@ func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuo
 				return fmt.Errorf("agent %q allows %d workspaces per user and you have %d: %w", w.AgentName, perUserQuota, ofUser, store.ErrQuota)
 			}
 		}
-		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
-			desired_state_updated_at, actual_state_updated_at, responded_to_agent_at, deployment_resource_version, error_type, error_message, url, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			w.ID, w.Name, w.OwnerID, w.AgentID, w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
-			micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),
-			nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage, w.URL, micros(w.CreatedAt))
-		if err = s.wrapUnique(err, fmt.Sprintf("workspace name %q", w.Name)); err != nil {
-			return fmt.Errorf("create workspace: %w", err)
+		if err := s.insertWorkspace(ctx, tx, w); err != nil {
+			return err
 		}
 		return s.notifyTx(ctx, tx, w.AgentID)
 	})
@@ -352,6 +399,11 @@ func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuo
 func (s *Store) WorkspaceByName(ctx context.Context, name string) (store.Workspace, error) {
 	w, err := scanWorkspace(s.db.QueryRowContext(ctx, s.q(`SELECT `+wsCols+wsFrom+` WHERE w.name = ?`), name))
 	return w, notFound(err, fmt.Sprintf("workspace %q", name))
+}
+
+func (s *Store) WorkspaceByID(ctx context.Context, id string) (store.Workspace, error) {
+	w, err := scanWorkspace(s.db.QueryRowContext(ctx, s.q(`SELECT `+wsCols+wsFrom+` WHERE w.id = ?`), id))
+	return w, notFound(err, "workspace "+id)
 }
 
 func (s *Store) WorkspaceDevfile(ctx context.Context, id string) (string, error) {
@@ -399,27 +451,19 @@ func (s *Store) lockClause() string {
 
 func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.Workspace) (store.Workspace, error)) (store.Workspace, error) {
 	var out store.Workspace
-	changed := false
+	woken := "" // the agent to wake after the commit
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		// Locking protocol (Postgres): a reconcile holds its agent's row FOR UPDATE and reads the
 		// agent's workspaces without row locks; a single-workspace writer holds the agent's row FOR
 		// SHARE, then the workspace row FOR UPDATE. So a user's change waits for a running reconcile
 		// of the workspace's agent (and the reverse), and two users' changes of one row serialize on
 		// the row, without a reconcile locking thousands of rows.
-		if s.d.ForShare != "" {
-			var agentID string
-			if err := tx.QueryRowContext(ctx, s.q(`SELECT a.id FROM workspaces w JOIN agents a ON a.id = w.agent_id WHERE w.name = ? FOR SHARE OF a`), name).Scan(&agentID); err != nil {
-				return fmt.Errorf("lock agent of workspace %q: %w", name, notFound(err, fmt.Sprintf("workspace %q", name)))
-			}
-		}
-		ws, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.name = ?`+s.lockClause(), name)
+		// A terraform workspace has no agent: only its row is locked.
+		w, err := s.lockWorkspace(ctx, tx, `w.name = ?`, name)
 		if err != nil {
 			return err
 		}
-		if len(ws) == 0 {
-			return fmt.Errorf("workspace %q: %w", name, store.ErrNotFound)
-		}
-		next, err := fn(ws[0])
+		next, err := fn(w)
 		if err != nil {
 			return err
 		}
@@ -427,16 +471,39 @@ func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.
 			return err
 		}
 		out = next
-		if next.DesiredStateUpdatedAt.Equal(ws[0].DesiredStateUpdatedAt) {
-			return nil // the desired state did not change: nothing for the agent
+		if next.DesiredStateUpdatedAt.Equal(w.DesiredStateUpdatedAt) || w.AgentID == "" {
+			return nil // the desired state did not change, or no agent: nothing for an agent
 		}
-		changed = true
-		return s.notifyTx(ctx, tx, next.AgentID)
+		woken = w.AgentID
+		return s.notifyTx(ctx, tx, w.AgentID)
 	})
-	if err == nil && changed {
-		s.committed(out.AgentID)
+	if err == nil && woken != "" {
+		s.committed(woken)
 	}
 	return out, err
+}
+
+// lockWorkspace reads one workspace (where is a condition on w with one parameter, arg) locked
+// against concurrent writers (Postgres): first its agent's row FOR SHARE if it has an agent (see
+// UpdateWorkspace), then its own row FOR UPDATE. SQLite's transaction already holds the write lock.
+func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, where, arg string) (store.Workspace, error) {
+	what := fmt.Sprintf("workspace %q", arg)
+	if s.d.ForShare != "" {
+		// No row: no such workspace, or one without an agent, whose own row lock is enough.
+		var agentID string
+		err := tx.QueryRowContext(ctx, s.q(`SELECT a.id FROM workspaces w JOIN agents a ON a.id = w.agent_id WHERE `+where+` FOR SHARE OF a`), arg).Scan(&agentID)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return store.Workspace{}, fmt.Errorf("lock agent of %s: %w", what, err)
+		}
+	}
+	ws, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE `+where+s.lockClause(), arg)
+	if err != nil {
+		return store.Workspace{}, err
+	}
+	if len(ws) == 0 {
+		return store.Workspace{}, fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return ws[0], nil
 }
 
 func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn func([]store.Workspace) ([]store.Workspace, error)) error {

@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BatchUpdate", testBatchUpdate},
 		{"PendingAndNotifications", testPending},
 	}
+	tests = append(tests, buildTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}

@@ -1,0 +1,588 @@
+// Package builder runs the Terraform backend's side of the server
+// (../shared/seeds/terraform-state-management.md): it turns users' requests into workspace builds
+// and provisioner jobs, hands jobs to provisioners, records how they end under the seed's state
+// rules (package build), and reaps jobs whose provisioner went silent. HTTP handlers and the
+// in-process provisioner both call it; the decisions it applies are the pure functions of package
+// build, and every change is one store transaction.
+package builder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// Options configure a Service.
+type Options struct {
+	Store  store.Store
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// After makes the timers of waits (Acquire, Heartbeat) and of the backup poll; default
+	// time.After.
+	After func(time.Duration) <-chan time.Time
+	// HeartbeatTimeout: a running job with no heartbeat for this long is failed by the reaper
+	// (default 5 min). PendingTimeout: a job nobody claimed for this long is failed (default 30 min).
+	HeartbeatTimeout, PendingTimeout time.Duration
+	// PollInterval is the backup poll of a waiting Acquire, in case a wake-up was lost (default 30 s).
+	PollInterval time.Duration
+}
+
+// Service is the builder.
+type Service struct {
+	opts Options
+	st   store.Store
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu        sync.Mutex
+	observers []func(build.Build)
+	workers   map[string]time.Time // worker id → last call (Acquire, Heartbeat)
+}
+
+// Observe registers fn to be called with every build that ends (succeeded, failed, canceled,
+// reaped, orphan-deleted), after its transaction committed: metrics.
+func (s *Service) Observe(fn func(build.Build)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observers = append(s.observers, fn)
+}
+
+func (s *Service) ended(b build.Build) {
+	s.mu.Lock()
+	obs := s.observers
+	s.mu.Unlock()
+	for _, fn := range obs {
+		fn(b)
+	}
+}
+
+func (s *Service) sawWorker(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.workers == nil {
+		s.workers = map[string]time.Time{}
+	}
+	s.workers[id] = s.now()
+}
+
+// ConnectedWorkers counts the provisioner daemons (in process or over HTTP) that asked for work or
+// heartbeated through this server within the last minute, and forgets older ones.
+func (s *Service) ConnectedWorkers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cutoff := s.now().Add(-time.Minute)
+	for id, t := range s.workers {
+		if t.Before(cutoff) {
+			delete(s.workers, id)
+		}
+	}
+	return len(s.workers)
+}
+
+// New returns a Service.
+func New(opts Options) *Service {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.After == nil {
+		opts.After = time.After
+	}
+	if opts.HeartbeatTimeout <= 0 {
+		opts.HeartbeatTimeout = 5 * time.Minute
+	}
+	if opts.PendingTimeout <= 0 {
+		opts.PendingTimeout = 30 * time.Minute
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 30 * time.Second
+	}
+	return &Service{opts: opts, st: opts.Store, log: opts.Logger, now: opts.Clock.Now}
+}
+
+// Errors the HTTP layer maps to answers.
+var (
+	// ErrHidden is a workspace the user may not see: answered as not found.
+	ErrHidden = errors.New("not found")
+	// ErrNotTerraform is a build request for a workspace an agent runs.
+	ErrNotTerraform = errors.New("the workspace is not built by Terraform")
+	// ErrBadRequest wraps a request the rules refuse for its content (orphan on a start, ...).
+	ErrBadRequest = errors.New("bad request")
+)
+
+// visible: the owner or an admin.
+func visible(u store.User, w store.Workspace) bool { return u.Admin || w.OwnerID == u.ID }
+
+// CreateWorkspace creates a workspace from a terraform template, with its first build (a start
+// from no state: seed, "API Operations", POST /workspaces).
+func (s *Service) CreateWorkspace(ctx context.Context, u store.User, name string, t store.Template) (store.Workspace, build.Build, error) {
+	now := s.now()
+	w := store.Workspace{
+		ID: uuid.NewString(), Name: name, OwnerID: u.ID, OwnerName: u.Username,
+		DesiredState: workspace.Running, ActualState: workspace.Starting, DesiredStateUpdatedAt: now, ActualStateUpdatedAt: &now,
+		CreatedAt: now, Backend: store.KindTerraform, TemplateID: t.ID, TemplateName: t.Name,
+	}
+	state, source := build.InitialState(false, nil, nil)
+	b := build.Build{
+		ID: uuid.NewString(), WorkspaceID: w.ID, Number: 1, Transition: build.Start, Reason: build.ReasonInitiator,
+		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: t.ActiveVersionID,
+		State: state, StateSource: source, CreatedAt: now,
+		Job: build.Job{ID: uuid.NewString(), CreatedAt: now},
+	}
+	b.Job.BuildID = b.ID
+	if err := s.st.CreateBuildWorkspace(ctx, w, b); err != nil {
+		return w, b, err
+	}
+	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "build", 1)
+	return w, b, nil
+}
+
+// Request is a user's build request.
+type Request struct {
+	Transition build.Transition
+	// Orphan (delete only): skip Terraform, leave the resources in place.
+	Orphan bool
+	// State, when not nil, is the explicit state the build starts from (state push).
+	State []byte
+	// Desired overrides the desired state the transition implies (RestartRequested for a
+	// restart's stop).
+	Desired workspace.State
+	Reason  build.Reason
+}
+
+// NewBuild starts a build of the workspace named. It refuses while a build is active, after a
+// successful delete, and for workspaces the user may not see (ErrHidden).
+func (s *Service) NewBuild(ctx context.Context, u store.User, name string, req Request) (store.Workspace, build.Build, error) {
+	if req.Orphan && req.Transition != build.Delete {
+		return store.Workspace{}, build.Build{}, fmt.Errorf("%w: orphan applies to delete only", ErrBadRequest)
+	}
+	if req.Reason == "" {
+		req.Reason = build.ReasonInitiator
+	}
+	var tmplActive string
+	w, b, err := s.st.NewBuild(ctx, name, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+		w := rec.Workspace
+		if !visible(u, w) {
+			return w, nil, ErrHidden
+		}
+		if w.Backend != store.KindTerraform {
+			return w, nil, fmt.Errorf("workspace %q: %w (an agent runs it: change its desired state instead)", name, ErrNotTerraform)
+		}
+		if err := build.CheckNew(rec.Build, req.Transition); err != nil {
+			return w, nil, err
+		}
+		if req.Transition == build.Start && tmplActive == "" {
+			// Starts take the template's active version (so a fixed template helps the next start);
+			// stops and deletes run the module that created the resources (the last build's).
+			t, err := s.templateOf(ctx, w)
+			if err != nil {
+				return w, nil, err
+			}
+			tmplActive = t
+		}
+		b := s.newBuild(u, w, rec.Build, req, tmplActive)
+		return s.afterBuild(w, b, req), &b, nil
+	})
+	if err != nil {
+		return w, build.Build{}, err
+	}
+	s.log.Info("build queued", "workspace", w.Name, "build", b.Number, "transition", b.Transition, "by", u.Username,
+		"state_source", b.StateSource, "orphan", b.Orphan)
+	if b.Orphan {
+		s.appendLogs(ctx, b.Job.ID, "Orphan delete", "warn",
+			"Orphan delete: Terraform was not run; every resource in the last state was left in place. Clean them up by hand.")
+		s.ended(*b)
+	}
+	return w, *b, nil
+}
+
+func (s *Service) templateOf(ctx context.Context, w store.Workspace) (string, error) {
+	t, err := s.st.TemplateByName(ctx, w.TemplateName)
+	if err != nil {
+		return "", fmt.Errorf("template %q of workspace %q: %w", w.TemplateName, w.Name, err)
+	}
+	return t.ActiveVersionID, nil
+}
+
+func (s *Service) newBuild(u store.User, w store.Workspace, last *build.Build, req Request, activeVersion string) build.Build {
+	now := s.now()
+	number, version := 1, activeVersion
+	if last != nil {
+		number = last.Number + 1
+		if version == "" {
+			version = last.TemplateVersionID
+		}
+	}
+	state, source := build.InitialState(req.Orphan, req.State, last)
+	b := build.Build{
+		ID: uuid.NewString(), WorkspaceID: w.ID, Number: number, Transition: req.Transition, Reason: req.Reason,
+		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: version,
+		State: state, StateSource: source, Orphan: req.Orphan, CreatedAt: now,
+		Job: build.Job{ID: uuid.NewString(), CreatedAt: now},
+	}
+	b.Job.BuildID = b.ID
+	if req.Orphan {
+		// Orphan delete skips Terraform (seed, "Orphan Delete Mode"): the job ends as it is made,
+		// so that it works with no provisioner at all. The state is not carried forward.
+		b.Job.StartedAt, b.Job.CompletedAt = &now, &now
+	}
+	return b
+}
+
+// afterBuild is the workspace row once build b is queued (or, for an orphan delete, done).
+func (s *Service) afterBuild(w store.Workspace, b build.Build, req Request) store.Workspace {
+	now := s.now()
+	desired := build.Desired(b.Transition)
+	if req.Desired != "" {
+		desired = req.Desired
+	}
+	if desired != w.DesiredState {
+		w.DesiredState, w.DesiredStateUpdatedAt = desired, now
+	}
+	return applyState(w, b, now)
+}
+
+func applyState(w store.Workspace, b build.Build, now time.Time) store.Workspace {
+	at := time.Time{}
+	if w.ActualStateUpdatedAt != nil {
+		at = *w.ActualStateUpdatedAt
+	}
+	ws := build.WorkspaceAfter(build.WorkspaceState{Desired: w.DesiredState, Actual: w.ActualState, ActualAt: at,
+		ErrorType: w.ErrorType, ErrorMessage: w.ErrorMessage}, b, now)
+	w.ActualState, w.ErrorType, w.ErrorMessage = ws.Actual, ws.ErrorType, ws.ErrorMessage
+	if !ws.ActualAt.IsZero() {
+		t := ws.ActualAt
+		w.ActualStateUpdatedAt = &t
+	}
+	return w
+}
+
+// SetDesired maps a desired-state change (PATCH /workspaces/{name}) of a terraform workspace to a
+// build: Running → start, Stopped → stop, Terminated → delete, RestartRequested → stop, then a
+// start when the stop succeeds. Asking for what the workspace already is, or is becoming, changes
+// nothing.
+func (s *Service) SetDesired(ctx context.Context, u store.User, w store.Workspace, to workspace.State) (store.Workspace, error) {
+	var req Request
+	switch to {
+	case workspace.Running:
+		req.Transition = build.Start
+	case workspace.Stopped:
+		req.Transition = build.Stop
+	case workspace.Terminated:
+		req.Transition = build.Delete
+	case workspace.RestartRequested:
+		req.Transition, req.Desired = build.Stop, workspace.RestartRequested
+	default:
+		return w, fmt.Errorf("%w: %q is not a desired state", workspace.ErrIllegalTransition, to)
+	}
+	if err := workspace.CheckDesiredChange(w.DesiredState, w.ActualState, to); err != nil {
+		return w, fmt.Errorf("workspace %q from desired %s to %s: %w", w.Name, w.DesiredState, to, err)
+	}
+	last, err := s.st.BuildByNumber(ctx, w.ID, 0)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return w, err
+	}
+	if err == nil && w.DesiredState == to && last.Transition == req.Transition {
+		if st := last.Job.Status(); st.Active() || st == build.Succeeded {
+			return w, nil // already there or on its way
+		}
+	}
+	nw, _, err := s.NewBuild(ctx, u, w.Name, req)
+	return nw, err
+}
+
+// Cancel cancels the workspace's build number (0: the latest).
+func (s *Service) Cancel(ctx context.Context, u store.User, name string, number int) (build.Build, error) {
+	w, err := s.st.WorkspaceByName(ctx, name)
+	if err == nil && !visible(u, w) {
+		err = ErrHidden
+	}
+	if err != nil {
+		return build.Build{}, err
+	}
+	b, err := s.st.BuildByNumber(ctx, w.ID, number)
+	if err != nil {
+		return b, err
+	}
+	rec, err := s.st.UpdateBuild(ctx, b.Job.ID, func(rec store.BuildRecord) (store.BuildRecord, error) {
+		nb, err := build.Cancel(*rec.Build, u.Username, s.now())
+		if err != nil {
+			return rec, err
+		}
+		rec.Build = &nb
+		rec.Workspace = applyState(rec.Workspace, nb, s.now())
+		return rec, nil
+	})
+	if err != nil {
+		return b, err
+	}
+	s.log.Info("build canceled", "workspace", name, "build", rec.Build.Number, "by", u.Username, "status", rec.Build.Job.Status())
+	if rec.Build.Job.Status() == build.Canceled {
+		s.ended(*rec.Build)
+	}
+	msg := fmt.Sprintf("Canceled by %s.", u.Username)
+	if rec.Build.Job.Status() == build.Canceling {
+		msg += " Interrupting Terraform; it stops after the operations in progress and its state is kept."
+	}
+	s.appendLogs(ctx, b.Job.ID, "Canceling", "warn", msg)
+	return *rec.Build, nil
+}
+
+// PushState replaces the state of the workspace's latest build without a build (state push
+// --no-build: seed, PUT /workspacebuilds/{id}/state).
+func (s *Service) PushState(ctx context.Context, u store.User, name string, state []byte) error {
+	w, err := s.st.WorkspaceByName(ctx, name)
+	if err == nil && !visible(u, w) {
+		err = ErrHidden
+	}
+	if err != nil {
+		return err
+	}
+	if w.Backend != store.KindTerraform {
+		return fmt.Errorf("workspace %q: %w", name, ErrNotTerraform)
+	}
+	if err := s.st.PutBuildState(ctx, w.ID, state); err != nil {
+		return err
+	}
+	s.log.Info("state pushed without a build", "workspace", name, "by", u.Username, "bytes", len(state))
+	return nil
+}
+
+// --- provisioners
+
+// Acquire claims a pending job for workerID, waiting up to wait for one to be queued. It returns
+// nil when none came.
+func (s *Service) Acquire(ctx context.Context, workerID string, wait time.Duration) (*protocol.ProvisionerJob, error) {
+	s.sawWorker(workerID)
+	defer s.sawWorker(workerID)
+	wake, unsubscribe := s.st.SubscribeJobs()
+	defer unsubscribe()
+	timeout := s.opts.After(wait)
+	for {
+		b, ok, err := s.st.AcquireJob(ctx, workerID, s.now())
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return s.jobPayload(ctx, b)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timeout:
+			return nil, nil
+		case <-wake:
+		case <-s.opts.After(s.opts.PollInterval):
+		}
+	}
+}
+
+func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.ProvisionerJob, error) {
+	w, err := s.st.WorkspaceByID(ctx, b.WorkspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: read workspace: %w", b.Job.ID, err)
+	}
+	v, err := s.st.TemplateVersionByID(ctx, b.TemplateVersionID)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: read template version: %w", b.Job.ID, err)
+	}
+	s.log.Info("build started", "workspace", w.Name, "build", b.Number, "transition", b.Transition, "worker", b.Job.WorkerID)
+	return &protocol.ProvisionerJob{
+		ID: b.Job.ID, WorkspaceID: w.ID, WorkspaceName: w.Name, BuildNumber: b.Number, Transition: string(b.Transition),
+		Archive: v.Archive, State: b.State, Variables: Variables(w, b),
+	}, nil
+}
+
+// Variables are the module variables Hangar offers a build (each passed only if the module
+// declares it): start_count (seed, "Workspace Transitions"), the workspace's id, name and owner,
+// the transition, and the prebuild flags of the seed ("Prebuild State Isolation"; always false
+// until prebuilt pools exist).
+func Variables(w store.Workspace, b build.Build) map[string]string {
+	return map[string]string{
+		"start_count":          strconv.Itoa(b.Transition.StartCount()),
+		"workspace_id":         w.ID,
+		"workspace_name":       w.Name,
+		"workspace_owner":      w.OwnerName,
+		"workspace_transition": string(b.Transition),
+		"is_prebuild":          "false",
+		"is_prebuild_claim":    "false",
+	}
+}
+
+// Heartbeat records that workerID runs the job and waits up to wait for it to be canceled; it
+// answers at once if it is.
+func (s *Service) Heartbeat(ctx context.Context, jobID, workerID string, wait time.Duration) (canceled bool, err error) {
+	s.sawWorker(workerID)
+	wake, unsubscribe := s.st.SubscribeJob(jobID)
+	defer unsubscribe()
+	j, err := s.st.Heartbeat(ctx, jobID, workerID, s.now())
+	if err != nil {
+		return false, err
+	}
+	if j.CanceledAt != nil {
+		return true, nil
+	}
+	timeout := s.opts.After(wait)
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-timeout:
+			return false, nil
+		case <-wake:
+		}
+		b, err := s.st.BuildByJob(ctx, jobID)
+		if err != nil {
+			return false, err
+		}
+		if b.Job.CanceledAt != nil {
+			return true, nil
+		}
+		if b.Job.CompletedAt != nil {
+			return false, fmt.Errorf("job %s: %w", jobID, store.ErrNotOwner)
+		}
+	}
+}
+
+// AppendLogs adds the worker's lines to the job's log.
+func (s *Service) AppendLogs(ctx context.Context, jobID, workerID string, lines []protocol.LogLine) error {
+	b, err := s.st.BuildByJob(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	if b.Job.WorkerID != workerID || b.Job.CompletedAt != nil {
+		return fmt.Errorf("job %s: %w", jobID, store.ErrNotOwner)
+	}
+	now := s.now()
+	out := make([]store.LogLine, len(lines))
+	for i, l := range lines {
+		at := l.Time.UTC().Truncate(time.Microsecond)
+		if at.IsZero() || at.After(now) {
+			at = now
+		}
+		out[i] = store.LogLine{JobID: jobID, CreatedAt: at, Stage: l.Stage, Level: l.Level, Output: l.Output}
+	}
+	return s.st.AppendLogs(ctx, jobID, out)
+}
+
+func (s *Service) appendLogs(ctx context.Context, jobID, stage, level, output string) {
+	err := s.st.AppendLogs(ctx, jobID, []store.LogLine{{JobID: jobID, CreatedAt: s.now(), Stage: stage, Level: level, Output: output}})
+	if err != nil {
+		s.log.Warn("cannot write the build log", "job", jobID, "err", err)
+	}
+}
+
+// Finish records how the worker's job ended, under the state rules of build.Finish, and moves the
+// workspace to the state the build leaves it in. A restart's stop that succeeded queues its start.
+func (s *Service) Finish(ctx context.Context, jobID, workerID string, o build.Outcome) error {
+	rec, err := s.st.UpdateBuild(ctx, jobID, func(rec store.BuildRecord) (store.BuildRecord, error) {
+		b := *rec.Build
+		if b.Job.WorkerID != workerID || b.Job.CompletedAt != nil {
+			return rec, fmt.Errorf("job %s: %w", jobID, store.ErrNotOwner)
+		}
+		nb := build.Finish(b, o, s.now())
+		rec.Build = &nb
+		rec.Workspace = applyState(rec.Workspace, nb, s.now())
+		return rec, nil
+	})
+	if err != nil {
+		return err
+	}
+	b := rec.Build
+	s.log.Info("build finished", "workspace", rec.Workspace.Name, "build", b.Number, "transition", b.Transition,
+		"status", b.Job.Status(), "actual_state", rec.Workspace.ActualState, "state_bytes", len(b.State),
+		"state_captured_on_cancel", b.StateCapturedOnCancel)
+	s.ended(*b)
+	s.continueRestart(ctx, rec)
+	return nil
+}
+
+// continueRestart queues the start of a restart whose stop succeeded.
+func (s *Service) continueRestart(ctx context.Context, rec store.BuildRecord) {
+	if rec.Workspace.DesiredState != workspace.RestartRequested || rec.Build.Transition != build.Stop || rec.Build.Job.Status() != build.Succeeded {
+		return
+	}
+	initiator := store.User{ID: rec.Build.InitiatorID, Username: rec.Build.InitiatorName, Admin: true}
+	if _, _, err := s.NewBuild(ctx, initiator, rec.Workspace.Name, Request{Transition: build.Start, Reason: build.ReasonRestart}); err != nil {
+		s.log.Warn("restart: cannot queue the start; the reaper retries", "workspace", rec.Workspace.Name, "err", err)
+	}
+}
+
+// Reap fails the jobs whose provisioner went silent (no heartbeat for HeartbeatTimeout) and the
+// jobs nobody claimed (pending for PendingTimeout), each with a line in its log saying what happened
+// and why. The build keeps the state it started from: the last good one. It returns how many it
+// failed.
+func (s *Service) Reap(ctx context.Context) (int, error) {
+	now := s.now()
+	ids, err := s.st.StaleJobs(ctx, now.Add(-s.opts.HeartbeatTimeout), now.Add(-s.opts.PendingTimeout))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		var msg string
+		rec, err := s.st.UpdateBuild(ctx, id, func(rec store.BuildRecord) (store.BuildRecord, error) {
+			b := *rec.Build
+			switch b.Job.Status() {
+			case build.Pending:
+				msg = fmt.Sprintf("no provisioner picked this build up in %s: is a provisioner running, and can it reach the server? The state is unchanged.", s.opts.PendingTimeout)
+			case build.Running, build.Canceling:
+				last := b.Job.CreatedAt
+				if b.Job.HeartbeatAt != nil {
+					last = *b.Job.HeartbeatAt
+				}
+				msg = fmt.Sprintf("the provisioner running this build stopped reporting (last heartbeat %s ago, the limit is %s): it was probably killed or lost its connection. "+
+					"The workspace keeps the state this build started from; resources Terraform created since may need a new build to be adopted or cleaned up.",
+					now.Sub(last).Round(time.Second), s.opts.HeartbeatTimeout)
+			default:
+				return rec, errAlreadyDone
+			}
+			nb := build.Finish(b, build.Outcome{Error: msg}, now)
+			nb.State = b.State // keep the last good state
+			rec.Build = &nb
+			rec.Workspace = applyState(rec.Workspace, nb, now)
+			return rec, nil
+		})
+		if errors.Is(err, errAlreadyDone) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("reap job %s: %w", id, err)
+		}
+		n++
+		s.ended(*rec.Build)
+		s.appendLogs(ctx, id, "Reaped", "error", msg)
+		s.log.Warn("build failed by the reaper", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "reason", msg)
+	}
+	return n, nil
+}
+
+var errAlreadyDone = errors.New("job already ended")
+
+// RunReaper reaps every interval until ctx ends.
+func (s *Service) RunReaper(ctx context.Context, interval time.Duration) {
+	for {
+		if _, err := s.Reap(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("reaper", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.opts.After(interval):
+		}
+	}
+}

@@ -1,0 +1,472 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
+	"github.com/hangar-dev/hangar/internal/sdk"
+)
+
+// The commands of the Terraform backend: templates, builds, logs, cancel, state, provisioners.
+
+func (a *app) templatesCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "templates", Short: "Push and list templates", Args: noSubcommand, RunE: showHelp}
+	var dir, devfileName string
+	push := &cobra.Command{
+		Use:   "push NAME (--directory DIR | --devfile FILE)",
+		Short: "Push a new version of a template (admin only)",
+		Long: `Push a new version of a template, creating the template on its first push. A terraform
+template is a module directory (--directory): its *.tf files are packed and sent; the server
+checks they parse and records the variables they declare. A kubernetes template is a devfile
+(--devfile). New workspaces and the next start of existing ones use the newest version.`,
+		Example: `  hangar templates push markers --directory ./templates/markers`,
+		Args:    oneName("template"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			var req sdk.CreateTemplateVersionRequest
+			switch {
+			case (dir == "") == (devfileName == ""):
+				return usageError{errors.New("give exactly one of --directory (terraform) or --devfile (kubernetes)")}
+			case dir != "":
+				archive, err := terraform.Pack(dir)
+				if err != nil {
+					return fmt.Errorf("pack --directory %s: %w", dir, err)
+				}
+				if len(archive) > sdk.MaxTemplateArchiveBytes {
+					return fmt.Errorf("pack --directory %s: the archive is %d bytes, the server accepts at most %d", dir, len(archive), sdk.MaxTemplateArchiveBytes)
+				}
+				req = sdk.CreateTemplateVersionRequest{Kind: "terraform", Archive: archive}
+			default:
+				b, err := readInput(cmd.InOrStdin(), devfileName)
+				if err != nil {
+					return fmt.Errorf("read --devfile: %w", err)
+				}
+				req = sdk.CreateTemplateVersionRequest{Kind: "kubernetes", Devfile: string(b)}
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			t, err := c.PushTemplateVersion(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			vars := "none"
+			if len(t.Versions) > 0 && len(t.Versions[0].Variables) > 0 {
+				vars = strings.Join(t.Versions[0].Variables, ", ")
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Pushed %s template %s version %d (variables: %s).\n", t.Kind, t.Name, t.ActiveVersion, vars)
+			return err
+		},
+	}
+	push.Flags().StringVar(&dir, "directory", "", "Terraform module `DIR` (a terraform template)")
+	push.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (a kubernetes template; \"-\" for standard input)")
+	cmd.AddCommand(push, listCommand(a, "List templates", (*sdk.Client).ListTemplates, printTemplates))
+	return cmd
+}
+
+func printTemplates(w io.Writer, ts []sdk.Template) error {
+	if len(ts) == 0 {
+		_, err := fmt.Fprintln(w, "No templates.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tVERSION\tUPDATED BY")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", t.Name, t.Kind, t.ActiveVersion, t.CreatedBy)
+	}
+	return tw.Flush()
+}
+
+func (a *app) buildsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "builds NAME",
+		Short: "List the builds of a terraform workspace, newest first",
+		Args:  oneName("workspace"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			bs, err := c.ListBuilds(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), bs)
+			}
+			return a.printBuilds(cmd.OutOrStdout(), bs)
+		},
+	}
+}
+
+func (a *app) printBuilds(w io.Writer, bs []sdk.Build) error {
+	if len(bs) == 0 {
+		_, err := fmt.Fprintln(w, "No builds.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "BUILD\tTRANSITION\tSTATUS\tBY\tREASON\tVERSION\tSTATE\tCREATED\tDURATION\tERROR")
+	for _, b := range bs {
+		state := "-"
+		switch {
+		case b.Orphan:
+			state = "orphaned"
+		case b.StateCapturedOnCancel:
+			state = "captured-on-cancel"
+		case b.HasState:
+			state = "yes"
+		}
+		dur := "-"
+		if b.StartedAt != nil && b.CompletedAt != nil {
+			dur = b.CompletedAt.Sub(*b.StartedAt).Round(10 * time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "#%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", b.Number, b.Transition, b.Status, b.Initiator, b.Reason,
+			b.TemplateVersion, state, a.formatTime(b.CreatedAt), dur, dash(oneLine(b.Error)))
+	}
+	return tw.Flush()
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	return s
+}
+
+func (a *app) logsCmd() *cobra.Command {
+	var follow bool
+	var number int
+	cmd := &cobra.Command{
+		Use:   "logs NAME [-f] [--build N]",
+		Short: "Show the log of a workspace's build (the latest by default)",
+		Args:  oneName("workspace"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.streamClient(cmd)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			var status string
+			err = c.BuildLogs(cmd.Context(), args[0], number, 0, follow, func(l sdk.BuildLog) error {
+				if l.End {
+					status = l.Status
+					return nil
+				}
+				_, err := fmt.Fprintf(out, "%s  %-22s %s\n", l.Time.In(a.loc).Format("15:04:05.000"), l.Stage, l.Output)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if status != "" {
+				_, err = fmt.Fprintf(out, "Build %s.\n", status)
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep following the log until the build ends")
+	cmd.Flags().IntVar(&number, "build", 0, "build `N` (default: the latest)")
+	return cmd
+}
+
+// streamClient is a client without the per-request time bound: a followed log lasts as long as the
+// build.
+func (a *app) streamClient(cmd *cobra.Command) (*sdk.Client, error) {
+	c, err := a.client(cmd)
+	if err != nil {
+		return nil, err
+	}
+	hc := *c.HTTP
+	hc.Timeout = 0
+	c.HTTP = &hc
+	return c, nil
+}
+
+func (a *app) cancelCmd() *cobra.Command {
+	var number int
+	cmd := &cobra.Command{
+		Use:   "cancel NAME [--build N]",
+		Short: "Cancel a workspace's running build (the latest by default)",
+		Long: `Cancel a build. A build no provisioner has picked up ends at once; a running one is interrupted:
+Terraform finishes the operations in progress and stops, and the state it wrote is kept (marked
+captured-on-cancel), so nothing it created is forgotten.`,
+		Args: oneName("workspace"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			b, err := c.CancelBuild(cmd.Context(), args[0], number)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), b)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Build #%d (%s) is %s.\n", b.Number, b.Transition, b.Status)
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&number, "build", 0, "build `N` (default: the latest)")
+	return cmd
+}
+
+func (a *app) stateCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "state", Short: "Pull or push the Terraform state of a workspace", Args: noSubcommand, RunE: showHelp}
+	var number int
+	pull := &cobra.Command{
+		Use:   "pull NAME [FILE] [--build N]",
+		Short: "Write the Terraform state of a build (the latest by default) to FILE or standard output",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			state, n, err := c.PullState(cmd.Context(), args[0], number)
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				_, err = cmd.OutOrStdout().Write(state)
+				return err
+			}
+			if err := os.WriteFile(args[1], state, 0o600); err != nil {
+				return fmt.Errorf("write %s: %w", args[1], err)
+			}
+			_, err = fmt.Fprintf(cmd.ErrOrStderr(), "Wrote the state of build #%d (%d bytes) to %s.\n", n, len(state), args[1])
+			return err
+		},
+	}
+	pull.Flags().IntVar(&number, "build", 0, "build `N` (default: the latest)")
+	var noBuild bool
+	var wf waitFlags
+	push := &cobra.Command{
+		Use:   "push NAME FILE [--no-build]",
+		Short: "Start a build from the state in FILE, or with --no-build replace the latest build's state",
+		Long: `Push a Terraform state. By default a start build runs from it (Terraform reconciles what the state
+says with what exists); with --no-build it replaces the state of the latest build and nothing runs.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			state, err := readInput(cmd.InOrStdin(), args[1])
+			if err != nil {
+				return fmt.Errorf("read %s: %w", args[1], err)
+			}
+			if len(state) > sdk.MaxStateBytes {
+				return fmt.Errorf("read %s: the state is %d bytes, the server accepts at most %d", args[1], len(state), sdk.MaxStateBytes)
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			if noBuild {
+				if err := c.PushState(cmd.Context(), args[0], state); err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Replaced the state of %s's latest build (%d bytes); no build ran.\n", args[0], len(state))
+				return err
+			}
+			b, err := c.CreateBuild(cmd.Context(), args[0], sdk.CreateBuildRequest{Transition: "start", State: state})
+			if err != nil {
+				return err
+			}
+			return a.finishBuild(cmd, c, format, wf, args[0], b)
+		},
+	}
+	push.Flags().BoolVar(&noBuild, "no-build", false, "replace the latest build's state; run nothing")
+	wf.add(push, "Running")
+	cmd.AddCommand(pull, push)
+	return cmd
+}
+
+func (a *app) provisionersCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "provisioners", Short: "Register and list provisioner daemons", Args: noSubcommand, RunE: showHelp}
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Register a provisioner and print its token (admin only)",
+		Args:  oneName("provisioner"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			p, err := c.CreateProvisioner(cmd.Context(), sdk.CreateProvisionerRequest{Name: args[0]})
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), p)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Registered provisioner %s.\nToken (shown only once): %s\nRun: hangar provisioner --server URL --token-file FILE\n", p.Name, p.Token)
+			return err
+		},
+	}
+	cmd.AddCommand(create, listCommand(a, "List provisioners (admin only)", (*sdk.Client).ListProvisioners, a.printProvisioners))
+	return cmd
+}
+
+func (a *app) printProvisioners(w io.Writer, ps []sdk.Provisioner) error {
+	if len(ps) == 0 {
+		_, err := fmt.Fprintln(w, "No provisioners registered (hangar server runs its own unless --provisioners 0).")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tLAST SEEN")
+	for _, p := range ps {
+		seen := "never"
+		if p.LastSeenAt != nil {
+			seen = a.formatTime(*p.LastSeenAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", p.Name, seen)
+	}
+	return tw.Flush()
+}
+
+// finishBuild prints a build a command started, or with --wait follows it (see followBuild).
+func (a *app) finishBuild(cmd *cobra.Command, c *sdk.Client, format string, wf waitFlags, name string, b sdk.Build) error {
+	if !wf.wait {
+		if format == "json" {
+			return printJSON(cmd.OutOrStdout(), b)
+		}
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "Build #%d (%s) of %s is %s.\n", b.Number, b.Transition, name, b.Status)
+		return err
+	}
+	ws, err := c.Workspace(cmd.Context(), name)
+	if err != nil {
+		return err
+	}
+	return a.finish(cmd, c, format, wf, goalOfTransition(b.Transition), ws)
+}
+
+// followBuild shows a terraform workspace's latest build as it runs: each stage when it begins,
+// with the time the previous one took, then the result. Ctrl-C asks whether to cancel the build
+// (the answer is read from stdin; with no terminal answer the build goes on).
+func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client, name string, progress io.Writer) (sdk.Build, error) {
+	sc, err := a.streamClient(cmd)
+	if err != nil {
+		return sdk.Build{}, err
+	}
+	b, err := sc.Build(ctx, name, 0)
+	if err != nil {
+		return b, err
+	}
+	fmt.Fprintf(progress, "Build #%d (%s) %s\n", b.Number, b.Transition, b.Status)
+
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
+	fctx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	answered := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-fctx.Done():
+				return
+			case <-interrupts:
+			}
+			fmt.Fprintf(progress, "\nCancel build #%d of %s? [y/N] ", b.Number, name)
+			line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y") {
+				_, err := c.CancelBuild(ctx, name, b.Number)
+				if err == nil {
+					fmt.Fprintln(progress, "Canceling: Terraform stops after the operations in progress; its state is kept.")
+				}
+				answered <- err
+				continue
+			}
+			fmt.Fprintln(progress, "The build goes on.")
+		}
+	}()
+
+	stage, stageAt := "", time.Time{}
+	var status string
+	err = sc.BuildLogs(fctx, name, b.Number, 0, true, func(l sdk.BuildLog) error {
+		if l.End {
+			status = l.Status
+			if stage != "" {
+				fmt.Fprintf(progress, "  ✔ %s (%s)\n", stage, l.Time.Sub(stageAt).Round(10*time.Millisecond))
+			}
+			return nil
+		}
+		if l.Stage != "" && l.Stage != stage {
+			if stage != "" {
+				fmt.Fprintf(progress, "  ✔ %s (%s)\n", stage, l.Time.Sub(stageAt).Round(10*time.Millisecond))
+			}
+			stage, stageAt = l.Stage, l.Time
+			fmt.Fprintf(progress, "==> %s\n", stage)
+		}
+		if l.Level == "error" || l.Level == "warn" {
+			fmt.Fprintf(progress, "    %s\n", l.Output)
+		}
+		return nil
+	})
+	select {
+	case cerr := <-answered:
+		if cerr != nil {
+			return b, fmt.Errorf("cancel build #%d: %w", b.Number, cerr)
+		}
+	default:
+	}
+	if err != nil {
+		return b, err
+	}
+	final, err := c.Build(ctx, name, b.Number)
+	if err != nil {
+		return b, err
+	}
+	if status == "" {
+		status = final.Status
+	}
+	fmt.Fprintf(progress, "Build #%d %s", final.Number, status)
+	if final.StartedAt != nil && final.CompletedAt != nil {
+		fmt.Fprintf(progress, " in %s", final.CompletedAt.Sub(*final.StartedAt).Round(10*time.Millisecond))
+	}
+	fmt.Fprintln(progress, ".")
+	return final, nil
+}
+
+func goalOfTransition(t string) goal {
+	switch t {
+	case "start":
+		return goals["Running"]
+	case "stop":
+		return goals["Stopped"]
+	}
+	return goals["Terminated"]
+}

@@ -1,0 +1,296 @@
+// Package provisioner is `hangar provisioner`: a daemon that claims workspace builds from the
+// server, runs Terraform for each (package terraform), streams the log, heartbeats (and learns of a
+// cancel from the answer), and reports the outcome with the state Terraform wrote
+// (../shared/seeds/terraform-state-management.md). `hangar server` runs one in process by default,
+// through the same Coordinator interface the HTTP client implements.
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// Coordinator is the server's side of the protocol (protocol/provisioner.go): builder.Service in
+// process, Client over HTTP.
+type Coordinator interface {
+	// Acquire claims a job, waiting up to wait for one; nil when none came.
+	Acquire(ctx context.Context, workerID string, wait time.Duration) (*protocol.ProvisionerJob, error)
+	// Heartbeat records that the worker runs the job and waits up to wait for a cancel.
+	Heartbeat(ctx context.Context, jobID, workerID string, wait time.Duration) (canceled bool, err error)
+	AppendLogs(ctx context.Context, jobID, workerID string, lines []protocol.LogLine) error
+	Finish(ctx context.Context, jobID, workerID string, o build.Outcome) error
+}
+
+// Runner runs Terraform for one build (terraform.Runner).
+type Runner interface {
+	Run(ctx context.Context, cancel <-chan struct{}, req terraform.Request) terraform.Result
+}
+
+// Daemon claims and runs jobs one at a time until its context ends.
+type Daemon struct {
+	Coord    Coordinator
+	Runner   Runner
+	WorkerID string
+	Logger   *slog.Logger
+	// After makes timers (backoffs, log flushes); default time.After.
+	After func(time.Duration) <-chan time.Time
+	// AcquireWait and HeartbeatWait bound one long-poll (defaults 30 s and 10 s).
+	AcquireWait, HeartbeatWait time.Duration
+	// FlushEvery is how often buffered log lines are sent (default 200 ms).
+	FlushEvery time.Duration
+	// Now stamps log lines (default time.Now).
+	Now func() time.Time
+}
+
+func (d *Daemon) defaults() {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.After == nil {
+		d.After = time.After
+	}
+	if d.AcquireWait <= 0 {
+		d.AcquireWait = 30 * time.Second
+	}
+	if d.HeartbeatWait <= 0 {
+		d.HeartbeatWait = 10 * time.Second
+	}
+	if d.FlushEvery <= 0 {
+		d.FlushEvery = 200 * time.Millisecond
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+}
+
+func backoff(attempt int) time.Duration {
+	return min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
+}
+
+// Run claims and runs jobs until ctx ends. A job running when ctx ends is interrupted like a
+// cancel, and its outcome (with whatever state Terraform wrote) is still reported.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.defaults()
+	d.Logger.Info("provisioner ready", "worker", d.WorkerID)
+	failures := 0
+	for ctx.Err() == nil {
+		job, err := d.Coord.Acquire(ctx, d.WorkerID, d.AcquireWait)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			failures++
+			wait := backoff(failures)
+			d.Logger.Warn("cannot acquire a job; retrying", "err", err, "retry_in", wait)
+			select {
+			case <-ctx.Done():
+			case <-d.After(wait):
+			}
+			continue
+		}
+		failures = 0
+		if job != nil {
+			d.runJob(ctx, job)
+		}
+	}
+	return ctx.Err()
+}
+
+func (d *Daemon) runJob(ctx context.Context, job *protocol.ProvisionerJob) {
+	log := d.Logger.With("job", job.ID, "workspace", job.WorkspaceName, "build", job.BuildNumber, "transition", job.Transition)
+	log.Info("running build")
+	// The job's calls outlive ctx by a little: the outcome of an interrupted run is still reported.
+	jctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+
+	cancel := make(chan struct{})
+	var cancelOnce sync.Once
+	var userCanceled atomic.Bool // the build was canceled (or taken away), not the daemon stopped
+	cancelRun := func() { cancelOnce.Do(func() { close(cancel) }) }
+	go func() {
+		select {
+		case <-ctx.Done():
+			cancelRun()
+		case <-jctx.Done():
+		}
+	}()
+
+	var hb sync.WaitGroup
+	hb.Add(1)
+	go func() {
+		defer hb.Done()
+		d.heartbeat(jctx, job.ID, log, func() { userCanceled.Store(true); cancelRun() })
+	}()
+
+	logs := newShipper(d, job.ID, log)
+	go logs.run(jctx)
+
+	res := d.Runner.Run(jctx, cancel, terraform.Request{
+		JobID: job.ID, Transition: build.Transition(job.Transition), Archive: job.Archive, State: job.State,
+		Variables: job.Variables, Log: logs.add,
+	})
+	logs.close()
+	stop()
+	hb.Wait()
+
+	o := build.Outcome{Canceled: res.Canceled && userCanceled.Load(), State: res.State}
+	if res.Err != nil {
+		o.Error = res.Err.Error()
+	}
+	if ctx.Err() != nil && !userCanceled.Load() && (res.Err != nil || res.Canceled) {
+		// Stopped by the daemon's own shutdown: a failure, not the user's cancel; the state
+		// Terraform wrote when interrupted is kept all the same (build.Finish on failure).
+		o.Error = "the provisioner shut down during the build; Terraform was interrupted and the state it wrote is kept: " + o.Error
+	}
+	d.finish(ctx, job.ID, o, log)
+}
+
+// heartbeat keeps the job alive and calls cancelRun when the build is canceled, or when the job is
+// no longer this worker's (the reaper failed it: Terraform must stop).
+func (d *Daemon) heartbeat(ctx context.Context, jobID string, log *slog.Logger, cancelRun func()) {
+	failures := 0
+	for ctx.Err() == nil {
+		canceled, err := d.Coord.Heartbeat(ctx, jobID, d.WorkerID, d.HeartbeatWait)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case errors.Is(err, store.ErrNotOwner):
+			log.Warn("the job is no longer ours (failed by the reaper?); interrupting Terraform")
+			cancelRun()
+			return
+		case err != nil:
+			failures++
+			log.Warn("heartbeat failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.After(backoff(failures)):
+			}
+		case canceled:
+			log.Info("build canceled; interrupting Terraform")
+			cancelRun()
+			return
+		default:
+			failures = 0
+		}
+	}
+}
+
+// finish reports the outcome, retrying until the server takes it (its state must not be lost),
+// refuses it (the job is not ours any more), or an hour passes.
+func (d *Daemon) finish(ctx context.Context, jobID string, o build.Outcome, log *slog.Logger) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Hour)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		err := d.Coord.Finish(fctx, jobID, d.WorkerID, o)
+		switch {
+		case err == nil:
+			log.Info("build reported", "canceled", o.Canceled, "failed", o.Error != "", "state_bytes", len(o.State))
+			return
+		case errors.Is(err, store.ErrNotOwner):
+			log.Warn("the server refused the outcome: the job is no longer ours", "err", err)
+			return
+		case fctx.Err() != nil:
+			log.Error("could not report the build's outcome; its state is lost", "err", err)
+			return
+		}
+		wait := backoff(attempt)
+		log.Warn("cannot report the build's outcome; retrying", "err", err, "retry_in", wait)
+		select {
+		case <-fctx.Done():
+		case <-d.After(wait):
+		}
+	}
+}
+
+// shipper batches log lines and sends them in order.
+type shipper struct {
+	d     *Daemon
+	jobID string
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	buf     []protocol.LogLine
+	kick    chan struct{}
+	closing chan struct{}
+	done    chan struct{}
+}
+
+func newShipper(d *Daemon, jobID string, log *slog.Logger) *shipper {
+	return &shipper{d: d, jobID: jobID, log: log, kick: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (s *shipper) add(l terraform.Line) {
+	s.mu.Lock()
+	s.buf = append(s.buf, protocol.LogLine{Time: s.d.Now().UTC(), Stage: l.Stage, Level: l.Level, Output: l.Output})
+	full := len(s.buf) >= protocol.MaxLogLinesPerRequest/4
+	s.mu.Unlock()
+	if full {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *shipper) run(ctx context.Context) {
+	defer close(s.done)
+	for {
+		closing := false
+		select {
+		case <-s.closing:
+			closing = true
+		case <-s.kick:
+		case <-s.d.After(s.d.FlushEvery):
+		}
+		s.flush(ctx)
+		if closing {
+			return
+		}
+	}
+}
+
+func (s *shipper) flush(ctx context.Context) {
+	s.mu.Lock()
+	lines := s.buf
+	s.buf = nil
+	s.mu.Unlock()
+	for len(lines) > 0 {
+		n := min(len(lines), protocol.MaxLogLinesPerRequest)
+		var err error
+		for attempt := 0; attempt < 5; attempt++ {
+			if err = s.d.Coord.AppendLogs(ctx, s.jobID, s.d.WorkerID, lines[:n]); err == nil || errors.Is(err, store.ErrNotOwner) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.d.After(backoff(attempt)):
+			}
+		}
+		if err != nil {
+			s.log.Warn("dropped build log lines", "lines", n, "err", err)
+		}
+		lines = lines[n:]
+	}
+}
+
+// close sends what is buffered and stops.
+func (s *shipper) close() {
+	close(s.closing)
+	<-s.done
+}
+
+// String describes the daemon for logs.
+func (d *Daemon) String() string { return fmt.Sprintf("provisioner %s", d.WorkerID) }

@@ -1,0 +1,141 @@
+package terraform
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+)
+
+// Module is what Inspect learns of a module.
+type Module struct {
+	// Variables are the names of the module's input variables, sorted.
+	Variables []string
+}
+
+var variableSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "variable", LabelNames: []string{"name"}}},
+}
+
+// Inspect parses the configuration files at the top of a module archive (*.tf and *.tf.json, as
+// terraform loads them: not in subdirectories, and not hidden or editor backup files) and returns
+// the input variables the module declares. The archive is checked as Extract checks it. A module
+// without such a file, or a file with a syntax error, is an error naming the file and line.
+func Inspect(archive []byte) (Module, error) {
+	type source struct {
+		name string
+		json bool
+		src  []byte
+	}
+	var sources []source
+	err := walkArchive(archive, func(e entry, r io.Reader) error {
+		if e.dir || strings.Contains(e.name, "/") || ignoredFile(e.name) {
+			return nil
+		}
+		isJSON := strings.HasSuffix(e.name, ".tf.json")
+		if !isJSON && !strings.HasSuffix(e.name, ".tf") {
+			return nil
+		}
+		src, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		sources = append(sources, source{name: e.name, json: isJSON, src: src})
+		return nil
+	})
+	if err != nil {
+		return Module{}, fmt.Errorf("inspect module: %w", err)
+	}
+	if len(sources) == 0 {
+		return Module{}, errors.New("inspect module: no .tf or .tf.json file at the top of the module")
+	}
+	sort.Slice(sources, func(i, j int) bool { return sources[i].name < sources[j].name })
+
+	p := hclparse.NewParser()
+	seen := map[string]bool{}
+	var m Module
+	for _, s := range sources {
+		names, err := fileVariables(p, s.name, s.src, s.json)
+		if err != nil {
+			return Module{}, fmt.Errorf("inspect module: %w", err)
+		}
+		for _, n := range names {
+			if !seen[n] {
+				seen[n] = true
+				m.Variables = append(m.Variables, n)
+			}
+		}
+	}
+	sort.Strings(m.Variables)
+	return m, nil
+}
+
+// fileVariables returns the variables one file declares.
+func fileVariables(p *hclparse.Parser, name string, src []byte, isJSON bool) (names []string, err error) {
+	defer func() {
+		// The parser is not expected to panic; if it does on hostile input, the module is refused
+		// rather than the provisioner brought down.
+		if r := recover(); r != nil {
+			names, err = nil, fmt.Errorf("%s: cannot be parsed (parser failure: %v)", name, r)
+		}
+	}()
+	var f *hcl.File
+	var diags hcl.Diagnostics
+	if isJSON {
+		f, diags = p.ParseJSON(src, name)
+	} else {
+		f, diags = p.ParseHCL(src, name)
+	}
+	if diags.HasErrors() {
+		return nil, diagError(name, diags)
+	}
+	if f == nil || f.Body == nil {
+		return nil, fmt.Errorf("%s: cannot be parsed", name)
+	}
+	content, _, diags := f.Body.PartialContent(variableSchema)
+	if diags.HasErrors() {
+		return nil, diagError(name, diags)
+	}
+	for _, b := range content.Blocks {
+		if len(b.Labels) == 1 {
+			names = append(names, b.Labels[0])
+		}
+	}
+	return names, nil
+}
+
+// diagError is the first error of diags as "file:line: summary: detail", with a count of the rest.
+func diagError(name string, diags hcl.Diagnostics) error {
+	var errs []*hcl.Diagnostic
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			errs = append(errs, d)
+		}
+	}
+	d := errs[0]
+	where := name
+	if d.Subject != nil {
+		where = fmt.Sprintf("%s:%d", d.Subject.Filename, d.Subject.Start.Line)
+	}
+	msg := fmt.Sprintf("%s: %s", where, d.Summary)
+	if d.Detail != "" {
+		msg += ": " + d.Detail
+	}
+	if len(errs) > 1 {
+		msg += fmt.Sprintf(" (and %d more errors)", len(errs)-1)
+	}
+	return errors.New(msg)
+}
+
+// ignoredFile reports whether terraform skips a configuration file by name: hidden files and editor
+// backups.
+func ignoredFile(name string) bool {
+	base := path.Base(name)
+	return strings.HasPrefix(base, ".") || strings.HasSuffix(base, "~") ||
+		(strings.HasPrefix(base, "#") && strings.HasSuffix(base, "#"))
+}

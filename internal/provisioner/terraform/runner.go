@@ -1,0 +1,547 @@
+package terraform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/terraform-exec/tfexec"
+
+	"github.com/hangar-dev/hangar/internal/build"
+)
+
+// Stages of a run, the Stage of every Line.
+const (
+	StageSetup     = "Setting up"
+	StageInit      = "Initializing Terraform"
+	StageApply     = "Applying"
+	StageDestroy   = "Destroying"
+	StageReadState = "Reading state"
+)
+
+// NoStateMessage is logged when a delete finds no state and runs nothing (seed, "Empty State
+// Handling").
+const NoStateMessage = "The terraform state does not exist, there is nothing to do"
+
+// DefaultGracePeriod is how long an interrupted terraform may take to stop before it is killed.
+const DefaultGracePeriod = 5 * time.Minute
+
+// ErrCanceled is wrapped by the Err of a run interrupted by its cancel channel.
+var ErrCanceled = errors.New("build canceled")
+
+// stateFile is where the local backend keeps the state, in the module directory.
+const stateFile = "terraform.tfstate"
+
+// Line is one line of a run's log.
+type Line struct {
+	Stage  string
+	Level  string // LevelInfo, LevelWarn or LevelError
+	Output string
+}
+
+// Request is one build for Run.
+type Request struct {
+	// JobID names the run's directory under Runner.WorkRoot: a single path element.
+	JobID      string
+	Transition build.Transition
+	// Archive is the module, a gzipped tar archive (see Pack).
+	Archive []byte
+	// State is the state the build starts from; nil for none.
+	State []byte
+	// Variables are offered to the module: only those it declares are passed to terraform. Their
+	// values are treated as secrets and never logged.
+	Variables map[string]string
+	// Log, if not nil, gets every line of the run in order, from one goroutine at a time, and
+	// never after Run returns.
+	Log func(Line)
+}
+
+// Result is how a run ended.
+type Result struct {
+	// State is terraform.tfstate after the run (also after a failure or an interrupt); nil if there
+	// was none.
+	State []byte
+	// Err is nil on success. It says what was being done and carries terraform's last error lines,
+	// never the state or the variables' values.
+	Err error
+	// Canceled says the cancel channel closed while terraform had work left, and terraform was
+	// interrupted. Err then wraps ErrCanceled, or is nil if terraform finished anyway.
+	Canceled bool
+}
+
+// Runner runs terraform for workspace builds. Its fields are read-only once it runs; one Runner
+// may run several builds at once.
+type Runner struct {
+	// TerraformPath is the terraform executable: a path, or a name looked up in PATH. Default
+	// "terraform".
+	TerraformPath string
+	// WorkRoot holds a directory per run (WorkRoot/<JobID>), removed when the run ends. Default
+	// <os.TempDir()>/hangar-terraform.
+	WorkRoot string
+	// PluginMirror, if set, is a filesystem_mirror directory terraform installs the providers
+	// hangar.dev/*/* from (and never from a registry).
+	PluginMirror string
+	// GracePeriod is how long terraform may take to stop after an interrupt before it is killed.
+	// Default DefaultGracePeriod.
+	GracePeriod time.Duration
+}
+
+func (r *Runner) terraformPath() (string, error) {
+	name := r.TerraformPath
+	if name == "" {
+		name = "terraform"
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if !strings.ContainsRune(name, filepath.Separator) {
+			return "", fmt.Errorf("terraform executable %q not found in PATH (%s): install Terraform, or point --terraform (HANGAR_TERRAFORM) at the terraform binary", name, os.Getenv("PATH"))
+		}
+		return "", fmt.Errorf("terraform executable %q cannot be run: %w: install Terraform there, or point --terraform (HANGAR_TERRAFORM) at the terraform binary", name, errors.Unwrap(err))
+	}
+	return p, nil
+}
+
+// Check runs `terraform version` and returns the version, or an error naming the executable tried
+// and how to fix it.
+func (r *Runner) Check(ctx context.Context) (string, error) {
+	p, err := r.terraformPath()
+	if err != nil {
+		return "", err
+	}
+	tf, err := tfexec.NewTerraform(os.TempDir(), p)
+	if err != nil {
+		return "", fmt.Errorf("terraform %q: %w", p, err)
+	}
+	if err := tf.SetEnv(terraformEnv(os.DevNull)); err != nil {
+		return "", err
+	}
+	v, _, err := tf.Version(ctx, true)
+	if err != nil {
+		return "", fmt.Errorf("terraform %q does not answer `terraform version`: %s", p, firstLine(err))
+	}
+	return v.String(), nil
+}
+
+// terraformEnv is the environment of every terraform run: the provisioner's own, without any
+// TF_* variable (CLI config, logging, arguments, variables, workspace, credentials) or
+// CHECKPOINT_DISABLE, plus the runner's CLI config and CHECKPOINT_DISABLE=1. terraform-exec adds
+// TF_IN_AUTOMATION=1, empties TF_LOG* and refuses TF_INPUT in SetEnv; every command it runs has
+// -input=false instead.
+func terraformEnv(cliConfig string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "" || strings.HasPrefix(k, "TF_") || k == "CHECKPOINT_DISABLE" {
+			continue
+		}
+		env[k] = v
+	}
+	env["TF_CLI_CONFIG_FILE"] = cliConfig
+	env["CHECKPOINT_DISABLE"] = "1"
+	return env
+}
+
+// cliConfig is the content of the runner's CLI configuration file.
+func (r *Runner) cliConfig() (string, error) {
+	var b strings.Builder
+	b.WriteString("# Written by hangar provisioner for one run.\ndisable_checkpoint = true\n")
+	if r.PluginMirror != "" {
+		mirror, err := filepath.Abs(r.PluginMirror)
+		if err != nil {
+			return "", fmt.Errorf("plugin mirror: %w", err)
+		}
+		fmt.Fprintf(&b, `provider_installation {
+  filesystem_mirror {
+    path    = %s
+    include = ["hangar.dev/*/*"]
+  }
+  direct {
+    exclude = ["hangar.dev/*/*"]
+  }
+}
+`, hclString(mirror))
+	}
+	return b.String(), nil
+}
+
+// hclString quotes s as an HCL string literal, with template sequences escaped.
+func hclString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case (c == '$' || c == '%') && i+1 < len(s) && s[i+1] == '{':
+			b.WriteByte(c)
+			b.WriteByte(c)
+		case c < 0x20:
+			fmt.Fprintf(&b, `\u%04x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// Why a run was interrupted.
+const (
+	notInterrupted = iota
+	byCancel
+	byContext
+)
+
+// run is the state of one Run.
+type run struct {
+	r      *Runner
+	req    Request
+	log    *logger
+	stdout *lineWriter
+	stderr *lineWriter
+
+	ctx       context.Context // the caller's
+	runCtx    context.Context // terraform's: canceled to interrupt it
+	mu        sync.Mutex
+	reason    int
+	cut       bool // the interrupt stopped a terraform command or kept one from starting
+	moduleDir string
+}
+
+func (x *run) interruptReason() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.reason
+}
+
+// Run runs one build: extract the module, write the state and a CLI config, terraform init, then
+// apply (start, stop) or destroy (delete), and read the state back. A delete without state runs
+// nothing and succeeds (seed, "Empty State Handling").
+//
+// When cancel closes (a nil channel never does) while terraform runs, terraform is interrupted
+// (SIGINT), given GracePeriod to stop and write its state, then killed; the result is Canceled with
+// the state it wrote. ctx ending stops the run the same way, with an Err wrapping ctx.Err().
+func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) Result {
+	log := &logger{fn: req.Log}
+	if req.Transition == build.Delete && len(req.State) == 0 {
+		log.begin(StageDestroy)
+		log.emit(LevelInfo, NoStateMessage)
+		return Result{}
+	}
+	log.begin(StageSetup)
+	fail := func(err error) Result {
+		log.emit(LevelError, err.Error())
+		return Result{Err: err}
+	}
+	switch req.Transition {
+	case build.Start, build.Stop, build.Delete:
+	default:
+		return fail(fmt.Errorf("unknown transition %q", req.Transition))
+	}
+	if req.JobID == "" || req.JobID == "." || req.JobID == ".." || strings.ContainsAny(req.JobID, `/\`) || req.JobID != filepath.Base(req.JobID) {
+		return fail(fmt.Errorf("job id %q cannot name a directory", req.JobID))
+	}
+	select {
+	case <-cancel:
+		log.emit(LevelWarn, "Canceled before terraform started")
+		return Result{Canceled: true, Err: fmt.Errorf("%w before terraform started", ErrCanceled)}
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("before terraform started: %w", err))
+	}
+
+	workRoot := r.WorkRoot
+	if workRoot == "" {
+		workRoot = filepath.Join(os.TempDir(), "hangar-terraform")
+	}
+	jobDir := filepath.Join(workRoot, req.JobID)
+	x := &run{r: r, req: req, log: log, ctx: ctx, moduleDir: filepath.Join(jobDir, "module")}
+	x.stdout = &lineWriter{log: log}
+	x.stderr = &lineWriter{log: log, stderr: true}
+	defer func() {
+		if err := os.RemoveAll(jobDir); err != nil {
+			log.emit(LevelWarn, fmt.Sprintf("Removing the work directory: %v", err))
+		}
+	}()
+
+	runCtx, interrupt := context.WithCancel(context.WithoutCancel(ctx))
+	defer interrupt()
+	x.runCtx = runCtx
+	done := make(chan struct{})
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		var reason int
+		select {
+		case <-done:
+			return
+		case <-cancel:
+			reason = byCancel
+		case <-ctx.Done():
+			reason = byContext
+		}
+		x.mu.Lock()
+		x.reason = reason
+		x.mu.Unlock()
+		if reason == byCancel {
+			log.emit(LevelWarn, fmt.Sprintf("Build canceled: interrupting terraform; it has %s to stop and write its state", x.grace()))
+		} else {
+			log.emit(LevelWarn, fmt.Sprintf("Stopping (%v): interrupting terraform; it has %s to stop and write its state", ctx.Err(), x.grace()))
+		}
+		interrupt()
+	}()
+
+	err := x.terraform()
+	close(done)
+	<-watcherDone
+
+	res := Result{Err: err}
+	reason := x.interruptReason()
+	if x.cut {
+		switch reason {
+		case byCancel:
+			res.Canceled = true
+		case byContext:
+			if res.Err == nil {
+				res.Err = fmt.Errorf("terraform finished, but the run was stopped: %w", ctx.Err())
+			}
+		}
+	}
+	if res.Err != nil {
+		// The detail (terraform's error lines) was logged as terraform wrote it.
+		log.emit(LevelError, firstLine(res.Err))
+	}
+
+	log.begin(StageReadState)
+	state, rerr := os.ReadFile(filepath.Join(x.moduleDir, stateFile))
+	switch {
+	case rerr == nil:
+		res.State = state
+		log.emit(LevelInfo, fmt.Sprintf("Read the state (%d bytes)", len(state)))
+	case errors.Is(rerr, os.ErrNotExist):
+		log.emit(LevelInfo, "Terraform wrote no state")
+	default:
+		rerr = fmt.Errorf("reading the state: %w", rerr)
+		log.emit(LevelError, rerr.Error())
+		if res.Err == nil {
+			res.Err = rerr
+		} else {
+			res.Err = errors.Join(res.Err, rerr)
+		}
+	}
+	return res
+}
+
+func (x *run) grace() time.Duration {
+	if x.r.GracePeriod > 0 {
+		return x.r.GracePeriod
+	}
+	return DefaultGracePeriod
+}
+
+// terraform runs the setup, init and apply or destroy stages.
+func (x *run) terraform() error {
+	// Setting up.
+	tfPath, err := x.r.terraformPath()
+	if err != nil {
+		return err
+	}
+	// The work directory holds the state and the CLI config: only the provisioner's user may read
+	// it. A directory left by a crashed run of the same job is replaced.
+	jobDir := filepath.Dir(x.moduleDir)
+	if err := os.MkdirAll(filepath.Dir(jobDir), 0o700); err != nil {
+		return fmt.Errorf("creating the work root: %w", err)
+	}
+	if err := os.RemoveAll(jobDir); err != nil {
+		return fmt.Errorf("cleaning the work directory: %w", err)
+	}
+	if err := os.Mkdir(jobDir, 0o700); err != nil {
+		return fmt.Errorf("creating the work directory: %w", err)
+	}
+	if err := Extract(x.req.Archive, x.moduleDir); err != nil {
+		return err
+	}
+	// The state comes from the request only, never from the archive.
+	for _, p := range []string{stateFile, stateFile + ".backup", ".terraform.tfstate.lock.info", ".terraform", "terraform.tfstate.d"} {
+		if err := os.RemoveAll(filepath.Join(x.moduleDir, p)); err != nil {
+			return fmt.Errorf("setting up: %w", err)
+		}
+	}
+	if x.req.State != nil {
+		if err := os.WriteFile(filepath.Join(x.moduleDir, stateFile), x.req.State, 0o600); err != nil {
+			return fmt.Errorf("writing the state: %w", err)
+		}
+	}
+	cfg, err := x.r.cliConfig()
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(filepath.Dir(x.moduleDir), "terraform.rc")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		return fmt.Errorf("writing the CLI config: %w", err)
+	}
+	tf, err := tfexec.NewTerraform(x.moduleDir, tfPath)
+	if err != nil {
+		return fmt.Errorf("terraform: %w", err)
+	}
+	if err := tf.SetEnv(terraformEnv(cfgPath)); err != nil {
+		return fmt.Errorf("terraform environment: %w", err)
+	}
+	if err := tf.SetWaitDelay(x.grace()); err != nil {
+		return err
+	}
+	if x.interrupted() {
+		return x.interruptErr("terraform version", nil)
+	}
+	// Learn the version before output is logged: terraform-exec asks it before some commands and
+	// would otherwise copy its JSON into the log.
+	v, _, err := tf.Version(x.runCtx, false)
+	if err != nil {
+		if x.interruptReason() != notInterrupted {
+			return x.interruptErr("terraform version", err)
+		}
+		return fmt.Errorf("terraform %q does not answer `terraform version`: %s", tfPath, firstLine(err))
+	}
+	x.log.emit(LevelInfo, "Terraform v"+v.String())
+	tf.SetStdout(x.stdout)
+	tf.SetStderr(x.stderr)
+
+	// Initializing Terraform.
+	x.log.begin(StageInit)
+	if err := x.command("init", func(ctx context.Context) error { return tf.Init(ctx) }); err != nil {
+		return err
+	}
+	mod, err := Inspect(x.req.Archive)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, n := range mod.Variables {
+		if _, ok := x.req.Variables[n]; ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	// Variables are secrets: they go to terraform in a file only the provisioner's user may read,
+	// never on its command line (which every local user sees in /proc).
+	values := make(map[string]string, len(names))
+	for _, n := range names {
+		values[n] = x.req.Variables[n]
+	}
+	varsJSON, err := json.Marshal(values)
+	if err != nil {
+		return fmt.Errorf("encoding the variables: %w", err)
+	}
+	varFile := filepath.Join(filepath.Dir(x.moduleDir), "hangar.tfvars.json")
+	if err := os.WriteFile(varFile, varsJSON, 0o600); err != nil {
+		return fmt.Errorf("writing the variables: %w", err)
+	}
+	if len(names) > 0 {
+		x.log.emit(LevelInfo, "Variables passed: "+strings.Join(names, ", "))
+	}
+
+	// Applying or Destroying.
+	if x.req.Transition == build.Delete {
+		x.log.begin(StageDestroy)
+		return x.command("destroy", func(ctx context.Context) error { return tf.Destroy(ctx, tfexec.VarFile(varFile)) })
+	}
+	x.log.begin(StageApply)
+	return x.command("apply", func(ctx context.Context) error { return tf.Apply(ctx, tfexec.VarFile(varFile)) })
+}
+
+// interrupted reports whether the run was interrupted, so the next command must not start; it
+// records that terraform had work left.
+func (x *run) interrupted() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.reason == notInterrupted {
+		return false
+	}
+	x.cut = true
+	return true
+}
+
+// command runs one terraform command and turns its failure into the run's error.
+func (x *run) command(name string, fn func(context.Context) error) error {
+	what := "terraform " + name
+	if x.interrupted() {
+		return x.interruptErr(what, nil)
+	}
+	x.stdout.resetCount()
+	err := fn(x.runCtx)
+	x.stdout.flush()
+	x.stderr.flush()
+	lines := x.stderr.lastLines()
+	if x.interrupted() {
+		switch {
+		case err == nil:
+			return nil
+		case err == context.Canceled:
+			// terraform-exec saw the interrupt before starting terraform.
+			return x.interruptErr(what, nil)
+		case x.stdout.count() > 0 && (errors.Unwrap(err) == nil || errors.Unwrap(err) == context.Canceled):
+			// terraform exited with status 0: it finished before the interrupt stopped it.
+			return nil
+		}
+		return x.interruptErr(what, withLines(exitStatus(err), lines))
+	}
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %s", what, withLines(exitStatus(err), lines))
+}
+
+// interruptErr is the error of a run interrupted during what.
+func (x *run) interruptErr(what string, detail any) error {
+	cause := ErrCanceled
+	if x.interruptReason() == byContext {
+		cause = x.ctx.Err()
+	}
+	if detail == nil {
+		return fmt.Errorf("%s not run: %w", what, cause)
+	}
+	return fmt.Errorf("%s interrupted: %w: %v", what, cause, detail)
+}
+
+// exitStatus describes how a terraform command ended ("exit status 1", "signal: killed"), without
+// the output terraform-exec appends to its errors.
+func exitStatus(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.String()
+	}
+	if u := errors.Unwrap(err); (u == nil || u == context.Canceled) && errors.Is(err, context.Canceled) {
+		return "terraform exited after the interrupt" // and terraform-exec's error may have no text
+	}
+	return firstLine(err)
+}
+
+// withLines appends terraform's last error lines to a status.
+func withLines(status string, lines []string) string {
+	if len(lines) == 0 {
+		return status
+	}
+	return status + "\n" + strings.Join(lines, "\n")
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}

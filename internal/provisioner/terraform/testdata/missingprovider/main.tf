@@ -1,0 +1,11 @@
+terraform {
+  required_providers {
+    missing = {
+      source = "hangar.dev/test/missing"
+    }
+  }
+}
+
+variable "start_count" {
+  type = number
+}

@@ -1,0 +1,94 @@
+// Package provisionercmd is `hangar provisioner`: a provisioner daemon that runs Terraform builds
+// for a Hangar server, authenticated by a token from `hangar provisioners create`.
+package provisionercmd
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/cmdopt"
+	"github.com/hangar-dev/hangar/internal/logging"
+	"github.com/hangar-dev/hangar/internal/provisioner"
+	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
+)
+
+// Config is the daemon's configuration.
+type Config struct {
+	Server, TokenFile, Terraform, WorkDir, Identity, LogLevel, LogFormat string
+}
+
+// Command returns `hangar provisioner`.
+func Command() *cobra.Command {
+	var cfg Config
+	host, _ := os.Hostname()
+	cmd := &cobra.Command{
+		Use:   "provisioner",
+		Short: "Run a provisioner daemon: it runs Terraform for workspace builds",
+		Long: "Run a Hangar provisioner daemon. It claims the builds of workspaces made from terraform templates,\n" +
+			"runs terraform (init, then apply or destroy) with the state the server keeps, streams the log,\n" +
+			"and reports the state Terraform wrote. Several may run at once, on any machine that reaches the server.\n\n" +
+			"`hangar server` runs one in process by default (--provisioners).\n\n" +
+			"Every flag can also be set with the environment variable shown.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Run(ctx, cfg)
+		},
+	}
+	cmdopt.Register(cmd, []cmdopt.Option{
+		cmdopt.String(&cfg.Server, "server", "HANGAR_SERVER", "http://127.0.0.1:7080", "URL of the Hangar server"),
+		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_PROVISIONER_TOKEN_FILE", "", "file holding the provisioner's token (from `hangar provisioners create`)"),
+		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary to run"),
+		cmdopt.String(&cfg.WorkDir, "work-dir", "HANGAR_PROVISIONER_WORK_DIR", filepath.Join(os.TempDir(), "hangar-provisioner"), "where builds run (one directory each, removed after)"),
+		cmdopt.String(&cfg.Identity, "identity", "HANGAR_PROVISIONER_IDENTITY", fmt.Sprintf("%s-%d", host, os.Getpid()), "this daemon's name among the provisioner's daemons"),
+		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
+		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
+	})
+	return cmd
+}
+
+// Run runs the daemon until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	log, err := logging.New(cfg.LogLevel, cfg.LogFormat, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.TokenFile == "" {
+		return fmt.Errorf("--token-file is required: the file holding the token `hangar provisioners create` printed")
+	}
+	tok, err := os.ReadFile(cfg.TokenFile)
+	if err != nil {
+		return fmt.Errorf("--token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(tok))
+	if token == "" {
+		return fmt.Errorf("--token-file %s is empty", cfg.TokenFile)
+	}
+	runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: cfg.WorkDir}
+	v, err := runner.Check(ctx)
+	if err != nil {
+		return fmt.Errorf("--terraform: %w", err)
+	}
+	log.Info("terraform found", "version", v)
+	d := &provisioner.Daemon{
+		Coord:    &provisioner.Client{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 2 * time.Minute}},
+		Runner:   runner,
+		WorkerID: cfg.Identity,
+		Logger:   log,
+	}
+	err = d.Run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

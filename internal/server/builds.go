@@ -1,0 +1,576 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// The Terraform backend's user API: templates, builds, logs, state. The rules are in package build
+// and builder; these handlers authenticate, decode, call and encode.
+
+// MaxTemplateNameLength bounds template names (DNS labels, like workspace names).
+const MaxTemplateNameLength = 63
+
+func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u store.User) error {
+	name := r.PathValue("name")
+	var req sdk.CreateTemplateVersionRequest
+	if err := decodeJSON(w, r, sdk.MaxTemplateArchiveBytes/3*4+(1<<20), &req); err != nil {
+		return err
+	}
+	v := &workspace.ValidationError{}
+	if !workspace.IsDNSLabel(name, MaxTemplateNameLength) {
+		v.Add("name", "must be 1 to %d lower-case letters, digits or '-', starting and ending with a letter or digit, got %q", MaxTemplateNameLength, name)
+	}
+	var vars []string
+	content := req.Archive
+	switch req.Kind {
+	case store.KindTerraform:
+		switch {
+		case len(req.Archive) == 0:
+			v.Add("archive", "is required for a terraform template: the module directory as a gzipped tar")
+		case len(req.Archive) > sdk.MaxTemplateArchiveBytes:
+			v.Add("archive", "is %d bytes, the limit is %d", len(req.Archive), sdk.MaxTemplateArchiveBytes)
+		default:
+			m, err := terraform.Inspect(req.Archive)
+			if err != nil {
+				v.Add("archive", "%v", err)
+			}
+			vars = m.Variables
+		}
+		if req.Devfile != "" {
+			v.Add("devfile", "is for kubernetes templates; a terraform template is a module archive")
+		}
+	case store.KindKubernetes:
+		if len(req.Archive) > 0 {
+			v.Add("archive", "is for terraform templates; a kubernetes template is a devfile")
+		}
+		if len(req.Devfile) > sdk.MaxDevfileBytes {
+			v.Add("devfile", "is %d bytes, the limit is %d", len(req.Devfile), sdk.MaxDevfileBytes)
+		} else if _, err := devfile.Parse([]byte(req.Devfile)); err != nil {
+			v.Add("devfile", "%v", err)
+		}
+		content = []byte(req.Devfile)
+	default:
+		v.Add("kind", "must be %q or %q, got %q", store.KindTerraform, store.KindKubernetes, req.Kind)
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(content)
+	now := s.clock.Now()
+	if vars == nil {
+		vars = []string{}
+	}
+	t, ver, err := s.store.CreateTemplateVersion(r.Context(),
+		store.Template{ID: uuid.NewString(), Name: name, Kind: req.Kind, CreatedBy: u.Username, CreatedAt: now, UpdatedAt: now},
+		store.TemplateVersion{ID: uuid.NewString(), Archive: content, Hash: hex.EncodeToString(sum[:]), Variables: vars, CreatedBy: u.Username, CreatedAt: now})
+	if err != nil {
+		return err
+	}
+	s.log.Info("template version pushed", "template", name, "kind", t.Kind, "version", ver.Number, "by", u.Username, "bytes", len(content))
+	out := toTemplate(t)
+	out.Versions = []sdk.TemplateVersion{toTemplateVersion(ver)}
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request, _ store.User) error {
+	ts, err := s.store.ListTemplates(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]sdk.Template, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, toTemplate(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request, _ store.User) error {
+	name := r.PathValue("name")
+	t, err := s.store.TemplateByName(r.Context(), name)
+	if isNotFound(err) {
+		return errNotFound("template %q not found", name)
+	}
+	if err != nil {
+		return err
+	}
+	vs, err := s.store.ListTemplateVersions(r.Context(), t.ID)
+	if err != nil {
+		return err
+	}
+	out := toTemplate(t)
+	for _, v := range vs {
+		out.Versions = append(out.Versions, toTemplateVersion(v))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// createTerraformWorkspace is POST /workspaces with a terraform template.
+func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request, u store.User, req sdk.CreateWorkspaceRequest, t store.Template) error {
+	if req.Agent != "" || req.Devfile != "" {
+		return errBadRequest("invalid request", sdk.Validation{Field: "template",
+			Detail: fmt.Sprintf("%q is a terraform template: provisioners build it, so agent and devfile do not apply", t.Name)})
+	}
+	ws, _, err := s.builder.CreateWorkspace(r.Context(), u, req.Name, t)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, toWorkspace(ws))
+	return nil
+}
+
+// terraformWorkspace reads a workspace the user may see, or answers 404.
+func (s *Server) visibleWorkspace(r *http.Request, u store.User) (store.Workspace, error) {
+	name := r.PathValue("name")
+	row, err := s.store.WorkspaceByName(r.Context(), name)
+	if (err == nil && !visible(u, row)) || isNotFound(err) {
+		return row, errNotFound("workspace %q not found", name)
+	}
+	return row, err
+}
+
+func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.User) error {
+	var req sdk.CreateBuildRequest
+	if err := decodeJSON(w, r, sdk.MaxStateBytes/3*4+(1<<20), &req); err != nil {
+		return err
+	}
+	t, err := build.ParseTransition(req.Transition)
+	if err != nil {
+		return errBadRequest("invalid request", sdk.Validation{Field: "transition", Detail: err.Error()})
+	}
+	if req.Orphan && t != build.Delete {
+		return errBadRequest("invalid request", sdk.Validation{Field: "orphan", Detail: "applies to the delete transition only"})
+	}
+	if req.State != nil && req.Orphan {
+		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: "an orphan delete runs no Terraform: it takes no state"})
+	}
+	if len(req.State) > sdk.MaxStateBytes {
+		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: fmt.Sprintf("is %d bytes, the limit is %d", len(req.State), sdk.MaxStateBytes)})
+	}
+	ws, b, err := s.builder.NewBuild(r.Context(), u, r.PathValue("name"), builder.Request{Transition: t, Orphan: req.Orphan, State: req.State})
+	if err != nil {
+		return s.buildErr(r, err)
+	}
+	writeJSON(w, http.StatusCreated, toBuild(b, s.versionNumbers(r, ws)))
+	return nil
+}
+
+// versionNumbers maps the workspace's template version ids to their numbers (for display; empty
+// when they cannot be read).
+func (s *Server) versionNumbers(r *http.Request, ws store.Workspace) map[string]int {
+	out := map[string]int{}
+	if ws.TemplateID == "" {
+		return out
+	}
+	vs, err := s.store.ListTemplateVersions(r.Context(), ws.TemplateID)
+	if err != nil {
+		s.log.Warn("cannot read template versions", "template", ws.TemplateName, "err", err)
+		return out
+	}
+	for _, v := range vs {
+		out[v.ID] = v.Number
+	}
+	return out
+}
+
+// jsonLineEncoder writes one JSON value per line.
+func jsonLineEncoder(w io.Writer) func(v any) error {
+	enc := json.NewEncoder(w)
+	return enc.Encode
+}
+
+// untilShutdown is the request's context, also ended when the server shuts down, so that long
+// polls answer instead of holding a shutdown up.
+func (s *Server) untilShutdown(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := s.shutdownOf(r)
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// buildErr maps the builder's errors to answers.
+func (s *Server) buildErr(r *http.Request, err error) error {
+	switch {
+	case errors.Is(err, builder.ErrHidden), isNotFound(err):
+		return errNotFound("workspace %q not found", r.PathValue("name"))
+	case errors.Is(err, builder.ErrNotTerraform):
+		return errConflict("not a terraform workspace", err.Error())
+	case errors.Is(err, builder.ErrBadRequest):
+		return errBadRequest(err.Error())
+	case errors.Is(err, build.ErrBuildActive), errors.Is(err, build.ErrDeleted), errors.Is(err, build.ErrNotActive):
+		return errConflict("build conflict", err.Error())
+	}
+	return err
+}
+
+func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, u store.User) error {
+	ws, err := s.visibleWorkspace(r, u)
+	if err != nil {
+		return err
+	}
+	bs, err := s.store.ListBuilds(r.Context(), ws.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]sdk.Build, 0, len(bs))
+	versions := s.versionNumbers(r, ws)
+	for _, b := range bs {
+		out = append(out, toBuild(b, versions))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// buildOf reads the build named by the {number} path value ("latest" or 0 for the latest).
+func (s *Server) buildOf(r *http.Request, u store.User) (store.Workspace, build.Build, error) {
+	ws, err := s.visibleWorkspace(r, u)
+	if err != nil {
+		return ws, build.Build{}, err
+	}
+	n, err := buildNumber(r.PathValue("number"))
+	if err != nil {
+		return ws, build.Build{}, err
+	}
+	b, err := s.store.BuildByNumber(r.Context(), ws.ID, n)
+	if isNotFound(err) {
+		return ws, b, errNotFound("workspace %q has no build %s", ws.Name, r.PathValue("number"))
+	}
+	return ws, b, err
+}
+
+func buildNumber(s string) (int, error) {
+	if s == "latest" || s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, errBadRequest("invalid request", sdk.Validation{Field: "number", Detail: fmt.Sprintf("must be a build number (1, 2, ...) or latest, got %q", s)})
+	}
+	return n, nil
+}
+
+func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, u store.User) error {
+	ws, b, err := s.buildOf(r, u)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toBuild(b, s.versionNumbers(r, ws)))
+	return nil
+}
+
+func (s *Server) cancelBuild(w http.ResponseWriter, r *http.Request, u store.User) error {
+	ws, b, err := s.buildOf(r, u)
+	if err != nil {
+		return err
+	}
+	nb, err := s.builder.Cancel(r.Context(), u, ws.Name, b.Number)
+	if err != nil {
+		return s.buildErr(r, err)
+	}
+	writeJSON(w, http.StatusOK, toBuild(nb, s.versionNumbers(r, ws)))
+	return nil
+}
+
+// buildLogs streams a build's log as JSON lines. With follow=true it keeps the response open until
+// the build ends, then writes a last line {"end": true, "status": ...}.
+func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u store.User) error {
+	_, b, err := s.buildOf(r, u)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var after int64
+	if v := q.Get("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			return errBadRequest("invalid request", sdk.Validation{Field: "after", Detail: fmt.Sprintf("must be a log line id, got %q", v)})
+		}
+	}
+	follow := q.Get("follow") == "true" || q.Get("follow") == "1"
+	jobID := b.Job.ID
+	var wake <-chan struct{}
+	if follow {
+		ch, unsubscribe := s.store.SubscribeJob(jobID)
+		defer unsubscribe()
+		wake = ch
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	flusher, _ := w.(http.Flusher)
+	enc := jsonLineEncoder(bw)
+	flush := func() {
+		_ = bw.Flush()
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	stop := s.shutdownOf(r)
+	for {
+		// Read the job's end before the lines: lines written before it ended are then all read.
+		cur, err := s.store.BuildByJob(r.Context(), jobID)
+		if err != nil {
+			return nil // the stream has started; the client sees it end without the end line
+		}
+		for {
+			lines, err := s.store.JobLogs(r.Context(), jobID, after, 1000)
+			if err != nil {
+				return nil
+			}
+			for _, l := range lines {
+				_ = enc(sdk.BuildLog{ID: l.ID, Time: l.CreatedAt, Stage: l.Stage, Level: l.Level, Output: l.Output})
+				after = l.ID
+			}
+			if len(lines) < 1000 {
+				break
+			}
+		}
+		done := !cur.Job.Status().Active()
+		if !follow || done {
+			if follow {
+				_ = enc(sdk.BuildLog{Time: s.clock.Now(), End: true, Status: string(cur.Job.Status())})
+			}
+			flush()
+			return nil
+		}
+		flush()
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-stop:
+			return nil
+		case <-wake:
+		case <-s.after(30 * time.Second): // a lost wake-up costs at most this
+		}
+	}
+}
+
+func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User) error {
+	ws, err := s.visibleWorkspace(r, u)
+	if err != nil {
+		return err
+	}
+	n := 0
+	if v := r.URL.Query().Get("build"); v != "" {
+		if n, err = buildNumber(v); err != nil {
+			return err
+		}
+	}
+	b, err := s.store.BuildByNumber(r.Context(), ws.ID, n)
+	if isNotFound(err) {
+		return errNotFound("workspace %q has no such build", ws.Name)
+	}
+	if err != nil {
+		return err
+	}
+	if b.State == nil {
+		return errNotFound("build #%d of workspace %q has no Terraform state", b.Number, ws.Name)
+	}
+	s.log.Info("state pulled", "workspace", ws.Name, "build", b.Number, "by", u.Username)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Hangar-Build-Number", strconv.Itoa(b.Number))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b.State)
+	return nil
+}
+
+func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, sdk.MaxStateBytes))
+	if err != nil {
+		return err
+	}
+	if len(body) == 0 {
+		return errBadRequest("invalid request", sdk.Validation{Field: "body", Detail: "is empty: send the Terraform state (JSON)"})
+	}
+	if err := s.builder.PushState(r.Context(), u, r.PathValue("name"), body); err != nil {
+		return s.buildErr(r, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// --- provisioners
+
+const provisionerTokenPrefix = "hgp_"
+
+type provisionerHandler func(w http.ResponseWriter, r *http.Request, p store.Provisioner) error
+
+func (s *Server) authProvisioner(h provisionerHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r)
+		if !ok {
+			s.fail(w, r, errUnauthorized("missing bearer token: send Authorization: Bearer <provisioner token>"))
+			return
+		}
+		p, err := s.store.ProvisionerByTokenHash(r.Context(), HashToken(token))
+		if errors.Is(err, store.ErrNotFound) {
+			s.fail(w, r, errUnauthorized("invalid provisioner token"))
+			return
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := s.store.TouchProvisioner(r.Context(), p.ID, s.clock.Now()); err != nil {
+			s.log.Warn("cannot record provisioner activity", "provisioner", p.Name, "err", err)
+		}
+		if err := h(w, r, p); err != nil {
+			if errors.Is(err, store.ErrNotOwner) {
+				err = errConflict(store.ErrNotOwner.Error(), err.Error())
+			}
+			s.fail(w, r, err)
+		}
+	}
+}
+
+func (s *Server) createProvisioner(w http.ResponseWriter, r *http.Request, _ store.User) error {
+	var req sdk.CreateProvisionerRequest
+	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	if !workspace.IsDNSLabel(req.Name, 63) {
+		return errBadRequest("invalid request", sdk.Validation{Field: "name", Detail: fmt.Sprintf("must be a DNS label (lower-case letters, digits, '-'), got %q", req.Name)})
+	}
+	token := NewToken(provisionerTokenPrefix)
+	p := store.Provisioner{ID: uuid.NewString(), Name: req.Name, TokenHash: HashToken(token), CreatedAt: s.clock.Now()}
+	if err := s.store.CreateProvisioner(r.Context(), p); err != nil {
+		return err
+	}
+	s.log.Info("provisioner registered", "provisioner", p.Name)
+	writeJSON(w, http.StatusCreated, sdk.Provisioner{ID: p.ID, Name: p.Name, Token: token, CreatedAt: p.CreatedAt})
+	return nil
+}
+
+func (s *Server) listProvisioners(w http.ResponseWriter, r *http.Request, _ store.User) error {
+	ps, err := s.store.ListProvisioners(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]sdk.Provisioner, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, sdk.Provisioner{ID: p.ID, Name: p.Name, CreatedAt: p.CreatedAt, LastSeenAt: p.LastSeenAt})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// workerID checks a provisioner's worker id: its daemons are told apart by it, within the
+// provisioner's own namespace (a token cannot act for another provisioner's worker).
+func workerID(p store.Provisioner, id string) (string, error) {
+	if id == "" || len(id) > 200 {
+		return "", errBadRequest("invalid request", sdk.Validation{Field: "worker_id", Detail: "is required (at most 200 characters): a name for this daemon process"})
+	}
+	return p.ID + "/" + id, nil
+}
+
+func waitOf(secs int) time.Duration { return time.Duration(min(max(secs, 0), 60)) * time.Second }
+
+func (s *Server) provisionerAcquire(w http.ResponseWriter, r *http.Request, p store.Provisioner) error {
+	var req protocol.AcquireRequest
+	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	worker, err := workerID(p, req.WorkerID)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.untilShutdown(r)
+	defer cancel()
+	job, err := s.builder.Acquire(ctx, worker, waitOf(req.WaitSeconds))
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		job, err = nil, nil // shutting down: no job
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, protocol.AcquireResponse{Job: job})
+	return nil
+}
+
+func (s *Server) provisionerHeartbeat(w http.ResponseWriter, r *http.Request, p store.Provisioner) error {
+	var req protocol.HeartbeatRequest
+	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	worker, err := workerID(p, req.WorkerID)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.untilShutdown(r)
+	defer cancel()
+	canceled, err := s.builder.Heartbeat(ctx, r.PathValue("id"), worker, waitOf(req.WaitSeconds))
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		canceled, err = false, nil // shutting down: the heartbeat was recorded
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, protocol.HeartbeatResponse{Canceled: canceled})
+	return nil
+}
+
+func (s *Server) provisionerLogs(w http.ResponseWriter, r *http.Request, p store.Provisioner) error {
+	var req protocol.LogsRequest
+	if err := decodeJSON(w, r, protocol.MaxProvisionerBodyBytes, &req); err != nil {
+		return err
+	}
+	worker, err := workerID(p, req.WorkerID)
+	if err != nil {
+		return err
+	}
+	if len(req.Lines) > protocol.MaxLogLinesPerRequest {
+		return errBadRequest("invalid request", sdk.Validation{Field: "lines", Detail: fmt.Sprintf("has %d lines, the limit is %d", len(req.Lines), protocol.MaxLogLinesPerRequest)})
+	}
+	if err := s.builder.AppendLogs(r.Context(), r.PathValue("id"), worker, req.Lines); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"appended": len(req.Lines)})
+	return nil
+}
+
+func (s *Server) provisionerFinish(w http.ResponseWriter, r *http.Request, p store.Provisioner) error {
+	var req protocol.FinishRequest
+	if err := decodeJSON(w, r, protocol.MaxProvisionerBodyBytes, &req); err != nil {
+		return err
+	}
+	worker, err := workerID(p, req.WorkerID)
+	if err != nil {
+		return err
+	}
+	if len(req.State) > protocol.MaxStateBytes {
+		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: fmt.Sprintf("is %d bytes, the limit is %d", len(req.State), protocol.MaxStateBytes)})
+	}
+	if err := s.builder.Finish(r.Context(), r.PathValue("id"), worker, build.Outcome{Canceled: req.Canceled, Error: req.Error, State: req.State}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"recorded": true})
+	return nil
+}
