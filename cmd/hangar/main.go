@@ -8,11 +8,16 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/agentcmd"
 	"github.com/hangar-dev/hangar/internal/cli"
+	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/provisionercmd"
 	"github.com/hangar-dev/hangar/internal/servercmd"
 )
 
 func main() {
+	// Started by a provisioner as the survival shim of a terraform run (terraform.Runner.Shim)?
+	if terraform.IsShim() {
+		os.Exit(terraform.ShimMain())
+	}
 	root := &cobra.Command{
 		Use:   "hangar",
 		Short: "Hangar: self-hosted remote development workspaces",

@@ -146,6 +146,7 @@ type harness struct {
 	url    string
 	dir    string
 	bin    string
+	token  string   // the admin's
 	env    []string // the CLI's environment
 	hangar func(args ...string) (string, error)
 	must   func(args ...string) string
@@ -201,7 +202,7 @@ func startLoggedIn(t *testing.T, env ...string) *harness {
 		t.Fatal(err)
 	}
 	home := filepath.Join(dir, "home")
-	h := &harness{url: url, dir: dir, bin: bin,
+	h := &harness{url: url, dir: dir, bin: bin, token: strings.TrimSpace(string(tok)),
 		env: append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "HANGAR_URL=", "HANGAR_TOKEN=")}
 	h.hangar = func(args ...string) (string, error) {
 		t.Helper()

@@ -369,6 +369,9 @@ func (s *Service) PushState(ctx context.Context, u store.User, name string, stat
 func (s *Service) Acquire(ctx context.Context, workerID string, wait time.Duration) (*protocol.ProvisionerJob, error) {
 	s.sawWorker(workerID)
 	defer s.sawWorker(workerID)
+	if err := s.abandoned(ctx, workerID); err != nil {
+		return nil, err
+	}
 	wake, unsubscribe := s.st.SubscribeJobs()
 	defer unsubscribe()
 	timeout := s.opts.After(wait)
@@ -389,6 +392,42 @@ func (s *Service) Acquire(ctx context.Context, workerID string, wait time.Durati
 		case <-s.opts.After(s.opts.PollInterval):
 		}
 	}
+}
+
+// abandoned fails the jobs a worker claimed and no longer runs. A worker asks for work only when
+// it runs none, after adopting every run it left in its work directory (provisioner.Daemon), so a
+// job it still holds is one it lost before Terraform started: a daemon killed between claiming a
+// job and starting it. Failing it now beats waiting for the reaper. Worker ids must therefore be
+// unique among live daemons (a lock on the work directory and the provisioner's token make them so).
+func (s *Service) abandoned(ctx context.Context, workerID string) error {
+	ids, err := s.st.ActiveJobsOf(ctx, workerID)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	msg := "the provisioner that claimed this build restarted before it ran Terraform; nothing ran and the state is unchanged. Start the build again."
+	for _, id := range ids {
+		rec, err := s.st.UpdateBuild(ctx, id, func(rec store.BuildRecord) (store.BuildRecord, error) {
+			b := *rec.Build
+			if b.Job.WorkerID != workerID || b.Job.CompletedAt != nil {
+				return rec, errAlreadyDone
+			}
+			nb := build.Finish(b, build.Outcome{Error: msg}, s.now())
+			nb.State = b.State
+			rec.Build = &nb
+			rec.Workspace = applyState(rec.Workspace, nb, s.now())
+			return rec, nil
+		})
+		if errors.Is(err, errAlreadyDone) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("fail an abandoned job: %w", err)
+		}
+		s.ended(*rec.Build)
+		s.appendLogs(ctx, id, "Abandoned", "error", msg)
+		s.log.Warn("build abandoned by its provisioner", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "worker", workerID)
+	}
+	return nil
 }
 
 func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.ProvisionerJob, error) {

@@ -57,6 +57,9 @@ func (c *Client) do(ctx context.Context, path, jobID string, body, out any) erro
 		if resp.StatusCode == http.StatusConflict && strings.Contains(se.Body, store.ErrNotOwner.Error()) {
 			return fmt.Errorf("%w (%v)", store.ErrNotOwner, se)
 		}
+		if resp.StatusCode == http.StatusNotFound && jobID != "" {
+			return fmt.Errorf("job %s: %w (%v)", jobID, store.ErrNotFound, se)
+		}
 		return se
 	}
 	if out == nil {

@@ -31,9 +31,15 @@ type Coordinator interface {
 	Finish(ctx context.Context, jobID, workerID string, o build.Outcome) error
 }
 
-// Runner runs Terraform for one build (terraform.Runner).
+// Runner runs Terraform for one build (terraform.Runner), keeping each run's work directory until
+// the daemon has reported the outcome (KeepWorkDir), so that a daemon killed in between adopts the
+// run when it comes back.
 type Runner interface {
 	Run(ctx context.Context, cancel <-chan struct{}, req terraform.Request) terraform.Result
+	// Leftovers lists the runs a previous daemon left; Recover waits for and adopts one.
+	Leftovers() ([]string, error)
+	Recover(ctx context.Context, cancel <-chan struct{}, jobID string, log func(terraform.Line)) (terraform.Result, bool)
+	Remove(jobID string) error
 }
 
 // Daemon claims and runs jobs one at a time until its context ends.
@@ -82,6 +88,7 @@ func backoff(attempt int) time.Duration {
 func (d *Daemon) Run(ctx context.Context) error {
 	d.defaults()
 	d.Logger.Info("provisioner ready", "worker", d.WorkerID)
+	d.recoverLeftovers(ctx)
 	failures := 0
 	for ctx.Err() == nil {
 		job, err := d.Coord.Acquire(ctx, d.WorkerID, d.AcquireWait)
@@ -106,9 +113,43 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// recoverLeftovers adopts the runs a previous daemon of this worker left (it was killed, or its
+// machine stopped): it waits for the terraform still running, then reports the outcome with the
+// state terraform wrote, so that no resource it created is forgotten.
+func (d *Daemon) recoverLeftovers(ctx context.Context) {
+	ids, err := d.Runner.Leftovers()
+	if err != nil {
+		d.Logger.Error("cannot look for builds a previous provisioner left", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		log := d.Logger.With("job", id)
+		log.Warn("adopting a build a previous provisioner left unfinished")
+		d.execute(ctx, id, log, func(ctx context.Context, cancel <-chan struct{}, logf func(terraform.Line)) terraform.Result {
+			res, _ := d.Runner.Recover(ctx, cancel, id, logf)
+			return res
+		})
+	}
+}
+
 func (d *Daemon) runJob(ctx context.Context, job *protocol.ProvisionerJob) {
 	log := d.Logger.With("job", job.ID, "workspace", job.WorkspaceName, "build", job.BuildNumber, "transition", job.Transition)
 	log.Info("running build")
+	d.execute(ctx, job.ID, log, func(ctx context.Context, cancel <-chan struct{}, logf func(terraform.Line)) terraform.Result {
+		return d.Runner.Run(ctx, cancel, terraform.Request{
+			JobID: job.ID, Transition: build.Transition(job.Transition), Archive: job.Archive, State: job.State,
+			Variables: job.Variables, Log: logf,
+		})
+	})
+}
+
+// execute runs one job's terraform (run) while heartbeating and shipping its log, reports the
+// outcome, and then removes its work directory.
+func (d *Daemon) execute(ctx context.Context, jobID string, log *slog.Logger, run func(ctx context.Context, cancel <-chan struct{}, logf func(terraform.Line)) terraform.Result) {
+	job := struct{ ID string }{jobID}
 	// The job's calls outlive ctx by a little: the outcome of an interrupted run is still reported.
 	jctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
@@ -135,10 +176,7 @@ func (d *Daemon) runJob(ctx context.Context, job *protocol.ProvisionerJob) {
 	logs := newShipper(d, job.ID, log)
 	go logs.run(jctx)
 
-	res := d.Runner.Run(jctx, cancel, terraform.Request{
-		JobID: job.ID, Transition: build.Transition(job.Transition), Archive: job.Archive, State: job.State,
-		Variables: job.Variables, Log: logs.add,
-	})
+	res := run(jctx, cancel, logs.add)
 	logs.close()
 	stop()
 	hb.Wait()
@@ -152,7 +190,11 @@ func (d *Daemon) runJob(ctx context.Context, job *protocol.ProvisionerJob) {
 		// Terraform wrote when interrupted is kept all the same (build.Finish on failure).
 		o.Error = "the provisioner shut down during the build; Terraform was interrupted and the state it wrote is kept: " + o.Error
 	}
-	d.finish(ctx, job.ID, o, log)
+	if d.finish(ctx, job.ID, o, log) {
+		if err := d.Runner.Remove(job.ID); err != nil {
+			log.Warn("cannot remove the build's work directory", "err", err)
+		}
+	}
 }
 
 // heartbeat keeps the job alive and calls cancelRun when the build is canceled, or when the job is
@@ -188,8 +230,9 @@ func (d *Daemon) heartbeat(ctx context.Context, jobID string, log *slog.Logger, 
 }
 
 // finish reports the outcome, retrying until the server takes it (its state must not be lost),
-// refuses it (the job is not ours any more), or an hour passes.
-func (d *Daemon) finish(ctx context.Context, jobID string, o build.Outcome, log *slog.Logger) {
+// refuses it (the job is not ours any more), or an hour passes. It reports whether the outcome is
+// settled (taken or refused): otherwise the work directory stays for the next daemon to report.
+func (d *Daemon) finish(ctx context.Context, jobID string, o build.Outcome, log *slog.Logger) bool {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Hour)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
@@ -197,13 +240,16 @@ func (d *Daemon) finish(ctx context.Context, jobID string, o build.Outcome, log 
 		switch {
 		case err == nil:
 			log.Info("build reported", "canceled", o.Canceled, "failed", o.Error != "", "state_bytes", len(o.State))
-			return
+			return true
 		case errors.Is(err, store.ErrNotOwner):
 			log.Warn("the server refused the outcome: the job is no longer ours", "err", err)
-			return
+			return true
+		case errors.Is(err, store.ErrNotFound):
+			log.Warn("the server does not know the job (deleted?); dropping its outcome", "err", err)
+			return true
 		case fctx.Err() != nil:
-			log.Error("could not report the build's outcome; its state is lost", "err", err)
-			return
+			log.Error("could not report the build's outcome; its work directory (with the state) is kept for the next start", "err", err)
+			return false
 		}
 		wait := backoff(attempt)
 		log.Warn("cannot report the build's outcome; retrying", "err", err, "retry_in", wait)

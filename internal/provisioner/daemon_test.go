@@ -100,6 +100,14 @@ func (r *fakeRunner) Run(_ context.Context, cancel <-chan struct{}, req terrafor
 	return terraform.Result{Canceled: true, State: []byte(`{"partial":1}`), Err: errors.New("interrupted")}
 }
 
+func (r *fakeRunner) Leftovers() ([]string, error) { return nil, nil }
+
+func (r *fakeRunner) Recover(context.Context, <-chan struct{}, string, func(terraform.Line)) (terraform.Result, bool) {
+	return terraform.Result{}, false
+}
+
+func (r *fakeRunner) Remove(string) error { return nil }
+
 func now(time.Duration) <-chan time.Time {
 	c := make(chan time.Time, 1)
 	c <- time.Time{}

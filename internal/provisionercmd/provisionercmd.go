@@ -49,8 +49,8 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Server, "server", "HANGAR_SERVER", "http://127.0.0.1:7080", "URL of the Hangar server"),
 		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_PROVISIONER_TOKEN_FILE", "", "file holding the provisioner's token (from `hangar provisioners create`)"),
 		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary to run"),
-		cmdopt.String(&cfg.WorkDir, "work-dir", "HANGAR_PROVISIONER_WORK_DIR", filepath.Join(os.TempDir(), "hangar-provisioner"), "where builds run (one directory each, removed after)"),
-		cmdopt.String(&cfg.Identity, "identity", "HANGAR_PROVISIONER_IDENTITY", fmt.Sprintf("%s-%d", host, os.Getpid()), "this daemon's name among the provisioner's daemons"),
+		cmdopt.String(&cfg.WorkDir, "work-dir", "HANGAR_PROVISIONER_WORK_DIR", "", "where builds run (one directory each, removed after); default <tmp>/hangar-provisioner-<identity>. Keep it across restarts: a daemon adopts the builds a killed one left there"),
+		cmdopt.String(&cfg.Identity, "identity", "HANGAR_PROVISIONER_IDENTITY", host, "this daemon's name among the provisioner's daemons; keep it across restarts (the builds it ran stay its own)"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
 	})
@@ -74,7 +74,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if token == "" {
 		return fmt.Errorf("--token-file %s is empty", cfg.TokenFile)
 	}
-	runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: cfg.WorkDir}
+	if cfg.Identity == "" || strings.ContainsAny(cfg.Identity, `/\`) {
+		return fmt.Errorf("--identity: want a name without slashes, got %q", cfg.Identity)
+	}
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = filepath.Join(os.TempDir(), "hangar-provisioner-"+cfg.Identity)
+	}
+	unlock, err := provisioner.LockWorkRoot(cfg.WorkDir)
+	if err != nil {
+		return fmt.Errorf("--work-dir: %w", err)
+	}
+	defer unlock()
+	shim, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the hangar executable (the terraform shim): %w", err)
+	}
+	runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: cfg.WorkDir, KeepWorkDir: true, Shim: shim}
 	v, err := runner.Check(ctx)
 	if err != nil {
 		return fmt.Errorf("--terraform: %w", err)

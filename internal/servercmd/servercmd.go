@@ -4,6 +4,7 @@ package servercmd
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -158,15 +159,30 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		bld.RunReaper(bctx, max(min(hbTimeout, pendingTimeout)/10, time.Second))
 	}()
 	if nprov > 0 {
-		runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: filepath.Join(cfg.DataDir, "provisioner")}
-		if v, err := runner.Check(ctx); err != nil {
+		check := &terraform.Runner{TerraformPath: cfg.Terraform}
+		if v, err := check.Check(ctx); err != nil {
 			log.Warn("the in-process provisioners cannot run Terraform; terraform templates will not build until this is fixed", "err", err)
 		} else {
 			log.Info("in-process provisioners ready", "count", nprov, "terraform", v)
 		}
+		shim, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the hangar executable (the provisioners' terraform shim): %w", err)
+		}
 		host, _ := os.Hostname()
+		absData, _ := filepath.Abs(cfg.DataDir)
+		sum := sha256.Sum256([]byte(absData))
 		for i := 0; i < nprov; i++ {
-			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("server/%s/%d/%d", host, os.Getpid(), i),
+			// Each daemon has its own work root and a worker id that survives restarts, so that a
+			// server killed mid-build adopts the terraform runs it left when it starts again.
+			root := filepath.Join(cfg.DataDir, "provisioner", strconv.Itoa(i))
+			unlock, err := provisioner.LockWorkRoot(root)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: root, KeepWorkDir: true, Shim: shim}
+			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("server/%s/%x/%d", host, sum[:4], i),
 				Logger: log.With("component", "provisioner", "n", i)}
 			background.Add(1)
 			go func() {

@@ -121,6 +121,8 @@ type BuildStore interface {
 	// StaleJobs lists the active jobs that a reaper must fail: running (or canceling) with no
 	// heartbeat since heartbeatBefore, or pending since createdBefore.
 	StaleJobs(ctx context.Context, heartbeatBefore, createdBefore time.Time) ([]string, error)
+	// ActiveJobsOf lists the claimed, unfinished jobs of a worker.
+	ActiveJobsOf(ctx context.Context, workerID string) ([]string, error)
 	// CountJobs counts jobs by status (metrics).
 	CountJobs(ctx context.Context) (map[build.JobStatus]int, error)
 

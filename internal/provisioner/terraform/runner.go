@@ -92,6 +92,21 @@ type Runner struct {
 	// GracePeriod is how long terraform may take to stop after an interrupt before it is killed.
 	// Default DefaultGracePeriod.
 	GracePeriod time.Duration
+	// KeepWorkDir leaves each run's work directory (with the state terraform wrote) in place when
+	// Run returns; the caller removes it with Remove once the outcome is reported. A provisioner
+	// killed in between finds it with Leftovers and adopts it with Recover.
+	KeepWorkDir bool
+	// Shim, if set, is an executable that runs as the survival shim when started with the shim's
+	// environment (the hangar binary: IsShim, ShimMain). terraform apply and destroy then outlive a
+	// provisioner that is killed, and Recover adopts their result when it comes back.
+	Shim string
+}
+
+func (r *Runner) workRoot() string {
+	if r.WorkRoot == "" {
+		return filepath.Join(os.TempDir(), "hangar-terraform")
+	}
+	return r.WorkRoot
 }
 
 func (r *Runner) terraformPath() (string, error) {
@@ -267,15 +282,14 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 		return fail(fmt.Errorf("before terraform started: %w", err))
 	}
 
-	workRoot := r.WorkRoot
-	if workRoot == "" {
-		workRoot = filepath.Join(os.TempDir(), "hangar-terraform")
-	}
-	jobDir := filepath.Join(workRoot, req.JobID)
+	jobDir := filepath.Join(r.workRoot(), req.JobID)
 	x := &run{r: r, req: req, log: log, ctx: ctx, moduleDir: filepath.Join(jobDir, "module")}
 	x.stdout = &lineWriter{log: log}
 	x.stderr = &lineWriter{log: log, stderr: true}
 	defer func() {
+		if r.KeepWorkDir {
+			return
+		}
 		if err := os.RemoveAll(jobDir); err != nil {
 			log.emit(LevelWarn, fmt.Sprintf("Removing the work directory: %v", err))
 		}
@@ -397,11 +411,16 @@ func (x *run) terraform() error {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("writing the CLI config: %w", err)
 	}
-	tf, err := tfexec.NewTerraform(x.moduleDir, tfPath)
+	execPath, env := tfPath, terraformEnv(cfgPath)
+	if x.r.Shim != "" {
+		execPath = x.r.Shim
+		env[shimTerraformEnv], env[shimDirEnv] = tfPath, jobDir
+	}
+	tf, err := tfexec.NewTerraform(x.moduleDir, execPath)
 	if err != nil {
 		return fmt.Errorf("terraform: %w", err)
 	}
-	if err := tf.SetEnv(terraformEnv(cfgPath)); err != nil {
+	if err := tf.SetEnv(env); err != nil {
 		return fmt.Errorf("terraform environment: %w", err)
 	}
 	if err := tf.SetWaitDelay(x.grace()); err != nil {
@@ -458,6 +477,9 @@ func (x *run) terraform() error {
 	}
 
 	// Applying or Destroying.
+	// Through the shim terraform runs in a group of its own: once the command returns (even after
+	// terraform-exec killed the shim at the end of the grace period), nothing of it may remain.
+	defer killGroup(jobDir)
 	if x.req.Transition == build.Delete {
 		x.log.begin(StageDestroy)
 		return x.command("destroy", func(ctx context.Context) error { return tf.Destroy(ctx, tfexec.VarFile(varFile)) })

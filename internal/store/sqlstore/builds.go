@@ -709,6 +709,24 @@ func (s *Store) StaleJobs(ctx context.Context, heartbeatBefore, createdBefore ti
 	return out, rows.Err()
 }
 
+func (s *Store) ActiveJobsOf(ctx context.Context, workerID string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT id FROM provisioner_jobs WHERE completed_at IS NULL AND started_at IS NOT NULL
+		AND worker_id = ? ORDER BY created_at, id`), workerID)
+	if err != nil {
+		return nil, fmt.Errorf("find the jobs of worker %s: %w", workerID, err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
 func (s *Store) CountJobs(ctx context.Context) (map[build.JobStatus]int, error) {
 	// The same derivation as build.Job.Status.
 	rows, err := s.db.QueryContext(ctx, `SELECT CASE

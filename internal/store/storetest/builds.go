@@ -35,6 +35,7 @@ var buildTests = []struct {
 	{"Heartbeat", testHeartbeat},
 	{"Logs", testLogs},
 	{"StaleJobs", testStaleJobs},
+	{"ActiveJobsOf", testActiveJobsOf},
 	{"CountJobs", testCountJobs},
 	{"PutBuildState", testPutBuildState},
 	{"Provisioners", testProvisioners},
@@ -817,6 +818,37 @@ func testStaleJobs(t *testing.T, s store.Store) {
 	// Pending jobs have their own limit.
 	if got, _ := s.StaleJobs(ctx, cut, old); len(got) != 2 {
 		t.Fatalf("StaleJobs with no pending limit = %v, want running-old and canceling-old", got)
+	}
+}
+
+func testActiveJobsOf(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewBuildFixture(t, s, "aj")
+	at := t0.Add(time.Minute)
+	mk := func(name string, set func(j *build.Job)) string {
+		_, b := f.Create(t, s, name, t0)
+		if set != nil {
+			setJob(t, s, b.Job.ID, set)
+		}
+		return b.Job.ID
+	}
+	mk("pending", nil)
+	running := mk("running", func(j *build.Job) { j.WorkerID, j.StartedAt = "w1", &at })
+	canceling := mk("canceling", func(j *build.Job) { j.WorkerID, j.StartedAt, j.CanceledAt = "w1", &at, &at })
+	mk("other-worker", func(j *build.Job) { j.WorkerID, j.StartedAt = "w2", &at })
+	mk("done", func(j *build.Job) { j.WorkerID, j.StartedAt, j.CompletedAt = "w1", &at, &at })
+	got, err := s.ActiveJobsOf(ctx, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{running, canceling}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("active jobs of w1: %v, want %v", got, want)
+	}
+	if got, err := s.ActiveJobsOf(ctx, "nobody"); err != nil || len(got) != 0 {
+		t.Fatalf("active jobs of nobody: %v %v", got, err)
 	}
 }
 

@@ -1,0 +1,164 @@
+package terraform
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// groupOf reads the process group of the job's survivable command; 0 when there is none.
+func groupOf(jobDir string) int {
+	b, err := os.ReadFile(filepath.Join(jobDir, runPID))
+	if err != nil {
+		return 0
+	}
+	pgid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	if err != nil || pgid <= 1 {
+		return 0
+	}
+	return pgid
+}
+
+// alive reports whether a process of the group still runs.
+func alive(pgid int) bool { return pgid > 0 && syscall.Kill(-pgid, 0) == nil }
+
+// killGroup kills whatever remains of the job's survivable command.
+func killGroup(jobDir string) {
+	if pgid := groupOf(jobDir); alive(pgid) {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}
+
+// Remove deletes a job's work directory (a Runner with KeepWorkDir leaves it to the caller, who
+// removes it once the outcome is safe elsewhere).
+func (r *Runner) Remove(jobID string) error {
+	if jobID == "" || jobID != filepath.Base(jobID) || jobID == "." || jobID == ".." {
+		return fmt.Errorf("job id %q cannot name a directory", jobID)
+	}
+	return os.RemoveAll(filepath.Join(r.workRoot(), jobID))
+}
+
+// Leftovers lists the jobs whose work directory is still in WorkRoot: runs a provisioner did not
+// see to their end (it was killed or its machine stopped). Recover adopts each.
+func (r *Runner) Leftovers() ([]string, error) {
+	entries, err := os.ReadDir(r.workRoot())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the work root: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// recoverPoll is how often Recover looks whether the terraform it adopted has ended.
+const recoverPoll = 200 * time.Millisecond
+
+// Recover adopts the run of jobID that a previous provisioner left behind: it waits for the
+// terraform still running (if any) to end — interrupting it when cancel closes, and killing it
+// after GracePeriod — then returns the state it wrote and how it ended, logging the output
+// terraform wrote meanwhile, and removes the work directory. found is false when there is no such
+// run. When ctx ends first, the work directory is kept for the next provisioner.
+func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID string, logf func(Line)) (res Result, found bool) {
+	log := &logger{fn: logf}
+	jobDir := filepath.Join(r.workRoot(), jobID)
+	if fi, err := os.Stat(jobDir); err != nil || !fi.IsDir() || jobID != filepath.Base(jobID) {
+		return Result{}, false
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			_ = os.RemoveAll(jobDir)
+		}
+	}()
+	log.begin("Recovering")
+	pgid := groupOf(jobDir)
+	if alive(pgid) {
+		log.emit(LevelWarn, "The provisioner stopped during this build; terraform is still running: waiting for it to finish.")
+	}
+	var graceEnd <-chan time.Time
+	tick := time.NewTicker(recoverPoll)
+	defer tick.Stop()
+	canceled := false
+	for alive(pgid) {
+		if _, err := os.Stat(filepath.Join(jobDir, runExit)); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			keep = true
+			return Result{Err: fmt.Errorf("recovering the build: %w", ctx.Err())}, true
+		case <-cancel:
+			cancel = nil
+			canceled = true
+			log.emit(LevelWarn, "Build canceled: interrupting terraform")
+			_ = syscall.Kill(-pgid, syscall.SIGINT)
+			g := r.GracePeriod
+			if g <= 0 {
+				g = DefaultGracePeriod
+			}
+			graceEnd = time.After(g)
+		case <-graceEnd:
+			log.emit(LevelWarn, "terraform did not stop in its grace period: killing it")
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		case <-tick.C:
+		}
+	}
+	for _, f := range []struct {
+		name, level string
+	}{{runStdout, LevelInfo}, {runStderr, LevelError}} {
+		if b, err := os.ReadFile(filepath.Join(jobDir, f.name)); err == nil && len(b) > 0 {
+			sc := bufio.NewScanner(bytes.NewReader(b))
+			sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+			for sc.Scan() {
+				log.emit(f.level, sc.Text())
+			}
+		}
+	}
+	switch code, err := exitStatusIn(jobDir); {
+	case pgid == 0:
+		res.Err = errors.New("the provisioner stopped before terraform applied anything; the state is the one the build started from")
+	case err != nil:
+		res.Err = fmt.Errorf("the provisioner stopped during the build and terraform ended without an exit status (killed): %w", err)
+	case code != 0:
+		res.Err = fmt.Errorf("the provisioner stopped during the build; terraform then exited with status %d", code)
+	}
+	if canceled {
+		res.Canceled = true
+		if res.Err != nil { // nil: terraform finished anyway
+			res.Err = fmt.Errorf("%w: %v", ErrCanceled, res.Err)
+		}
+	}
+	log.begin(StageReadState)
+	state, err := os.ReadFile(filepath.Join(jobDir, "module", stateFile))
+	switch {
+	case err == nil:
+		res.State = state
+		log.emit(LevelInfo, fmt.Sprintf("Read the state terraform wrote (%d bytes)", len(state)))
+	case errors.Is(err, os.ErrNotExist):
+		log.emit(LevelInfo, "Terraform wrote no state")
+	default:
+		res.Err = errors.Join(res.Err, fmt.Errorf("reading the state: %w", err))
+	}
+	if res.Err != nil {
+		log.emit(LevelError, firstLine(res.Err))
+	} else {
+		log.emit(LevelInfo, "terraform finished while the provisioner was away; its result is adopted")
+	}
+	return res, true
+}
