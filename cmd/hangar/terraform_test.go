@@ -3,6 +3,8 @@ package main_test
 import (
 	"bufio"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,5 +174,85 @@ func TestTerraformEndToEnd(t *testing.T) {
 	wantMarkers(t, markerDir, "tf2-0", "tf2-1", "tf2-2")
 	if err := json.Unmarshal([]byte(must("builds", "tf2", "-o", "json")), &builds); err != nil || !builds[0].Orphan || builds[0].Status != "succeeded" || builds[0].StateSource != "orphan" {
 		t.Fatalf("orphan delete build: %+v (%v)", builds[0], err)
+	}
+}
+
+// TestWaitInterruptCancels: Ctrl-C during `hangar start --wait` of a terraform workspace asks
+// whether to cancel the build; answering y cancels it, and the wait ends with the reason. The
+// server's metrics count the builds by transition and result.
+func TestWaitInterruptCancels(t *testing.T) {
+	markerDir := filepath.Join(t.TempDir(), "markers")
+	h := startLoggedIn(t, "HANGAR_MARKER_DIR="+markerDir)
+	h.must("templates", "push", "markers", "--directory", "testdata/markers")
+	h.must("create", "ci1", "--template", "markers", "--wait", "--timeout", "2m")
+	h.must("stop", "ci1", "--wait", "--timeout", "2m")
+	if err := os.WriteFile(filepath.Join(markerDir, "delay"), []byte("60"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(h.bin, "start", "ci1", "--wait", "--timeout", "2m")
+	cmd.Env = h.env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	sc := bufio.NewScanner(stdout)
+	sc.Split(bufio.ScanRunes) // the prompt has no newline
+	until := func(s string) {
+		t.Helper()
+		for !strings.Contains(seen.String(), s) {
+			if !sc.Scan() {
+				t.Fatalf("output ended before %q:\n%s", s, seen.String())
+			}
+			seen.WriteString(sc.Text())
+		}
+	}
+	until("==> Applying")
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	until("[y/N] ")
+	if _, err := stdin.Write([]byte("y\n")); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		seen.WriteString(sc.Text())
+	}
+	err = cmd.Wait()
+	out := seen.String()
+	if err == nil || !strings.Contains(out, "Canceling: Terraform stops") || !strings.Contains(out, "was canceled") {
+		t.Fatalf("start --wait interrupted (%v):\n%s", err, out)
+	}
+	var builds []sdk.Build
+	if err := json.Unmarshal([]byte(h.must("builds", "ci1", "-o", "json")), &builds); err != nil || builds[0].Status != "canceled" {
+		t.Fatalf("builds after Ctrl-C: %+v (%v)", builds, err)
+	}
+
+	resp, err := http.Get(h.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	m, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`hangar_workspace_builds_total{result="succeeded",transition="start"} 1`,
+		`hangar_workspace_builds_total{result="succeeded",transition="stop"} 1`,
+		`hangar_workspace_builds_total{result="canceled",transition="start"} 1`,
+		`hangar_provisioner_job_duration_seconds_count{result="succeeded",transition="start"} 1`,
+		`hangar_provisioner_jobs{status="pending"} 0`,
+		`hangar_provisioner_daemons_connected 1`,
+	} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }

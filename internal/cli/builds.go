@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -387,9 +386,14 @@ func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client
 	}
 	fmt.Fprintf(progress, "Build #%d (%s) %s\n", b.Number, b.Transition, b.Status)
 
-	interrupts := make(chan os.Signal, 1)
-	signal.Notify(interrupts, os.Interrupt)
-	defer signal.Stop(interrupts)
+	asked := make(chan struct{}, 1)
+	release := interrupts.take(func() {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	})
+	defer release()
 	fctx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
 	answered := make(chan error, 1)
@@ -398,7 +402,7 @@ func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client
 			select {
 			case <-fctx.Done():
 				return
-			case <-interrupts:
+			case <-asked:
 			}
 			fmt.Fprintf(progress, "\nCancel build #%d of %s? [y/N] ", b.Number, name)
 			line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')

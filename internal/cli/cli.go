@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -214,9 +215,52 @@ func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 // stderr as `error: <message>`, one line per invalid field after it. Ctrl-C cancels the command's
 // context, which ends a --wait.
 func Execute(root *cobra.Command) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			if s == os.Interrupt && interrupts.dispatch() {
+				continue // a command asked for Ctrl-C (followBuild: cancel the build?)
+			}
+			cancel()
+			return
+		}
+	}()
 	return execute(ctx, root)
+}
+
+// interruptRouter hands Ctrl-C to the command that took it, instead of ending the command.
+type interruptRouter struct {
+	mu      sync.Mutex
+	handler func()
+}
+
+var interrupts = &interruptRouter{}
+
+// take routes Ctrl-C to fn until release is called.
+func (r *interruptRouter) take(fn func()) (release func()) {
+	r.mu.Lock()
+	r.handler = fn
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		r.handler = nil
+		r.mu.Unlock()
+	}
+}
+
+func (r *interruptRouter) dispatch() bool {
+	r.mu.Lock()
+	fn := r.handler
+	r.mu.Unlock()
+	if fn == nil {
+		return false
+	}
+	fn()
+	return true
 }
 
 // execute is Execute with the command's context given: the end of ctx ends a --wait.
