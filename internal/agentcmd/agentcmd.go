@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -65,16 +64,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if cfg.TokenFile == "" {
-		return fmt.Errorf("--token-file is required: the file holding the token `hangar agents create` printed")
-	}
-	tok, err := os.ReadFile(cfg.TokenFile)
+	token, err := cmdopt.ReadToken(cfg.TokenFile, "hangar agents create")
 	if err != nil {
-		return fmt.Errorf("--token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(tok))
-	if token == "" {
-		return fmt.Errorf("--token-file %s is empty", cfg.TokenFile)
+		return err
 	}
 	applyConcurrency, err := strconv.Atoi(cfg.ApplyConcurrency)
 	if err != nil || applyConcurrency < 1 || applyConcurrency > 1000 {

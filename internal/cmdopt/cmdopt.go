@@ -5,6 +5,7 @@ package cmdopt
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -33,4 +34,21 @@ func Register(cmd *cobra.Command, opts []Option) {
 // String declares a string option.
 func String(target *string, flag, env, def, help string) Option {
 	return Option{Target: target, Flag: flag, Env: env, Def: def, Help: help}
+}
+
+// ReadToken reads a token from the file a --token-file option names; createdBy says which command
+// printed it, for the error that says the option is missing.
+func ReadToken(path, createdBy string) (string, error) {
+	if path == "" {
+		return "", fmt.Errorf("--token-file is required: the file holding the token `%s` printed", createdBy)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("--token-file %s is empty", path)
+	}
+	return token, nil
 }

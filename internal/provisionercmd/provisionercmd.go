@@ -63,16 +63,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if cfg.TokenFile == "" {
-		return fmt.Errorf("--token-file is required: the file holding the token `hangar provisioners create` printed")
-	}
-	tok, err := os.ReadFile(cfg.TokenFile)
+	token, err := cmdopt.ReadToken(cfg.TokenFile, "hangar provisioners create")
 	if err != nil {
-		return fmt.Errorf("--token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(tok))
-	if token == "" {
-		return fmt.Errorf("--token-file %s is empty", cfg.TokenFile)
+		return err
 	}
 	if cfg.Identity == "" || strings.ContainsAny(cfg.Identity, `/\`) {
 		return fmt.Errorf("--identity: want a name without slashes, got %q", cfg.Identity)
