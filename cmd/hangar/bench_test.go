@@ -64,7 +64,7 @@ const (
 // baseline sub-benchmark times bare terraform processes on this machine.
 func BenchmarkTerraformRequestToInit(b *testing.B) {
 	bin := tfbBinary(b)
-	b.Run("baseline", tfbProcessBaseline)
+	b.Run("baseline", func(b *testing.B) { tfbProcessBaseline(b, bin) })
 	for _, st := range []string{"sqlite", "postgres"} {
 		b.Run(st, func(b *testing.B) { tfbRequestToInit(b, bin, st) })
 	}
@@ -121,13 +121,16 @@ func tfbRequestToInit(b *testing.B, bin, st string) {
 }
 
 // tfbProcessBaseline times bare terraform processes started the way the runner starts them (its
-// CLI config, CHECKPOINT_DISABLE), and the probe script's own cost.
-func tfbProcessBaseline(b *testing.B) {
+// CLI config, CHECKPOINT_DISABLE), the probe script's own cost, and that of the survival shim (the
+// hangar binary, which the in-process provisioners start for every terraform command, and which
+// execs terraform for version and init).
+func tfbProcessBaseline(b *testing.B, bin string) {
 	tf := tfbTerraform(b)
 	probe := tfbNewProbe(b)
 	dir := b.TempDir()
 	env := tfbTerraformEnv(b, dir)
-	run := func(path string, args ...string) time.Duration {
+	shimEnv := append(slices.Clone(env), "HANGAR_TF_SHIM_TERRAFORM="+probe.path, "HANGAR_TF_SHIM_DIR="+dir)
+	run := func(env []string, path string, args ...string) time.Duration {
 		cmd := exec.Command(path, args...)
 		cmd.Dir, cmd.Env = dir, env
 		start := time.Now()
@@ -136,21 +139,30 @@ func tfbProcessBaseline(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	var version, versionJSON, viaProbe, probeStart []time.Duration
+	// started runs path and returns how long the probe took to say terraform starts.
+	started := func(env []string, path string) (time.Duration, time.Duration) {
+		probe.drain()
+		start := time.Now()
+		d := run(env, path, "version", "-json")
+		return probe.until(b, dir, "version")["version"].Sub(start), d
+	}
+	var version, versionJSON, viaProbe, probeStart, viaShim, shimStart []time.Duration
 	for i := 0; i < b.N; i++ {
 		for range tfbRuns {
-			version = append(version, run(tf, "version"))
-			versionJSON = append(versionJSON, run(tf, "version", "-json"))
-			probe.drain()
-			start := time.Now()
-			viaProbe = append(viaProbe, run(probe.path, "version", "-json"))
-			probeStart = append(probeStart, probe.until(b, dir, "version")["version"].Sub(start))
+			version = append(version, run(env, tf, "version"))
+			versionJSON = append(versionJSON, run(env, tf, "version", "-json"))
+			s, d := started(env, probe.path)
+			probeStart, viaProbe = append(probeStart, s), append(viaProbe, d)
+			s, d = started(shimEnv, bin)
+			shimStart, viaShim = append(shimStart, s), append(viaShim, d)
 		}
 	}
 	tfbReport(b, "version-", version)
 	tfbReport(b, "version-json-", versionJSON)
 	tfbReport(b, "probe-version-json-", viaProbe)
 	tfbReport(b, "probe-start-", probeStart)
+	tfbReport(b, "shim-probe-version-json-", viaShim)
+	tfbReport(b, "shim-probe-start-", shimStart)
 }
 
 // --- BenchmarkTerraformThroughput
@@ -361,8 +373,9 @@ func tfbStateSize(b *testing.B, srv *tfbServer, sizeName string, size int) time.
 			if err != nil {
 				b.Fatal(err)
 			}
-			got, seen := tfbWait(b, srv, name, bd.Number)
+			seen := tfbWaitSeen(b, srv, name, bd.Number)
 			cpu1 := tfbCPUOf([]int{srv.pid})
+			got := tfbBuild(b, srv, name, bd.Number)
 			own += cpu1.own - cpu0.own
 			children += cpu1.children - cpu0.children
 			stages, stateBytes := tfbStages(b, c, name, bd.Number)
@@ -412,6 +425,7 @@ func tfbTerraformAlone(b *testing.B, size int) time.Duration {
 	if err := os.WriteFile(filepath.Join(module, "main.tf"), src, 0o600); err != nil {
 		b.Fatal(err)
 	}
+	var cpu time.Duration
 	run := func(args ...string) time.Duration {
 		cmd := exec.Command(tf, args...)
 		cmd.Dir, cmd.Env = module, env
@@ -419,7 +433,9 @@ func tfbTerraformAlone(b *testing.B, size int) time.Duration {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("terraform %v: %v\n%s", args, err, out)
 		}
-		return time.Since(start)
+		d := time.Since(start)
+		cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		return d
 	}
 	fresh := func() {
 		for _, p := range []string{".terraform", ".terraform.lock.hcl", "terraform.tfstate.backup"} {
@@ -438,6 +454,7 @@ func tfbTerraformAlone(b *testing.B, size int) time.Duration {
 		b.Fatal(err)
 	}
 	var total, version, init, apply []time.Duration
+	cpu = 0
 	for i := 0; i < b.N; i++ {
 		for range tfbStateRuns {
 			fresh()
@@ -454,6 +471,7 @@ func tfbTerraformAlone(b *testing.B, size int) time.Duration {
 	tfbReport(b, "version-", version)
 	tfbReport(b, "init-", init)
 	tfbReport(b, "apply-", apply)
+	b.ReportMetric(cpu.Seconds()*1000/float64(len(total)), "terraform-cpu-ms/build")
 	return tfbPercentile(total, 0.5)
 }
 
@@ -685,14 +703,18 @@ func tfbPushTemplate(b *testing.B, c *sdk.Client, name, dir string) {
 	}
 }
 
-// tfbWait reads the workspace every tfbPoll until its build has ended (it is no longer Starting,
-// Stopping or Terminating), and returns the build, which must have succeeded, and when the
-// workspace was seen so.
+// tfbWait waits for the build to end (tfbWaitSeen) and returns it, with when it was seen ended.
 func tfbWait(b *testing.B, srv *tfbServer, ws string, number int) (sdk.Build, time.Time) {
-	ctx := context.Background()
+	seen := tfbWaitSeen(b, srv, ws, number)
+	return tfbBuild(b, srv, ws, number), seen
+}
+
+// tfbWaitSeen reads the workspace every tfbPoll until its build has ended (it is no longer
+// Starting, Stopping or Terminating), and returns when it saw that.
+func tfbWaitSeen(b *testing.B, srv *tfbServer, ws string, number int) time.Time {
 	deadline := time.Now().Add(tfbBuildTimeout)
 	for {
-		w, err := srv.c.Workspace(ctx, ws)
+		w, err := srv.c.Workspace(context.Background(), ws)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -703,17 +725,22 @@ func tfbWait(b *testing.B, srv *tfbServer, ws string, number int) (sdk.Build, ti
 				b.Fatalf("build #%d of %s still %s after %v", number, ws, w.ActualState, tfbBuildTimeout)
 			}
 			time.Sleep(tfbPoll)
-			continue
+		default:
+			return seen
 		}
-		bd, err := srv.c.Build(ctx, ws, number)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if bd.Status != "succeeded" || bd.StartedAt == nil || bd.CompletedAt == nil {
-			b.Fatalf("build #%d of %s: %+v (workspace %s); server: %s", number, ws, bd, w.ActualState, srv.problems())
-		}
-		return bd, seen
 	}
+}
+
+// tfbBuild reads a build, which must have succeeded.
+func tfbBuild(b *testing.B, srv *tfbServer, ws string, number int) sdk.Build {
+	bd, err := srv.c.Build(context.Background(), ws, number)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if bd.Status != "succeeded" || bd.StartedAt == nil || bd.CompletedAt == nil {
+		b.Fatalf("build #%d of %s: %+v; server: %s", number, ws, bd, srv.problems())
+	}
+	return bd
 }
 
 // tfbFollow follows a build's log to its end, as `hangar start --wait` does, and returns the

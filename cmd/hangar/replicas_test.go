@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/testutil/pgtest"
 )
@@ -128,11 +129,12 @@ type serverProc struct {
 	stderr  *syncBuffer
 }
 
-// startServer starts `hangar server` on Postgres with its own data directory, on a free port.
-func startServer(t *testing.T, bin, db, dataDir string) *serverProc {
+// startServer starts `hangar server` on Postgres with its own data directory, on a free port, with
+// extra flags.
+func startServer(t *testing.T, bin, db, dataDir string, extra ...string) *serverProc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "server", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--postgres-url", db)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--postgres-url", db}, extra...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -263,4 +265,57 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestBuildQueuedOnOneReplicaRunsOnAnother: two server processes on one Postgres; only the second
+// runs a provisioner, and neither polls for builds (--build-poll-interval 1h). A workspace created
+// through the first is built by the second's provisioner, woken by Postgres LISTEN/NOTIFY: Running
+// within seconds, long before the provisioner's own 30 s long-poll would have looked again.
+func TestBuildQueuedOnOneReplicaRunsOnAnother(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildHangar(t)
+	db := pgtest.NewDatabase(t)
+	t.Setenv("HANGAR_MARKER_DIR", filepath.Join(dir, "markers"))
+	a := startServer(t, bin, db, filepath.Join(dir, "a"), "--provisioners", "0", "--build-poll-interval", "1h")
+	a.waitURL(t)
+	b := startServer(t, bin, db, filepath.Join(dir, "b"), "--provisioners", "1", "--build-poll-interval", "1h")
+	b.waitURL(t)
+	tok, err := os.ReadFile(filepath.Join(a.dataDir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sdk.New(a.url, strings.TrimSpace(string(tok)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	archive, err := terraform.Pack("testdata/markers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PushTemplateVersion(ctx, "markers", sdk.CreateTemplateVersionRequest{Kind: "terraform", Archive: archive}); err != nil {
+		t.Fatal(err)
+	}
+	// Let b's provisioner settle into its long-poll: its first look found nothing.
+	for !strings.Contains(b.stderr.String(), "provisioner ready") {
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(10 * time.Millisecond): // polling another process's log
+		}
+	}
+	for round := 0; round < 3; round++ {
+		name := fmt.Sprintf("r%d", round)
+		begin := time.Now()
+		if _, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: name, Template: "markers"}); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		ws, err := c.WaitForState(wctx, name, func(w sdk.Workspace) (bool, error) { return w.ActualState == "Running", nil }, nil, 20*time.Millisecond)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: %s is %s/%s, not Running within 20 s (woken by another replica?): %v\nb's log:\n%s", round, name, ws.DesiredState, ws.ActualState, err, b.stderr.String())
+		}
+		t.Logf("round %d: created through one replica, built by the other's provisioner, Running after %v", round, time.Since(begin).Round(time.Millisecond))
+	}
 }

@@ -47,6 +47,9 @@ type Config struct {
 	Terraform string
 	// HeartbeatTimeout and PendingTimeout configure the reaper of silent and unclaimed builds.
 	HeartbeatTimeout, PendingTimeout string
+	// PollInterval is the provisioners' backup poll for queued builds (wake-ups normally come at
+	// once, across replicas through Postgres).
+	PollInterval string
 }
 
 func defaultDataDir() string {
@@ -70,6 +73,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary the in-process provisioners run"),
 		cmdopt.String(&cfg.HeartbeatTimeout, "build-heartbeat-timeout", "HANGAR_BUILD_HEARTBEAT_TIMEOUT", "5m", "fail a running build whose provisioner has not reported for this long"),
 		cmdopt.String(&cfg.PendingTimeout, "build-pending-timeout", "HANGAR_BUILD_PENDING_TIMEOUT", "30m", "fail a build no provisioner has picked up for this long"),
+		cmdopt.String(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
 	}
@@ -108,6 +112,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil || pendingTimeout < 10*time.Second {
 		return fmt.Errorf("--build-pending-timeout: want a duration of at least 10s (like 30m), got %q", cfg.PendingTimeout)
 	}
+	pollInterval, err := time.ParseDuration(cfg.PollInterval)
+	if err != nil || pollInterval < time.Second {
+		return fmt.Errorf("--build-poll-interval: want a duration of at least 1s (like 30s), got %q", cfg.PollInterval)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
 	}
@@ -123,7 +131,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	defer st.Close()
 
 	bld := builder.New(builder.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
-		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout})
+		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval})
 	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld})
 	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
 	if err != nil {
