@@ -11,12 +11,17 @@ import (
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/provisionercmd"
 	"github.com/hangar-dev/hangar/internal/servercmd"
+	"github.com/hangar-dev/hangar/internal/tfprovider"
 )
 
 func main() {
 	// Started by a provisioner as the survival shim of a terraform run (terraform.Runner.Shim)?
 	if terraform.IsShim() {
 		os.Exit(terraform.ShimMain())
+	}
+	// Started by terraform as Hangar's own provider (through the provisioner's plugin mirror)?
+	if tfprovider.IsPlugin() {
+		os.Exit(tfprovider.Serve())
 	}
 	root := &cobra.Command{
 		Use:   "hangar",

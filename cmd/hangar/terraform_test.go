@@ -256,3 +256,22 @@ func TestWaitInterruptCancels(t *testing.T) {
 		}
 	}
 }
+
+// TestHangarProvider: a template reads its workspace from data.hangar_workspace — Hangar's own
+// provider, served by the hangar binary through the provisioner's filesystem mirror — with no
+// registry and no variables.
+func TestHangarProvider(t *testing.T) {
+	markerDir := filepath.Join(t.TempDir(), "markers")
+	h := startLoggedIn(t, "HANGAR_MARKER_DIR="+markerDir)
+	if out := h.must("templates", "push", "withprovider", "--directory", "testdata/provider"); !strings.Contains(out, "variables: none") {
+		t.Fatalf("templates push:\n%s", out)
+	}
+	out, err := h.hangar("create", "pv1", "--template", "withprovider", "--wait", "--timeout", "2m")
+	if err != nil {
+		t.Fatalf("create: %v\n%s\n%s", err, out, h.must("logs", "pv1"))
+	}
+	wantMarkers(t, markerDir, "pv1-admin-start")
+	h.must("stop", "pv1", "--wait", "--timeout", "2m")
+	wantMarkers(t, markerDir)
+	h.must("delete", "pv1", "--wait", "--timeout", "2m")
+}

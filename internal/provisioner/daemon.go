@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/tfprovider"
 )
 
 // Coordinator is the server's side of the protocol (protocol/provisioner.go): builder.Service in
@@ -141,7 +142,7 @@ func (d *Daemon) runJob(ctx context.Context, job *protocol.ProvisionerJob) {
 	d.execute(ctx, job.ID, log, func(ctx context.Context, cancel <-chan struct{}, logf func(terraform.Line)) terraform.Result {
 		return d.Runner.Run(ctx, cancel, terraform.Request{
 			JobID: job.ID, Transition: build.Transition(job.Transition), Archive: job.Archive, State: job.State,
-			Variables: job.Variables, Log: logf,
+			Variables: job.Variables, Env: tfprovider.Env(job.Variables), Log: logf,
 		})
 	})
 }

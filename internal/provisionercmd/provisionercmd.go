@@ -19,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/logging"
 	"github.com/hangar-dev/hangar/internal/provisioner"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
+	"github.com/hangar-dev/hangar/internal/tfprovider"
 )
 
 // Config is the daemon's configuration.
@@ -82,7 +83,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("find the hangar executable (the terraform shim): %w", err)
 	}
-	runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: cfg.WorkDir, KeepWorkDir: true, Shim: shim}
+	mirror, err := tfprovider.Mirror(filepath.Join(cfg.WorkDir, ".plugins"), shim)
+	if err != nil {
+		return err
+	}
+	runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: cfg.WorkDir, KeepWorkDir: true, Shim: shim, PluginMirror: mirror}
 	v, err := runner.Check(ctx)
 	if err != nil {
 		return fmt.Errorf("--terraform: %w", err)

@@ -31,6 +31,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/tfprovider"
 )
 
 // Config is the server's configuration.
@@ -189,7 +190,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 				return err
 			}
 			defer unlock()
-			runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: root, KeepWorkDir: true, Shim: shim}
+			mirror, err := tfprovider.Mirror(filepath.Join(root, ".plugins"), shim)
+			if err != nil {
+				return err
+			}
+			runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: root, KeepWorkDir: true, Shim: shim, PluginMirror: mirror}
 			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("server/%s/%x/%d", host, sum[:4], i),
 				Logger: log.With("component", "provisioner", "n", i)}
 			background.Add(1)

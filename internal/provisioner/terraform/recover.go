@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -58,7 +59,7 @@ func (r *Runner) Leftovers() ([]string, error) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") { // job ids; dot directories are the daemon's (the provider mirror)
 			ids = append(ids, e.Name())
 		}
 	}

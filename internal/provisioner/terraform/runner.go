@@ -59,6 +59,9 @@ type Request struct {
 	// Variables are offered to the module: only those it declares are passed to terraform. Their
 	// values are treated as secrets and never logged.
 	Variables map[string]string
+	// Env is added to terraform's environment (the facts Hangar's own provider reads). Like
+	// Variables, its values are never logged.
+	Env map[string]string
 	// Log, if not nil, gets every line of the run in order, from one goroutine at a time, and
 	// never after Run returns.
 	Log func(Line)
@@ -412,6 +415,11 @@ func (x *run) terraform() error {
 		return fmt.Errorf("writing the CLI config: %w", err)
 	}
 	execPath, env := tfPath, terraformEnv(cfgPath)
+	for k, v := range x.req.Env {
+		if !strings.HasPrefix(k, "TF_") {
+			env[k] = v
+		}
+	}
 	if x.r.Shim != "" {
 		execPath = x.r.Shim
 		env[shimTerraformEnv], env[shimDirEnv] = tfPath, jobDir
