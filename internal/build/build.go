@@ -230,7 +230,13 @@ func Finish(b Build, o Outcome, now time.Time) Build {
 		if b.Job.CanceledAt == nil {
 			b.Job.CanceledAt = &now
 		}
-		b.Job.Error = o.Error
+		// Cancel recorded who ("canceled by alice"); add how Terraform stopped.
+		switch {
+		case b.Job.Error == "":
+			b.Job.Error = o.Error
+		case o.Error != "":
+			b.Job.Error += "; " + o.Error
+		}
 		if b.Job.Error == "" {
 			b.Job.Error = "canceled"
 		}
@@ -260,9 +266,10 @@ func Cancel(b Build, by string, now time.Time) (Build, error) {
 		return b, nil
 	}
 	b.Job.CanceledAt = &now
+	b.Job.Error = "canceled by " + by
 	if st == Pending {
 		b.Job.CompletedAt = &now
-		b.Job.Error = fmt.Sprintf("canceled by %s before a provisioner picked it up", by)
+		b.Job.Error += " before a provisioner picked it up"
 	}
 	return b, nil
 }
@@ -277,11 +284,12 @@ func WorkspaceAfter(w WorkspaceState, b Build, now time.Time) WorkspaceState {
 	w.ErrorType, w.ErrorMessage = "", ""
 	if actual == workspace.Failed {
 		w.ErrorType = ErrorType
-		what := "failed"
 		if b.Job.Status() == Canceled {
-			what = "was canceled"
+			// The job's error starts "canceled by alice".
+			w.ErrorMessage = fmt.Sprintf("build #%d (%s) was %s", b.Number, b.Transition, b.Job.Error)
+		} else {
+			w.ErrorMessage = fmt.Sprintf("build #%d (%s) failed: %s", b.Number, b.Transition, b.Job.Error)
 		}
-		w.ErrorMessage = fmt.Sprintf("build #%d (%s) %s: %s", b.Number, b.Transition, what, b.Job.Error)
 	}
 	return w
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,6 +185,11 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, name string, req R
 		}
 		if err := build.CheckNew(rec.Build, req.Transition); err != nil {
 			return w, nil, err
+		}
+		if w.DesiredState == workspace.Terminated && req.Transition != build.Delete {
+			// Termination is permanent (as for agent workspaces): after a failed delete, only a
+			// delete (or an orphan delete) may follow.
+			return w, nil, fmt.Errorf("workspace %q: %w (its delete failed: retry the delete, or delete it with --orphan)", name, workspace.ErrTerminated)
 		}
 		if req.Transition == build.Start && tmplActive == "" {
 			// Starts take the template's active version (so a fixed template helps the next start);
@@ -484,14 +490,14 @@ func (s *Service) Heartbeat(ctx context.Context, jobID, workerID string, wait ti
 			return false, nil
 		case <-wake:
 		}
-		b, err := s.st.BuildByJob(ctx, jobID)
+		j, err := s.st.JobByID(ctx, jobID)
 		if err != nil {
 			return false, err
 		}
-		if b.Job.CanceledAt != nil {
+		if j.CanceledAt != nil {
 			return true, nil
 		}
-		if b.Job.CompletedAt != nil {
+		if j.CompletedAt != nil {
 			return false, fmt.Errorf("job %s: %w", jobID, store.ErrNotOwner)
 		}
 	}
@@ -499,11 +505,11 @@ func (s *Service) Heartbeat(ctx context.Context, jobID, workerID string, wait ti
 
 // AppendLogs adds the worker's lines to the job's log.
 func (s *Service) AppendLogs(ctx context.Context, jobID, workerID string, lines []protocol.LogLine) error {
-	b, err := s.st.BuildByJob(ctx, jobID)
+	j, err := s.st.JobByID(ctx, jobID)
 	if err != nil {
 		return err
 	}
-	if b.Job.WorkerID != workerID || b.Job.CompletedAt != nil {
+	if j.WorkerID != workerID || j.CompletedAt != nil {
 		return fmt.Errorf("job %s: %w", jobID, store.ErrNotOwner)
 	}
 	now := s.now()
@@ -513,10 +519,14 @@ func (s *Service) AppendLogs(ctx context.Context, jobID, workerID string, lines 
 		if at.IsZero() || at.After(now) {
 			at = now
 		}
-		out[i] = store.LogLine{JobID: jobID, CreatedAt: at, Stage: l.Stage, Level: l.Level, Output: l.Output}
+		out[i] = store.LogLine{JobID: jobID, CreatedAt: at, Stage: noNUL(l.Stage), Level: noNUL(l.Level), Output: noNUL(l.Output)}
 	}
 	return s.st.AppendLogs(ctx, jobID, out)
 }
+
+// noNUL replaces NUL characters, which Postgres text cannot hold, in text a provisioner reports
+// (Terraform's output may contain them).
+func noNUL(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 
 func (s *Service) appendLogs(ctx context.Context, jobID, stage, level, output string) {
 	err := s.st.AppendLogs(ctx, jobID, []store.LogLine{{JobID: jobID, CreatedAt: s.now(), Stage: stage, Level: level, Output: output}})
@@ -528,6 +538,7 @@ func (s *Service) appendLogs(ctx context.Context, jobID, stage, level, output st
 // Finish records how the worker's job ended, under the state rules of build.Finish, and moves the
 // workspace to the state the build leaves it in. A restart's stop that succeeded queues its start.
 func (s *Service) Finish(ctx context.Context, jobID, workerID string, o build.Outcome) error {
+	o.Error = noNUL(o.Error)
 	rec, err := s.st.UpdateBuild(ctx, jobID, func(rec store.BuildRecord) (store.BuildRecord, error) {
 		b := *rec.Build
 		if b.Job.WorkerID != workerID || b.Job.CompletedAt != nil {

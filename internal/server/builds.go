@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -169,6 +171,9 @@ func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.Use
 	}
 	if len(req.State) > sdk.MaxStateBytes {
 		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: fmt.Sprintf("is %d bytes, the limit is %d", len(req.State), sdk.MaxStateBytes)})
+	}
+	if req.State != nil && !isStateJSON(req.State) {
+		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: "must be a Terraform state: a JSON object"})
 	}
 	ws, b, err := s.builder.NewBuild(r.Context(), u, r.PathValue("name"), builder.Request{Transition: t, Orphan: req.Orphan, State: req.State})
 	if err != nil {
@@ -336,7 +341,7 @@ func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u store.User)
 	stop := s.shutdownOf(r)
 	for {
 		// Read the job's end before the lines: lines written before it ended are then all read.
-		cur, err := s.store.BuildByJob(r.Context(), jobID)
+		cur, err := s.store.JobByID(r.Context(), jobID)
 		if err != nil {
 			return nil // the stream has started; the client sees it end without the end line
 		}
@@ -353,10 +358,10 @@ func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u store.User)
 				break
 			}
 		}
-		done := !cur.Job.Status().Active()
+		done := !cur.Status().Active()
 		if !follow || done {
 			if follow {
-				_ = enc(sdk.BuildLog{Time: s.clock.Now(), End: true, Status: string(cur.Job.Status())})
+				_ = enc(sdk.BuildLog{Time: s.clock.Now(), End: true, Status: string(cur.Status())})
 			}
 			flush()
 			return nil
@@ -381,7 +386,7 @@ func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User)
 	n := 0
 	if v := r.URL.Query().Get("build"); v != "" {
 		if n, err = buildNumber(v); err != nil {
-			return err
+			return errBadRequest("invalid request", sdk.Validation{Field: "build", Detail: fmt.Sprintf("must be a build number (1, 2, ...) or latest, got %q", v)})
 		}
 	}
 	b, err := s.store.BuildByNumber(r.Context(), ws.ID, n)
@@ -403,6 +408,9 @@ func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User)
 }
 
 func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
+		return &apiError{status: http.StatusUnsupportedMediaType, body: sdk.Error{Message: "unsupported content type", Detail: "send application/json, got " + ct}}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, sdk.MaxStateBytes))
 	if err != nil {
 		return err
@@ -410,11 +418,21 @@ func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User)
 	if len(body) == 0 {
 		return errBadRequest("invalid request", sdk.Validation{Field: "body", Detail: "is empty: send the Terraform state (JSON)"})
 	}
+	if !isStateJSON(body) {
+		return errBadRequest("invalid request", sdk.Validation{Field: "body", Detail: "must be a Terraform state: a JSON object"})
+	}
 	if err := s.builder.PushState(r.Context(), u, r.PathValue("name"), body); err != nil {
 		return s.buildErr(r, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// isStateJSON reports whether b can be a Terraform state: one JSON object. (Its content is never
+// quoted in an answer or a log.)
+func isStateJSON(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }
 
 // --- provisioners
@@ -485,8 +503,8 @@ func (s *Server) listProvisioners(w http.ResponseWriter, r *http.Request, _ stor
 // workerID checks a provisioner's worker id: its daemons are told apart by it, within the
 // provisioner's own namespace (a token cannot act for another provisioner's worker).
 func workerID(p store.Provisioner, id string) (string, error) {
-	if id == "" || len(id) > 200 {
-		return "", errBadRequest("invalid request", sdk.Validation{Field: "worker_id", Detail: "is required (at most 200 characters): a name for this daemon process"})
+	if id == "" || len(id) > 200 || strings.ContainsRune(id, 0) {
+		return "", errBadRequest("invalid request", sdk.Validation{Field: "worker_id", Detail: "is required (at most 200 characters, no NUL): a name for this daemon process"})
 	}
 	return p.ID + "/" + id, nil
 }

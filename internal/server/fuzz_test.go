@@ -1,16 +1,24 @@
 package server_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
 )
 
 // FuzzDecoders sends arbitrary bodies to every endpoint that decodes outside input and checks the
-// server never fails with a 5xx and always answers a JSON object.
+// server never fails with a 5xx and always answers a JSON object (or nothing, for a 204).
 func FuzzDecoders(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"update_type":"partial","workspace_agent_infos":[{"name":"w","namespace":"hangar-w","latest_k8s_deployment_info":{"metadata":{"resourceVersion":"1"},"spec":{"replicas":1},"status":{"conditions":[{"type":"Progressing","reason":"NewReplicaSetAvailable"}]}}}]}`))
 	f.Add(uint8(0), []byte(`{"update_type":"full","workspace_agent_infos":[{"name":"w","namespace":"hangar-w","termination_progress":"Terminated","error_details":{"error_type":"applier","error_message":"x"}}]}`))
@@ -20,26 +28,131 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(uint8(4), []byte(`{"username":"x"}`))
 	f.Add(uint8(0), []byte(`{"update_type":"partial","workspace_agent_infos":null}`))
 	f.Add(uint8(1), []byte(`[1,2,3]`))
+	// The Terraform backend (endpoints 5 to 13).
+	archive := base64.StdEncoding.EncodeToString(tfModule(f))
+	f.Add(uint8(5), []byte(`{"kind":"terraform","archive":"`+archive+`"}`))
+	f.Add(uint8(5), []byte(`{"kind":"kubernetes","devfile":"schemaVersion: 2.2.0\ncomponents:\n- name: main\n  container:\n    image: alpine\n"}`))
+	f.Add(uint8(5), []byte(`{"kind":"terraform","archive":"H4sIAAAAAAAA/w=="}`))
+	f.Add(uint8(6), []byte(`{"transition":"stop"}`))
+	f.Add(uint8(6), []byte(`{"transition":"delete","orphan":true}`))
+	f.Add(uint8(6), []byte(`{"transition":"start","state":"eyJ2ZXJzaW9uIjo0fQ=="}`))
+	f.Add(uint8(7), []byte(`{"name":"p2"}`))
+	f.Add(uint8(8), []byte(`{"worker_id":"other","wait_seconds":60}`))
+	f.Add(uint8(9), []byte(`{"worker_id":"fw","wait_seconds":60}`))
+	f.Add(uint8(10), []byte(`{"worker_id":"fw","lines":[{"time":"2026-01-01T05:00:00Z","stage":"Applying","level":"info","output":"x\u0000"}]}`))
+	f.Add(uint8(11), []byte(`{"worker_id":"fw","canceled":true,"error":"interrupted","state":"eyJ2ZXJzaW9uIjo0fQ=="}`))
+	f.Add(uint8(11), []byte(`{"worker_id":"fw","error":"exit status 1"}`))
+	f.Add(uint8(12), []byte(`{"version":4,"serial":1,"lineage":"x","outputs":{},"resources":[]}`))
+	f.Add(uint8(13), []byte(`{"desired_state":"RestartRequested"}`))
 
-	env := servertest.New(f)
+	// Waits (acquire, heartbeat) end at once, whatever wait_seconds says.
+	now := func(time.Duration) <-chan time.Time {
+		ch := make(chan time.Time, 1)
+		ch <- time.Time{}
+		return ch
+	}
+	var svc *builder.Service
+	env := servertest.NewWith(f, "sqlite", func(o *server.Options) {
+		svc = builder.New(builder.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger, After: now})
+		o.Builder = svc
+	})
+	admin := env.AdminToken
 	agentToken := createAgent(f, env, "k1", nil)
-	mustCall(f, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "w", "agent": "k1"}, http.StatusCreated, nil)
+	mustCall(f, env, admin, "POST", "/api/v1/workspaces", map[string]any{"name": "w", "agent": "k1"}, http.StatusCreated, nil)
+	mustCall(f, env, admin, "POST", "/api/v1/templates/tf/versions", sdk.CreateTemplateVersionRequest{Kind: "terraform", Archive: tfModule(f)}, http.StatusCreated, nil)
+	mustCall(f, env, admin, "POST", "/api/v1/workspaces", map[string]any{"name": "tw", "template": "tf"}, http.StatusCreated, nil)
+	var prov sdk.Provisioner
+	mustCall(f, env, admin, "POST", "/api/v1/provisioners", sdk.CreateProvisionerRequest{Name: "p1"}, http.StatusCreated, &prov)
+
+	// The job endpoints need a job that worker "fw" runs; the fuzzer may end it (finish, or an
+	// acquire as "fw"), so each call makes sure there is one.
+	var jobID string
+	fresh := 0
+	runningJob := func(t testing.TB) string {
+		if jobID != "" {
+			b, err := env.Store.BuildByJob(t.Context(), jobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Job.CompletedAt == nil && b.Job.WorkerID == prov.ID+"/fw" {
+				return jobID
+			}
+		}
+		fresh++
+		mustCall(t, env, admin, "POST", "/api/v1/workspaces", map[string]any{"name": fmt.Sprintf("fz%d", fresh), "template": "tf"}, http.StatusCreated, nil)
+		var r protocol.AcquireResponse
+		mustCall(t, env, prov.Token, "POST", protocol.ProvisionerAcquirePath, protocol.AcquireRequest{WorkerID: "fw"}, http.StatusOK, &r)
+		if r.Job == nil {
+			t.Fatal("no job to acquire")
+		}
+		jobID = r.Job.ID
+		return jobID
+	}
+
+	// The workspace endpoints need a terraform workspace without an active build, not deleted:
+	// each call ends its active build (as a provisioner would) or makes a new workspace.
+	tw, tws := "tw", 0
+	var readyWorkspace func(t testing.TB) string
+	readyWorkspace = func(t testing.TB) string {
+		ws, err := env.Store.WorkspaceByName(t.Context(), tw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := env.Store.BuildByNumber(t.Context(), ws.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch st := b.Job.Status(); {
+		case b.Transition == build.Delete && st == build.Succeeded:
+			tws++
+			tw = fmt.Sprintf("tw%d", tws)
+			mustCall(t, env, admin, "POST", "/api/v1/workspaces", map[string]any{"name": tw, "template": "tf"}, http.StatusCreated, nil)
+			return readyWorkspace(t)
+		case st == build.Pending:
+			mustCall(t, env, admin, "POST", "/api/v1/workspaces/"+tw+"/builds/latest/cancel", nil, http.StatusOK, nil)
+		case st.Active():
+			if err := svc.Finish(t.Context(), b.Job.ID, b.Job.WorkerID, build.Outcome{Error: "ended by the fuzz test"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return tw
+	}
+
 	endpoints := []struct{ token, method, path string }{
 		{agentToken, "POST", protocol.ReconcilePath},
-		{env.AdminToken, "POST", "/api/v1/workspaces"},
-		{env.AdminToken, "PATCH", "/api/v1/workspaces/w"},
-		{env.AdminToken, "POST", "/api/v1/agents"},
-		{env.AdminToken, "POST", "/api/v1/users"},
+		{admin, "POST", "/api/v1/workspaces"},
+		{admin, "PATCH", "/api/v1/workspaces/w"},
+		{admin, "POST", "/api/v1/agents"},
+		{admin, "POST", "/api/v1/users"},
+		{admin, "POST", "/api/v1/templates/ft/versions"},
+		{admin, "POST", "/api/v1/workspaces/{tw}/builds"},
+		{admin, "POST", "/api/v1/provisioners"},
+		{prov.Token, "POST", protocol.ProvisionerAcquirePath},
+		{prov.Token, "POST", protocol.ProvisionerHeartbeatPath},
+		{prov.Token, "POST", protocol.ProvisionerLogsPath},
+		{prov.Token, "POST", protocol.ProvisionerFinishPath},
+		{admin, "PUT", "/api/v1/workspaces/{tw}/state"},
+		{admin, "PATCH", "/api/v1/workspaces/{tw}"},
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		e := endpoints[int(which)%len(endpoints)]
-		status, out := call(t, env, e.token, e.method, e.path, body)
+		path := e.path
+		if strings.Contains(path, "{id}") {
+			path = strings.Replace(path, "{id}", runningJob(t), 1)
+		}
+		if strings.Contains(path, "{tw}") {
+			path = strings.Replace(path, "{tw}", readyWorkspace(t), 1)
+		}
+		status, out := call(t, env, e.token, e.method, path, body)
 		if status >= 500 {
-			t.Fatalf("%s %s answered %d to %q: %s", e.method, e.path, status, body, out)
+			t.Fatalf("%s %s answered %d to %q: %s", e.method, path, status, body, out)
+		}
+		if status == http.StatusNoContent && len(out) == 0 {
+			return
 		}
 		var v map[string]any
 		if err := json.Unmarshal(out, &v); err != nil {
-			t.Fatalf("%s %s answered non-object %q to %q", e.method, e.path, out, body)
+			t.Fatalf("%s %s answered %d non-object %q to %q", e.method, path, status, out, body)
 		}
 	})
 }

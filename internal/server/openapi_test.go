@@ -42,7 +42,7 @@ func TestOpenAPIDocumentValid(t *testing.T) {
 	if doc.OpenAPI != "3.0.3" {
 		t.Errorf("openapi = %q, want 3.0.3", doc.OpenAPI)
 	}
-	for _, name := range []string{"userToken", "agentToken"} {
+	for _, name := range []string{"userToken", "agentToken", "provisionerToken"} {
 		s := doc.Components.SecuritySchemes[name]
 		if s == nil || s.Value.Type != "http" || s.Value.Scheme != "bearer" {
 			t.Errorf("security scheme %s missing or not http bearer", name)
@@ -90,6 +90,34 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 }
 
+func init() {
+	openapi3filter.RegisterBodyDecoder("application/x-ndjson", decodeNDJSON)
+}
+
+// decodeNDJSON decodes an NDJSON body (a build log) as the array of its lines, which the document
+// describes: each line must be exactly one JSON value.
+func decodeNDJSON(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	out := []any{}
+	if len(data) == 0 {
+		return out, nil
+	}
+	if !bytes.HasSuffix(data, []byte("\n")) {
+		return nil, errors.New("NDJSON: the last line does not end with a newline")
+	}
+	for i, line := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
+		var v any
+		if err := json.Unmarshal(line, &v); err != nil {
+			return nil, fmt.Errorf("NDJSON line %d: %w", i+1, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 // oaBody is a request body sent as is, with its content type.
 type oaBody struct {
 	contentType string
@@ -124,7 +152,7 @@ func oaAuthenticate(_ context.Context, in *openapi3filter.AuthenticationInput) e
 	if !ok {
 		return errors.New("no bearer token")
 	}
-	prefix := map[string]string{"userToken": "hgu_", "agentToken": "hga_"}[in.SecuritySchemeName]
+	prefix := map[string]string{"userToken": "hgu_", "agentToken": "hga_", "provisionerToken": "hgp_"}[in.SecuritySchemeName]
 	if prefix == "" || !strings.HasPrefix(token, prefix) {
 		return fmt.Errorf("scheme %s does not take token %.8s...", in.SecuritySchemeName, token)
 	}
@@ -376,6 +404,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "Running"}, 409, true)
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", oaBody{"application/json", nil}, 400, false)
 
+	oaTerraformBackend(t, c, dev.Token)
+
 	// Every operation of the document was seen succeeding.
 	doc := loadOpenAPI(t)
 	for path, item := range doc.Paths.Map() {
@@ -421,4 +451,183 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// oaTerraformBackend validates the Terraform backend's endpoints: templates, builds, logs, state,
+// provisioners and the provisioner protocol, the test playing the provisioner. dev is a user token;
+// dev owns the kubernetes workspace "other".
+func oaTerraformBackend(t *testing.T, c *oaChecker, dev string) {
+	admin := c.env.AdminToken
+	jobPath := func(path, id string) string { return strings.Replace(path, "{id}", id, 1) }
+
+	// Templates.
+	archive := tfModule(t)
+	var tmpl sdk.Template
+	c.decode(c.do(admin, "POST", "/api/v1/templates/tf/versions", map[string]any{"kind": "terraform", "archive": archive}, 201, true), &tmpl)
+	if tmpl.Kind != "terraform" || len(tmpl.Versions) != 1 || len(tmpl.Versions[0].Variables) != 1 {
+		t.Fatalf("pushed template %+v", tmpl)
+	}
+	c.do(admin, "POST", "/api/v1/templates/tf/versions", map[string]any{"kind": "terraform", "archive": archive}, 201, true)
+	devfile := "schemaVersion: 2.2.0\ncomponents:\n- name: main\n  container:\n    image: alpine\n"
+	c.do(admin, "POST", "/api/v1/templates/kube/versions", map[string]any{"kind": "kubernetes", "devfile": devfile}, 201, true)
+	c.do(admin, "POST", "/api/v1/templates/tf/versions", map[string]any{"kind": "kubernetes", "devfile": devfile}, 409, true)
+	c.do(admin, "POST", "/api/v1/templates/t2/versions", map[string]any{"kind": "terraform", "archive": []byte("not a tar")}, 400, true)
+	c.do(admin, "POST", "/api/v1/templates/t2/versions", map[string]any{"kind": "terraform"}, 400, true)
+	c.do(admin, "POST", "/api/v1/templates/t2/versions", map[string]any{"kind": "helm"}, 400, false)
+	c.do(admin, "POST", "/api/v1/templates/t2/versions", map[string]any{"kind": "terraform", "archive": archive, "extra": 1}, 400, false)
+	c.do(admin, "POST", "/api/v1/templates/t2/versions", oaBody{"text/plain", []byte(`{"kind":"terraform"}`)}, 415, false)
+	c.do(dev, "POST", "/api/v1/templates/t2/versions", map[string]any{"kind": "terraform", "archive": archive}, 403, true)
+	c.do("", "POST", "/api/v1/templates/t2/versions", map[string]any{"kind": "terraform", "archive": archive}, 401, false)
+	var ts []sdk.Template
+	c.decode(c.do(dev, "GET", "/api/v1/templates", nil, 200, true), &ts)
+	if len(ts) != 2 {
+		t.Errorf("templates %+v", ts)
+	}
+	c.decode(c.do(dev, "GET", "/api/v1/templates/tf", nil, 200, true), &tmpl)
+	if tmpl.ActiveVersion != 2 || len(tmpl.Versions) != 2 || tmpl.Versions[0].Number != 2 {
+		t.Errorf("template tf %+v", tmpl)
+	}
+	c.do(dev, "GET", "/api/v1/templates/nope", nil, 404, true)
+
+	// Provisioners.
+	var prov sdk.Provisioner
+	c.decode(c.do(admin, "POST", "/api/v1/provisioners", map[string]any{"name": "p1"}, 201, true), &prov)
+	if !strings.HasPrefix(prov.Token, "hgp_") || prov.LastSeenAt != nil {
+		t.Fatalf("provisioner %+v", prov)
+	}
+	p := prov.Token
+	c.do(admin, "POST", "/api/v1/provisioners", map[string]any{"name": "p1"}, 409, true)
+	c.do(admin, "POST", "/api/v1/provisioners", map[string]any{"name": "P 1"}, 400, false)
+	c.do(admin, "POST", "/api/v1/provisioners", `{"name":"`+strings.Repeat("p", sdk.MaxBodyBytes)+`"}`, 413, false)
+	c.do(admin, "POST", "/api/v1/provisioners", oaBody{"text/plain", []byte(`{"name":"p2"}`)}, 415, false)
+	c.do(dev, "POST", "/api/v1/provisioners", map[string]any{"name": "p2"}, 403, true)
+	c.do(dev, "GET", "/api/v1/provisioners", nil, 403, true)
+
+	// A terraform workspace, and its first build run by the test as the provisioner.
+	var ws sdk.Workspace
+	c.decode(c.do(dev, "POST", "/api/v1/workspaces", map[string]any{"name": "tfw", "template": "tf"}, 201, true), &ws)
+	if ws.Backend != "terraform" || ws.ActualState != "Starting" {
+		t.Fatalf("terraform workspace %+v", ws)
+	}
+	c.do(dev, "POST", "/api/v1/workspaces", map[string]any{"name": "x", "template": "nope"}, 400, true)
+	c.do(dev, "POST", "/api/v1/workspaces", map[string]any{"name": "x", "template": "tf", "agent": "k1"}, 400, true)
+	c.do(dev, "PATCH", "/api/v1/workspaces/tfw", map[string]any{"desired_state": "Running"}, 200, true)
+	c.do(dev, "PATCH", "/api/v1/workspaces/tfw", map[string]any{"desired_state": "Stopped"}, 409, true)
+	var acq protocol.AcquireResponse
+	c.decode(c.do(p, "POST", protocol.ProvisionerAcquirePath, map[string]any{"worker_id": "h1", "wait_seconds": 0}, 200, true), &acq)
+	if acq.Job == nil || acq.Job.WorkspaceName != "tfw" {
+		t.Fatalf("acquire %+v", acq)
+	}
+	job := acq.Job.ID
+	c.decode(c.do(p, "POST", protocol.ProvisionerAcquirePath, map[string]any{"worker_id": "h2"}, 200, true), &acq)
+	if acq.Job != nil {
+		t.Fatalf("second acquire %+v", acq.Job)
+	}
+	c.do(p, "POST", protocol.ProvisionerAcquirePath, map[string]any{}, 400, false)
+	c.do(p, "POST", protocol.ProvisionerAcquirePath, map[string]any{"worker_id": "h2", "bogus": 1}, 400, false)
+	c.do(p, "POST", protocol.ProvisionerAcquirePath, oaBody{"text/plain", []byte(`{"worker_id":"h2"}`)}, 415, false)
+	c.do(dev, "POST", protocol.ProvisionerAcquirePath, map[string]any{"worker_id": "h2"}, 401, false)
+	var hb protocol.HeartbeatResponse
+	c.decode(c.do(p, "POST", jobPath(protocol.ProvisionerHeartbeatPath, job), map[string]any{"worker_id": "h1", "wait_seconds": 0}, 200, true), &hb)
+	if hb.Canceled {
+		t.Error("heartbeat answered canceled")
+	}
+	c.do(p, "POST", jobPath(protocol.ProvisionerHeartbeatPath, job), map[string]any{"worker_id": "h2"}, 409, true)
+	c.do(p, "POST", jobPath(protocol.ProvisionerHeartbeatPath, "nope"), map[string]any{"worker_id": "h1"}, 404, true)
+	c.do(p, "POST", jobPath(protocol.ProvisionerHeartbeatPath, job), map[string]any{"wait_seconds": 1}, 400, false)
+	lines := []map[string]any{{"time": "2026-01-01T05:00:00Z", "stage": "Applying", "level": "info", "output": "terraform_data.home[0]: Creating..."}, {"output": "Apply complete!"}}
+	c.do(p, "POST", jobPath(protocol.ProvisionerLogsPath, job), map[string]any{"worker_id": "h1", "lines": lines}, 200, true)
+	c.do(p, "POST", jobPath(protocol.ProvisionerLogsPath, job), map[string]any{"worker_id": "h2", "lines": lines}, 409, true)
+	c.do(p, "POST", jobPath(protocol.ProvisionerLogsPath, "nope"), map[string]any{"worker_id": "h1", "lines": lines}, 404, true)
+	many := make([]map[string]any, protocol.MaxLogLinesPerRequest+1)
+	for i := range many {
+		many[i] = map[string]any{"output": "x"}
+	}
+	c.do(p, "POST", jobPath(protocol.ProvisionerLogsPath, job), map[string]any{"worker_id": "h1", "lines": many}, 400, false)
+
+	// Builds while the first runs.
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds", nil, 200, true)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/1", nil, 200, true)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/latest", nil, 200, true)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/first", nil, 400, false)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/9", nil, 404, true)
+	c.do(dev, "GET", "/api/v1/workspaces/nope/builds", nil, 404, true)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds", map[string]any{"transition": "stop"}, 409, true)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds", map[string]any{"transition": "restart"}, 400, false)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds", map[string]any{"transition": "start", "orphan": true}, 400, true)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds", oaBody{"text/plain", []byte(`{"transition":"stop"}`)}, 415, false)
+	c.do(dev, "POST", "/api/v1/workspaces/nope/builds", map[string]any{"transition": "stop"}, 404, true)
+	c.do(dev, "POST", "/api/v1/workspaces/other/builds", map[string]any{"transition": "stop"}, 409, true)
+	if l := c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/1/logs", nil, 200, true); bytes.Count(l, []byte("\n")) != 2 {
+		t.Errorf("log %s", l)
+	}
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/1/logs?after=1", nil, 200, true)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/1/logs?after=-1", nil, 400, false)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/9/logs", nil, 404, true)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/state", nil, 404, true)
+
+	// The first build ends; its state is pulled and pushed.
+	state := tfState(1)
+	c.do(p, "POST", jobPath(protocol.ProvisionerFinishPath, job), map[string]any{"worker_id": "h2", "state": state}, 409, true)
+	c.do(p, "POST", jobPath(protocol.ProvisionerFinishPath, job), map[string]any{"error": "x"}, 400, false)
+	c.do(p, "POST", jobPath(protocol.ProvisionerFinishPath, job), oaBody{"text/plain", []byte(`{"worker_id":"h1"}`)}, 415, false)
+	c.do(p, "POST", jobPath(protocol.ProvisionerFinishPath, "nope"), map[string]any{"worker_id": "h1"}, 404, true)
+	c.do(p, "POST", jobPath(protocol.ProvisionerFinishPath, job), map[string]any{"worker_id": "h1", "state": state}, 200, true)
+	c.do(p, "POST", jobPath(protocol.ProvisionerFinishPath, job), map[string]any{"worker_id": "h1", "state": state}, 409, true)
+	if got := c.do(dev, "GET", "/api/v1/workspaces/tfw/state", nil, 200, true); !bytes.Equal(got, state) {
+		t.Errorf("state %s, want %s", got, state)
+	}
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/state?build=1", nil, 200, true)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/state?build=first", nil, 400, false)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/state?build=7", nil, 404, true)
+	c.do(dev, "PUT", "/api/v1/workspaces/tfw/state", oaBody{"application/json", tfState(2)}, 204, true)
+	c.do(dev, "PUT", "/api/v1/workspaces/tfw/state", oaBody{"text/plain", tfState(2)}, 415, false)
+	c.do(dev, "PUT", "/api/v1/workspaces/tfw/state", oaBody{"application/json", []byte(`[1]`)}, 400, false)
+	c.do(dev, "PUT", "/api/v1/workspaces/tfw/state", oaBody{"application/json", []byte(`{"version":4,`)}, 400, false)
+	c.do(dev, "PUT", "/api/v1/workspaces/nope/state", oaBody{"application/json", tfState(2)}, 404, true)
+	c.do(dev, "PUT", "/api/v1/workspaces/other/state", oaBody{"application/json", tfState(2)}, 409, true)
+
+	// A stop, canceled while pending; a start, canceled while running.
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds", map[string]any{"transition": "stop"}, 201, true)
+	c.do(dev, "PUT", "/api/v1/workspaces/tfw/state", oaBody{"application/json", tfState(3)}, 409, true)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds/latest/cancel", nil, 200, true)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds/2/cancel", nil, 409, true)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds/first/cancel", nil, 400, false)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds/9/cancel", nil, 404, true)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds", map[string]any{"transition": "start", "state": tfState(4)}, 201, true)
+	c.decode(c.do(p, "POST", protocol.ProvisionerAcquirePath, map[string]any{"worker_id": "h1"}, 200, true), &acq)
+	if acq.Job == nil || acq.Job.BuildNumber != 3 || !bytes.Equal(acq.Job.State, tfState(4)) {
+		t.Fatalf("acquire of build 3 %+v", acq.Job)
+	}
+	job = acq.Job.ID
+	var b sdk.Build
+	c.decode(c.do(dev, "POST", "/api/v1/workspaces/tfw/builds/3/cancel", nil, 200, true), &b)
+	if b.Status != "canceling" {
+		t.Fatalf("cancel of a running build %+v", b)
+	}
+	c.decode(c.do(p, "POST", jobPath(protocol.ProvisionerHeartbeatPath, job), map[string]any{"worker_id": "h1"}, 200, true), &hb)
+	if !hb.Canceled {
+		t.Error("heartbeat after a cancel answered not canceled")
+	}
+	c.do(p, "POST", jobPath(protocol.ProvisionerFinishPath, job), map[string]any{"worker_id": "h1", "canceled": true, "error": "interrupted", "state": tfState(5)}, 200, true)
+	c.decode(c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/3", nil, 200, true), &b)
+	if b.Status != "canceled" || !b.StateCapturedOnCancel {
+		t.Errorf("build canceled while running %+v", b)
+	}
+	if l := c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/3/logs?follow=true", nil, 200, true); !bytes.Contains(l, []byte(`"end":true,"status":"canceled"`)) {
+		t.Errorf("followed log of an ended build %s", l)
+	}
+	c.decode(c.do(dev, "POST", "/api/v1/workspaces/tfw/builds", map[string]any{"transition": "delete", "orphan": true}, 201, true), &b)
+	if b.Status != "succeeded" || b.StateSource != "orphan" {
+		t.Errorf("orphan delete %+v", b)
+	}
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/builds", map[string]any{"transition": "start"}, 409, true)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw/state", nil, 404, true)
+	c.do(dev, "GET", "/api/v1/workspaces/tfw", nil, 200, true)
+	c.do(dev, "GET", "/api/v1/workspaces", nil, 200, true)
+	var ps []sdk.Provisioner
+	c.decode(c.do(admin, "GET", "/api/v1/provisioners", nil, 200, true), &ps)
+	if len(ps) != 1 || ps[0].LastSeenAt == nil {
+		t.Errorf("provisioners %+v", ps)
+	}
 }

@@ -98,6 +98,8 @@ type BuildStore interface {
 	ListBuilds(ctx context.Context, workspaceID string) ([]build.Build, error)
 	// BuildByNumber reads one build with its state; number 0 means the latest.
 	BuildByNumber(ctx context.Context, workspaceID string, number int) (build.Build, error)
+	// JobByID reads one job (cheap: no build, no state).
+	JobByID(ctx context.Context, jobID string) (build.Job, error)
 	// BuildByJob reads the build of a job, with its state.
 	BuildByJob(ctx context.Context, jobID string) (build.Build, error)
 	// WorkspaceByID reads one workspace (either backend).

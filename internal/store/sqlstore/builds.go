@@ -576,6 +576,10 @@ func (s *Store) AcquireJob(ctx context.Context, workerID string, now time.Time) 
 	return b, true, nil
 }
 
+func (s *Store) JobByID(ctx context.Context, jobID string) (build.Job, error) {
+	return s.readJob(ctx, s.db, jobID)
+}
+
 func (s *Store) readJob(ctx context.Context, db querier, jobID string) (build.Job, error) {
 	rows, err := db.QueryContext(ctx, s.q(`SELECT `+jobCols+` FROM provisioner_jobs WHERE id = ?`), jobID)
 	if err != nil {
