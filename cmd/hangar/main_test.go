@@ -70,6 +70,22 @@ func TestBinaryEndToEnd(t *testing.T) {
 		t.Fatalf("show does not give the error:\n%s", out)
 	}
 	must("delete", "w1", "--wait", "--timeout", "30s")
+
+	// A kubernetes template: the devfile comes from the template, the cluster from --agent.
+	devfilePath := filepath.Join(h.dir, "devfile.yaml")
+	if err := os.WriteFile(devfilePath, []byte("schemaVersion: 2.2.0\ncomponents:\n- name: tools\n  container:\n    image: docker.io/library/golang:1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := must("templates", "push", "go-dev", "--devfile", devfilePath); !strings.Contains(out, "kubernetes template go-dev version 1") {
+		t.Fatalf("templates push --devfile:\n%s", out)
+	}
+	must("create", "w2", "--template", "go-dev", "--agent", "k1", "--wait", "--timeout", "30s")
+	if out := must("list"); !regexp.MustCompile(`w2\s+k1\s+Running\s+Running`).MatchString(out) {
+		t.Fatalf("list after creating from a kubernetes template:\n%s", out)
+	}
+	if out, err := hangar("templates", "push", "go-dev", "--directory", "testdata/markers"); err == nil || !strings.Contains(out, `template "go-dev" is a kubernetes template, not terraform`) {
+		t.Fatalf("pushing a terraform module onto a kubernetes template: %v\n%s", err, out)
+	}
 	if out, err := hangar("start", "w1"); err == nil || !strings.Contains(out, "permanent") {
 		t.Fatalf("start after delete: %v\n%s", err, out)
 	}
