@@ -154,7 +154,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "The admin token was written to %s when this store was first set up.\n", tokenFile)
 	}
-	fmt.Fprintf(out, "Next: hangar login --url %s --token \"$(cat %s)\"\n      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster\n", url, tokenFile)
+	fmt.Fprintf(out, "Next: hangar login --url %s --token \"$(cat %s)\"\n"+
+		"      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster    (Kubernetes)\n"+
+		"      hangar templates push my-template --directory ./module && hangar create my-workspace --template my-template    (Terraform)\n",
+		url, tokenFile)
 
 	bctx, stopBackground := context.WithCancel(ctx)
 	var background sync.WaitGroup
