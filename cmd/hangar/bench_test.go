@@ -4,7 +4,7 @@ package main_test
 // `hangar` binary as server (and as `hangar provisioner`) running the real terraform. They run only
 // with -bench:
 //
-//	CGO_ENABLED=0 go test -run '^$' -bench Terraform -benchtime 1x -timeout 30m ./cmd/hangar/
+//	CGO_ENABLED=0 go test -run '^$' -bench Terraform -benchtime 1x -count 3 -timeout 60m ./cmd/hangar/
 //
 // Each reports its figures as custom metrics (p50-ms, p95-ms: nearest-rank percentiles over all
 // runs) and suppresses ns/op, which would only time the whole series; the samples and where the
@@ -25,10 +25,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -81,7 +83,7 @@ func tfbRequestToInit(b *testing.B, bin, st string) {
 	}
 	tfbWait(b, srv, "lat", 1) // warm-up: not counted
 
-	var total, claim, claimToInit, claimToSetup, setupToVersion, versionToInit, post []time.Duration
+	var total, claim, sentToClaim, claimToInit, claimToSetup, setupToVersion, versionToInit, post []time.Duration
 	transitions := [2]string{"stop", "start"}
 	for i := 0; i < b.N; i++ {
 		for j := 0; j < tfbRuns; j++ {
@@ -103,6 +105,7 @@ func tfbRequestToInit(b *testing.B, bin, st string) {
 			}
 			total = append(total, init.Sub(returned))
 			claim = append(claim, claimed.Sub(returned))
+			sentToClaim = append(sentToClaim, claimed.Sub(sent))
 			claimToInit = append(claimToInit, init.Sub(claimed))
 			claimToSetup = append(claimToSetup, setup.Sub(claimed))
 			setupToVersion = append(setupToVersion, version.Sub(setup))
@@ -112,6 +115,7 @@ func tfbRequestToInit(b *testing.B, bin, st string) {
 	}
 	tfbReport(b, "", total)
 	tfbReport(b, "claim-", claim)
+	tfbReport(b, "sent-to-claim-", sentToClaim)
 	tfbReport(b, "claim-to-init-", claimToInit)
 	tfbReport(b, "claim-to-setup-", claimToSetup)
 	tfbReport(b, "setup-to-version-", setupToVersion)
@@ -172,18 +176,29 @@ func tfbProcessBaseline(b *testing.B, bin string) {
 // once the previous one's log ends, as `hangar start --wait` sees it), with one in-process
 // provisioner, four in-process provisioners, and four `hangar provisioner` processes. It reports
 // builds per minute, the CPU the server, the provisioner processes and terraform (with everything it
-// starts) used per build, and how busy the machine was.
+// starts) used per build, their share of the machine's CPU, and how busy the machine was (with
+// whatever else ran).
 func BenchmarkTerraformThroughput(b *testing.B) {
 	bin := tfbBinary(b)
-	rates := map[string]float64{}
+	rates := map[string][]float64{}
 	for _, cfg := range []struct {
 		name                string
 		inProcess, external int
 	}{{"in-process-1", 1, 0}, {"in-process-4", 4, 0}, {"external-4", 0, 4}} {
-		b.Run(cfg.name, func(b *testing.B) { rates[cfg.name] = tfbThroughput(b, bin, cfg.inProcess, cfg.external) })
+		b.Run(cfg.name, func(b *testing.B) {
+			rates[cfg.name] = append(rates[cfg.name], tfbThroughput(b, bin, cfg.inProcess, cfg.external))
+		})
 	}
-	if r1 := rates["in-process-1"]; r1 > 0 {
-		b.Logf("builds/min: %v; 4:1 in process %.2f, external 4 : in-process 1 %.2f", rates, rates["in-process-4"]/r1, rates["external-4"]/r1)
+	median := func(name string) float64 {
+		r := slices.Sorted(slices.Values(rates[name]))
+		if len(r) == 0 {
+			return 0
+		}
+		return r[(len(r)-1)/2]
+	}
+	if r1 := median("in-process-1"); r1 > 0 {
+		b.Logf("builds/min (median of runs): %v; 4:1 in process %.2f, external 4 : in-process 1 %.2f",
+			rates, median("in-process-4")/r1, median("external-4")/r1)
 	}
 }
 
@@ -276,6 +291,7 @@ func tfbThroughput(b *testing.B, bin string, inProcess, external int) float64 {
 	b.ReportMetric(own.Seconds()*1000/builds, "hangar-cpu-ms/build")
 	b.ReportMetric(children.Seconds()*1000/builds, "terraform-cpu-ms/build")
 	b.ReportMetric(100*busy/float64(b.N), "machine-busy-%")
+	b.ReportMetric(100*(own+children).Seconds()/elapsed.Seconds()/float64(runtime.NumCPU()), "hangar+terraform-cpu-%")
 	b.ReportMetric(0, "ns/op")
 	b.Logf("%d builds in %v; server: %s", int(builds), elapsed.Round(time.Millisecond), srv.problems())
 	for i, p := range provs {
@@ -299,19 +315,20 @@ var tfbStateSizes = []struct {
 // whose state the benchmark inflates and pushes (PUT .../state); every build is a no-op apply that
 // reads and writes the whole state. terraform-alone times the same init and apply by hand, with
 // the same state, for the part that is Terraform's own. Each build's time is split with its log's
-// stage lines (stamped by the provisioner) and the job's started_at and completed_at.
+// stage lines (stamped by the provisioner) and the job's started_at and completed_at; pull-* is
+// GET .../state afterwards, one read of the state through the API.
 func BenchmarkTerraformStateSize(b *testing.B) {
 	bin := tfbBinary(b)
-	results := map[string]time.Duration{}
+	results := map[string][]time.Duration{} // p50 of each run (-count), by store/size
 	var mu sync.Mutex
+	record := func(key string, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		results[key] = append(results[key], d)
+	}
 	b.Run("terraform-alone", func(b *testing.B) {
 		for _, sz := range tfbStateSizes {
-			b.Run(sz.name, func(b *testing.B) {
-				d := tfbTerraformAlone(b, sz.bytes)
-				mu.Lock()
-				results["terraform-alone/"+sz.name] = d
-				mu.Unlock()
-			})
+			b.Run(sz.name, func(b *testing.B) { record("terraform-alone/"+sz.name, tfbTerraformAlone(b, sz.bytes)) })
 		}
 	})
 	for _, st := range []string{"sqlite", "postgres"} {
@@ -319,33 +336,33 @@ func BenchmarkTerraformStateSize(b *testing.B) {
 			srv := tfbStartServer(b, bin, tfbStore(b, st), 1, tfbTerraform(b))
 			tfbPushTemplate(b, srv.c, "blob", "testdata/bench-state")
 			for _, sz := range tfbStateSizes {
-				b.Run(sz.name, func(b *testing.B) {
-					d := tfbStateSize(b, srv, sz.name, sz.bytes)
-					mu.Lock()
-					results[st+"/"+sz.name] = d
-					mu.Unlock()
-				})
+				b.Run(sz.name, func(b *testing.B) { record(st+"/"+sz.name, tfbStateSize(b, srv, sz.name, sz.bytes)) })
 			}
 			b.Logf("server: %s", srv.problems())
 		})
 	}
+	median := func(key string) time.Duration { return tfbPercentile(results[key], 0.5) }
 	var lines []string
 	for _, st := range []string{"terraform-alone", "sqlite", "postgres"} {
-		base := results[st+"/1KiB"]
+		base := median(st + "/1KiB")
 		for _, sz := range tfbStateSizes {
-			d := results[st+"/"+sz.name]
-			if base > 0 && d > 0 {
-				lines = append(lines, fmt.Sprintf("%s/%s: p50 %v = %.2f× 1KiB", st, sz.name, d.Round(time.Millisecond), float64(d)/float64(base)))
+			if d := median(st + "/" + sz.name); base > 0 && d > 0 {
+				lines = append(lines, fmt.Sprintf("%s/%s: p50 %v = %.2f× 1KiB (runs: %v)", st, sz.name, d.Round(time.Millisecond),
+					float64(d)/float64(base), results[st+"/"+sz.name]))
 			}
 		}
 	}
-	b.Logf("state size, ratios against 1 KiB of the same run:\n%s", strings.Join(lines, "\n"))
+	b.Logf("state size, ratios against 1 KiB of the same run (median of the runs' p50):\n%s", strings.Join(lines, "\n"))
 }
+
+// tfbWorkspaceSeq numbers the workspaces of BenchmarkTerraformStateSize: -count runs a
+// sub-benchmark again against the same server.
+var tfbWorkspaceSeq atomic.Int64
 
 func tfbStateSize(b *testing.B, srv *tfbServer, sizeName string, size int) time.Duration {
 	c := srv.c
 	ctx := context.Background()
-	name := "s-" + strings.ToLower(sizeName)
+	name := fmt.Sprintf("s-%s-%d", strings.ToLower(sizeName), tfbWorkspaceSeq.Add(1))
 	if _, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: name, Template: "blob"}); err != nil {
 		b.Fatal(err)
 	}
@@ -400,6 +417,15 @@ func tfbStateSize(b *testing.B, srv *tfbServer, sizeName string, size int) time.
 	tfbReport(b, "apply-", tfApply)
 	tfbReport(b, "finish-", finish)
 	tfbReport(b, "visible-", visible)
+	var pull []time.Duration
+	for range 3 {
+		start := time.Now()
+		if _, _, err := c.PullState(ctx, name, 0); err != nil {
+			b.Fatal(err)
+		}
+		pull = append(pull, time.Since(start))
+	}
+	tfbReport(b, "pull-", pull)
 	runs := float64(len(total))
 	b.ReportMetric(own.Seconds()*1000/runs, "server-cpu-ms/build")
 	b.ReportMetric(children.Seconds()*1000/runs, "terraform-cpu-ms/build")
