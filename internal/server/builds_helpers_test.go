@@ -58,14 +58,47 @@ func tfState(n int) []byte {
 
 // syncBuffer collects the server's log.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{} // a value after each write (coalescing), for waitFor
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.written == nil {
+		s.written = make(chan struct{}, 1)
+	}
+	select {
+	case s.written <- struct{}{}:
+	default:
+	}
 	return s.b.Write(p)
+}
+
+// waitFor waits until the log holds one of subs, and returns it.
+func (s *syncBuffer) waitFor(t testing.TB, subs ...string) string {
+	t.Helper()
+	s.mu.Lock()
+	if s.written == nil {
+		s.written = make(chan struct{}, 1)
+	}
+	ch := s.written
+	s.mu.Unlock()
+	deadline := time.After(30 * time.Second) // a bound on a hang, not a timing assertion
+	for {
+		text := s.String()
+		for _, sub := range subs {
+			if strings.Contains(text, sub) {
+				return sub
+			}
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("the log never showed any of %q:\n%s", subs, text)
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {

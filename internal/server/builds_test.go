@@ -3,8 +3,10 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -1069,5 +1071,40 @@ func TestOnlyDeleteAfterAFailedDelete(t *testing.T) {
 	}
 	if b := newBuild(t, env, alice, "d", sdk.CreateBuildRequest{Transition: "delete"}); b.Number != 3 || b.StateSource != "previous" {
 		t.Fatalf("retried delete %+v", b)
+	}
+}
+
+// TestHeartbeatClientGoneIsNoError: a provisioner ends its heartbeat long-poll when its job ends
+// (it hangs up). That is no failure: the server logs no error for it.
+func TestHeartbeatClientGoneIsNoError(t *testing.T) {
+	te := newTFEnv(t, "sqlite")
+	env := te.Env
+	p := worker{t, env, te.Prov, "host-1"}
+	mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "hb", "template": "tf"}, http.StatusCreated, nil)
+	job := p.mustAcquire("hb", 1)
+
+	beat, unsubscribe := env.Store.SubscribeJob(job.ID)
+	defer unsubscribe()
+	ctx, hangUp := context.WithCancel(context.Background())
+	body, _ := json.Marshal(protocol.HeartbeatRequest{WorkerID: "host-1", WaitSeconds: 60})
+	req, _ := http.NewRequestWithContext(ctx, "POST", env.URL+strings.Replace(protocol.ProvisionerHeartbeatPath, "{id}", job.ID, 1), bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+te.Prov)
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-beat // the server recorded the heartbeat: the long-poll is waiting
+	hangUp()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the hung-up heartbeat returned %v", err)
+	}
+	// The handler sees the hang-up and returns, logging how.
+	if got := te.Log.waitFor(t, "client went away", "level=ERROR"); got != "client went away" {
+		t.Fatalf("the server logged an error for a client that hung up:\n%s", te.Log.String())
 	}
 }

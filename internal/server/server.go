@@ -163,6 +163,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // fail writes err as an API error; 5xx are logged with their detail.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The client went away (a provisioner ending its heartbeat long-poll when its job ends, a
+		// closed CLI): nobody reads an answer, and nothing failed.
+		s.log.Debug("client went away", "method", r.Method, "path", r.URL.Path, "err", err)
+		return
+	}
 	status, body := statusOf(err)
 	if status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -105,6 +105,30 @@ type Runner struct {
 	Shim string
 }
 
+// versions caches what `terraform version -json` prints, by terraform path (asked once per
+// process; the shim answers terraform-exec's version question with it).
+var versions sync.Map
+
+func (r *Runner) versionJSON(ctx context.Context, tfPath string) (string, error) {
+	if v, ok := versions.Load(tfPath); ok {
+		return v.(string), nil
+	}
+	cmd := exec.CommandContext(ctx, tfPath, "version", "-json")
+	for k, v := range terraformEnv(os.DevNull) {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return "", err
+	}
+	if !json.Valid(out) {
+		return "", fmt.Errorf("terraform version -json printed no JSON")
+	}
+	v := strings.TrimSpace(string(out))
+	versions.Store(tfPath, v)
+	return v, nil
+}
+
 func (r *Runner) workRoot() string {
 	if r.WorkRoot == "" {
 		return filepath.Join(os.TempDir(), "hangar-terraform")
@@ -423,6 +447,9 @@ func (x *run) terraform() error {
 	if x.r.Shim != "" {
 		execPath = x.r.Shim
 		env[shimTerraformEnv], env[shimDirEnv] = tfPath, jobDir
+		if v, err := x.r.versionJSON(x.runCtx, tfPath); err == nil {
+			env[shimVersionEnv] = v
+		}
 	}
 	tf, err := tfexec.NewTerraform(x.moduleDir, execPath)
 	if err != nil {
