@@ -239,3 +239,17 @@ func TestBuildBodyLimits(t *testing.T) {
 		t.Errorf("templates after oversized pushes %+v", ts)
 	}
 }
+
+// TestNULInPathOrQuery: a NUL character in a name or a parameter is a 400, on both stores (Postgres
+// refuses NUL in text, which was a 500).
+func TestNULInPathOrQuery(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			te := newTFEnv(t, engine)
+			for _, path := range []string{"/api/v1/workspaces/a%00b", "/api/v1/workspaces/a%00b/builds", "/api/v1/templates/t%00", "/api/v1/workspaces/w/state?build=1%00"} {
+				status, _, body := send(t, te.Env, te.Env.AdminToken, "GET", path, "", nil)
+				wantField(t, "GET "+path, status, body, "path")
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -77,7 +78,17 @@ func New(opts Options) *Server {
 }
 
 // Handler returns the root handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// No name or parameter of the API may hold a NUL character, and Postgres refuses them in
+		// text: answer the request here instead of with a database error.
+		if strings.IndexByte(r.URL.Path, 0) >= 0 || strings.IndexByte(r.URL.RawQuery, 0) >= 0 || strings.Contains(r.URL.RawQuery, "%00") {
+			s.fail(w, r, errBadRequest("invalid request", sdk.Validation{Field: "path", Detail: "must not contain a NUL character"}))
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
 
 type userHandler func(w http.ResponseWriter, r *http.Request, u store.User) error
 type agentHandler func(w http.ResponseWriter, r *http.Request, a store.Agent) error
