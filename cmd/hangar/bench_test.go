@@ -74,7 +74,7 @@ func BenchmarkTerraformRequestToInit(b *testing.B) {
 
 func tfbRequestToInit(b *testing.B, bin, st string) {
 	probe := tfbNewProbe(b)
-	srv := tfbStartServer(b, bin, tfbStore(b, st), 1, probe.path, "HANGAR_MARKER_DIR="+filepath.Join(b.TempDir(), "markers"))
+	srv := tfbStartServer(b, bin, tfbStore(b, st), 1, probe.path, "MARKER_DIR="+filepath.Join(b.TempDir(), "markers"))
 	c := srv.c
 	ctx := context.Background()
 	tfbPushTemplate(b, c, "markers", "testdata/markers")
@@ -207,7 +207,7 @@ func BenchmarkTerraformThroughput(b *testing.B) {
 
 func tfbThroughput(b *testing.B, bin string, inProcess, external int) float64 {
 	tf := tfbTerraform(b)
-	markerEnv := "HANGAR_MARKER_DIR=" + filepath.Join(b.TempDir(), "markers")
+	markerEnv := "MARKER_DIR=" + filepath.Join(b.TempDir(), "markers")
 	srv := tfbStartServer(b, bin, "", inProcess, tf, markerEnv)
 	c := srv.c
 	ctx := context.Background()

@@ -27,7 +27,7 @@ var errEnough = errors.New("enough lines")
 // replays a run, HANGAR_CHAOS_ROUNDS sets how many builds (default 14).
 func TestCancelAndKillLeaveNoResource(t *testing.T) {
 	markerDir := filepath.Join(t.TempDir(), "markers")
-	h := startLoggedIn(t, "HANGAR_MARKER_DIR="+markerDir, "HANGAR_PROVISIONERS=0")
+	h := startLoggedIn(t, "MARKER_DIR="+markerDir, "HANGAR_PROVISIONERS=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
@@ -41,7 +41,7 @@ func TestCancelAndKillLeaveNoResource(t *testing.T) {
 	var logs []*syncBuffer
 	startProvisioner := func() *exec.Cmd {
 		cmd := exec.Command(h.bin, "provisioner", "--server", h.url, "--token-file", tokenFile, "--identity", "chaos", "--work-dir", workDir)
-		cmd.Env = append(os.Environ(), "HANGAR_MARKER_DIR="+markerDir)
+		cmd.Env = append(os.Environ(), "MARKER_DIR="+markerDir)
 		buf := &syncBuffer{}
 		cmd.Stderr = buf
 		logs = append(logs, buf)

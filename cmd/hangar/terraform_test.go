@@ -45,7 +45,7 @@ func wantMarkers(t *testing.T, dir string, want ...string) {
 // files, so the test sees what exists outside Terraform.
 func TestTerraformEndToEnd(t *testing.T) {
 	markerDir := filepath.Join(t.TempDir(), "markers")
-	h := startLoggedIn(t, "HANGAR_MARKER_DIR="+markerDir)
+	h := startLoggedIn(t, "MARKER_DIR="+markerDir)
 	hangar, must := h.hangar, h.must
 	wait := []string{"--wait", "--timeout", "2m"}
 
@@ -182,7 +182,7 @@ func TestTerraformEndToEnd(t *testing.T) {
 // server's metrics count the builds by transition and result.
 func TestWaitInterruptCancels(t *testing.T) {
 	markerDir := filepath.Join(t.TempDir(), "markers")
-	h := startLoggedIn(t, "HANGAR_MARKER_DIR="+markerDir)
+	h := startLoggedIn(t, "MARKER_DIR="+markerDir)
 	h.must("templates", "push", "markers", "--directory", "testdata/markers")
 	h.must("create", "ci1", "--template", "markers", "--wait", "--timeout", "2m")
 	h.must("stop", "ci1", "--wait", "--timeout", "2m")
@@ -262,7 +262,7 @@ func TestWaitInterruptCancels(t *testing.T) {
 // registry and no variables.
 func TestHangarProvider(t *testing.T) {
 	markerDir := filepath.Join(t.TempDir(), "markers")
-	h := startLoggedIn(t, "HANGAR_MARKER_DIR="+markerDir)
+	h := startLoggedIn(t, "MARKER_DIR="+markerDir)
 	if out := h.must("templates", "push", "withprovider", "--directory", "testdata/provider"); !strings.Contains(out, "variables: none") {
 		t.Fatalf("templates push:\n%s", out)
 	}

@@ -47,6 +47,8 @@ type Service struct {
 	log  *slog.Logger
 	now  func() time.Time
 
+	started time.Time // when this service started: the reaper waits a heartbeat timeout after it
+
 	mu        sync.Mutex
 	observers []func(build.Build)
 	workers   map[string]time.Time // worker id → last call (Acquire, Heartbeat)
@@ -112,7 +114,7 @@ func New(opts Options) *Service {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 30 * time.Second
 	}
-	return &Service{opts: opts, st: opts.Store, log: opts.Logger, now: opts.Clock.Now}
+	return &Service{opts: opts, st: opts.Store, log: opts.Logger, now: opts.Clock.Now, started: opts.Clock.Now()}
 }
 
 // Errors the HTTP layer maps to answers.
@@ -405,6 +407,10 @@ func (s *Service) Acquire(ctx context.Context, workerID string, wait time.Durati
 // job it still holds is one it lost before Terraform started: a daemon killed between claiming a
 // job and starting it. Failing it now beats waiting for the reaper. Worker ids must therefore be
 // unique among live daemons (a lock on the work directory and the provisioner's token make them so).
+// abandonAfter: a job heartbeated this recently is not taken for abandoned (provisioners
+// heartbeat every 10 s).
+const abandonAfter = 30 * time.Second
+
 func (s *Service) abandoned(ctx context.Context, workerID string) error {
 	ids, err := s.st.ActiveJobsOf(ctx, workerID)
 	if err != nil || len(ids) == 0 {
@@ -415,6 +421,12 @@ func (s *Service) abandoned(ctx context.Context, workerID string) error {
 		rec, err := s.st.UpdateBuild(ctx, id, func(rec store.BuildRecord) (store.BuildRecord, error) {
 			b := *rec.Build
 			if b.Job.WorkerID != workerID || b.Job.CompletedAt != nil {
+				return rec, errAlreadyDone
+			}
+			if b.Job.HeartbeatAt != nil && s.now().Sub(*b.Job.HeartbeatAt) < abandonAfter {
+				// Heartbeated just now: a live daemon runs it — another process with the same worker
+				// id (a misconfiguration), or this one's heartbeat racing its own restart. Leave it
+				// to the next look, or to the reaper.
 				return rec, errAlreadyDone
 			}
 			nb := build.Finish(b, build.Outcome{Error: msg}, s.now())
@@ -568,7 +580,7 @@ func (s *Service) continueRestart(ctx context.Context, rec store.BuildRecord) {
 	}
 	initiator := store.User{ID: rec.Build.InitiatorID, Username: rec.Build.InitiatorName, Admin: true}
 	if _, _, err := s.NewBuild(ctx, initiator, rec.Workspace.Name, Request{Transition: build.Start, Reason: build.ReasonRestart}); err != nil {
-		s.log.Warn("restart: cannot queue the start; the reaper retries", "workspace", rec.Workspace.Name, "err", err)
+		s.log.Warn("restart: the stop succeeded but the start could not be queued; start the workspace again", "workspace", rec.Workspace.Name, "err", err)
 	}
 }
 
@@ -578,7 +590,13 @@ func (s *Service) continueRestart(ctx context.Context, rec store.BuildRecord) {
 // failed.
 func (s *Service) Reap(ctx context.Context) (int, error) {
 	now := s.now()
-	ids, err := s.st.StaleJobs(ctx, now.Add(-s.opts.HeartbeatTimeout), now.Add(-s.opts.PendingTimeout))
+	if now.Sub(s.started) < s.opts.HeartbeatTimeout {
+		// Just started (or back after an outage): provisioners had no server to heartbeat to or
+		// claim from. Give them a full heartbeat timeout to come back before judging them.
+		return 0, nil
+	}
+	hbCut, pendingCut := now.Add(-s.opts.HeartbeatTimeout), now.Add(-s.opts.PendingTimeout)
+	ids, err := s.st.StaleJobs(ctx, hbCut, pendingCut)
 	if err != nil {
 		return 0, err
 	}
@@ -594,6 +612,9 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 				last := b.Job.CreatedAt
 				if b.Job.HeartbeatAt != nil {
 					last = *b.Job.HeartbeatAt
+				}
+				if !last.Before(hbCut) {
+					return rec, errAlreadyDone // it heartbeated since StaleJobs looked
 				}
 				msg = fmt.Sprintf("the provisioner running this build stopped reporting (last heartbeat %s ago, the limit is %s): it was probably killed or lost its connection. "+
 					"The workspace keeps the state this build started from; resources Terraform created since may need a new build to be adopted or cleaned up.",

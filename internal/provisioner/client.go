@@ -57,7 +57,9 @@ func (c *Client) do(ctx context.Context, path, jobID string, body, out any) erro
 		if resp.StatusCode == http.StatusConflict && strings.Contains(se.Body, store.ErrNotOwner.Error()) {
 			return fmt.Errorf("%w (%v)", store.ErrNotOwner, se)
 		}
-		if resp.StatusCode == http.StatusNotFound && jobID != "" {
+		if resp.StatusCode == http.StatusNotFound && jobID != "" && strings.Contains(se.Body, `"message":"not found"`) {
+			// Only the server's own answer (a proxy's or an older server's 404 would otherwise
+			// drop the outcome).
 			return fmt.Errorf("job %s: %w (%v)", jobID, store.ErrNotFound, se)
 		}
 		return se

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +59,9 @@ type Daemon struct {
 	FlushEvery time.Duration
 	// Now stamps log lines (default time.Now).
 	Now func() time.Time
+	// UnreportedDir keeps the state of builds the server no longer takes from this daemon ("":
+	// not kept).
+	UnreportedDir string
 }
 
 func (d *Daemon) defaults() {
@@ -130,7 +135,11 @@ func (d *Daemon) recoverLeftovers(ctx context.Context) {
 		log := d.Logger.With("job", id)
 		log.Warn("adopting a build a previous provisioner left unfinished")
 		d.execute(ctx, id, log, func(ctx context.Context, cancel <-chan struct{}, logf func(terraform.Line)) terraform.Result {
-			res, _ := d.Runner.Recover(ctx, cancel, id, logf)
+			res, found := d.Runner.Recover(ctx, cancel, id, logf)
+			if !found {
+				// Reported as a failure, so that the state the build started from is kept.
+				return terraform.Result{Err: errors.New("the provisioner restarted and found no trace of this build's terraform run")}
+			}
 			return res
 		})
 	}
@@ -179,8 +188,6 @@ func (d *Daemon) execute(ctx context.Context, jobID string, log *slog.Logger, ru
 
 	res := run(jctx, cancel, logs.add)
 	logs.close()
-	stop()
-	hb.Wait()
 
 	o := build.Outcome{Canceled: res.Canceled && userCanceled.Load(), State: res.State}
 	if res.Err != nil {
@@ -191,26 +198,58 @@ func (d *Daemon) execute(ctx context.Context, jobID string, log *slog.Logger, ru
 		// Terraform wrote when interrupted is kept all the same (build.Finish on failure).
 		o.Error = "the provisioner shut down during the build; Terraform was interrupted and the state it wrote is kept: " + o.Error
 	}
-	if d.finish(ctx, job.ID, o, log) {
-		if err := d.Runner.Remove(job.ID); err != nil {
-			log.Warn("cannot remove the build's work directory", "err", err)
-		}
+	// The heartbeat goes on until the outcome is reported: a server that is slow to take it (or
+	// down for a while) must not reap the job meanwhile.
+	verdict := d.finish(ctx, job.ID, o, log)
+	stop()
+	hb.Wait()
+	switch verdict {
+	case reportPending:
+		return // the work directory stays; the next start of this daemon reports it
+	case reportRefused:
+		d.keepUnreported(job.ID, o.State, log)
+	}
+	if err := d.Runner.Remove(job.ID); err != nil {
+		log.Warn("cannot remove the build's work directory", "err", err)
 	}
 }
 
-// heartbeat keeps the job alive and calls cancelRun when the build is canceled, or when the job is
-// no longer this worker's (the reaper failed it: Terraform must stop).
-func (d *Daemon) heartbeat(ctx context.Context, jobID string, log *slog.Logger, cancelRun func()) {
+// keepUnreported saves the state of a build the server no longer takes from this daemon (the
+// reaper failed it while the daemon was away), so that an operator can restore it; nothing
+// Terraform wrote is thrown away.
+func (d *Daemon) keepUnreported(jobID string, state []byte, log *slog.Logger) {
+	if state == nil || d.UnreportedDir == "" {
+		return
+	}
+	path := filepath.Join(d.UnreportedDir, jobID+".tfstate")
+	if err := os.MkdirAll(d.UnreportedDir, 0o700); err == nil {
+		err = os.WriteFile(path, state, 0o600)
+		if err == nil {
+			log.Error("the server no longer takes this build's outcome (it failed the build while this provisioner was away); "+
+				"the state Terraform wrote is saved: compare it with the workspace's and restore it with `hangar state push WORKSPACE FILE --no-build` if it is newer",
+				"file", path)
+			return
+		}
+	}
+	log.Error("the server no longer takes this build's outcome, and its state could not be saved", "dir", d.UnreportedDir)
+}
+
+// heartbeat keeps the job alive until ctx ends — through a cancel and the report of the outcome —
+// and calls onCancel when the build is canceled, or when the job is no longer this worker's (the
+// reaper failed it: Terraform must stop).
+func (d *Daemon) heartbeat(ctx context.Context, jobID string, log *slog.Logger, onCancel func()) {
 	failures := 0
+	canceled := false
 	for ctx.Err() == nil {
-		canceled, err := d.Coord.Heartbeat(ctx, jobID, d.WorkerID, d.HeartbeatWait)
+		wait := d.HeartbeatWait
+		c, err := d.Coord.Heartbeat(ctx, jobID, d.WorkerID, wait)
 		if ctx.Err() != nil {
 			return
 		}
 		switch {
 		case errors.Is(err, store.ErrNotOwner):
 			log.Warn("the job is no longer ours (failed by the reaper?); interrupting Terraform")
-			cancelRun()
+			onCancel()
 			return
 		case err != nil:
 			failures++
@@ -220,37 +259,56 @@ func (d *Daemon) heartbeat(ctx context.Context, jobID string, log *slog.Logger, 
 				return
 			case <-d.After(backoff(failures)):
 			}
-		case canceled:
-			log.Info("build canceled; interrupting Terraform")
-			cancelRun()
-			return
+		case c:
+			failures = 0
+			if !canceled {
+				canceled = true
+				log.Info("build canceled; interrupting Terraform")
+				onCancel()
+			}
+			// The server answers a canceled job at once: pace the heartbeats that keep it alive
+			// while Terraform stops.
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.After(wait):
+			}
 		default:
 			failures = 0
 		}
 	}
 }
 
-// finish reports the outcome, retrying until the server takes it (its state must not be lost),
-// refuses it (the job is not ours any more), or an hour passes. It reports whether the outcome is
-// settled (taken or refused): otherwise the work directory stays for the next daemon to report.
-func (d *Daemon) finish(ctx context.Context, jobID string, o build.Outcome, log *slog.Logger) bool {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Hour)
+type reportVerdict int
+
+const (
+	reportTaken   reportVerdict = iota // the server recorded the outcome
+	reportRefused                      // the job is not ours any more, or unknown
+	reportPending                      // not reported (the daemon is stopping): keep the work directory
+)
+
+// finish reports the outcome, retrying until the server takes it (its state must not be lost) or
+// refuses it. It gives up only when the daemon stops (after a few tries): the work directory then
+// stays, and the next start reports it. The daemon takes no new job meanwhile, so the server never
+// mistakes this job for one the daemon lost.
+func (d *Daemon) finish(ctx context.Context, jobID string, o build.Outcome, log *slog.Logger) reportVerdict {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	for attempt := 0; ; attempt++ {
 		err := d.Coord.Finish(fctx, jobID, d.WorkerID, o)
 		switch {
 		case err == nil:
 			log.Info("build reported", "canceled", o.Canceled, "failed", o.Error != "", "state_bytes", len(o.State))
-			return true
+			return reportTaken
 		case errors.Is(err, store.ErrNotOwner):
 			log.Warn("the server refused the outcome: the job is no longer ours", "err", err)
-			return true
+			return reportRefused
 		case errors.Is(err, store.ErrNotFound):
-			log.Warn("the server does not know the job (deleted?); dropping its outcome", "err", err)
-			return true
-		case fctx.Err() != nil:
-			log.Error("could not report the build's outcome; its work directory (with the state) is kept for the next start", "err", err)
-			return false
+			log.Warn("the server does not know the job (deleted?)", "err", err)
+			return reportRefused
+		case ctx.Err() != nil && attempt >= 2:
+			log.Error("stopping before the build's outcome could be reported; its work directory (with the state) is kept and reported at the next start", "err", err)
+			return reportPending
 		}
 		wait := backoff(attempt)
 		log.Warn("cannot report the build's outcome; retrying", "err", err, "retry_in", wait)

@@ -98,6 +98,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Runner:   runner,
 		WorkerID: cfg.Identity,
 		Logger:   log,
+		// The state of builds the server no longer takes from this daemon is kept here.
+		UnreportedDir: filepath.Join(cfg.WorkDir, ".unreported"),
 	}
 	err = d.Run(ctx)
 	if ctx.Err() != nil {

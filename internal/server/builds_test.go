@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hangar-dev/hangar/internal/builder"
 	"net/http"
 	"strings"
 	"testing"
@@ -412,6 +413,15 @@ func TestProvisionerJobOwnership(t *testing.T) {
 			// Terraform): the job fails at once, keeping the state it started from.
 			newBuild(t, env, alice, "w", sdk.CreateBuildRequest{Transition: "stop"})
 			lost := owner.mustAcquire("w", 2)
+			// Right after the claim (a heartbeat's age), the job may still be run by a live process
+			// with the same worker id: it is left alone.
+			if a := owner.acquire(); a != nil {
+				t.Fatalf("acquire handed out %+v", a)
+			}
+			if b := getBuild(t, env, alice, "w", 2); b.Status != "running" {
+				t.Fatalf("a just-claimed build taken for abandoned %+v", b)
+			}
+			env.Clock.Advance(31 * time.Second)
 			if a := owner.acquire(); a != nil {
 				t.Fatalf("acquire handed out %+v", a)
 			}
@@ -1106,5 +1116,25 @@ func TestHeartbeatClientGoneIsNoError(t *testing.T) {
 	// The handler sees the hang-up and returns, logging how.
 	if got := te.Log.waitFor(t, "client went away", "level=ERROR"); got != "client went away" {
 		t.Fatalf("the server logged an error for a client that hung up:\n%s", te.Log.String())
+	}
+}
+
+// TestReaperWaitsAfterStart: a server that starts (or comes back after an outage) gives
+// provisioners a full heartbeat timeout to report before it reaps their builds: a job whose
+// heartbeat went stale while the server was down is not failed at once.
+func TestReaperWaitsAfterStart(t *testing.T) {
+	te := newTFEnv(t, "sqlite")
+	env := te.Env
+	p := worker{t, env, te.Prov, "host-1"}
+	mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "rw", "template": "tf"}, http.StatusCreated, nil)
+	p.mustAcquire("rw", 1)
+	env.Clock.Advance(20 * time.Minute) // the server was down; nobody could heartbeat
+	restarted := builder.New(builder.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: 30 * time.Minute})
+	if n, err := restarted.Reap(t.Context()); err != nil || n != 0 {
+		t.Fatalf("reap right after the start: %d %v, want 0", n, err)
+	}
+	env.Clock.Advance(5 * time.Minute)
+	if n, err := restarted.Reap(t.Context()); err != nil || n != 1 {
+		t.Fatalf("reap a heartbeat timeout after the start: %d %v, want 1", n, err)
 	}
 }

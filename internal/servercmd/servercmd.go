@@ -3,8 +3,10 @@
 package servercmd
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -173,17 +175,25 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if nprov > 0 {
 		check := &terraform.Runner{TerraformPath: cfg.Terraform}
 		if v, err := check.Check(ctx); err != nil {
-			log.Warn("the in-process provisioners cannot run Terraform; terraform templates will not build until this is fixed", "err", err)
+			// Started anyway they would claim builds and fail them; without them builds wait for a
+			// `hangar provisioner` (or fail after --build-pending-timeout, saying why).
+			log.Warn("the in-process provisioners cannot run Terraform and are not started: terraform templates build only on `hangar provisioner` daemons until this is fixed", "err", err)
+			nprov = 0
 		} else {
 			log.Info("in-process provisioners ready", "count", nprov, "terraform", v)
 		}
+	}
+	if nprov > 0 {
 		shim, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("find the hangar executable (the provisioners' terraform shim): %w", err)
 		}
-		host, _ := os.Hostname()
-		absData, _ := filepath.Abs(cfg.DataDir)
-		sum := sha256.Sum256([]byte(absData))
+		// The worker ids survive restarts, and the host's name (a new container keeps the data
+		// directory but not its name): they come from an id kept in the data directory.
+		serverID, err := persistentID(filepath.Join(cfg.DataDir, "provisioner", "server-id"))
+		if err != nil {
+			return err
+		}
 		for i := 0; i < nprov; i++ {
 			// Each daemon has its own work root and a worker id that survives restarts, so that a
 			// server killed mid-build adopts the terraform runs it left when it starts again.
@@ -198,8 +208,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 				return err
 			}
 			runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: root, KeepWorkDir: true, Shim: shim, PluginMirror: mirror}
-			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("server/%s/%x/%d", host, sum[:4], i),
-				Logger: log.With("component", "provisioner", "n", i)}
+			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("server/%s/%d", serverID, i),
+				Logger: log.With("component", "provisioner", "n", i), UnreportedDir: filepath.Join(root, ".unreported")}
 			background.Add(1)
 			go func() {
 				defer background.Done()
@@ -222,6 +232,25 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// persistentID reads the id kept in path, making one the first time.
+func persistentID(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		return string(bytes.TrimSpace(b)), nil
+	}
+	buf := make([]byte, 8)
+	if _, err := rand.Read(buf); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(buf)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("provisioner id: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("provisioner id: %w", err)
+	}
+	return id, nil
 }
 
 func displayAddr(addr string) string {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -75,7 +76,7 @@ func Serve() int {
 // executable exe under the name terraform expects, and returns the mirror's path for the CLI
 // config (terraform.Runner.PluginMirror).
 func Mirror(dir, exe string) (string, error) {
-	bin := filepath.Join(dir, Address, Version, "linux_amd64")
+	bin := filepath.Join(dir, Address, Version, runtime.GOOS+"_"+runtime.GOARCH)
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return "", fmt.Errorf("provider mirror: %w", err)
 	}

@@ -140,3 +140,79 @@ func read(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// TestRunHidesHangarConfiguration: Hangar's own configuration (a Postgres URL with its password,
+// tokens) never reaches terraform, its providers or local-exec; the facts for Hangar's provider do.
+func TestRunHidesHangarConfiguration(t *testing.T) {
+	t.Setenv("HANGAR_POSTGRES_URL", "postgres://hangar:db-password@db/hangar")
+	t.Setenv("HANGAR_TOKEN", "hgu_secret")
+	out := t.TempDir()
+	r := &Runner{TerraformPath: fakeTerraform(t, out, ""), WorkRoot: t.TempDir()}
+	res, _ := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "onlycount"),
+		Variables: map[string]string{"start_count": "1"}, Env: map[string]string{"HANGAR_WORKSPACE_NAME": "w1"}}, nil)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	env := read(t, filepath.Join(out, "env"))
+	for _, secret := range []string{"db-password", "hgu_secret"} {
+		if strings.Contains(env, secret) {
+			t.Errorf("terraform's environment holds %s:\n%s", secret, env)
+		}
+	}
+	if !strings.Contains(env, "HANGAR_WORKSPACE_NAME=w1") {
+		t.Errorf("terraform's environment lacks the workspace facts:\n%s", env)
+	}
+}
+
+// TestReadStateCutShort: a state file terraform was killed while rewriting is not reported; its
+// backup is, and with no backup, no state (the build keeps the one it started from).
+func TestReadStateCutShort(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(stateFile, `{"version":4,"serial":3`)
+	if state, _, err := readState(dir); err == nil || state != nil {
+		t.Fatalf("cut-short state without a backup: %q %v", state, err)
+	}
+	write(stateFile+".backup", `{"version":4,"serial":2}`)
+	if state, note, err := readState(dir); err != nil || string(state) != `{"version":4,"serial":2}` || note == "" {
+		t.Fatalf("cut-short state with a backup: %q %q %v", state, note, err)
+	}
+	write(stateFile, `{"version":4,"serial":3}`)
+	if state, note, err := readState(dir); err != nil || string(state) != `{"version":4,"serial":3}` || note != "" {
+		t.Fatalf("whole state: %q %q %v", state, note, err)
+	}
+}
+
+// TestInspectRefusesBackends: a module that keeps its state elsewhere is refused at push, naming
+// the file and line.
+func TestInspectRefusesBackends(t *testing.T) {
+	for name, src := range map[string]string{
+		"backend": "variable \"start_count\" {}\nterraform {\n  backend \"local\" {\n    path = \"/tmp/elsewhere.tfstate\"\n  }\n}\n",
+		"cloud":   "terraform {\n  cloud {\n    organization = \"x\"\n  }\n}\n",
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		archive, err := Pack(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Inspect(archive); err == nil || !strings.Contains(err.Error(), "main.tf:") || !strings.Contains(err.Error(), "Hangar keeps the Terraform state") {
+			t.Errorf("%s: Inspect = %v", name, err)
+		}
+	}
+	// A terraform block without a backend is fine (required_providers).
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte("terraform {\n  required_version = \">= 1.0\"\n}\nvariable \"start_count\" {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	archive, _ := Pack(dir)
+	if m, err := Inspect(archive); err != nil || len(m.Variables) != 1 {
+		t.Errorf("plain terraform block: %+v %v", m, err)
+	}
+}

@@ -19,7 +19,7 @@ type Module struct {
 }
 
 var variableSchema = &hcl.BodySchema{
-	Blocks: []hcl.BlockHeaderSchema{{Type: "variable", LabelNames: []string{"name"}}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "variable", LabelNames: []string{"name"}}, {Type: "terraform"}},
 }
 
 // Inspect parses the configuration files at the top of a module archive (*.tf and *.tf.json, as
@@ -102,11 +102,37 @@ func fileVariables(p *hclparse.Parser, name string, src []byte, isJSON bool) (na
 		return nil, diagError(name, diags)
 	}
 	for _, b := range content.Blocks {
+		if b.Type == "terraform" {
+			if err := noBackend(name, b); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if len(b.Labels) == 1 {
 			names = append(names, b.Labels[0])
 		}
 	}
 	return names, nil
+}
+
+// backendSchema finds where a terraform block would send the state elsewhere.
+var backendSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "backend", LabelNames: []string{"type"}}, {Type: "cloud"}},
+}
+
+// noBackend refuses a terraform block that configures a backend or HCP Terraform: Hangar keeps
+// every build's state itself, and a state kept elsewhere would leave it with none (a later delete
+// would then destroy nothing and forget live resources).
+func noBackend(name string, b *hcl.Block) error {
+	content, _, diags := b.Body.PartialContent(backendSchema)
+	if diags.HasErrors() {
+		return diagError(name, diags)
+	}
+	for _, inner := range content.Blocks {
+		return fmt.Errorf("%s:%d: the module configures a %q block: remove it, Hangar keeps the Terraform state of every build itself",
+			name, inner.DefRange.Start.Line, inner.Type)
+	}
+	return nil
 }
 
 // diagError is the first error of diags as "file:line: summary: detail", with a count of the rest.

@@ -21,7 +21,11 @@ func groupOf(jobDir string) int {
 	if err != nil {
 		return 0
 	}
-	pgid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	fields := strings.Fields(string(b))
+	if len(fields) != 2 || fields[1] != bootID() {
+		return 0 // recorded before a reboot (or unreadable): that process is gone
+	}
+	pgid, err := strconv.Atoi(fields[0])
 	if err != nil || pgid <= 1 {
 		return 0
 	}
@@ -73,20 +77,14 @@ const recoverPoll = 200 * time.Millisecond
 // Recover adopts the run of jobID that a previous provisioner left behind: it waits for the
 // terraform still running (if any) to end — interrupting it when cancel closes, and killing it
 // after GracePeriod — then returns the state it wrote and how it ended, logging the output
-// terraform wrote meanwhile, and removes the work directory. found is false when there is no such
-// run. When ctx ends first, the work directory is kept for the next provisioner.
+// terraform wrote meanwhile. found is false when there is no such run. The work directory stays:
+// the caller removes it (Remove) once the outcome is reported.
 func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID string, logf func(Line)) (res Result, found bool) {
 	log := &logger{fn: logf}
 	jobDir := filepath.Join(r.workRoot(), jobID)
 	if fi, err := os.Stat(jobDir); err != nil || !fi.IsDir() || jobID != filepath.Base(jobID) {
 		return Result{}, false
 	}
-	keep := false
-	defer func() {
-		if !keep {
-			_ = os.RemoveAll(jobDir)
-		}
-	}()
 	log.begin("Recovering")
 	pgid := groupOf(jobDir)
 	if alive(pgid) {
@@ -102,7 +100,6 @@ func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID stri
 		}
 		select {
 		case <-ctx.Done():
-			keep = true
 			return Result{Err: fmt.Errorf("recovering the build: %w", ctx.Err())}, true
 		case <-cancel:
 			cancel = nil
@@ -146,7 +143,10 @@ func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID stri
 		}
 	}
 	log.begin(StageReadState)
-	state, err := os.ReadFile(filepath.Join(jobDir, "module", stateFile))
+	state, note, err := readState(filepath.Join(jobDir, "module"))
+	if note != "" {
+		log.emit(LevelWarn, note)
+	}
 	switch {
 	case err == nil:
 		res.State = state

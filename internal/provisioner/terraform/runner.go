@@ -173,8 +173,8 @@ func (r *Runner) Check(ctx context.Context) (string, error) {
 }
 
 // terraformEnv is the environment of every terraform run: the provisioner's own, without any
-// TF_* variable (CLI config, logging, arguments, variables, workspace, credentials) or
-// CHECKPOINT_DISABLE, plus the runner's CLI config and CHECKPOINT_DISABLE=1. terraform-exec adds
+// TF_* variable (CLI config, logging, arguments, variables, workspace, credentials),
+// CHECKPOINT_DISABLE or HANGAR_* variable (Hangar's own configuration), plus the runner's CLI config and CHECKPOINT_DISABLE=1. terraform-exec adds
 // TF_IN_AUTOMATION=1, empties TF_LOG* and refuses TF_INPUT in SetEnv; every command it runs has
 // -input=false instead.
 func terraformEnv(cliConfig string) map[string]string {
@@ -182,6 +182,11 @@ func terraformEnv(cliConfig string) map[string]string {
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		if k == "" || strings.HasPrefix(k, "TF_") || k == "CHECKPOINT_DISABLE" {
+			continue
+		}
+		// Hangar's own configuration (a database URL with its password, tokens) is not the
+		// template's business: a provider or a local-exec would see it.
+		if strings.HasPrefix(k, "HANGAR_") {
 			continue
 		}
 		env[k] = v
@@ -371,7 +376,10 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 	}
 
 	log.begin(StageReadState)
-	state, rerr := os.ReadFile(filepath.Join(x.moduleDir, stateFile))
+	state, note, rerr := readState(x.moduleDir)
+	if note != "" {
+		log.emit(LevelWarn, note)
+	}
 	switch {
 	case rerr == nil:
 		res.State = state
@@ -388,6 +396,26 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 		}
 	}
 	return res
+}
+
+// readState reads the state terraform left in dir. A state file that is not JSON (terraform killed
+// while rewriting it) is not reported: terraform's backup of the previous state is, if valid, and
+// otherwise none (the build keeps the state it started from). note says what was done instead.
+func readState(dir string) (state []byte, note string, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err == nil && json.Valid(b) {
+		return b, "", nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, "", err
+	}
+	if err != nil {
+		return nil, "", err // no state file: terraform wrote none
+	}
+	if bk, berr := os.ReadFile(filepath.Join(dir, stateFile+".backup")); berr == nil && json.Valid(bk) {
+		return bk, "The state file is cut short (terraform was killed while writing it): reporting terraform's backup of the previous state instead", nil
+	}
+	return nil, "", fmt.Errorf("the state file terraform left is not valid JSON (killed while writing it?), and there is no valid backup: the build keeps the state it started from")
 }
 
 func (x *run) grace() time.Duration {

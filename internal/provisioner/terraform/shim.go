@@ -93,7 +93,7 @@ echo $? >"$HANGAR_RUN_DIR/` + runExit + `.tmp" && mv "$HANGAR_RUN_DIR/` + runExi
 		return 0, fmt.Errorf("start terraform: %w", err)
 	}
 	pgid := cmd.Process.Pid
-	if err := os.WriteFile(filepath.Join(dir, runPID), []byte(strconv.Itoa(pgid)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runPID), []byte(strconv.Itoa(pgid)+" "+bootID()), 0o600); err != nil {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		return 0, err
 	}
@@ -121,6 +121,15 @@ wait:
 	out.copy()
 	errOut.copy()
 	return exitStatusIn(dir)
+}
+
+// bootID names the running kernel's boot: a pid recorded in another boot means nothing now.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "unknown"
+	}
+	return string(bytes.TrimSpace(b))
 }
 
 // exitStatusIn reads the exit status a survivable command recorded.

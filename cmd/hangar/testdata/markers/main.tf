@@ -1,4 +1,4 @@
-# The marker template of the end-to-end tests: every resource is a file in $HANGAR_MARKER_DIR, made
+# The marker template of the end-to-end tests: every resource is a file in $MARKER_DIR, made
 # when Terraform creates it and removed when Terraform destroys it, so a test sees exactly which
 # resources exist outside Terraform's state. A file "delay" in that directory makes the last
 # resource sleep that many seconds (to cancel a build in the middle).
@@ -15,12 +15,12 @@ resource "terraform_data" "marker" {
   input = "${var.workspace_name}-${count.index}"
 
   provisioner "local-exec" {
-    command = "mkdir -p \"$HANGAR_MARKER_DIR\" && touch \"$HANGAR_MARKER_DIR/${self.input}\""
+    command = "mkdir -p \"$MARKER_DIR\" && touch \"$MARKER_DIR/${self.input}\""
   }
 
   provisioner "local-exec" {
     when    = destroy
-    command = "rm -f \"$HANGAR_MARKER_DIR/${self.input}\""
+    command = "rm -f \"$MARKER_DIR/${self.input}\""
   }
 }
 
@@ -29,6 +29,6 @@ resource "terraform_data" "slow" {
   depends_on = [terraform_data.marker]
 
   provisioner "local-exec" {
-    command = "sleep \"$(cat \"$HANGAR_MARKER_DIR/delay\" 2>/dev/null || echo 0)\""
+    command = "sleep \"$(cat \"$MARKER_DIR/delay\" 2>/dev/null || echo 0)\""
   }
 }

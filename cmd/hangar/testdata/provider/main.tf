@@ -14,11 +14,11 @@ resource "terraform_data" "marker" {
   input = "${data.hangar_workspace.me.name}-${data.hangar_workspace.me.owner}-${data.hangar_workspace.me.transition}"
 
   provisioner "local-exec" {
-    command = "mkdir -p \"$HANGAR_MARKER_DIR\" && touch \"$HANGAR_MARKER_DIR/${self.input}\""
+    command = "mkdir -p \"$MARKER_DIR\" && touch \"$MARKER_DIR/${self.input}\""
   }
 
   provisioner "local-exec" {
     when    = destroy
-    command = "rm -f \"$HANGAR_MARKER_DIR/${self.input}\""
+    command = "rm -f \"$MARKER_DIR/${self.input}\""
   }
 }
