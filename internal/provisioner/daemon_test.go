@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -182,12 +184,18 @@ func TestDaemonStopsWhenTheJobIsTaken(t *testing.T) {
 	r := &fakeRunner{started: make(chan struct{})}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	go func() { _ = newDaemon(f, r).Run(ctx) }()
+	d := newDaemon(f, r)
+	d.UnreportedDir = t.TempDir()
+	go func() { _ = d.Run(ctx) }()
 	<-r.started
 	close(f.cancel)
-	// Finish was refused (not our job): the daemon asks for new work without reporting again.
+	// Finish was refused (not our job): the daemon asks for new work without reporting again,
+	// and keeps the state Terraform wrote for an operator.
 	<-idle
 	if len(f.finished) != 0 {
 		t.Fatalf("reported after the refusal: %+v", <-f.finished)
+	}
+	if b, err := os.ReadFile(filepath.Join(d.UnreportedDir, "j1.tfstate")); err != nil || string(b) != `{"partial":1}` {
+		t.Fatalf("unreported state: %q %v", b, err)
 	}
 }
