@@ -578,10 +578,36 @@ func (s *Service) continueRestart(ctx context.Context, rec store.BuildRecord) {
 	if rec.Workspace.DesiredState != workspace.RestartRequested || rec.Build.Transition != build.Stop || rec.Build.Job.Status() != build.Succeeded {
 		return
 	}
-	initiator := store.User{ID: rec.Build.InitiatorID, Username: rec.Build.InitiatorName, Admin: true}
-	if _, _, err := s.NewBuild(ctx, initiator, rec.Workspace.Name, Request{Transition: build.Start, Reason: build.ReasonRestart}); err != nil {
-		s.log.Warn("restart: the stop succeeded but the start could not be queued; start the workspace again", "workspace", rec.Workspace.Name, "err", err)
+	s.queueRestartStart(ctx, rec.Workspace.Name, *rec.Build)
+}
+
+func (s *Service) queueRestartStart(ctx context.Context, name string, stop build.Build) {
+	initiator := store.User{ID: stop.InitiatorID, Username: stop.InitiatorName, Admin: true}
+	if _, _, err := s.NewBuild(ctx, initiator, name, Request{Transition: build.Start, Reason: build.ReasonRestart}); err != nil {
+		s.log.Warn("restart: the stop succeeded but the start could not be queued; the reaper tries again", "workspace", name, "err", err)
 	}
+}
+
+// resumeRestarts queues the start of restarts whose stop succeeded but whose start was never
+// queued (the server stopped in between, or queueing failed).
+func (s *Service) resumeRestarts(ctx context.Context) error {
+	names, err := s.st.StalledRestarts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		w, err := s.st.WorkspaceByName(ctx, name)
+		if err != nil {
+			return err
+		}
+		stop, err := s.st.BuildByNumber(ctx, w.ID, 0)
+		if err != nil {
+			return err
+		}
+		s.log.Info("restart: queueing the start its stop left pending", "workspace", name, "stop_build", stop.Number)
+		s.queueRestartStart(ctx, name, stop)
+	}
+	return nil
 }
 
 // Reap fails the jobs whose provisioner went silent (no heartbeat for HeartbeatTimeout) and the
@@ -590,6 +616,9 @@ func (s *Service) continueRestart(ctx context.Context, rec store.BuildRecord) {
 // failed.
 func (s *Service) Reap(ctx context.Context) (int, error) {
 	now := s.now()
+	if err := s.resumeRestarts(ctx); err != nil {
+		return 0, err
+	}
 	if now.Sub(s.started) < s.opts.HeartbeatTimeout {
 		// Just started (or back after an outage): provisioners had no server to heartbeat to or
 		// claim from. Give them a full heartbeat timeout to come back before judging them.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/builder"
 	"net/http"
 	"strings"
@@ -1136,5 +1137,46 @@ func TestReaperWaitsAfterStart(t *testing.T) {
 	env.Clock.Advance(5 * time.Minute)
 	if n, err := restarted.Reap(t.Context()); err != nil || n != 1 {
 		t.Fatalf("reap a heartbeat timeout after the start: %d %v, want 1", n, err)
+	}
+}
+
+// TestReaperResumesStalledRestart: a restart whose stop succeeded but whose start was never queued
+// (the server stopped between the two) gets its start from the reaper.
+func TestReaperResumesStalledRestart(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) { testReaperResumesStalledRestart(t, engine) })
+	}
+}
+
+func testReaperResumesStalledRestart(t *testing.T, engine string) {
+	te := newTFEnv(t, engine)
+	env := te.Env
+	p := worker{t, env, te.Prov, "host-1"}
+	mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "rs", "template": "tf"}, http.StatusCreated, nil)
+	p.run("rs", 1, protocol.FinishRequest{State: tfState(1)})
+	mustCall(t, env, env.AdminToken, "PATCH", "/api/v1/workspaces/rs", map[string]any{"desired_state": "RestartRequested"}, http.StatusOK, nil)
+	job := p.mustAcquire("rs", 2)
+	// The stop ends, recorded straight in the store: as if the server stopped before it could
+	// queue the start.
+	if _, err := env.Store.UpdateBuild(t.Context(), job.ID, func(rec store.BuildRecord) (store.BuildRecord, error) {
+		nb := build.Finish(*rec.Build, build.Outcome{State: tfState(2)}, env.Clock.Now())
+		rec.Build = &nb
+		rec.Workspace.ActualState = "Stopped"
+		return rec, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ws := getWorkspace(t, env, env.AdminToken, "rs"); ws.DesiredState != "RestartRequested" || ws.ActualState != "Stopped" {
+		t.Fatalf("stalled restart %+v", ws)
+	}
+	if _, err := te.Builder.Reap(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b := getBuild(t, env, env.AdminToken, "rs", 0)
+	if b.Number != 3 || b.Transition != "start" || b.Reason != "restart" || b.StateSource != "previous" {
+		t.Fatalf("after the reaper: latest build %+v", b)
+	}
+	if ws := getWorkspace(t, env, env.AdminToken, "rs"); ws.DesiredState != "Running" || ws.ActualState != "Starting" {
+		t.Fatalf("after the reaper: %+v", ws)
 	}
 }

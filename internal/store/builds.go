@@ -123,6 +123,9 @@ type BuildStore interface {
 	// StaleJobs lists the active jobs that a reaper must fail: running (or canceling) with no
 	// heartbeat since heartbeatBefore, or pending since createdBefore.
 	StaleJobs(ctx context.Context, heartbeatBefore, createdBefore time.Time) ([]string, error)
+	// StalledRestarts lists the terraform workspaces whose restart stopped halfway: desired
+	// RestartRequested, and the latest build a stop that succeeded (its start was never queued).
+	StalledRestarts(ctx context.Context) ([]string, error)
 	// ActiveJobsOf lists the claimed, unfinished jobs of a worker.
 	ActiveJobsOf(ctx context.Context, workerID string) ([]string, error)
 	// CountJobs counts jobs by status (metrics).

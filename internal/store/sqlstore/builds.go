@@ -694,6 +694,29 @@ func (s *Store) JobLogs(ctx context.Context, jobID string, after int64, limit in
 	return out, rows.Err()
 }
 
+func (s *Store) StalledRestarts(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT w.name FROM workspaces w
+		JOIN workspace_builds b ON b.workspace_id = w.id
+		JOIN provisioner_jobs j ON j.build_id = b.id
+		WHERE w.backend = 'terraform' AND w.desired_state = 'RestartRequested'
+		AND b.build_number = (SELECT MAX(b2.build_number) FROM workspace_builds b2 WHERE b2.workspace_id = w.id)
+		AND b.transition = 'stop' AND j.completed_at IS NOT NULL AND j.canceled_at IS NULL AND j.error = ''
+		ORDER BY w.name`)
+	if err != nil {
+		return nil, fmt.Errorf("find stalled restarts: %w", err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		out = append(out, name)
+	}
+	return out, rows.Err()
+}
+
 func (s *Store) StaleJobs(ctx context.Context, heartbeatBefore, createdBefore time.Time) ([]string, error) {
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT id FROM provisioner_jobs WHERE completed_at IS NULL
 		AND ((started_at IS NOT NULL AND COALESCE(heartbeat_at, started_at) < ?) OR (started_at IS NULL AND created_at < ?))
