@@ -21,6 +21,30 @@ import (
 
 type scanner interface{ Scan(...any) error }
 
+// queryAll runs query and scans every row with scan; what names the rows in errors.
+func queryAll[T any](ctx context.Context, s *Store, db querier, what, query string, scan func(scanner) (T, error), args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+func scanString(row scanner) (string, error) {
+	var v string
+	err := row.Scan(&v)
+	return v, err
+}
+
 // nullBytes stores nil as NULL (no state) whatever the driver does with a nil slice.
 func nullBytes(b []byte) any {
 	if b == nil {
@@ -123,20 +147,7 @@ func (s *Store) TemplateByName(ctx context.Context, name string) (store.Template
 }
 
 func (s *Store) ListTemplates(ctx context.Context) ([]store.Template, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+templateCols+templateFrom+` ORDER BY t.name`)
-	if err != nil {
-		return nil, fmt.Errorf("list templates: %w", err)
-	}
-	defer rows.Close()
-	out := []store.Template{}
-	for rows.Next() {
-		t, err := scanTemplate(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read template: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, s.db, "templates", `SELECT `+templateCols+templateFrom+` ORDER BY t.name`, scanTemplate)
 }
 
 func scanTemplateVersion(row scanner, archive bool) (store.TemplateVersion, error) {
@@ -246,20 +257,7 @@ func (d ptrTimeDest) Scan(src any) error {
 }
 
 func (s *Store) queryBuilds(ctx context.Context, db querier, query string, args ...any) ([]build.Build, error) {
-	rows, err := db.QueryContext(ctx, s.q(query), args...)
-	if err != nil {
-		return nil, fmt.Errorf("read builds: %w", err)
-	}
-	defer rows.Close()
-	out := []build.Build{}
-	for rows.Next() {
-		b, err := scanBuild(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read build: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, db, "builds", query, scanBuild, args...)
 }
 
 // latestBuild reads the workspace's latest build with its state, nil if it has none.
@@ -695,63 +693,24 @@ func (s *Store) JobLogs(ctx context.Context, jobID string, after int64, limit in
 }
 
 func (s *Store) StalledRestarts(ctx context.Context) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT w.name FROM workspaces w
+	return queryAll(ctx, s, s.db, "stalled restarts", `SELECT w.name FROM workspaces w
 		JOIN workspace_builds b ON b.workspace_id = w.id
 		JOIN provisioner_jobs j ON j.build_id = b.id
 		WHERE w.backend = 'terraform' AND w.desired_state = 'RestartRequested'
 		AND b.build_number = (SELECT MAX(b2.build_number) FROM workspace_builds b2 WHERE b2.workspace_id = w.id)
 		AND b.transition = 'stop' AND j.completed_at IS NOT NULL AND j.canceled_at IS NULL AND j.error = ''
-		ORDER BY w.name`)
-	if err != nil {
-		return nil, fmt.Errorf("find stalled restarts: %w", err)
-	}
-	defer rows.Close()
-	out := []string{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		out = append(out, name)
-	}
-	return out, rows.Err()
+		ORDER BY w.name`, scanString)
 }
 
 func (s *Store) StaleJobs(ctx context.Context, heartbeatBefore, createdBefore time.Time) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT id FROM provisioner_jobs WHERE completed_at IS NULL
+	return queryAll(ctx, s, s.db, "stale jobs", `SELECT id FROM provisioner_jobs WHERE completed_at IS NULL
 		AND ((started_at IS NOT NULL AND COALESCE(heartbeat_at, started_at) < ?) OR (started_at IS NULL AND created_at < ?))
-		ORDER BY created_at, id`), micros(heartbeatBefore), micros(createdBefore))
-	if err != nil {
-		return nil, fmt.Errorf("find stale jobs: %w", err)
-	}
-	defer rows.Close()
-	out := []string{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+		ORDER BY created_at, id`, scanString, micros(heartbeatBefore), micros(createdBefore))
 }
 
 func (s *Store) ActiveJobsOf(ctx context.Context, workerID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT id FROM provisioner_jobs WHERE completed_at IS NULL AND started_at IS NOT NULL
-		AND worker_id = ? ORDER BY created_at, id`), workerID)
-	if err != nil {
-		return nil, fmt.Errorf("find the jobs of worker %s: %w", workerID, err)
-	}
-	defer rows.Close()
-	out := []string{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, s.db, "jobs of a worker", `SELECT id FROM provisioner_jobs WHERE completed_at IS NULL AND started_at IS NOT NULL
+		AND worker_id = ? ORDER BY created_at, id`, scanString, workerID)
 }
 
 func (s *Store) CountJobs(ctx context.Context) (map[build.JobStatus]int, error) {
