@@ -95,29 +95,7 @@ func printTemplates(w io.Writer, ts []sdk.Template) error {
 }
 
 func (a *app) buildsCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "builds NAME",
-		Short: "List the builds of a terraform workspace, newest first",
-		Args:  oneName("workspace"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
-			if err != nil {
-				return err
-			}
-			bs, err := c.ListBuilds(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				return printJSON(cmd.OutOrStdout(), bs)
-			}
-			return a.printBuilds(cmd.OutOrStdout(), bs)
-		},
-	}
+	return nameCommand(a, "builds NAME", "List the builds of a terraform workspace, newest first", (*sdk.Client).ListBuilds, a.printBuilds)
 }
 
 func (a *app) printBuilds(w io.Writer, bs []sdk.Build) error {

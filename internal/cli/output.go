@@ -148,3 +148,31 @@ func listCommand[T any](a *app, short string, fetch func(*sdk.Client, context.Co
 		},
 	}
 }
+
+// nameCommand builds a command that reads one thing by a workspace's name (`show NAME`,
+// `builds NAME`) and prints it as a table or, with -o json, as the API's JSON.
+func nameCommand[T any](a *app, use, short string, fetch func(*sdk.Client, context.Context, string) (T, error), table func(io.Writer, T) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  oneName("workspace"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			v, err := fetch(c, cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), v)
+			}
+			return table(cmd.OutOrStdout(), v)
+		},
+	}
+}

@@ -78,29 +78,7 @@ func (a *app) listCmd() *cobra.Command {
 }
 
 func (a *app) showCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "show NAME",
-		Short: "Show every field of a workspace",
-		Args:  oneName("workspace"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
-			if err != nil {
-				return err
-			}
-			ws, err := c.Workspace(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				return printJSON(cmd.OutOrStdout(), ws)
-			}
-			return a.printWorkspace(cmd.OutOrStdout(), ws)
-		},
-	}
+	return nameCommand(a, "show NAME", "Show every field of a workspace", (*sdk.Client).Workspace, a.printWorkspace)
 }
 
 // transition is a command that changes a workspace's desired state.

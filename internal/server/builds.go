@@ -509,24 +509,40 @@ func workerID(p store.Provisioner, id string) (string, error) {
 	return p.ID + "/" + id, nil
 }
 
+// decodeWorkerRequest decodes a provisioner request of at most limit bytes into req, and returns its
+// worker id (id points into req), scoped to the provisioner.
+func decodeWorkerRequest(w http.ResponseWriter, r *http.Request, p store.Provisioner, limit int64, req any, id *string) (string, error) {
+	if err := decodeJSON(w, r, limit, req); err != nil {
+		return "", err
+	}
+	return workerID(p, *id)
+}
+
+// longPoll runs fn with the request's context, ended also when the server shuts down: an error
+// that only the shutdown caused is none (the long poll answers as if it had timed out).
+func (s *Server) longPoll(r *http.Request, fn func(ctx context.Context) error) error {
+	ctx, cancel := s.untilShutdown(r)
+	defer cancel()
+	err := fn(ctx)
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		return nil
+	}
+	return err
+}
+
 func waitOf(secs int) time.Duration { return time.Duration(min(max(secs, 0), 60)) * time.Second }
 
 func (s *Server) provisionerAcquire(w http.ResponseWriter, r *http.Request, p store.Provisioner) error {
 	var req protocol.AcquireRequest
-	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
-		return err
-	}
-	worker, err := workerID(p, req.WorkerID)
+	worker, err := decodeWorkerRequest(w, r, p, sdk.MaxBodyBytes, &req, &req.WorkerID)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.untilShutdown(r)
-	defer cancel()
-	job, err := s.builder.Acquire(ctx, worker, waitOf(req.WaitSeconds))
-	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
-		job, err = nil, nil // shutting down: no job
-	}
-	if err != nil {
+	var job *protocol.ProvisionerJob
+	if err := s.longPoll(r, func(ctx context.Context) (err error) {
+		job, err = s.builder.Acquire(ctx, worker, waitOf(req.WaitSeconds))
+		return err
+	}); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, protocol.AcquireResponse{Job: job})
@@ -535,20 +551,15 @@ func (s *Server) provisionerAcquire(w http.ResponseWriter, r *http.Request, p st
 
 func (s *Server) provisionerHeartbeat(w http.ResponseWriter, r *http.Request, p store.Provisioner) error {
 	var req protocol.HeartbeatRequest
-	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
-		return err
-	}
-	worker, err := workerID(p, req.WorkerID)
+	worker, err := decodeWorkerRequest(w, r, p, sdk.MaxBodyBytes, &req, &req.WorkerID)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.untilShutdown(r)
-	defer cancel()
-	canceled, err := s.builder.Heartbeat(ctx, r.PathValue("id"), worker, waitOf(req.WaitSeconds))
-	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
-		canceled, err = false, nil // shutting down: the heartbeat was recorded
-	}
-	if err != nil {
+	var canceled bool
+	if err := s.longPoll(r, func(ctx context.Context) (err error) {
+		canceled, err = s.builder.Heartbeat(ctx, r.PathValue("id"), worker, waitOf(req.WaitSeconds))
+		return err
+	}); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, protocol.HeartbeatResponse{Canceled: canceled})
@@ -557,10 +568,7 @@ func (s *Server) provisionerHeartbeat(w http.ResponseWriter, r *http.Request, p 
 
 func (s *Server) provisionerLogs(w http.ResponseWriter, r *http.Request, p store.Provisioner) error {
 	var req protocol.LogsRequest
-	if err := decodeJSON(w, r, protocol.MaxProvisionerBodyBytes, &req); err != nil {
-		return err
-	}
-	worker, err := workerID(p, req.WorkerID)
+	worker, err := decodeWorkerRequest(w, r, p, protocol.MaxProvisionerBodyBytes, &req, &req.WorkerID)
 	if err != nil {
 		return err
 	}
@@ -576,10 +584,7 @@ func (s *Server) provisionerLogs(w http.ResponseWriter, r *http.Request, p store
 
 func (s *Server) provisionerFinish(w http.ResponseWriter, r *http.Request, p store.Provisioner) error {
 	var req protocol.FinishRequest
-	if err := decodeJSON(w, r, protocol.MaxProvisionerBodyBytes, &req); err != nil {
-		return err
-	}
-	worker, err := workerID(p, req.WorkerID)
+	worker, err := decodeWorkerRequest(w, r, p, protocol.MaxProvisionerBodyBytes, &req, &req.WorkerID)
 	if err != nil {
 		return err
 	}
