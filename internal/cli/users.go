@@ -101,6 +101,7 @@ resources, network_policy...); fields left out take the server's defaults. "-" r
 			if err != nil {
 				return err
 			}
+			printWarnings(cmd.ErrOrStderr(), ag.Warnings)
 			if format == "json" {
 				return printJSON(cmd.OutOrStdout(), ag)
 			}

@@ -63,6 +63,7 @@ from a terraform template, which provisioners build (no agent).`,
 			if err != nil {
 				return err
 			}
+			printWarnings(cmd.ErrOrStderr(), ws.Warnings)
 			return a.finish(cmd, c, format, wf, goals[workspace.Running], ws)
 		},
 	}
@@ -131,6 +132,9 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 			ws, err := c.UpdateWorkspace(cmd.Context(), args[0], sdk.UpdateWorkspaceRequest{DesiredState: string(t.to)})
 			if err != nil {
 				return err
+			}
+			if t.to == workspace.Running || t.to == workspace.RestartRequested {
+				printWarnings(cmd.ErrOrStderr(), ws.Warnings)
 			}
 			return a.finish(cmd, c, format, wf, g, ws)
 		},
@@ -206,5 +210,13 @@ func (a *app) followBuilds(cmd *cobra.Command, c *sdk.Client, ws sdk.Workspace, 
 			return nil // nothing new to follow: a.wait finishes
 		}
 		followed = b.Number
+	}
+}
+
+// printWarnings writes what the server accepted but ignores, one "warning:" line each, to standard
+// error, so that --output json on standard output stays machine-readable.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, m := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", m)
 	}
 }

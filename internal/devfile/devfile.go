@@ -1,35 +1,41 @@
-// Package devfile turns a user's devfile (schemaVersion 2.2) into the Kubernetes objects the server
-// sends to the agent as `config_to_apply`.
+// Package devfile turns a user's devfile (schemaVersion 2.0 to 2.3) into the Kubernetes objects the
+// server sends to the agent as `config_to_apply`.
 //
-// Parse accepts the subset of the devfile format Hangar can run — container and volume components —
-// and refuses everything else by name, so that a user learns at creation time what will not work
-// instead of watching a workspace fail later. Generate is a pure function of a parsed devfile and the
+// Parse accepts what real devfiles use and does what they say: container and volume components,
+// endpoints by exposure, projects (cloned by an init container), preStart, postStart and preStop
+// events, variables, and Eclipse Che's container-overrides and pod-overrides attributes. What only
+// build or deploy tooling uses (image, kubernetes and openshift components behind build and deploy
+// commands, starterProjects) is ignored with a warning. Everything else is refused, every field at
+// once with its list indices, so that a user learns at creation time what will not work instead of
+// watching a workspace fail later. Generate is a pure function of a parsed devfile and the
 // workspace's parameters; its output is deterministic byte for byte, so that the server can compare
 // and the agent can apply it idempotently.
 package devfile
 
 import (
 	_ "embed"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"path"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/devfile/api/v2/pkg/apis/workspaces/v1alpha2"
+	"github.com/devfile/api/v2/pkg/attributes"
+	"github.com/devfile/api/v2/pkg/validation/variables"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/yaml"
 
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // MainAttribute marks the main container component: `attributes: {hangar.dev/main: true}`.
 const MainAttribute = workspace.ReservedPrefix + "main"
+
+// GitLabMainAttribute is GitLab's mark of the main container (its editor is injected there); Hangar
+// reads it the same way when no component has MainAttribute, so GitLab's devfiles run unchanged.
+const GitLabMainAttribute = "gl/inject-editor"
 
 // reservedName is the prefix of component, endpoint and environment variable names that Hangar keeps
 // for its own (compared without regard to case).
@@ -42,18 +48,23 @@ const projectsPath = "/projects"
 var defaultDevfile []byte
 
 // Default returns the devfile used when the user gives none: one main container with a
-// general-purpose image, an "editor" endpoint on port 3000, and CPU and memory requests and limits.
+// general-purpose image and an "editor" endpoint on port 3000. It sets no resources, so the agent's
+// defaults (kept within its caps) apply.
 func Default() []byte {
 	return append([]byte(nil), defaultDevfile...)
 }
 
-// Devfile is a parsed, validated devfile. It keeps the decoded github.com/devfile/api/v2 types and the
-// model Generate works from, computed once so that generating for many workspaces is cheap.
+// Devfile is a parsed, validated devfile: the model Generate works from, computed once so that
+// generating for many workspaces is cheap. It is never changed after Parse.
 type Devfile struct {
-	spec       v1alpha2.Devfile
-	containers []container
+	containers []container // the pod's containers, in devfile order
+	inits      []container // preStart commands, in event order (the project clone goes before them)
 	volumes    []volume
-	main       int // index into containers
+	projects   []project // projects, then dependentProjects
+	source     string    // PROJECT_SOURCE relative to PROJECTS_ROOT: the first project's directory, or ""
+	main       int       // index into containers
+	pod        podOverrides
+	warnings   []string
 }
 
 type container struct {
@@ -61,19 +72,27 @@ type container struct {
 	image        string
 	command      []string
 	args         []string
+	keepAlive    bool // the main container sets neither command nor args: keep it running
 	env          []corev1.EnvVar
 	endpoints    []endpoint
 	mounts       []corev1.VolumeMount // devfile volume mounts, in devfile order
 	mountSources bool
+	ownSources   bool // a devfile volume is mounted at sourcePath: it replaces the data volume there
 	sourcePath   string
 	// Requests and limits the devfile sets; nil when unset (the agent's defaults apply).
 	cpuRequest, cpuLimit, memoryRequest, memoryLimit *resource.Quantity
+	extra                                            corev1.ResourceRequirements // other resources (container-overrides)
+	security                                         containerSecurity
+	postStart, preStop                               []execCommand
+	deploymentAnnotations, serviceAnnotations        map[string]string
 }
 
 type endpoint struct {
 	name     string
 	port     int32
 	protocol corev1.Protocol
+	exposure v1alpha2.EndpointExposure // public, internal or none
+	path     string
 }
 
 type volume struct {
@@ -82,20 +101,49 @@ type volume struct {
 	ephemeral bool
 }
 
-// MainEndpoint returns the port of the first endpoint of the main container (false if none).
-func (d *Devfile) MainEndpoint() (port int, ok bool) {
-	eps := d.containers[d.main].endpoints
-	if len(eps) == 0 {
-		return 0, false
-	}
-	return int(eps[0].port), true
+type execCommand struct {
+	id, commandLine, workingDir string
+	env                         []corev1.EnvVar
 }
 
+// project is a git repository cloned into PROJECTS_ROOT before the workspace starts.
+type project struct {
+	Name     string            `json:"name"`
+	Path     string            `json:"path"` // relative to PROJECTS_ROOT
+	Remotes  map[string]string `json:"remotes"`
+	Remote   string            `json:"remote,omitempty"`   // which remote to check out from
+	Revision string            `json:"revision,omitempty"` // branch, tag or commit
+}
+
+// PublicEndpoint returns the endpoint the workspace URL points at: the main container's first public
+// endpoint, else the first public endpoint of any container in devfile order (false if none).
+func (d *Devfile) PublicEndpoint() (port int, urlPath string, ok bool) {
+	order := append([]int{d.main}, slices.Collect(func(yield func(int) bool) {
+		for i := range d.containers {
+			if i != d.main && !yield(i) {
+				return
+			}
+		}
+	})...)
+	for _, i := range order {
+		for _, ep := range d.containers[i].endpoints {
+			if ep.exposure == v1alpha2.PublicEndpointExposure {
+				return int(ep.port), ep.path, true
+			}
+		}
+	}
+	return 0, "", false
+}
+
+// Warnings lists what Parse accepted but Hangar ignores (starterProjects, components only build or
+// deploy commands use, ...), for the user to read.
+func (d *Devfile) Warnings() []string { return slices.Clone(d.warnings) }
+
 var (
-	schemaVersionRe = regexp.MustCompile(`^2\.2\.[0-2]$`)
+	schemaVersionRe = regexp.MustCompile(`^2\.[0-3]\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
 	// Kubernetes accepts these environment variable names on every version still supported.
 	envNameRe = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
-	// An IANA service name: what Kubernetes requires of container and Service port names.
+	// An IANA service name: what Kubernetes requires of a container port's name.
 	ianaNameRe   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	ianaLetterRe = regexp.MustCompile(`[a-z]`)
 )
@@ -103,73 +151,94 @@ var (
 // Names of volume components that would collide with the objects Generate names `<workspace>-<suffix>`.
 var reservedVolumeNames = map[string]bool{"data": true, "env": true, "inventory": true}
 
-const supported = "Hangar supports container and volume components"
+const supported = "Hangar runs container and volume components"
 
 // Parse decodes devfile YAML into the devfile/api v2 types and validates it. Every problem is reported
 // in one *workspace.ValidationError whose fields start with "devfile".
 func Parse(data []byte) (*Devfile, error) {
 	v := &workspace.ValidationError{}
-	var spec v1alpha2.Devfile
-	if err := yaml.UnmarshalStrict(data, &spec); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Type != nil && te.Field != "" {
-			hint := ""
-			if te.Type.Kind() == reflect.String {
-				hint = " (YAML reads unquoted numbers, yes, no, on, off, true and false as such: quote the value)"
-			}
-			v.Add("devfile."+jsonPath(te.Field), "must be %s, got %s%s", kindName(te.Type.Kind()), te.Value, hint)
-		} else {
-			v.Add("devfile", "is not a valid devfile: %s", cleanDecodeError(err))
-		}
+	spec, ok := decode(v, data)
+	if !ok {
 		return nil, v
 	}
-	d := &Devfile{spec: spec}
+	d := &Devfile{}
 
 	switch sv := spec.SchemaVersion; {
 	case sv == "":
-		v.Add("devfile.schemaVersion", "is required; Hangar supports 2.2.0, 2.2.1 and 2.2.2")
+		v.Add("devfile.schemaVersion", "is required; Hangar supports 2.0.x, 2.1.x, 2.2.x and 2.3.x")
 	case !schemaVersionRe.MatchString(sv):
-		v.Add("devfile.schemaVersion", "%q is not supported; Hangar supports 2.2.0, 2.2.1 and 2.2.2", sv)
+		v.Add("devfile.schemaVersion", "%q is not supported; Hangar supports 2.0.x, 2.1.x, 2.2.x and 2.3.x", sv)
 	}
 	if spec.Parent != nil {
 		v.Add("devfile.parent", "is not supported: write the complete devfile; Hangar does not fetch parent devfiles")
 	}
-	if len(spec.Projects) > 0 {
-		v.Add("devfile.projects", "is not supported: clone repositories from inside the workspace")
+	undefinedInCommands := substituteVariables(v, &spec)
+	if n := len(spec.StarterProjects); n > 0 {
+		d.warnings = append(d.warnings, fmt.Sprintf("starterProjects (%d) are ignored: they seed new projects; list the repositories to clone under projects", n))
 	}
-	if len(spec.StarterProjects) > 0 {
-		v.Add("devfile.starterProjects", "is not supported: clone repositories from inside the workspace")
-	}
-	if len(spec.DependentProjects) > 0 {
-		v.Add("devfile.dependentProjects", "is not supported: clone repositories from inside the workspace")
-	}
-	if spec.Events != nil {
-		v.Add("devfile.events", "is not supported: Hangar runs no preStart, postStart, preStop or postStop commands; start processes from the container's command or args")
-	}
-	if len(spec.Variables) > 0 {
-		v.Add("devfile.variables", "is not supported: Hangar does not substitute {{variables}}; write the values in place")
-	}
-	// commands are accepted and ignored: they are for tools run inside the workspace, not for Hangar.
+	d.parseProjects(v, spec.Projects, spec.DependentProjects)
 
-	d.parseComponents(v, spec.Components)
+	comps := d.parseComponents(v, spec.Components)
+	cmds := parseCommands(v, spec.Commands, comps)
+	d.parseEvents(v, spec.Events, cmds, comps, undefinedInCommands)
+	d.checkOtherComponents(v, spec.Components, cmds, comps)
+	d.pod = parsePodOverrides(v, "devfile.attributes", spec.Attributes, d.pod)
+	d.finishContainers(v, comps)
+
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2.Component) {
-	names := map[string]bool{}
+// substituteVariables replaces {{name}} with the devfile's variables, with devfile/api's own code.
+// A reference to an undefined variable is refused where Hangar uses the value, and ignored (with the
+// rest of that command) where it does not.
+func substituteVariables(v *workspace.ValidationError, spec *v1alpha2.Devfile) (undefinedInCommands map[string][]string) {
+	for _, k := range slices.Sorted(maps.Keys(spec.Variables)) {
+		if !variableNameRe.MatchString(k) {
+			v.Add(fieldPath("devfile.variables", k), "must be letters, digits, '_', '-' or '.'")
+		}
+	}
+	w := variables.ValidateAndReplaceGlobalVariable(&spec.DevWorkspaceTemplateSpec)
+	undefined := func(names []string) string {
+		return "uses undefined variables: " + strings.Join(names, ", ") + " (define them under devfile.variables)"
+	}
+	for i, c := range spec.Components {
+		if keys, bad := w.Components[c.Name]; bad {
+			v.Add(fmt.Sprintf("devfile.components[%d]", i), "%s", undefined(keys))
+		}
+	}
+	for i, p := range spec.Projects {
+		if keys, bad := w.Projects[p.Name]; bad {
+			v.Add(fmt.Sprintf("devfile.projects[%d]", i), "%s", undefined(keys))
+		}
+	}
+	for i, p := range spec.DependentProjects {
+		if keys, bad := w.DependentProjects[p.Name]; bad {
+			v.Add(fmt.Sprintf("devfile.dependentProjects[%d]", i), "%s", undefined(keys))
+		}
+	}
+	// Commands with undefined variables are refused only where events run them (parseEvents): the
+	// others are for tools inside the workspace, which Hangar does not run.
+	return w.Commands
+}
+
+var variableNameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// componentInfo is what commands and events need to know about a component.
+type componentInfo struct {
+	index     int
+	kind      string // container, volume, image, kubernetes, openshift, plugin, custom
+	container *container
+	attrs     attributes.Attributes
+	initOnly  bool // a preStart event applies it: it runs as an init container only
+}
+
+func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2.Component) map[string]*componentInfo {
+	infos := map[string]*componentInfo{}
 	ports := map[int]string{}          // target port -> field that first used it
 	endpointNames := map[string]bool{} // unique across the workspace: they are Service port names
-	type pendingMount struct {
-		field string
-		name  string
-	}
-	var mounts []pendingMount
-	mainField := ""
-	d.main = -1
-
 	for i, c := range comps {
 		f := fmt.Sprintf("devfile.components[%d]", i)
 		switch {
@@ -177,54 +246,41 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 			v.Add(f+".name", "must be a DNS label (lowercase letters, digits and '-', at most 63 characters), got %q", c.Name)
 		case hasReservedPrefix(c.Name):
 			v.Add(f+".name", "%q starts with %q, which is reserved for Hangar", c.Name, reservedName)
-		case names[c.Name]:
+		case infos[c.Name] != nil:
 			v.Add(f+".name", "%q is used by another component; component names must be unique", c.Name)
 		}
-		names[c.Name] = true
-
-		isMain := false
 		for _, key := range slices.Sorted(maps.Keys(c.Attributes)) {
 			if strings.HasPrefix(key, workspace.ReservedPrefix) && key != MainAttribute {
 				v.Add(fmt.Sprintf("%s.attributes[%q]", f, key), "is not a known attribute; the only %q attribute is %q", workspace.ReservedPrefix, MainAttribute)
 			}
 		}
-		if c.Attributes.Exists(MainAttribute) {
-			var err error
-			isMain = c.Attributes.GetBoolean(MainAttribute, &err)
-			if err != nil {
-				v.Add(fmt.Sprintf("%s.attributes[%q]", f, MainAttribute), "must be true or false")
-				isMain = false
-			}
-		}
-
+		info := &componentInfo{index: i, attrs: c.Attributes}
 		kinds := componentKinds(c.ComponentUnion)
-		if len(kinds) != 1 {
-			if len(kinds) == 0 {
-				v.Add(f, "must set exactly one of container or volume; %s", supported)
-			} else {
-				v.Add(f, "sets %s; a component must have exactly one kind", strings.Join(kinds, " and "))
-			}
-			continue
+		switch len(kinds) {
+		case 0:
+			v.Add(f, "must set exactly one of container, volume, image, kubernetes or openshift; %s", supported)
+		case 1:
+			info.kind = kinds[0]
+		default:
+			v.Add(f, "sets %s; a component must have exactly one kind", strings.Join(kinds, " and "))
 		}
-		switch kind := kinds[0]; kind {
-		case "container":
-			ctr := parseContainer(v, f+".container", c.Name, c.Container, ports, endpointNames)
-			for j, m := range ctr.mounts {
-				mounts = append(mounts, pendingMount{field: fmt.Sprintf("%s.container.volumeMounts[%d].name", f, j), name: m.Name})
-			}
-			if isMain {
-				if mainField != "" {
-					v.Add(fmt.Sprintf("%s.attributes[%q]", f, MainAttribute), "%s already marks the main container; mark exactly one", mainField)
-				} else {
-					mainField = f
-					d.main = len(d.containers)
+		if info.kind != "container" && info.kind != "" {
+			for _, a := range []string{MainAttribute, containerOverridesAttribute, podOverridesAttribute} {
+				if c.Attributes.Exists(a) {
+					v.Add(fmt.Sprintf("%s.attributes[%q]", f, a), "only applies to a container component")
 				}
 			}
-			d.containers = append(d.containers, ctr)
+		}
+		if _, dup := infos[c.Name]; !dup {
+			infos[c.Name] = info
+		}
+		switch info.kind {
+		case "container":
+			ctr := parseContainer(v, f+".container", c.Name, c.Container, ports, endpointNames)
+			ctr.applyOverrides(v, f, c.Attributes)
+			d.pod = parsePodOverrides(v, f+".attributes", c.Attributes, d.pod)
+			info.container = &ctr
 		case "volume":
-			if isMain {
-				v.Add(fmt.Sprintf("%s.attributes[%q]", f, MainAttribute), "only a container component can be the main one")
-			}
 			vol := volume{name: c.Name, size: resource.MustParse("1Gi")}
 			if reservedVolumeNames[c.Name] {
 				v.Add(f+".name", "%q is reserved for a volume Hangar creates itself (the workspace data volume is mounted at %s); choose another name", c.Name, projectsPath)
@@ -238,56 +294,28 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 				}
 			}
 			_ = vol.size.String() // see parseQuantity
-			if c.Volume.Ephemeral != nil && *c.Volume.Ephemeral {
-				vol.ephemeral = true
-			}
+			vol.ephemeral = c.Volume.Ephemeral != nil && *c.Volume.Ephemeral
 			d.volumes = append(d.volumes, vol)
-		default:
-			v.Add(f+"."+kind, "%s components are not supported; %s", kind, supported)
+		case "plugin", "custom":
+			v.Add(f+"."+info.kind, "%s components are not supported; %s", info.kind, supported)
 		}
 	}
-
-	if len(d.containers) == 0 {
-		v.Add("devfile.components", "must include at least one container component")
-		return
-	}
-	if d.main < 0 {
-		d.main = 0
-	}
-	volumeNames := map[string]bool{}
-	for _, vol := range d.volumes {
-		volumeNames[vol.name] = true
-	}
-	for _, m := range mounts {
-		if !volumeNames[m.name] {
-			v.Add(m.field, "%q is not the name of a volume component", m.name)
-		}
-	}
+	return infos
 }
 
 // componentKinds names the union members a component sets, in the devfile's own words.
 func componentKinds(u v1alpha2.ComponentUnion) []string {
 	var kinds []string
-	if u.Container != nil {
-		kinds = append(kinds, "container")
-	}
-	if u.Volume != nil {
-		kinds = append(kinds, "volume")
-	}
-	if u.Kubernetes != nil {
-		kinds = append(kinds, "kubernetes")
-	}
-	if u.Openshift != nil {
-		kinds = append(kinds, "openshift")
-	}
-	if u.Image != nil {
-		kinds = append(kinds, "image")
-	}
-	if u.Plugin != nil {
-		kinds = append(kinds, "plugin")
-	}
-	if u.Custom != nil {
-		kinds = append(kinds, "custom")
+	for _, k := range []struct {
+		name string
+		set  bool
+	}{
+		{"container", u.Container != nil}, {"volume", u.Volume != nil}, {"kubernetes", u.Kubernetes != nil},
+		{"openshift", u.Openshift != nil}, {"image", u.Image != nil}, {"plugin", u.Plugin != nil}, {"custom", u.Custom != nil},
+	} {
+		if k.set {
+			kinds = append(kinds, k.name)
+		}
 	}
 	return kinds
 }
@@ -308,10 +336,11 @@ func parseContainer(v *workspace.ValidationError, f, name string, c *v1alpha2.Co
 		v.Add(f+".dedicatedPod", "is not supported: every container of a workspace runs in one pod")
 	}
 	if c.Annotation != nil {
-		v.Add(f+".annotation", "is not supported: Hangar sets the annotations of the objects it creates")
+		ctr.deploymentAnnotations = checkAnnotations(v, f+".annotation.deployment", c.Annotation.Deployment)
+		ctr.serviceAnnotations = checkAnnotations(v, f+".annotation.service", c.Annotation.Service)
 	}
 	if c.SourceMapping != "" {
-		if !path.IsAbs(c.SourceMapping) || path.Clean(c.SourceMapping) != c.SourceMapping {
+		if !path.IsAbs(c.SourceMapping) || path.Clean(c.SourceMapping) != c.SourceMapping || c.SourceMapping == "/" {
 			v.Add(f+".sourceMapping", "must be a clean absolute path such as /projects, got %q", c.SourceMapping)
 		}
 		ctr.sourcePath = c.SourceMapping
@@ -320,23 +349,15 @@ func parseContainer(v *workspace.ValidationError, f, name string, c *v1alpha2.Co
 	envNames := map[string]bool{}
 	for i, e := range c.Env {
 		ef := fmt.Sprintf("%s.env[%d].name", f, i)
-		switch {
-		case !envNameRe.MatchString(e.Name):
-			v.Add(ef, "must be letters, digits, '_', '-' or '.' and not start with a digit, got %q", e.Name)
-		case hasReservedPrefix(e.Name):
-			v.Add(ef, "%q starts with %q, which is reserved for the variables Hangar sets (HANGAR_WORKSPACE_NAME and others)", e.Name, strings.ToUpper(reservedName))
-		case envNames[e.Name]:
-			v.Add(ef, "%q is set twice in this container", e.Name)
-		}
-		envNames[e.Name] = true
+		checkEnvName(v, ef, e.Name, envNames, "in this container")
 		ctr.env = append(ctr.env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 	}
 
 	for i, ep := range c.Endpoints {
 		ef := fmt.Sprintf("%s.endpoints[%d]", f, i)
 		switch {
-		case len(ep.Name) > 15 || !ianaNameRe.MatchString(ep.Name) || !ianaLetterRe.MatchString(ep.Name) || strings.Contains(ep.Name, "--"):
-			v.Add(ef+".name", "must be at most 15 lowercase letters, digits and '-', with at least one letter (a Kubernetes port name), got %q", ep.Name)
+		case !workspace.IsDNSLabel(ep.Name, 63):
+			v.Add(ef+".name", "must be a DNS label (lowercase letters, digits and '-', at most 63 characters), got %q", ep.Name)
 		case hasReservedPrefix(ep.Name):
 			v.Add(ef+".name", "%q starts with %q, which is reserved for Hangar", ep.Name, reservedName)
 		case endpointNames[ep.Name]:
@@ -346,7 +367,7 @@ func parseContainer(v *workspace.ValidationError, f, name string, c *v1alpha2.Co
 		if ep.TargetPort < 1 || ep.TargetPort > 65535 {
 			v.Add(ef+".targetPort", "must be between 1 and 65535, got %d", ep.TargetPort)
 		} else if prev, dup := ports[ep.TargetPort]; dup {
-			v.Add(ef+".targetPort", "port %d is already used by %s; target ports must be unique in the workspace", ep.TargetPort, prev)
+			v.Add(ef+".targetPort", "port %d is already used by %s; the containers of a workspace share one network, so target ports must be unique in the workspace", ep.TargetPort, prev)
 		} else {
 			ports[ep.TargetPort] = ef
 		}
@@ -358,23 +379,40 @@ func parseContainer(v *workspace.ValidationError, f, name string, c *v1alpha2.Co
 		default:
 			v.Add(ef+".protocol", "must be one of http, https, ws, wss, tcp or udp, got %q", ep.Protocol)
 		}
-		ctr.endpoints = append(ctr.endpoints, endpoint{name: ep.Name, port: int32(ep.TargetPort), protocol: proto})
+		exposure := ep.Exposure
+		switch exposure {
+		case "":
+			exposure = v1alpha2.PublicEndpointExposure
+		case v1alpha2.PublicEndpointExposure, v1alpha2.InternalEndpointExposure, v1alpha2.NoneEndpointExposure:
+		default:
+			v.Add(ef+".exposure", "must be public, internal or none, got %q", ep.Exposure)
+		}
+		urlPath := ep.Path
+		if urlPath != "" && !strings.HasPrefix(urlPath, "/") {
+			urlPath = "/" + urlPath
+		}
+		if strings.IndexFunc(urlPath, isSpaceOrControl) >= 0 {
+			v.Add(ef+".path", "must be a URL path such as /ui, got %q", ep.Path)
+		}
+		ctr.endpoints = append(ctr.endpoints, endpoint{name: ep.Name, port: int32(ep.TargetPort), protocol: proto, exposure: exposure, path: urlPath})
 	}
 
 	paths := map[string]string{}
-	if ctr.mountSources {
-		paths[ctr.sourcePath] = "the workspace data volume"
-	}
 	for i, m := range c.VolumeMounts {
 		mf := fmt.Sprintf("%s.volumeMounts[%d]", f, i)
 		p := m.Path
 		if p == "" {
 			p = "/" + m.Name
 		}
-		if !path.IsAbs(p) || path.Clean(p) != p {
-			v.Add(mf+".path", "must be a clean absolute path such as /cache, got %q", m.Path)
+		if !path.IsAbs(p) || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") {
+			v.Add(mf+".path", "must be an absolute path such as /cache, got %q", m.Path)
+		} else if p = path.Clean(p); p == "/" {
+			v.Add(mf+".path", "cannot be /: mount the volume on a directory such as /cache")
 		} else if prev, dup := paths[p]; dup {
 			v.Add(mf+".path", "%s is already mounted at %s", prev, p)
+		}
+		if p == ctr.sourcePath && ctr.mountSources {
+			ctr.ownSources = true
 		}
 		paths[p] = fmt.Sprintf("volume %q", m.Name)
 		ctr.mounts = append(ctr.mounts, corev1.VolumeMount{Name: m.Name, MountPath: p})
@@ -391,6 +429,106 @@ func parseContainer(v *workspace.ValidationError, f, name string, c *v1alpha2.Co
 		v.Add(f+".memoryRequest", "%s is more than memoryLimit %s", c.MemoryRequest, c.MemoryLimit)
 	}
 	return ctr
+}
+
+func checkEnvName(v *workspace.ValidationError, field, name string, seen map[string]bool, where string) {
+	switch {
+	case !envNameRe.MatchString(name):
+		v.Add(field, "must be letters, digits, '_', '-' or '.' and not start with a digit, got %q", name)
+	case hasReservedPrefix(name):
+		v.Add(field, "%q starts with %q, which is reserved for the variables Hangar sets (HANGAR_WORKSPACE_NAME and others)", name, strings.ToUpper(reservedName))
+	case seen[name]:
+		v.Add(field, "%q is set twice %s", name, where)
+	}
+	seen[name] = true
+}
+
+func checkAnnotations(v *workspace.ValidationError, field string, m map[string]string) map[string]string {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if strings.HasPrefix(k, workspace.ReservedPrefix) || strings.Contains(k, "."+workspace.ReservedPrefix) {
+			v.Add(fieldPath(field, k), "uses the prefix %q, which is reserved for Hangar", workspace.ReservedPrefix)
+		} else if !workspace.IsQualifiedKey(k) {
+			v.Add(fieldPath(field, k), "is not a valid Kubernetes annotation key")
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// finishContainers picks the main container and checks what needs the whole devfile: mounts name
+// volume components, names are unique among containers and init containers.
+func (d *Devfile) finishContainers(v *workspace.ValidationError, comps map[string]*componentInfo) {
+	d.main = -1
+	mainField, mainByGitLab := "", -1
+	names := slices.Sorted(maps.Keys(comps))
+	slices.SortFunc(names, func(a, b string) int { return comps[a].index - comps[b].index })
+	for _, n := range names {
+		info := comps[n]
+		if info.container == nil || info.initOnly {
+			continue
+		}
+		f := fmt.Sprintf("devfile.components[%d]", info.index)
+		d.containers = append(d.containers, *info.container)
+		if isMain, err := info.boolAttr(MainAttribute); err != nil {
+			v.Add(fmt.Sprintf("%s.attributes[%q]", f, MainAttribute), "must be true or false")
+		} else if isMain {
+			if mainField != "" {
+				v.Add(fmt.Sprintf("%s.attributes[%q]", f, MainAttribute), "%s already marks the main container; mark exactly one", mainField)
+			} else {
+				mainField, d.main = f, len(d.containers)-1
+			}
+		}
+		if isMain, _ := info.boolAttr(GitLabMainAttribute); isMain && mainByGitLab < 0 {
+			mainByGitLab = len(d.containers) - 1
+		}
+	}
+	for _, n := range names {
+		if info := comps[n]; info.container != nil && info.initOnly {
+			for _, a := range []string{MainAttribute, GitLabMainAttribute} {
+				if m, _ := info.boolAttr(a); m {
+					v.Add(fmt.Sprintf("devfile.components[%d].attributes[%q]", info.index, a), "marks a component that runs as an init container (a preStart event applies it); the main container must keep running")
+				}
+			}
+		}
+	}
+	if len(d.containers) == 0 {
+		v.Add("devfile.components", "must include at least one container component that is not only a preStart init container")
+		return
+	}
+	if d.main < 0 {
+		d.main = max(mainByGitLab, 0)
+	}
+	if m := &d.containers[d.main]; len(m.command) == 0 && len(m.args) == 0 {
+		m.keepAlive = true
+	}
+
+	volumeNames := map[string]bool{}
+	for _, vol := range d.volumes {
+		volumeNames[vol.name] = true
+	}
+	for _, n := range names {
+		info := comps[n]
+		if info.container == nil {
+			continue
+		}
+		for j, m := range info.container.mounts {
+			if !volumeNames[m.Name] {
+				v.Add(fmt.Sprintf("devfile.components[%d].container.volumeMounts[%d].name", info.index, j), "%q is not the name of a volume component", m.Name)
+			}
+		}
+	}
+}
+
+// boolAttr reads a true/false attribute ("true" and "false" strings count); unset is false.
+func (c *componentInfo) boolAttr(key string) (bool, error) {
+	if !c.attrs.Exists(key) {
+		return false, nil
+	}
+	var err error
+	b := c.attrs.GetBoolean(key, &err)
+	return b, err
 }
 
 func parseQuantity(v *workspace.ValidationError, field, s, example string) *resource.Quantity {
@@ -412,41 +550,4 @@ func hasReservedPrefix(name string) bool {
 
 func isSpaceOrControl(r rune) bool {
 	return r <= ' ' || r == 0x7f
-}
-
-// jsonPath turns encoding/json's path to a field ("DevWorkspaceTemplateSpec.components.Container.env")
-// into the devfile's own words ("components.env") by dropping the Go names of embedded structs.
-func jsonPath(goPath string) string {
-	parts := strings.Split(goPath, ".")
-	kept := parts[:0]
-	for _, p := range parts {
-		if p != "" && !(p[0] >= 'A' && p[0] <= 'Z') {
-			kept = append(kept, p)
-		}
-	}
-	return strings.Join(kept, ".")
-}
-
-func kindName(k reflect.Kind) string {
-	switch k {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	default:
-		return "a mapping"
-	}
-}
-
-// cleanDecodeError drops the layers of wrapping sigs.k8s.io/yaml adds so the user reads the cause.
-func cleanDecodeError(err error) string {
-	s := err.Error()
-	for _, prefix := range []string{"error converting YAML to JSON: ", "error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
-		s = strings.TrimPrefix(s, prefix)
-	}
-	return s
 }

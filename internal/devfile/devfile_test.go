@@ -10,12 +10,12 @@ import (
 
 func TestParseDefault(t *testing.T) {
 	d := mustParse(t, Default())
-	if port, ok := d.MainEndpoint(); !ok || port != 3000 {
-		t.Errorf("MainEndpoint() = %d, %v; want 3000, true", port, ok)
+	if port, _, ok := d.PublicEndpoint(); !ok || port != 3000 {
+		t.Errorf("PublicEndpoint() = %d, %v; want 3000, true", port, ok)
 	}
 	c := d.containers[d.main]
-	if c.name != "main" || !strings.Contains(c.image, "ubuntu") || c.memoryLimit == nil || c.cpuLimit == nil {
-		t.Errorf("main container = %+v", c)
+	if c.name != "main" || !strings.Contains(c.image, "ubuntu") || c.memoryLimit != nil || c.cpuLimit != nil || !c.keepAlive {
+		t.Errorf("main container = %+v; want main, an ubuntu image, no resources (the agent's defaults apply), kept alive", c)
 	}
 	if c.endpoints[0].name != "editor" {
 		t.Errorf("endpoint = %q, want editor", c.endpoints[0].name)
@@ -33,8 +33,8 @@ func TestParseRich(t *testing.T) {
 	if got := d.containers[d.main].name; got != "tools" {
 		t.Errorf("main = %q, want tools (marked by attribute)", got)
 	}
-	if port, ok := d.MainEndpoint(); !ok || port != 8080 {
-		t.Errorf("MainEndpoint() = %d, %v; want 8080, true", port, ok)
+	if port, _, ok := d.PublicEndpoint(); !ok || port != 8080 {
+		t.Errorf("PublicEndpoint() = %d, %v; want 8080, true", port, ok)
 	}
 	if len(d.containers) != 2 || len(d.volumes) != 3 {
 		t.Errorf("%d containers, %d volumes; want 2, 3", len(d.containers), len(d.volumes))
@@ -59,7 +59,8 @@ func TestMainContainer(t *testing.T) {
   container: {image: busybox}
 - name: second
   container: {image: busybox, endpoints: [{name: web, targetPort: 80}]}`,
-			main: "first",
+			// The main container has no public endpoint: the URL is the first public one of another.
+			main: "first", port: 80, hasPort: true,
 		},
 		{
 			name: "marked one",
@@ -133,9 +134,9 @@ func TestMainContainer(t *testing.T) {
 			if got := d.containers[d.main].name; got != tc.main {
 				t.Errorf("main = %q, want %q", got, tc.main)
 			}
-			port, ok := d.MainEndpoint()
+			port, _, ok := d.PublicEndpoint()
 			if port != tc.port || ok != tc.hasPort {
-				t.Errorf("MainEndpoint() = %d, %v; want %d, %v", port, ok, tc.port, tc.hasPort)
+				t.Errorf("PublicEndpoint() = %d, %v; want %d, %v", port, ok, tc.port, tc.hasPort)
 			}
 		})
 	}
@@ -172,15 +173,12 @@ func TestParseRefuses(t *testing.T) {
 		field string
 	}{
 		{"no schemaVersion", "components:" + okContainer, "devfile.schemaVersion"},
-		{"schemaVersion 2.1.0", "schemaVersion: 2.1.0\ncomponents:" + okContainer, "devfile.schemaVersion"},
-		{"schemaVersion 2.3.0", "schemaVersion: 2.3.0\ncomponents:" + okContainer, "devfile.schemaVersion"},
-		{"schemaVersion 2.2.3", "schemaVersion: 2.2.3\ncomponents:" + okContainer, "devfile.schemaVersion"},
+		{"schemaVersion 1.0.0", "schemaVersion: 1.0.0\ncomponents:" + okContainer, "devfile.schemaVersion"},
+		{"schemaVersion 2.4.0", "schemaVersion: 2.4.0\ncomponents:" + okContainer, "devfile.schemaVersion"},
+		{"schemaVersion 3.0.0", "schemaVersion: 3.0.0\ncomponents:" + okContainer, "devfile.schemaVersion"},
 		{"parent", "schemaVersion: 2.2.0\nparent:\n  uri: https://example.com/devfile.yaml\ncomponents:" + okContainer, "devfile.parent"},
-		{"projects", "schemaVersion: 2.2.0\nprojects:\n  - name: p\n    git: {remotes: {origin: https://example.com/p.git}}\ncomponents:" + okContainer, "devfile.projects"},
-		{"starterProjects", "schemaVersion: 2.2.0\nstarterProjects:\n  - name: p\n    zip: {location: https://example.com/p.zip}\ncomponents:" + okContainer, "devfile.starterProjects"},
-		{"dependentProjects", "schemaVersion: 2.2.0\ndependentProjects:\n  - name: p\n    zip: {location: https://example.com/p.zip}\ncomponents:" + okContainer, "devfile.dependentProjects"},
-		{"events", "schemaVersion: 2.2.0\nevents:\n  postStart: [build]\ncomponents:" + okContainer, "devfile.events"},
-		{"variables", "schemaVersion: 2.2.0\nvariables:\n  version: \"1\"\ncomponents:" + okContainer, "devfile.variables"},
+		{"dependentProjects", "schemaVersion: 2.2.0\ndependentProjects:\n  - name: p\n    zip: {location: https://example.com/p.zip}\ncomponents:" + okContainer, "devfile.dependentProjects[0].zip"},
+		{"events", "schemaVersion: 2.2.0\nevents:\n  postStart: [build]\ncomponents:" + okContainer, "devfile.events.postStart[0]"},
 		{"kubernetes", "schemaVersion: 2.2.0\ncomponents:" + okContainer + "  - name: k\n    kubernetes:\n      inlined: 'kind: Pod'\n", "devfile.components[1].kubernetes"},
 		{"openshift", "schemaVersion: 2.2.0\ncomponents:" + okContainer + "  - name: o\n    openshift:\n      uri: route.yaml\n", "devfile.components[1].openshift"},
 		{"image", "schemaVersion: 2.2.0\ncomponents:" + okContainer + "  - name: i\n    image:\n      imageName: foo\n      dockerfile: {uri: Dockerfile}\n", "devfile.components[1].image"},
@@ -197,14 +195,11 @@ func TestParseRefuses(t *testing.T) {
 		{"no image", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: ''}\n", "devfile.components[0].container.image"},
 		{"image with space", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: 'busy box'}\n", "devfile.components[0].container.image"},
 		{"dedicatedPod", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, dedicatedPod: true}\n", "devfile.components[0].container.dedicatedPod"},
-		{"container annotation", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, annotation: {deployment: {a: b}}}\n", "devfile.components[0].container.annotation"},
 		{"reserved env", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, env: [{name: HANGAR_WORKSPACE_NAME, value: x}]}\n", "devfile.components[0].container.env[0].name"},
 		{"reserved env lowercase", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, env: [{name: ok, value: x}, {name: hangar_x, value: x}]}\n", "devfile.components[0].container.env[1].name"},
 		{"bad env name", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, env: [{name: '1A=', value: x}]}\n", "devfile.components[0].container.env[0].name"},
 		{"duplicate env", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, env: [{name: A, value: x}, {name: A, value: z}]}\n", "devfile.components[0].container.env[1].name"},
 		{"reserved endpoint", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: hangar-ui, targetPort: 80}]}\n", "devfile.components[0].container.endpoints[0].name"},
-		{"long endpoint name", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: a-very-long-endpoint, targetPort: 80}]}\n", "devfile.components[0].container.endpoints[0].name"},
-		{"numeric endpoint name", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: '8080', targetPort: 80}]}\n", "devfile.components[0].container.endpoints[0].name"},
 		{"port 0", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: web, targetPort: 0}]}\n", "devfile.components[0].container.endpoints[0].targetPort"},
 		{"port 65536", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: web, targetPort: 65536}]}\n", "devfile.components[0].container.endpoints[0].targetPort"},
 		{"duplicate port across containers", "schemaVersion: 2.2.0\ncomponents:\n  - name: a\n    container: {image: busybox, endpoints: [{name: web, targetPort: 80}]}\n  - name: b\n    container: {image: busybox, endpoints: [{name: web2, targetPort: 80}]}\n", "devfile.components[1].container.endpoints[0].targetPort"},
@@ -212,18 +207,17 @@ func TestParseRefuses(t *testing.T) {
 		{"bad protocol", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: web, targetPort: 80, protocol: sctp}]}\n", "devfile.components[0].container.endpoints[0].protocol"},
 		{"unknown volume", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, volumeMounts: [{name: nope}]}\n", "devfile.components[0].container.volumeMounts[0].name"},
 		{"relative mount path", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, volumeMounts: [{name: v, path: cache}]}\n  - name: v\n    volume: {}\n", "devfile.components[0].container.volumeMounts[0].path"},
-		{"mount over projects", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, volumeMounts: [{name: v, path: /projects}]}\n  - name: v\n    volume: {}\n", "devfile.components[0].container.volumeMounts[0].path"},
 		{"reserved volume name", "schemaVersion: 2.2.0\ncomponents:" + okContainer + "  - name: data\n    volume: {size: 100Gi}\n", "devfile.components[1].name"},
 		{"bad volume size", "schemaVersion: 2.2.0\ncomponents:" + okContainer + "  - name: v\n    volume: {size: lots}\n", "devfile.components[1].volume.size"},
 		{"bad cpu", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, cpuLimit: two}\n", "devfile.components[0].container.cpuLimit"},
 		{"negative memory", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, memoryRequest: -1Gi}\n", "devfile.components[0].container.memoryRequest"},
 		{"request over limit", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, memoryRequest: 2Gi, memoryLimit: 1Gi}\n", "devfile.components[0].container.memoryRequest"},
 		{"relative sourceMapping", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, sourceMapping: src}\n", "devfile.components[0].container.sourceMapping"},
-		{"unknown field", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, imagePullPolicy: Always}\n", "devfile"},
-		{"wrong type", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: web, targetPort: eighty}]}\n", "devfile.components.container.endpoints.targetPort"},
-		{"YAML 1.1 boolean", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, env: [{name: A, value: yes}]}\n", "devfile.components.container.env.value"},
+		{"unknown field", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, imagePullPolicy: Always}\n", "devfile.components[0].container.imagePullPolicy"},
+		{"wrong type", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: web, targetPort: eighty}]}\n", "devfile.components[0].container.endpoints[0].targetPort"},
+		{"YAML 1.1 boolean", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, env: [{name: A, value: yes}]}\n", "devfile.components[0].container.env[0].value"},
 		{"not a mapping", "- just\n- a list\n", "devfile"},
-		{"duplicate key", "schemaVersion: 2.2.0\nschemaVersion: 2.2.1\ncomponents:" + okContainer, "devfile"},
+		{"duplicate key", "schemaVersion: 2.2.0\nschemaVersion: 2.2.1\ncomponents:" + okContainer, "devfile.schemaVersion"},
 		{"empty", "", "devfile.schemaVersion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,14 +231,14 @@ func TestParseRefuses(t *testing.T) {
 }
 
 func TestParseReportsEveryProblem(t *testing.T) {
-	_, err := Parse([]byte(`schemaVersion: 2.0.0
+	_, err := Parse([]byte(`schemaVersion: 1.0.0
 parent: {id: x}
 events: {preStart: [a]}
 components:
   - name: k
     kubernetes: {uri: k.yaml}
 `))
-	for _, f := range []string{"devfile.schemaVersion", "devfile.parent", "devfile.events", "devfile.components[0].kubernetes", "devfile.components"} {
+	for _, f := range []string{"devfile.schemaVersion", "devfile.parent", "devfile.events.preStart[0]", "devfile.components[0].kubernetes", "devfile.components"} {
 		wantProblem(t, err, f)
 	}
 }
@@ -252,6 +246,17 @@ components:
 func TestParseAccepts(t *testing.T) {
 	for _, tc := range []struct{ name, yaml string }{
 		{"2.2.1", "schemaVersion: 2.2.1\ncomponents:" + okContainer},
+		{"2.0.0", "schemaVersion: 2.0.0\ncomponents:" + okContainer},
+		{"2.1.0", "schemaVersion: 2.1.0\ncomponents:" + okContainer},
+		{"2.3.0", "schemaVersion: 2.3.0\ncomponents:" + okContainer},
+		{"git project", "schemaVersion: 2.2.0\nprojects:\n  - name: p\n    git: {remotes: {origin: https://example.com/p.git}}\ncomponents:" + okContainer},
+		{"starterProjects", "schemaVersion: 2.2.0\nstarterProjects:\n  - name: p\n    zip: {location: https://example.com/p.zip}\ncomponents:" + okContainer},
+		{"variables", "schemaVersion: 2.2.0\nvariables:\n  version: \"1\"\ncomponents:" + okContainer},
+		{"container annotation", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, annotation: {deployment: {a: b}}}\n"},
+		{"long endpoint name", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: a-very-long-endpoint, targetPort: 80}]}\n"},
+		{"numeric endpoint name", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: '8080', targetPort: 80}]}\n"},
+		{"a volume mounted at /projects replaces the data volume there", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, volumeMounts: [{name: v, path: /projects}]}\n  - name: v\n    volume: {}\n"},
+		{"metadata with any keys and values", "schemaVersion: 2.2.0\nmetadata: {name: x, version: 2, projectType: Go, whatever: [1, 2]}\ncomponents:" + okContainer},
 		{"commands are ignored", "schemaVersion: 2.2.0\ncommands:\n  - id: build\n    exec: {component: main, commandLine: make}\n  - id: all\n    composite: {commands: [build]}\ncomponents:" + okContainer},
 		{"empty projects", "schemaVersion: 2.2.0\nprojects: []\ncomponents:" + okContainer},
 		{"metadata and attributes", "schemaVersion: 2.2.0\nmetadata: {name: x, version: 1.0.0, tags: [go]}\nattributes: {a: {b: c}}\ncomponents:" + okContainer},

@@ -6,10 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/devfile/api/v2/pkg/apis/workspaces/v1alpha2"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -34,6 +38,9 @@ const (
 	AnnotationHostTemplate = workspace.ReservedPrefix + "host-template"
 	// AnnotationResourceHash on the pod template changes when the effective resources do.
 	AnnotationResourceHash = workspace.ReservedPrefix + "resource-hash"
+	// AnnotationPublicPorts on the Service lists the ports (comma-separated) of public endpoints:
+	// the only ones the proxy may route to. Internal endpoints have Service ports but no route.
+	AnnotationPublicPorts = workspace.ReservedPrefix + "public-ports"
 )
 
 // Params are the facts about one workspace that Generate needs beyond its devfile.
@@ -194,10 +201,11 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	}
 	selector := map[string]string{LabelWorkspaceID: p.WorkspaceID}
 
-	containers, hash, err := d.podContainers(name, a)
+	pod, err := d.podContainers(a)
 	if err != nil {
 		return nil, err
 	}
+	containers, inits := pod.containers, pod.inits
 
 	var objs []object
 	add := func(apiVersion, kind, namespace, n string, v any) {
@@ -282,59 +290,124 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		add("v1", "PersistentVolumeClaim", ns, claim, pvc(meta(claim), vol.size))
 	}
 
-	podAnnotations := make(map[string]string, len(annotations)+2)
-	for k, v := range annotations {
-		podAnnotations[k] = v
+	podLabels, podAnnotations := labels, make(map[string]string, len(annotations)+2)
+	if len(d.pod.labels) > 0 {
+		podLabels = make(map[string]string, len(labels)+len(d.pod.labels))
+		maps.Copy(podLabels, d.pod.labels)
+		maps.Copy(podLabels, labels) // Hangar's own labels win
 	}
-	podAnnotations[AnnotationResourceHash] = hash
+	maps.Copy(podAnnotations, d.pod.annotations)
+	deploymentAnnotations := annotations
+	for _, c := range d.containers {
+		maps.Copy(podAnnotations, c.deploymentAnnotations)
+		if len(c.deploymentAnnotations) > 0 {
+			if len(deploymentAnnotations) == len(annotations) {
+				deploymentAnnotations = maps.Clone(annotations)
+			}
+			maps.Copy(deploymentAnnotations, c.deploymentAnnotations)
+			maps.Copy(deploymentAnnotations, annotations)
+		}
+	}
+	maps.Copy(podAnnotations, annotations)
+	podAnnotations[AnnotationResourceHash] = pod.hash
 	podAnnotations["kubectl.kubernetes.io/default-container"] = d.containers[d.main].name
+	envFrom := []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: envSecret}}}}
 	for i := range containers {
-		containers[i].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: envSecret}}}}
+		containers[i].EnvFrom = envFrom
 	}
+	for i := range inits {
+		inits[i].EnvFrom = envFrom
+	}
+	podSecurity := &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr(true),
+		RunAsUser:      ptr(int64(runAsUser)),
+		FSGroup:        ptr(int64(runAsUser)),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if d.pod.runAsUser != nil {
+		podSecurity.RunAsUser = d.pod.runAsUser
+	}
+	podSecurity.RunAsGroup = d.pod.runAsGroup
+	if d.pod.fsGroup != nil {
+		podSecurity.FSGroup = d.pod.fsGroup
+	}
+	podSecurity.SupplementalGroups = d.pod.supplementalGroups
+	var nodeSelector map[string]string
+	if len(a.NodeSelector) > 0 {
+		nodeSelector = a.NodeSelector
+	}
+	var tolerations []corev1.Toleration
+	for _, t := range a.Tolerations {
+		tolerations = append(tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	deployMeta := meta(name)
+	deployMeta.Annotations = deploymentAnnotations
 	add("apps/v1", "Deployment", ns, name, &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta(name),
+		ObjectMeta: deployMeta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas:                &replicas,
 			Selector:                &metav1.LabelSelector{MatchLabels: selector},
 			Strategy:                appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			ProgressDeadlineSeconds: ptr(int32(progressSeconds)),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: podAnnotations},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:           name,
 					AutomountServiceAccountToken: ptr(false),
 					// Service links would put every Service of a shared namespace into the environment.
 					EnableServiceLinks: ptr(false),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr(true),
-						RunAsUser:      ptr(int64(runAsUser)),
-						FSGroup:        ptr(int64(runAsUser)),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: containers,
-					Volumes:    volumes,
+					SecurityContext:    podSecurity,
+					InitContainers:     inits,
+					Containers:         containers,
+					Volumes:            volumes,
+					NodeSelector:       nodeSelector,
+					Tolerations:        tolerations,
 				},
 			},
 		},
 	})
 
+	// Public and internal endpoints get a Service port; none endpoints stay inside the pod.
 	var ports []corev1.ServicePort
+	var public []string
+	var publicPorts, internalPorts []networkingv1.NetworkPolicyPort
+	serviceAnnotations := annotations
 	for _, c := range d.containers {
 		for _, ep := range c.endpoints {
+			if ep.exposure == v1alpha2.NoneEndpointExposure {
+				continue
+			}
 			ports = append(ports, corev1.ServicePort{Name: ep.name, Protocol: ep.protocol, Port: ep.port, TargetPort: intstr.FromInt32(ep.port)})
+			npPort := networkingv1.NetworkPolicyPort{Protocol: ptr(ep.protocol), Port: ptr(intstr.FromInt32(ep.port))}
+			if ep.exposure == v1alpha2.PublicEndpointExposure {
+				public = append(public, strconv.Itoa(int(ep.port)))
+				publicPorts = append(publicPorts, npPort)
+			} else {
+				internalPorts = append(internalPorts, npPort)
+			}
+		}
+		if len(c.serviceAnnotations) > 0 {
+			if len(serviceAnnotations) == len(annotations) {
+				serviceAnnotations = maps.Clone(annotations)
+			}
+			maps.Copy(serviceAnnotations, c.serviceAnnotations)
+			maps.Copy(serviceAnnotations, annotations)
 		}
 	}
 	if len(ports) > 0 {
+		svcMeta := meta(name)
+		svcMeta.Annotations = maps.Clone(serviceAnnotations)
+		svcMeta.Annotations[AnnotationPublicPorts] = strings.Join(public, ",")
 		add("v1", "Service", ns, name, &corev1.Service{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-			ObjectMeta: meta(name),
+			ObjectMeta: svcMeta,
 			Spec:       corev1.ServiceSpec{Selector: selector, Ports: ports},
 		})
 	}
 
 	if *a.NetworkPolicy.Enabled {
-		add("networking.k8s.io/v1", "NetworkPolicy", ns, name, networkPolicy(meta(name), selector, a))
+		add("networking.k8s.io/v1", "NetworkPolicy", ns, name, networkPolicy(meta(name), selector, a, publicPorts, internalPorts))
 	}
 
 	// A ResourceQuota covers its whole namespace, so in a shared namespace it would cap the sum of
@@ -375,7 +448,10 @@ func pvc(meta metav1.ObjectMeta, size resource.Quantity) *corev1.PersistentVolum
 	}
 }
 
-func networkPolicy(meta metav1.ObjectMeta, selector map[string]string, a workspace.AgentConfig) *networkingv1.NetworkPolicy {
+// networkPolicy admits the proxy namespace to public endpoints only, and every other namespace of
+// the cluster to internal endpoints only; none endpoints get no rule, so nothing outside the pod
+// reaches them. Egress: DNS plus the agent's CIDRs.
+func networkPolicy(meta metav1.ObjectMeta, selector map[string]string, a workspace.AgentConfig, public, internal []networkingv1.NetworkPolicyPort) *networkingv1.NetworkPolicy {
 	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
 	dns := intstr.FromInt32(53)
 	egress := []networkingv1.NetworkPolicyEgressRule{{
@@ -386,113 +462,316 @@ func networkPolicy(meta metav1.ObjectMeta, selector map[string]string, a workspa
 			To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: r.Allow, Except: r.Except}}},
 		})
 	}
+	ingress := []networkingv1.NetworkPolicyIngressRule{}
+	if len(public) > 0 {
+		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{
+			From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{namespaceNameLabel: a.ProxyNamespace},
+			}}},
+			Ports: public,
+		})
+	}
+	if len(internal) > 0 {
+		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{
+			From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{a.ProxyNamespace}}},
+			}}},
+			Ports: internal,
+		})
+	}
 	return &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: meta,
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: selector},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
-					MatchLabels: map[string]string{"kubernetes.io/metadata.name": a.ProxyNamespace},
-				}}},
-			}},
-			Egress: egress,
+			Ingress:     ingress,
+			Egress:      egress,
 		},
 	}
 }
 
-// podContainers builds the containers with their effective resources — the devfile's own values,
-// with the agent's defaults merged under them — and returns a short hash of those resources.
-func (d *Devfile) podContainers(name string, a workspace.AgentConfig) ([]corev1.Container, string, error) {
-	def := a.DefaultResources
-	defCPUReq, defCPULim := optQuantity(def.Requests.CPU), optQuantity(def.Limits.CPU)
-	defMemReq, defMemLim := optQuantity(def.Requests.Memory), optQuantity(def.Limits.Memory)
+const namespaceNameLabel = "kubernetes.io/metadata.name"
 
-	var sumCPUReq, sumCPULim, sumMemReq, sumMemLim resource.Quantity
-	missing := map[corev1.ResourceName]bool{}
+// Names and paths of what Hangar adds to a workspace pod.
+const (
+	// CloneContainerName is the init container that clones the devfile's projects.
+	CloneContainerName = "hangar-project-clone"
+	// ToolsBinary is where a tools image holds the hangar binary.
+	ToolsBinary = "/usr/local/bin/hangar"
+	// ProjectsEnv carries the projects to clone, as JSON, to `hangar project-clone`.
+	ProjectsEnv = "HANGAR_PROJECTS"
+	// KeepAliveScript keeps a main container without a command running until it is stopped.
+	KeepAliveScript = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"
+)
+
+type podSpec struct {
+	containers, inits []corev1.Container
+	hash              string
+}
+
+// podContainers builds the containers and init containers with their effective resources — the
+// devfile's own values, with the agent's defaults merged under them, each default kept within the
+// agent's caps — checks the caps, and returns a short hash of those resources.
+func (d *Devfile) podContainers(a workspace.AgentConfig) (podSpec, error) {
+	def := defaultsWithinCaps(a)
+	var out podSpec
 	h := sha256.New()
-	out := make([]corev1.Container, len(d.containers))
-	for i, c := range d.containers {
-		cpuReq, cpuLim := merge(c.cpuRequest, c.cpuLimit, defCPUReq, defCPULim)
-		memReq, memLim := merge(c.memoryRequest, c.memoryLimit, defMemReq, defMemLim)
-		res := corev1.ResourceRequirements{}
-		for _, r := range []struct {
-			list  *corev1.ResourceList
-			name  corev1.ResourceName
-			q     *resource.Quantity
-			sum   *resource.Quantity
-			quota corev1.ResourceName
-		}{
-			{&res.Requests, corev1.ResourceCPU, cpuReq, &sumCPUReq, corev1.ResourceRequestsCPU},
-			{&res.Limits, corev1.ResourceCPU, cpuLim, &sumCPULim, corev1.ResourceLimitsCPU},
-			{&res.Requests, corev1.ResourceMemory, memReq, &sumMemReq, corev1.ResourceRequestsMemory},
-			{&res.Limits, corev1.ResourceMemory, memLim, &sumMemLim, corev1.ResourceLimitsMemory},
-		} {
-			if r.q == nil {
-				missing[r.quota] = true
-				continue
-			}
-			if *r.list == nil {
-				*r.list = corev1.ResourceList{}
-			}
-			(*r.list)[r.name] = *r.q
-			r.sum.Add(*r.q)
-		}
-		fmt.Fprintf(h, "%s cpu=%s/%s memory=%s/%s\n", c.name, qstr(cpuReq), qstr(cpuLim), qstr(memReq), qstr(memLim))
-
-		mounts := make([]corev1.VolumeMount, 0, 1+len(c.mounts))
-		if c.mountSources {
-			mounts = append(mounts, corev1.VolumeMount{Name: projectsVolume, MountPath: c.sourcePath})
-		}
-		mounts = append(mounts, c.mounts...)
-		var ports []corev1.ContainerPort
-		for _, ep := range c.endpoints {
-			ports = append(ports, corev1.ContainerPort{Name: ep.name, ContainerPort: ep.port, Protocol: ep.protocol})
-		}
-		out[i] = corev1.Container{
-			Name:         c.name,
-			Image:        c.image,
-			Command:      c.command,
-			Args:         c.args,
-			Ports:        ports,
-			Env:          c.env,
-			Resources:    res,
-			VolumeMounts: mounts,
-			SecurityContext: &corev1.SecurityContext{
-				AllowPrivilegeEscalation: ptr(false),
-				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			},
-		}
+	type spent struct {
+		name string
+		res  corev1.ResourceRequirements
+		from map[corev1.ResourceName]string // where each value came from, for messages
+	}
+	build := func(c container, isInit bool) (corev1.Container, spent) {
+		r, from := c.resources(def)
+		fmt.Fprintf(h, "%s init=%v %v %v\n", c.name, isInit, r.Requests, r.Limits)
+		return d.kubeContainer(c, r, a), spent{c.name, r, from}
+	}
+	var app, init []spent
+	for _, c := range d.containers {
+		kc, sp := build(c, false)
+		out.containers = append(out.containers, kc)
+		app = append(app, sp)
+	}
+	if len(d.projects) > 0 {
+		kc, sp := build(d.cloneContainer(a), true)
+		out.inits = append(out.inits, kc)
+		init = append(init, sp)
+	}
+	for _, c := range d.inits {
+		kc, sp := build(c, true)
+		out.inits = append(out.inits, kc)
+		init = append(init, sp)
 	}
 
+	// The pod's effective value of a resource is the larger of the containers' sum and the largest
+	// init container (init containers run one at a time, before the others).
 	v := &workspace.ValidationError{}
 	max := a.MaxResources
 	for _, m := range []struct {
-		quota   corev1.ResourceName
-		max     string
-		sum     resource.Quantity
+		limits  bool
+		name    corev1.ResourceName
+		cap     string
+		field   string
 		devfile string
 	}{
-		{corev1.ResourceLimitsCPU, max.Limits.CPU, sumCPULim, "cpuLimit"},
-		{corev1.ResourceLimitsMemory, max.Limits.Memory, sumMemLim, "memoryLimit"},
-		{corev1.ResourceRequestsCPU, max.Requests.CPU, sumCPUReq, "cpuRequest"},
-		{corev1.ResourceRequestsMemory, max.Requests.Memory, sumMemReq, "memoryRequest"},
+		{true, corev1.ResourceCPU, max.Limits.CPU, "limits.cpu", "cpuLimit"},
+		{true, corev1.ResourceMemory, max.Limits.Memory, "limits.memory", "memoryLimit"},
+		{false, corev1.ResourceCPU, max.Requests.CPU, "requests.cpu", "cpuRequest"},
+		{false, corev1.ResourceMemory, max.Requests.Memory, "requests.memory", "memoryRequest"},
 	} {
-		q := optQuantity(m.max)
+		q := optQuantity(m.cap)
+		if q == nil {
+			continue
+		}
+		get := func(sp spent) (resource.Quantity, bool) {
+			l := sp.res.Requests
+			if m.limits {
+				l = sp.res.Limits
+			}
+			v, ok := l[m.name]
+			return v, ok
+		}
+		var missing []string
+		var sum resource.Quantity
+		var parts []string
+		for _, sp := range app {
+			val, ok := get(sp)
+			if !ok {
+				missing = append(missing, sp.name)
+				continue
+			}
+			sum.Add(val)
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", sp.name, val.String(), sp.from[resourceKey(m.limits, m.name)]))
+		}
+		for _, sp := range init {
+			val, ok := get(sp)
+			if !ok {
+				missing = append(missing, sp.name)
+				continue
+			}
+			if val.Cmp(*q) > 0 {
+				v.Add("devfile.components", "init container %s needs %s %s (%s), more than the agent's max_resources_per_workspace %s of %s", sp.name, m.field, val.String(), sp.from[resourceKey(m.limits, m.name)], m.field, m.cap)
+			}
+		}
 		switch {
-		case q == nil:
-		case missing[m.quota]:
-			v.Add("devfile.components", "every container needs %s because the agent caps %s at %s per workspace; set it in the devfile or in the agent's default_resources_per_workspace_container", m.devfile, m.quota, m.max)
-		case m.sum.Cmp(*q) > 0:
-			v.Add("devfile.components", "the containers' %s add up to %s (devfile values over the agent's defaults), more than the agent's max_resources_per_workspace %s of %s", m.devfile, m.sum.String(), m.quota, m.max)
+		case len(missing) > 0:
+			v.Add("devfile.components", "%s %s no %s, but the agent caps %s at %s per workspace; set %s in the devfile or %s in the agent's default_resources_per_workspace_container", strings.Join(missing, ", "), hasHave(len(missing)), m.field, m.field, m.cap, m.devfile, m.field)
+		case sum.Cmp(*q) > 0:
+			v.Add("devfile.components", "the containers' %s add up to %s (%s), more than the agent's max_resources_per_workspace %s of %s", m.field, sum.String(), strings.Join(parts, ", "), m.field, m.cap)
 		}
 	}
 	if err := v.Err(); err != nil {
-		return nil, "", err
+		return podSpec{}, err
 	}
 	sum := h.Sum(nil)
-	return out, hex.EncodeToString(sum[:8]), nil
+	out.hash = hex.EncodeToString(sum[:8])
+	return out, nil
+}
+
+func hasHave(n int) string {
+	if n == 1 {
+		return "has"
+	}
+	return "have"
+}
+
+func resourceKey(limits bool, name corev1.ResourceName) corev1.ResourceName {
+	if limits {
+		return "limits." + name
+	}
+	return "requests." + name
+}
+
+// defaultsWithinCaps returns the agent's default container resources, each kept at or below the
+// agent's per-workspace cap of the same resource, so that a default alone never makes a workspace
+// exceed the caps (the default devfile sets no resources).
+func defaultsWithinCaps(a workspace.AgentConfig) workspace.Resources {
+	def := a.DefaultResources
+	clamp := func(v *string, limit string) {
+		d, l := optQuantity(*v), optQuantity(limit)
+		if d != nil && l != nil && d.Cmp(*l) > 0 {
+			*v = limit
+		}
+	}
+	clamp(&def.Limits.CPU, a.MaxResources.Limits.CPU)
+	clamp(&def.Limits.Memory, a.MaxResources.Limits.Memory)
+	clamp(&def.Requests.CPU, a.MaxResources.Requests.CPU)
+	clamp(&def.Requests.Memory, a.MaxResources.Requests.Memory)
+	// A clamped limit may now be below a default request; merge lowers the request then.
+	return def
+}
+
+// resources returns c's effective requests and limits and where each value came from.
+func (c container) resources(def workspace.Resources) (corev1.ResourceRequirements, map[corev1.ResourceName]string) {
+	res := corev1.ResourceRequirements{}
+	from := map[corev1.ResourceName]string{}
+	for _, r := range []struct {
+		name             corev1.ResourceName
+		req, lim         *resource.Quantity
+		defReq, defLim   string
+		devReq, devLim   string
+		agentReq, agentL string
+	}{
+		{corev1.ResourceCPU, c.cpuRequest, c.cpuLimit, def.Requests.CPU, def.Limits.CPU, "devfile cpuRequest", "devfile cpuLimit", "agent default requests.cpu", "agent default limits.cpu"},
+		{corev1.ResourceMemory, c.memoryRequest, c.memoryLimit, def.Requests.Memory, def.Limits.Memory, "devfile memoryRequest", "devfile memoryLimit", "agent default requests.memory", "agent default limits.memory"},
+	} {
+		req, lim := merge(r.req, r.lim, optQuantity(r.defReq), optQuantity(r.defLim))
+		if req != nil {
+			if res.Requests == nil {
+				res.Requests = corev1.ResourceList{}
+			}
+			res.Requests[r.name] = *req
+			from[resourceKey(false, r.name)] = r.agentReq
+			if r.req != nil || (r.lim != nil && req == r.lim) {
+				from[resourceKey(false, r.name)] = r.devReq
+			}
+		}
+		if lim != nil {
+			if res.Limits == nil {
+				res.Limits = corev1.ResourceList{}
+			}
+			res.Limits[r.name] = *lim
+			from[resourceKey(true, r.name)] = r.agentL
+			if r.lim != nil || (r.req != nil && lim == r.req) {
+				from[resourceKey(true, r.name)] = r.devLim
+			}
+		}
+	}
+	for name, q := range c.extra.Requests {
+		if res.Requests == nil {
+			res.Requests = corev1.ResourceList{}
+		}
+		res.Requests[name] = q
+	}
+	for name, q := range c.extra.Limits {
+		if res.Limits == nil {
+			res.Limits = corev1.ResourceList{}
+		}
+		res.Limits[name] = q
+	}
+	return res, from
+}
+
+// kubeContainer is c as Kubernetes runs it.
+func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a workspace.AgentConfig) corev1.Container {
+	mounts := make([]corev1.VolumeMount, 0, 1+len(c.mounts))
+	if c.mountSources && !c.ownSources {
+		mounts = append(mounts, corev1.VolumeMount{Name: projectsVolume, MountPath: c.sourcePath})
+	}
+	mounts = append(mounts, c.mounts...)
+	var ports []corev1.ContainerPort
+	for _, ep := range c.endpoints {
+		p := corev1.ContainerPort{ContainerPort: ep.port, Protocol: ep.protocol}
+		if len(ep.name) <= 15 && ianaNameRe.MatchString(ep.name) && ianaLetterRe.MatchString(ep.name) && !strings.Contains(ep.name, "--") {
+			p.Name = ep.name // a container port's name is an IANA service name; longer ones go unnamed
+		}
+		ports = append(ports, p)
+	}
+	env := slices.Clone(c.env)
+	if c.mountSources {
+		has := map[string]bool{}
+		for _, e := range env {
+			has[e.Name] = true
+		}
+		source := c.sourcePath
+		if d.source != "" {
+			source = path.Join(c.sourcePath, d.source)
+		}
+		for _, e := range []corev1.EnvVar{{Name: "PROJECTS_ROOT", Value: c.sourcePath}, {Name: "PROJECT_SOURCE", Value: source}} {
+			if !has[e.Name] { // the devfile's own value wins
+				env = append(env, e)
+			}
+		}
+	}
+	command, args := c.command, c.args
+	if c.keepAlive {
+		command = []string{"/bin/sh", "-c", KeepAliveScript}
+	}
+	sc := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		RunAsUser:                c.security.runAsUser,
+		RunAsGroup:               c.security.runAsGroup,
+		ReadOnlyRootFilesystem:   c.security.readOnlyRootFilesystem,
+	}
+	var lifecycle *corev1.Lifecycle
+	hook := func(cmds []execCommand) *corev1.LifecycleHandler {
+		if len(cmds) == 0 {
+			return nil
+		}
+		return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", shellScript(cmds)}}}
+	}
+	if len(c.postStart) > 0 || len(c.preStop) > 0 {
+		lifecycle = &corev1.Lifecycle{PostStart: hook(c.postStart), PreStop: hook(c.preStop)}
+	}
+	return corev1.Container{
+		Name:            c.name,
+		Image:           c.image,
+		Command:         command,
+		Args:            args,
+		Ports:           ports,
+		Env:             env,
+		Resources:       res,
+		VolumeMounts:    mounts,
+		Lifecycle:       lifecycle,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		SecurityContext: sc,
+	}
+}
+
+// cloneContainer is the init container that clones the devfile's projects: `hangar project-clone`
+// from the agent's tools image, with the workspace data volume at /projects.
+func (d *Devfile) cloneContainer(a workspace.AgentConfig) container {
+	list, _ := json.Marshal(d.projects) // plain strings and maps: cannot fail
+	return container{
+		name:         CloneContainerName,
+		image:        a.ToolsImage,
+		command:      []string{ToolsBinary, "project-clone"},
+		env:          []corev1.EnvVar{{Name: ProjectsEnv, Value: string(list)}},
+		mountSources: true,
+		sourcePath:   projectsPath,
+	}
 }
 
 // merge returns a container's effective request and limit: the devfile's own values where set, the
@@ -543,3 +822,30 @@ func setQuantity(l corev1.ResourceList, name corev1.ResourceName, s string) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// CheckAgentCaps returns warnings for an admin about an agent configuration whose caps
+// (max_resources_per_workspace) are below its own defaults or below what a workspace created without
+// a devfile needs; nil when all is well. cfg has had WithDefaults.
+func CheckAgentCaps(cfg workspace.AgentConfig) []string {
+	var out []string
+	def, max := cfg.DefaultResources, cfg.MaxResources
+	for _, r := range []struct{ field, def, cap string }{
+		{"limits.cpu", def.Limits.CPU, max.Limits.CPU},
+		{"limits.memory", def.Limits.Memory, max.Limits.Memory},
+		{"requests.cpu", def.Requests.CPU, max.Requests.CPU},
+		{"requests.memory", def.Requests.Memory, max.Requests.Memory},
+	} {
+		d, c := optQuantity(r.def), optQuantity(r.cap)
+		if d != nil && c != nil && d.Cmp(*c) > 0 {
+			out = append(out, fmt.Sprintf("max_resources_per_workspace %s %s is below default_resources_per_workspace_container %s %s: a container that sets no value gets %s; a workspace with several such containers may exceed the cap and be refused", r.field, r.cap, r.field, r.def, r.cap))
+		}
+	}
+	d, err := Parse(defaultDevfile)
+	if err != nil {
+		return append(out, "the default devfile does not parse: "+err.Error())
+	}
+	if _, err := d.podContainers(cfg); err != nil {
+		out = append(out, "workspaces created without a devfile do not fit this agent's caps: "+err.Error())
+	}
+	return out
+}

@@ -26,6 +26,9 @@ type Workspace struct {
 	Error                     *WorkspaceError `json:"error"`
 	URL                       string          `json:"url"`
 	CreatedAt                 time.Time       `json:"created_at"`
+	// Warnings, only in the answers to create and update: what Hangar accepted in the devfile but
+	// ignores (starterProjects, components only build and deploy commands use, ...).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // WorkspaceError is the last error the agent reported for the workspace's current desired state.
@@ -72,6 +75,9 @@ type Agent struct {
 	Token     string          `json:"token,omitempty"`
 	Config    json.RawMessage `json:"config"`
 	CreatedAt time.Time       `json:"created_at"`
+	// Warnings, only in the answer to its creation: settings an admin should look at again, such as
+	// caps below what a workspace created without a devfile needs.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // CreateAgentRequest is the body of POST /api/v1/agents.

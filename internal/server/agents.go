@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -50,6 +51,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, _ store.Use
 	if err != nil {
 		return err
 	}
+	out.Warnings = devfile.CheckAgentCaps(cfg)
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }

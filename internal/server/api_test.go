@@ -157,7 +157,7 @@ func TestBadBodies(t *testing.T) {
 				{"wrong type", user, "POST", "/api/v1/workspaces", `{"name":7,"agent":"k1"}`, 400, "name"},
 				{"bad name", user, "POST", "/api/v1/workspaces", `{"name":"Not_A_Label","agent":"k1"}`, 400, "name"},
 				{"unknown agent", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"nope"}`, 400, "agent"},
-				{"bad devfile", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"k1","devfile":"schemaVersion: 2.0.0\ncomponents: []"}`, 400, "devfile.schemaVersion"},
+				{"bad devfile", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"k1","devfile":"schemaVersion: 1.0.0\ncomponents: []"}`, 400, "devfile.schemaVersion"},
 				{"devfile over the agent's max resources", user, "POST", "/api/v1/workspaces",
 					`{"name":"x","agent":"small","devfile":"schemaVersion: 2.2.0\ncomponents:\n- name: main\n  container:\n    image: alpine\n    memoryLimit: 64Gi\n"}`, 400, "devfile.components"},
 				{"oversized body", user, "POST", "/api/v1/workspaces", big, 413, ""},

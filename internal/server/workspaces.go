@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 
@@ -82,8 +83,8 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 		ns = cfg.SharedNamespace
 	}
 	url := ""
-	if port, ok := df.MainEndpoint(); ok {
-		url = fmt.Sprintf("https://%d-%s.%s/", port, req.Name, cfg.DNSZone)
+	if port, path, ok := df.PublicEndpoint(); ok {
+		url = fmt.Sprintf("https://%d-%s.%s%s", port, req.Name, cfg.DNSZone, cmp.Or(path, "/"))
 	}
 	now := s.clock.Now()
 	id := uuid.NewString()
@@ -107,7 +108,9 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 	}
 	s.devfile.put(ws.ID, df)
 	s.log.Info("workspace created", "workspace", ws.Name, "owner", u.Username, "agent", agent.Name)
-	writeJSON(w, http.StatusCreated, toWorkspace(ws))
+	out := toWorkspace(ws)
+	out.Warnings = df.Warnings()
+	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
 
@@ -195,6 +198,11 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 		return err
 	}
 	s.log.Info("desired state changed", "workspace", row.Name, "desired_state", row.DesiredState, "by", u.Username)
-	writeJSON(w, http.StatusOK, toWorkspace(row))
+	out := toWorkspace(row)
+	// The devfile's warnings again, for whoever starts the workspace now (it was parsed at creation).
+	if df, err := s.devfile.get(row.ID, func() (string, error) { return s.store.WorkspaceDevfile(r.Context(), row.ID) }); err == nil {
+		out.Warnings = df.Warnings()
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

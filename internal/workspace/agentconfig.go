@@ -2,8 +2,10 @@ package workspace
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -42,7 +44,25 @@ type AgentConfig struct {
 
 	MaxActiveHoursBeforeStop         int `json:"max_active_hours_before_stop"`
 	MaxStoppedHoursBeforeTermination int `json:"max_stopped_hours_before_termination"`
+
+	// ToolsImage runs Hangar's own helpers in workspace pods (the project clone init container); it
+	// must hold the hangar binary at /usr/local/bin/hangar.
+	ToolsImage string `json:"tools_image"`
+	// NodeSelector and Tolerations are given to every workspace pod of this agent.
+	NodeSelector map[string]string `json:"node_selector"`
+	Tolerations  []Toleration      `json:"tolerations"`
 }
+
+// Toleration lets workspace pods run on nodes with a matching taint (Kubernetes' own fields).
+type Toleration struct {
+	Key      string `json:"key,omitempty"`
+	Operator string `json:"operator,omitempty"` // Equal (default) or Exists
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect,omitempty"` // NoSchedule, PreferNoSchedule, NoExecute; empty matches all
+}
+
+// DefaultToolsImage is the tools image of an agent that names none.
+const DefaultToolsImage = "hangar.local/hangar:dev"
 
 // Resources are Kubernetes quantities, as strings ("500m", "1Gi").
 type Resources struct {
@@ -137,6 +157,15 @@ func (c AgentConfig) WithDefaults() AgentConfig {
 	if c.MaxStoppedHoursBeforeTermination == 0 {
 		c.MaxStoppedHoursBeforeTermination = 744
 	}
+	if c.ToolsImage == "" {
+		c.ToolsImage = DefaultToolsImage
+	}
+	if c.NodeSelector == nil {
+		c.NodeSelector = map[string]string{}
+	}
+	if c.Tolerations == nil {
+		c.Tolerations = []Toleration{}
+	}
 	return c
 }
 
@@ -180,6 +209,19 @@ var (
 	qualifiedKey = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 	labelValue   = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
 )
+
+// IsQualifiedKey reports whether k is a valid Kubernetes label or annotation key.
+func IsQualifiedKey(k string) bool { return len(k) <= 316 && qualifiedKey.MatchString(k) }
+
+// IsLabelValue reports whether s is a valid Kubernetes label value.
+func IsLabelValue(s string) bool { return len(s) <= 63 && labelValue.MatchString(s) }
+
+// imageRef is a container image reference: [registry[:port]/]path[:tag][@digest].
+var imageRef = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@[a-z0-9]+:[a-f0-9]{32,})?$`)
+
+// IsImageReference reports whether s is a container image reference such as
+// registry.example.com/team/tools:1.2 or busybox@sha256:....
+func IsImageReference(s string) bool { return len(s) <= 512 && imageRef.MatchString(s) }
 
 // IsDNSLabel reports whether s is a valid Kubernetes DNS-1123 label of at most max characters.
 func IsDNSLabel(s string, max int) bool {
@@ -246,6 +288,42 @@ func (c AgentConfig) Validate() error {
 	}
 	if c.MaxStoppedHoursBeforeTermination < 1 {
 		v.Add("config.max_stopped_hours_before_termination", "must be at least 1, got %d", c.MaxStoppedHoursBeforeTermination)
+	}
+	if !IsImageReference(c.ToolsImage) {
+		v.Add("config.tools_image", "must be a container image reference such as hangar.local/hangar:dev, got %q", c.ToolsImage)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.NodeSelector)) {
+		if !IsQualifiedKey(k) {
+			v.Add(fmt.Sprintf("config.node_selector[%q]", k), "is not a valid Kubernetes label key")
+		} else if !IsLabelValue(c.NodeSelector[k]) {
+			v.Add(fmt.Sprintf("config.node_selector[%q]", k), "value %q is not a valid label value", c.NodeSelector[k])
+		}
+	}
+	for i, t := range c.Tolerations {
+		f := fmt.Sprintf("config.tolerations[%d]", i)
+		if t.Key != "" && !IsQualifiedKey(t.Key) {
+			v.Add(f+".key", "must be a taint key such as kwok.x-k8s.io/node, got %q", t.Key)
+		}
+		switch t.Operator {
+		case "", "Equal":
+			if t.Key == "" {
+				v.Add(f+".key", "is required with operator Equal (an empty key with operator Exists tolerates every taint)")
+			}
+			if !IsLabelValue(t.Value) {
+				v.Add(f+".value", "must be a taint value (a label value), got %q", t.Value)
+			}
+		case "Exists":
+			if t.Value != "" {
+				v.Add(f+".value", "must be empty with operator Exists, got %q", t.Value)
+			}
+		default:
+			v.Add(f+".operator", "must be Equal or Exists, got %q", t.Operator)
+		}
+		switch t.Effect {
+		case "", "NoSchedule", "PreferNoSchedule", "NoExecute":
+		default:
+			v.Add(f+".effect", "must be NoSchedule, PreferNoSchedule, NoExecute or empty (all), got %q", t.Effect)
+		}
 	}
 	if c.MaxActiveHoursBeforeStop+c.MaxStoppedHoursBeforeTermination > 8760 {
 		v.Add("config.max_active_hours_before_stop", "plus max_stopped_hours_before_termination must be at most 8760 (one year), got %d", c.MaxActiveHoursBeforeStop+c.MaxStoppedHoursBeforeTermination)

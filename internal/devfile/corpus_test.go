@@ -1,0 +1,554 @@
+package devfile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// corpusFile is one real devfile of testdata/corpus, as SOURCES.tsv lists it.
+type corpusFile struct {
+	file, repo, path, commit string
+}
+
+func readCorpus(t testing.TB) []corpusFile {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "corpus", "SOURCES.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corpusFile
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if i == 0 {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 4 || len(f[3]) != 40 {
+			t.Fatalf("SOURCES.tsv line %d: want file, repo, path and a 40-character commit: %q", i+1, line)
+		}
+		out = append(out, corpusFile{f[0], f[1], f[2], f[3]})
+	}
+	return out
+}
+
+// TestCorpusIndex checks that every corpus file is listed with its source and every listed file is
+// there, and that the corpus is what it claims: at least 100 files from at least 4 sources.
+func TestCorpusIndex(t *testing.T) {
+	listed := map[string]bool{}
+	sources := map[string]int{}
+	for _, c := range readCorpus(t) {
+		listed[c.file] = true
+		sources[strings.SplitN(c.file, "/", 2)[0]]++
+		if !strings.HasSuffix(c.file, "/"+c.path) || !strings.Contains(c.file, strings.ReplaceAll(c.repo, "/", "_")+"/") {
+			t.Errorf("%s: the path does not say where it came from (%s %s)", c.file, c.repo, c.path)
+		}
+	}
+	root := filepath.Join("testdata", "corpus")
+	_ = filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() || e.Name() == "SOURCES.tsv" || e.Name() == "outcomes.golden" {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if !listed[filepath.ToSlash(rel)] {
+			t.Errorf("%s is not listed in SOURCES.tsv", rel)
+		}
+		delete(listed, filepath.ToSlash(rel))
+		return nil
+	})
+	for f := range listed {
+		t.Errorf("SOURCES.tsv lists %s, which is missing", f)
+	}
+	total := 0
+	for _, n := range sources {
+		total += n
+	}
+	if total < 100 || len(sources) < 4 {
+		t.Errorf("corpus has %d files from %d sources (%v); want at least 100 from 4", total, len(sources), sources)
+	}
+}
+
+// TestCorpus parses every real devfile of the corpus. Each accepted one is generated, read back and
+// checked object by object against what the devfile says, by a checker that reads the devfile on its
+// own; each refused one must name its fields. The outcome of every file is in outcomes.golden
+// (-update rewrites it), so that every change of outcome is reviewed.
+func TestCorpus(t *testing.T) {
+	var outcomes []string
+	accepted := 0
+	for _, c := range readCorpus(t) {
+		data, err := os.ReadFile(filepath.Join("testdata", "corpus", filepath.FromSlash(c.file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := Parse(data)
+		if err != nil {
+			var ve *workspace.ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) == 0 {
+				t.Errorf("%s: error is not a ValidationError with problems: %v", c.file, err)
+				continue
+			}
+			var fields []string
+			for _, p := range ve.Problems {
+				if !strings.HasPrefix(p.Field, "devfile") || p.Detail == "" {
+					t.Errorf("%s: problem %q: %q does not name a devfile field with a reason", c.file, p.Field, p.Detail)
+				}
+				fields = append(fields, p.Field)
+			}
+			outcomes = append(outcomes, c.file+"\trefused\t"+strings.Join(slices.Compact(fields), " "))
+			continue
+		}
+		accepted++
+		line := c.file + "\taccepted"
+		if n := len(d.Warnings()); n > 0 {
+			line += fmt.Sprintf("\t%d warnings", n)
+		}
+		outcomes = append(outcomes, line)
+		t.Run(c.file, func(t *testing.T) { checkFaithful(t, data, d) })
+	}
+	got := strings.Join(outcomes, "\n") + "\n"
+	golden := filepath.Join("testdata", "corpus", "outcomes.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/devfile -run TestCorpus -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("corpus outcomes differ from %s (run with -update after checking the change):\n%s", golden, lineDiff(string(want), got))
+	}
+	t.Logf("%d of %d corpus devfiles accepted", accepted, len(outcomes))
+}
+
+// generated is a workspace's objects read back from Generate's YAML.
+type generated struct {
+	deployment appsv1.Deployment
+	service    *corev1.Service
+	policy     *networkingv1.NetworkPolicy
+	claims     map[string]corev1.PersistentVolumeClaim
+}
+
+func readBack(t *testing.T, stream string) generated {
+	t.Helper()
+	g := generated{claims: map[string]corev1.PersistentVolumeClaim{}}
+	for _, doc := range documents(t, stream) {
+		var tm struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch tm.Kind {
+		case "Deployment":
+			err = yaml.UnmarshalStrict(doc, &g.deployment)
+		case "Service":
+			g.service = &corev1.Service{}
+			err = yaml.UnmarshalStrict(doc, g.service)
+		case "NetworkPolicy":
+			g.policy = &networkingv1.NetworkPolicy{}
+			err = yaml.UnmarshalStrict(doc, g.policy)
+		case "PersistentVolumeClaim":
+			var pvc corev1.PersistentVolumeClaim
+			err = yaml.UnmarshalStrict(doc, &pvc)
+			g.claims[pvc.Name] = pvc
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tm.Kind, err, doc)
+		}
+	}
+	return g
+}
+
+var variableRef = regexp.MustCompile(`\{\{\s*(.*?)\s*\}\}`)
+
+// checkFaithful generates the workspace of an accepted devfile and checks each object against the
+// devfile, read here as plain YAML: each container component is a container with its image,
+// command, args, env, mounts and resources (or an init container when preStart applies it);
+// endpoints by exposure are Service ports, the proxy's public ports and NetworkPolicy rules; volumes
+// are claims or emptyDirs; postStart commands are hooks; projects are the clone init container.
+func checkFaithful(t *testing.T, data []byte, d *Devfile) {
+	p := defaultParams(t)
+	out, err := Generate(d, p)
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	g := readBack(t, out)
+	spec := g.deployment.Spec.Template.Spec
+
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	vars, _ := raw["variables"].(map[string]any)
+	subst := func(s string) string {
+		return variableRef.ReplaceAllStringFunc(s, func(ref string) string {
+			name := variableRef.FindStringSubmatch(ref)[1]
+			if v, ok := vars[name].(string); ok {
+				return v
+			}
+			return ref
+		})
+	}
+	strs := func(v any) []string {
+		l, _ := v.([]any)
+		var out []string
+		for _, e := range l {
+			out = append(out, subst(fmt.Sprint(e)))
+		}
+		return out
+	}
+	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return subst(s) }
+
+	// Commands and what events make of them.
+	commands := map[string]map[string]any{}
+	for _, c := range asList(raw["commands"]) {
+		cm := c.(map[string]any)
+		commands[str(cm, "id")] = cm
+	}
+	var leaves func(id string) []map[string]any
+	leaves = func(id string) []map[string]any {
+		c := commands[id]
+		if comp, ok := c["composite"].(map[string]any); ok {
+			var out []map[string]any
+			for _, m := range strs(comp["commands"]) {
+				out = append(out, leaves(m)...)
+			}
+			return out
+		}
+		return []map[string]any{c}
+	}
+	events, _ := raw["events"].(map[string]any)
+	initOnly := map[string]bool{}
+	var wantInits []string
+	postStart := map[string][]string{} // container -> command lines
+	for _, id := range strs(events["preStart"]) {
+		for _, c := range leaves(id) {
+			if a, ok := c["apply"].(map[string]any); ok {
+				initOnly[str(a, "component")] = true
+				wantInits = append(wantInits, str(a, "component"))
+			} else if _, ok := c["exec"].(map[string]any); ok {
+				wantInits = append(wantInits, str(c, "id"))
+			}
+		}
+	}
+	for _, id := range strs(events["postStart"]) {
+		for _, c := range leaves(id) {
+			e := c["exec"].(map[string]any)
+			postStart[str(e, "component")] = append(postStart[str(e, "component")], str(e, "commandLine"))
+		}
+	}
+
+	projects := append(asList(raw["projects"]), asList(raw["dependentProjects"])...)
+	var initNames []string
+	for _, c := range spec.InitContainers {
+		initNames = append(initNames, c.Name)
+	}
+	if len(projects) > 0 {
+		wantInits = append([]string{CloneContainerName}, wantInits...)
+	}
+	if !slices.Equal(initNames, wantInits) {
+		t.Errorf("init containers %v, want %v", initNames, wantInits)
+	}
+
+	containers := map[string]corev1.Container{}
+	for _, c := range append(slices.Clone(spec.Containers), spec.InitContainers...) {
+		if c.ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("container %s: imagePullPolicy %q, want IfNotPresent", c.Name, c.ImagePullPolicy)
+		}
+		if _, dup := containers[c.Name]; !dup {
+			containers[c.Name] = c
+		}
+	}
+	publicPorts := map[string]bool{}
+	if g.service != nil {
+		for _, p := range strings.Split(g.service.Annotations[AnnotationPublicPorts], ",") {
+			publicPorts[p] = true
+		}
+	}
+
+	// The main container: marked by hangar.dev/main, else gl/inject-editor, else the first.
+	var names []string
+	mainName, glMain := "", ""
+	volumes := map[string]map[string]any{}
+	for _, comp := range asList(raw["components"]) {
+		cm := comp.(map[string]any)
+		attrs, _ := cm["attributes"].(map[string]any)
+		if v, ok := cm["volume"].(map[string]any); ok {
+			volumes[str(cm, "name")] = v
+		}
+		if _, ok := cm["container"]; !ok || initOnly[str(cm, "name")] {
+			continue
+		}
+		names = append(names, str(cm, "name"))
+		if truthy(attrs[MainAttribute]) && mainName == "" {
+			mainName = str(cm, "name")
+		}
+		if truthy(attrs[GitLabMainAttribute]) && glMain == "" {
+			glMain = str(cm, "name")
+		}
+	}
+	mainName = firstNonEmpty(mainName, glMain, names[0])
+	var gotNames []string
+	for _, c := range spec.Containers {
+		gotNames = append(gotNames, c.Name)
+	}
+	if !slices.Equal(gotNames, names) {
+		t.Errorf("containers %v, want %v", gotNames, names)
+	}
+
+	mainPublic, anyPublic := "", "" // the main container's first public port, and the first of any
+	for _, comp := range asList(raw["components"]) {
+		cm := comp.(map[string]any)
+		dc, ok := cm["container"].(map[string]any)
+		if !ok {
+			continue
+		}
+		name := str(cm, "name")
+		c, found := containers[name]
+		if !found {
+			t.Errorf("component %s: no container", name)
+			continue
+		}
+		if c.Image != str(dc, "image") {
+			t.Errorf("%s: image %q, want %q", name, c.Image, str(dc, "image"))
+		}
+		wantCmd, wantArgs := strs(dc["command"]), strs(dc["args"])
+		if name == mainName && len(wantCmd) == 0 && len(wantArgs) == 0 {
+			wantCmd = []string{"/bin/sh", "-c", KeepAliveScript}
+		}
+		if !slices.Equal(c.Command, wantCmd) || !slices.Equal(c.Args, wantArgs) {
+			t.Errorf("%s: command %q args %q, want %q %q", name, c.Command, c.Args, wantCmd, wantArgs)
+		}
+		env := map[string]string{}
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+		devEnv := map[string]bool{}
+		for _, e := range asList(dc["env"]) {
+			em := e.(map[string]any)
+			devEnv[str(em, "name")] = true
+			if got, ok := env[str(em, "name")]; !ok || got != str(em, "value") {
+				t.Errorf("%s: env %s = %q, want %q", name, str(em, "name"), got, str(em, "value"))
+			}
+		}
+		mountSources := dc["mountSources"] == nil || dc["mountSources"] == true
+		sourcePath := firstNonEmpty(str(dc, "sourceMapping"), "/projects")
+		mounts := map[string]string{}
+		for _, m := range c.VolumeMounts {
+			mounts[m.MountPath] = m.Name
+		}
+		ownSource := false
+		for _, m := range asList(dc["volumeMounts"]) {
+			mm := m.(map[string]any)
+			p := firstNonEmpty(str(mm, "path"), "/"+str(mm, "name"))
+			ownSource = ownSource || p == sourcePath
+			if mounts[p] != str(mm, "name") {
+				t.Errorf("%s: %s mounts %q, want volume %q", name, p, mounts[p], str(mm, "name"))
+			}
+			if v, ok := volumes[str(mm, "name")]; ok {
+				checkVolume(t, g, spec, str(mm, "name"), v)
+			}
+		}
+		if mountSources {
+			if !ownSource && mounts[sourcePath] != projectsVolume {
+				t.Errorf("%s: the data volume is not at %s (%v)", name, sourcePath, mounts)
+			}
+			if !devEnv["PROJECTS_ROOT"] && env["PROJECTS_ROOT"] != sourcePath {
+				t.Errorf("%s: PROJECTS_ROOT = %q, want %q", name, env["PROJECTS_ROOT"], sourcePath)
+			}
+			wantSource := sourcePath
+			if ps := asList(raw["projects"]); len(ps) > 0 {
+				pm := ps[0].(map[string]any)
+				wantSource = path.Join(sourcePath, firstNonEmpty(str(pm, "clonePath"), str(pm, "name")))
+			}
+			if !devEnv["PROJECT_SOURCE"] && env["PROJECT_SOURCE"] != wantSource {
+				t.Errorf("%s: PROJECT_SOURCE = %q, want %q", name, env["PROJECT_SOURCE"], wantSource)
+			}
+		} else if mounts[sourcePath] == projectsVolume {
+			t.Errorf("%s: mountSources is false, but the data volume is mounted", name)
+		}
+		for field, res := range map[string]struct {
+			list corev1.ResourceList
+			name corev1.ResourceName
+		}{
+			"memoryLimit": {c.Resources.Limits, corev1.ResourceMemory}, "memoryRequest": {c.Resources.Requests, corev1.ResourceMemory},
+			"cpuLimit": {c.Resources.Limits, corev1.ResourceCPU}, "cpuRequest": {c.Resources.Requests, corev1.ResourceCPU},
+		} {
+			if s := str(dc, field); s != "" {
+				want := resource.MustParse(s)
+				if got := res.list[res.name]; got.Cmp(want) != 0 {
+					t.Errorf("%s: %s %s, want %s", name, field, got.String(), s)
+				}
+			}
+		}
+		if lines := postStart[name]; len(lines) > 0 {
+			if c.Lifecycle == nil || c.Lifecycle.PostStart == nil || c.Lifecycle.PostStart.Exec == nil {
+				t.Errorf("%s: no postStart hook, want one running %q", name, lines)
+			} else if cmd := c.Lifecycle.PostStart.Exec.Command; len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
+				t.Errorf("%s: postStart hook %q is not /bin/sh -c", name, cmd)
+			} else {
+				rest := cmd[2]
+				for _, l := range lines {
+					i := strings.Index(rest, strings.TrimRight(l, "\n"))
+					if i < 0 {
+						t.Errorf("%s: postStart hook %q does not run %q (in order)", name, cmd[2], l)
+						break
+					}
+					rest = rest[i+len(l)-1:]
+				}
+			}
+		} else if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+			t.Errorf("%s: a postStart hook the devfile does not ask for", name)
+		}
+
+		// Endpoints by exposure.
+		ports := map[int32]bool{}
+		for _, p := range c.Ports {
+			ports[p.ContainerPort] = true
+		}
+		for _, e := range asList(dc["endpoints"]) {
+			em := e.(map[string]any)
+			port := int32(em["targetPort"].(float64))
+			exposure := firstNonEmpty(str(em, "exposure"), "public")
+			if !initOnly[name] && !ports[port] {
+				t.Errorf("%s: no container port %d", name, port)
+			}
+			inService := g.service != nil && slices.ContainsFunc(g.service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == port })
+			fromProxy, fromCluster := policyAdmits(g.policy, port)
+			key := strconv.Itoa(int(port))
+			switch exposure {
+			case "public":
+				if !inService || !publicPorts[key] || !fromProxy || fromCluster {
+					t.Errorf("%s: public endpoint %d: service port %v, public %v, proxy may reach %v, others %v; want true, true, true, false", name, port, inService, publicPorts[key], fromProxy, fromCluster)
+				}
+				if name == mainName && mainPublic == "" {
+					mainPublic = key
+				}
+				if anyPublic == "" {
+					anyPublic = key
+				}
+			case "internal":
+				if !inService || publicPorts[key] || fromProxy || !fromCluster {
+					t.Errorf("%s: internal endpoint %d: service port %v, public %v, proxy may reach %v, others %v; want true, false, false, true", name, port, inService, publicPorts[key], fromProxy, fromCluster)
+				}
+			case "none":
+				if inService || publicPorts[key] || fromProxy || fromCluster {
+					t.Errorf("%s: endpoint %d with exposure none is reachable: service port %v, public %v, proxy %v, others %v", name, port, inService, publicPorts[key], fromProxy, fromCluster)
+				}
+			}
+		}
+	}
+	for name, v := range volumes {
+		checkVolume(t, g, spec, name, v)
+	}
+	want := firstNonEmpty(mainPublic, anyPublic)
+	if port, _, ok := d.PublicEndpoint(); ok != (want != "") || ok && strconv.Itoa(port) != want {
+		t.Errorf("workspace URL port %d (%v), want the first public endpoint %q", port, ok, want)
+	}
+
+	if len(projects) > 0 {
+		clone := containers[CloneContainerName]
+		var list []map[string]any
+		for _, e := range clone.Env {
+			if e.Name == ProjectsEnv {
+				_ = json.Unmarshal([]byte(e.Value), &list)
+			}
+		}
+		if len(list) != len(projects) {
+			t.Errorf("clone container lists %d projects, want %d", len(list), len(projects))
+		}
+		for i := 0; i < len(list) && i < len(projects); i++ {
+			pm := projects[i].(map[string]any)
+			git, _ := pm["git"].(map[string]any)
+			remotes, _ := git["remotes"].(map[string]any)
+			gotRemotes, _ := list[i]["remotes"].(map[string]any)
+			if list[i]["name"] != str(pm, "name") || fmt.Sprint(gotRemotes) != fmt.Sprint(remotes) {
+				t.Errorf("project %d: clone gets %v, want %s from %v", i, list[i], str(pm, "name"), remotes)
+			}
+		}
+	}
+}
+
+func checkVolume(t *testing.T, g generated, spec corev1.PodSpec, name string, v map[string]any) {
+	t.Helper()
+	size := "1Gi"
+	if s, ok := v["size"].(string); ok && s != "" {
+		size = s
+	}
+	want := resource.MustParse(size)
+	i := slices.IndexFunc(spec.Volumes, func(pv corev1.Volume) bool { return pv.Name == name })
+	if i < 0 {
+		t.Errorf("volume %s: not in the pod", name)
+		return
+	}
+	if v["ephemeral"] == true {
+		if ed := spec.Volumes[i].EmptyDir; ed == nil || ed.SizeLimit == nil || ed.SizeLimit.Cmp(want) != 0 {
+			t.Errorf("ephemeral volume %s: %+v, want an emptyDir of %s", name, spec.Volumes[i], size)
+		}
+		return
+	}
+	claim := spec.Volumes[i].PersistentVolumeClaim
+	if claim == nil {
+		t.Errorf("volume %s: not a claim", name)
+		return
+	}
+	got := g.claims[claim.ClaimName].Spec.Resources.Requests[corev1.ResourceStorage]
+	if got.Cmp(want) != 0 {
+		t.Errorf("volume %s: claim %s of %s, want %s", name, claim.ClaimName, got.String(), size)
+	}
+}
+
+// policyAdmits reports whether the NetworkPolicy lets the proxy namespace, and other namespaces,
+// reach port.
+func policyAdmits(np *networkingv1.NetworkPolicy, port int32) (proxy, others bool) {
+	if np == nil {
+		return false, false
+	}
+	for _, rule := range np.Spec.Ingress {
+		if !slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port != nil && p.Port.IntVal == port }) {
+			continue
+		}
+		for _, from := range rule.From {
+			ns := from.NamespaceSelector
+			switch {
+			case ns == nil:
+			case ns.MatchLabels[namespaceNameLabel] == "hangar-proxy":
+				proxy = true
+			case len(ns.MatchExpressions) == 1 && ns.MatchExpressions[0].Operator == "NotIn" && slices.Contains(ns.MatchExpressions[0].Values, "hangar-proxy"):
+				others = true
+			default:
+				proxy, others = true, true
+			}
+		}
+	}
+	return proxy, others
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }
+
+func truthy(v any) bool { return v == true || v == "true" }
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}

@@ -1,0 +1,282 @@
+package devfile
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/devfile/api/v2/pkg/attributes"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// Eclipse Che's attributes that patch the generated container and pod. Hangar applies the parts that
+// keep a workspace within its security rules and refuses the rest by name.
+const (
+	containerOverridesAttribute = "container-overrides"
+	podOverridesAttribute       = "pod-overrides"
+)
+
+type containerSecurity struct {
+	runAsUser, runAsGroup  *int64
+	readOnlyRootFilesystem *bool
+}
+
+type podOverrides struct {
+	labels, annotations            map[string]string
+	runAsUser, runAsGroup, fsGroup *int64
+	supplementalGroups             []int64
+	fields                         []string // where they came from, for messages
+}
+
+// applyOverrides reads a container component's container-overrides: resources (any resource name)
+// and securityContext.runAsUser, runAsGroup (not root) and readOnlyRootFilesystem.
+func (c *container) applyOverrides(v *workspace.ValidationError, f string, attrs attributes.Attributes) {
+	if !attrs.Exists(containerOverridesAttribute) {
+		return
+	}
+	f = fmt.Sprintf("%s.attributes[%q]", f, containerOverridesAttribute)
+	m, ok := attrMap(v, f, attrs, containerOverridesAttribute)
+	if !ok {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		kf := fieldPath(f, k)
+		switch k {
+		case "resources":
+			rm, ok := asMap(v, kf, m[k])
+			if !ok {
+				continue
+			}
+			for _, which := range slices.Sorted(maps.Keys(rm)) {
+				wf := fieldPath(kf, which)
+				if which != "requests" && which != "limits" {
+					v.Add(wf, "is not supported: container-overrides resources may set requests and limits")
+					continue
+				}
+				list, ok := asMap(v, wf, rm[which])
+				if !ok {
+					continue
+				}
+				for _, name := range slices.Sorted(maps.Keys(list)) {
+					q, ok := overrideQuantity(v, fieldPath(wf, name), list[name])
+					if !ok {
+						continue
+					}
+					c.setResource(which, corev1.ResourceName(name), q)
+				}
+			}
+		case "securityContext":
+			sm, ok := asMap(v, kf, m[k])
+			if !ok {
+				continue
+			}
+			for _, s := range slices.Sorted(maps.Keys(sm)) {
+				sf := fieldPath(kf, s)
+				switch s {
+				case "runAsUser":
+					c.security.runAsUser = nonRootID(v, sf, sm[s])
+				case "runAsGroup":
+					c.security.runAsGroup = nonRootID(v, sf, sm[s])
+				case "readOnlyRootFilesystem":
+					b, ok := sm[s].(bool)
+					if !ok {
+						v.Add(sf, "must be true or false")
+						continue
+					}
+					c.security.readOnlyRootFilesystem = &b
+				default:
+					v.Add(sf, "is not supported: workspaces run unprivileged, without added capabilities; container-overrides may set securityContext.runAsUser, runAsGroup and readOnlyRootFilesystem")
+				}
+			}
+		default:
+			v.Add(kf, "is not supported: container-overrides may set resources and securityContext (runAsUser, runAsGroup, readOnlyRootFilesystem); use the devfile's own fields for the rest")
+		}
+	}
+}
+
+// setResource records a container-overrides quantity: CPU and memory replace the devfile's values,
+// other resources (GPUs, ephemeral storage) are added as they are.
+func (c *container) setResource(which string, name corev1.ResourceName, q resource.Quantity) {
+	var target **resource.Quantity
+	switch {
+	case name == corev1.ResourceCPU && which == "requests":
+		target = &c.cpuRequest
+	case name == corev1.ResourceCPU:
+		target = &c.cpuLimit
+	case name == corev1.ResourceMemory && which == "requests":
+		target = &c.memoryRequest
+	case name == corev1.ResourceMemory:
+		target = &c.memoryLimit
+	}
+	if target != nil {
+		*target = &q
+		return
+	}
+	list := &c.extra.Limits
+	if which == "requests" {
+		list = &c.extra.Requests
+	}
+	if *list == nil {
+		*list = corev1.ResourceList{}
+	}
+	(*list)[name] = q
+}
+
+// parsePodOverrides reads a pod-overrides attribute (of a container component or of the devfile):
+// metadata.labels and annotations, and spec.securityContext.runAsUser, runAsGroup, fsGroup and
+// supplementalGroups (not root). Several are merged in devfile order; later values win.
+func parsePodOverrides(v *workspace.ValidationError, f string, attrs attributes.Attributes, p podOverrides) podOverrides {
+	if !attrs.Exists(podOverridesAttribute) {
+		return p
+	}
+	f = fmt.Sprintf("%s[%q]", f, podOverridesAttribute)
+	m, ok := attrMap(v, f, attrs, podOverridesAttribute)
+	if !ok {
+		return p
+	}
+	p.fields = append(p.fields, f)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		kf := fieldPath(f, k)
+		sub, ok := asMap(v, kf, m[k])
+		if !ok {
+			continue
+		}
+		switch k {
+		case "metadata":
+			for _, mk := range slices.Sorted(maps.Keys(sub)) {
+				mf := fieldPath(kf, mk)
+				switch mk {
+				case "labels":
+					p.labels = stringMap(v, mf, sub[mk], p.labels, true)
+				case "annotations":
+					p.annotations = stringMap(v, mf, sub[mk], p.annotations, false)
+				default:
+					v.Add(mf, "is not supported: pod-overrides may set metadata.labels and metadata.annotations")
+				}
+			}
+		case "spec":
+			for _, sk := range slices.Sorted(maps.Keys(sub)) {
+				sf := fieldPath(kf, sk)
+				if sk != "securityContext" {
+					v.Add(sf, "is not supported: Hangar sets the workspace pod's spec (service account, volumes, scheduling from the agent's configuration); pod-overrides may set spec.securityContext.runAsUser, runAsGroup, fsGroup and supplementalGroups")
+					continue
+				}
+				sc, ok := asMap(v, sf, sub[sk])
+				if !ok {
+					continue
+				}
+				for _, s := range slices.Sorted(maps.Keys(sc)) {
+					scf := fieldPath(sf, s)
+					switch s {
+					case "runAsUser":
+						p.runAsUser = nonRootID(v, scf, sc[s])
+					case "runAsGroup":
+						p.runAsGroup = nonRootID(v, scf, sc[s])
+					case "fsGroup":
+						p.fsGroup = nonRootID(v, scf, sc[s])
+					case "supplementalGroups":
+						l, ok := sc[s].([]any)
+						if !ok {
+							v.Add(scf, "must be a list of group ids")
+							continue
+						}
+						p.supplementalGroups = nil
+						for i, g := range l {
+							if id := nonRootID(v, fmt.Sprintf("%s[%d]", scf, i), g); id != nil {
+								p.supplementalGroups = append(p.supplementalGroups, *id)
+							}
+						}
+					default:
+						v.Add(scf, "is not supported: workspaces run unprivileged and non-root; pod-overrides may set runAsUser, runAsGroup, fsGroup and supplementalGroups")
+					}
+				}
+			}
+		default:
+			v.Add(kf, "is not supported: pod-overrides may set metadata (labels, annotations) and spec.securityContext")
+		}
+	}
+	return p
+}
+
+func attrMap(v *workspace.ValidationError, f string, attrs attributes.Attributes, name string) (map[string]any, bool) {
+	var m map[string]any
+	raw, err := json.Marshal(attrs[name])
+	if err == nil {
+		err = json.Unmarshal(raw, &m)
+	}
+	if err != nil || m == nil {
+		v.Add(f, "must be a mapping")
+		return nil, false
+	}
+	return m, true
+}
+
+func asMap(v *workspace.ValidationError, f string, val any) (map[string]any, bool) {
+	m, ok := val.(map[string]any)
+	if !ok {
+		v.Add(f, "must be a mapping, got %s", describe(val))
+	}
+	return m, ok
+}
+
+func stringMap(v *workspace.ValidationError, f string, val any, into map[string]string, isLabel bool) map[string]string {
+	m, ok := asMap(v, f, val)
+	if !ok {
+		return into
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		s, ok := m[k].(string)
+		switch {
+		case !ok:
+			v.Add(fieldPath(f, k), "must be a string, got %s", describe(m[k]))
+			continue
+		case strings.HasPrefix(k, workspace.ReservedPrefix) || strings.Contains(k, "."+workspace.ReservedPrefix):
+			v.Add(fieldPath(f, k), "uses the prefix %q, which is reserved for Hangar", workspace.ReservedPrefix)
+			continue
+		case !workspace.IsQualifiedKey(k):
+			v.Add(fieldPath(f, k), "is not a valid Kubernetes key")
+			continue
+		case isLabel && !workspace.IsLabelValue(s):
+			v.Add(fieldPath(f, k), "%q is not a valid label value", s)
+			continue
+		}
+		if into == nil {
+			into = map[string]string{}
+		}
+		into[k] = s
+	}
+	return into
+}
+
+func nonRootID(v *workspace.ValidationError, f string, val any) *int64 {
+	n, ok := val.(float64)
+	if !ok || n != math.Trunc(n) || n < 1 || n > math.MaxInt32 {
+		v.Add(f, "must be a user or group id from 1 to 2147483647 (workspaces never run as root), got %s", describe(val))
+		return nil
+	}
+	id := int64(n)
+	return &id
+}
+
+func overrideQuantity(v *workspace.ValidationError, f string, val any) (resource.Quantity, bool) {
+	var s string
+	switch x := val.(type) {
+	case string:
+		s = x
+	case float64:
+		s = fmt.Sprint(x)
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Sign() < 0 {
+		v.Add(f, "must be a Kubernetes quantity such as 500m or 2Gi, got %s", describe(val))
+		return q, false
+	}
+	_ = q.String()
+	return q, true
+}
