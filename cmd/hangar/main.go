@@ -8,6 +8,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/agentcmd"
 	"github.com/hangar-dev/hangar/internal/cli"
+	"github.com/hangar-dev/hangar/internal/projectclone"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/provisionercmd"
 	"github.com/hangar-dev/hangar/internal/servercmd"
@@ -27,7 +28,21 @@ func main() {
 		Use:   "hangar",
 		Short: "Hangar: self-hosted remote development workspaces",
 	}
-	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command())
+	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), projectCloneCommand())
 	cli.AddCommands(root)
 	os.Exit(cli.Execute(root))
+}
+
+// projectCloneCommand is the init container of a workspace whose devfile lists projects
+// (internal/projectclone); hidden, as people do not run it.
+func projectCloneCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "project-clone",
+		Short:  "Clone the projects of HANGAR_PROJECTS into PROJECTS_ROOT (a workspace's init container)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			os.Exit(projectclone.Main(cmd.Context(), os.Getenv, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+	}
 }
