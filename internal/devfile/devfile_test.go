@@ -2,6 +2,7 @@ package devfile
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -219,6 +220,20 @@ func TestParseRefuses(t *testing.T) {
 		{"not a mapping", "- just\n- a list\n", "devfile"},
 		{"duplicate key", "schemaVersion: 2.2.0\nschemaVersion: 2.2.1\ncomponents:" + okContainer, "devfile.schemaVersion"},
 		{"empty", "", "devfile.schemaVersion"},
+		{"second document", "schemaVersion: 2.2.0\ncomponents:" + okContainer + "---\nschemaVersion: 2.2.0\n", "devfile"},
+		{"indented root cut short", "  schemaVersion: 2.2.0\ncomponents:" + okContainer, "devfile"},
+		{"document end then more", "schemaVersion: 2.2.0\ncomponents:" + okContainer + "...\nprojects: []\n", "devfile"},
+		{"exec on a missing component", "schemaVersion: 2.2.0\ncommands:\n  - id: b\n    exec: {component: nope, commandLine: make}\ncomponents:" + okContainer, "devfile.commands[0].exec.component"},
+		{"apply of a missing component", "schemaVersion: 2.2.0\ncommands:\n  - id: b\n    apply: {component: nope}\ncomponents:" + okContainer, "devfile.commands[0].apply.component"},
+		{"composite of a missing command", "schemaVersion: 2.2.0\ncommands:\n  - id: all\n    composite: {commands: [nope]}\ncomponents:" + okContainer, "devfile.commands[0].composite.commands[0]"},
+		{"postStop", "schemaVersion: 2.2.0\ncommands:\n  - id: b\n    exec: {component: main, commandLine: make}\nevents: {postStop: [b]}\ncomponents:" + okContainer, "devfile.events.postStop[0]"},
+		{"ssh project", "schemaVersion: 2.2.0\nprojects:\n  - name: p\n    git: {remotes: {origin: git@example.com:p.git}}\ncomponents:" + okContainer, `devfile.projects[0].git.remotes.origin`},
+		{"zip project", "schemaVersion: 2.2.0\nprojects:\n  - name: p\n    zip: {location: https://example.com/p.zip}\ncomponents:" + okContainer, "devfile.projects[0].zip"},
+		{"undefined variable in an image", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: '{{registry}}/app'}\n", "devfile.components[0]"},
+		{"kubernetes used by a run command", "schemaVersion: 2.2.0\ncommands:\n  - id: r\n    apply: {component: k, group: {kind: run}}\ncomponents:" + okContainer + "  - name: k\n    kubernetes: {inlined: 'kind: Pod'}\n", "devfile.components[1].kubernetes"},
+		{"privileged override", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    attributes: {container-overrides: {securityContext: {privileged: true}}}\n    container: {image: busybox}\n", `devfile.components[0].attributes["container-overrides"].securityContext.privileged`},
+		{"root override", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    attributes: {container-overrides: {securityContext: {runAsUser: 0}}}\n    container: {image: busybox}\n", `devfile.components[0].attributes["container-overrides"].securityContext.runAsUser`},
+		{"pod spec override", "schemaVersion: 2.2.0\nattributes: {pod-overrides: {spec: {hostNetwork: true}}}\ncomponents:" + okContainer, `devfile.attributes["pod-overrides"].spec.hostNetwork`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := Parse([]byte(tc.yaml))
@@ -227,6 +242,28 @@ func TestParseRefuses(t *testing.T) {
 			}
 			wantProblem(t, err, tc.field)
 		})
+	}
+}
+
+func TestParseWarnings(t *testing.T) {
+	d := mustParse(t, []byte(`schemaVersion: 2.2.0
+starterProjects:
+  - name: s
+    git: {remotes: {origin: https://example.com/s.git}}
+commands:
+  - id: build-image
+    apply: {component: img}
+  - id: deploy
+    composite: {commands: [build-image], group: {kind: deploy}}
+components:
+  - name: main
+    container: {image: busybox}
+  - name: img
+    image: {imageName: app, dockerfile: {uri: Dockerfile}}
+`))
+	w := d.Warnings()
+	if len(w) != 2 || !strings.Contains(w[0], "starterProjects") || !strings.Contains(w[1], `components[1] (image "img") is ignored`) {
+		t.Errorf("warnings = %q, want one for starterProjects and one for the image component", w)
 	}
 }
 
@@ -256,6 +293,8 @@ func TestParseAccepts(t *testing.T) {
 		{"long endpoint name", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: a-very-long-endpoint, targetPort: 80}]}\n"},
 		{"numeric endpoint name", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: '8080', targetPort: 80}]}\n"},
 		{"a volume mounted at /projects replaces the data volume there", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, volumeMounts: [{name: v, path: /projects}]}\n  - name: v\n    volume: {}\n"},
+		{"empty trailing document", "schemaVersion: 2.2.0\ncomponents:" + okContainer + "---\n"},
+		{"kubernetes used only by deploy", "schemaVersion: 2.2.0\ncommands:\n  - id: k8s\n    apply: {component: k}\n  - id: deploy\n    composite: {commands: [k8s], group: {kind: deploy}}\ncomponents:" + okContainer + "  - name: k\n    kubernetes: {uri: deploy.yaml}\n"},
 		{"metadata with any keys and values", "schemaVersion: 2.2.0\nmetadata: {name: x, version: 2, projectType: Go, whatever: [1, 2]}\ncomponents:" + okContainer},
 		{"commands are ignored", "schemaVersion: 2.2.0\ncommands:\n  - id: build\n    exec: {component: main, commandLine: make}\n  - id: all\n    composite: {commands: [build]}\ncomponents:" + okContainer},
 		{"empty projects", "schemaVersion: 2.2.0\nprojects: []\ncomponents:" + okContainer},
@@ -279,6 +318,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("a: &a [*a, *a]\n"))
 	f.Add([]byte("schemaVersion: 2.2.0\ncomponents: {}\n"))
 	f.Add([]byte(strings.Repeat("[", 1000)))
+	f.Add([]byte("schemaVersion: 2.2.0\ncomponents: []\n---\nschemaVersion: 2.2.0\n"))
+	f.Add([]byte("  schemaVersion: 2.2.0\ncomponents: []\n"))
+	// Every real devfile of the corpus seeds the fuzzer.
+	for _, c := range readCorpus(f) {
+		f.Add(readFile(f, filepath.Join("corpus", filepath.FromSlash(c.file))))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := Parse(data)
 		if err != nil {

@@ -373,3 +373,44 @@ func TestRestartedServerGeneratesConfig(t *testing.T) {
 		t.Fatalf("fresh server's answer: %+v", resp.WorkspaceRailsInfos)
 	}
 }
+
+// TestDevfileWarningsAndCaps: what Hangar accepts but ignores is said in the create and update
+// answers; an agent whose caps are below its defaults is told so at registration; and a workspace
+// created without a devfile fits the caps (gitlab-style issue 8: a cap of 1 CPU refused them all).
+func TestDevfileWarningsAndCaps(t *testing.T) {
+	env := servertest.NewWith(t, servertest.Engines[0])
+	var ag sdk.Agent
+	mustCall(t, env, env.AdminToken, "POST", "/api/v1/agents", map[string]any{"name": "small", "config": map[string]any{
+		"max_resources_per_workspace": map[string]any{"limits": map[string]any{"cpu": "1"}},
+		"node_selector":               map[string]any{"type": "kwok"},
+		"tolerations":                 []any{map[string]any{"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake", "effect": "NoSchedule"}},
+	}}, http.StatusCreated, &ag)
+	if len(ag.Warnings) != 1 || !strings.Contains(ag.Warnings[0], "max_resources_per_workspace limits.cpu 1 is below default_resources_per_workspace_container limits.cpu 2") {
+		t.Errorf("agent warnings %q, want one about limits.cpu", ag.Warnings)
+	}
+	alice := createUser(t, env, "alice")
+	var ws sdk.Workspace
+	mustCall(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "plain", "agent": "small"}, http.StatusCreated, &ws)
+	if len(ws.Warnings) != 0 {
+		t.Errorf("default devfile warnings %q, want none", ws.Warnings)
+	}
+	devfile := "schemaVersion: 2.2.2\nstarterProjects:\n  - name: s\n    git: {remotes: {origin: https://example.com/s.git}}\ncomponents:\n  - name: main\n    container:\n      image: busybox\n      endpoints:\n        - {name: debug, targetPort: 5858, exposure: none}\n        - {name: web, targetPort: 8080, path: /ui}\n"
+	mustCall(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "starter", "agent": "small", "devfile": devfile}, http.StatusCreated, &ws)
+	if len(ws.Warnings) != 1 || !strings.Contains(ws.Warnings[0], "starterProjects") {
+		t.Errorf("create warnings %q, want one about starterProjects", ws.Warnings)
+	}
+	if ws.URL != "https://8080-starter.workspaces.localhost/ui" {
+		t.Errorf("URL %q, want the public endpoint's (never the debugger's), with its path", ws.URL)
+	}
+	mustCall(t, env, alice, "PATCH", "/api/v1/workspaces/starter", map[string]any{"desired_state": "Stopped"}, http.StatusOK, &ws)
+	if len(ws.Warnings) != 1 {
+		t.Errorf("update warnings %q, want the devfile's again", ws.Warnings)
+	}
+	var list []sdk.Workspace
+	mustCall(t, env, alice, "GET", "/api/v1/workspaces", nil, http.StatusOK, &list)
+	for _, w := range list {
+		if len(w.Warnings) != 0 {
+			t.Errorf("list shows warnings %q; they belong to create and update answers", w.Warnings)
+		}
+	}
+}

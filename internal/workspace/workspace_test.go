@@ -64,6 +64,14 @@ func TestAgentConfigValidate(t *testing.T) {
 		{"quota below -1", AgentConfig{WorkspacesQuota: &neg}, "config.workspaces_quota"},
 		{"lifetimes over a year", AgentConfig{MaxActiveHoursBeforeStop: 8000, MaxStoppedHoursBeforeTermination: 800}, "config.max_active_hours_before_stop"},
 		{"partial interval", AgentConfig{PartialReconcileIntervalSeconds: 7200}, "config.partial_reconciliation_interval_seconds"},
+		{"kwok scheduling is valid", AgentConfig{ToolsImage: "registry.example.com:5000/team/hangar@sha256:" + strings.Repeat("a", 64), NodeSelector: map[string]string{"type": "kwok"}, Tolerations: []Toleration{{Key: "kwok.x-k8s.io/node", Operator: "Equal", Value: "fake", Effect: "NoSchedule"}, {Operator: "Exists"}}}, ""},
+		{"bad tools image", AgentConfig{ToolsImage: "Hangar Tools"}, "config.tools_image"},
+		{"bad node selector key", AgentConfig{NodeSelector: map[string]string{"bad key": "x"}}, `config.node_selector["bad key"]`},
+		{"bad node selector value", AgentConfig{NodeSelector: map[string]string{"type": "a b"}}, `config.node_selector["type"]`},
+		{"toleration operator", AgentConfig{Tolerations: []Toleration{{Key: "k", Operator: "In"}}}, "config.tolerations[0].operator"},
+		{"toleration effect", AgentConfig{Tolerations: []Toleration{{Key: "k", Effect: "Sometimes"}}}, "config.tolerations[0].effect"},
+		{"toleration Equal needs a key", AgentConfig{Tolerations: []Toleration{{Value: "v"}}}, "config.tolerations[0].key"},
+		{"toleration Exists takes no value", AgentConfig{Tolerations: []Toleration{{Key: "k", Operator: "Exists", Value: "v"}}}, "config.tolerations[0].value"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
