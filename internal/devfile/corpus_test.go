@@ -120,20 +120,7 @@ func TestCorpus(t *testing.T) {
 		outcomes = append(outcomes, line)
 		t.Run(c.file, func(t *testing.T) { checkFaithful(t, data, d) })
 	}
-	got := strings.Join(outcomes, "\n") + "\n"
-	golden := filepath.Join("testdata", "corpus", "outcomes.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/devfile -run TestCorpus -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("corpus outcomes differ from %s (run with -update after checking the change):\n%s", golden, lineDiff(string(want), got))
-	}
+	checkGolden(t, filepath.Join("testdata", "corpus", "outcomes.golden"), strings.Join(outcomes, "\n")+"\n")
 	t.Logf("%d of %d corpus devfiles accepted", accepted, len(outcomes))
 }
 

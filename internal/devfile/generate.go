@@ -657,40 +657,33 @@ func (c container) resources(def workspace.Resources) (corev1.ResourceRequiremen
 		{corev1.ResourceMemory, c.memoryRequest, c.memoryLimit, def.Requests.Memory, def.Limits.Memory, "devfile memoryRequest", "devfile memoryLimit", "agent default requests.memory", "agent default limits.memory"},
 	} {
 		req, lim := merge(r.req, r.lim, optQuantity(r.defReq), optQuantity(r.defLim))
-		if req != nil {
-			if res.Requests == nil {
-				res.Requests = corev1.ResourceList{}
-			}
-			res.Requests[r.name] = *req
-			from[resourceKey(false, r.name)] = r.agentReq
-			if r.req != nil || (r.lim != nil && req == r.lim) {
-				from[resourceKey(false, r.name)] = r.devReq
-			}
-		}
-		if lim != nil {
-			if res.Limits == nil {
-				res.Limits = corev1.ResourceList{}
-			}
-			res.Limits[r.name] = *lim
-			from[resourceKey(true, r.name)] = r.agentL
-			if r.lim != nil || (r.req != nil && lim == r.req) {
-				from[resourceKey(true, r.name)] = r.devLim
-			}
-		}
+		// A value is the devfile's when the devfile set it, or when merge took it from the devfile's
+		// other value of the pair; else it is the agent's default.
+		setResource(&res.Requests, r.name, req, from, resourceKey(false, r.name), r.agentReq, r.devReq, r.req != nil || (r.lim != nil && req == r.lim))
+		setResource(&res.Limits, r.name, lim, from, resourceKey(true, r.name), r.agentL, r.devLim, r.lim != nil || (r.req != nil && lim == r.req))
 	}
 	for name, q := range c.extra.Requests {
-		if res.Requests == nil {
-			res.Requests = corev1.ResourceList{}
-		}
-		res.Requests[name] = q
+		setResource(&res.Requests, name, &q, from, resourceKey(false, name), "container-overrides", "", false)
 	}
 	for name, q := range c.extra.Limits {
-		if res.Limits == nil {
-			res.Limits = corev1.ResourceList{}
-		}
-		res.Limits[name] = q
+		setResource(&res.Limits, name, &q, from, resourceKey(true, name), "container-overrides", "", false)
 	}
 	return res, from
+}
+
+// setResource puts q (if any) into *list under name and records where it came from.
+func setResource(list *corev1.ResourceList, name corev1.ResourceName, q *resource.Quantity, from map[corev1.ResourceName]string, key corev1.ResourceName, agent, devfile string, fromDevfile bool) {
+	if q == nil {
+		return
+	}
+	if *list == nil {
+		*list = corev1.ResourceList{}
+	}
+	(*list)[name] = *q
+	from[key] = agent
+	if fromDevfile {
+		from[key] = devfile
+	}
 }
 
 // kubeContainer is c as Kubernetes runs it.

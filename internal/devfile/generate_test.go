@@ -122,24 +122,29 @@ func TestGenerateGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
-			golden := filepath.Join("testdata", tc.name+".golden.yaml")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./internal/devfile -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (run with -update after checking the change):\n%s", golden, lineDiff(string(want), got))
-			}
+			checkGolden(t, filepath.Join("testdata", tc.name+".golden.yaml"), got)
 			again, _ := Generate(mustParse(t, tc.devfile), tc.params)
 			if again != got {
 				t.Error("Generate is not deterministic")
 			}
 		})
+	}
+}
+
+// checkGolden compares got with a golden file, which -update rewrites first.
+func checkGolden(t *testing.T, golden, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/devfile -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (run with -update after checking the change):\n%s", golden, lineDiff(string(want), got))
 	}
 }
 

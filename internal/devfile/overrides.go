@@ -45,58 +45,52 @@ func (c *container) applyOverrides(v *workspace.ValidationError, f string, attrs
 	if !ok {
 		return
 	}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		kf := fieldPath(f, k)
+	eachKey(v, f, m, func(k, kf string, val any) {
 		switch k {
 		case "resources":
-			rm, ok := asMap(v, kf, m[k])
-			if !ok {
-				continue
-			}
-			for _, which := range slices.Sorted(maps.Keys(rm)) {
-				wf := fieldPath(kf, which)
+			eachKey(v, kf, val, func(which, wf string, list any) {
 				if which != "requests" && which != "limits" {
 					v.Add(wf, "is not supported: container-overrides resources may set requests and limits")
-					continue
+					return
 				}
-				list, ok := asMap(v, wf, rm[which])
-				if !ok {
-					continue
-				}
-				for _, name := range slices.Sorted(maps.Keys(list)) {
-					q, ok := overrideQuantity(v, fieldPath(wf, name), list[name])
-					if !ok {
-						continue
+				eachKey(v, wf, list, func(name, nf string, q any) {
+					if q, ok := overrideQuantity(v, nf, q); ok {
+						c.setResource(which, corev1.ResourceName(name), q)
 					}
-					c.setResource(which, corev1.ResourceName(name), q)
-				}
-			}
+				})
+			})
 		case "securityContext":
-			sm, ok := asMap(v, kf, m[k])
-			if !ok {
-				continue
-			}
-			for _, s := range slices.Sorted(maps.Keys(sm)) {
-				sf := fieldPath(kf, s)
+			eachKey(v, kf, val, func(s, sf string, x any) {
 				switch s {
 				case "runAsUser":
-					c.security.runAsUser = nonRootID(v, sf, sm[s])
+					c.security.runAsUser = nonRootID(v, sf, x)
 				case "runAsGroup":
-					c.security.runAsGroup = nonRootID(v, sf, sm[s])
+					c.security.runAsGroup = nonRootID(v, sf, x)
 				case "readOnlyRootFilesystem":
-					b, ok := sm[s].(bool)
-					if !ok {
+					if b, ok := x.(bool); ok {
+						c.security.readOnlyRootFilesystem = &b
+					} else {
 						v.Add(sf, "must be true or false")
-						continue
 					}
-					c.security.readOnlyRootFilesystem = &b
 				default:
 					v.Add(sf, "is not supported: workspaces run unprivileged, without added capabilities; container-overrides may set securityContext.runAsUser, runAsGroup and readOnlyRootFilesystem")
 				}
-			}
+			})
 		default:
 			v.Add(kf, "is not supported: container-overrides may set resources and securityContext (runAsUser, runAsGroup, readOnlyRootFilesystem); use the devfile's own fields for the rest")
 		}
+	})
+}
+
+// eachKey calls fn for each key of the mapping val, in sorted order, with the key's field path; a
+// val that is not a mapping is reported on f.
+func eachKey(v *workspace.ValidationError, f string, val any, fn func(key, field string, val any)) {
+	m, ok := asMap(v, f, val)
+	if !ok {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fn(k, fieldPath(f, k), m[k])
 	}
 }
 
@@ -141,66 +135,54 @@ func parsePodOverrides(v *workspace.ValidationError, f string, attrs attributes.
 		return p
 	}
 	p.fields = append(p.fields, f)
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		kf := fieldPath(f, k)
-		sub, ok := asMap(v, kf, m[k])
-		if !ok {
-			continue
-		}
+	eachKey(v, f, m, func(k, kf string, sub any) {
 		switch k {
 		case "metadata":
-			for _, mk := range slices.Sorted(maps.Keys(sub)) {
-				mf := fieldPath(kf, mk)
+			eachKey(v, kf, sub, func(mk, mf string, x any) {
 				switch mk {
 				case "labels":
-					p.labels = stringMap(v, mf, sub[mk], p.labels, true)
+					p.labels = stringMap(v, mf, x, p.labels, true)
 				case "annotations":
-					p.annotations = stringMap(v, mf, sub[mk], p.annotations, false)
+					p.annotations = stringMap(v, mf, x, p.annotations, false)
 				default:
 					v.Add(mf, "is not supported: pod-overrides may set metadata.labels and metadata.annotations")
 				}
-			}
+			})
 		case "spec":
-			for _, sk := range slices.Sorted(maps.Keys(sub)) {
-				sf := fieldPath(kf, sk)
+			eachKey(v, kf, sub, func(sk, sf string, x any) {
 				if sk != "securityContext" {
 					v.Add(sf, "is not supported: Hangar sets the workspace pod's spec (service account, volumes, scheduling from the agent's configuration); pod-overrides may set spec.securityContext.runAsUser, runAsGroup, fsGroup and supplementalGroups")
-					continue
+					return
 				}
-				sc, ok := asMap(v, sf, sub[sk])
-				if !ok {
-					continue
-				}
-				for _, s := range slices.Sorted(maps.Keys(sc)) {
-					scf := fieldPath(sf, s)
+				eachKey(v, sf, x, func(s, scf string, id any) {
 					switch s {
 					case "runAsUser":
-						p.runAsUser = nonRootID(v, scf, sc[s])
+						p.runAsUser = nonRootID(v, scf, id)
 					case "runAsGroup":
-						p.runAsGroup = nonRootID(v, scf, sc[s])
+						p.runAsGroup = nonRootID(v, scf, id)
 					case "fsGroup":
-						p.fsGroup = nonRootID(v, scf, sc[s])
+						p.fsGroup = nonRootID(v, scf, id)
 					case "supplementalGroups":
-						l, ok := sc[s].([]any)
+						l, ok := id.([]any)
 						if !ok {
 							v.Add(scf, "must be a list of group ids")
-							continue
+							return
 						}
 						p.supplementalGroups = nil
 						for i, g := range l {
-							if id := nonRootID(v, fmt.Sprintf("%s[%d]", scf, i), g); id != nil {
-								p.supplementalGroups = append(p.supplementalGroups, *id)
+							if gid := nonRootID(v, fmt.Sprintf("%s[%d]", scf, i), g); gid != nil {
+								p.supplementalGroups = append(p.supplementalGroups, *gid)
 							}
 						}
 					default:
 						v.Add(scf, "is not supported: workspaces run unprivileged and non-root; pod-overrides may set runAsUser, runAsGroup, fsGroup and supplementalGroups")
 					}
-				}
-			}
+				})
+			})
 		default:
 			v.Add(kf, "is not supported: pod-overrides may set metadata (labels, annotations) and spec.securityContext")
 		}
-	}
+	})
 	return p
 }
 
