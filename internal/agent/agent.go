@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/hangar-dev/hangar/internal/backoff"
 	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
@@ -79,7 +80,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-a.opts.After(backoff(attempt)):
+		case <-a.opts.After(retry.Delay(attempt)):
 		}
 	}
 	a.log = a.log.With("agent", a.info.Name)
@@ -127,10 +128,8 @@ func (a *Agent) lead(ctx context.Context) error {
 // (namespace deletion takes seconds and sends no Deployment event at its end).
 const terminationRecheck = time.Second
 
-func backoff(attempt int) time.Duration {
-	d := 500 * time.Millisecond << min(attempt, 6)
-	return min(d, 30*time.Second)
-}
+// retry is the backoff of the agent's retries (server unreachable, failed cycles, failed waits).
+var retry = backoff.Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second}
 
 // loop is the reconcile loop: a full reconcile first (with a fresh reconciler), then partial ones
 // every partial interval, a full one every full interval, and a partial one at once whenever the
@@ -194,7 +193,7 @@ func (a *Agent) loop(ctx context.Context) error {
 		wait := partialEvery()
 		if err != nil {
 			failures++
-			wait = backoff(failures)
+			wait = retry.Delay(failures)
 			a.log.Warn("reconcile failed; retrying", "update_type", ut, "err", err, "retry_in", wait)
 			// After any failed cycle the next one is full. The server may have recorded an answer
 			// the agent never read (a response cut off on its way): it would not send that
@@ -218,7 +217,8 @@ func (a *Agent) loop(ctx context.Context) error {
 			if ut == protocol.UpdateFull {
 				needFull, fullAt = false, start
 			}
-			a.log.Debug("reconciled", "update_type", ut, "took", time.Since(start))
+			requests, watches := a.opts.Kube.Requests.Counts()
+			a.log.Debug("reconciled", "update_type", ut, "took", time.Since(start), "kube_requests", requests, "kube_watches", watches)
 			if r != nil && r.terminationsInProgress() {
 				wait = min(wait, terminationRecheck)
 			}
@@ -265,7 +265,7 @@ func (a *Agent) waitForChanges(ctx context.Context, wake chan<- struct{}) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-a.opts.After(backoff(failures)):
+			case <-a.opts.After(retry.Delay(failures)):
 			}
 			continue
 		}

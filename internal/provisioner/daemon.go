@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/backoff"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
@@ -85,9 +86,8 @@ func (d *Daemon) defaults() {
 	}
 }
 
-func backoff(attempt int) time.Duration {
-	return min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
-}
+// retry is the backoff of the daemon's retries (acquire, heartbeat, reports).
+var retry = backoff.Policy{Base: 250 * time.Millisecond, Max: 30 * time.Second}
 
 // Run claims and runs jobs until ctx ends. A job running when ctx ends is interrupted like a
 // cancel, and its outcome (with whatever state Terraform wrote) is still reported.
@@ -103,7 +103,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 				break
 			}
 			failures++
-			wait := backoff(failures)
+			wait := retry.Delay(failures)
 			d.Logger.Warn("cannot acquire a job; retrying", "err", err, "retry_in", wait)
 			select {
 			case <-ctx.Done():
@@ -257,7 +257,7 @@ func (d *Daemon) heartbeat(ctx context.Context, jobID string, log *slog.Logger, 
 			select {
 			case <-ctx.Done():
 				return
-			case <-d.After(backoff(failures)):
+			case <-d.After(retry.Delay(failures)):
 			}
 		case c:
 			failures = 0
@@ -310,7 +310,7 @@ func (d *Daemon) finish(ctx context.Context, jobID string, o build.Outcome, log 
 			log.Error("stopping before the build's outcome could be reported; its work directory (with the state) is kept and reported at the next start", "err", err)
 			return reportPending
 		}
-		wait := backoff(attempt)
+		wait := retry.Delay(attempt)
 		log.Warn("cannot report the build's outcome; retrying", "err", err, "retry_in", wait)
 		select {
 		case <-fctx.Done():
@@ -381,7 +381,7 @@ func (s *shipper) flush(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-s.d.After(backoff(attempt)):
+			case <-s.d.After(retry.Delay(attempt)):
 			}
 		}
 		if err != nil {

@@ -6,7 +6,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hangar-dev/hangar/internal/backoff"
 )
+
+// reconnect is the backoff between attempts to listen again.
+var reconnect = backoff.Policy{Base: 100 * time.Millisecond, Max: 10 * time.Second}
 
 // Channel is the Postgres notification channel of changes; the payload is the topic: the id of an
 // agent whose workspace may have become pending, or a job topic (sqlstore.TopicJobs, "job:<id>").
@@ -53,7 +58,7 @@ func listen(ctx context.Context, cfg *pgx.ConnConfig, publish func(topic string)
 			return
 		}
 		failures++
-		wait := min(100*time.Millisecond<<min(failures, 7), 10*time.Second)
+		wait := reconnect.Delay(failures)
 		log.Warn("lost the connection that listens for other replicas' changes; reconnecting (agents' waits fall back to their timeout meanwhile)",
 			"err", err, "retry_in", wait)
 		t := time.NewTimer(wait)
