@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,8 +19,10 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hangar-dev/hangar/internal/devfile"
@@ -34,22 +38,32 @@ type Kube struct {
 	// behind a burst of applies on Clientset's limiter a renewal would wait longer than the renew
 	// deadline, and the replica would lose its Lease in the middle of its own work (found by
 	// BenchmarkAgent1000Workspaces, docs/benchmarks.md).
-	Lease   kubernetes.Interface
-	dynamic dynamic.Interface
-	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	Lease    kubernetes.Interface
+	dynamic  dynamic.Interface
+	metadata metadata.Interface
+	mapper   *restmapper.DeferredDiscoveryRESTMapper
+	// Requests counts the requests made through Clientset and the applier (not the Lease's).
+	Requests *RequestCounter
 }
 
 // Rate limits of the leader-election client: a renewal every 2 s at most, plus the occasional read.
 const leaseQPS, leaseBurst = 5, 10
 
-// NewKube builds the clients from a REST config.
+// NewKube builds the clients from a REST config. The clients other than the Lease's share one rate
+// limiter (cfg.QPS, cfg.Burst).
 func NewKube(cfg *rest.Config) (*Kube, error) {
+	lcfg := rest.CopyConfig(cfg)
+	lcfg.QPS, lcfg.Burst, lcfg.RateLimiter = leaseQPS, leaseBurst, nil
+	cfg = rest.CopyConfig(cfg)
+	counter := &RequestCounter{}
+	cfg.Wrap(counter.wrap)
+	if cfg.RateLimiter == nil && cfg.QPS > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, max(cfg.Burst, 1))
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	lcfg := rest.CopyConfig(cfg)
-	lcfg.QPS, lcfg.Burst, lcfg.RateLimiter = leaseQPS, leaseBurst, nil
 	lease, err := kubernetes.NewForConfig(lcfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client for leader election: %w", err)
@@ -58,9 +72,42 @@ func NewKube(cfg *rest.Config) (*Kube, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metadata client: %w", err)
+	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
-	return &Kube{Clientset: cs, Lease: lease, dynamic: dyn, mapper: mapper}, nil
+	return &Kube{Clientset: cs, Lease: lease, dynamic: dyn, metadata: md, mapper: mapper, Requests: counter}, nil
 }
+
+// RequestCounter counts the HTTP requests a client makes: watches (long-running) apart from the
+// rest.
+type RequestCounter struct {
+	requests, watches atomic.Int64
+}
+
+// Counts returns the requests and the watches started so far.
+func (c *RequestCounter) Counts() (requests, watches int64) {
+	if c == nil {
+		return 0, 0
+	}
+	return c.requests.Load(), c.watches.Load()
+}
+
+func (c *RequestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Query().Get("watch") == "true" {
+			c.watches.Add(1)
+		} else {
+			c.requests.Add(1)
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // ParseConfig splits a config_to_apply stream into objects.
 func ParseConfig(config string) ([]*unstructured.Unstructured, error) {
@@ -136,6 +183,12 @@ func (k *Kube) resource(ref Ref) (dynamic.ResourceInterface, error) {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
 	gvk := gv.WithKind(ref.Kind)
+	if kd, ok := knownKinds[gvk]; ok {
+		if kd.namespaced {
+			return k.dynamic.Resource(kd.gvr).Namespace(ref.Namespace), nil
+		}
+		return k.dynamic.Resource(kd.gvr), nil
+	}
 	m, err := k.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		k.mapper.Reset()
@@ -160,40 +213,65 @@ func inventoryOf(objs []*unstructured.Unstructured) (*unstructured.Unstructured,
 	return nil, nil
 }
 
-// Apply server-side-applies a workspace's objects in the order the config lists them (dependencies
-// first), Namespaces before all, then prunes the objects the previous inventory listed that the new
-// one does not. It stops at the first object the API server refuses: what follows depends on it
-// (a Deployment on its claim and secret), and applying it would only hide the error behind a
-// workspace that half runs.
-func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured) []error {
+// Apply server-side-applies the objects of a workspace that live does not show in sync with the
+// cluster (each carries its content hash, AnnotationConfigHash), in the order the config lists
+// them (dependencies first), Namespaces before all, then prunes the objects the previous inventory
+// listed that the new one does not. It stops at the first object the API server refuses: what
+// follows depends on it (a Deployment on its claim and secret), and applying it would only hide the
+// error behind a workspace that half runs. It returns how many objects it applied.
+//
+// A stop or a start changes only the Deployment: one request. The previous inventory is read only
+// when the inventory itself changes and may exist.
+func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured, live *Live) (applied int, errs []error) {
 	ordered := append([]*unstructured.Unstructured(nil), objs...)
 	sort.SliceStable(ordered, func(i, j int) bool {
 		return ordered[i].GetKind() == "Namespace" && ordered[j].GetKind() != "Namespace"
 	})
+	hashes := make(map[*unstructured.Unstructured]string, len(objs))
+	for _, o := range objs {
+		h, err := ConfigHash(o)
+		if err != nil {
+			return 0, []error{err}
+		}
+		hashes[o] = h
+	}
 	inv, newRefs := inventoryOf(objs)
 	var oldRefs []Ref
-	if inv != nil {
+	if inv != nil && !live.inSync(inv, hashes[inv]) && live.mayExist(inv) {
+		// An unchanged inventory lists what it listed: nothing to prune, nothing to read.
 		cm, err := k.Clientset.CoreV1().ConfigMaps(inv.GetNamespace()).Get(ctx, inv.GetName(), metav1.GetOptions{})
 		if err == nil {
 			oldRefs = ParseInventory(cm.Data[devfile.InventoryKey])
 		}
 	}
-	var errs []error
-	force := true
 	for _, o := range ordered {
+		h := hashes[o]
+		if live.inSync(o, h) {
+			continue
+		}
 		ref := refOf(o)
 		ri, err := k.resource(ref)
 		if err != nil {
 			errs = append(errs, err)
 			break
 		}
-		if _, err := ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: force}); err != nil {
+		o = o.DeepCopy()
+		ann := o.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[AnnotationConfigHash] = h
+		o.SetAnnotations(ann)
+		_, err = ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		live.record(ref, h, err == nil)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("apply %s: %w", ref, err))
 			break
 		}
+		applied++
 	}
 	if len(errs) > 0 {
-		return errs // prune only after a clean apply
+		return applied, errs // prune only after a clean apply
 	}
 	keep := map[Ref]bool{}
 	for _, r := range newRefs {
@@ -207,7 +285,7 @@ func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured) []e
 			errs = append(errs, fmt.Errorf("prune %s: %w", r, err))
 		}
 	}
-	return errs
+	return applied, errs
 }
 
 func (k *Kube) delete(ctx context.Context, r Ref) error {

@@ -33,6 +33,7 @@ type reconciler struct {
 
 	informer cache.SharedIndexInformer
 	pods     cache.SharedIndexInformer
+	live     *Live // what the cluster holds of each object: applies skip what is in sync
 	stop     chan struct{}
 	// wake asks the loop for a cycle now: a Deployment changed, or an apply failed. Reports go out
 	// as things happen instead of at the next interval.
@@ -94,11 +95,17 @@ func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID st
 			return nil, fmt.Errorf("watch Deployments and Pods: %w", err)
 		}
 	}
+	live, err := newLive(kube, agentID, inf, r.stop)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	r.live = live
 	go inf.Run(r.stop)
 	go pods.Run(r.stop)
-	if !cache.WaitForCacheSync(rctx.Done(), inf.HasSynced, pods.HasSynced) {
+	if !cache.WaitForCacheSync(rctx.Done(), inf.HasSynced, pods.HasSynced, live.hasSynced) {
 		r.close()
-		return nil, fmt.Errorf("sync the Deployment informer: %w", context.Cause(rctx))
+		return nil, fmt.Errorf("sync the informers: %w", context.Cause(rctx))
 	}
 	return r, nil
 }
@@ -353,7 +360,7 @@ func (r *reconciler) runApplies(k errtrack.Key, slot *applySlot) {
 			return
 		}
 		r.mu.Unlock()
-		errs := r.kube.Apply(r.ctx, job.objs)
+		applied, errs := r.kube.Apply(r.ctx, job.objs, r.live)
 		<-r.applySem
 		if r.ctx.Err() != nil {
 			return
@@ -361,7 +368,7 @@ func (r *reconciler) runApplies(k errtrack.Key, slot *applySlot) {
 		if len(errs) > 0 {
 			r.log.Warn("applying workspace failed", "workspace", k.Name, "namespace", k.Namespace, "errors", len(errs), "first", errs[0])
 		} else {
-			r.log.Debug("applied workspace", "workspace", k.Name, "namespace", k.Namespace, "objects", len(job.objs))
+			r.log.Debug("applied workspace", "workspace", k.Name, "namespace", k.Namespace, "objects", len(job.objs), "applied", applied)
 		}
 		r.errs.Complete(k, job.version, errs...)
 		if len(errs) > 0 {
