@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -150,10 +151,39 @@ func (s *server) client(t testing.TB, token string) *sdk.Client {
 	return c
 }
 
-// registerAgent creates an agent and writes its token to a file for `hangar agent --token-file`.
+// registerAgent creates an agent whose workspaces run on the cluster's simulated node (kwok: no
+// containers, every pod Running at once), and writes its token to a file for `hangar agent
+// --token-file`. config is the agent's JSON configuration ("" for none); the simulated node's
+// selector and toleration are added to it.
 func (s *server) registerAgent(t testing.TB, name string, config string) string {
 	t.Helper()
+	return s.registerAgentOn(t, name, config, true)
+}
+
+// registerRealAgent creates an agent whose workspaces run on the cluster's real node.
+func (s *server) registerRealAgent(t testing.TB, name string, config string) string {
+	t.Helper()
+	return s.registerAgentOn(t, name, config, false)
+}
+
+func (s *server) registerAgentOn(t testing.TB, name string, config string, kwok bool) string {
+	t.Helper()
 	req := sdk.CreateAgentRequest{Name: name}
+	if kwok {
+		cfg := map[string]any{}
+		if config != "" {
+			if err := json.Unmarshal([]byte(config), &cfg); err != nil {
+				t.Fatalf("agent config %s: %v", config, err)
+			}
+		}
+		cfg["node_selector"] = map[string]string{"type": "kwok"}
+		cfg["tolerations"] = []map[string]string{{"key": kubetest.KwokTaint, "operator": "Exists", "effect": "NoSchedule"}}
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		config = string(b)
+	}
 	if config != "" {
 		req.Config = []byte(config)
 	}

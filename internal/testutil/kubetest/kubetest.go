@@ -1,15 +1,19 @@
-// Package kubetest gives tests a real Kubernetes control plane: etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kwok (fake nodes and kubelets, no containers),
-// started by scripts/kube-up. See docs/kube-test-cluster.md.
+// Package kubetest gives tests a real Kubernetes cluster started by scripts/kube-up: etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler, a real node (RealNode: a kubelet with
+// containerd, runc and the CNI bridge, in a network namespace of the cluster's own, with the images
+// WorkspaceImage and HangarImage preloaded and a default storage class), and a simulated node
+// (KwokNode: kwok, no containers, tainted so that only pods that tolerate it land there). See
+// docs/kube-test-cluster.md.
 //
 // Start uses the cluster named by HANGAR_TEST_KUBECONFIG when that is set. Otherwise it runs
 // scripts/kube-up into a temporary directory, once per test binary; a test binary that uses
 // Start has a TestMain calling Main, which stops that cluster (scripts/kube-down) when the tests
 // end. Should the test binary die first, a watchdog started with the cluster stops it.
 //
-// The cluster's fake node runs every pod at once: Deployments become available within a second.
-// Pods labelled hangar-test/crashloop=true instead stay Running, not Ready, with their containers
-// waiting in CrashLoopBackOff, as a kubelet shows a crashing container.
+// Pods land on the real node unless they tolerate KwokTaint (and select KwokNode with the label
+// type=kwok). The simulated node runs every pod at once: Deployments become available within a
+// second. Pods there labelled hangar-test/crashloop=true instead stay Running, not Ready, with their
+// containers waiting in CrashLoopBackOff, as a kubelet shows a crashing container.
 //
 // Tests share the cluster: give each its own namespace (Namespace does that).
 package kubetest
@@ -32,7 +36,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -45,6 +51,17 @@ const (
 
 	// CrashLoopLabel on a pod (template) makes the fake kubelet show its containers crash-looping.
 	CrashLoopLabel = "hangar-test/crashloop"
+
+	// RealNode runs containers; KwokNode only pretends to.
+	RealNode = "hangar-node-0"
+	KwokNode = "kwok-node-0"
+	// KwokTaint (effect NoSchedule) keeps pods off KwokNode unless they tolerate it; the node's
+	// label type=kwok selects it.
+	KwokTaint = "kwok.x-k8s.io/node"
+	// Images on the real node (no registry is reachable): a busybox userland (/bin/sh and the usual
+	// commands), and the same plus the hangar binary at /usr/local/bin/hangar.
+	WorkspaceImage = "hangar.local/workspace:dev"
+	HangarImage    = "hangar.local/hangar:dev"
 )
 
 // Cluster is a running cluster with admin access.
@@ -52,6 +69,9 @@ type Cluster struct {
 	Kubeconfig string // path of an admin kubeconfig
 	Client     kubernetes.Interface
 	Config     *rest.Config
+	// Dir is the cluster's directory (scripts/kube-up DIR): the real node's volumes are under
+	// Dir/volumes, one folder per claim.
+	Dir string
 }
 
 var (
@@ -127,7 +147,7 @@ func connect(kubeconfig string) (*Cluster, error) {
 	if _, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
 		return nil, fmt.Errorf("API server not ready: %v", err)
 	}
-	return &Cluster{Kubeconfig: kubeconfig, Client: client, Config: cfg}, nil
+	return &Cluster{Kubeconfig: kubeconfig, Client: client, Config: cfg, Dir: filepath.Dir(kubeconfig)}, nil
 }
 
 // Main runs the tests and then stops the cluster Start started, if any. Use it as
@@ -231,4 +251,18 @@ func Eventually(t testing.TB, timeout time.Duration, what string, check func(ctx
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// Exec runs a command in a container of a pod through the API server, as `kubectl exec` does, and
+// returns its standard output and error.
+func (c *Cluster) Exec(ctx context.Context, namespace, pod, container string, command ...string) (stdout, stderr string, err error) {
+	req := c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	exec, err := remotecommand.NewSPDYExecutor(c.Config, "POST", req.URL())
+	if err != nil {
+		return "", "", err
+	}
+	var out, errOut bytes.Buffer
+	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut})
+	return out.String(), errOut.String(), err
 }

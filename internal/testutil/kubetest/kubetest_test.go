@@ -3,6 +3,12 @@ package kubetest_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,36 +17,46 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m) }
 
-func deployment(name string, podLabels map[string]string, progressDeadline int32) *appsv1.Deployment {
+// kwokDeployment is a one-replica Deployment for the simulated node (it tolerates its taint and
+// selects it).
+func kwokDeployment(name string, podLabels map[string]string, progressDeadline int32) *appsv1.Deployment {
+	d := deployment(name, podLabels, corev1.Container{Name: "main", Image: "registry.k8s.io/pause:3.10"})
+	d.Spec.Template.Spec.NodeSelector = map[string]string{"type": "kwok"}
+	d.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: kubetest.KwokTaint, Operator: corev1.TolerationOpExists}}
+	if progressDeadline > 0 {
+		d.Spec.ProgressDeadlineSeconds = &progressDeadline
+	}
+	return d
+}
+
+func deployment(name string, podLabels map[string]string, c corev1.Container) *appsv1.Deployment {
 	one := int32(1)
 	selector := map[string]string{"app": name}
 	labels := map[string]string{"app": name}
 	for k, v := range podLabels {
 		labels[k] = v
 	}
-	d := &appsv1.Deployment{
+	var zero int64
+	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &one,
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "main", Image: "registry.k8s.io/pause:3.10",
-				}}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{c}, TerminationGracePeriodSeconds: &zero},
 			},
 		},
 	}
-	if progressDeadline > 0 {
-		d.Spec.ProgressDeadlineSeconds = &progressDeadline
-	}
-	return d
 }
 
 func condition(d *appsv1.Deployment, typ appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
@@ -52,7 +68,8 @@ func condition(d *appsv1.Deployment, typ appsv1.DeploymentConditionType) *appsv1
 	return nil
 }
 
-func TestClusterRunsDeploymentsAndCrashLoops(t *testing.T) {
+// The simulated node runs Deployments at once and shows crash loops for pods that ask for one.
+func TestKwokNodeRunsDeploymentsAndCrashLoops(t *testing.T) {
 	c := kubetest.Start(t)
 	ctx := context.Background()
 	ns := c.Namespace(t, "kubetest")
@@ -60,7 +77,7 @@ func TestClusterRunsDeploymentsAndCrashLoops(t *testing.T) {
 
 	// A healthy Deployment becomes available.
 	start := time.Now()
-	if _, err := deployments.Create(ctx, deployment("web", nil, 0), metav1.CreateOptions{}); err != nil {
+	if _, err := deployments.Create(ctx, kwokDeployment("web", nil, 0), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	kubetest.Eventually(t, 60*time.Second, "web to have availableReplicas 1", func(ctx context.Context) error {
@@ -78,7 +95,7 @@ func TestClusterRunsDeploymentsAndCrashLoops(t *testing.T) {
 	// A crash-looping one: its pod shows CrashLoopBackOff, and the Deployment passes its
 	// progress deadline.
 	start = time.Now()
-	crash := deployment("crash", map[string]string{kubetest.CrashLoopLabel: "true"}, 5)
+	crash := kwokDeployment("crash", map[string]string{kubetest.CrashLoopLabel: "true"}, 5)
 	if _, err := deployments.Create(ctx, crash, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,73 +147,316 @@ func TestStartIsOncePerBinary(t *testing.T) {
 	}
 }
 
-// Workspaces mount PersistentVolumeClaims that nothing provisions here: their pods still run
-// (the scheduler's volume plugins are off), and a Service gets a cluster IP.
-func TestClaimsAndServices(t *testing.T) {
+
+// The real node runs containers of the preloaded images: a pod's process answers kubectl exec, pods
+// reach each other over the pod network, a volume of the default storage class keeps data and goes
+// with its claim, a crashing container shows CrashLoopBackOff, and a missing image fails to pull.
+func TestRealNode(t *testing.T) {
 	c := kubetest.Start(t)
 	ctx := context.Background()
-	ns := c.Namespace(t, "kubetest")
+	ns := c.Namespace(t, "realnode")
+	pods := c.Client.CoreV1().Pods(ns)
 
 	claim := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceStorage: resource.MustParse("1Gi"),
-			}},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
 	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	d := deployment("claimer", nil, 0)
-	d.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+	web := deployment("web", nil, corev1.Container{
+		Name: "web", Image: kubetest.WorkspaceImage, ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: []string{"/bin/sh", "-c", "echo hello from $HOSTNAME > /data/index.html && exec httpd -f -p 8080 -h /data"},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser: ptr(int64(5001)), RunAsNonRoot: ptr(true), AllowPrivilegeEscalation: ptr(false),
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}},
+			PeriodSeconds: 1,
+		},
+	})
+	web.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"},
 	}}}
-	d.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	crash := deployment("crash", nil, corev1.Container{
+		Name: "main", Image: kubetest.WorkspaceImage, ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: []string{"/bin/sh", "-c", "echo bye; exit 3"},
+	})
+	missing := deployment("missing", nil, corev1.Container{
+		Name: "main", Image: "hangar.local/no-such-image:dev", ImagePullPolicy: corev1.PullIfNotPresent,
+	})
+	for _, d := range []*appsv1.Deployment{web, crash, missing} {
+		if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "claimer"},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": "claimer"},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80}},
+	webPod := waitPod(t, c, ns, "web", func(p *corev1.Pod) error {
+		if p.Spec.NodeName != kubetest.RealNode {
+			return fmt.Errorf("on node %q, want %s", p.Spec.NodeName, kubetest.RealNode)
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("phase %s, not ready: %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	if ip := net.ParseIP(webPod.Status.PodIP); ip == nil || !podNet.Contains(ip) {
+		t.Errorf("pod IP %q is not in the node's pod network %v", webPod.Status.PodIP, podNet)
+	}
+
+	// kubectl exec reaches the container: its main process is httpd, running as the user asked.
+	out, errOut, err := c.Exec(ctx, ns, webPod.Name, "web", "sh", "-c", "id -u; cat /proc/1/cmdline | tr '\\0' ' '")
+	if err != nil {
+		t.Fatalf("exec: %v (stderr %q)", err, errOut)
+	}
+	if want := "5001\nhttpd -f -p 8080 -h /data "; out != want {
+		t.Errorf("exec printed %q, want %q", out, want)
+	}
+
+	// Another pod fetches the page over the pod network.
+	fetch := fmt.Sprintf("wget -q -O - http://%s:8080/index.html", webPod.Status.PodIP)
+	client := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "client", Image: kubetest.WorkspaceImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"/bin/sh", "-c", fetch},
+			}},
 		},
 	}
-	got, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := pods.Create(ctx, client, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.ClusterIP == "" {
-		t.Errorf("service has no cluster IP")
-	}
-	kubetest.Eventually(t, 60*time.Second, "claimer to have availableReplicas 1", func(ctx context.Context) error {
-		d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "claimer", metav1.GetOptions{})
+	kubetest.Eventually(t, 60*time.Second, "the client pod to succeed", func(ctx context.Context) error {
+		p, err := pods.Get(ctx, "client", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if d.Status.AvailableReplicas != 1 {
-			return fmt.Errorf("availableReplicas %d, conditions %+v", d.Status.AvailableReplicas, d.Status.Conditions)
+		if p.Status.Phase != corev1.PodSucceeded {
+			return fmt.Errorf("phase %s: %+v", p.Status.Phase, p.Status.ContainerStatuses)
 		}
 		return nil
 	})
+	logs, err := pods.GetLogs("client", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "hello from " + webPod.Name + "\n"; string(logs) != want {
+		t.Errorf("client fetched %q, want %q", logs, want)
+	}
 
-	// Deleting the claim completes (the protection finalizer is lifted once no pod uses it).
-	if err := c.Client.AppsV1().Deployments(ns).Delete(ctx, "claimer", metav1.DeleteOptions{}); err != nil {
+	// The volume is a folder on the node, under the cluster's directory.
+	pvc, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := c.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	folder := pv.Spec.HostPath.Path
+	if b, err := os.ReadFile(filepath.Join(folder, "index.html")); err != nil || string(b) != "hello from "+webPod.Name+"\n" {
+		t.Errorf("the volume's folder %s holds %q (%v)", folder, b, err)
+	}
+
+	waitPod(t, c, ns, "crash", func(p *corev1.Pod) error {
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" && cs.LastTerminationState.Terminated != nil &&
+				cs.LastTerminationState.Terminated.ExitCode == 3 {
+				return nil
+			}
+		}
+		return fmt.Errorf("container statuses %+v", p.Status.ContainerStatuses)
+	})
+	waitPod(t, c, ns, "missing", func(p *corev1.Pod) error {
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
+				return nil
+			}
+		}
+		return fmt.Errorf("container statuses %+v", p.Status.ContainerStatuses)
+	})
+
+	// Deleting the claim deletes its volume and the folder.
+	if err := c.Client.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	kubetest.Eventually(t, 60*time.Second, "claim data to be gone", func(ctx context.Context) error {
-		pvc, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
+	kubetest.Eventually(t, 60*time.Second, "volume "+pv.Name+" and its folder to be gone", func(ctx context.Context) error {
+		_, err := c.Client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("volume still there (%v)", err)
 		}
+		if _, err := os.Stat(folder); !os.IsNotExist(err) {
+			return fmt.Errorf("folder %s still there (%v)", folder, err)
+		}
+		return nil
+	})
+}
+
+var podNet = &net.IPNet{IP: net.IPv4(10, 244, 0, 0), Mask: net.CIDRMask(24, 32)}
+
+func ptr[T any](v T) *T { return &v }
+
+// waitPod waits for the one pod of a Deployment (label app=NAME) to pass check, and returns it.
+func waitPod(t *testing.T, c *kubetest.Cluster, ns, app string, check func(*corev1.Pod) error) *corev1.Pod {
+	t.Helper()
+	var got *corev1.Pod
+	kubetest.Eventually(t, 90*time.Second, "pod of "+app, func(ctx context.Context) error {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("claim still there: deletionTimestamp %v, finalizers %v", pvc.DeletionTimestamp, pvc.Finalizers)
+		if len(pods.Items) != 1 {
+			return fmt.Errorf("%d pods", len(pods.Items))
+		}
+		got = &pods.Items[0]
+		return check(got)
 	})
+	return got
+}
+
+// scripts/kube-down leaves nothing of a cluster with a real node behind: no process, mount,
+// network namespace, cgroup or iptables rule. The test runs a cluster of its own for that.
+func TestKubeDownLeavesNothing(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rulesBefore := iptablesRules(t)
+	dir := t.TempDir()
+	up := exec.Command(filepath.Join(root, "scripts/kube-up"), dir)
+	up.Env = append(os.Environ(), "KUBE_UP_WATCH_PID="+strconv.Itoa(os.Getpid()))
+	if out, err := up.CombinedOutput(); err != nil {
+		t.Fatalf("kube-up: %v\n%s", err, out)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = exec.Command(filepath.Join(root, "scripts/kube-down"), dir).Run()
+		}
+	})
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &kubetest.Cluster{Kubeconfig: filepath.Join(dir, "kubeconfig"), Client: client, Config: cfg, Dir: dir}
+	ctx := context.Background()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "left"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := deployment("sleeper", nil, corev1.Container{
+		Name: "main", Image: kubetest.WorkspaceImage, Command: []string{"sleep", "3600"},
+		VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}},
+	})
+	d.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
+	if _, err := client.AppsV1().Deployments("left").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, "left", "sleeper", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	b, err := os.ReadFile(filepath.Join(dir, "netns"))
+	if err != nil {
+		t.Fatalf("kube-up wrote no %s/netns: %v", dir, err)
+	}
+	id := strings.TrimSpace(string(b))
+	if _, err := os.Stat(filepath.Join("/run/netns", id)); err != nil {
+		t.Fatalf("the cluster's network namespace: %v", err)
+	}
+	if len(mountsUnder(t, dir)) == 0 {
+		t.Fatalf("a running pod made no mount under %s: the check below would prove nothing", dir)
+	}
+
+	out, err := exec.Command(filepath.Join(root, "scripts/kube-down"), dir).CombinedOutput()
+	stopped = true
+	if err != nil {
+		t.Fatalf("kube-down: %v\n%s", err, out)
+	}
+	if m := mountsUnder(t, dir); len(m) > 0 {
+		t.Errorf("mounts left under %s: %v", dir, m)
+	}
+	if p := processesNaming(t, dir); len(p) > 0 {
+		t.Errorf("processes left: %v", p)
+	}
+	if _, err := os.Stat(filepath.Join("/run/netns", id)); !os.IsNotExist(err) {
+		t.Errorf("network namespace %s left (%v)", id, err)
+	}
+	for _, h := range []string{"memory", "cpu", "pids", "unified"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, id)); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s/%s left (%v)", h, id, err)
+		}
+	}
+	if after := iptablesRules(t); after != rulesBefore {
+		t.Errorf("the host's iptables rules changed:\nbefore:\n%s\nafter:\n%s", rulesBefore, after)
+	}
+}
+
+func mountsUnder(t *testing.T, dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+func processesNaming(t *testing.T, dir string) []string {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), dir) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// iptablesRules lists the host's rules (those of the test's own network namespace, which is the
+// host's), without counters.
+func iptablesRules(t *testing.T) string {
+	out, err := exec.Command("iptables-save").Output()
+	if err != nil {
+		t.Fatalf("iptables-save: %v", err)
+	}
+	var keep []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, ":") { // chain policy with counters
+			if f := strings.Fields(line); len(f) >= 2 {
+				line = f[0] + " " + f[1]
+			}
+		}
+		keep = append(keep, line)
+	}
+	return strings.Join(keep, "\n")
 }

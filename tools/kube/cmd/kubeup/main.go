@@ -1,17 +1,22 @@
 // Command kubeup starts the test cluster for scripts/kube-up, which builds it next to the cluster's
 // programs and runs it as
 //
-//	kubeup up -bin BINDIR -dir DIR [-timeout 120s] [-watch-pid PID]
+//	kubeup up -bin BINDIR -dir DIR -hangar HANGAR_BINARY [-timeout 120s] [-watch-pid PID]
 //
-// It starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from BINDIR as
-// background processes of their own (each in a new session, output in DIR/NAME.log, "PID NAME" in
-// DIR/pids), creates the fake node and returns once the cluster runs a Deployment. With -watch-pid
-// it first starts a watchdog (kubeup watch) that stops the cluster when that process exits. DIR must
-// already hold pki/sa.key and pki/sa.pub (scripts/kube-up makes them with openssl).
+// It creates a network namespace for the cluster and starts inside it, as background processes of
+// their own (each in a new session, output in DIR/NAME.log, "PID NAME" in DIR/pids): etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, kwok (the simulated node kwok-node-0,
+// tainted), containerd and a kubelet (the real node hangar-node-0, node.go), and a local-path
+// provisioner (localpath.go). It loads the images the tests need into containerd (image.go), starts
+// a forwarder from a loopback port of the host to the API server (forward.go), and returns once a
+// Deployment runs on each node. With -watch-pid it first starts a watchdog (kubeup watch) that stops
+// the cluster when that process exits. DIR must already hold pki/sa.key and pki/sa.pub
+// (scripts/kube-up makes them with openssl).
 //
 //	kubeup stop -dir DIR
 //
-// stops every process listed in DIR/pids, as scripts/kube-down does.
+// stops every process listed in DIR/pids and removes what the real node left (stop.go), as
+// scripts/kube-down does.
 package main
 
 import (
@@ -48,10 +53,11 @@ const (
 	nodeName     = "kwok-node-0"
 	smokeNS      = "kube-up-smoke"
 	serviceRange = "10.96.0.0/16"
-	// Pod IPs are only strings in pod status: kwok runs no containers and nothing dials them.
-	podCIDR = "10.244.0.0/16"
-	// The node's address: anything the API server would send to a kubelet (logs, exec) goes to
-	// the loopback interface, where nothing listens on the kubelet port.
+	// The kwok node's pod IPs are only strings in pod status: kwok runs no containers and nothing
+	// dials them. They stay clear of the real node's pod subnet.
+	podCIDR = "10.244.128.0/17"
+	// The kwok node's address: anything the API server would send to its kubelet (logs, exec) goes
+	// to the namespace's loopback interface, where nothing listens on the kubelet port.
 	nodeIP = "127.0.0.1"
 )
 
@@ -68,9 +74,13 @@ func main() {
 		fs := flag.NewFlagSet("stop", flag.ExitOnError)
 		dir := fs.String("dir", "", "cluster directory")
 		_ = fs.Parse(os.Args[2:])
-		err = stopAll(*dir, -1, os.Stderr)
+		err = stopCluster(*dir, -1, os.Stderr)
 	case "watch":
 		err = cmdWatch(os.Args[2:])
+	case "forward":
+		err = cmdForward(os.Args[2:])
+	case "local-path":
+		err = cmdLocalPath(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -87,9 +97,10 @@ func logf(format string, args ...any) {
 // ---- up ----
 
 type upConfig struct {
-	bin, dir string
-	timeout  time.Duration
-	watchPID int
+	bin, dir  string
+	hangarBin string // the hangar binary for the hangar.local/hangar image
+	timeout   time.Duration
+	watchPID  int
 }
 
 func cmdUp(args []string) error {
@@ -99,9 +110,13 @@ func cmdUp(args []string) error {
 	fs.StringVar(&c.dir, "dir", "", "cluster directory")
 	fs.DurationVar(&c.timeout, "timeout", 120*time.Second, "deadline of each wait")
 	fs.IntVar(&c.watchPID, "watch-pid", 0, "stop the cluster when this process exits")
+	fs.StringVar(&c.hangarBin, "hangar", "", "the hangar binary to put in the "+HangarImage+" image")
 	_ = fs.Parse(args)
-	if c.bin == "" || c.dir == "" {
-		return errors.New("up: -bin and -dir are required")
+	if c.bin == "" || c.dir == "" || c.hangarBin == "" {
+		return errors.New("up: -bin, -dir and -hangar are required")
+	}
+	if err := checkNodePrerequisites(); err != nil {
+		return err
 	}
 	var err error
 	if c.dir, err = filepath.Abs(c.dir); err != nil {
@@ -124,7 +139,7 @@ func cmdUp(args []string) error {
 	go func() {
 		s := <-sigs
 		logf("%v: stopping what was started in %s", s, c.dir)
-		_ = stopAll(c.dir, -1, io.Discard)
+		_ = stopCluster(c.dir, -1, io.Discard)
 		os.Exit(1)
 	}()
 
@@ -137,7 +152,7 @@ func cmdUp(args []string) error {
 			return nil
 		}
 		lastErr = err
-		_ = stopAll(c.dir, -1, io.Discard)
+		_ = stopCluster(c.dir, -1, io.Discard)
 		if !errors.Is(err, errPortTaken) {
 			break
 		}
@@ -167,8 +182,12 @@ func (cl *cluster) phase(name string) {
 func up(c upConfig) (*cluster, error) {
 	cl := &cluster{c: c, phaseT: time.Now()}
 	dir := c.dir
-	// A fresh cluster every time: new data, new logs, new token.
-	for _, f := range []string{"etcd", "pids", "kubeconfig", "pki/apiserver"} {
+	// A fresh cluster every time: new data, new logs, new token. What a previous cluster in DIR
+	// left (mounts, namespace, cgroups) goes first.
+	if err := cleanupNode(dir, io.Discard); err != nil {
+		return nil, err
+	}
+	for _, f := range []string{"etcd", "pids", "kubeconfig", "pki/apiserver", "containerd", "kubelet", "cni", "volumes", "images"} {
 		if err := os.RemoveAll(filepath.Join(dir, f)); err != nil {
 			return nil, err
 		}
@@ -187,13 +206,36 @@ func up(c upConfig) (*cluster, error) {
 			return nil, err
 		}
 	}
+	if err := setupNetns(dir); err != nil {
+		return nil, err
+	}
+	if err := setupCgroups(dir); err != nil {
+		return nil, err
+	}
+	if err := writeNodeFiles(dir); err != nil {
+		return nil, err
+	}
 
-	ports, err := freePorts(3)
+	// The one port on the host: the API server's forwarder. Inside the namespace the API server
+	// listens on the same port number, so one kubeconfig serves both sides.
+	hostListener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen on a loopback port for the API server: %v", err)
+	}
+	apiPort := hostListener.Addr().(*net.TCPAddr).Port
+	cl.apiPort = apiPort
+	lf, err := hostListener.(*net.TCPListener).File()
+	_ = hostListener.Close() // the forwarder holds its own copy
 	if err != nil {
 		return nil, err
 	}
-	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
-	cl.apiPort = apiPort
+	fwd, err := cl.startIn("forward", []*os.File{lf}, filepath.Join(c.bin, "kubeup"),
+		"forward", "-dir", dir, "-fd", "3", "-to", fmt.Sprintf("127.0.0.1:%d", apiPort))
+	_ = lf.Close()
+	if err != nil {
+		return nil, err
+	}
+
 	token := randomHex(24)
 	if err := os.WriteFile(filepath.Join(dir, "pki/tokens.csv"),
 		[]byte(token+",hangar-admin,hangar-admin,system:masters\n"), 0o600); err != nil {
@@ -211,10 +253,16 @@ func up(c upConfig) (*cluster, error) {
 		return nil, err
 	}
 
+	// containerd, with the images loaded before the kubelet asks for them.
+	ctrd, err := cl.startIn("containerd", nil, "containerd", "--config", filepath.Join(dir, "containerd/config.toml"))
+	if err != nil {
+		return nil, err
+	}
+
 	// etcd
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	etcd, err := cl.start("etcd", filepath.Join(c.bin, "etcd"),
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort)
+	etcd, err := cl.startIn("etcd", nil, filepath.Join(c.bin, "etcd"),
 		"--name", "hangar-test",
 		"--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
@@ -224,22 +272,13 @@ func up(c upConfig) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cl.waitFor("etcd to answer on "+etcdURL+"/health", etcd, func(ctx context.Context) error {
-		body, err := httpGet(ctx, etcdURL+"/health", "")
-		if err == nil && !strings.Contains(body, `"health":"true"`) {
-			err = fmt.Errorf("health: %s", body)
-		}
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	cl.phase("etcd")
 
-	// kube-apiserver
+	// kube-apiserver, on every address of the namespace: the host's forwarder comes in on loopback,
+	// pods on the node's address.
 	apiURL := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	api, err := cl.start("kube-apiserver", filepath.Join(c.bin, "kube-apiserver"),
+	api, err := cl.startIn("kube-apiserver", nil, filepath.Join(c.bin, "kube-apiserver"),
 		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		"--bind-address", "0.0.0.0", "--advertise-address", realNodeIP,
 		"--secure-port", strconv.Itoa(apiPort),
 		"--cert-dir", filepath.Join(dir, "pki/apiserver"),
 		"--token-auth-file", filepath.Join(dir, "pki/tokens.csv"),
@@ -249,9 +288,8 @@ func up(c upConfig) (*cluster, error) {
 		"--service-account-signing-key-file", filepath.Join(dir, "pki/sa.key"),
 		"--service-cluster-ip-range", serviceRange,
 		"--allow-privileged=true",
-		// With the API server on 127.0.0.1 the "kubernetes" Endpoints cannot be written (loopback
-		// addresses are invalid there); nothing in the tests needs them.
-		"--endpoint-reconciler-type", "none",
+		// Node host names resolve nowhere here: reach kubelets (logs, exec) by address.
+		"--kubelet-preferred-address-types", "InternalIP",
 		"--profiling=false")
 	if err != nil {
 		return nil, err
@@ -262,10 +300,10 @@ func up(c upConfig) (*cluster, error) {
 			err = fmt.Errorf("readyz: %s", body)
 		}
 		return err
-	}); err != nil {
+	}, etcd, fwd); err != nil {
 		return nil, err
 	}
-	cl.phase("kube-apiserver")
+	cl.phase("etcd and kube-apiserver")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -276,31 +314,37 @@ func up(c upConfig) (*cluster, error) {
 		return nil, err
 	}
 
-	kcm, err := cl.start("kube-controller-manager", filepath.Join(c.bin, "kube-controller-manager"),
+	kcm, err := cl.startIn("kube-controller-manager", nil, filepath.Join(c.bin, "kube-controller-manager"),
 		"--kubeconfig", kubeconfig,
 		"--leader-elect=false", "--secure-port", "0",
 		"--service-account-private-key-file", filepath.Join(dir, "pki/sa.key"),
+		// The API server signs its own serving certificate: it is the CA pods trust
+		// (kube-root-ca.crt in every namespace, which service account token volumes mount).
+		"--root-ca-file", filepath.Join(dir, "pki/apiserver/apiserver.crt"),
 		"--controllers", strings.Join([]string{
 			"deployment-controller", "replicaset-controller", "namespace-controller",
 			"garbage-collector-controller", "serviceaccount-controller", "node-lifecycle-controller",
 			// PVCs and PVs get protection finalizers on creation; without these two they are never
 			// deleted, and neither is a namespace holding one.
 			"persistentvolumeclaim-protection-controller", "persistentvolume-protection-controller",
+			// binds claims to the volumes the local-path provisioner makes
+			"persistentvolume-binder-controller",
 			// fills in the aggregated ClusterRoles admin, edit and view
 			"clusterrole-aggregation-controller",
 			"endpointslice-controller", "service-cidr-controller",
+			"root-ca-certificate-publisher-controller",
 		}, ","),
 		"--node-monitor-grace-period", "60s",
 		"--profiling=false")
 	if err != nil {
 		return nil, err
 	}
-	sched, err := cl.start("kube-scheduler", filepath.Join(c.bin, "kube-scheduler"),
+	sched, err := cl.startIn("kube-scheduler", nil, filepath.Join(c.bin, "kube-scheduler"),
 		"--config", filepath.Join(dir, "scheduler-config.yaml"), "--secure-port", "0")
 	if err != nil {
 		return nil, err
 	}
-	kwok, err := cl.start("kwok", filepath.Join(c.bin, "kwok"),
+	kwok, err := cl.startIn("kwok", nil, filepath.Join(c.bin, "kwok"),
 		"--kubeconfig", kubeconfig,
 		"--config", filepath.Join(dir, "kwok-stages.yaml"),
 		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
@@ -308,39 +352,73 @@ func up(c upConfig) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	lpath, err := cl.startIn("local-path", nil, filepath.Join(c.bin, "kubeup"),
+		"local-path", "-dir", dir, "-kubeconfig", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+
+	if err := cl.waitFor("containerd to answer on "+containerdSocket(dir), ctrd, func(ctx context.Context) error {
+		return run("ctr", "--address", containerdSocket(dir), "version")
+	}); err != nil {
+		return nil, err
+	}
+	if err := loadImages(dir, nodeImages(c.bin, c.hangarBin)); err != nil {
+		return nil, err
+	}
+	cl.phase("containerd and images")
+	kubelet, err := cl.startIn("kubelet", nil, filepath.Join(c.bin, "kubelet"), kubeletArgs(dir, kubeconfig)...)
+	if err != nil {
+		return nil, err
+	}
 
 	if err := cl.createNode(); err != nil {
 		return nil, err
 	}
-	if err := cl.waitFor("node "+nodeName+" to be Ready (kwok)", kwok, func(ctx context.Context) error {
-		n, err := cl.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				if len(n.Spec.Taints) > 0 {
-					return fmt.Errorf("node is Ready but still has taints %v (node-lifecycle-controller removes them)", n.Spec.Taints)
-				}
-				return nil
-			}
-		}
-		return fmt.Errorf("node is not Ready: %v", n.Status.Conditions)
-	}, kcm); err != nil {
-		return nil, err
+	if _, err := cl.client.StorageV1().StorageClasses().Create(context.Background(), storageClassObject(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create storage class %s: %v", storageClass, err)
 	}
-	cl.phase("node")
+	for _, n := range []struct {
+		name  string
+		owner *proc
+	}{{nodeName, kwok}, {realNodeName, kubelet}} {
+		if err := cl.waitFor("node "+n.name+" to be Ready", n.owner, func(ctx context.Context) error {
+			return nodeReady(ctx, cl.client, n.name)
+		}, kcm, ctrd); err != nil {
+			return nil, err
+		}
+	}
+	cl.phase("nodes")
 
-	if err := cl.smoke(kcm, sched, kwok); err != nil {
+	if err := cl.smoke(kcm, sched, kwok, kubelet, ctrd, lpath); err != nil {
 		return nil, err
 	}
-	cl.phase("smoke deployment")
+	cl.phase("smoke deployments")
 	for _, p := range cl.procs {
 		if !p.alive() {
 			return nil, p.failure(fmt.Sprintf("%s exited after start-up", p.name))
 		}
 	}
 	return cl, nil
+}
+
+// nodeReady checks that a node is Ready and carries no taint but the kwok node's own.
+func nodeReady(ctx context.Context, client kubernetes.Interface, name string) error {
+	n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			for _, t := range n.Spec.Taints {
+				if t.Key != kwokTaintKey {
+					return fmt.Errorf("node is Ready but still has taint %v (node-lifecycle-controller removes it)", t)
+				}
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("node is not Ready: %v", n.Status.Conditions)
 }
 
 func (cl *cluster) report(total time.Duration) {
@@ -372,6 +450,8 @@ func (cl *cluster) createNode() error {
 				"kubernetes.io/arch": "amd64", "type": "kwok",
 			},
 		},
+		// Workspaces land on the real node unless they tolerate this (benchmarks do).
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: kwokTaintKey, Value: kwokTaintValue, Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Allocatable: rl, Capacity: rl},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cl.c.timeout)
@@ -390,59 +470,70 @@ func (cl *cluster) createNode() error {
 	}
 }
 
-// smoke runs a one-replica Deployment to availability, then deletes its namespace.
-func (cl *cluster) smoke(kcm, sched, kwok *proc) error {
+// smoke runs two one-replica Deployments to availability, one on each node, then deletes their
+// namespace. The real node's pod runs a container of the workspace image that writes to a volume
+// of the local-path provisioner and is ready only once it has.
+func (cl *cluster) smoke(procs ...*proc) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cl.c.timeout)
 	defer cancel()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: smokeNS}}
 	if _, err := cl.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace %s: %v", smokeNS, err)
 	}
-	one := int32(1)
-	labels := map[string]string{"app": "smoke"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "smoke"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "smoke", Image: "registry.k8s.io/pause:3.10",
-				}}},
-			},
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "smoke-data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
 		},
 	}
-	if _, err := cl.client.AppsV1().Deployments(smokeNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create deployment %s/smoke: %v", smokeNS, err)
+	if _, err := cl.client.CoreV1().PersistentVolumeClaims(smokeNS).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create claim %s/smoke-data: %v", smokeNS, err)
 	}
-	err := cl.waitFor("smoke deployment "+smokeNS+"/smoke to have availableReplicas 1", kcm, func(ctx context.Context) error {
-		got, err := cl.client.AppsV1().Deployments(smokeNS).Get(ctx, "smoke", metav1.GetOptions{})
+	one := int32(1)
+	deployment := func(name string, spec corev1.PodSpec) *appsv1.Deployment {
+		labels := map[string]string{"app": name}
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: &one,
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+			},
+		}
+	}
+	real := deployment("smoke-real", corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name: "smoke", Image: WorkspaceImage, ImagePullPolicy: corev1.PullNever,
+			Command:      []string{"/bin/sh", "-c", "echo ok > /data/smoke && exec sleep 3600"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/data/smoke"}}},
+				PeriodSeconds: 1,
+			},
+		}},
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "smoke-data"},
+		}}},
+		TerminationGracePeriodSeconds: ptrTo(int64(0)),
+	})
+	fake := deployment("smoke-kwok", corev1.PodSpec{
+		Containers:   []corev1.Container{{Name: "smoke", Image: "registry.k8s.io/pause:3.10"}},
+		NodeSelector: map[string]string{"type": "kwok"},
+		Tolerations:  []corev1.Toleration{{Key: kwokTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+	})
+	for _, d := range []*appsv1.Deployment{real, fake} {
+		if _, err := cl.client.AppsV1().Deployments(smokeNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create deployment %s/%s: %v", smokeNS, d.Name, err)
+		}
+	}
+	for _, d := range []*appsv1.Deployment{real, fake} {
+		err := cl.waitFor("smoke deployment "+smokeNS+"/"+d.Name+" to have availableReplicas 1", procs[0], func(ctx context.Context) error {
+			return deploymentAvailable(ctx, cl.client, smokeNS, d.Name)
+		}, procs[1:]...)
 		if err != nil {
 			return err
 		}
-		if got.Status.AvailableReplicas == 1 {
-			return nil
-		}
-		pods, err := cl.client.CoreV1().Pods(smokeNS).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		var ps []string
-		for _, p := range pods.Items {
-			s := fmt.Sprintf("%s phase=%s node=%q", p.Name, p.Status.Phase, p.Spec.NodeName)
-			for _, c := range p.Status.Conditions {
-				if c.Status != corev1.ConditionTrue && c.Message != "" {
-					s += fmt.Sprintf(" %s=%s (%s)", c.Type, c.Status, c.Message)
-				}
-			}
-			ps = append(ps, s)
-		}
-		return fmt.Errorf("availableReplicas %d; conditions %v; pods %v",
-			got.Status.AvailableReplicas, got.Status.Conditions, ps)
-	}, sched, kwok)
-	if err != nil {
-		return err
 	}
 	bg := metav1.DeletePropagationBackground
 	if err := cl.client.CoreV1().Namespaces().Delete(ctx, smokeNS,
@@ -452,25 +543,53 @@ func (cl *cluster) smoke(kcm, sched, kwok *proc) error {
 	return nil
 }
 
+// deploymentAvailable is nil once the Deployment has one available replica; else it says what its
+// pods are waiting for.
+func deploymentAvailable(ctx context.Context, client kubernetes.Interface, ns, name string) error {
+	got, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if got.Status.AvailableReplicas == 1 {
+		return nil
+	}
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		return err
+	}
+	var ps []string
+	for _, p := range pods.Items {
+		s := fmt.Sprintf("%s phase=%s node=%q", p.Name, p.Status.Phase, p.Spec.NodeName)
+		for _, c := range p.Status.Conditions {
+			if c.Status != corev1.ConditionTrue && c.Message != "" {
+				s += fmt.Sprintf(" %s=%s (%s)", c.Type, c.Status, c.Message)
+			}
+		}
+		for _, c := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if w := c.State.Waiting; w != nil {
+				s += fmt.Sprintf(" container %s waiting: %s %s", c.Name, w.Reason, w.Message)
+			}
+			if t := c.State.Terminated; t != nil {
+				s += fmt.Sprintf(" container %s terminated: %s (exit %d) %s", c.Name, t.Reason, t.ExitCode, t.Message)
+			}
+		}
+		ps = append(ps, s)
+	}
+	return fmt.Errorf("availableReplicas %d; conditions %v; pods %v", got.Status.AvailableReplicas, got.Status.Conditions, ps)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
 func schedulerConfig(kubeconfig string) string {
-	// The fake node has no volumes: with the volume plugins on, a pod using a PersistentVolumeClaim
-	// that nothing provisions would stay Pending, so they are off.
 	return `# Written by scripts/kube-up.
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: ` + strconv.Quote(kubeconfig) + `
+  qps: 200
+  burst: 400
 leaderElection:
   leaderElect: false
-profiles:
-- schedulerName: default-scheduler
-  plugins:
-    multiPoint:
-      disabled:
-      - name: VolumeBinding
-      - name: VolumeZone
-      - name: VolumeRestrictions
-      - name: NodeVolumeLimits
 `
 }
 
@@ -532,6 +651,17 @@ func (p *proc) failure(what string) error {
 // start runs a program in a session of its own, with its output in DIR/NAME.log, and records it in
 // DIR/pids. The process outlives kubeup.
 func (cl *cluster) start(name, path string, args ...string) (*proc, error) {
+	return cl.startCmd(name, nil, path, args...)
+}
+
+// startIn starts a program like start, inside the cluster's network namespace (nsenter joins that
+// namespace only, then executes the program, so the pid is the program's), with extra inherited
+// files from fd 3 on.
+func (cl *cluster) startIn(name string, extra []*os.File, path string, args ...string) (*proc, error) {
+	return cl.startCmd(name, extra, "nsenter", append([]string{"--net=" + netnsPath(cl.c.dir), "--", path}, args...)...)
+}
+
+func (cl *cluster) startCmd(name string, extra []*os.File, path string, args ...string) (*proc, error) {
 	logPath := filepath.Join(cl.c.dir, name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -543,6 +673,7 @@ func (cl *cluster) start(name, path string, args ...string) (*proc, error) {
 	cmd.Dir = cl.c.dir
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.ExtraFiles = extra
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %v", name, err)
 	}
@@ -616,25 +747,6 @@ func httpGet(ctx context.Context, url, token string) (string, error) {
 		return "", fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return string(b), nil
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func randomHex(n int) string {
@@ -742,13 +854,28 @@ func livePIDs(dir string) []int {
 }
 
 // stopAll sends TERM to every live process of DIR (but skip), waits up to 10 s, then KILLs the rest.
+// etcd goes last: an API server whose storage went first takes long to shut down.
 func stopAll(dir string, skip int, out io.Writer) error {
 	if dir == "" {
 		return errors.New("stop: -dir is required")
 	}
 	dir, _ = filepath.Abs(dir)
-	var pending []pidEntry
+	var first, last []pidEntry
 	for _, e := range readPIDs(dir) {
+		if e.name == "etcd" {
+			last = append(last, e)
+		} else {
+			first = append(first, e)
+		}
+	}
+	stopGroup(dir, skip, first, out)
+	stopGroup(dir, skip, last, out)
+	return nil
+}
+
+func stopGroup(dir string, skip int, group []pidEntry, out io.Writer) {
+	var pending []pidEntry
+	for _, e := range group {
 		if e.pid == skip || !ours(e.pid, dir) {
 			continue
 		}
@@ -778,7 +905,6 @@ func stopAll(dir string, skip int, out io.Writer) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return nil
 }
 
 // ---- watchdog ----
@@ -799,7 +925,16 @@ func cmdWatch(args []string) error {
 		time.Sleep(time.Second)
 	}
 	fmt.Fprintf(os.Stderr, "kube-up watchdog: process %d exited: stopping the cluster in %s\n", *pid, *dir)
-	return stopAll(*dir, os.Getpid(), os.Stderr)
+	return stopCluster(*dir, os.Getpid(), os.Stderr)
+}
+
+// stopCluster stops the programs of DIR, then removes what the real node left (stop.go).
+func stopCluster(dir string, skip int, out io.Writer) error {
+	if err := stopAll(dir, skip, out); err != nil {
+		return err
+	}
+	dir, _ = filepath.Abs(dir)
+	return cleanupNode(dir, out)
 }
 
 // procStartTime returns field 22 of /proc/PID/stat (start time in clock ticks), "" if unknown.
