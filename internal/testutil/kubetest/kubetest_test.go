@@ -147,7 +147,6 @@ func TestStartIsOncePerBinary(t *testing.T) {
 	}
 }
 
-
 // The real node runs containers of the preloaded images: a pod's process answers kubectl exec, pods
 // reach each other over the pod network, a volume of the default storage class keeps data and goes
 // with its claim, a crashing container shows CrashLoopBackOff, and a missing image fails to pull.

@@ -295,7 +295,7 @@ func kubeletArgs(dir, kubeconfig string) []string {
 // writeNodeFiles writes containerd's, the CNI's and the kubelet's configuration under dir.
 func writeNodeFiles(dir string) error {
 	for path, text := range map[string]string{
-		filepath.Join(dir, "containerd/config.toml"):        containerdConfig(dir),
+		filepath.Join(dir, "containerd/config.toml"):       containerdConfig(dir),
 		filepath.Join(dir, "cni/net.d/10-hangar.conflist"): cniConfig,
 		filepath.Join(dir, "kubelet/config.yaml"):          kubeletConfig(dir),
 		// Pods resolve nothing: there is no DNS server here, and none outside may be asked.
