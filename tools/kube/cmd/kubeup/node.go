@@ -335,7 +335,9 @@ func nodeImages(bin, hangarBin string) []imageSpec {
 			contents: map[string]string{"/etc/passwd": passwd, "/etc/group": group},
 			user:     "65532",
 			env:      []string{"HOME=/home/nonroot"},
-			cmd:      []string{"/bin/sh"},
+			// Like the universal developer images real devfiles name, a container given no
+			// command keeps running (and stops at once on TERM).
+			cmd: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; sleep infinity & wait"},
 		}
 	}
 	ws := base(WorkspaceImage)
