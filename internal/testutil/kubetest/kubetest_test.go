@@ -459,3 +459,60 @@ func iptablesRules(t *testing.T) string {
 	}
 	return strings.Join(keep, "\n")
 }
+
+// scripts/kube-load-image loads an image archive (here an OCI archive exported from the node
+// itself under a new name) into the real node, and a pod runs it with imagePullPolicy Never.
+func TestKubeLoadImage(t *testing.T) {
+	c := kubetest.Start(t)
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(c.Dir, "containerd/containerd.sock")
+	name := "hangar.local/loaded-" + strconv.Itoa(os.Getpid()) + ":dev"
+	archive := filepath.Join(t.TempDir(), "image.tar")
+	ctr := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command("ctr", append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctr %v: %v\n%s", args, err, out)
+		}
+	}
+	ctr("images", "tag", kubetest.WorkspaceImage, name)
+	ctr("images", "export", archive, name)
+	ctr("images", "rm", "--sync", name)
+
+	out, err := exec.Command(filepath.Join(root, "scripts/kube-load-image"), c.Dir, archive).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kube-load-image: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), name) {
+		t.Errorf("kube-load-image did not list %s among the node's images:\n%s", name, out)
+	}
+
+	ctx := context.Background()
+	ns := c.Namespace(t, "loaded")
+	d := deployment("loaded", nil, corev1.Container{
+		Name: "main", Image: name, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"},
+	})
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, ns, "loaded", func(p *corev1.Pod) error {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Running != nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("phase %s: %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+
+	// A file that is no image is refused with ctr's reason, and nothing is loaded.
+	bad := filepath.Join(t.TempDir(), "bad.tar")
+	if err := os.WriteFile(bad, []byte("not an archive"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(filepath.Join(root, "scripts/kube-load-image"), c.Dir, bad).CombinedOutput(); err == nil {
+		t.Errorf("kube-load-image took a file that is no image:\n%s", out)
+	}
+}
