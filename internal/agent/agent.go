@@ -32,12 +32,15 @@ type Options struct {
 	// WaitTimeout is how long one long-poll for changes lasts (default 30 s); 0 keeps the default,
 	// negative disables waiting (periodic reconciles only).
 	WaitTimeout time.Duration
-	// ApplyConcurrency caps how many workspaces are applied at once (default 8). Applies share the
-	// client's rate limit: with no cap a burst of 1,000 new workspaces interleaves 9,000 requests
-	// and none is done before all are; with one, they finish in turn, and work a full reconcile
-	// cancels is only the few in flight.
+	// ApplyConcurrency caps how many workspaces are applied at once (default DefaultApplyConcurrency).
+	// Applies share the client's rate limit: with no cap a burst of 1,000 new workspaces interleaves
+	// 8,000 requests and none is done before all are; with one, they finish in turn, and work a full
+	// reconcile cancels is only the few in flight.
 	ApplyConcurrency int
 }
+
+// DefaultApplyConcurrency is how many workspaces an agent applies at once unless told otherwise.
+const DefaultApplyConcurrency = 16
 
 // Agent is a running agent.
 type Agent struct {
@@ -58,7 +61,7 @@ func New(opts Options) *Agent {
 		opts.WaitTimeout = 30 * time.Second
 	}
 	if opts.ApplyConcurrency <= 0 {
-		opts.ApplyConcurrency = 8
+		opts.ApplyConcurrency = DefaultApplyConcurrency
 	}
 	return &Agent{opts: opts, log: opts.Logger}
 }

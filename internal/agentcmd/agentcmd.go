@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,8 +25,8 @@ import (
 
 // Config is the agent's configuration.
 type Config struct {
-	Server, TokenFile, Kubeconfig, LeaseNamespace, Identity, LogLevel, LogFormat string
-	ApplyConcurrency                                                             string
+	Server, TokenFile, Kubeconfig, Context, LeaseNamespace, Identity, LogLevel, LogFormat string
+	ApplyConcurrency, KubeQPS, KubeBurst                                                  string
 }
 
 // Command returns `hangar agent`.
@@ -48,15 +49,23 @@ func Command() *cobra.Command {
 	cmdopt.Register(cmd, []cmdopt.Option{
 		cmdopt.String(&cfg.Server, "server", "HANGAR_SERVER", "http://127.0.0.1:7080", "URL of the Hangar server"),
 		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_AGENT_TOKEN_FILE", "", "file holding the agent's token (from `hangar agents create`)"),
-		cmdopt.String(&cfg.Kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig of the cluster; empty uses the in-cluster configuration"),
+		cmdopt.String(&cfg.Kubeconfig, "kubeconfig", "HANGAR_KUBECONFIG", "", "kubeconfig file of the cluster; empty follows the usual rules: $KUBECONFIG (several files, merged), ~/.kube/config, then the in-cluster configuration"),
+		cmdopt.String(&cfg.Context, "context", "HANGAR_KUBE_CONTEXT", "", "kubeconfig context to use (default: the kubeconfig's current context)"),
 		cmdopt.String(&cfg.LeaseNamespace, "lease-namespace", "HANGAR_LEASE_NAMESPACE", "hangar-agent", "namespace of the leader-election Lease; empty disables leader election (run one replica only)"),
 		cmdopt.String(&cfg.Identity, "identity", "HANGAR_AGENT_IDENTITY", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election"),
-		cmdopt.String(&cfg.ApplyConcurrency, "apply-concurrency", "HANGAR_APPLY_CONCURRENCY", "8", "how many workspaces the agent applies at once (they share the client's 50 requests/s)"),
+		cmdopt.String(&cfg.ApplyConcurrency, "apply-concurrency", "HANGAR_APPLY_CONCURRENCY", strconv.Itoa(agent.DefaultApplyConcurrency), "how many workspaces the agent applies at once (they share --kube-qps)"),
+		cmdopt.String(&cfg.KubeQPS, "kube-qps", "HANGAR_KUBE_QPS", strconv.Itoa(DefaultKubeQPS), "requests per second the agent may send to the Kubernetes API (leader election has its own 5/s)"),
+		cmdopt.String(&cfg.KubeBurst, "kube-burst", "HANGAR_KUBE_BURST", strconv.Itoa(DefaultKubeBurst), "requests the agent may send at once above --kube-qps"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
 	})
 	return cmd
 }
+
+// Default rate limits of the agent's Kubernetes client (--kube-qps, --kube-burst).
+// 200/s lets an agent create 1,000 workspaces (8 objects each) in under a minute; the API server's
+// priority and fairness still protects it (docs/decisions.md, "Apply only what changed").
+const DefaultKubeQPS, DefaultKubeBurst = 200, 400
 
 // Run runs the agent until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
@@ -64,24 +73,29 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	logging.RouteKlog(log)
 	token, err := cmdopt.ReadToken(cfg.TokenFile, "hangar agents create")
 	if err != nil {
 		return err
 	}
-	applyConcurrency, err := strconv.Atoi(cfg.ApplyConcurrency)
-	if err != nil || applyConcurrency < 1 || applyConcurrency > 1000 {
-		return fmt.Errorf("--apply-concurrency: want a whole number from 1 to 1000, got %q", cfg.ApplyConcurrency)
-	}
-	var rc *rest.Config
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	applyConcurrency, err := wholeNumber("--apply-concurrency", cfg.ApplyConcurrency, 1, 1000)
 	if err != nil {
-		return fmt.Errorf("kubernetes configuration: %w (pass --kubeconfig outside a cluster)", err)
+		return err
 	}
-	rc.QPS, rc.Burst = 50, 100
+	qps, err := wholeNumber("--kube-qps", cfg.KubeQPS, 1, 100000)
+	if err != nil {
+		return err
+	}
+	burst, err := wholeNumber("--kube-burst", cfg.KubeBurst, 1, 100000)
+	if err != nil {
+		return err
+	}
+	rc, source, err := RESTConfig(cfg.Kubeconfig, cfg.Context)
+	if err != nil {
+		return err
+	}
+	log.Info("kubernetes configuration", "from", source, "host", rc.Host)
+	rc.QPS, rc.Burst = float32(qps), burst
 	kube, err := agent.NewKube(rc)
 	if err != nil {
 		return err
@@ -96,4 +110,44 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	}
 	return err
+}
+
+func wholeNumber(flag, v string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("%s: want a whole number from %d to %d, got %q", flag, lo, hi, v)
+	}
+	return n, nil
+}
+
+// RESTConfig finds the cluster as kubectl does: the kubeconfig file given (--kubeconfig), else the
+// files of $KUBECONFIG (a list, merged: the first file to set a value wins), else ~/.kube/config;
+// kubeContext ("" for the current context) picks the context. With none of these, it is the
+// in-cluster configuration (the pod's service account). source says which it was.
+func RESTConfig(kubeconfig, kubeContext string) (cfg *rest.Config, source string, err error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: kubeContext}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err = cc.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, "", fmt.Errorf("no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, write ~/.kube/config, or run the agent in a cluster")
+		}
+		return nil, "", fmt.Errorf("kubernetes configuration: %w", err)
+	}
+	raw, rawErr := cc.RawConfig()
+	switch {
+	case rawErr == nil && len(raw.Contexts) == 0 && len(raw.Clusters) == 0:
+		return cfg, "in-cluster", nil
+	case kubeconfig != "":
+		source = kubeconfig
+	default:
+		source = strings.Join(rules.GetLoadingPrecedence(), string(os.PathListSeparator))
+	}
+	ctxName := kubeContext
+	if ctxName == "" && rawErr == nil {
+		ctxName = raw.CurrentContext
+	}
+	return cfg, source + " (context " + ctxName + ")", nil
 }

@@ -8,7 +8,8 @@ package e2e
 // Each benchmark reports its latencies as custom metrics (p50-ms, p95-ms, …: nearest-rank
 // percentiles over all runs of all b.N iterations) and suppresses ns/op, which would only time the
 // whole series. HANGAR_BENCH_WORKSPACES changes the 1,000 of BenchmarkAgent1000Workspaces (for a
-// quick try); HANGAR_BENCH_LEADER_ELECTION=1 runs its agent with leader election.
+// quick try); HANGAR_BENCH_LEADER_ELECTION=0 runs its agent without leader election, and
+// HANGAR_BENCH_AGENT_FLAGS adds flags to its command line (e.g. "--kube-qps 100").
 
 import (
 	"bufio"
@@ -292,8 +293,9 @@ func BenchmarkAgent1000Workspaces(b *testing.B) {
 	srv := startServer(b)
 	tok := srv.registerAgent(b, "bench-1k", "")
 	startBenchAgent := func() *proc {
-		return start(b, "agent bench-1k", []string{"HANGAR_LOG_LEVEL=debug"}, "agent", "--server", srv.URL, "--token-file", tok,
-			"--kubeconfig", cluster.Kubeconfig, "--lease-namespace", leaseNS, "--identity", "bench-1k")
+		args := []string{"agent", "--server", srv.URL, "--token-file", tok,
+			"--kubeconfig", cluster.Kubeconfig, "--lease-namespace", leaseNS, "--identity", "bench-1k"}
+		return start(b, "agent bench-1k", []string{"HANGAR_LOG_LEVEL=debug"}, append(args, strings.Fields(os.Getenv("HANGAR_BENCH_AGENT_FLAGS"))...)...)
 	}
 	agent := startBenchAgent()
 	c := srv.client(b, srv.AdminToken)
@@ -381,6 +383,9 @@ func BenchmarkAgent1000Workspaces(b *testing.B) {
 		b.ReportMetric(steadyRSS, "rss-MB")
 		b.ReportMetric(benchKB(status["VmHWM"])/1024, "hwm-MB")
 		b.ReportMetric(stopped.Seconds(), "stop-tenth-s")
+		b.ReportMetric(float64(steadyCycles.requests), "steady-kube-requests")
+		b.ReportMetric(float64(stopCycles.requests), "stop-tenth-kube-requests")
+		b.ReportMetric(float64(rampCycles.requests), "ramp-kube-requests")
 	}
 	b.ReportMetric(0, "ns/op")
 	b.Logf("%s; %s", benchProblems("agent", strings.Join(append(outputs, agent.output()), "")), benchProblems("server", srv.output()))
@@ -576,9 +581,18 @@ func benchReport(b *testing.B, prefix string, ds []time.Duration) {
 	b.Logf("%slatencies: %s", prefix, strings.Join(rounded, " "))
 }
 
-var benchReconciled = regexp.MustCompile(`msg=reconciled .*update_type=(full|partial) took=(\S+)`)
+var (
+	benchReconciled = regexp.MustCompile(`msg=reconciled .*update_type=(full|partial) took=(\S+)`)
+	// benchKubeRequests reads the agent's count of Kubernetes API requests (watches aside) so far.
+	benchKubeRequests = regexp.MustCompile(`msg=reconciled .* kube_requests=(\d+)`)
+)
 
-type benchCycleTimes struct{ full, partial []time.Duration }
+type benchCycleTimes struct {
+	full, partial []time.Duration
+	// requests is how many Kubernetes API requests (watches aside) the agent made from the first
+	// cycle to the last of the log; -1 if it does not say.
+	requests int64
+}
 
 func (c benchCycleTimes) String() string {
 	f := func(ds []time.Duration) string {
@@ -588,15 +602,24 @@ func (c benchCycleTimes) String() string {
 		return fmt.Sprintf("%d, p50 %v, p95 %v, max %v", len(ds), benchPercentile(ds, 0.5).Round(10*time.Microsecond),
 			benchPercentile(ds, 0.95).Round(10*time.Microsecond), slices.Max(ds).Round(10*time.Microsecond))
 	}
-	return "full cycles: " + f(c.full) + "; partial cycles: " + f(c.partial)
+	return fmt.Sprintf("full cycles: %s; partial cycles: %s; Kubernetes API requests between the first and the last cycle: %d",
+		f(c.full), f(c.partial), c.requests)
 }
 
 // benchCycles reads the agent's `reconciled` debug lines.
 func benchCycles(log string) benchCycleTimes {
-	var out benchCycleTimes
+	out := benchCycleTimes{requests: -1}
+	first := int64(-1)
 	sc := bufio.NewScanner(strings.NewReader(log))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
+		if m := benchKubeRequests.FindStringSubmatch(sc.Text()); m != nil {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			if first < 0 {
+				first = n
+			}
+			out.requests = n - first
+		}
 		m := benchReconciled.FindStringSubmatch(sc.Text())
 		if m == nil {
 			continue
