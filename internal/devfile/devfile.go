@@ -81,10 +81,12 @@ type container struct {
 	sourcePath   string
 	// Requests and limits the devfile sets; nil when unset (the agent's defaults apply).
 	cpuRequest, cpuLimit, memoryRequest, memoryLimit *resource.Quantity
-	extra                                            corev1.ResourceRequirements // other resources (container-overrides)
 	security                                         containerSecurity
 	postStart, preStop                               []execCommand
 	deploymentAnnotations, serviceAnnotations        map[string]string
+	// logsAsMessage: when the container fails without a termination message, the tail of its log
+	// is the message (the project clone's error reaches the user through the pod's status).
+	logsAsMessage bool
 }
 
 type endpoint struct {
@@ -445,10 +447,8 @@ func checkEnvName(v *workspace.ValidationError, field, name string, seen map[str
 
 func checkAnnotations(v *workspace.ValidationError, field string, m map[string]string) map[string]string {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if strings.HasPrefix(k, workspace.ReservedPrefix) || strings.Contains(k, "."+workspace.ReservedPrefix) {
-			v.Add(fieldPath(field, k), "uses the prefix %q, which is reserved for Hangar", workspace.ReservedPrefix)
-		} else if !workspace.IsQualifiedKey(k) {
-			v.Add(fieldPath(field, k), "is not a valid Kubernetes annotation key")
+		if problem := userKeyProblem(k, false); problem != "" {
+			v.Add(fieldPath(field, k), "%s", problem)
 		}
 	}
 	if len(m) == 0 {

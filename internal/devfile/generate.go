@@ -662,12 +662,6 @@ func (c container) resources(def workspace.Resources) (corev1.ResourceRequiremen
 		setResource(&res.Requests, r.name, req, from, resourceKey(false, r.name), r.agentReq, r.devReq, r.req != nil || (r.lim != nil && req == r.lim))
 		setResource(&res.Limits, r.name, lim, from, resourceKey(true, r.name), r.agentL, r.devLim, r.lim != nil || (r.req != nil && lim == r.req))
 	}
-	for name, q := range c.extra.Requests {
-		setResource(&res.Requests, name, &q, from, resourceKey(false, name), "container-overrides", "", false)
-	}
-	for name, q := range c.extra.Limits {
-		setResource(&res.Limits, name, &q, from, resourceKey(true, name), "container-overrides", "", false)
-	}
 	return res, from
 }
 
@@ -738,6 +732,10 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 	if len(c.postStart) > 0 || len(c.preStop) > 0 {
 		lifecycle = &corev1.Lifecycle{PostStart: hook(c.postStart), PreStop: hook(c.preStop)}
 	}
+	var messagePolicy corev1.TerminationMessagePolicy
+	if c.logsAsMessage {
+		messagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	}
 	return corev1.Container{
 		Name:            c.name,
 		Image:           c.image,
@@ -749,7 +747,9 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 		VolumeMounts:    mounts,
 		Lifecycle:       lifecycle,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		SecurityContext: sc,
+		// Empty unless logsAsMessage: the API server's default (File) then applies.
+		TerminationMessagePolicy: messagePolicy,
+		SecurityContext:          sc,
 	}
 }
 
@@ -758,12 +758,13 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 func (d *Devfile) cloneContainer(a workspace.AgentConfig) container {
 	list, _ := json.Marshal(d.projects) // plain strings and maps: cannot fail
 	return container{
-		name:         CloneContainerName,
-		image:        a.ToolsImage,
-		command:      []string{ToolsBinary, "project-clone"},
-		env:          []corev1.EnvVar{{Name: ProjectsEnv, Value: string(list)}},
-		mountSources: true,
-		sourcePath:   projectsPath,
+		name:          CloneContainerName,
+		image:         a.ToolsImage,
+		command:       []string{ToolsBinary, "project-clone"},
+		env:           []corev1.EnvVar{{Name: ProjectsEnv, Value: string(list)}},
+		mountSources:  true,
+		sourcePath:    projectsPath,
+		logsAsMessage: true, // its error is what the user needs to see when it fails
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -34,8 +35,8 @@ type podOverrides struct {
 	fields                         []string // where they came from, for messages
 }
 
-// applyOverrides reads a container component's container-overrides: resources (any resource name)
-// and securityContext.runAsUser, runAsGroup (not root) and readOnlyRootFilesystem.
+// applyOverrides reads a container component's container-overrides: resources (cpu and memory,
+// positive, replacing the devfile's values) and securityContext.runAsUser, runAsGroup (not root) and readOnlyRootFilesystem.
 func (c *container) applyOverrides(v *workspace.ValidationError, f string, attrs attributes.Attributes) {
 	if !attrs.Exists(containerOverridesAttribute) {
 		return
@@ -45,6 +46,7 @@ func (c *container) applyOverrides(v *workspace.ValidationError, f string, attrs
 	if !ok {
 		return
 	}
+	resourcesSet := false
 	eachKey(v, f, m, func(k, kf string, val any) {
 		switch k {
 		case "resources":
@@ -54,8 +56,18 @@ func (c *container) applyOverrides(v *workspace.ValidationError, f string, attrs
 					return
 				}
 				eachKey(v, wf, list, func(name, nf string, q any) {
-					if q, ok := overrideQuantity(v, nf, q); ok {
-						c.setResource(which, corev1.ResourceName(name), q)
+					switch rn := corev1.ResourceName(name); {
+					case !workspace.IsQualifiedKey(name):
+						v.Add(nf, "is not a Kubernetes resource name such as cpu or memory")
+					case rn != corev1.ResourceCPU && rn != corev1.ResourceMemory:
+						// Other resources (nvidia.com/gpu, hugepages-2Mi, ephemeral-storage) have no
+						// cap in the agent's configuration: a devfile could take a node's GPUs.
+						v.Add(nf, "is not supported: container-overrides may set cpu and memory, which the agent caps; other resources (GPUs, hugepages, ephemeral-storage) have no cap yet")
+					default:
+						if q, ok := overrideQuantity(v, nf, q); ok {
+							c.setResource(which, rn, q)
+							resourcesSet = true
+						}
 					}
 				})
 			})
@@ -80,6 +92,18 @@ func (c *container) applyOverrides(v *workspace.ValidationError, f string, attrs
 			v.Add(kf, "is not supported: container-overrides may set resources and securityContext (runAsUser, runAsGroup, readOnlyRootFilesystem); use the devfile's own fields for the rest")
 		}
 	})
+	if !resourcesSet {
+		return // parseContainer checked the devfile's own values
+	}
+	// The overrides replace the devfile's values: the pair must still be valid.
+	for _, r := range []struct {
+		name     string
+		req, lim *resource.Quantity
+	}{{"cpu", c.cpuRequest, c.cpuLimit}, {"memory", c.memoryRequest, c.memoryLimit}} {
+		if r.req != nil && r.lim != nil && r.req.Cmp(*r.lim) > 0 {
+			v.Add(f+".resources", "makes the %s request %s more than the %s limit %s", r.name, r.req.String(), r.name, r.lim.String())
+		}
+	}
 }
 
 // eachKey calls fn for each key of the mapping val, in sorted order, with the key's field path; a
@@ -94,32 +118,18 @@ func eachKey(v *workspace.ValidationError, f string, val any, fn func(key, field
 	}
 }
 
-// setResource records a container-overrides quantity: CPU and memory replace the devfile's values,
-// other resources (GPUs, ephemeral storage) are added as they are.
+// setResource records a container-overrides quantity of cpu or memory: it replaces the devfile's value.
 func (c *container) setResource(which string, name corev1.ResourceName, q resource.Quantity) {
-	var target **resource.Quantity
 	switch {
 	case name == corev1.ResourceCPU && which == "requests":
-		target = &c.cpuRequest
+		c.cpuRequest = &q
 	case name == corev1.ResourceCPU:
-		target = &c.cpuLimit
+		c.cpuLimit = &q
 	case name == corev1.ResourceMemory && which == "requests":
-		target = &c.memoryRequest
+		c.memoryRequest = &q
 	case name == corev1.ResourceMemory:
-		target = &c.memoryLimit
+		c.memoryLimit = &q
 	}
-	if target != nil {
-		*target = &q
-		return
-	}
-	list := &c.extra.Limits
-	if which == "requests" {
-		list = &c.extra.Requests
-	}
-	if *list == nil {
-		*list = corev1.ResourceList{}
-	}
-	(*list)[name] = q
 }
 
 // parsePodOverrides reads a pod-overrides attribute (of a container component or of the devfile):
@@ -214,18 +224,12 @@ func stringMap(v *workspace.ValidationError, f string, val any, into map[string]
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		s, ok := m[k].(string)
-		switch {
-		case !ok:
+		if !ok {
 			v.Add(fieldPath(f, k), "must be a string, got %s", describe(m[k]))
 			continue
-		case strings.HasPrefix(k, workspace.ReservedPrefix) || strings.Contains(k, "."+workspace.ReservedPrefix):
-			v.Add(fieldPath(f, k), "uses the prefix %q, which is reserved for Hangar", workspace.ReservedPrefix)
-			continue
-		case !workspace.IsQualifiedKey(k):
-			v.Add(fieldPath(f, k), "is not a valid Kubernetes key")
-			continue
-		case isLabel && !workspace.IsLabelValue(s):
-			v.Add(fieldPath(f, k), "%q is not a valid label value", s)
+		}
+		if problem := userKeyProblem(k, isLabel); problem != "" {
+			v.Add(fieldPath(f, k), "%s", problem)
 			continue
 		}
 		if into == nil {
@@ -234,6 +238,36 @@ func stringMap(v *workspace.ValidationError, f string, val any, into map[string]
 		into[k] = s
 	}
 	return into
+}
+
+// plainKeyRe is an annotation key Hangar accepts from a devfile: a plain name, without a prefix and
+// without dots.
+var plainKeyRe = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_]{0,61}[A-Za-z0-9])?$`)
+
+// userKeyProblem says why a label or annotation key from a devfile (pod-overrides, a container's
+// annotation.deployment and annotation.service) is refused, or returns "" when it is accepted.
+//
+// The rule fails closed. Annotations are read by the cluster's components: the kubelet (AppArmor
+// profiles), container runtimes (io.kubernetes.cri-o.Devices, run.oci.*), network plugins
+// (k8s.v1.cni.cncf.io/networks, cni.projectcalico.org/ipAddrs), service meshes
+// (sidecar.istio.io/inject), DNS controllers (external-dns.alpha.kubernetes.io/hostname). No list of
+// dangerous prefixes is ever complete, so only plain names without a prefix or a dot (`my-note`) are
+// accepted, which no such component reads. Labels are refused altogether: in a shared namespace,
+// and through namespace selectors in any namespace, a pod label (`app: payments-api`) makes the
+// workspace match other applications' Services and NetworkPolicies. An allow-list of prefixes in the
+// agent's configuration is a later step.
+func userKeyProblem(k string, isLabel bool) string {
+	switch {
+	case strings.HasPrefix(k, workspace.ReservedPrefix) || strings.Contains(k, "."+workspace.ReservedPrefix):
+		return fmt.Sprintf("uses the prefix %q, which is reserved for Hangar", workspace.ReservedPrefix)
+	case !workspace.IsQualifiedKey(k):
+		return "is not a valid Kubernetes key"
+	case isLabel:
+		return "is not supported: a label on the workspace pod could make it match other applications' Services and NetworkPolicies; Hangar sets the pod's labels itself"
+	case !plainKeyRe.MatchString(k):
+		return "is not supported: annotations from a devfile must be plain names without a prefix or dots (such as my-note); prefixed and dotted annotations configure the cluster's components (kubelet, container runtime, network plugins, service meshes, DNS controllers)"
+	}
+	return ""
 }
 
 func nonRootID(v *workspace.ValidationError, f string, val any) *int64 {
@@ -255,8 +289,9 @@ func overrideQuantity(v *workspace.ValidationError, f string, val any) (resource
 		s = fmt.Sprint(x)
 	}
 	q, err := resource.ParseQuantity(s)
-	if err != nil || q.Sign() < 0 {
-		v.Add(f, "must be a Kubernetes quantity such as 500m or 2Gi, got %s", describe(val))
+	// Zero is refused too: a limit of 0 is no limit to the kubelet, which would escape the caps.
+	if err != nil || q.Sign() <= 0 {
+		v.Add(f, "must be a positive Kubernetes quantity such as 500m or 2Gi, got %s", describe(val))
 		return q, false
 	}
 	_ = q.String()

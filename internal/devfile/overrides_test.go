@@ -1,0 +1,99 @@
+package devfile
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// refusal parses src, which must be refused, and returns the detail the user reads for field.
+func refusal(t *testing.T, src, field string) string {
+	t.Helper()
+	d, err := Parse([]byte(src))
+	var ve *workspace.ValidationError
+	if d != nil || !errors.As(err, &ve) {
+		t.Fatalf("Parse = %v, %v; want a refusal naming %s", d, err, field)
+	}
+	for _, p := range ve.Problems {
+		if p.Field == field {
+			return p.Detail
+		}
+	}
+	t.Fatalf("no problem on %s; got %v", field, ve)
+	return ""
+}
+
+func withOverrides(attrs string) string {
+	return "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    attributes: {" + attrs + "}\n    container: {image: busybox, cpuRequest: 500m, cpuLimit: '1', memoryRequest: 1Gi, memoryLimit: 2Gi}\n"
+}
+
+// A limit of 0 is no limit to the kubelet: an override of 0 would escape the agent's caps.
+func TestContainerOverridesRefuseZeroResources(t *testing.T) {
+	for _, tc := range []struct{ attrs, field string }{
+		{`container-overrides: {resources: {limits: {cpu: 0}}}`, `devfile.components[0].attributes["container-overrides"].resources.limits.cpu`},
+		{`container-overrides: {resources: {limits: {memory: "0"}}}`, `devfile.components[0].attributes["container-overrides"].resources.limits.memory`},
+		{`container-overrides: {resources: {requests: {memory: "0Gi"}}}`, `devfile.components[0].attributes["container-overrides"].resources.requests.memory`},
+	} {
+		if got := refusal(t, withOverrides(tc.attrs), tc.field); !strings.Contains(got, "must be a positive Kubernetes quantity") {
+			t.Errorf("%s: %q, want it to ask for a positive quantity", tc.attrs, got)
+		}
+	}
+}
+
+func TestContainerOverridesResources(t *testing.T) {
+	const f = `devfile.components[0].attributes["container-overrides"].resources`
+	for _, tc := range []struct{ attrs, field, want string }{
+		{`container-overrides: {resources: {requests: {"not a name": 1}}}`, f + `.requests["not a name"]`, "is not a Kubernetes resource name"},
+		{`container-overrides: {resources: {limits: {nvidia.com/gpu: 1}}}`, f + `.limits["nvidia.com/gpu"]`, "may set cpu and memory"},
+		{`container-overrides: {resources: {limits: {hugepages-2Mi: 1Gi}}}`, f + `.limits.hugepages-2Mi`, "may set cpu and memory"},
+		{`container-overrides: {resources: {requests: {ephemeral-storage: 1Ti}}}`, f + `.requests.ephemeral-storage`, "may set cpu and memory"},
+		// The devfile's pair is valid; the override makes the request larger than the limit.
+		{`container-overrides: {resources: {requests: {cpu: "3"}}}`, f, "makes the cpu request 3 more than the cpu limit 1"},
+		{`container-overrides: {resources: {limits: {memory: 512Mi}}}`, f, "makes the memory request 1Gi more than the memory limit 512Mi"},
+	} {
+		if got := refusal(t, withOverrides(tc.attrs), tc.field); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.attrs, got, tc.want)
+		}
+	}
+	// Both values of a pair raised together are fine, and win over the devfile's.
+	spec, _ := generatedPod(t, withOverrides(`container-overrides: {resources: {requests: {cpu: "3"}, limits: {cpu: "4"}}}`), func(p *Params) {
+		p.Agent.MaxResources = workspace.Resources{}
+	})
+	if r := spec.Containers[0].Resources; r.Requests.Cpu().String() != "3" || r.Limits.Cpu().String() != "4" {
+		t.Errorf("resources %v, want cpu request 3 and limit 4", r)
+	}
+}
+
+func TestOverrideLabelsAndAnnotations(t *testing.T) {
+	pod := func(meta string) string {
+		return "schemaVersion: 2.2.0\nattributes: {pod-overrides: {metadata: " + meta + "}}\ncomponents:" + okContainer
+	}
+	const f = `devfile.attributes["pod-overrides"].metadata`
+	for _, tc := range []struct{ src, field, want string }{
+		{pod(`{annotations: {container.apparmor.security.beta.kubernetes.io/main: unconfined}}`), f + `.annotations["container.apparmor.security.beta.kubernetes.io/main"]`, "configure the cluster's components"},
+		{pod(`{annotations: {k8s.v1.cni.cncf.io/networks: host-net}}`), f + `.annotations["k8s.v1.cni.cncf.io/networks"]`, "must be plain names"},
+		{pod(`{annotations: {cni.projectcalico.org/ipAddrs: '["10.0.0.5"]'}}`), f + `.annotations["cni.projectcalico.org/ipAddrs"]`, "must be plain names"},
+		{pod(`{annotations: {sidecar.istio.io/inject: "false"}}`), f + `.annotations["sidecar.istio.io/inject"]`, "must be plain names"},
+		{pod(`{annotations: {example.com/anything: x}}`), f + `.annotations["example.com/anything"]`, "must be plain names"},
+		// A container runtime's annotation without a slash: CRI-O gives the container the device.
+		{pod(`{annotations: {io.kubernetes.cri-o.Devices: /dev/fuse}}`), f + `.annotations["io.kubernetes.cri-o.Devices"]`, "must be plain names"},
+		{pod(`{annotations: {hangar.dev/main: x}}`), f + `.annotations["hangar.dev/main"]`, "reserved for Hangar"},
+		{pod(`{labels: {app: payments-api}}`), f + `.labels.app`, "could make it match other applications' Services and NetworkPolicies"},
+		{pod(`{labels: {app.kubernetes.io/name: payments-api}}`), f + `.labels["app.kubernetes.io/name"]`, "could make it match"},
+		{"schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, annotation: {service: {external-dns.alpha.kubernetes.io/hostname: pay.example.com}}}\n",
+			`devfile.components[0].container.annotation.service["external-dns.alpha.kubernetes.io/hostname"]`, "must be plain names"},
+		{"schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, annotation: {deployment: {container.apparmor.security.beta.kubernetes.io/main: unconfined}}}\n",
+			`devfile.components[0].container.annotation.deployment["container.apparmor.security.beta.kubernetes.io/main"]`, "must be plain names"},
+	} {
+		if got := refusal(t, tc.src, tc.field); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.field, got, tc.want)
+		}
+	}
+	// Plain names reach the pod.
+	_, g := generatedPod(t, pod(`{annotations: {my-note: "hello", build_id: "42"}}`), nil)
+	if a := g.deployment.Spec.Template.Annotations; a["my-note"] != "hello" || a["build_id"] != "42" {
+		t.Errorf("pod annotations %v, want my-note and build_id", a)
+	}
+}
