@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"fmt"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -13,14 +16,19 @@ var waitingFailures = map[string]bool{
 	"CrashLoopBackOff":           true,
 	"ImagePullBackOff":           true,
 	"ErrImagePull":               true,
+	"ErrImageNeverPull":          true,
 	"InvalidImageName":           true,
 	"CreateContainerConfigError": true,
 	"CreateContainerError":       true,
 	"RunContainerError":          true,
 }
 
-// PodFailure returns why a workspace's pod cannot run, or nil: an unschedulable pod, or a container
-// (init containers first) waiting for one of waitingFailures.
+// PodFailure returns why a workspace's pod cannot run, or nil: an unschedulable pod, a container
+// (init containers first) waiting for one of waitingFailures, or a container that terminated with
+// an error. In a workspace pod (restart policy Always) no container is meant to end, and an init
+// container that ends with an error blocks the pod; a real kubelet shows such a container as
+// terminated for the whole first back-off (about 10 s after its second failure) before it shows
+// CrashLoopBackOff.
 func PodFailure(pods []*corev1.Pod) *protocol.PodFailure {
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
@@ -31,19 +39,44 @@ func PodFailure(pods []*corev1.Pod) *protocol.PodFailure {
 				return &protocol.PodFailure{Reason: c.Reason, Message: c.Message}
 			}
 		}
-		for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for i, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+			kind := map[int]string{0: "init container ", 1: "container "}[i]
 			for _, cs := range statuses {
 				if w := cs.State.Waiting; w != nil && waitingFailures[w.Reason] {
-					msg := w.Message
-					if msg == "" {
-						msg = "container " + cs.Name
-					} else {
-						msg = "container " + cs.Name + ": " + msg
+					msg := "container " + cs.Name
+					if w.Message != "" {
+						msg += ": " + w.Message
+					}
+					if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+						msg += "; " + exited(t)
 					}
 					return &protocol.PodFailure{Reason: w.Reason, Message: msg}
+				}
+				if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+					reason := t.Reason
+					if reason == "" {
+						reason = "Error"
+					}
+					if i == 0 {
+						reason = "Init:" + reason
+					}
+					return &protocol.PodFailure{Reason: reason, Message: kind + cs.Name + " " + exited(t)}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// exited describes a container's termination: its exit code (or signal) and its termination
+// message, if any.
+func exited(t *corev1.ContainerStateTerminated) string {
+	s := fmt.Sprintf("exited with code %d", t.ExitCode)
+	if t.Signal != 0 {
+		s = fmt.Sprintf("killed by signal %d", t.Signal)
+	}
+	if m := strings.TrimSpace(t.Message); m != "" {
+		s += ": " + m
+	}
+	return s
 }

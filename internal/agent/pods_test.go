@@ -15,6 +15,17 @@ func TestPodFailure(t *testing.T) {
 	}
 	unschedulable := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient memory."}}}}
+	terminated := func(init bool, code int32, reason, msg string) *corev1.Pod {
+		st := []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}}}
+		if init {
+			return &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: st}}
+		}
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: st}}
+	}
+	backOffAfterExit := waiting("CrashLoopBackOff", "back-off 10s")
+	backOffAfterExit.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 3, Message: "no config\n"}
+	cloneDoneMainCrashed := terminated(true, 0, "Completed", "")
+	cloneDoneMainCrashed.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
 	deleting := waiting("CrashLoopBackOff", "x")
 	now := metav1.NewTime(time.Now())
 	deleting.DeletionTimestamp = &now
@@ -30,6 +41,13 @@ func TestPodFailure(t *testing.T) {
 		{"image pull", []*corev1.Pod{waiting("ImagePullBackOff", "")}, "ImagePullBackOff", "container main"},
 		{"err image pull", []*corev1.Pod{waiting("ErrImagePull", "not found")}, "ErrImagePull", "container main: not found"},
 		{"unschedulable", []*corev1.Pod{unschedulable}, "Unschedulable", "0/1 nodes are available: 1 Insufficient memory."},
+		{"image never pulled", []*corev1.Pod{waiting("ErrImageNeverPull", "image not present")}, "ErrImageNeverPull", "container main: image not present"},
+		{"crash loop with the last exit", []*corev1.Pod{backOffAfterExit}, "CrashLoopBackOff", "container main: back-off 10s; exited with code 3: no config"},
+		{"container exited with an error", []*corev1.Pod{terminated(false, 3, "Error", "")}, "Error", "container c exited with code 3"},
+		{"init container failed", []*corev1.Pod{terminated(true, 1, "Error", "clone app: repository not found")}, "Init:Error", "init container c exited with code 1: clone app: repository not found"},
+		{"init container done, container killed", []*corev1.Pod{cloneDoneMainCrashed}, "OOMKilled", "container main exited with code 137"},
+		{"init container done", []*corev1.Pod{terminated(true, 0, "Completed", "")}, "", ""},
+		{"container exited cleanly", []*corev1.Pod{terminated(false, 0, "Completed", "")}, "", ""},
 		{"a pod being deleted does not count", []*corev1.Pod{deleting}, "", ""},
 	}
 	for _, tc := range tests {
