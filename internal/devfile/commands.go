@@ -2,6 +2,7 @@ package devfile
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -27,6 +28,14 @@ func parseCommands(v *workspace.ValidationError, cmds []v1alpha2.Command, comps 
 	for i, c := range cmds {
 		f := fmt.Sprintf("devfile.commands[%d]", i)
 		info := &commandInfo{index: i, cmd: c}
+		// A preStart exec command's id names its init container: the devfile spec's rule for ids is
+		// Kubernetes' rule for container names.
+		switch {
+		case !workspace.IsDNSLabel(c.Id, 63):
+			v.Add(f+".id", "must be a DNS label (lowercase letters, digits and '-', at most 63 characters), got %q", c.Id)
+		case hasReservedPrefix(c.Id):
+			v.Add(f+".id", "%q starts with %q, which is reserved for Hangar", c.Id, reservedName)
+		}
 		if _, dup := infos[c.Id]; dup {
 			v.Add(f+".id", "%q is used by another command; command ids must be unique", c.Id)
 		} else {
@@ -60,8 +69,9 @@ func parseCommands(v *workspace.ValidationError, cmds []v1alpha2.Command, comps 
 			}
 		}
 	}
-	for _, info := range infos {
-		if info.kind != "composite" {
+	for i, c := range cmds { // in devfile order, so that problems come in the same order every time
+		info := infos[c.Id]
+		if info == nil || info.index != i || info.kind != "composite" {
 			continue
 		}
 		for j, id := range info.cmd.Composite.Commands {
@@ -159,19 +169,7 @@ func (d *Devfile) parseEvents(v *workspace.ValidationError, ev *v1alpha2.Events,
 			}
 		}
 	}
-	// Names of init containers share one name space with the containers.
-	seen := map[string]bool{}
-	for name, c := range comps {
-		if c.container != nil && !applied[name] {
-			seen[name] = true
-		}
-	}
-	for _, init := range d.inits {
-		if seen[init.name] {
-			v.Add("devfile.events.preStart", "init container %q has the name of another container or init container; rename the command or component", init.name)
-		}
-		seen[init.name] = true
-	}
+	d.checkInitNames(v, comps, applied)
 
 	for _, hook := range []struct {
 		event string
@@ -209,6 +207,29 @@ func (d *Devfile) parseEvents(v *workspace.ValidationError, ev *v1alpha2.Events,
 	}
 }
 
+// shellNameRe is a name /bin/sh can export.
+var shellNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkInitNames checks that init containers' names are unique among the pod's containers and init
+// containers, the project clone's included (the names share one name space).
+func (d *Devfile) checkInitNames(v *workspace.ValidationError, comps map[string]*componentInfo, applied map[string]bool) {
+	seen := map[string]bool{}
+	for name, c := range comps {
+		if c.container != nil && !applied[name] {
+			seen[name] = true
+		}
+	}
+	if len(d.projects) > 0 {
+		seen[CloneContainerName] = true // the first init container
+	}
+	for _, init := range d.inits {
+		if seen[init.name] {
+			v.Add("devfile.events.preStart", "init container %q has the name of another container or init container; rename the command or component", init.name)
+		}
+		seen[init.name] = true
+	}
+}
+
 func execOf(v *workspace.ValidationError, c *commandInfo) execCommand {
 	e := execCommand{id: c.cmd.Id, commandLine: c.cmd.Exec.CommandLine, workingDir: c.cmd.Exec.WorkingDir}
 	if strings.TrimSpace(e.commandLine) == "" {
@@ -216,7 +237,13 @@ func execOf(v *workspace.ValidationError, c *commandInfo) execCommand {
 	}
 	seen := map[string]bool{}
 	for i, env := range c.cmd.Exec.Env {
-		checkEnvName(v, fmt.Sprintf("%s.exec.env[%d].name", c.field(), i), env.Name, seen, "in this command")
+		ef := fmt.Sprintf("%s.exec.env[%d].name", c.field(), i)
+		if !shellNameRe.MatchString(env.Name) {
+			// shellScript exports it: /bin/sh refuses other names and the hook or init container fails.
+			v.Add(ef, "must be letters, digits and '_' and not start with a digit, got %q; /bin/sh exports the command's environment and takes no other names", env.Name)
+			continue
+		}
+		checkEnvName(v, ef, env.Name, seen, "in this command")
 		e.env = append(e.env, corev1.EnvVar{Name: env.Name, Value: env.Value})
 	}
 	return e
