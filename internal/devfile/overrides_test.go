@@ -97,3 +97,18 @@ func TestOverrideLabelsAndAnnotations(t *testing.T) {
 		t.Errorf("pod annotations %v, want my-note and build_id", a)
 	}
 }
+
+func TestNestedProjectPathsRefused(t *testing.T) {
+	git := "\n    git: {remotes: {origin: https://example.com/r.git}}"
+	for _, tc := range []struct{ projects, field string }{
+		{"  - name: lib\n    clonePath: app/lib" + git + "\n  - name: app" + git, "devfile.projects[1].clonePath"},
+		{"  - name: app" + git + "\n  - name: lib\n    clonePath: app/deps/lib" + git, "devfile.projects[1].clonePath"},
+	} {
+		got := refusal(t, "schemaVersion: 2.2.0\nprojects:\n"+tc.projects+"\ncomponents:"+okContainer, tc.field)
+		if !strings.Contains(got, `is inside "app" or contains it`) && !strings.Contains(got, `"app" is inside`) {
+			t.Errorf("%q, want it to say the paths are nested", got)
+		}
+	}
+	// Siblings with a common prefix are fine.
+	mustParse(t, []byte("schemaVersion: 2.2.0\nprojects:\n  - name: app"+git+"\n  - name: app2"+git+"\ncomponents:"+okContainer))
+}

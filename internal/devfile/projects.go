@@ -41,6 +41,13 @@ func (d *Devfile) parseProjects(v *workspace.ValidationError, projects, dependen
 			if prev, dup := paths[pr.Path]; dup {
 				v.Add(f+".clonePath", "%s is cloned into %q already; each project needs its own directory", prev, pr.Path)
 			}
+			// A project inside another's directory would make the clone of the first create the
+			// directory of the second, which would then be taken for a finished clone (or the reverse).
+			for _, other := range slices.Sorted(maps.Keys(paths)) {
+				if strings.HasPrefix(pr.Path, other+"/") || strings.HasPrefix(other, pr.Path+"/") {
+					v.Add(f+".clonePath", "%q is inside %q or contains it (%s); projects are cloned into separate directories", pr.Path, other, paths[other])
+				}
+			}
 			paths[pr.Path] = f
 			switch {
 			case p.Zip != nil:

@@ -3,7 +3,8 @@
 // agent's tools image with the workspace data volume mounted; the projects come as JSON in
 // HANGAR_PROJECTS (devfile.ProjectsEnv), written by the server's generator.
 //
-// A project whose directory exists is left as it is, so that work survives restarts. A clone goes to
+// A project whose directory holds a git repository (.git) is left as it is, so that work survives
+// restarts; a directory in the way that is neither empty nor a repository is an error. A clone goes to
 // a temporary directory first and is renamed into place only when complete, so that a failed clone
 // is retried at the next start instead of being taken for a finished one.
 package projectclone
@@ -74,17 +75,47 @@ func Clone(ctx context.Context, root string, projects []Project, opts Options, l
 		if err != nil {
 			return fmt.Errorf("project %q: %w", p.Name, err)
 		}
-		if _, err := os.Lstat(dir); err == nil {
+		done, err := cloned(dir)
+		if err != nil {
+			return fmt.Errorf("project %q: %w", p.Name, err)
+		}
+		if done {
 			fmt.Fprintf(log, "project %s: %s exists, left as it is\n", p.Name, dir)
 			continue
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("project %q: %w", p.Name, err)
 		}
 		if err := cloneOne(ctx, dir, p, opts, log); err != nil {
 			return fmt.Errorf("project %q: %w", p.Name, err)
 		}
 	}
 	return nil
+}
+
+// cloned reports whether dir holds a finished clone: a directory with .git. A missing or empty
+// directory is not one (the clone goes there); anything else is in the way, and an error says so
+// rather than leaving the project uncloned without a word.
+func cloned(dir string) (bool, error) {
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case !fi.IsDir():
+		return false, fmt.Errorf("%s exists and is not a directory; remove it to have the project cloned", dir)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+		return true, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	if len(entries) > 0 {
+		return false, fmt.Errorf("%s exists and is not a git repository (no .git, %d entries); move its files away to have the project cloned", dir, len(entries))
+	}
+	return false, nil
 }
 
 // within joins rel to root and refuses a path that leaves root.
@@ -139,6 +170,9 @@ func cloneOne(ctx context.Context, dir string, p Project, opts Options, log io.W
 			return fmt.Errorf("check out %q from %s: %w", p.Revision, url, err)
 		}
 		fmt.Fprintf(log, "project %s: checked out %s\n", p.Name, p.Revision)
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err // an empty directory left by an earlier start (cloned checked it is empty)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return err

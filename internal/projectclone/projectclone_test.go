@@ -246,3 +246,50 @@ components:
 		t.Errorf("deps/lib/README = %q, want the default branch's", got)
 	}
 }
+
+// A project counts as cloned only when its directory holds a repository: an empty directory is
+// cloned into, and anything else in the way is an error naming it, never a silent skip.
+func TestCloneOnlySkipsRepositories(t *testing.T) {
+	served := t.TempDir()
+	makeRepo(t, served, "app")
+	s, _ := gitServer(t, served, false)
+	url := s.URL + "/app.git"
+
+	t.Run("empty directory", func(t *testing.T) {
+		root := t.TempDir()
+		if err := os.Mkdir(filepath.Join(root, "app"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := Clone(context.Background(), root, []Project{{Name: "app", Path: "app", Remotes: map[string]string{"origin": url}}}, Options{}, &bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := readme(t, filepath.Join(root, "app")); got != "main\n" {
+			t.Errorf("README = %q, want the clone's", got)
+		}
+	})
+	t.Run("nested projects", func(t *testing.T) {
+		// Cloning lib into app/lib creates app/, which is no clone of app.
+		root := t.TempDir()
+		var log bytes.Buffer
+		err := Clone(context.Background(), root, []Project{
+			{Name: "lib", Path: "app/lib", Remotes: map[string]string{"origin": url}},
+			{Name: "app", Path: "app", Remotes: map[string]string{"origin": url}},
+		}, Options{}, &log)
+		if err == nil || !strings.Contains(err.Error(), `project "app"`) || !strings.Contains(err.Error(), "is not a git repository") {
+			t.Errorf("err = %v, want one saying app's directory is not a repository\n%s", err, log.String())
+		}
+		if strings.Contains(log.String(), "project app: ") && strings.Contains(log.String(), "left as it is") {
+			t.Errorf("app was skipped as done: %s", log.String())
+		}
+	})
+	t.Run("a file in the way", func(t *testing.T) {
+		root := t.TempDir()
+		if err := os.WriteFile(filepath.Join(root, "app"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := Clone(context.Background(), root, []Project{{Name: "app", Path: "app", Remotes: map[string]string{"origin": url}}}, Options{}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "is not a directory") {
+			t.Errorf("err = %v, want one saying app is not a directory", err)
+		}
+	})
+}
