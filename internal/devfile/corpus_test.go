@@ -300,6 +300,7 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 	}
 
 	mainPublic, anyPublic := "", "" // the main container's first public port, and the first of any
+	mainSourceVolume := ""          // the volume at the main container's PROJECTS_ROOT
 	for _, comp := range asList(raw["components"]) {
 		cm := comp.(map[string]any)
 		dc, ok := cm["container"].(map[string]any)
@@ -353,6 +354,9 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 			}
 		}
 		if mountSources {
+			if name == mainName {
+				mainSourceVolume = mounts[sourcePath]
+			}
 			if !ownSource && mounts[sourcePath] != projectsVolume {
 				t.Errorf("%s: the data volume is not at %s (%v)", name, sourcePath, mounts)
 			}
@@ -451,6 +455,10 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 
 	if len(projects) > 0 {
 		clone := containers[CloneContainerName]
+		// The projects go where the main container's PROJECTS_ROOT is.
+		if mainSourceVolume != "" && !slices.ContainsFunc(clone.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == mainSourceVolume && m.MountPath == "/projects" }) {
+			t.Errorf("clone container mounts %v, want %s at /projects, as the main container has at its PROJECTS_ROOT", clone.VolumeMounts, mainSourceVolume)
+		}
 		var list []map[string]any
 		for _, e := range clone.Env {
 			if e.Name == ProjectsEnv {

@@ -755,9 +755,23 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 
 // cloneContainer is the init container that clones the devfile's projects: `hangar project-clone`
 // from the agent's tools image, with the workspace data volume at /projects.
+//
+// When the main container has a devfile volume at its PROJECTS_ROOT instead of the data volume, the
+// clone goes into that volume, so that the main container sees the projects where PROJECT_SOURCE
+// points.
 func (d *Devfile) cloneContainer(a workspace.AgentConfig) container {
 	list, _ := json.Marshal(d.projects) // plain strings and maps: cannot fail
+	var mounts []corev1.VolumeMount
+	if m := d.containers[d.main]; m.mountSources && m.ownSources {
+		for _, vm := range m.mounts {
+			if vm.MountPath == m.sourcePath {
+				mounts = []corev1.VolumeMount{{Name: vm.Name, MountPath: projectsPath}}
+			}
+		}
+	}
 	return container{
+		mounts:        mounts,
+		ownSources:    len(mounts) > 0,
 		name:          CloneContainerName,
 		image:         a.ToolsImage,
 		command:       []string{ToolsBinary, "project-clone"},

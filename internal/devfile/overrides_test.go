@@ -112,3 +112,33 @@ func TestNestedProjectPathsRefused(t *testing.T) {
 	// Siblings with a common prefix are fine.
 	mustParse(t, []byte("schemaVersion: 2.2.0\nprojects:\n  - name: app"+git+"\n  - name: app2"+git+"\ncomponents:"+okContainer))
 }
+
+// A devfile volume at the main container's PROJECTS_ROOT receives the clone, not the data volume
+// the main container does not see.
+func TestCloneGoesToTheMainContainersSources(t *testing.T) {
+	spec, _ := generatedPod(t, `schemaVersion: 2.2.0
+projects:
+  - name: app
+    git: {remotes: {origin: https://example.com/app.git}}
+components:
+  - name: main
+    container: {image: busybox, volumeMounts: [{name: src, path: /projects}]}
+  - name: src
+    volume: {size: 5Gi}
+`, nil)
+	if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != CloneContainerName {
+		t.Fatalf("init containers %+v, want the clone", spec.InitContainers)
+	}
+	clone := spec.InitContainers[0]
+	if len(clone.VolumeMounts) != 1 || clone.VolumeMounts[0].Name != "src" || clone.VolumeMounts[0].MountPath != "/projects" {
+		t.Errorf("clone mounts %+v, want volume src at /projects", clone.VolumeMounts)
+	}
+	main := spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range main.Env {
+		env[e.Name] = e.Value
+	}
+	if env["PROJECT_SOURCE"] != "/projects/app" || len(main.VolumeMounts) != 1 || main.VolumeMounts[0].Name != "src" {
+		t.Errorf("main: env %v, mounts %+v; want PROJECT_SOURCE /projects/app on volume src", env, main.VolumeMounts)
+	}
+}
