@@ -263,8 +263,8 @@ func (c *container) asInit(name string) container {
 
 // shellScript is what `/bin/sh -c` runs for exec commands: each one in its working directory (where
 // set) with its environment; several run in order, each in a subshell, stopping at the first that
-// fails. Working directories and values are double-quoted, so that $PROJECT_SOURCE and the like
-// expand as the devfile means.
+// fails. Working directories and values are double-quoted (shellDoubleQuote), so that
+// $PROJECT_SOURCE and the like expand as the devfile means.
 func shellScript(cmds []execCommand) string {
 	parts := make([]string, 0, len(cmds))
 	for _, c := range cmds {
@@ -285,7 +285,11 @@ func shellScript(cmds []execCommand) string {
 	return strings.Join(parts, " && ")
 }
 
-// shellDoubleQuote quotes s for sh so that variables still expand and nothing else does.
+// shellDoubleQuote quotes s for sh inside double quotes: spaces, double quotes, backslashes and
+// backquotes are kept as they are, while $VAR, ${VAR} and also $(...) expand, as they would in the
+// commandLine. `$(` is not escaped on purpose: that would take escaping every `$`, and
+// `${PROJECT_SOURCE}/app` is what working directories and values mean. It is no security boundary:
+// the devfile's author writes the commandLine that runs next to it.
 func shellDoubleQuote(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "`", "\\`")
 	return `"` + r.Replace(s) + `"`

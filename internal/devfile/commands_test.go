@@ -44,7 +44,7 @@ commands:
     exec:
       component: main
       workingDir: ${PROJECT_SOURCE}/sub dir
-      env: [{name: GREETING, value: 'say "hi" \ `+"`no`"+` $HOME_X'}, {name: _under, value: x}]
+      env: [{name: GREETING, value: 'say "hi" \ `+"`no`"+` $HOME_X $(echo ran)'}, {name: _under, value: x}]
       commandLine: printf '%s|%s\n' "$GREETING" "$_under" > out.txt
   - id: second
     exec: {component: main, commandLine: "echo second >> \"$PROJECT_SOURCE/sub dir/out.txt\"\n"}
@@ -84,8 +84,8 @@ components:
 	}
 	dir := runScript("postStart", lc.PostStart.Exec.Command)
 	b, _ := os.ReadFile(filepath.Join(dir, "sub dir", "out.txt"))
-	// Backslashes, quotes and backquotes are literal; $VAR expands as in the commandLine.
-	if want := "say \"hi\" \\ `no` home|x\nsecond\n"; string(b) != want {
+	// Backslashes, quotes and backquotes are literal; $VAR and $(...) expand as in the commandLine.
+	if want := "say \"hi\" \\ `no` home ran|x\nsecond\n"; string(b) != want {
 		t.Errorf("out.txt = %q, want %q", b, want)
 	}
 	var seed *corev1.Container

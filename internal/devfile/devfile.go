@@ -207,6 +207,12 @@ func substituteVariables(v *workspace.ValidationError, spec *v1alpha2.Devfile) (
 		return "uses undefined variables: " + strings.Join(names, ", ") + " (define them under devfile.variables)"
 	}
 	for i, c := range spec.Components {
+		// Only container and volume components are used as they are; image, kubernetes and
+		// openshift ones are ignored or refused on their own (checkOtherComponents), and the
+		// tools that build or deploy them read their variables.
+		if kinds := componentKinds(c.ComponentUnion); len(kinds) == 1 && kinds[0] != "container" && kinds[0] != "volume" {
+			continue
+		}
 		if keys, bad := w.Components[c.Name]; bad {
 			v.Add(fmt.Sprintf("devfile.components[%d]", i), "%s", undefined(keys))
 		}

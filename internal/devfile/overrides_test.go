@@ -142,3 +142,25 @@ components:
 		t.Errorf("main: env %v, mounts %+v; want PROJECT_SOURCE /projects/app on volume src", env, main.VolumeMounts)
 	}
 }
+
+// An undefined variable is refused only where Hangar uses the value.
+func TestUndefinedVariableInIgnoredComponent(t *testing.T) {
+	d := mustParse(t, []byte(`schemaVersion: 2.2.0
+components:
+  - name: main
+    container: {image: busybox}
+  - name: build
+    image:
+      imageName: "{{REGISTRY}}/app"
+      autoBuild: false
+      dockerfile: {uri: Dockerfile}
+`))
+	if w := d.Warnings(); len(w) != 1 || !strings.Contains(w[0], `components[1] (image "build") is ignored`) {
+		t.Errorf("warnings %q, want the image component ignored", w)
+	}
+	// A container's is still refused.
+	got := refusal(t, "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: '{{REGISTRY}}/app'}\n", "devfile.components[0]")
+	if !strings.Contains(got, "uses undefined variables: REGISTRY") {
+		t.Errorf("%q, want the undefined variable named", got)
+	}
+}
