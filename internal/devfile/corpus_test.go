@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -510,25 +512,45 @@ func checkVolume(t *testing.T, g generated, spec corev1.PodSpec, name string, v 
 }
 
 // policyAdmits reports whether the NetworkPolicy lets the proxy namespace, and other namespaces,
-// reach port.
+// reach port, with Kubernetes' semantics: no policy, or one without the Ingress type, admits all; a
+// rule with no ports admits every port and a rule with no from admits every source; a peer with an
+// IP block or an empty namespace selector admits any namespace, and one with only a pod selector
+// admits the workspace's own namespace (other workspaces in a shared one).
 func policyAdmits(np *networkingv1.NetworkPolicy, port int32) (proxy, others bool) {
-	if np == nil {
-		return false, false
+	if np == nil || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) && len(np.Spec.Ingress) == 0 {
+		return true, true
 	}
 	for _, rule := range np.Spec.Ingress {
-		if !slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port != nil && p.Port.IntVal == port }) {
+		if len(rule.Ports) > 0 && !slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPort) bool {
+			switch {
+			case p.Port == nil:
+				return true // every port
+			case p.Port.Type != intstr.Int:
+				return true // a named port: may be this one
+			case p.EndPort != nil:
+				return p.Port.IntVal <= port && port <= *p.EndPort
+			}
+			return p.Port.IntVal == port
+		}) {
 			continue
+		}
+		if len(rule.From) == 0 {
+			return true, true // every source
 		}
 		for _, from := range rule.From {
 			ns := from.NamespaceSelector
 			switch {
+			case from.IPBlock != nil:
+				proxy, others = true, true
 			case ns == nil:
-			case ns.MatchLabels[namespaceNameLabel] == "hangar-proxy":
+				others = true // pods of the policy's own namespace
+			case len(ns.MatchExpressions) == 0 && len(ns.MatchLabels) == 1 && ns.MatchLabels[namespaceNameLabel] == "hangar-proxy":
 				proxy = true
-			case len(ns.MatchExpressions) == 1 && ns.MatchExpressions[0].Operator == "NotIn" && slices.Contains(ns.MatchExpressions[0].Values, "hangar-proxy"):
+			case len(ns.MatchLabels) == 0 && len(ns.MatchExpressions) == 1 && ns.MatchExpressions[0].Key == namespaceNameLabel &&
+				ns.MatchExpressions[0].Operator == metav1.LabelSelectorOpNotIn && slices.Equal(ns.MatchExpressions[0].Values, []string{"hangar-proxy"}):
 				others = true
 			default:
-				proxy, others = true, true
+				proxy, others = true, true // anything else may select both
 			}
 		}
 	}

@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -162,5 +166,32 @@ components:
 	got := refusal(t, "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: '{{REGISTRY}}/app'}\n", "devfile.components[0]")
 	if !strings.Contains(got, "uses undefined variables: REGISTRY") {
 		t.Errorf("%q, want the undefined variable named", got)
+	}
+}
+
+// The corpus checker's reading of NetworkPolicies follows Kubernetes: an empty from or ports admits
+// everything, so an allow-all rule would fail the "none endpoints unreachable" check.
+func TestPolicyAdmitsSemantics(t *testing.T) {
+	port := intstr.FromInt32(80)
+	proxyPeer := networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: "hangar-proxy"}}}
+	policy := func(rules ...networkingv1.NetworkPolicyIngressRule) *networkingv1.NetworkPolicy {
+		return &networkingv1.NetworkPolicy{Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, Ingress: rules}}
+	}
+	for _, tc := range []struct {
+		name          string
+		np            *networkingv1.NetworkPolicy
+		proxy, others bool
+	}{
+		{"no rules", policy(), false, false},
+		{"allow all", policy(networkingv1.NetworkPolicyIngressRule{}), true, true},
+		{"empty from on the port", policy(networkingv1.NetworkPolicyIngressRule{Ports: []networkingv1.NetworkPolicyPort{{Port: &port}}}), true, true},
+		{"proxy on every port", policy(networkingv1.NetworkPolicyIngressRule{From: []networkingv1.NetworkPolicyPeer{proxyPeer}}), true, false},
+		{"proxy on another port", policy(networkingv1.NetworkPolicyIngressRule{From: []networkingv1.NetworkPolicyPeer{proxyPeer}, Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(81))}}}), false, false},
+		{"pods of the namespace", policy(networkingv1.NetworkPolicyIngressRule{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}), false, true},
+		{"no policy", nil, true, true},
+	} {
+		if p, o := policyAdmits(tc.np, 80); p != tc.proxy || o != tc.others {
+			t.Errorf("%s: proxy %v, others %v; want %v, %v", tc.name, p, o, tc.proxy, tc.others)
+		}
 	}
 }
