@@ -125,6 +125,7 @@ func (d *Devfile) parseEvents(v *workspace.ValidationError, ev *v1alpha2.Events,
 				continue
 			}
 			out[j] = expand(v, f, id, cmds, nil)
+			d.warnParallel(event, cmds[id], cmds, map[string]bool{})
 			for _, c := range out[j] {
 				if keys, bad := undefinedVars[c.cmd.Id]; bad {
 					v.Add(c.field(), "uses undefined variables: %s (define them under devfile.variables); the %s event runs it", strings.Join(keys, ", "), event)
@@ -209,6 +210,21 @@ func (d *Devfile) parseEvents(v *workspace.ValidationError, ev *v1alpha2.Events,
 
 // shellNameRe is a name /bin/sh can export.
 var shellNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// warnParallel warns about composites with parallel: true that an event runs: Hangar runs their
+// commands one after another (init containers run in order; hooks run one script).
+func (d *Devfile) warnParallel(event string, c *commandInfo, cmds map[string]*commandInfo, seen map[string]bool) {
+	if c == nil || c.kind != "composite" || seen[c.cmd.Id] {
+		return
+	}
+	seen[c.cmd.Id] = true
+	if p := c.cmd.Composite.Parallel; p != nil && *p {
+		d.warnings = append(d.warnings, fmt.Sprintf("commands[%d] (%q) has parallel: true, which is ignored: the %s event runs its commands one after another", c.index, c.cmd.Id, event))
+	}
+	for _, m := range c.cmd.Composite.Commands {
+		d.warnParallel(event, cmds[m], cmds, seen)
+	}
+}
 
 // checkInitNames checks that init containers' names are unique among the pod's containers and init
 // containers, the project clone's included (the names share one name space).

@@ -65,6 +65,9 @@ type Devfile struct {
 	main       int       // index into containers
 	pod        podOverrides
 	warnings   []string
+	// ephemeralData: the workspace data volume is an emptyDir, not a claim
+	// (controller.devfile.io/storage-type: ephemeral).
+	ephemeralData bool
 }
 
 type container struct {
@@ -185,6 +188,7 @@ func Parse(data []byte) (*Devfile, error) {
 	d.parseEvents(v, spec.Events, cmds, comps, undefinedInCommands)
 	d.checkOtherComponents(v, spec.Components, cmds, comps)
 	d.pod = parsePodOverrides(v, "devfile.attributes", spec.Attributes, d.pod)
+	d.parseDevWorkspaceAttributes(v, spec.Attributes)
 	d.finishContainers(v, comps)
 
 	if err := v.Err(); err != nil {
@@ -285,6 +289,7 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 		switch info.kind {
 		case "container":
 			ctr := parseContainer(v, f+".container", c.Name, c.Container, ports, endpointNames)
+			d.warnEndpointFields(i, c.Container.Endpoints)
 			ctr.applyOverrides(v, f, c.Attributes)
 			d.pod = parsePodOverrides(v, f+".attributes", c.Attributes, d.pod)
 			info.container = &ctr
@@ -309,6 +314,55 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 		}
 	}
 	return infos
+}
+
+// DevWorkspace operator attributes of the devfile that Hangar reads.
+const (
+	storageTypeAttribute = "controller.devfile.io/storage-type"
+	sccAttribute         = "controller.devfile.io/scc"
+)
+
+// parseDevWorkspaceAttributes honours storage-type ephemeral (the data volume is an emptyDir) and
+// says what it does not honour.
+func (d *Devfile) parseDevWorkspaceAttributes(v *workspace.ValidationError, attrs attributes.Attributes) {
+	if attrs.Exists(storageTypeAttribute) {
+		f := fmt.Sprintf("devfile.attributes[%q]", storageTypeAttribute)
+		var err error
+		switch st := attrs.GetString(storageTypeAttribute, &err); {
+		case err != nil:
+			v.Add(f, "must be a string: ephemeral, per-workspace, per-user, common or async")
+		case st == "ephemeral":
+			d.ephemeralData = true
+		case st == "per-workspace":
+			// What Hangar does anyway: one claim per workspace.
+		case st == "per-user" || st == "common" || st == "async":
+			d.warnings = append(d.warnings, fmt.Sprintf("attributes[%q] is %q, which is ignored: each workspace gets its own data volume claim (per-workspace)", storageTypeAttribute, st))
+		default:
+			v.Add(f, "must be ephemeral, per-workspace, per-user, common or async, got %q", st)
+		}
+	}
+	if attrs.Exists(sccAttribute) {
+		d.warnings = append(d.warnings, fmt.Sprintf("attributes[%q] is ignored: workspace pods run unprivileged under the restricted Pod Security Standard, with no OpenShift SecurityContextConstraints", sccAttribute))
+	}
+}
+
+// warnEndpointFields says which endpoint fields Hangar ignores: annotation, secure and attributes.
+func (d *Devfile) warnEndpointFields(comp int, eps []v1alpha2.Endpoint) {
+	for j, ep := range eps {
+		var ignored []string
+		if len(ep.Annotations) > 0 {
+			ignored = append(ignored, "annotation (for an Ingress or Route: Hangar creates none per endpoint)")
+		}
+		if ep.Secure != nil {
+			ignored = append(ignored, "secure (the proxy's access rules are the same for every public endpoint of a workspace)")
+		}
+		if len(ep.Attributes) > 0 {
+			ignored = append(ignored, "attributes "+strings.Join(slices.Sorted(maps.Keys(ep.Attributes)), ", ")+" (Eclipse Che's)")
+		}
+		if len(ignored) > 0 {
+			d.warnings = append(d.warnings, fmt.Sprintf("components[%d].container.endpoints[%d] (%q): ignored: %s", comp, j, ep.Name, strings.Join(ignored, "; ")))
+		}
+	}
 }
 
 // componentKinds names the union members a component sets, in the devfile's own words.

@@ -271,10 +271,18 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	})
 
 	volumes := make([]corev1.Volume, 0, 1+len(d.volumes))
-	volumes = append(volumes, corev1.Volume{Name: projectsVolume, VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name + "-data"},
-	}})
-	add("v1", "PersistentVolumeClaim", ns, name+"-data", pvc(meta(name+"-data"), resource.MustParse(projectsSize)))
+	if d.ephemeralData {
+		// controller.devfile.io/storage-type: ephemeral: nothing of the workspace outlives its pod.
+		size := resource.MustParse(projectsSize)
+		volumes = append(volumes, corev1.Volume{Name: projectsVolume, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size},
+		}})
+	} else {
+		volumes = append(volumes, corev1.Volume{Name: projectsVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name + "-data"},
+		}})
+		add("v1", "PersistentVolumeClaim", ns, name+"-data", pvc(meta(name+"-data"), resource.MustParse(projectsSize)))
+	}
 	for _, vol := range d.volumes {
 		if vol.ephemeral {
 			size := vol.size

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -193,5 +194,57 @@ func TestPolicyAdmitsSemantics(t *testing.T) {
 		if p, o := policyAdmits(tc.np, 80); p != tc.proxy || o != tc.others {
 			t.Errorf("%s: proxy %v, others %v; want %v, %v", tc.name, p, o, tc.proxy, tc.others)
 		}
+	}
+}
+
+// What a devfile asks for is honoured or named in a warning, never dropped without a word.
+func TestHonouredOrWarned(t *testing.T) {
+	t.Run("storage-type ephemeral", func(t *testing.T) {
+		spec, g := generatedPod(t, "schemaVersion: 2.2.0\nattributes: {controller.devfile.io/storage-type: ephemeral}\ncomponents:"+okContainer, nil)
+		var data *corev1.Volume
+		for i := range spec.Volumes {
+			if spec.Volumes[i].Name == projectsVolume {
+				data = &spec.Volumes[i]
+			}
+		}
+		if data == nil || data.EmptyDir == nil || data.PersistentVolumeClaim != nil {
+			t.Errorf("data volume %+v, want an emptyDir", data)
+		}
+		if len(g.claims) != 0 {
+			t.Errorf("claims %v, want none", g.claims)
+		}
+		// Without the attribute, a claim.
+		_, g = generatedPod(t, "schemaVersion: 2.2.0\ncomponents:"+okContainer, nil)
+		if len(g.claims) != 1 {
+			t.Errorf("claims %v, want the data claim", g.claims)
+		}
+	})
+	warnings := func(src string) string {
+		t.Helper()
+		return strings.Join(mustParse(t, []byte(src)).Warnings(), "\n")
+	}
+	for _, tc := range []struct{ name, src, want string }{
+		{"storage-type per-user", "schemaVersion: 2.2.0\nattributes: {controller.devfile.io/storage-type: per-user}\ncomponents:" + okContainer,
+			`attributes["controller.devfile.io/storage-type"] is "per-user", which is ignored`},
+		{"scc", "schemaVersion: 2.2.0\nattributes: {controller.devfile.io/scc: container-build}\ncomponents:" + okContainer,
+			`attributes["controller.devfile.io/scc"] is ignored`},
+		{"endpoint fields", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: web, targetPort: 80}, {name: api, targetPort: 81, secure: true, annotation: {a: b}, attributes: {urlRewriteSupported: true}}]}\n",
+			`components[0].container.endpoints[1] ("api"): ignored: annotation (for an Ingress or Route: Hangar creates none per endpoint); secure (`},
+		{"endpoint attributes", "schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox, endpoints: [{name: api, targetPort: 81, attributes: {urlRewriteSupported: true, discoverable: false}}]}\n",
+			`attributes discoverable, urlRewriteSupported (Eclipse Che's)`},
+		{"parallel composite in an event", "schemaVersion: 2.2.0\ncommands:\n  - id: a\n    exec: {component: main, commandLine: 'true'}\n  - id: b\n    exec: {component: main, commandLine: 'true'}\n  - id: both\n    composite: {commands: [a, b], parallel: true}\nevents: {postStart: [both]}\ncomponents:" + okContainer,
+			`commands[2] ("both") has parallel: true, which is ignored: the postStart event runs its commands one after another`},
+	} {
+		if got := warnings(tc.src); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: warnings %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// A parallel composite no event runs is for the tools in the workspace: nothing to say.
+	if got := warnings("schemaVersion: 2.2.0\ncommands:\n  - id: a\n    exec: {component: main, commandLine: 'true'}\n  - id: both\n    composite: {commands: [a], parallel: true}\ncomponents:" + okContainer); got != "" {
+		t.Errorf("warnings %q, want none", got)
+	}
+	got := refusal(t, "schemaVersion: 2.2.0\nattributes: {controller.devfile.io/storage-type: tmpfs}\ncomponents:"+okContainer, `devfile.attributes["controller.devfile.io/storage-type"]`)
+	if !strings.Contains(got, `must be ephemeral, per-workspace, per-user, common or async, got "tmpfs"`) {
+		t.Errorf("%q", got)
 	}
 }
