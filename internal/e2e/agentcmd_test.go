@@ -38,15 +38,7 @@ func TestAgentLogsOnlyJSON(t *testing.T) {
 			`"message":"the agent's account may not list this"}`))
 	}))
 	t.Cleanup(refusing.Close)
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["refusing"] = &clientcmdapi.Cluster{Server: refusing.URL, InsecureSkipTLSVerify: true}
-	cfg.AuthInfos["refusing"] = &clientcmdapi.AuthInfo{Token: "nothing"}
-	cfg.Contexts["refusing"] = &clientcmdapi.Context{Cluster: "refusing", AuthInfo: "refusing"}
-	cfg.CurrentContext = "refusing"
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := writeKubeconfig(t, "refusing", refusing.URL)
 	// No leader election: the agent goes straight to its informers, whose lists fail.
 	agent := start(t, "agent jsonlogs", nil, "agent", "--server", srv.URL, "--token-file", tokenFile,
 		"--kubeconfig", kubeconfig, "--lease-namespace", "", "--log-format", "json", "--log-level", "debug")
@@ -97,15 +89,7 @@ func TestAgentFindsClusterLikeKubectl(t *testing.T) {
 	if err := clientcmd.WriteToFile(*real, filepath.Join(home, ".kube", "config")); err != nil {
 		t.Fatal(err)
 	}
-	broken := clientcmdapi.NewConfig()
-	broken.Clusters["broken"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
-	broken.AuthInfos["broken"] = &clientcmdapi.AuthInfo{Token: "nothing"}
-	broken.Contexts["broken"] = &clientcmdapi.Context{Cluster: "broken", AuthInfo: "broken"}
-	broken.CurrentContext = "broken"
-	first := filepath.Join(t.TempDir(), "first")
-	if err := clientcmd.WriteToFile(*broken, first); err != nil {
-		t.Fatal(err)
-	}
+	first := writeKubeconfig(t, "broken", "https://127.0.0.1:1") // nothing listens there
 
 	for _, tc := range []struct {
 		agent string
@@ -131,6 +115,22 @@ func TestAgentFindsClusterLikeKubectl(t *testing.T) {
 			t.Fatalf("agent %s: configuration line %q does not name %s and context %s", tc.agent, line, tc.from, real.CurrentContext)
 		}
 	}
+}
+
+// writeKubeconfig writes a kubeconfig whose one context, name (its current one), is server with a
+// token that means nothing.
+func writeKubeconfig(t *testing.T, name, server string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: server, InsecureSkipTLSVerify: true}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: "nothing"}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	cfg.CurrentContext = name
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 var appliedLine = regexp.MustCompile(`msg="applied workspace" .*workspace=(\S+) .*objects=(\d+) applied=(\d+)`)

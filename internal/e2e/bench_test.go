@@ -731,3 +731,75 @@ func benchProblems(name, out string) string {
 	}
 	return msg
 }
+
+// BenchmarkStop100AtOnce: 100 Running workspaces of one agent (default settings) are stopped at
+// once (PATCHes 8 at a time). It reports when all 100 Deployments have spec.replicas 0 in the
+// cluster (applied-s: the agent's part; the cluster read every 50 ms), when the API shows all 100
+// Stopped (stopped-s: the pods are gone too; read every 250 ms), and the Kubernetes API requests
+// the agent made meanwhile (kube-requests, from its log; -1 for an agent that does not log them).
+func BenchmarkStop100AtOnce(b *testing.B) {
+	const n = 100
+	ctx := context.Background()
+	cluster := kubetest.Start(b)
+	benchAddNode(b, cluster, "kwok-bench-stop100", n+10) // the first node has CPU for 64 workspaces
+	srv := startServer(b)
+	tok := srv.registerAgent(b, "bench-stop100", "")
+	agent := start(b, "agent bench-stop100", []string{"HANGAR_LOG_LEVEL=debug"}, "agent", "--server", srv.URL, "--token-file", tok,
+		"--kubeconfig", cluster.Kubeconfig, "--lease-namespace", "hangar-agent-bench-stop100", "--identity", "bench-stop100")
+	c := srv.client(b, srv.AdminToken)
+	for iter := 0; iter < b.N; iter++ {
+		prefix := fmt.Sprintf("s%d-", iter)
+		names := make([]string, n)
+		namespaces := map[string]string{}
+		for i := range names {
+			names[i] = fmt.Sprintf("%s%03d", prefix, i)
+		}
+		var mu sync.Mutex
+		benchParallel(b, names, 8, func(name string) error {
+			w, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: name, Agent: "bench-stop100"})
+			mu.Lock()
+			namespaces[name] = w.Namespace
+			mu.Unlock()
+			return err
+		})
+		benchWaitAll(b, c, prefix, n, 250*time.Millisecond, 3*time.Minute, "Running", state("Running", "Running"))
+		time.Sleep(5 * time.Second) // let the ramp's last events settle
+
+		logStart := len(agent.output())
+		begin := time.Now()
+		benchParallel(b, names, 8, func(name string) error {
+			_, err := c.UpdateWorkspace(ctx, name, sdk.UpdateWorkspaceRequest{DesiredState: "Stopped"})
+			return err
+		})
+		var applied time.Duration
+		for applied == 0 {
+			if time.Since(begin) > 5*time.Minute {
+				b.Fatal("the Deployments did not all get spec.replicas 0 within 5 minutes")
+			}
+			list, err := cluster.Client.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			zero := 0
+			for _, d := range list.Items {
+				if strings.HasPrefix(d.Name, prefix) && namespaces[d.Name] == d.Namespace && d.Spec.Replicas != nil && *d.Spec.Replicas == 0 {
+					zero++
+				}
+			}
+			if zero == n {
+				applied = time.Since(begin)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		stopped := benchWaitAll(b, c, prefix, n, 250*time.Millisecond, 5*time.Minute, "Stopped", state("Stopped", "Stopped"))[2].Sub(begin)
+		cycles := benchCycles(agent.output()[logStart:])
+		b.Logf("stop %d at once: all Deployments at 0 replicas after %v, all Stopped after %v; %s", n,
+			applied.Round(time.Millisecond), stopped.Round(time.Millisecond), cycles)
+		b.ReportMetric(applied.Seconds(), "applied-s")
+		b.ReportMetric(stopped.Seconds(), "stopped-s")
+		b.ReportMetric(float64(cycles.requests), "kube-requests")
+	}
+	b.ReportMetric(0, "ns/op")
+	b.Log(benchProblems("agent", agent.output()))
+}
