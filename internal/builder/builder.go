@@ -134,8 +134,9 @@ func visible(u store.User, w store.Workspace) bool { return u.Admin || w.OwnerID
 // from no state: seed, "API Operations", POST /workspaces).
 func (s *Service) CreateWorkspace(ctx context.Context, u store.User, name string, t store.Template) (store.Workspace, build.Build, error) {
 	now := s.now()
+	id := uuid.NewString()
 	w := store.Workspace{
-		ID: uuid.NewString(), Name: name, OwnerID: u.ID, OwnerName: u.Username,
+		ID: id, Name: name, KubeName: workspace.KubeName(name, id), OwnerID: u.ID, OwnerName: u.Username,
 		DesiredState: workspace.Running, ActualState: workspace.Starting, DesiredStateUpdatedAt: now, ActualStateUpdatedAt: &now,
 		CreatedAt: now, Backend: store.KindTerraform, TemplateID: t.ID, TemplateName: t.Name,
 	}
@@ -167,9 +168,9 @@ type Request struct {
 	Reason  build.Reason
 }
 
-// NewBuild starts a build of the workspace named. It refuses while a build is active, after a
+// NewBuild starts a build of the workspace ref names. It refuses while a build is active, after a
 // successful delete, and for workspaces the user may not see (ErrHidden).
-func (s *Service) NewBuild(ctx context.Context, u store.User, name string, req Request) (store.Workspace, build.Build, error) {
+func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.WorkspaceRef, req Request) (store.Workspace, build.Build, error) {
 	if req.Orphan && req.Transition != build.Delete {
 		return store.Workspace{}, build.Build{}, fmt.Errorf("%w: orphan applies to delete only", ErrBadRequest)
 	}
@@ -177,8 +178,9 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, name string, req R
 		req.Reason = build.ReasonInitiator
 	}
 	var tmplActive string
-	w, b, err := s.st.NewBuild(ctx, name, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
 		w := rec.Workspace
+		name := w.Name
 		if !visible(u, w) {
 			return w, nil, ErrHidden
 		}
@@ -309,13 +311,13 @@ func (s *Service) SetDesired(ctx context.Context, u store.User, w store.Workspac
 			return w, nil // already there or on its way
 		}
 	}
-	nw, _, err := s.NewBuild(ctx, u, w.Name, req)
+	nw, _, err := s.NewBuild(ctx, u, store.WorkspaceRef{ID: w.ID}, req)
 	return nw, err
 }
 
 // Cancel cancels the workspace's build number (0: the latest).
-func (s *Service) Cancel(ctx context.Context, u store.User, name string, number int) (build.Build, error) {
-	w, err := s.st.WorkspaceByName(ctx, name)
+func (s *Service) Cancel(ctx context.Context, u store.User, ref store.WorkspaceRef, number int) (build.Build, error) {
+	w, err := s.st.Workspace(ctx, ref)
 	if err == nil && !visible(u, w) {
 		err = ErrHidden
 	}
@@ -338,7 +340,7 @@ func (s *Service) Cancel(ctx context.Context, u store.User, name string, number 
 	if err != nil {
 		return b, err
 	}
-	s.log.Info("build canceled", "workspace", name, "build", rec.Build.Number, "by", u.Username, "status", rec.Build.Job.Status())
+	s.log.Info("build canceled", "workspace", w.Name, "owner", w.OwnerName, "build", rec.Build.Number, "by", u.Username, "status", rec.Build.Job.Status())
 	if rec.Build.Job.Status() == build.Canceled {
 		s.ended(*rec.Build)
 	}
@@ -352,8 +354,8 @@ func (s *Service) Cancel(ctx context.Context, u store.User, name string, number 
 
 // PushState replaces the state of the workspace's latest build without a build (state push
 // --no-build: seed, PUT /workspacebuilds/{id}/state).
-func (s *Service) PushState(ctx context.Context, u store.User, name string, state []byte) error {
-	w, err := s.st.WorkspaceByName(ctx, name)
+func (s *Service) PushState(ctx context.Context, u store.User, ref store.WorkspaceRef, state []byte) error {
+	w, err := s.st.Workspace(ctx, ref)
 	if err == nil && !visible(u, w) {
 		err = ErrHidden
 	}
@@ -361,12 +363,12 @@ func (s *Service) PushState(ctx context.Context, u store.User, name string, stat
 		return err
 	}
 	if w.Backend != store.KindTerraform {
-		return fmt.Errorf("workspace %q: %w", name, ErrNotTerraform)
+		return fmt.Errorf("workspace %q: %w", w.Name, ErrNotTerraform)
 	}
 	if err := s.st.PutBuildState(ctx, w.ID, state); err != nil {
 		return err
 	}
-	s.log.Info("state pushed without a build", "workspace", name, "by", u.Username, "bytes", len(state))
+	s.log.Info("state pushed without a build", "workspace", w.Name, "owner", w.OwnerName, "by", u.Username, "bytes", len(state))
 	return nil
 }
 
@@ -578,25 +580,25 @@ func (s *Service) continueRestart(ctx context.Context, rec store.BuildRecord) {
 	if rec.Workspace.DesiredState != workspace.RestartRequested || rec.Build.Transition != build.Stop || rec.Build.Job.Status() != build.Succeeded {
 		return
 	}
-	s.queueRestartStart(ctx, rec.Workspace.Name, *rec.Build)
+	s.queueRestartStart(ctx, rec.Workspace, *rec.Build)
 }
 
-func (s *Service) queueRestartStart(ctx context.Context, name string, stop build.Build) {
+func (s *Service) queueRestartStart(ctx context.Context, w store.Workspace, stop build.Build) {
 	initiator := store.User{ID: stop.InitiatorID, Username: stop.InitiatorName, Admin: true}
-	if _, _, err := s.NewBuild(ctx, initiator, name, Request{Transition: build.Start, Reason: build.ReasonRestart}); err != nil {
-		s.log.Warn("restart: the stop succeeded but the start could not be queued; the reaper tries again", "workspace", name, "err", err)
+	if _, _, err := s.NewBuild(ctx, initiator, store.WorkspaceRef{ID: w.ID}, Request{Transition: build.Start, Reason: build.ReasonRestart}); err != nil {
+		s.log.Warn("restart: the stop succeeded but the start could not be queued; the reaper tries again", "workspace", w.Name, "owner", w.OwnerName, "err", err)
 	}
 }
 
 // resumeRestarts queues the start of restarts whose stop succeeded but whose start was never
 // queued (the server stopped in between, or queueing failed).
 func (s *Service) resumeRestarts(ctx context.Context) error {
-	names, err := s.st.StalledRestarts(ctx)
+	ids, err := s.st.StalledRestarts(ctx)
 	if err != nil {
 		return err
 	}
-	for _, name := range names {
-		w, err := s.st.WorkspaceByName(ctx, name)
+	for _, id := range ids {
+		w, err := s.st.WorkspaceByID(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -604,8 +606,8 @@ func (s *Service) resumeRestarts(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.log.Info("restart: queueing the start its stop left pending", "workspace", name, "stop_build", stop.Number)
-		s.queueRestartStart(ctx, name, stop)
+		s.log.Info("restart: queueing the start its stop left pending", "workspace", w.Name, "owner", w.OwnerName, "stop_build", stop.Number)
+		s.queueRestartStart(ctx, w, stop)
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(admin.ok("users", "create", "bob", "-o", "json")), &bob); err != nil || bob.Token == "" || bob.Username != "bob" {
 		t.Fatalf("users create -o json: %+v, %v", bob, err)
 	}
-	if got := admin.fail("users", "create", "Bad_Name"); !strings.HasPrefix(got, "error: invalid request\n  username: must be 1 to 63 lower-case letters") {
+	if got := admin.fail("users", "create", "Bad_Name"); !strings.HasPrefix(got, "error: invalid request\n  username: must be 1 to 32 lower-case letters") {
 		t.Errorf("invalid user name:\n%s", got)
 	}
 
@@ -70,12 +70,13 @@ func TestEndToEnd(t *testing.T) {
 	if len(resp.WorkspaceRailsInfos) != 1 || !strings.Contains(resp.WorkspaceRailsInfos[0].ConfigToApply, "kind: Deployment") {
 		t.Fatalf("the agent was not sent the workspace's config: %+v", resp)
 	}
-	ns := resp.WorkspaceRailsInfos[0].Namespace
+	// The agent names the workspace by its cluster name and namespace.
+	kn, ns := resp.WorkspaceRailsInfos[0].Name, resp.WorkspaceRailsInfos[0].Namespace
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, sim.deployment("web", ns, "Starting"))
+	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Starting"))
 	create.expect(t, "desired=Running  actual=Starting")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, sim.deployment("web", ns, "Running"))
+	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Running"))
 	create.expect(t, "desired=Running  actual=Running")
 	create.expectEnd(t, "Workspace web is Running at https://", "")
 
@@ -136,10 +137,10 @@ func TestEndToEnd(t *testing.T) {
 	stop := alice.start("stop", "web", "--wait")
 	stop.expect(t, "desired=Stopped  actual=Running")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, sim.deployment("web", ns, "Stopping"))
+	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Stopping"))
 	stop.expect(t, "desired=Stopped  actual=Stopping")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, sim.deployment("web", ns, "Stopped"))
+	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Stopped"))
 	stop.expect(t, "desired=Stopped  actual=Stopped")
 	stop.expectEnd(t, "Workspace web is Stopped.", "")
 
@@ -152,21 +153,21 @@ func TestEndToEnd(t *testing.T) {
 	env.Clock.Advance(time.Second)
 	alice.ok("start", "web")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, sim.deployment("web", ns, "Running"))
+	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Running"))
 	env.Clock.Advance(time.Second)
 	restart := alice.start("restart", "web", "--wait")
 	restart.expect(t, "desired=RestartRequested  actual=Running")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, sim.deployment("web", ns, "Stopping"))
+	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Stopping"))
 	restart.expect(t, "desired=RestartRequested  actual=Stopping")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, sim.deployment("web", ns, "Stopped"))
+	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Stopped"))
 	restart.expect(t, "desired=Running  actual=Stopped")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, sim.deployment("web", ns, "Starting"))
+	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Starting"))
 	restart.expect(t, "desired=Running  actual=Starting")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, sim.deployment("web", ns, "Running"))
+	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Running"))
 	restart.expect(t, "desired=Running  actual=Running")
 	restart.expectEnd(t, "Workspace web is Running at https://", "")
 
@@ -174,14 +175,14 @@ func TestEndToEnd(t *testing.T) {
 	env.Clock.Advance(time.Second)
 	alice.ok("stop", "web")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, sim.deployment("web", ns, "Stopped"))
+	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Stopped"))
 	env.Clock.Advance(time.Second)
 	start := alice.start("start", "web", "--wait")
 	start.expect(t, "desired=Running  actual=Stopped")
 	env.Clock.Advance(time.Second)
 	sim.report(protocol.UpdatePartial) // the agent is told of the change
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, protocol.WorkspaceAgentInfo{Name: "web", Namespace: ns,
+	sim.report(protocol.UpdatePartial, protocol.WorkspaceAgentInfo{Name: kn, Namespace: ns,
 		ErrorDetails: &protocol.ErrorDetails{ErrorType: protocol.ErrorTypeApplier, ErrorMessage: "admission webhook denied the request"}})
 	start.expect(t, "desired=Running  actual=Error  error=applier: admission webhook denied the request")
 	start.expectEnd(t, "", "error: workspace web is Error: applier: admission webhook denied the request\n")
@@ -191,10 +192,10 @@ func TestEndToEnd(t *testing.T) {
 	del := alice.start("delete", "web", "--wait")
 	del.expect(t, "desired=Terminated  actual=Error  error=applier: admission webhook denied the request")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, protocol.WorkspaceAgentInfo{Name: "web", Namespace: ns, TerminationProgress: protocol.TerminationTerminating})
+	sim.report(protocol.UpdatePartial, protocol.WorkspaceAgentInfo{Name: kn, Namespace: ns, TerminationProgress: protocol.TerminationTerminating})
 	del.expect(t, "desired=Terminated  actual=Terminating")
 	env.Clock.Advance(time.Second)
-	sim.report(protocol.UpdatePartial, protocol.WorkspaceAgentInfo{Name: "web", Namespace: ns, TerminationProgress: protocol.TerminationTerminated})
+	sim.report(protocol.UpdatePartial, protocol.WorkspaceAgentInfo{Name: kn, Namespace: ns, TerminationProgress: protocol.TerminationTerminated})
 	del.expect(t, "desired=Terminated  actual=Terminated")
 	del.expectEnd(t, "Workspace web is Terminated.", "")
 	if got := alice.fail("start", "web"); got != "error: illegal state change: workspace \"web\" from desired Terminated to Running: the workspace is terminated; termination is permanent\n" {

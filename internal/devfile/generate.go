@@ -2,6 +2,7 @@ package devfile
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -26,15 +27,19 @@ import (
 
 // Labels and annotations Hangar sets on every object of a workspace.
 const (
-	LabelManagedBy     = "app.kubernetes.io/managed-by"
-	ManagedByValue     = "hangar"
-	LabelAgentID       = workspace.ReservedPrefix + "agent-id"
-	LabelWorkspaceID   = workspace.ReservedPrefix + "workspace-id"
+	LabelManagedBy   = "app.kubernetes.io/managed-by"
+	ManagedByValue   = "hangar"
+	LabelAgentID     = workspace.ReservedPrefix + "agent-id"
+	LabelWorkspaceID = workspace.ReservedPrefix + "workspace-id"
+	// LabelWorkspaceName holds the workspace's cluster name (Params.KubeName), which the agent
+	// reports it by: unique in the cluster, unlike the name its owner gave it.
 	LabelWorkspaceName = workspace.ReservedPrefix + "workspace-name"
 	// LabelInventory marks the ConfigMap that lists a workspace's objects (data key InventoryKey).
 	LabelInventory = workspace.ReservedPrefix + "inventory"
 	InventoryKey   = "objects"
-	// AnnotationHostTemplate is what the proxy routes by: `{{.port}}-<name>.<dns_zone>`.
+	// AnnotationHostTemplate is what the proxy routes by: `{{.port}}-<name>--<owner>.<dns_zone>`
+	// (workspace.HostTemplate). A workspace whose name or owner cannot make a host (from before
+	// the naming rules: "--" in either, or too long together) has none, and no route.
 	AnnotationHostTemplate = workspace.ReservedPrefix + "host-template"
 	// AnnotationResourceHash on the pod template changes when the effective resources do.
 	AnnotationResourceHash = workspace.ReservedPrefix + "resource-hash"
@@ -46,12 +51,15 @@ const (
 // Params are the facts about one workspace that Generate needs beyond its devfile.
 type Params struct {
 	WorkspaceID   string // uuid
-	WorkspaceName string // DNS-1123 label, <= 40 chars
-	Owner         string // username
-	AgentID       string
-	Namespace     string                // computed by the server: per-workspace namespace or the agent's shared one
-	DesiredState  workspace.State       // Running => replicas 1; Stopped, RestartRequested, Terminated => replicas 0
-	Agent         workspace.AgentConfig // already WithDefaults()+Validate()d
+	WorkspaceName string // DNS-1123 label, <= 40 chars: the name its owner gave it
+	// KubeName names the workspace's objects (workspace.KubeName; "" means WorkspaceName, as for
+	// workspaces from before cluster names).
+	KubeName     string
+	Owner        string // username
+	AgentID      string
+	Namespace    string                // computed by the server: per-workspace namespace or the agent's shared one
+	DesiredState workspace.State       // Running => replicas 1; Stopped, RestartRequested, Terminated => replicas 0
+	Agent        workspace.AgentConfig // already WithDefaults()+Validate()d
 }
 
 const (
@@ -141,6 +149,8 @@ func checkParams(p Params) error {
 	switch {
 	case !workspace.IsDNSLabel(p.WorkspaceName, 40):
 		return fmt.Errorf("workspace name %q is not a DNS label of at most 40 characters", p.WorkspaceName)
+	case p.KubeName != "" && !workspace.IsDNSLabel(p.KubeName, workspace.MaxKubeNameLength):
+		return fmt.Errorf("cluster name %q is not a DNS label of at most %d characters", p.KubeName, workspace.MaxKubeNameLength)
 	case !workspace.IsDNSLabel(p.Namespace, 63):
 		return fmt.Errorf("namespace %q is not a DNS label", p.Namespace)
 	case !isLabelValue(p.WorkspaceID) || p.WorkspaceID == "":
@@ -180,8 +190,11 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		return nil, fmt.Errorf("generate workspace %s: %q is not a desired state", p.WorkspaceName, p.DesiredState)
 	}
 
-	name, ns, a := p.WorkspaceName, p.Namespace, p.Agent
-	hostTemplate := "{{.port}}-" + name + "." + a.DNSZone
+	name, ns, a := cmp.Or(p.KubeName, p.WorkspaceName), p.Namespace, p.Agent
+	hostTemplate := ""
+	if p.Owner != "" && workspace.CheckNameForOwner(p.WorkspaceName, p.Owner) == "" {
+		hostTemplate = workspace.HostTemplate(p.WorkspaceName, p.Owner, a.DNSZone)
+	}
 
 	labels := make(map[string]string, len(a.Labels)+4)
 	for k, v := range a.Labels {
@@ -195,7 +208,9 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	for k, v := range a.Annotations {
 		annotations[k] = v
 	}
-	annotations[AnnotationHostTemplate] = hostTemplate
+	if hostTemplate != "" {
+		annotations[AnnotationHostTemplate] = hostTemplate
+	}
 	meta := func(n string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: n, Namespace: ns, Labels: labels, Annotations: annotations}
 	}
@@ -258,16 +273,19 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	add("v1", "ConfigMap", ns, name+"-inventory", inventory)
 
 	envSecret := name + "-env"
+	env := map[string]string{
+		"HANGAR_WORKSPACE_NAME":  p.WorkspaceName,
+		"HANGAR_WORKSPACE_ID":    p.WorkspaceID,
+		"HANGAR_WORKSPACE_OWNER": p.Owner,
+	}
+	if hostTemplate != "" {
+		env["HANGAR_WORKSPACE_DOMAIN_TEMPLATE"] = hostTemplate
+	}
 	add("v1", "Secret", ns, envSecret, &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: meta(envSecret),
 		Type:       corev1.SecretTypeOpaque,
-		StringData: map[string]string{
-			"HANGAR_WORKSPACE_NAME":            name,
-			"HANGAR_WORKSPACE_ID":              p.WorkspaceID,
-			"HANGAR_WORKSPACE_OWNER":           p.Owner,
-			"HANGAR_WORKSPACE_DOMAIN_TEMPLATE": hostTemplate,
-		},
+		StringData: env,
 	})
 
 	volumes := make([]corev1.Volume, 0, 1+len(d.volumes))

@@ -3,6 +3,7 @@ package devfile
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -78,6 +79,8 @@ func generateCases(t testing.TB) []generateCase {
 	rich.WorkspaceID = "0b9d7c52-3f61-4e0a-9c1b-7a8e6d5f4c3b"
 	rich.Owner = "bob"
 	rich.Namespace = "workspaces"
+	// In a shared namespace the objects carry the cluster name, unique to this workspace.
+	rich.KubeName = workspace.KubeName(rich.WorkspaceName, rich.WorkspaceID)
 	rich.Agent = agent(t, workspace.AgentConfig{
 		DNSZone:         "ws.example.org",
 		NamespaceMode:   workspace.NamespaceShared,
@@ -235,7 +238,7 @@ func TestGenerateParsesBack(t *testing.T) {
 					t.Errorf("%s %s has status", kind, name)
 				}
 				labels, _ := meta["labels"].(map[string]any)
-				want := map[string]string{LabelManagedBy: "hangar", LabelAgentID: p.AgentID, LabelWorkspaceID: p.WorkspaceID, LabelWorkspaceName: p.WorkspaceName}
+				want := map[string]string{LabelManagedBy: "hangar", LabelAgentID: p.AgentID, LabelWorkspaceID: p.WorkspaceID, LabelWorkspaceName: cmp.Or(p.KubeName, p.WorkspaceName)}
 				for k, v := range p.Agent.Labels {
 					want[k] = v
 				}
@@ -245,7 +248,7 @@ func TestGenerateParsesBack(t *testing.T) {
 					}
 				}
 				ann, _ := meta["annotations"].(map[string]any)
-				if ann[AnnotationHostTemplate] != "{{.port}}-"+p.WorkspaceName+"."+p.Agent.DNSZone {
+				if ann[AnnotationHostTemplate] != "{{.port}}-"+p.WorkspaceName+"--"+p.Owner+"."+p.Agent.DNSZone {
 					t.Errorf("%s %s host template = %v", kind, name, ann[AnnotationHostTemplate])
 				}
 				switch kind {

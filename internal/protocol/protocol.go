@@ -9,6 +9,9 @@ package protocol
 //	1: reconcile request/response of the seed; trimmed deployment info.
 //	2: workspace_agent_infos[].pod_failure; GET /api/v1/agent/info and /api/v1/agent/wait. All
 //	   additive: a version-1 agent works with a version-2 server.
+//	   (Unchanged on the wire, in the same version: `name` is the workspace's cluster name, which
+//	   is its name for workspaces created before names became per owner. The agent only ever echoes
+//	   the value the server generated into its objects' hangar.dev/workspace-name label.)
 const Version = 2
 
 // ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
@@ -44,7 +47,9 @@ type ReconcileRequest struct {
 	WorkspaceAgentInfos []WorkspaceAgentInfo `json:"workspace_agent_infos"`
 }
 
-// WorkspaceAgentInfo is what an agent knows about one workspace.
+// WorkspaceAgentInfo is what an agent knows about one workspace. Name is the workspace's cluster
+// name (the hangar.dev/workspace-name label of its objects, and their name): unique in the cluster,
+// unlike the name its owner gave it, which another owner may give too.
 type WorkspaceAgentInfo struct {
 	Name                    string          `json:"name"`
 	Namespace               string          `json:"namespace"`
@@ -116,7 +121,8 @@ type ReconcileResponse struct {
 
 // WorkspaceRailsInfo is what the server tells the agent about one workspace. ConfigToApply is a
 // multi-document YAML stream; empty means apply nothing. DeploymentResourceVersion echoes the last
-// resourceVersion the server persisted (empty if the agent never reported a Deployment).
+// resourceVersion the server persisted (empty if the agent never reported a Deployment). Name is
+// the workspace's cluster name, as in WorkspaceAgentInfo.
 type WorkspaceRailsInfo struct {
 	Name                      string            `json:"name"`
 	Namespace                 string            `json:"namespace"`

@@ -17,7 +17,12 @@ var t0 = time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)
 func genRow(t *rapid.T, i int) store.Workspace {
 	desired := rapid.SampledFrom(workspace.DesiredStates).Draw(t, "desired")
 	actual := rapid.SampledFrom(workspace.ActualStates).Draw(t, "actual")
-	w := store.Workspace{ID: fmt.Sprint(i), Name: fmt.Sprintf("w%d", i), Namespace: fmt.Sprintf("hangar-w%d", i),
+	// Names repeat (two owners' dev, or a dev created again): the agent names workspaces by their
+	// cluster names, which never do, and the rows must never mix.
+	name := rapid.SampledFrom([]string{"dev", "app"}).Draw(t, "name")
+	kube := fmt.Sprintf("%s-%d", name, i)
+	ns := rapid.SampledFrom([]string{"hangar-" + kube, "shared"}).Draw(t, "namespace")
+	w := store.Workspace{ID: fmt.Sprint(i), Name: name, KubeName: kube, Namespace: ns,
 		DesiredState: desired, ActualState: actual,
 		DesiredStateUpdatedAt: t0.Add(time.Duration(rapid.IntRange(0, 5).Draw(t, "desiredAt")) * time.Minute)}
 	if rapid.Bool().Draw(t, "responded") {
@@ -56,7 +61,7 @@ func TestDecideProperties(t *testing.T) {
 			w := genRow(t, i)
 			rows = append(rows, w)
 			if rapid.Bool().Draw(t, "reported") {
-				infos = append(infos, genInfo(t, w.Name, w.Namespace))
+				infos = append(infos, genInfo(t, w.KubeName, w.Namespace))
 			}
 		}
 		orphans := rapid.IntRange(0, 2).Draw(t, "orphans")
@@ -73,9 +78,9 @@ func TestDecideProperties(t *testing.T) {
 		}
 		items := map[string]Item{}
 		for _, it := range out.Items {
-			items[it.Workspace.Name] = it
+			items[it.Workspace.KubeName] = it
 			if it.Workspace.RespondedToAgentAt == nil || !it.Workspace.RespondedToAgentAt.Equal(now) {
-				t.Fatalf("%s answered without responded_to_agent_at = now", it.Workspace.Name)
+				t.Fatalf("%s answered without responded_to_agent_at = now", it.Workspace.KubeName)
 			}
 		}
 		if len(out.Changed) != len(out.Items) {
@@ -85,8 +90,8 @@ func TestDecideProperties(t *testing.T) {
 			t.Fatalf("%d orphans, want %d", len(out.Orphans), orphans)
 		}
 		for _, row := range rows {
-			it, answered := items[row.Name]
-			info, wasReported := reported[row.Name]
+			it, answered := items[row.KubeName]
+			info, wasReported := reported[row.KubeName]
 			changed := ChangedSinceResponse(row)
 			fully := row.DesiredState == workspace.Terminated && row.ActualState == workspace.Terminated
 			// Who is answered.
@@ -95,7 +100,7 @@ func TestDecideProperties(t *testing.T) {
 				wantAnswered = wasReported || !fully
 			}
 			if answered != wantAnswered {
-				t.Fatalf("%s answered=%v, want %v (reported %v, changed %v, type %s)", row.Name, answered, wantAnswered, wasReported, changed, ut)
+				t.Fatalf("%s answered=%v, want %v (reported %v, changed %v, type %s)", row.KubeName, answered, wantAnswered, wasReported, changed, ut)
 			}
 			if !answered {
 				continue
@@ -104,31 +109,31 @@ func TestDecideProperties(t *testing.T) {
 			// Terminated is permanent; only RestartRequested changes desired by itself.
 			if w.DesiredState != row.DesiredState {
 				if row.DesiredState != workspace.RestartRequested || w.DesiredState != workspace.Running || w.ActualState != workspace.Stopped {
-					t.Fatalf("%s desired %s → %s", row.Name, row.DesiredState, w.DesiredState)
+					t.Fatalf("%s desired %s → %s", row.KubeName, row.DesiredState, w.DesiredState)
 				}
 				if !w.DesiredStateUpdatedAt.Equal(now) || !it.IncludeConfig {
-					t.Fatalf("%s restart flip without new timestamp or config", row.Name)
+					t.Fatalf("%s restart flip without new timestamp or config", row.KubeName)
 				}
 			}
 			// Config follows the seed's rule on partial reconciles.
 			if ut == protocol.UpdatePartial && it.IncludeConfig != (changed || w.DesiredState != row.DesiredState) {
-				t.Fatalf("%s config=%v, changed=%v", row.Name, it.IncludeConfig, changed)
+				t.Fatalf("%s config=%v, changed=%v", row.KubeName, it.IncludeConfig, changed)
 			}
 			if changed && !it.IncludeConfig {
-				t.Fatalf("%s changed but no config", row.Name)
+				t.Fatalf("%s changed but no config", row.KubeName)
 			}
 			// An error becomes Error only when the desired state did not change since the response.
 			if w.ActualState == workspace.Error && row.ActualState != workspace.Error {
 				if !wasReported || info.ErrorDetails == nil || changed {
-					t.Fatalf("%s became Error (reported %v, changed %v)", row.Name, wasReported, changed)
+					t.Fatalf("%s became Error (reported %v, changed %v)", row.KubeName, wasReported, changed)
 				}
 			}
 			if wasReported && info.ErrorDetails != nil && !changed && info.TerminationProgress != "Terminated" && w.ActualState != workspace.Error {
-				t.Fatalf("%s: current error lost, actual %s", row.Name, w.ActualState)
+				t.Fatalf("%s: current error lost, actual %s", row.KubeName, w.ActualState)
 			}
 			// Nothing reported, nothing changes in the actual state.
 			if !wasReported && w.ActualState != row.ActualState {
-				t.Fatalf("%s actual changed without a report", row.Name)
+				t.Fatalf("%s actual changed without a report", row.KubeName)
 			}
 		}
 	})

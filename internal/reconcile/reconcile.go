@@ -53,7 +53,8 @@ type Output struct {
 
 // Transition is one change of a workspace's actual or desired state.
 type Transition struct {
-	Workspace string
+	Workspace string // its name
+	Owner     string // its owner's username
 	Field     string // "actual_state" or "desired_state"
 	From, To  workspace.State
 }
@@ -77,7 +78,8 @@ func UserChangeTime(w store.Workspace, now time.Time) time.Time {
 	return now
 }
 
-// Decide applies the rules.
+// Decide applies the rules. The agent names a workspace by its cluster name and namespace
+// (store.Workspace.KubeName, unique in the cluster): two owners' workspaces of one name never mix.
 func Decide(in Input) Output {
 	type key struct{ name, namespace string }
 	reported := make(map[key]protocol.WorkspaceAgentInfo, len(in.Infos))
@@ -88,7 +90,7 @@ func Decide(in Input) Output {
 
 	var out Output
 	for _, row := range in.Rows {
-		k := key{row.Name, row.Namespace}
+		k := key{row.KubeName, row.Namespace}
 		known[k] = true
 		info, wasReported := reported[k]
 		changedBefore := ChangedSinceResponse(row)
@@ -106,10 +108,10 @@ func Decide(in Input) Output {
 		}
 
 		if next.ActualState != row.ActualState {
-			out.Transitions = append(out.Transitions, Transition{row.Name, "actual_state", row.ActualState, next.ActualState})
+			out.Transitions = append(out.Transitions, Transition{row.Name, row.OwnerName, "actual_state", row.ActualState, next.ActualState})
 		}
 		if next.DesiredState != row.DesiredState {
-			out.Transitions = append(out.Transitions, Transition{row.Name, "desired_state", row.DesiredState, next.DesiredState})
+			out.Transitions = append(out.Transitions, Transition{row.Name, row.OwnerName, "desired_state", row.DesiredState, next.DesiredState})
 		}
 		fullyTerminated := next.DesiredState == workspace.Terminated && next.ActualState == workspace.Terminated
 		var include bool
@@ -143,7 +145,7 @@ func Decide(in Input) Output {
 		}
 		out.Orphans = append(out.Orphans, Orphan{Info: info, ActualState: st})
 	}
-	sort.Slice(out.Items, func(i, j int) bool { return out.Items[i].Workspace.Name < out.Items[j].Workspace.Name })
+	sort.Slice(out.Items, func(i, j int) bool { return out.Items[i].Workspace.KubeName < out.Items[j].Workspace.KubeName })
 	sort.Slice(out.Orphans, func(i, j int) bool { return out.Orphans[i].Info.Name < out.Orphans[j].Info.Name })
 	return out
 }
@@ -207,7 +209,7 @@ func Response(out Output, settings protocol.Settings, imagePullSecrets []protoco
 	for _, it := range out.Items {
 		w := it.Workspace
 		info := protocol.WorkspaceRailsInfo{
-			Name:             w.Name,
+			Name:             w.KubeName,
 			Namespace:        w.Namespace,
 			DesiredState:     string(w.DesiredState),
 			ActualState:      string(w.ActualState),

@@ -71,7 +71,7 @@ func (c *Client) CancelBuild(ctx context.Context, workspace string, number int) 
 // BuildLogs reads a build's log lines after the line id after, calling fn for each. With follow, it
 // returns once the build has ended (fn's last call then has End set) or ctx ends.
 func (c *Client) BuildLogs(ctx context.Context, workspace string, number int, after int64, follow bool, fn func(BuildLog) error) error {
-	target := c.endpoint([]string{"workspaces", workspace, "builds", buildSegment(number), "logs"}) +
+	target := c.endpoint([]string{"workspaces", workspace, "builds", buildSegment(number), "logs"}, nil) +
 		"?after=" + strconv.FormatInt(after, 10) + "&follow=" + strconv.FormatBool(follow)
 	resp, err := c.raw(ctx, http.MethodGet, target, nil, "")
 	if err != nil {
@@ -97,7 +97,7 @@ func (c *Client) BuildLogs(ctx context.Context, workspace string, number int, af
 
 // PullState returns the Terraform state of a build (number 0: the latest) and the build's number.
 func (c *Client) PullState(ctx context.Context, workspace string, number int) ([]byte, int, error) {
-	target := c.endpoint([]string{"workspaces", workspace, "state"})
+	target := c.endpoint([]string{"workspaces", workspace, "state"}, nil)
 	if number > 0 {
 		target += "?build=" + strconv.Itoa(number)
 	}
@@ -116,7 +116,7 @@ func (c *Client) PullState(ctx context.Context, workspace string, number int) ([
 
 // PushState replaces the state of the workspace's latest build, without a build.
 func (c *Client) PushState(ctx context.Context, workspace string, state []byte) error {
-	resp, err := c.raw(ctx, http.MethodPut, c.endpoint([]string{"workspaces", workspace, "state"}), state, "application/json")
+	resp, err := c.raw(ctx, http.MethodPut, c.endpoint([]string{"workspaces", workspace, "state"}, nil), state, "application/json")
 	if err != nil {
 		return err
 	}

@@ -117,14 +117,30 @@ func (c *Client) CreateWorkspace(ctx context.Context, req CreateWorkspaceRequest
 	return w, err
 }
 
-// ListWorkspaces lists the workspaces the caller may see: an admin sees all, a user their own.
+// ListWorkspaces lists the workspaces the caller may see, Terminated ones aside: an admin sees
+// every user's, a user their own.
 func (c *Client) ListWorkspaces(ctx context.Context) ([]Workspace, error) {
+	return c.ListWorkspacesWith(ctx, ListWorkspacesOptions{})
+}
+
+// ListWorkspacesOptions are the query of GET /workspaces.
+type ListWorkspacesOptions struct {
+	// All lists Terminated (deleted) workspaces too.
+	All bool
+}
+
+// ListWorkspacesWith lists the workspaces the caller may see, as opts say.
+func (c *Client) ListWorkspacesWith(ctx context.Context, opts ListWorkspacesOptions) ([]Workspace, error) {
 	var ws []Workspace
-	err := c.do(ctx, http.MethodGet, []string{"workspaces"}, nil, &ws)
+	q := url.Values{}
+	if opts.All {
+		q.Set("all", "true")
+	}
+	err := c.doQuery(ctx, http.MethodGet, []string{"workspaces"}, q, nil, &ws)
 	return ws, err
 }
 
-// Workspace returns one workspace.
+// Workspace returns one workspace. name is the caller's own workspace's name, or owner/name.
 func (c *Client) Workspace(ctx context.Context, name string) (Workspace, error) {
 	var w Workspace
 	err := c.do(ctx, http.MethodGet, []string{"workspaces", name}, nil, &w)
@@ -212,8 +228,9 @@ func retryable(err error) bool {
 
 // endpoint returns the URL of /api/v1/<segments...>, each segment escaped, so that a name holding
 // '/' or '..' cannot reach another endpoint.
-func (c *Client) endpoint(segments []string) string {
+func (c *Client) endpoint(segments []string, query url.Values) string {
 	u := *c.URL
+	u.RawQuery = query.Encode()
 	p, raw := u.Path+"/api/v1", u.EscapedPath()+"/api/v1"
 	for _, s := range segments {
 		p += "/" + s
@@ -224,7 +241,11 @@ func (c *Client) endpoint(segments []string) string {
 }
 
 func (c *Client) do(ctx context.Context, method string, segments []string, in, out any) error {
-	target := c.endpoint(segments)
+	return c.doQuery(ctx, method, segments, nil, in, out)
+}
+
+func (c *Client) doQuery(ctx context.Context, method string, segments []string, query url.Values, in, out any) error {
+	target := c.endpoint(segments, query)
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)

@@ -13,6 +13,9 @@ type Workspace struct {
 	Name  string `json:"name"`
 	Owner string `json:"owner"`
 	Agent string `json:"agent"`
+	// KubeName (kubernetes) names the workspace's objects in the cluster, and its namespace after
+	// "hangar-" when it has one of its own: unique to this workspace.
+	KubeName string `json:"kube_name,omitempty"`
 	// Backend is "kubernetes" (an agent runs it) or "terraform" (builds run it).
 	Backend                   string          `json:"backend"`
 	Template                  string          `json:"template,omitempty"`
@@ -29,6 +32,14 @@ type Workspace struct {
 	// Warnings, only in the answers to create and update: what Hangar accepted in the devfile but
 	// ignores (starterProjects, components only build and deploy commands use, ...).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Ref is owner/name: how an admin, or anyone, names this workspace in the API and the CLI.
+func (w Workspace) Ref() string {
+	if w.Owner == "" {
+		return w.Name
+	}
+	return w.Owner + "/" + w.Name
 }
 
 // WorkspaceError is the last error the agent reported for the workspace's current desired state.

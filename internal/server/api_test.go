@@ -16,6 +16,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 func TestBootstrapWritesAdminToken(t *testing.T) {
@@ -79,15 +80,36 @@ func TestWorkspaceLifecycleAndVisibility(t *testing.T) {
 			var ws sdk.Workspace
 			mustCall(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "proj", "agent": "k1"}, http.StatusCreated, &ws)
 			if ws.DesiredState != "Running" || ws.ActualState != "CreationRequested" || ws.Owner != "alice" || ws.Agent != "k1" ||
-				ws.Namespace != "hangar-proj" || ws.URL != "https://3000-proj.ws.example.com/" || ws.RespondedToAgentAt != nil ||
+				ws.KubeName != workspace.KubeName("proj", ws.ID) || ws.Namespace != "hangar-"+ws.KubeName ||
+				ws.URL != "https://3000-proj--alice.ws.example.com/" || ws.RespondedToAgentAt != nil ||
 				ws.ActualStateUpdatedAt != nil || ws.DeploymentResourceVersion != nil || ws.Error != nil || ws.DesiredStateUpdatedAt == nil {
 				t.Fatalf("created %+v", ws)
 			}
-			// Bob sees nothing of Alice's: 404, not 403.
-			for _, req := range []struct{ method, path string }{{"GET", "/api/v1/workspaces/proj"}, {"PATCH", "/api/v1/workspaces/proj"}} {
+			// Bob sees nothing of Alice's: 404, not 403, whether he names her or not.
+			for _, req := range []struct{ method, path string }{{"GET", "/api/v1/workspaces/proj"}, {"PATCH", "/api/v1/workspaces/proj"},
+				{"GET", "/api/v1/workspaces/alice%2Fproj"}, {"PATCH", "/api/v1/workspaces/alice%2Fproj"}, {"GET", "/api/v1/workspaces/nobody%2Fproj"}} {
 				status, body := call(t, env, bob, req.method, req.path, `{"desired_state":"Stopped"}`)
 				if status != 404 {
-					t.Errorf("bob %s: %d %s, want 404", req.method, status, body)
+					t.Errorf("bob %s %s: %d %s, want 404", req.method, req.path, status, body)
+				}
+			}
+			// The owner may name herself; an admin names her.
+			var got sdk.Workspace
+			mustCall(t, env, alice, "GET", "/api/v1/workspaces/alice%2Fproj", nil, 200, &got)
+			if got.ID != ws.ID {
+				t.Errorf("alice/proj by alice = %s, want %s", got.ID, ws.ID)
+			}
+			mustCall(t, env, env.AdminToken, "GET", "/api/v1/workspaces/alice%2Fproj", nil, 200, &got)
+			if got.ID != ws.ID || got.Ref() != "alice/proj" {
+				t.Errorf("alice/proj by the admin = %+v", got)
+			}
+			if status, body := call(t, env, env.AdminToken, "GET", "/api/v1/workspaces/proj", nil); status != 404 {
+				t.Errorf("proj by the admin (who has none): %d %s, want 404", status, body)
+			}
+			for _, bad := range []string{"alice%2Fproj%2Fx", "Alice%2Fproj", "%2Fproj", "alice%2F", "-x"} {
+				status, body := call(t, env, alice, "GET", "/api/v1/workspaces/"+bad, nil)
+				if e := apiError(t, body); status != 400 || len(e.Validations) == 0 || e.Validations[0].Field != "name" {
+					t.Errorf("GET %s: %d %s, want 400 naming the field name", bad, status, body)
 				}
 			}
 			var list []sdk.Workspace
@@ -99,10 +121,28 @@ func TestWorkspaceLifecycleAndVisibility(t *testing.T) {
 			if len(list) != 1 {
 				t.Errorf("admin lists %d workspaces, want 1", len(list))
 			}
-			// Name taken (by another user too).
-			status, body := call(t, env, bob, "POST", "/api/v1/workspaces", map[string]any{"name": "proj", "agent": "k1"})
+			// Names are per owner: Bob may have a proj too, Alice not two.
+			var bobs sdk.Workspace
+			mustCall(t, env, bob, "POST", "/api/v1/workspaces", map[string]any{"name": "proj", "agent": "k1"}, http.StatusCreated, &bobs)
+			if bobs.KubeName == ws.KubeName || bobs.Namespace == ws.Namespace || bobs.URL != "https://3000-proj--bob.ws.example.com/" {
+				t.Errorf("bob's proj shares alice's cluster identity or URL: %+v", bobs)
+			}
+			status, body := call(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "proj", "agent": "k1"})
 			if status != 409 {
 				t.Errorf("duplicate name: %d %s", status, body)
+			}
+			mustCall(t, env, env.AdminToken, "GET", "/api/v1/workspaces", nil, 200, &list)
+			if len(list) != 2 || list[0].Ref() != "alice/proj" || list[1].Ref() != "bob/proj" {
+				t.Errorf("admin lists %+v, want alice/proj and bob/proj", list)
+			}
+			// The admin acts on Bob's.
+			mustCall(t, env, env.AdminToken, "PATCH", "/api/v1/workspaces/bob%2Fproj", map[string]string{"desired_state": "Stopped"}, 200, &got)
+			if got.ID != bobs.ID || got.DesiredState != "Stopped" {
+				t.Errorf("admin's stop of bob/proj = %+v", got)
+			}
+			mustCall(t, env, alice, "GET", "/api/v1/workspaces/proj", nil, 200, &got)
+			if got.DesiredState != "Running" {
+				t.Errorf("stopping bob/proj changed alice's: %s", got.DesiredState)
 			}
 
 			mustCall(t, env, alice, "PATCH", "/api/v1/workspaces/proj", map[string]string{"desired_state": "Stopped"}, 200, &ws)
@@ -141,6 +181,7 @@ func TestBadBodies(t *testing.T) {
 			otherAgent := createAgent(t, env, "k2", nil)
 			createAgent(t, env, "small", map[string]any{"max_resources_per_workspace": map[string]any{"limits": map[string]string{"memory": "8Gi"}}})
 			user := createUser(t, env, "dev")
+			longUser := createUser(t, env, strings.Repeat("u", workspace.MaxUsernameLength))
 			mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": "mine", "agent": "k1"}, 201, nil)
 			before := snapshot(t, env, user)
 
@@ -157,6 +198,12 @@ func TestBadBodies(t *testing.T) {
 				{"wrong type", user, "POST", "/api/v1/workspaces", `{"name":7,"agent":"k1"}`, 400, "name"},
 				{"bad name", user, "POST", "/api/v1/workspaces", `{"name":"Not_A_Label","agent":"k1"}`, 400, "name"},
 				{"unknown agent", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"nope"}`, 400, "agent"},
+				{"name with the URL separator", user, "POST", "/api/v1/workspaces", `{"name":"a--b","agent":"k1"}`, 400, "name"},
+				{"name too long for the owner's URL", longUser, "POST", "/api/v1/workspaces", `{"name":"` + strings.Repeat("n", 40) + `","agent":"k1"}`, 400, "name"},
+				{"bad workspace reference", user, "PATCH", "/api/v1/workspaces/a%2Fb%2Fc", `{"desired_state":"Stopped"}`, 400, "name"},
+				{"bad all", user, "GET", "/api/v1/workspaces?all=maybe", "", 400, "all"},
+				{"username with the URL separator", env.AdminToken, "POST", "/api/v1/users", `{"username":"a--b"}`, 400, "username"},
+				{"username too long", env.AdminToken, "POST", "/api/v1/users", `{"username":"` + strings.Repeat("u", 33) + `"}`, 400, "username"},
 				{"bad devfile", user, "POST", "/api/v1/workspaces", `{"name":"x","agent":"k1","devfile":"schemaVersion: 1.0.0\ncomponents: []"}`, 400, "devfile.schemaVersion"},
 				{"devfile over the agent's max resources", user, "POST", "/api/v1/workspaces",
 					`{"name":"x","agent":"small","devfile":"schemaVersion: 2.2.0\ncomponents:\n- name: main\n  container:\n    image: alpine\n    memoryLimit: 64Gi\n"}`, 400, "devfile.components"},
@@ -242,11 +289,15 @@ func TestFullReconcileAndOrphans(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": n, "agent": "k1"}, 201, nil)
 	}
-	full := protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
-		{Name: "a", Namespace: "hangar-a", LatestK8sDeploymentInfo: deploymentIn("Running", 10)},
-		{Name: "ghost", Namespace: "hangar-ghost", LatestK8sDeploymentInfo: deploymentIn("Running", 11)},
-		{Name: "b", Namespace: "wrong-namespace", LatestK8sDeploymentInfo: deploymentIn("Running", 12)},
-	}}
+	// The agent names workspaces by cluster name and namespace.
+	ia, ib, ic := infoOf(t, env, "a"), infoOf(t, env, "b"), infoOf(t, env, "c")
+	key := func(i protocol.WorkspaceAgentInfo) string { return i.Name + "/" + i.Namespace }
+	ghost := protocol.WorkspaceAgentInfo{Name: "ghost", Namespace: "hangar-ghost", LatestK8sDeploymentInfo: deploymentIn("Running", 11)}
+	wrongNS := protocol.WorkspaceAgentInfo{Name: ib.Name, Namespace: "wrong-namespace", LatestK8sDeploymentInfo: deploymentIn("Running", 12)}
+	byName := protocol.WorkspaceAgentInfo{Name: "c", Namespace: ic.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 14)} // its name, not its cluster name
+	ra := ia
+	ra.LatestK8sDeploymentInfo = deploymentIn("Running", 10)
+	full := protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{ra, ghost, wrongNS, byName}}
 	resp := reconcileCall(t, env, agentToken, full)
 	if resp.Settings.PartialReconciliationIntervalSeconds != 5 || resp.Settings.FullReconciliationIntervalSeconds != 3600 {
 		t.Errorf("settings %+v", resp.Settings)
@@ -255,25 +306,25 @@ func TestFullReconcileAndOrphans(t *testing.T) {
 	for _, info := range resp.WorkspaceRailsInfos {
 		got[info.Name+"/"+info.Namespace] = info
 	}
-	if len(got) != 5 {
-		t.Fatalf("answered %d workspaces, want a, b, c and two orphans: %+v", len(got), resp.WorkspaceRailsInfos)
+	if len(got) != 6 {
+		t.Fatalf("answered %d workspaces, want a, b, c and three orphans: %+v", len(got), resp.WorkspaceRailsInfos)
 	}
-	if a := got["a/hangar-a"]; a.ActualState != "Running" || a.DeploymentResourceVersion != "10" || a.ConfigToApply == "" {
+	if a := got[key(ia)]; a.ActualState != "Running" || a.DeploymentResourceVersion != "10" || a.ConfigToApply == "" {
 		t.Errorf("a: %+v", a)
 	}
-	for _, k := range []string{"b/hangar-b", "c/hangar-c"} {
+	for _, k := range []string{key(ib), key(ic)} {
 		if w := got[k]; w.ConfigToApply == "" || w.DesiredState != "Running" {
 			t.Errorf("%s on full reconcile: %+v", k, w)
 		}
 	}
-	for _, k := range []string{"ghost/hangar-ghost", "b/wrong-namespace"} {
+	for _, k := range []string{key(ghost), key(wrongNS), key(byName)} {
 		if o := got[k]; o.DesiredState != "Terminated" || o.ConfigToApply != "" || o.DeploymentResourceVersion == "" {
 			t.Errorf("orphan %s: %+v", k, o)
 		}
 	}
 	// Metrics count the orphans.
 	status, body := call(t, env, "", "GET", "/metrics", nil)
-	if status != 200 || !strings.Contains(string(body), "hangar_reconcile_orphans_total 2") ||
+	if status != 200 || !strings.Contains(string(body), "hangar_reconcile_orphans_total 3") ||
 		!strings.Contains(string(body), `hangar_workspaces{actual_state="Running",desired_state="Running"} 1`) ||
 		!strings.Contains(string(body), `hangar_reconcile_duration_seconds_count{update_type="full"} 1`) {
 		t.Errorf("metrics:\n%s", body)
@@ -282,12 +333,11 @@ func TestFullReconcileAndOrphans(t *testing.T) {
 	// count (an apply lost in a crash) gets its config again.
 	env.Clock.Advance(10e9)
 	stale := deploymentIn("Stopped", 13) // replicas 0 while desired Running
-	resp = reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
-		{Name: "a", Namespace: "hangar-a", LatestK8sDeploymentInfo: deploymentIn("Running", 10)},
-		{Name: "b", Namespace: "hangar-b", LatestK8sDeploymentInfo: stale},
-	}})
+	rb := ib
+	rb.LatestK8sDeploymentInfo = stale
+	resp = reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{ra, rb}})
 	for _, info := range resp.WorkspaceRailsInfos {
-		wantConfig := info.Name != "a" // b drifted, c is missing from the agent
+		wantConfig := info.Name != ia.Name // b drifted, c is missing from the agent
 		if (info.ConfigToApply != "") != wantConfig {
 			t.Errorf("steady full reconcile: %s config included = %v, want %v", info.Name, info.ConfigToApply != "", wantConfig)
 		}
@@ -301,11 +351,12 @@ func TestFullReconcileAndOrphans(t *testing.T) {
 	// A fully terminated workspace leaves the full answer.
 	mustCall(t, env, user, "PATCH", "/api/v1/workspaces/c", map[string]string{"desired_state": "Terminated"}, 200, nil)
 	env.Clock.Advance(10e9)
-	reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
-		{Name: "c", Namespace: "hangar-c", TerminationProgress: "Terminated"}}})
+	tc := ic
+	tc.TerminationProgress = "Terminated"
+	reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{tc}})
 	resp = reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
 	for _, info := range resp.WorkspaceRailsInfos {
-		if info.Name == "c" {
+		if info.Name == ic.Name {
 			t.Errorf("fully terminated workspace in full answer: %+v", info)
 		}
 	}
@@ -338,8 +389,9 @@ func TestErrorSuppressedAfterDesiredChange(t *testing.T) {
 			env.Clock.Advance(time.Minute)
 			mustCall(t, env, user, "PATCH", "/api/v1/workspaces/w", map[string]string{"desired_state": "Stopped"}, 200, nil)
 			env.Clock.Advance(time.Minute)
-			report := protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
-				{Name: "w", Namespace: "hangar-w", ErrorDetails: &protocol.ErrorDetails{ErrorType: "applier", ErrorMessage: "quota exceeded"}}}}
+			iw := infoOf(t, env, "w")
+			iw.ErrorDetails = &protocol.ErrorDetails{ErrorType: "applier", ErrorMessage: "quota exceeded"}
+			report := protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{iw}}
 			resp := reconcileCall(t, env, agent, report)
 			var ws sdk.Workspace
 			mustCall(t, env, user, "GET", "/api/v1/workspaces/w", nil, 200, &ws)
@@ -399,7 +451,7 @@ func TestDevfileWarningsAndCaps(t *testing.T) {
 	if len(ws.Warnings) != 1 || !strings.Contains(ws.Warnings[0], "starterProjects") {
 		t.Errorf("create warnings %q, want one about starterProjects", ws.Warnings)
 	}
-	if ws.URL != "https://8080-starter.workspaces.localhost/ui" {
+	if ws.URL != "https://8080-starter--alice.workspaces.localhost/ui" {
 		t.Errorf("URL %q, want the public endpoint's (never the debugger's), with its path", ws.URL)
 	}
 	mustCall(t, env, alice, "PATCH", "/api/v1/workspaces/starter", map[string]any{"desired_state": "Stopped"}, http.StatusOK, &ws)

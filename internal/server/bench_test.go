@@ -55,10 +55,7 @@ func seedBench(b *testing.B, engine string, n int) *benchEnv {
 		if devfileText == "" {
 			var created struct{}
 			mustCall(b, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": name, "agent": "bench"}, http.StatusCreated, &created)
-			w, err := env.Store.WorkspaceByName(ctx, name)
-			if err != nil {
-				b.Fatal(err)
-			}
+			w := stored(b, env, name)
 			devfileText = w.Devfile
 			be.rows = append(be.rows, w)
 			continue
@@ -111,7 +108,7 @@ func (be *benchEnv) serve(b *testing.B, body []byte) protocol.ReconcileResponse 
 func runningInfos(rows []store.Workspace) []protocol.WorkspaceAgentInfo {
 	infos := make([]protocol.WorkspaceAgentInfo, len(rows))
 	for i, w := range rows {
-		infos[i] = protocol.WorkspaceAgentInfo{Name: w.Name, Namespace: w.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 1)}
+		infos[i] = protocol.WorkspaceAgentInfo{Name: w.KubeName, Namespace: w.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 1)}
 	}
 	return infos
 }
@@ -151,7 +148,7 @@ func BenchmarkPartial100Changed(b *testing.B) {
 					to = workspace.Running
 				}
 				for _, w := range changed {
-					if _, err := be.env.Store.UpdateWorkspace(ctx, w.Name, func(cur store.Workspace) (store.Workspace, error) {
+					if _, err := be.env.Store.UpdateWorkspace(ctx, store.WorkspaceRef{ID: w.ID}, func(cur store.Workspace) (store.Workspace, error) {
 						cur.DesiredState, cur.DesiredStateUpdatedAt = to, be.env.Clock.Now()
 						return cur, nil
 					}); err != nil {

@@ -144,14 +144,9 @@ func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request
 	return nil
 }
 
-// terraformWorkspace reads a workspace the user may see, or answers 404.
+// visibleWorkspace reads a workspace the user may see, or answers 404.
 func (s *Server) visibleWorkspace(r *http.Request, u store.User) (store.Workspace, error) {
-	name := r.PathValue("name")
-	row, err := s.store.WorkspaceByName(r.Context(), name)
-	if (err == nil && !visible(u, row)) || isNotFound(err) {
-		return row, errNotFound("workspace %q not found", name)
-	}
-	return row, err
+	return s.readWorkspace(r, u)
 }
 
 func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.User) error {
@@ -175,7 +170,11 @@ func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.Use
 	if req.State != nil && !isStateJSON(req.State) {
 		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: "must be a Terraform state: a JSON object"})
 	}
-	ws, b, err := s.builder.NewBuild(r.Context(), u, r.PathValue("name"), builder.Request{Transition: t, Orphan: req.Orphan, State: req.State})
+	ref, err := s.workspaceRef(r, u)
+	if err != nil {
+		return err
+	}
+	ws, b, err := s.builder.NewBuild(r.Context(), u, ref, builder.Request{Transition: t, Orphan: req.Orphan, State: req.State})
 	if err != nil {
 		return s.buildErr(r, err)
 	}
@@ -297,7 +296,7 @@ func (s *Server) cancelBuild(w http.ResponseWriter, r *http.Request, u store.Use
 	if err != nil {
 		return err
 	}
-	nb, err := s.builder.Cancel(r.Context(), u, ws.Name, b.Number)
+	nb, err := s.builder.Cancel(r.Context(), u, store.WorkspaceRef{ID: ws.ID}, b.Number)
 	if err != nil {
 		return s.buildErr(r, err)
 	}
@@ -421,7 +420,11 @@ func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User)
 	if !isStateJSON(body) {
 		return errBadRequest("invalid request", sdk.Validation{Field: "body", Detail: "must be a Terraform state: a JSON object"})
 	}
-	if err := s.builder.PushState(r.Context(), u, r.PathValue("name"), body); err != nil {
+	ref, err := s.workspaceRef(r, u)
+	if err != nil {
+		return err
+	}
+	if err := s.builder.PushState(r.Context(), u, ref, body); err != nil {
 		return s.buildErr(r, err)
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -689,17 +689,20 @@ func TestBuildVisibility(t *testing.T) {
 			}
 			wantState(t, env, alice, "w", "", tfState(1), 2)
 
-			// The admin sees and acts.
+			// The admin sees and acts, naming the owner (a plain name is the admin's own).
 			admin := env.AdminToken
-			if bs := listBuilds(t, env, admin, "w"); len(bs) != 2 {
+			if status, body := call(t, env, admin, "GET", "/api/v1/workspaces/w/builds", nil); status != http.StatusNotFound {
+				t.Errorf("admin's own w: %d %s, want 404", status, body)
+			}
+			if bs := listBuilds(t, env, admin, "alice%2Fw"); len(bs) != 2 {
 				t.Errorf("admin lists %d builds", len(bs))
 			}
-			if ls := logLines(t, env, admin, "w", 2, ""); len(ls) != 1 || ls[0].Output != "stopping" {
+			if ls := logLines(t, env, admin, "alice%2Fw", 2, ""); len(ls) != 1 || ls[0].Output != "stopping" {
 				t.Errorf("admin reads the log %+v", ls)
 			}
-			wantState(t, env, admin, "w", "?build=1", tfState(1), 1)
+			wantState(t, env, admin, "alice%2Fw", "?build=1", tfState(1), 1)
 			var b sdk.Build
-			mustCall(t, env, admin, "POST", "/api/v1/workspaces/w/builds/2/cancel", nil, http.StatusOK, &b)
+			mustCall(t, env, admin, "POST", "/api/v1/workspaces/alice%2Fw/builds/2/cancel", nil, http.StatusOK, &b)
 			if b.Status != "canceling" {
 				t.Fatalf("admin's cancel %+v", b)
 			}
@@ -711,10 +714,10 @@ func TestBuildVisibility(t *testing.T) {
 			if ws := getWorkspace(t, env, alice, "w"); ws.Error == nil || ws.Error.Message != "build #2 (stop) was canceled by admin" {
 				t.Errorf("canceled by the admin: %+v", ws.Error)
 			}
-			if status, _, body := send(t, env, admin, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(tfState(5))); status != http.StatusNoContent {
+			if status, _, body := send(t, env, admin, "PUT", "/api/v1/workspaces/alice%2Fw/state", "application/json", bytes.NewReader(tfState(5))); status != http.StatusNoContent {
 				t.Fatalf("admin's state push: %d %s", status, body)
 			}
-			b = newBuild(t, env, admin, "w", sdk.CreateBuildRequest{Transition: "start"})
+			b = newBuild(t, env, admin, "alice%2Fw", sdk.CreateBuildRequest{Transition: "start"})
 			if b.Initiator != "admin" || b.Number != 3 {
 				t.Errorf("admin's build %+v", b)
 			}

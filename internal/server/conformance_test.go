@@ -114,7 +114,7 @@ func runScenario(t *testing.T, env *servertest.Env, agentToken, userToken, name 
 			// The table's premise: a workspace whose row holds these values.
 			env.Clock.Set(clockAt(t, "04:00"))
 			mustCall(t, env, userToken, "POST", "/api/v1/workspaces", map[string]any{"name": name, "agent": "agent"}, http.StatusCreated, nil)
-			_, err := env.Store.UpdateWorkspace(t.Context(), name, func(w store.Workspace) (store.Workspace, error) {
+			_, err := env.Store.UpdateWorkspace(t.Context(), store.WorkspaceRef{ID: stored(t, env, name).ID}, func(w store.Workspace) (store.Workspace, error) {
 				w.DesiredState, w.ActualState = workspace.State(row.desired), workspace.State(row.actual)
 				w.DesiredStateUpdatedAt = clockAt(t, row.desiredAt)
 				r := clockAt(t, row.respondedAt)
@@ -158,7 +158,8 @@ func runScenario(t *testing.T, env *servertest.Env, agentToken, userToken, name 
 			req := protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}}
 			if reported, ok := strings.CutPrefix(row.request, "AGENT_ACTION - agentk reports it as "); ok {
 				reported, _, _ = strings.Cut(reported, ",")
-				info := protocol.WorkspaceAgentInfo{Name: name, Namespace: "hangar-" + name}
+				// The agent names the workspace by its cluster name and namespace.
+				info := infoOf(t, env, name)
 				switch reported {
 				case "Error":
 					info.ErrorDetails = &protocol.ErrorDetails{ErrorType: protocol.ErrorTypeApplier, ErrorMessage: "admission webhook denied the request"}
@@ -204,7 +205,7 @@ func runScenario(t *testing.T, env *servertest.Env, agentToken, userToken, name 
 		// The config column, and deployment_resource_version's inclusion, against the response.
 		var info *protocol.WorkspaceRailsInfo
 		for i := range resp.WorkspaceRailsInfos {
-			if resp.WorkspaceRailsInfos[i].Name == name {
+			if resp.WorkspaceRailsInfos[i].Name == stored(t, env, name).KubeName {
 				info = &resp.WorkspaceRailsInfos[i]
 			}
 		}

@@ -29,6 +29,7 @@ func toWorkspace(w store.Workspace) sdk.Workspace {
 		ID:                        w.ID,
 		Name:                      w.Name,
 		Owner:                     w.OwnerName,
+		KubeName:                  kubeNameOf(w),
 		Agent:                     w.AgentName,
 		Backend:                   w.Backend,
 		Template:                  w.TemplateName,
@@ -46,6 +47,14 @@ func toWorkspace(w store.Workspace) sdk.Workspace {
 		out.Error = &sdk.WorkspaceError{Type: w.ErrorType, Message: w.ErrorMessage}
 	}
 	return out
+}
+
+// kubeNameOf is the cluster name a kubernetes workspace shows (terraform ones have no cluster).
+func kubeNameOf(w store.Workspace) string {
+	if w.Backend == store.KindTerraform {
+		return ""
+	}
+	return w.KubeName
 }
 
 func toTemplate(t store.Template) sdk.Template {

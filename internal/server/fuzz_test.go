@@ -94,10 +94,7 @@ func FuzzDecoders(f *testing.F) {
 	tw, tws := "tw", 0
 	var readyWorkspace func(t testing.TB) string
 	readyWorkspace = func(t testing.TB) string {
-		ws, err := env.Store.WorkspaceByName(t.Context(), tw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ws := stored(t, env, tw)
 		b, err := env.Store.BuildByNumber(t.Context(), ws.ID, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // call sends a request with a bearer token and returns the status and body.
@@ -138,4 +141,34 @@ func deploymentIn(st string, rv int) *protocol.DeploymentInfo {
 		panic(fmt.Sprintf("no deployment for state %q", st))
 	}
 	return d
+}
+
+// stored reads the workspace named name that is not Terminated (the newest if all are), whoever
+// owns it: tests give each workspace a name of its own unless they test names per owner.
+func stored(t testing.TB, env *servertest.Env, name string) store.Workspace {
+	t.Helper()
+	all, err := env.Store.ListWorkspaces(context.Background(), store.ListFilter{Terminated: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *store.Workspace
+	for i, w := range all {
+		if w.Name != name {
+			continue
+		}
+		if found == nil || (found.ActualState == workspace.Terminated && w.ActualState != workspace.Terminated) {
+			found = &all[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("no workspace %q is stored", name)
+	}
+	return *found
+}
+
+// infoOf is an agent report about the workspace named name, by its cluster name and namespace.
+func infoOf(t testing.TB, env *servertest.Env, name string) protocol.WorkspaceAgentInfo {
+	t.Helper()
+	w := stored(t, env, name)
+	return protocol.WorkspaceAgentInfo{Name: w.KubeName, Namespace: w.Namespace}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -318,6 +319,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "my-ws", "agent": "k1"}, 201, true)
 	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "other", "agent": "k1"}, 201, true)
 	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "third", "agent": "k1"}, 409, true) // quota
+	c.do(admin, "POST", "/api/v1/workspaces", map[string]any{"name": "my-ws", "agent": "k2"}, 201, true)     // names are per owner
 	c.do(admin, "POST", "/api/v1/workspaces", map[string]any{"name": "my-ws", "agent": "k2"}, 409, true)     // name taken
 	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "My_WS", "agent": "k1"}, 400, false)
 	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "ws", "agent": "nope"}, 400, true)
@@ -348,11 +350,15 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	if len(resp.WorkspaceRailsInfos) != 2 || resp.WorkspaceRailsInfos[0].ConfigToApply == "" {
 		t.Fatalf("first reconcile answered %+v", resp)
 	}
+	// The agent names workspaces by cluster name and namespace.
+	var mine, other sdk.Workspace
+	c.decode(c.do(dev.Token, "GET", "/api/v1/workspaces/my-ws", nil, 200, true), &mine)
+	c.decode(c.do(admin, "GET", "/api/v1/workspaces/"+url.PathEscape(dev.Username+"/other"), nil, 200, true), &other)
 	c.decode(c.do(agent.Token, "POST", protocol.ReconcilePath, protocol.ReconcileRequest{
 		UpdateType: protocol.UpdateFull,
 		WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
-			{Name: "my-ws", Namespace: "hangar-my-ws", LatestK8sDeploymentInfo: deploymentIn("Running", 5)},
-			{Name: "other", Namespace: "hangar-other", ErrorDetails: &protocol.ErrorDetails{ErrorType: protocol.ErrorTypeApplier, ErrorMessage: "quota exceeded"}},
+			{Name: mine.KubeName, Namespace: mine.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 5)},
+			{Name: other.KubeName, Namespace: other.Namespace, ErrorDetails: &protocol.ErrorDetails{ErrorType: protocol.ErrorTypeApplier, ErrorMessage: "quota exceeded"}},
 			{Name: "ghost", Namespace: "hangar-ghost", LatestK8sDeploymentInfo: deploymentIn("Stopped", 9)},
 		},
 	}, 200, true), &resp)
@@ -360,7 +366,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		t.Errorf("full reconcile answered %+v, want my-ws, other and the orphan ghost Terminated", resp)
 	}
 	// A whole Deployment is accepted; extra fields are ignored.
-	c.do(agent.Token, "POST", protocol.ReconcilePath, `{"update_type":"partial","workspace_agent_infos":[{"name":"my-ws","namespace":"hangar-my-ws",
+	c.do(agent.Token, "POST", protocol.ReconcilePath, `{"update_type":"partial","workspace_agent_infos":[{"name":"`+mine.KubeName+`","namespace":"`+mine.Namespace+`",
 		"latest_k8s_deployment_info":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"my-ws","resourceVersion":"6","labels":{"a":"b"}},
 		"spec":{"replicas":1,"template":{}},"status":{"replicas":1,"readyReplicas":1,"availableReplicas":1,"updatedReplicas":1,"conditions":[
 		{"type":"Available","status":"True","reason":"MinimumReplicasAvailable","lastUpdateTime":"2026-01-01T05:00:00Z"},
@@ -393,6 +399,9 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		t.Errorf("other after an applier error: %+v, want an error", ws)
 	}
 	c.do(admin, "GET", "/api/v1/workspaces", nil, 200, true)
+	c.do(admin, "GET", "/api/v1/workspaces?all=true", nil, 200, true)
+	c.do(admin, "GET", "/api/v1/workspaces?all=yes", nil, 400, false)
+	c.do(dev.Token, "GET", "/api/v1/workspaces/a%2Fb%2Fc", nil, 400, false)
 
 	// Desired state changes.
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "RestartRequested"}, 200, true)

@@ -28,6 +28,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent store.A
 	if err := reconcile.Validate(req); err != nil {
 		return err
 	}
+	// The agent names a workspace by its cluster name (protocol.WorkspaceAgentInfo.Name).
 	names := make([]string, len(req.WorkspaceAgentInfos))
 	for i, info := range req.WorkspaceAgentInfos {
 		names[i] = info.Name
@@ -40,7 +41,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent store.A
 	}
 	var resp protocol.ReconcileResponse
 	var out reconcile.Output
-	scope := store.ReconcileScope{AgentID: agent.ID, Full: req.UpdateType == protocol.UpdateFull, Names: names}
+	scope := store.ReconcileScope{AgentID: agent.ID, Full: req.UpdateType == protocol.UpdateFull, KubeNames: names}
 	err := s.store.Reconcile(r.Context(), scope, func(rows []store.Workspace) ([]store.Workspace, error) {
 		out = reconcile.Decide(reconcile.Input{UpdateType: req.UpdateType, Rows: rows, Infos: req.WorkspaceAgentInfos, Now: s.clock.Now()})
 		var err error
@@ -58,7 +59,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent store.A
 		return fmt.Errorf("reconcile agent %s: %w", agent.Name, err)
 	}
 	for _, tr := range out.Transitions {
-		s.log.Info("workspace state changed", "agent", agent.Name, "workspace", tr.Workspace, "field", tr.Field, "from", tr.From, "to", tr.To)
+		s.log.Info("workspace state changed", "agent", agent.Name, "workspace", tr.Workspace, "owner", tr.Owner, "field", tr.Field, "from", tr.From, "to", tr.To)
 	}
 	for _, o := range out.Orphans {
 		s.log.Warn("agent reported a workspace the server does not know; answering Terminated so it is cleaned up",
@@ -80,7 +81,7 @@ func (s *Server) config(ctx context.Context, ws store.Workspace, agent store.Age
 		return "", fmt.Errorf("parse stored devfile of workspace %s: %w", ws.Name, err)
 	}
 	cfg, err := devfile.Generate(df, devfile.Params{
-		WorkspaceID: ws.ID, WorkspaceName: ws.Name, Owner: ws.OwnerName, AgentID: agent.ID,
+		WorkspaceID: ws.ID, WorkspaceName: ws.Name, KubeName: ws.KubeName, Owner: ws.OwnerName, AgentID: agent.ID,
 		Namespace: ws.Namespace, DesiredState: ws.DesiredState, Agent: agent.Config,
 	})
 	if err != nil {

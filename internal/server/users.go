@@ -21,8 +21,8 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request, _ store.User
 		return err
 	}
 	v := &workspace.ValidationError{}
-	if !workspace.IsDNSLabel(req.Username, 63) {
-		v.Add("username", "must be 1 to 63 lower-case letters, digits or '-', starting and ending with a letter or digit, got %q", req.Username)
+	if msg := workspace.CheckUsername(req.Username); msg != "" {
+		v.Add("username", "%s", msg)
 	}
 	if err := v.Err(); err != nil {
 		return err

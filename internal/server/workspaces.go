@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/google/uuid"
 
@@ -14,18 +15,16 @@ import (
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-// MaxWorkspaceNameLength keeps `<port>-<name>` within one 63-character DNS label and
-// `hangar-<name>` a valid namespace.
-const MaxWorkspaceNameLength = 40
-
 func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store.User) error {
 	var req sdk.CreateWorkspaceRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
 	}
 	v := &workspace.ValidationError{}
-	if !workspace.IsDNSLabel(req.Name, MaxWorkspaceNameLength) {
-		v.Add("name", "must be 1 to %d lower-case letters, digits or '-', starting and ending with a letter or digit, got %q", MaxWorkspaceNameLength, req.Name)
+	// The name, and with the owner's username one URL label (docs/decisions.md, "Workspace names,
+	// cluster names and URLs"), for both backends.
+	if msg := workspace.CheckNameForOwner(req.Name, u.Username); msg != "" {
+		v.Add("name", "%s", msg)
 	}
 	var tmpl *store.Template
 	if req.Template != "" {
@@ -78,24 +77,27 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 		return err
 	}
 	cfg := agent.Config
-	ns := "hangar-" + req.Name
+	now := s.clock.Now()
+	id := uuid.NewString()
+	// The cluster name is unique to this workspace: two owners' "dev", or a "dev" created again while
+	// the previous one is being deleted, never share a namespace or an object.
+	kubeName := workspace.KubeName(req.Name, id)
+	ns := workspace.Namespace(kubeName)
 	if cfg.NamespaceMode == workspace.NamespaceShared {
 		ns = cfg.SharedNamespace
 	}
 	url := ""
 	if port, path, ok := df.PublicEndpoint(); ok {
-		url = fmt.Sprintf("https://%d-%s.%s%s", port, req.Name, cfg.DNSZone, cmp.Or(path, "/"))
+		url = fmt.Sprintf("https://%s.%s%s", workspace.HostLabel(port, req.Name, u.Username), cfg.DNSZone, cmp.Or(path, "/"))
 	}
-	now := s.clock.Now()
-	id := uuid.NewString()
 	// Generate once now, so that a devfile the agent's limits refuse (max resources) is refused at
 	// creation with the reason, not after the agent fails to apply it.
-	if _, err := devfile.Generate(df, devfile.Params{WorkspaceID: id, WorkspaceName: req.Name, Owner: u.Username, AgentID: agent.ID,
+	if _, err := devfile.Generate(df, devfile.Params{WorkspaceID: id, WorkspaceName: req.Name, KubeName: kubeName, Owner: u.Username, AgentID: agent.ID,
 		Namespace: ns, DesiredState: workspace.Running, Agent: cfg}); err != nil {
 		return err
 	}
 	ws := store.Workspace{
-		ID: id, Name: req.Name, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
+		ID: id, Name: req.Name, KubeName: kubeName, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
 		Namespace: ns, Devfile: string(text),
 		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: now,
 		URL: url, CreatedAt: now, Backend: store.KindKubernetes,
@@ -107,7 +109,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 		return err
 	}
 	s.devfile.put(ws.ID, df)
-	s.log.Info("workspace created", "workspace", ws.Name, "owner", u.Username, "agent", agent.Name)
+	s.log.Info("workspace created", "workspace", ws.Name, "owner", u.Username, "agent", agent.Name, "kube_name", kubeName)
 	out := toWorkspace(ws)
 	out.Warnings = df.Warnings()
 	writeJSON(w, http.StatusCreated, out)
@@ -123,12 +125,57 @@ func isNotFound(err error) bool {
 // workspace names of other users are not disclosed.
 func visible(u store.User, w store.Workspace) bool { return u.Admin || w.OwnerID == u.ID }
 
-func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u store.User) error {
-	owner := u.ID
-	if u.Admin {
-		owner = ""
+// workspaceRef reads the {name} path value, `name` (the caller's own) or `owner/name`, into the
+// store's reference. A malformed value is 400 naming the field; another owner is 404 unless the
+// caller is an admin (a user does not learn which usernames or names exist).
+func (s *Server) workspaceRef(r *http.Request, u store.User) (store.WorkspaceRef, error) {
+	raw := r.PathValue("name")
+	ref, err := workspace.ParseRef("name", raw)
+	if err != nil {
+		return store.WorkspaceRef{}, err
 	}
-	rows, err := s.store.ListWorkspaces(r.Context(), owner)
+	if ref.Owner == "" || ref.Owner == u.Username {
+		return store.WorkspaceRef{OwnerID: u.ID, Name: ref.Name}, nil
+	}
+	if !u.Admin {
+		return store.WorkspaceRef{}, errNotFound("workspace %q not found", raw)
+	}
+	owner, err := s.store.UserByUsername(r.Context(), ref.Owner)
+	if isNotFound(err) {
+		return store.WorkspaceRef{}, errNotFound("workspace %q not found", raw)
+	}
+	if err != nil {
+		return store.WorkspaceRef{}, err
+	}
+	return store.WorkspaceRef{OwnerID: owner.ID, Name: ref.Name}, nil
+}
+
+// readWorkspace reads the workspace the {name} path value names, if the caller may see it.
+func (s *Server) readWorkspace(r *http.Request, u store.User) (store.Workspace, error) {
+	ref, err := s.workspaceRef(r, u)
+	if err != nil {
+		return store.Workspace{}, err
+	}
+	row, err := s.store.Workspace(r.Context(), ref)
+	if (err == nil && !visible(u, row)) || isNotFound(err) {
+		return row, errNotFound("workspace %q not found", r.PathValue("name"))
+	}
+	return row, err
+}
+
+func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u store.User) error {
+	f := store.ListFilter{OwnerID: u.ID}
+	if u.Admin {
+		f.OwnerID = ""
+	}
+	if v := r.URL.Query().Get("all"); v != "" {
+		all, err := strconv.ParseBool(v)
+		if err != nil {
+			return errBadRequest("invalid request", sdk.Validation{Field: "all", Detail: fmt.Sprintf("must be true or false, got %q", v)})
+		}
+		f.Terminated = all
+	}
+	rows, err := s.store.ListWorkspaces(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -141,11 +188,7 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u store.
 }
 
 func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u store.User) error {
-	name := r.PathValue("name")
-	row, err := s.store.WorkspaceByName(r.Context(), name)
-	if (err == nil && !visible(u, row)) || isNotFound(err) {
-		return errNotFound("workspace %q not found", name)
-	}
+	row, err := s.readWorkspace(r, u)
 	if err != nil {
 		return err
 	}
@@ -163,8 +206,12 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 	if err != nil {
 		return errBadRequest("invalid request", sdk.Validation{Field: "desired_state", Detail: err.Error()})
 	}
+	ref, err := s.workspaceRef(r, u)
+	if err != nil {
+		return err
+	}
 	hidden := errNotFound("workspace %q not found", name)
-	if cur, err := s.store.WorkspaceByName(r.Context(), name); err == nil && cur.Backend == store.KindTerraform {
+	if cur, err := s.store.Workspace(r.Context(), ref); err == nil && cur.Backend == store.KindTerraform {
 		if !visible(u, cur) {
 			return hidden
 		}
@@ -172,11 +219,11 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 		if err != nil {
 			return s.buildErr(r, err)
 		}
-		s.log.Info("desired state changed", "workspace", row.Name, "desired_state", row.DesiredState, "by", u.Username)
+		s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState, "by", u.Username)
 		writeJSON(w, http.StatusOK, toWorkspace(row))
 		return nil
 	}
-	row, err := s.store.UpdateWorkspace(r.Context(), name, func(cur store.Workspace) (store.Workspace, error) {
+	row, err := s.store.UpdateWorkspace(r.Context(), ref, func(cur store.Workspace) (store.Workspace, error) {
 		if !visible(u, cur) {
 			return cur, hidden
 		}
@@ -197,7 +244,7 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 	if err != nil {
 		return err
 	}
-	s.log.Info("desired state changed", "workspace", row.Name, "desired_state", row.DesiredState, "by", u.Username)
+	s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState, "by", u.Username)
 	out := toWorkspace(row)
 	// The devfile's warnings again, for whoever starts the workspace now (it was parsed at creation).
 	if df, err := s.devfile.get(row.ID, func() (string, error) { return s.store.WorkspaceDevfile(r.Context(), row.ID) }); err == nil {

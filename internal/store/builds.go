@@ -84,12 +84,13 @@ type BuildStore interface {
 	TemplateVersionByID(ctx context.Context, id string) (TemplateVersion, error)
 
 	// CreateBuildWorkspace inserts a terraform workspace with its first build and job, in one
-	// transaction (ErrConflict if the name is taken), and announces the job.
+	// transaction (ErrConflict if its owner has a workspace of that name that is not Terminated),
+	// and announces the job.
 	CreateBuildWorkspace(ctx context.Context, w Workspace, b build.Build) error
-	// NewBuild reads the workspace named (locked) with its latest build and passes them to fn; if
+	// NewBuild reads the workspace ref names (locked) with its latest build and passes them to fn; if
 	// fn returns a build, it is inserted with its job, the workspace row fn returns is written,
 	// and the job is announced — all in one transaction. fn may return an error to write nothing.
-	NewBuild(ctx context.Context, workspaceName string, fn func(rec BuildRecord) (Workspace, *build.Build, error)) (Workspace, *build.Build, error)
+	NewBuild(ctx context.Context, ref WorkspaceRef, fn func(rec BuildRecord) (Workspace, *build.Build, error)) (Workspace, *build.Build, error)
 	// UpdateBuild reads the build of the job (locked) with its workspace and passes them to fn;
 	// the build (its state and job columns) and the workspace row fn returns are written in one
 	// transaction, and the job's followers are woken.
@@ -123,8 +124,9 @@ type BuildStore interface {
 	// StaleJobs lists the active jobs that a reaper must fail: running (or canceling) with no
 	// heartbeat since heartbeatBefore, or pending since createdBefore.
 	StaleJobs(ctx context.Context, heartbeatBefore, createdBefore time.Time) ([]string, error)
-	// StalledRestarts lists the terraform workspaces whose restart stopped halfway: desired
-	// RestartRequested, and the latest build a stop that succeeded (its start was never queued).
+	// StalledRestarts lists the ids of the terraform workspaces whose restart stopped halfway:
+	// desired RestartRequested, and the latest build a stop that succeeded (its start was never
+	// queued).
 	StalledRestarts(ctx context.Context) ([]string, error)
 	// ActiveJobsOf lists the claimed, unfinished jobs of a worker.
 	ActiveJobsOf(ctx context.Context, workerID string) ([]string, error)

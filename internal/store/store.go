@@ -40,8 +40,12 @@ type Agent struct {
 
 // Workspace is a workspace row. Times are UTC with microsecond precision; nil means never set.
 type Workspace struct {
-	ID                        string
-	Name                      string
+	ID   string
+	Name string // unique per owner among the workspaces that are not Terminated
+	// KubeName is the workspace's name in the cluster (workspace.KubeName; for workspaces from
+	// before schema version 3, its name): its objects' name, its namespace's after "hangar-", and
+	// the name the agent reports it by. Unique across every workspace ever stored.
+	KubeName                  string
 	OwnerID                   string
 	OwnerName                 string // filled on reads
 	AgentID                   string
@@ -73,8 +77,25 @@ type ReconcileScope struct {
 	// Terminated). Otherwise only those never responded to, or whose desired state changed after
 	// the last response (desired_state_updated_at > responded_to_agent_at; see docs/decisions.md).
 	Full bool
-	// Names are read as well, whatever their state: the workspaces the agent reported.
-	Names []string
+	// KubeNames are read as well, whatever their state: the workspaces the agent reported (the
+	// agent names a workspace by its cluster name, Workspace.KubeName).
+	KubeNames []string
+}
+
+// WorkspaceRef names one workspace: by ID, or else by owner and name. A name may have been used
+// before by Terminated workspaces of the owner: it names the one that is not Terminated if there is
+// one, else the latest created.
+type WorkspaceRef struct {
+	ID      string
+	OwnerID string
+	Name    string
+}
+
+// ListFilter says which workspaces ListWorkspaces lists.
+type ListFilter struct {
+	OwnerID string // "" lists every owner's
+	// Terminated lists the Terminated workspaces too (actual state Terminated: deleted).
+	Terminated bool
 }
 
 // Store is Hangar's persistence.
@@ -95,18 +116,19 @@ type Store interface {
 	AgentByName(ctx context.Context, name string) (Agent, error)
 	ListAgents(ctx context.Context) ([]Agent, error)
 
-	// CreateWorkspace inserts w unless its name is taken (ErrConflict) or the agent's quotas would
-	// be exceeded (ErrQuota); both checks and the insert happen in one transaction.
+	// CreateWorkspace inserts w unless its owner has a workspace of that name that is not Terminated
+	// (ErrConflict) or the agent's quotas would be exceeded (ErrQuota); both checks and the insert
+	// happen in one transaction.
 	CreateWorkspace(ctx context.Context, w Workspace, agentQuota, perUserQuota int) error
-	// WorkspaceByName reads one workspace.
-	WorkspaceByName(ctx context.Context, name string) (Workspace, error)
+	// Workspace reads one workspace.
+	Workspace(ctx context.Context, ref WorkspaceRef) (Workspace, error)
 	// WorkspaceDevfile reads the devfile a workspace was created with (it never changes).
 	WorkspaceDevfile(ctx context.Context, id string) (string, error)
-	// ListWorkspaces lists workspaces by name; ownerID "" lists all.
-	ListWorkspaces(ctx context.Context, ownerID string) ([]Workspace, error)
-	// UpdateWorkspace reads the workspace named, locked against concurrent writers, passes it to
+	// ListWorkspaces lists workspaces by owner and name, then newest first.
+	ListWorkspaces(ctx context.Context, f ListFilter) ([]Workspace, error)
+	// UpdateWorkspace reads the workspace ref names, locked against concurrent writers, passes it to
 	// fn and writes what fn returns, all in one transaction. fn may return an error to write nothing.
-	UpdateWorkspace(ctx context.Context, name string, fn func(w Workspace) (Workspace, error)) (Workspace, error)
+	UpdateWorkspace(ctx context.Context, ref WorkspaceRef, fn func(w Workspace) (Workspace, error)) (Workspace, error)
 	// Reconcile reads the workspaces in scope, locked against concurrent writers, passes them to fn,
 	// and writes the rows fn returns (by ID), all in one transaction. A user's concurrent change to
 	// one of those workspaces waits for it, so neither update is lost.

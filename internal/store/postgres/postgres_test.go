@@ -62,7 +62,7 @@ func TestReplicaNotifications(t *testing.T) {
 	if settle(); !storetest.Quiet(otherCh) {
 		t.Fatal("a creation for one agent woke another agent's subscriber on replica b")
 	}
-	if _, err := a.UpdateWorkspace(ctx, "w", func(w store.Workspace) (store.Workspace, error) {
+	if _, err := a.UpdateWorkspace(ctx, f.Ref("w"), func(w store.Workspace) (store.Workspace, error) {
 		w.DesiredState, w.DesiredStateUpdatedAt = workspace.Stopped, w.DesiredStateUpdatedAt.Add(time.Second)
 		return w, nil
 	}); err != nil {
@@ -160,6 +160,17 @@ func TestUpgradeFromV1(t *testing.T) {
 	}
 	defer db.Close()
 	storetest.UpgradeFromV1(t, db, postgres.Dialect, func(t *testing.T) store.Store { return open(t, url) })
+}
+
+// TestUpgradeFromV2: a database written by schema version 2 keeps its rows through migration 3.
+func TestUpgradeFromV2(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storetest.UpgradeFromV2(t, db, postgres.Dialect, func(t *testing.T) store.Store { return open(t, url) })
 }
 
 // TestReplicaJobNotifications: a job queued, logged, canceled through one store (replica) wakes the

@@ -40,3 +40,22 @@ func TestUpgradeFromV1(t *testing.T) {
 		return s
 	})
 }
+
+// TestUpgradeFromV2: a database written by schema version 2, builds included, keeps its rows
+// through the second rebuild of the workspaces table (migration 3).
+func TestUpgradeFromV2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hangar.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storetest.UpgradeFromV2(t, db, sqlite.Dialect, func(t *testing.T) store.Store {
+		s, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}

@@ -350,12 +350,12 @@ func (s *Store) CreateBuildWorkspace(ctx context.Context, w store.Workspace, b b
 	return err
 }
 
-func (s *Store) NewBuild(ctx context.Context, workspaceName string, fn func(rec store.BuildRecord) (store.Workspace, *build.Build, error)) (store.Workspace, *build.Build, error) {
+func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(rec store.BuildRecord) (store.Workspace, *build.Build, error)) (store.Workspace, *build.Build, error) {
 	var outW store.Workspace
 	var outB *build.Build
 	var topics []string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		w, err := s.lockWorkspace(ctx, tx, `w.name = ?`, workspaceName)
+		w, err := s.lockWorkspace(ctx, tx, ref)
 		if err != nil {
 			return err
 		}
@@ -374,7 +374,7 @@ func (s *Store) NewBuild(ctx context.Context, workspaceName string, fn func(rec 
 		// fn decides what to refuse first (a workspace the caller may not see, ...); a build of a
 		// workspace an agent runs is refused here whatever fn says.
 		if w.Backend != store.KindTerraform {
-			return fmt.Errorf("workspace %q is a %s workspace, which has no builds: %w", workspaceName, w.Backend, store.ErrConflict)
+			return fmt.Errorf("workspace %q is a %s workspace, which has no builds: %w", w.Name, w.Backend, store.ErrConflict)
 		}
 		b := *nb
 		b.WorkspaceID, b.Job.BuildID, b.HasState = w.ID, b.ID, nb.State != nil
@@ -408,7 +408,7 @@ func (s *Store) UpdateBuild(ctx context.Context, jobID string, fn func(rec store
 			WHERE j.id = ?`), jobID).Scan(&workspaceID); err != nil {
 			return fmt.Errorf("read job %s: %w", jobID, notFound(err, "job "+jobID))
 		}
-		w, err := s.lockWorkspace(ctx, tx, `w.id = ?`, workspaceID)
+		w, err := s.lockWorkspace(ctx, tx, store.WorkspaceRef{ID: workspaceID})
 		if err != nil {
 			return err
 		}
@@ -506,7 +506,7 @@ func (s *Store) PutBuildState(ctx context.Context, workspaceID string, state []b
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		// The workspace's lock keeps a new build from starting meanwhile; the latest build's job, if
 		// it has ended, cannot become active again.
-		w, err := s.lockWorkspace(ctx, tx, `w.id = ?`, workspaceID)
+		w, err := s.lockWorkspace(ctx, tx, store.WorkspaceRef{ID: workspaceID})
 		if err != nil {
 			return err
 		}
@@ -693,13 +693,13 @@ func (s *Store) JobLogs(ctx context.Context, jobID string, after int64, limit in
 }
 
 func (s *Store) StalledRestarts(ctx context.Context) ([]string, error) {
-	return queryAll(ctx, s, s.db, "stalled restarts", `SELECT w.name FROM workspaces w
+	return queryAll(ctx, s, s.db, "stalled restarts", `SELECT w.id FROM workspaces w
 		JOIN workspace_builds b ON b.workspace_id = w.id
 		JOIN provisioner_jobs j ON j.build_id = b.id
 		WHERE w.backend = 'terraform' AND w.desired_state = 'RestartRequested'
 		AND b.build_number = (SELECT MAX(b2.build_number) FROM workspace_builds b2 WHERE b2.workspace_id = w.id)
 		AND b.transition = 'stop' AND j.completed_at IS NOT NULL AND j.canceled_at IS NULL AND j.error = ''
-		ORDER BY w.name`, scanString)
+		ORDER BY w.created_at, w.id`, scanString)
 }
 
 func (s *Store) StaleJobs(ctx context.Context, heartbeatBefore, createdBefore time.Time) ([]string, error) {

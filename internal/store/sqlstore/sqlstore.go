@@ -298,7 +298,7 @@ func (s *Store) ListAgents(ctx context.Context) ([]store.Agent, error) {
 
 // --- workspaces
 
-const wsCols = `w.id, w.name, w.owner_id, u.username, COALESCE(w.agent_id, ''), COALESCE(a.name, ''), w.namespace,
+const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, COALESCE(w.agent_id, ''), COALESCE(a.name, ''), w.namespace,
 	w.desired_state, w.actual_state, w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at,
 	w.deployment_resource_version, w.error_type, w.error_message, w.url, w.created_at, w.backend,
 	COALESCE(w.template_id, ''), COALESCE(t.name, '')`
@@ -313,7 +313,7 @@ func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error)
 	var desiredAt, created int64
 	var actualAt, respondedAt sql.NullInt64
 	var rv sql.NullString
-	if err := row.Scan(&w.ID, &w.Name, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
+	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
 		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created,
 		&w.Backend, &w.TemplateID, &w.TemplateName); err != nil {
 		return w, err
@@ -347,15 +347,19 @@ func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w store.Workspa
 	if backend == "" {
 		backend = store.KindKubernetes
 	}
-	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
+	kubeName := w.KubeName
+	if kubeName == "" {
+		kubeName = workspace.KubeName(w.Name, w.ID)
+	}
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, kube_name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
 		desired_state_updated_at, actual_state_updated_at, responded_to_agent_at, deployment_resource_version, error_type, error_message, url, created_at,
 		backend, template_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		w.ID, w.Name, w.OwnerID, nullID(w.AgentID), w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		w.ID, w.Name, kubeName, w.OwnerID, nullID(w.AgentID), w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
 		micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),
 		nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage, w.URL, micros(w.CreatedAt),
 		backend, nullID(w.TemplateID))
-	if err = s.wrapUnique(err, fmt.Sprintf("workspace name %q", w.Name)); err != nil {
+	if err = s.wrapUnique(err, fmt.Sprintf("workspace %q of this owner", w.Name)); err != nil {
 		return fmt.Errorf("create workspace: %w", err)
 	}
 	return nil
@@ -396,9 +400,10 @@ func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuo
 	return err
 }
 
-func (s *Store) WorkspaceByName(ctx context.Context, name string) (store.Workspace, error) {
-	w, err := scanWorkspace(s.db.QueryRowContext(ctx, s.q(`SELECT `+wsCols+wsFrom+` WHERE w.name = ?`), name))
-	return w, notFound(err, fmt.Sprintf("workspace %q", name))
+func (s *Store) Workspace(ctx context.Context, ref store.WorkspaceRef) (store.Workspace, error) {
+	where, args, order := refQuery(ref)
+	w, err := scanWorkspace(s.db.QueryRowContext(ctx, s.q(`SELECT `+wsCols+wsFrom+` WHERE `+where+order), args...))
+	return w, notFound(err, refString(ref))
 }
 
 func (s *Store) WorkspaceByID(ctx context.Context, id string) (store.Workspace, error) {
@@ -412,12 +417,20 @@ func (s *Store) WorkspaceDevfile(ctx context.Context, id string) (string, error)
 	return text, notFound(err, "workspace "+id)
 }
 
-func (s *Store) ListWorkspaces(ctx context.Context, ownerID string) ([]store.Workspace, error) {
-	query, args := `SELECT `+wsCols+wsFrom+` ORDER BY w.name`, []any{}
-	if ownerID != "" {
-		query, args = `SELECT `+wsCols+wsFrom+` WHERE w.owner_id = ? ORDER BY w.name`, []any{ownerID}
+func (s *Store) ListWorkspaces(ctx context.Context, f store.ListFilter) ([]store.Workspace, error) {
+	var conds []string
+	var args []any
+	if f.OwnerID != "" {
+		conds, args = append(conds, `w.owner_id = ?`), append(args, f.OwnerID)
 	}
-	return s.queryWorkspaces(ctx, s.db, query, args...)
+	if !f.Terminated {
+		conds = append(conds, `w.actual_state <> 'Terminated'`)
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = ` WHERE ` + strings.Join(conds, ` AND `)
+	}
+	return s.queryWorkspaces(ctx, s.db, `SELECT `+wsCols+wsFrom+where+` ORDER BY u.username, w.name, w.created_at DESC, w.id`, args...)
 }
 
 type querier interface {
@@ -449,7 +462,7 @@ func (s *Store) lockClause() string {
 	return s.d.ForUpdate + " OF w"
 }
 
-func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.Workspace) (store.Workspace, error)) (store.Workspace, error) {
+func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn func(store.Workspace) (store.Workspace, error)) (store.Workspace, error) {
 	var out store.Workspace
 	woken := "" // the agent to wake after the commit
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -459,7 +472,7 @@ func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.
 		// of the workspace's agent (and the reverse), and two users' changes of one row serialize on
 		// the row, without a reconcile locking thousands of rows.
 		// A terraform workspace has no agent: only its row is locked.
-		w, err := s.lockWorkspace(ctx, tx, `w.name = ?`, name)
+		w, err := s.lockWorkspace(ctx, tx, ref)
 		if err != nil {
 			return err
 		}
@@ -483,20 +496,39 @@ func (s *Store) UpdateWorkspace(ctx context.Context, name string, fn func(store.
 	return out, err
 }
 
-// lockWorkspace reads one workspace (where is a condition on w with one parameter, arg) locked
-// against concurrent writers (Postgres): first its agent's row FOR SHARE if it has an agent (see
-// UpdateWorkspace), then its own row FOR UPDATE. SQLite's transaction already holds the write lock.
-func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, where, arg string) (store.Workspace, error) {
-	what := fmt.Sprintf("workspace %q", arg)
+// refQuery is the condition, arguments and order that select the workspace ref names (take the
+// first row): by id, or else the owner's workspace of that name that is not Terminated, or else
+// the latest created of those that are.
+func refQuery(ref store.WorkspaceRef) (where string, args []any, order string) {
+	if ref.ID != "" {
+		return `w.id = ?`, []any{ref.ID}, ``
+	}
+	return `w.owner_id = ? AND w.name = ?`, []any{ref.OwnerID, ref.Name},
+		` ORDER BY CASE WHEN w.actual_state = 'Terminated' THEN 1 ELSE 0 END, w.created_at DESC, w.id LIMIT 1`
+}
+
+func refString(ref store.WorkspaceRef) string {
+	if ref.ID != "" {
+		return "workspace " + ref.ID
+	}
+	return fmt.Sprintf("workspace %q", ref.Name)
+}
+
+// lockWorkspace reads the workspace ref names, locked against concurrent writers (Postgres): first
+// its agent's row FOR SHARE if it has an agent (see UpdateWorkspace), then its own row FOR UPDATE.
+// SQLite's transaction already holds the write lock.
+func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, ref store.WorkspaceRef) (store.Workspace, error) {
+	what := refString(ref)
+	where, args, order := refQuery(ref)
 	if s.d.ForShare != "" {
 		// No row: no such workspace, or one without an agent, whose own row lock is enough.
 		var agentID string
-		err := tx.QueryRowContext(ctx, s.q(`SELECT a.id FROM workspaces w JOIN agents a ON a.id = w.agent_id WHERE `+where+` FOR SHARE OF a`), arg).Scan(&agentID)
+		err := tx.QueryRowContext(ctx, s.q(`SELECT a.id FROM workspaces w JOIN agents a ON a.id = w.agent_id WHERE `+where+order+` FOR SHARE OF a`), args...).Scan(&agentID)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return store.Workspace{}, fmt.Errorf("lock agent of %s: %w", what, err)
 		}
 	}
-	ws, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE `+where+s.lockClause(), arg)
+	ws, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE `+where+order+s.lockClause(), args...)
 	if err != nil {
 		return store.Workspace{}, err
 	}
@@ -531,10 +563,10 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 		}
 		seen := make(map[string]bool, len(rows))
 		for _, r := range rows {
-			seen[r.Name] = true
+			seen[r.KubeName] = true
 		}
 		var missing []string
-		for _, n := range scope.Names {
+		for _, n := range scope.KubeNames {
 			if !seen[n] {
 				seen[n] = true
 				missing = append(missing, n)
@@ -547,7 +579,7 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 			for _, n := range chunk {
 				args = append(args, n)
 			}
-			more, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.agent_id = ? AND w.name IN (`+placeholders(len(chunk))+`) ORDER BY w.id`, args...)
+			more, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.agent_id = ? AND w.kube_name IN (`+placeholders(len(chunk))+`) ORDER BY w.id`, args...)
 			if err != nil {
 				return err
 			}

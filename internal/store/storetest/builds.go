@@ -262,7 +262,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	k := f.Workspace("k1")
 	f.Fixture.Create(t, s, k)
 
-	got, err := s.WorkspaceByName(ctx, "tf1")
+	got, err := s.Workspace(ctx, f.Ref("tf1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,14 +277,14 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	if _, err := s.WorkspaceByID(ctx, uuid.NewString()); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("WorkspaceByID(unknown): %v", err)
 	}
-	if kw, err := s.WorkspaceByName(ctx, "k1"); err != nil || kw.Backend != store.KindKubernetes || kw.AgentName != f.Agent.Name || kw.TemplateID != "" {
+	if kw, err := s.Workspace(ctx, f.Ref("k1")); err != nil || kw.Backend != store.KindKubernetes || kw.AgentName != f.Agent.Name || kw.TemplateID != "" {
 		t.Fatalf("kubernetes workspace read back: %+v, %v", kw, err)
 	}
-	list, err := s.ListWorkspaces(ctx, f.User.ID)
+	list, err := s.ListWorkspaces(ctx, store.ListFilter{OwnerID: f.User.ID})
 	if err != nil || len(list) != 2 || list[0].Name != "k1" || list[1].Name != "tf1" || list[1].Backend != store.KindTerraform {
 		t.Fatalf("ListWorkspaces = %+v, %v", list, err)
 	}
-	if all, _ := s.ListWorkspaces(ctx, ""); len(all) != 2 {
+	if all, _ := s.ListWorkspaces(ctx, store.ListFilter{}); len(all) != 2 {
 		t.Fatalf("ListWorkspaces(all) = %d", len(all))
 	}
 	if first, err := s.BuildByNumber(ctx, w.ID, 1); err != nil || first.ID != b.ID || first.Job.ID != b.Job.ID || first.Job.Status() != build.Pending {
@@ -293,7 +293,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 
 	// Never read by an agent's reconcile (it never answered it), nor pending for any agent.
 	for _, full := range []bool{false, true} {
-		if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: full, Names: []string{"tf1"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
+		if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: full, KubeNames: []string{"tf1"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
 			if names := names(rows); len(names) != 1 || !names["k1"] {
 				t.Errorf("reconcile (full %v) read %v, want only k1", full, names)
 			}
@@ -303,7 +303,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 		}
 	}
 	at := t0.Add(time.Minute)
-	if _, err := s.UpdateWorkspace(ctx, "k1", func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("k1"), func(w store.Workspace) (store.Workspace, error) {
 		w.RespondedToAgentAt = &at
 		return w, nil
 	}); err != nil {
@@ -320,13 +320,13 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	}
 
 	// UpdateWorkspace serves a terraform workspace too (no agent to lock or wake).
-	if _, err := s.UpdateWorkspace(ctx, "tf1", func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("tf1"), func(w store.Workspace) (store.Workspace, error) {
 		w.DesiredState, w.DesiredStateUpdatedAt = workspace.Stopped, at
 		return w, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.WorkspaceByName(ctx, "tf1"); got.DesiredState != workspace.Stopped || got.Backend != store.KindTerraform {
+	if got, _ := s.Workspace(ctx, f.Ref("tf1")); got.DesiredState != workspace.Stopped || got.Backend != store.KindTerraform {
 		t.Fatalf("after UpdateWorkspace: %+v", got)
 	}
 
@@ -336,7 +336,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 		t.Fatalf("terraform workspace named like a kubernetes one: %v, want ErrConflict", err)
 	}
 	// A kubernetes workspace has no builds: fn sees it (and may refuse first), a build is refused.
-	if _, _, err := s.NewBuild(ctx, "k1", func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("k1"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
 		if rec.Workspace.Backend != store.KindKubernetes || rec.Build != nil {
 			t.Errorf("fn saw %+v, %+v", rec.Workspace, rec.Build)
 		}
@@ -345,10 +345,10 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("NewBuild of a kubernetes workspace: %v, want ErrConflict", err)
 	}
-	if kw, _ := s.WorkspaceByName(ctx, "k1"); kw.Backend != store.KindKubernetes {
+	if kw, _ := s.Workspace(ctx, f.Ref("k1")); kw.Backend != store.KindKubernetes {
 		t.Fatalf("k1 after a refused build: %+v", kw)
 	}
-	if _, _, err := s.NewBuild(ctx, "nope", func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("nope"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
 		return rec.Workspace, nil, nil
 	}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("NewBuild of an unknown workspace: %v, want ErrNotFound", err)
@@ -370,7 +370,7 @@ func testNewBuild(t *testing.T, s store.Store) {
 	// fn's error writes nothing.
 	refused := errors.New("refused")
 	var seen store.BuildRecord
-	if _, _, err := s.NewBuild(ctx, "tf", func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
 		seen = rec
 		nb := f.Build(rec.Workspace, rec.Build.Number+1, build.Stop, t0.Add(time.Second))
 		rec.Workspace.DesiredState = workspace.Stopped
@@ -384,17 +384,17 @@ func testNewBuild(t *testing.T, s store.Store) {
 	if bs, _ := s.ListBuilds(ctx, w.ID); len(bs) != 1 {
 		t.Fatalf("%d builds after a refused NewBuild, want 1", len(bs))
 	}
-	if got, _ := s.WorkspaceByName(ctx, "tf"); got.DesiredState != workspace.Running {
+	if got, _ := s.Workspace(ctx, f.Ref("tf")); got.DesiredState != workspace.Running {
 		t.Fatalf("a refused NewBuild wrote the workspace: %s", got.DesiredState)
 	}
 	// No build: nothing written either.
-	if _, nb, err := s.NewBuild(ctx, "tf", func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, nb, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
 		rec.Workspace.DesiredState = workspace.Stopped
 		return rec.Workspace, nil, nil
 	}); err != nil || nb != nil {
 		t.Fatalf("NewBuild without build = %v, %v", nb, err)
 	}
-	if got, _ := s.WorkspaceByName(ctx, "tf"); got.DesiredState != workspace.Running {
+	if got, _ := s.Workspace(ctx, f.Ref("tf")); got.DesiredState != workspace.Running {
 		t.Fatalf("NewBuild without a build wrote the workspace: %s", got.DesiredState)
 	}
 
@@ -405,7 +405,7 @@ func testNewBuild(t *testing.T, s store.Store) {
 	// Build numbers follow the latest; fn sees the latest build with its state.
 	for i, tr := range []build.Transition{build.Stop, build.Start, build.Delete} {
 		at := t0.Add(time.Duration(10+i) * time.Minute)
-		gotW, gotB, err := s.NewBuild(ctx, "tf", func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+		gotW, gotB, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
 			if rec.Build == nil || rec.Build.Number != i+1 || !bytes.Equal(rec.Build.State, state1) {
 				return rec.Workspace, nil, fmt.Errorf("fn saw latest build %+v", rec.Build)
 			}
@@ -426,7 +426,7 @@ func testNewBuild(t *testing.T, s store.Store) {
 			finish(t, s, gotB.Job.ID, build.Outcome{State: state1}, at.Add(time.Second))
 		}
 	}
-	got, err := s.WorkspaceByName(ctx, "tf")
+	got, err := s.Workspace(ctx, f.Ref("tf"))
 	if err != nil || got.DesiredState != workspace.Terminated || got.ActualState != workspace.Terminating ||
 		!got.DesiredStateUpdatedAt.Equal(t0.Add(12*time.Minute)) {
 		t.Fatalf("workspace after the delete build: %+v, %v", got, err)
@@ -458,14 +458,14 @@ func testNewBuild(t *testing.T, s store.Store) {
 	}
 
 	// A number taken (a racing replica's build) is ErrConflict, and writes nothing.
-	if _, _, err := s.NewBuild(ctx, "tf", func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
 		nb := f.Build(rec.Workspace, rec.Build.Number, build.Start, t0.Add(time.Hour))
 		rec.Workspace.DesiredState = workspace.Running
 		return rec.Workspace, &nb, nil
 	}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a taken build number: %v, want ErrConflict", err)
 	}
-	if got, _ := s.WorkspaceByName(ctx, "tf"); got.DesiredState != workspace.Terminated {
+	if got, _ := s.Workspace(ctx, f.Ref("tf")); got.DesiredState != workspace.Terminated {
 		t.Fatalf("a conflicting NewBuild wrote the workspace: %s", got.DesiredState)
 	}
 }
@@ -517,7 +517,7 @@ func testUpdateBuildRoundTrip(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	check("BuildByNumber", byNumber)
-	gotW, err := s.WorkspaceByName(ctx, "tf")
+	gotW, err := s.Workspace(ctx, f.Ref("tf"))
 	if err != nil || gotW.ActualState != workspace.Failed || !gotW.ActualStateUpdatedAt.Equal(*actualAt) || gotW.ErrorType != build.ErrorType ||
 		gotW.ErrorMessage != "build #1 (start) was canceled: interrupted" {
 		t.Fatalf("workspace after UpdateBuild: %+v, %v", gotW, err)
@@ -549,7 +549,7 @@ func testUpdateBuildRoundTrip(t *testing.T, s store.Store) {
 	if got, _ := s.BuildByJob(ctx, b.Job.ID); got.State != nil || got.Job.CompletedAt != nil {
 		t.Fatalf("a refused UpdateBuild wrote the build")
 	}
-	if got, _ := s.WorkspaceByName(ctx, "tf"); got.ActualState != workspace.Failed {
+	if got, _ := s.Workspace(ctx, f.Ref("tf")); got.ActualState != workspace.Failed {
 		t.Fatalf("a refused UpdateBuild wrote the workspace: %s", got.ActualState)
 	}
 	if _, err := s.UpdateBuild(ctx, uuid.NewString(), func(rec store.BuildRecord) (store.BuildRecord, error) { return rec, nil }); !errors.Is(err, store.ErrNotFound) {
@@ -1010,7 +1010,7 @@ func testJobNotifications(t *testing.T, s store.Store) {
 		t.Fatalf("heartbeat by another worker: %v", err)
 	}
 	refused := errors.New("refused")
-	if _, _, err := s.NewBuild(ctx, "tf", func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
 		nb := f.Build(rec.Workspace, 2, build.Stop, t0)
 		return rec.Workspace, &nb, refused
 	}); !errors.Is(err, refused) {
@@ -1039,7 +1039,7 @@ func testJobNotifications(t *testing.T, s store.Store) {
 		t.Fatal("the end of a job woke SubscribeJobs")
 	}
 	// A new build's job is announced.
-	if _, _, err := s.NewBuild(ctx, "tf", func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
 		nb := f.Build(rec.Workspace, rec.Build.Number+1, build.Start, t0.Add(time.Minute))
 		return rec.Workspace, &nb, nil
 	}); err != nil {

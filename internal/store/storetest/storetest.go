@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
@@ -33,6 +34,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentUserAndAgentLoseNothing", testConcurrentWriters},
 		{"BatchUpdate", testBatchUpdate},
 		{"PendingAndNotifications", testPending},
+		{"NamesPerOwner", testNamesPerOwner},
+		{"NameFreeOnceTerminated", testNameFreeOnceTerminated},
 	}
 	tests = append(tests, buildTests...)
 	for _, tc := range tests {
@@ -64,10 +67,15 @@ func NewFixture(t testing.TB, s store.Store, name string) Fixture {
 // Workspace returns a new workspace row of the fixture, desired Running, actual CreationRequested.
 func (f Fixture) Workspace(name string) store.Workspace {
 	return store.Workspace{
-		ID: uuid.NewString(), Name: name, OwnerID: f.User.ID, OwnerName: f.User.Username, AgentID: f.Agent.ID, AgentName: f.Agent.Name,
+		ID: uuid.NewString(), Name: name, KubeName: name, OwnerID: f.User.ID, OwnerName: f.User.Username, AgentID: f.Agent.ID, AgentName: f.Agent.Name,
 		Namespace: "hangar-" + name, Devfile: "schemaVersion: 2.2.0", DesiredState: workspace.Running, ActualState: workspace.CreationRequested,
 		DesiredStateUpdatedAt: t0, URL: "https://3000-" + name + ".example.com/", CreatedAt: t0,
 	}
+}
+
+// Ref names the fixture user's workspace of that name.
+func (f Fixture) Ref(name string) store.WorkspaceRef {
+	return store.WorkspaceRef{OwnerID: f.User.ID, Name: name}
 }
 
 // Create inserts workspaces with no quota.
@@ -139,7 +147,7 @@ func testWorkspaceRoundTrip(t *testing.T, s store.Store) {
 	f := NewFixture(t, s, "rt")
 	w := f.Workspace("alpha")
 	f.Create(t, s, w)
-	got, err := s.WorkspaceByName(ctx, "alpha")
+	got, err := s.Workspace(ctx, f.Ref("alpha"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +167,7 @@ func testWorkspaceRoundTrip(t *testing.T, s store.Store) {
 	}
 	at := t0.Add(90*time.Second + 123*time.Microsecond)
 	rv := "42"
-	updated, err := s.UpdateWorkspace(ctx, "alpha", func(w store.Workspace) (store.Workspace, error) {
+	updated, err := s.UpdateWorkspace(ctx, f.Ref("alpha"), func(w store.Workspace) (store.Workspace, error) {
 		w.DesiredState, w.ActualState, w.RespondedToAgentAt, w.DeploymentResourceVersion = workspace.Stopped, workspace.Stopping, &at, &rv
 		w.ErrorType, w.ErrorMessage = "applier", "boom"
 		return w, nil
@@ -167,29 +175,29 @@ func testWorkspaceRoundTrip(t *testing.T, s store.Store) {
 	if err != nil || updated.DesiredState != workspace.Stopped {
 		t.Fatalf("UpdateWorkspace = %+v, %v", updated, err)
 	}
-	got, _ = s.WorkspaceByName(ctx, "alpha")
+	got, _ = s.Workspace(ctx, f.Ref("alpha"))
 	if got.DesiredState != workspace.Stopped || got.ActualState != workspace.Stopping || !got.RespondedToAgentAt.Equal(at) ||
 		*got.DeploymentResourceVersion != "42" || got.ErrorMessage != "boom" {
 		t.Fatalf("after update: %+v", got)
 	}
 	refused := errors.New("refused")
-	if _, err := s.UpdateWorkspace(ctx, "alpha", func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("alpha"), func(w store.Workspace) (store.Workspace, error) {
 		w.DesiredState = workspace.Terminated
 		return w, refused
 	}); !errors.Is(err, refused) {
 		t.Fatalf("fn error: %v", err)
 	}
-	if got, _ := s.WorkspaceByName(ctx, "alpha"); got.DesiredState != workspace.Stopped {
+	if got, _ := s.Workspace(ctx, f.Ref("alpha")); got.DesiredState != workspace.Stopped {
 		t.Fatalf("a refused update was written: %s", got.DesiredState)
 	}
-	if _, err := s.UpdateWorkspace(ctx, "nope", func(w store.Workspace) (store.Workspace, error) { return w, nil }); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("nope"), func(w store.Workspace) (store.Workspace, error) { return w, nil }); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("update of unknown workspace: %v", err)
 	}
-	list, err := s.ListWorkspaces(ctx, f.User.ID)
+	list, err := s.ListWorkspaces(ctx, store.ListFilter{OwnerID: f.User.ID})
 	if err != nil || len(list) != 1 {
 		t.Fatalf("ListWorkspaces(owner) = %d, %v", len(list), err)
 	}
-	if list, _ := s.ListWorkspaces(ctx, uuid.NewString()); len(list) != 0 {
+	if list, _ := s.ListWorkspaces(ctx, store.ListFilter{OwnerID: uuid.NewString()}); len(list) != 0 {
 		t.Fatalf("ListWorkspaces(other owner) = %d", len(list))
 	}
 	counts, err := s.CountWorkspacesByState(ctx)
@@ -211,7 +219,7 @@ func testQuotas(t *testing.T, s store.Store) {
 		t.Fatalf("per-user quota 1: %v, want ErrQuota", err)
 	}
 	// A terminated workspace no longer counts.
-	if _, err := s.UpdateWorkspace(ctx, "a", func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("a"), func(w store.Workspace) (store.Workspace, error) {
 		w.DesiredState = workspace.Terminated
 		return w, nil
 	}); err != nil {
@@ -220,7 +228,7 @@ func testQuotas(t *testing.T, s store.Store) {
 	if err := s.CreateWorkspace(ctx, f.Workspace("b"), 2, 1); err != nil {
 		t.Fatalf("after terminating a: %v", err)
 	}
-	if list, _ := s.ListWorkspaces(ctx, ""); len(list) != 2 {
+	if list, _ := s.ListWorkspaces(ctx, store.ListFilter{}); len(list) != 2 {
 		t.Fatalf("%d workspaces, want 2 (nothing partially written)", len(list))
 	}
 }
@@ -276,9 +284,9 @@ func testReconcileScope(t *testing.T, s store.Store) {
 		}
 	}
 	want("partial", read(store.ReconcileScope{AgentID: f.Agent.ID}), "never", "changed")
-	want("partial+names", read(store.ReconcileScope{AgentID: f.Agent.ID, Names: []string{"quiet", "gone", "foreign", "unknown"}}), "never", "changed", "quiet", "gone")
+	want("partial+names", read(store.ReconcileScope{AgentID: f.Agent.ID, KubeNames: []string{"quiet", "gone", "foreign", "unknown"}}), "never", "changed", "quiet", "gone")
 	want("full", read(store.ReconcileScope{AgentID: f.Agent.ID, Full: true}), "never", "changed", "quiet", "same-time")
-	want("full+names", read(store.ReconcileScope{AgentID: f.Agent.ID, Full: true, Names: []string{"gone"}}), "never", "changed", "quiet", "same-time", "gone")
+	want("full+names", read(store.ReconcileScope{AgentID: f.Agent.ID, Full: true, KubeNames: []string{"gone"}}), "never", "changed", "quiet", "same-time", "gone")
 }
 
 func testReconcileRollback(t *testing.T, s store.Store) {
@@ -293,7 +301,7 @@ func testReconcileRollback(t *testing.T, s store.Store) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("Reconcile = %v, want boom", err)
 	}
-	if w, _ := s.WorkspaceByName(ctx, "x"); w.ActualState != workspace.CreationRequested {
+	if w, _ := s.Workspace(ctx, f.Ref("x")); w.ActualState != workspace.CreationRequested {
 		t.Fatalf("rolled-back reconcile wrote actual %s", w.ActualState)
 	}
 }
@@ -314,7 +322,7 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < n; i++ {
-				if _, err := s.UpdateWorkspace(ctx, "hot", func(w store.Workspace) (store.Workspace, error) {
+				if _, err := s.UpdateWorkspace(ctx, f.Ref("hot"), func(w store.Workspace) (store.Workspace, error) {
 					w.DesiredState = workspace.Stopped
 					w.DesiredStateUpdatedAt = w.DesiredStateUpdatedAt.Add(time.Second)
 					return w, nil
@@ -327,7 +335,7 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < n; i++ {
-				if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Names: []string{"hot"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
+				if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, KubeNames: []string{"hot"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
 					for j := range rows {
 						v := 0
 						if rows[j].DeploymentResourceVersion != nil {
@@ -350,7 +358,7 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	w, err := s.WorkspaceByName(ctx, "hot")
+	w, err := s.Workspace(ctx, f.Ref("hot"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +387,7 @@ func testBatchUpdate(t *testing.T, s store.Store) {
 	if err := s.UpdateWorkspacesBatch(ctx, ws); err != nil {
 		t.Fatal(err)
 	}
-	list, err := s.ListWorkspaces(ctx, "")
+	list, err := s.ListWorkspaces(ctx, store.ListFilter{})
 	if err != nil || len(list) != n {
 		t.Fatalf("list: %d, %v", len(list), err)
 	}
@@ -473,7 +481,7 @@ func testPending(t *testing.T, s store.Store) {
 	answered := t0.Add(time.Minute)
 	answer := func(at time.Time) {
 		t.Helper()
-		if _, err := s.UpdateWorkspace(ctx, "p1", func(w store.Workspace) (store.Workspace, error) {
+		if _, err := s.UpdateWorkspace(ctx, f.Ref("p1"), func(w store.Workspace) (store.Workspace, error) {
 			w.RespondedToAgentAt = &at
 			return w, nil
 		}); err != nil {
@@ -489,7 +497,7 @@ func testPending(t *testing.T, s store.Store) {
 	// Strictly after the answer is pending; at the same microsecond is not (docs/decisions.md).
 	desire := func(st workspace.State, at time.Time) {
 		t.Helper()
-		if _, err := s.UpdateWorkspace(ctx, "p1", func(w store.Workspace) (store.Workspace, error) {
+		if _, err := s.UpdateWorkspace(ctx, f.Ref("p1"), func(w store.Workspace) (store.Workspace, error) {
 			w.DesiredState, w.DesiredStateUpdatedAt = st, at
 			return w, nil
 		}); err != nil {
@@ -512,7 +520,7 @@ func testPending(t *testing.T, s store.Store) {
 
 	// A refused update wakes nobody.
 	refused := errors.New("refused")
-	if _, err := s.UpdateWorkspace(ctx, "p1", func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("p1"), func(w store.Workspace) (store.Workspace, error) {
 		w.DesiredStateUpdatedAt = w.DesiredStateUpdatedAt.Add(time.Hour)
 		return w, refused
 	}); !errors.Is(err, refused) {
@@ -541,4 +549,122 @@ func testPending(t *testing.T, s store.Store) {
 		t.Fatal("a cancelled subscription was woken")
 	}
 	cancel() // idempotent
+}
+
+// testNamesPerOwner: two owners may each have a workspace of one name, on one agent; each is read,
+// updated and reconciled as its own (cluster names differ); one owner may not have two.
+func testNamesPerOwner(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := NewFixture(t, s, "a")
+	b := NewFixture(t, s, "b")
+	b.Agent = a.Agent // the same cluster
+	wa, wb := a.Workspace("dev"), b.Workspace("dev")
+	wa.KubeName, wb.KubeName = "", "" // derived by the store
+	wb.AgentID, wb.AgentName = a.Agent.ID, a.Agent.Name
+	a.Create(t, s, wa)
+	b.Create(t, s, wb)
+	ga, err := s.Workspace(ctx, a.Ref("dev"))
+	if err != nil || ga.ID != wa.ID || ga.OwnerName != a.User.Username {
+		t.Fatalf("a's dev = %+v, %v", ga, err)
+	}
+	gb, err := s.Workspace(ctx, b.Ref("dev"))
+	if err != nil || gb.ID != wb.ID {
+		t.Fatalf("b's dev = %+v, %v", gb, err)
+	}
+	if ga.KubeName != workspace.KubeName("dev", wa.ID) || gb.KubeName != workspace.KubeName("dev", wb.ID) || ga.KubeName == gb.KubeName {
+		t.Fatalf("cluster names %q and %q: want distinct, from name and id", ga.KubeName, gb.KubeName)
+	}
+	if _, err := s.UpdateWorkspace(ctx, b.Ref("dev"), func(w store.Workspace) (store.Workspace, error) {
+		w.DesiredState = workspace.Stopped
+		return w, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Workspace(ctx, a.Ref("dev")); got.DesiredState != workspace.Running {
+		t.Fatalf("stopping b's dev changed a's: %s", got.DesiredState)
+	}
+	// An agent names them by cluster name: each report reads its own row.
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: a.Agent.ID, Full: true, KubeNames: []string{gb.KubeName}}, func(rows []store.Workspace) ([]store.Workspace, error) {
+		if len(rows) != 2 {
+			t.Errorf("full reconcile read %d rows, want both dev", len(rows))
+		}
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dup := a.Workspace("dev")
+	dup.KubeName = ""
+	if err := s.CreateWorkspace(ctx, dup, -1, -1); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a second dev of a: %v, want ErrConflict", err)
+	}
+	// A terraform workspace shares the names: a's dev is taken for it too.
+	bf := NewBuildFixture(t, s, "tf")
+	bf.Fixture = Fixture{User: a.User, Agent: a.Agent}
+	tw := bf.TerraformWorkspace("dev")
+	if err := s.CreateBuildWorkspace(ctx, tw, bf.Build(tw, 1, build.Start, t0)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a terraform dev of a beside the kubernetes one: %v, want ErrConflict", err)
+	}
+	list, err := s.ListWorkspaces(ctx, store.ListFilter{})
+	if err != nil || len(list) != 2 || list[0].OwnerName != a.User.Username || list[1].OwnerName != b.User.Username {
+		t.Fatalf("ListWorkspaces = %+v, %v; want a's dev then b's", list, err)
+	}
+}
+
+// testNameFreeOnceTerminated: a name stays taken while its workspace is not Terminated (desired
+// Terminated is not enough), is free once it is (both backends), and the list hides Terminated
+// workspaces unless asked; a name then names the live workspace, else the latest Terminated one.
+func testNameFreeOnceTerminated(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewBuildFixture(t, s, "free")
+	old := f.Workspace("dev")
+	old.KubeName = ""
+	f.Fixture.Create(t, s, old)
+	terminate := func(actual workspace.State) {
+		t.Helper()
+		if _, err := s.UpdateWorkspace(ctx, f.Ref("dev"), func(w store.Workspace) (store.Workspace, error) {
+			w.DesiredState, w.ActualState = workspace.Terminated, actual
+			return w, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	terminate(workspace.Terminating)
+	again := f.Workspace("dev")
+	again.KubeName = ""
+	if err := s.CreateWorkspace(ctx, again, -1, -1); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("dev again while the first is Terminating: %v, want ErrConflict", err)
+	}
+	terminate(workspace.Terminated)
+	if got, err := s.Workspace(ctx, f.Ref("dev")); err != nil || got.ID != old.ID {
+		t.Fatalf("dev once Terminated = %+v, %v; want the Terminated one", got, err)
+	}
+	again.CreatedAt = t0.Add(time.Minute)
+	f.Fixture.Create(t, s, again)
+	got, err := s.Workspace(ctx, f.Ref("dev"))
+	if err != nil || got.ID != again.ID || got.KubeName == workspace.KubeName("dev", old.ID) {
+		t.Fatalf("dev after re-creation = %+v, %v; want the new one, with its own cluster name", got, err)
+	}
+	if got, err := s.Workspace(ctx, store.WorkspaceRef{ID: old.ID}); err != nil || got.ActualState != workspace.Terminated {
+		t.Fatalf("the old dev by id = %+v, %v", got, err)
+	}
+	// Terraform: a delete that succeeded frees the name as well.
+	tw, _ := f.Create(t, s, "vm", t0)
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("vm"), func(w store.Workspace) (store.Workspace, error) {
+		w.DesiredState, w.ActualState = workspace.Terminated, workspace.Terminated
+		return w, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tw2, _ := f.Create(t, s, "vm", t0.Add(time.Minute))
+	if got, _ := s.Workspace(ctx, f.Ref("vm")); got.ID != tw2.ID || tw2.ID == tw.ID {
+		t.Fatalf("vm after re-creation = %+v", got)
+	}
+	live, err := s.ListWorkspaces(ctx, store.ListFilter{OwnerID: f.User.ID})
+	if err != nil || len(live) != 2 || live[0].ID != again.ID || live[1].ID != tw2.ID {
+		t.Fatalf("ListWorkspaces = %+v, %v; want the two live ones", live, err)
+	}
+	all, err := s.ListWorkspaces(ctx, store.ListFilter{OwnerID: f.User.ID, Terminated: true})
+	if err != nil || len(all) != 4 || all[0].ID != again.ID || all[1].ID != old.ID {
+		t.Fatalf("ListWorkspaces(Terminated) = %+v, %v; want four, newest first within a name", all, err)
+	}
 }

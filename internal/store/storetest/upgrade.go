@@ -3,11 +3,13 @@ package storetest
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlstore"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -51,7 +53,7 @@ func UpgradeFromV1(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 	}
 
 	s := open(t)
-	w, err := s.WorkspaceByName(ctx, "answered")
+	w, err := s.Workspace(ctx, store.WorkspaceRef{OwnerID: userID, Name: "answered"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,8 @@ func UpgradeFromV1(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 		w.Namespace != "hangar-answered" || w.DesiredState != workspace.Stopped || w.ActualState != workspace.Error ||
 		!w.DesiredStateUpdatedAt.Equal(t0) || w.ActualStateUpdatedAt == nil || !w.ActualStateUpdatedAt.Equal(responded) ||
 		w.RespondedToAgentAt == nil || !w.RespondedToAgentAt.Equal(responded) || w.DeploymentResourceVersion == nil ||
-		*w.DeploymentResourceVersion != "17" || w.ErrorType != "applier" || w.ErrorMessage != "boom" || w.URL != "https://answered.example.com/" ||
+		*w.DeploymentResourceVersion != "17" || w.ErrorType != "applier" || w.ErrorMessage != "boom" ||
+		w.URL != "https://answered--old-user.example.com/" || w.KubeName != "answered" ||
 		!w.CreatedAt.Equal(t0) || w.Backend != store.KindKubernetes || w.TemplateID != "" {
 		t.Fatalf("a version 1 workspace after the upgrade: %+v", w)
 	}
@@ -73,22 +76,22 @@ func UpgradeFromV1(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 	if p, err := s.HasPending(ctx, agentID); err != nil || !p {
 		t.Fatalf("HasPending after the upgrade = %v, %v; want true (never answered)", p, err)
 	}
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: agentID}, func(rows []store.Workspace) ([]store.Workspace, error) {
-		if n := names(rows); len(n) != 1 || !n["never"] {
-			t.Errorf("partial reconcile after the upgrade read %v, want never", n)
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: agentID, KubeNames: []string{"answered"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
+		if n := names(rows); len(n) != 2 || !n["never"] || !n["answered"] {
+			t.Errorf("partial reconcile after the upgrade read %v, want never, and answered by its cluster name", n)
 		}
 		return nil, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	db2 := s.(interface{ DB() *sql.DB }).DB()
-	indexes := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'workspaces' AND name IN ('workspaces_agent_id', 'workspaces_owner_id', 'workspaces_pending')`
+	indexes := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'workspaces' AND name IN ('workspaces_agent_id', 'workspaces_owner_id', 'workspaces_pending', 'workspaces_owner_name')`
 	if d.Name == "postgres" {
-		indexes = `SELECT COUNT(*) FROM pg_indexes WHERE tablename = 'workspaces' AND indexname IN ('workspaces_agent_id', 'workspaces_owner_id', 'workspaces_pending')`
+		indexes = `SELECT COUNT(*) FROM pg_indexes WHERE tablename = 'workspaces' AND indexname IN ('workspaces_agent_id', 'workspaces_owner_id', 'workspaces_pending', 'workspaces_owner_name')`
 	}
 	var n int
-	if err := db2.QueryRowContext(ctx, indexes).Scan(&n); err != nil || n != 3 {
-		t.Fatalf("workspaces indexes after the upgrade: %d of 3, %v", n, err)
+	if err := db2.QueryRowContext(ctx, indexes).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("workspaces indexes after the upgrade: %d of 4, %v", n, err)
 	}
 	if d.Name == "sqlite" {
 		rows, err := db2.QueryContext(ctx, `PRAGMA foreign_key_check`)
@@ -104,7 +107,111 @@ func UpgradeFromV1(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 	// The new schema: a terraform workspace (no agent) alongside.
 	f := NewBuildFixture(t, s, "up")
 	f.Create(t, s, "tf-after-upgrade", t0)
-	if list, err := s.ListWorkspaces(ctx, ""); err != nil || len(list) != 3 {
+	if list, err := s.ListWorkspaces(ctx, store.ListFilter{}); err != nil || len(list) != 3 {
 		t.Fatalf("ListWorkspaces after the upgrade = %d, %v; want 3", len(list), err)
+	}
+	// Names are now per owner: another user may have "answered" too.
+	other := NewFixture(t, s, "other")
+	mine := other.Workspace("answered")
+	mine.KubeName = ""
+	other.Create(t, s, mine)
+	if got, err := s.Workspace(ctx, other.Ref("answered")); err != nil || got.ID != mine.ID || got.KubeName == "answered" {
+		t.Fatalf("another owner's answered after the upgrade = %+v, %v", got, err)
+	}
+}
+
+// UpgradeFromV2 migrates db (empty) to schema version 2, writes users (one whose username holds
+// "--", as older versions allowed), a kubernetes workspace, and a terraform workspace with a build
+// and its job and log (rows that reference workspaces, which SQLite's migration 3 rebuilds), then
+// opens the store through open and checks: every row kept, cluster names equal to names, URLs in
+// the new scheme or none, no foreign key broken, and the names per owner.
+func UpgradeFromV2(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *testing.T) store.Store) {
+	ctx := context.Background()
+	if err := sqlstore.MigrateTo(ctx, db, d, 2); err != nil {
+		t.Fatal(err)
+	}
+	alice, dashed, agentID, tmplID, verID := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	kID, dashedWS, tfID, buildID, jobID := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	us := t0.UnixMicro()
+	stmts := []struct {
+		q    string
+		args []any
+	}{
+		{`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`, []any{alice, "alice", false, []byte("h-alice"), us}},
+		{`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`, []any{dashed, "b--c", false, []byte("h-dashed"), us}},
+		{`INSERT INTO agents (id, name, token_hash, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			[]any{agentID, "k", []byte("h-agent"), `{"dns_zone":"ws.example.com"}`, us, us}},
+		{`INSERT INTO workspaces (id, name, owner_id, agent_id, namespace, devfile, desired_state, actual_state, desired_state_updated_at,
+			url, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			[]any{kID, "dev", alice, agentID, "hangar-dev", "schemaVersion: 2.2.0", "Running", "Running", us, "https://3000-dev.ws.example.com/app", us}},
+		{`INSERT INTO workspaces (id, name, owner_id, agent_id, namespace, devfile, desired_state, actual_state, desired_state_updated_at,
+			url, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			[]any{dashedWS, "x", dashed, agentID, "shared", "schemaVersion: 2.2.0", "Stopped", "Stopped", us, "https://3000-x.ws.example.com/", us}},
+		{`INSERT INTO templates (id, name, kind, active_version_id, created_by, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?, ?)`,
+			[]any{tmplID, "vm", "terraform", "alice", us, us}},
+		{`INSERT INTO template_versions (id, template_id, number, archive, hash, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			[]any{verID, tmplID, 1, []byte("module"), "h", "alice", us}},
+		{`UPDATE templates SET active_version_id = ? WHERE id = ?`, []any{verID, tmplID}},
+		{`INSERT INTO workspaces (id, name, owner_id, agent_id, namespace, devfile, desired_state, actual_state, desired_state_updated_at,
+			created_at, backend, template_id) VALUES (?, ?, ?, NULL, '', '', ?, ?, ?, ?, 'terraform', ?)`,
+			[]any{tfID, "vm1", alice, "Terminated", "Terminated", us, us, tmplID}},
+		{`INSERT INTO workspace_builds (id, workspace_id, build_number, transition, reason, initiator_id, template_version_id, state_source, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, []any{buildID, tfID, 1, "delete", "initiator", alice, verID, "none", us}},
+		{`INSERT INTO provisioner_jobs (id, build_id, created_at, completed_at) VALUES (?, ?, ?, ?)`, []any{jobID, buildID, us, us}},
+		{`INSERT INTO provisioner_job_logs (job_id, created_at, stage, level, output) VALUES (?, ?, ?, ?, ?)`, []any{jobID, us, "destroy", "info", "gone"}},
+	}
+	for _, st := range stmts {
+		if _, err := db.ExecContext(ctx, d.Rebind(st.q), st.args...); err != nil {
+			t.Fatalf("write a version 2 row: %v\n%s", err, st.q)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := open(t)
+	dev, err := s.Workspace(ctx, store.WorkspaceRef{OwnerID: alice, Name: "dev"})
+	if err != nil || dev.ID != kID || dev.KubeName != "dev" || dev.Namespace != "hangar-dev" || dev.URL != "https://3000-dev--alice.ws.example.com/app" {
+		t.Fatalf("alice's dev after the upgrade = %+v, %v; want cluster name dev, namespace hangar-dev, URL in the new scheme", dev, err)
+	}
+	x, err := s.Workspace(ctx, store.WorkspaceRef{OwnerID: dashed, Name: "x"})
+	if err != nil || x.KubeName != "x" || x.URL != "" {
+		t.Fatalf("b--c's x after the upgrade = %+v, %v; want no URL (its owner's name holds the separator)", x, err)
+	}
+	vm, err := s.Workspace(ctx, store.WorkspaceRef{ID: tfID})
+	if err != nil || vm.Backend != store.KindTerraform || vm.TemplateName != "vm" || vm.KubeName != "vm1" {
+		t.Fatalf("terraform workspace after the upgrade = %+v, %v", vm, err)
+	}
+	if b, err := s.BuildByNumber(ctx, tfID, 1); err != nil || b.ID != buildID || b.Job.ID != jobID {
+		t.Fatalf("its build after the upgrade = %+v, %v", b, err)
+	}
+	if lines, err := s.JobLogs(ctx, jobID, 0, 10); err != nil || len(lines) != 1 || lines[0].Output != "gone" {
+		t.Fatalf("its log after the upgrade = %+v, %v", lines, err)
+	}
+	db2 := s.(interface{ DB() *sql.DB }).DB()
+	if d.Name == "sqlite" {
+		rows, err := db2.QueryContext(ctx, `PRAGMA foreign_key_check`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := rows.Next()
+		rows.Close()
+		if bad {
+			t.Fatal("foreign key violations after the upgrade")
+		}
+	}
+	// vm1 is Terminated: alice may use the name again; she may not have two dev.
+	again := store.Workspace{ID: uuid.NewString(), Name: "vm1", OwnerID: alice, DesiredState: workspace.Running, ActualState: workspace.Starting,
+		DesiredStateUpdatedAt: t0, CreatedAt: t0, Backend: store.KindTerraform, TemplateID: tmplID}
+	b := build.Build{ID: uuid.NewString(), WorkspaceID: again.ID, Number: 1, Transition: build.Start, Reason: build.ReasonInitiator, InitiatorID: alice,
+		TemplateVersionID: verID, StateSource: build.SourceNone, CreatedAt: t0}
+	b.Job = build.Job{ID: uuid.NewString(), BuildID: b.ID, CreatedAt: t0}
+	if err := s.CreateBuildWorkspace(ctx, again, b); err != nil {
+		t.Fatalf("vm1 again after its Terminated namesake: %v", err)
+	}
+	twice := store.Workspace{ID: uuid.NewString(), Name: "dev", OwnerID: alice, AgentID: agentID, Namespace: "hangar-x", Devfile: "schemaVersion: 2.2.0",
+		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: t0, CreatedAt: t0}
+	if err := s.CreateWorkspace(ctx, twice, -1, -1); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a second dev of alice after the upgrade: %v, want ErrConflict", err)
 	}
 }
