@@ -60,7 +60,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(must("show", "w1", "-o", "json")), &ws); err != nil || ws.DesiredState != "Running" || ws.ActualState != "Running" {
 		t.Fatalf("after restart: %+v %v", ws, err)
 	}
-	ag.failNext("w1", "admission webhook \"policy.example.com\" denied the request: image not allowed")
+	ag.failNext(ws.KubeName, "admission webhook \"policy.example.com\" denied the request: image not allowed")
 	must("stop", "w1", "--wait", "--timeout", "30s")
 	out, err := hangar("start", "w1", "--wait", "--timeout", "30s")
 	if err == nil || !strings.Contains(out, "image not allowed") {
@@ -103,6 +103,8 @@ type fakeAgent struct {
 	infos []protocol.WorkspaceAgentInfo
 }
 
+// failNext makes the next apply of the workspace whose cluster name is name fail (the agent names
+// workspaces by cluster name).
 func (a *fakeAgent) failNext(name, msg string) {
 	a.fail = map[string]string{name: msg}
 }

@@ -139,6 +139,7 @@ func (a *app) logsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs NAME [-f] [--build N]",
 		Short: "Show the log of a workspace's build (the latest by default)",
+		Long:  "Show the log of a workspace's build (the latest by default).\n\n" + nameHelp,
 		Args:  oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.streamClient(cmd)
@@ -189,7 +190,9 @@ func (a *app) cancelCmd() *cobra.Command {
 		Short: "Cancel a workspace's running build (the latest by default)",
 		Long: `Cancel a build. A build no provisioner has picked up ends at once; a running one is interrupted:
 Terraform finishes the operations in progress and stops, and the state it wrote is kept (marked
-captured-on-cancel), so nothing it created is forgotten.`,
+captured-on-cancel), so nothing it created is forgotten.
+
+` + nameHelp,
 		Args: oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)
@@ -221,6 +224,7 @@ func (a *app) stateCmd() *cobra.Command {
 	pull := &cobra.Command{
 		Use:   "pull NAME [FILE] [--build N]",
 		Short: "Write the Terraform state of a build (the latest by default) to FILE or standard output",
+		Long:  "Write the Terraform state of a build (the latest by default) to FILE or standard output.\n\n" + nameHelp,
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client(cmd)
@@ -249,7 +253,9 @@ func (a *app) stateCmd() *cobra.Command {
 		Use:   "push NAME FILE [--no-build]",
 		Short: "Start a build from the state in FILE, or with --no-build replace the latest build's state",
 		Long: `Push a Terraform state. By default a start build runs from it (Terraform reconciles what the state
-says with what exists); with --no-build it replaces the state of the latest build and nothing runs.`,
+says with what exists); with --no-build it replaces the state of the latest build and nothing runs.
+
+` + nameHelp,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)

@@ -93,15 +93,15 @@ func TestEndToEnd(t *testing.T) {
 	// List and show, as a table and as JSON; admin sees every workspace, bob none of alice's.
 	list := alice.ok("list")
 	lines := strings.Split(strings.TrimSpace(list), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME AGENT DESIRED ACTUAL URL" ||
-		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "web eu Running Running https://") {
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "OWNER NAME AGENT DESIRED ACTUAL URL" ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "alice web eu Running Running https://3000-web--alice.") {
 		t.Errorf("list:\n%s", list)
 	}
 	var listed []sdk.Workspace
 	if err := json.Unmarshal([]byte(alice.ok("list", "-o", "json")), &listed); err != nil || len(listed) != 1 || listed[0].Owner != "alice" {
 		t.Errorf("list -o json: %+v, %v", listed, err)
 	}
-	if got := admin.ok("list"); !strings.Contains(got, "\nweb ") {
+	if got := admin.ok("list"); !strings.Contains(got, "\nalice  web ") {
 		t.Errorf("admin's list does not show alice's workspace:\n%s", got)
 	}
 	bobCLI := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": bob.Token})

@@ -242,8 +242,9 @@ func (f *fakeAPI) handler() http.Handler {
 		}
 		answer(w, 200, out)
 	})
+	// The caller is admin: admin/NAME is its own NAME.
 	mux.HandleFunc("GET /api/v1/workspaces/{name}", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
+		name := strings.TrimPrefix(r.PathValue("name"), "admin/")
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.getStatus != 0 {
@@ -264,7 +265,7 @@ func (f *fakeAPI) handler() http.Handler {
 		answer(w, 200, ws)
 	})
 	mux.HandleFunc("PATCH /api/v1/workspaces/{name}", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
+		name := strings.TrimPrefix(r.PathValue("name"), "admin/")
 		var req sdk.UpdateWorkspaceRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		f.mu.Lock()

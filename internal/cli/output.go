@@ -39,20 +39,20 @@ func dash(s string) string {
 	return s
 }
 
-// printWorkspaces prints the workspace table: NAME AGENT DESIRED ACTUAL URL.
+// printWorkspaces prints the workspace table: OWNER NAME AGENT DESIRED ACTUAL URL.
 func printWorkspaces(w io.Writer, wss []sdk.Workspace) error {
 	if len(wss) == 0 {
 		_, err := fmt.Fprintln(w, "No workspaces.")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tAGENT\tDESIRED\tACTUAL\tURL")
+	fmt.Fprintln(tw, "OWNER\tNAME\tAGENT\tDESIRED\tACTUAL\tURL")
 	for _, ws := range wss {
 		agent := ws.Agent
 		if ws.Backend == "terraform" {
 			agent = "(terraform: " + ws.Template + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ws.Name, agent, ws.DesiredState, ws.ActualState, dash(ws.URL))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dash(ws.Owner), ws.Name, agent, ws.DesiredState, ws.ActualState, dash(ws.URL))
 	}
 	return tw.Flush()
 }
@@ -155,6 +155,7 @@ func nameCommand[T any](a *app, use, short string, fetch func(*sdk.Client, conte
 	return &cobra.Command{
 		Use:   use,
 		Short: short,
+		Long:  short + ".\n\n" + nameHelp,
 		Args:  oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)

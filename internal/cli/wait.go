@@ -111,7 +111,8 @@ var errWaitTimeout = errors.New("wait timed out")
 func (a *app) wait(ctx context.Context, c *sdk.Client, start sdk.Workspace, g goal, timeout time.Duration, progress io.Writer) (sdk.Workspace, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errWaitTimeout)
 	defer cancel()
-	last, err := c.WaitForState(ctx, start.Name, g.until(start), func(ws sdk.Workspace) {
+	// owner/name: an admin waiting on another user's workspace must not poll their own of that name.
+	last, err := c.WaitForState(ctx, start.Ref(), g.until(start), func(ws sdk.Workspace) {
 		line := fmt.Sprintf("%s  desired=%s  actual=%s", a.now().In(a.loc).Format("15:04:05"), ws.DesiredState, ws.ActualState)
 		if ws.Error != nil {
 			line += "  error=" + formatWorkspaceError(ws.Error)

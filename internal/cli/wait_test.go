@@ -214,7 +214,8 @@ func TestWaitSurvivesAnUnavailableServer(t *testing.T) {
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "error: timed out after 30ms waiting for workspace web to be Running (desired=Running actual=Stopped); the last read failed: 503 Service Unavailable") {
 		t.Errorf("exit %d, stderr = %q", r.code, r.stderr)
 	}
-	if n := f.count("GET", "/api/v1/workspaces/web"); n < 2 {
+	// The wait names the workspace owner/name, so that an admin never polls a namesake.
+	if n := f.count("GET", "/api/v1/workspaces/admin%2Fweb"); n < 2 {
 		t.Errorf("polled %d times, want retries", n)
 	}
 }
@@ -236,7 +237,7 @@ func TestHarnessBoundsAWaitThatNeverEnds(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, errCommandLimit.Error()) {
 		t.Errorf("exit %d, stderr = %q, want the harness limit", r.code, r.stderr)
 	}
-	if n := f.count("GET", "/api/v1/workspaces/web"); n < 2 {
+	if n := f.count("GET", "/api/v1/workspaces/admin%2Fweb"); n < 2 {
 		t.Errorf("polled %d times, want the wait to have kept polling until the limit", n)
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,12 +76,24 @@ from a terraform template, which provisioners build (no agent).`,
 }
 
 func (a *app) listCmd() *cobra.Command {
-	return listCommand(a, "List workspaces (an admin sees every user's)", (*sdk.Client).ListWorkspaces, printWorkspaces)
+	var all bool
+	cmd := listCommand(a, "List workspaces (an admin sees every user's)", func(c *sdk.Client, ctx context.Context) ([]sdk.Workspace, error) {
+		return c.ListWorkspacesWith(ctx, sdk.ListWorkspacesOptions{All: all})
+	}, printWorkspaces)
+	cmd.Use = "list [--all]"
+	cmd.Long = `List workspaces: yours, or, for an admin, every user's (OWNER says whose). Deleted (Terminated)
+workspaces are left out; --all lists them too.`
+	cmd.Flags().BoolVar(&all, "all", false, "list Terminated (deleted) workspaces too")
+	return cmd
 }
 
 func (a *app) showCmd() *cobra.Command {
 	return nameCommand(a, "show NAME", "Show every field of a workspace", (*sdk.Client).Workspace, a.printWorkspace)
 }
+
+// nameHelp is said in the help of every command that takes a workspace.
+const nameHelp = `NAME is one of your workspaces, or OWNER/NAME: an admin names another user's workspace so.
+Names are unique per owner; a deleted (Terminated) workspace's name may be used again.`
 
 // transition is a command that changes a workspace's desired state.
 type transition struct {
@@ -108,7 +121,7 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   t.use + " NAME [--wait]" + map[bool]string{true: " [--orphan]"}[t.to == workspace.Terminated],
 		Short: t.short,
-		Long:  t.long,
+		Long:  cmp.Or(t.long, t.short+".") + "\n\n" + nameHelp,
 		Args:  oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)
@@ -188,21 +201,21 @@ func (a *app) followBuilds(cmd *cobra.Command, c *sdk.Client, ws sdk.Workspace, 
 	until := g.until(ws)
 	followed := 0
 	for {
-		b, err := a.followBuild(ctx, cmd, c, ws.Name, progress)
+		b, err := a.followBuild(ctx, cmd, c, ws.Ref(), progress)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // a.wait reports the time-out
 			}
 			return err
 		}
-		cur, err := c.Workspace(ctx, ws.Name)
+		cur, err := c.Workspace(ctx, ws.Ref())
 		if err != nil {
 			return err
 		}
 		if done, err := until(cur); done || err != nil {
 			return err
 		}
-		latest, err := c.Build(ctx, ws.Name, 0)
+		latest, err := c.Build(ctx, ws.Ref(), 0)
 		if err != nil {
 			return err
 		}

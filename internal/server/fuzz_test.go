@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,15 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(uint8(11), []byte(`{"worker_id":"fw","error":"exit status 1"}`))
 	f.Add(uint8(12), []byte(`{"version":4,"serial":1,"lineage":"x","outputs":{},"resources":[]}`))
 	f.Add(uint8(13), []byte(`{"desired_state":"RestartRequested"}`))
+	// Workspace references (owner/name) and the list's all (endpoints 14 and 15): the body is the
+	// path value or the query value.
+	f.Add(uint8(14), []byte(`admin/w`))
+	f.Add(uint8(14), []byte(`nobody/w`))
+	f.Add(uint8(14), []byte(`a/b/c`))
+	f.Add(uint8(14), []byte(`/w`))
+	f.Add(uint8(14), []byte(`w/`))
+	f.Add(uint8(15), []byte(`true`))
+	f.Add(uint8(15), []byte(`maybe`))
 
 	// Waits (acquire, heartbeat) end at once, whatever wait_seconds says.
 	now := func(time.Duration) <-chan time.Time {
@@ -130,6 +140,8 @@ func FuzzDecoders(f *testing.F) {
 		{prov.Token, "POST", protocol.ProvisionerFinishPath},
 		{admin, "PUT", "/api/v1/workspaces/{tw}/state"},
 		{admin, "PATCH", "/api/v1/workspaces/{tw}"},
+		{admin, "GET", "/api/v1/workspaces/{ref}"},
+		{admin, "GET", "/api/v1/workspaces?all={all}"},
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		e := endpoints[int(which)%len(endpoints)]
@@ -140,11 +152,31 @@ func FuzzDecoders(f *testing.F) {
 		if strings.Contains(path, "{tw}") {
 			path = strings.Replace(path, "{tw}", readyWorkspace(t), 1)
 		}
-		status, out := call(t, env, e.token, e.method, path, body)
+		if strings.Contains(path, "{ref}") {
+			path, body = strings.Replace(path, "{ref}", url.PathEscape(string(body)), 1), nil
+		}
+		list := strings.Contains(path, "{all}")
+		if list {
+			path, body = strings.Replace(path, "{all}", url.QueryEscape(string(body)), 1), nil
+		}
+		var status int
+		var out []byte
+		if body == nil {
+			status, out = call(t, env, e.token, e.method, path, nil)
+		} else {
+			status, out = call(t, env, e.token, e.method, path, body)
+		}
 		if status >= 500 {
 			t.Fatalf("%s %s answered %d to %q: %s", e.method, path, status, body, out)
 		}
 		if status == http.StatusNoContent && len(out) == 0 {
+			return
+		}
+		if list && status == http.StatusOK {
+			var l []any
+			if err := json.Unmarshal(out, &l); err != nil {
+				t.Fatalf("GET %s answered a non-list %q", path, out)
+			}
 			return
 		}
 		var v map[string]any
