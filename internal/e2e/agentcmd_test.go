@@ -181,7 +181,7 @@ func TestDriftRepairAppliesWhatDrifted(t *testing.T) {
 	agent.stop(syscall.SIGTERM)
 	agent = startAgent(t, srv, cluster, "drift", tok, "hangar-agent-drift")
 	waitFor(t, c, "drift", transition, "Running again", state("Running", "Running"))
-	if _, err := cluster.Client.CoreV1().Services(ws.Namespace).Get(ctx, "drift", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	if _, err := cluster.Client.CoreV1().Services(ws.Namespace).Get(ctx, ws.KubeName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		t.Fatal("the Service was not restored")
 	}
 	if n := replicas(t, cluster, ws.Namespace, "drift"); n != 1 {

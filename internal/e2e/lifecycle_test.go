@@ -31,7 +31,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, c, "life", transition, "Running", state("Running", "Running"))
-	d, err := cluster.Client.AppsV1().Deployments(ws.Namespace).Get(ctx, "life", metav1.GetOptions{})
+	d, err := cluster.Client.AppsV1().Deployments(ws.Namespace).Get(ctx, ws.KubeName, metav1.GetOptions{})
 	if err != nil || *d.Spec.Replicas != 1 {
 		t.Fatalf("deployment: %v %v", d, err)
 	}
@@ -41,7 +41,7 @@ func TestLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, c, "life", transition, step.want, state(step.desired, step.want))
-		d, err := cluster.Client.AppsV1().Deployments(ws.Namespace).Get(ctx, "life", metav1.GetOptions{})
+		d, err := cluster.Client.AppsV1().Deployments(ws.Namespace).Get(ctx, ws.KubeName, metav1.GetOptions{})
 		wantReplicas := int32(0)
 		if step.desired == "Running" {
 			wantReplicas = 1
@@ -101,7 +101,7 @@ func TestApplyErrorIsShown(t *testing.T) {
 		t.Fatalf("hangar show does not give the API server's message (%v):\n%s", err, out)
 	}
 	// The apply stopped at the refused Deployment, so no half-running workspace hides the error.
-	if _, err := cluster.Client.AppsV1().Deployments(w.Namespace).Get(ctx, "refused", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := cluster.Client.AppsV1().Deployments(w.Namespace).Get(ctx, w.KubeName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the refused Deployment exists (%v)", err)
 	}
 	// Deleting the failed workspace cleans up what was applied.

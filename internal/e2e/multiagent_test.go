@@ -62,13 +62,13 @@ func TestTwoAgentsSeeOnlyTheirOwn(t *testing.T) {
 	}
 
 	created := time.Now()
-	ns := map[string]string{}
+	ns, kube := map[string]string{}, map[string]string{} // namespace and cluster name of each workspace
 	for _, s := range sides {
 		w, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: s.workspace, Agent: s.agent})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ns[s.workspace] = w.Namespace
+		ns[s.workspace], kube[s.workspace] = w.Namespace, w.KubeName
 		deleteNamespaceAtEnd(t, cluster, w.Namespace)
 	}
 	for _, s := range sides {
@@ -82,17 +82,17 @@ func TestTwoAgentsSeeOnlyTheirOwn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ds.Items) != 1 || ds.Items[0].Name != s.workspace || ds.Items[0].Namespace != ns[s.workspace] {
+		if len(ds.Items) != 1 || ds.Items[0].Name != kube[s.workspace] || ds.Items[0].Namespace != ns[s.workspace] {
 			t.Fatalf("Deployments labelled with agent %s's id %s: %v, want only %s/%s", s.agent, s.agentID, deploymentNames(ds.Items), ns[s.workspace], s.workspace)
 		}
-		if got := ds.Items[0].Labels[devfile.LabelWorkspaceName]; got != s.workspace {
+		if got := ds.Items[0].Labels[devfile.LabelWorkspaceName]; got != kube[s.workspace] {
 			t.Fatalf("Deployment %s has workspace-name label %q", s.workspace, got)
 		}
 	}
 	a, b := sides[0], sides[1]
 	deployment := func(s *side) *appsv1.Deployment {
 		t.Helper()
-		d, err := cluster.Client.AppsV1().Deployments(ns[s.workspace]).Get(ctx, s.workspace, metav1.GetOptions{})
+		d, err := cluster.Client.AppsV1().Deployments(ns[s.workspace]).Get(ctx, kube[s.workspace], metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

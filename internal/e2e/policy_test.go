@@ -33,7 +33,9 @@ func denyDeploymentsOf(t *testing.T, c *kubetest.Cluster, workspace, message str
 				},
 			}}},
 			Validations: []admissionv1.Validation{{
-				Expression: fmt.Sprintf(`!has(object.metadata.labels) || !('hangar.dev/workspace-name' in object.metadata.labels) || object.metadata.labels['hangar.dev/workspace-name'] != %q`, workspace),
+				// The label holds the cluster name: the workspace name, or (for a workspace created
+				// since names are per owner) the name, '-' and the id in base 36.
+				Expression: fmt.Sprintf(`!has(object.metadata.labels) || !('hangar.dev/workspace-name' in object.metadata.labels) || (object.metadata.labels['hangar.dev/workspace-name'] != %q && !object.metadata.labels['hangar.dev/workspace-name'].startsWith(%q))`, workspace, workspace+"-"),
 				Message:    message,
 			}},
 		},

@@ -367,7 +367,7 @@ events:
 
 	// Endpoints by exposure: public and internal in the Service (only public in public-ports),
 	// none in neither the Service nor the NetworkPolicy; all three declared by the container.
-	svc, err := r.cluster.Client.CoreV1().Services(w.Namespace).Get(ctx, "web", metav1.GetOptions{})
+	svc, err := r.cluster.Client.CoreV1().Services(w.Namespace).Get(ctx, w.KubeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ events:
 	if got := svc.Annotations["hangar.dev/public-ports"]; got != "8080" {
 		t.Errorf("hangar.dev/public-ports = %q, want 8080 (the internal 9090 is no route)", got)
 	}
-	np, err := r.cluster.Client.NetworkingV1().NetworkPolicies(w.Namespace).Get(ctx, "web", metav1.GetOptions{})
+	np, err := r.cluster.Client.NetworkingV1().NetworkPolicies(w.Namespace).Get(ctx, w.KubeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
