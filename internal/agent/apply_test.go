@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -251,5 +252,39 @@ func TestFailedApplyIsNotTrusted(t *testing.T) {
 	}
 	if _, err := c.Client.AppsV1().Deployments("hangar-"+name).Get(context.Background(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		t.Fatal("the Deployment is gone")
+	}
+}
+
+// An object the API server refuses holds back the Deployment (a workspace that half runs would
+// hide the error), but not the other objects of its stage; the error names the object.
+func TestRefusedObjectHoldsBackTheDeployment(t *testing.T) {
+	c := kubetest.Start(t)
+	ctx := context.Background()
+	name, agentID := unique("refused"), "apply-refused"
+	ns := "hangar-" + name
+	deleteNamespaceAtEnd(t, c, ns)
+	objs := generated(t, name, agentID, workspace.Running)
+	for _, o := range objs {
+		if o.GetKind() == "Secret" {
+			// A key the API server refuses.
+			if err := unstructured.SetNestedField(o.Object, "x", "stringData", "not a key!"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a := newApplier(t, c, agentID)
+	applied, errs := a.kube.Apply(ctx, objs, a.r.live)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "Secret/"+ns+"/"+name+"-env") {
+		t.Fatalf("errors %v, want one naming the Secret", errs)
+	}
+	// The namespace, then the service account, inventory, claim, Service and NetworkPolicy.
+	if applied != 6 {
+		t.Fatalf("%d objects applied, want 6 (all but the Secret and the Deployment)", applied)
+	}
+	if _, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Deployment was applied after its Secret was refused (get: %v)", err)
+	}
+	if _, err := c.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the Service was held back too: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -214,19 +215,17 @@ func inventoryOf(objs []*unstructured.Unstructured) (*unstructured.Unstructured,
 }
 
 // Apply server-side-applies the objects of a workspace that live does not show in sync with the
-// cluster (each carries its content hash, AnnotationConfigHash), in the order the config lists
-// them (dependencies first), Namespaces before all, then prunes the objects the previous inventory
-// listed that the new one does not. It stops at the first object the API server refuses: what
-// follows depends on it (a Deployment on its claim and secret), and applying it would only hide the
-// error behind a workspace that half runs. It returns how many objects it applied.
+// cluster (each carries its content hash, AnnotationConfigHash), then prunes the objects the
+// previous inventory listed that the new one does not. It applies in three stages, the objects of a
+// stage at once: Namespaces; everything else but the Deployments (the service account, inventory,
+// secret, claims, Service, NetworkPolicy, quota); then the Deployments. A stage runs only once the
+// one before it applied cleanly: what follows depends on it (a Deployment on its claim and secret),
+// and applying it would only hide the error behind a workspace that half runs. It returns how many
+// objects it applied and the errors in the order the config lists the objects.
 //
 // A stop or a start changes only the Deployment: one request. The previous inventory is read only
 // when the inventory itself changes and may exist.
 func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured, live *Live) (applied int, errs []error) {
-	ordered := append([]*unstructured.Unstructured(nil), objs...)
-	sort.SliceStable(ordered, func(i, j int) bool {
-		return ordered[i].GetKind() == "Namespace" && ordered[j].GetKind() != "Namespace"
-	})
 	hashes := make(map[*unstructured.Unstructured]string, len(objs))
 	for _, o := range objs {
 		h, err := ConfigHash(o)
@@ -244,34 +243,43 @@ func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured, liv
 			oldRefs = ParseInventory(cm.Data[devfile.InventoryKey])
 		}
 	}
-	for _, o := range ordered {
-		h := hashes[o]
-		if live.inSync(o, h) {
+	var stages [3][]*unstructured.Unstructured
+	for _, o := range objs {
+		if live.inSync(o, hashes[o]) {
 			continue
 		}
-		ref := refOf(o)
-		ri, err := k.resource(ref)
-		if err != nil {
-			errs = append(errs, err)
-			break
+		stage := 1
+		switch o.GetKind() {
+		case "Namespace":
+			stage = 0
+		case "Deployment":
+			stage = 2
 		}
-		o = o.DeepCopy()
-		ann := o.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		ann[AnnotationConfigHash] = h
-		o.SetAnnotations(ann)
-		_, err = ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		live.record(ref, h, err == nil)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("apply %s: %w", ref, err))
-			break
-		}
-		applied++
+		stages[stage] = append(stages[stage], o)
 	}
-	if len(errs) > 0 {
-		return applied, errs // prune only after a clean apply
+	for _, stage := range stages {
+		results := make([]error, len(stage))
+		var wg sync.WaitGroup
+		for i, o := range stage {
+			apply := func() { results[i] = k.applyOne(ctx, o, hashes[o], live) }
+			if len(stage) == 1 {
+				apply()
+				continue
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); apply() }()
+		}
+		wg.Wait()
+		for _, err := range results {
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				applied++
+			}
+		}
+		if len(errs) > 0 {
+			return applied, errs // prune only after a clean apply
+		}
 	}
 	keep := map[Ref]bool{}
 	for _, r := range newRefs {
@@ -286,6 +294,28 @@ func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured, liv
 		}
 	}
 	return applied, errs
+}
+
+// applyOne server-side-applies o with its content hash h and records the outcome in live.
+func (k *Kube) applyOne(ctx context.Context, o *unstructured.Unstructured, h string, live *Live) error {
+	ref := refOf(o)
+	ri, err := k.resource(ref)
+	if err != nil {
+		return err
+	}
+	o = o.DeepCopy()
+	ann := o.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationConfigHash] = h
+	o.SetAnnotations(ann)
+	_, err = ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	live.record(ref, h, err == nil)
+	if err != nil {
+		return fmt.Errorf("apply %s: %w", ref, err)
+	}
+	return nil
 }
 
 func (k *Kube) delete(ctx context.Context, r Ref) error {

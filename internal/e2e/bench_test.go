@@ -8,7 +8,8 @@ package e2e
 // Each benchmark reports its latencies as custom metrics (p50-ms, p95-ms, …: nearest-rank
 // percentiles over all runs of all b.N iterations) and suppresses ns/op, which would only time the
 // whole series. HANGAR_BENCH_WORKSPACES changes the 1,000 of BenchmarkAgent1000Workspaces (for a
-// quick try); HANGAR_BENCH_LEADER_ELECTION=0 runs its agent without leader election, and
+// quick try) and HANGAR_BENCH_STORAGE=ephemeral its workspaces' data volume to an emptyDir (no
+// claims); HANGAR_BENCH_LEADER_ELECTION=0 runs its agent without leader election, and
 // HANGAR_BENCH_AGENT_FLAGS adds flags to its command line (e.g. "--kube-qps 100").
 
 import (
@@ -41,6 +42,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
@@ -279,6 +281,18 @@ func BenchmarkAgent1000Workspaces(b *testing.B) {
 			b.Fatalf("HANGAR_BENCH_WORKSPACES=%q", v)
 		}
 	}
+	// HANGAR_BENCH_STORAGE=ephemeral: the default devfile with its data volume an emptyDir, so that
+	// no claim waits on kube-controller-manager's volume binder, which binds one claim at a time
+	// (its claim worker "must run only once") and so sets the pace of a burst of persistent ones.
+	devfileText := ""
+	switch v := os.Getenv("HANGAR_BENCH_STORAGE"); v {
+	case "", "persistent":
+	case "ephemeral":
+		devfileText = strings.Replace(string(devfile.Default()), "components:",
+			"attributes:\n  controller.devfile.io/storage-type: ephemeral\ncomponents:", 1)
+	default:
+		b.Fatalf("HANGAR_BENCH_STORAGE=%q: persistent (the default) or ephemeral", v)
+	}
 	leaseNS := "hangar-agent-bench-1k"
 	if os.Getenv("HANGAR_BENCH_LEADER_ELECTION") == "0" {
 		leaseNS = ""
@@ -300,6 +314,7 @@ func BenchmarkAgent1000Workspaces(b *testing.B) {
 	agent := startBenchAgent()
 	c := srv.client(b, srv.AdminToken)
 	mem := benchSampleMemory(b, agent.cmd.Process.Pid, time.Second)
+	tl := startBenchTimeline(b, cluster, func(ns string) bool { return strings.HasPrefix(ns, "hangar-k") })
 	var outputs []string // of the agents restarted
 
 	for iter := 0; iter < b.N; iter++ {
@@ -310,8 +325,9 @@ func BenchmarkAgent1000Workspaces(b *testing.B) {
 		}
 		logStart := len(agent.output())
 		begin := time.Now()
+		tl.reset(begin)
 		benchParallel(b, names, 8, func(name string) error {
-			_, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: name, Agent: "bench-1k"})
+			_, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: name, Agent: "bench-1k", Devfile: devfileText})
 			return err
 		})
 		created := time.Since(begin)
@@ -322,6 +338,7 @@ func BenchmarkAgent1000Workspaces(b *testing.B) {
 			reached[0].Sub(begin).Round(time.Second), reached[1].Sub(begin).Round(time.Second), allRunning.Round(time.Second))
 		ramp := agent.output()[logStart:]
 		rampRSS := mem.max()
+		b.Logf("the cluster's pipeline during the ramp: %s", tl.report(benchCreateSteps))
 
 		logStart = len(agent.output())
 		mem.reset()
@@ -361,12 +378,14 @@ func BenchmarkAgent1000Workspaces(b *testing.B) {
 		stopN := max(n/10, 1)
 		logStart = len(agent.output())
 		begin = time.Now()
+		tl.reset(begin)
 		benchParallel(b, names[:stopN], 8, func(name string) error {
 			_, err := c.UpdateWorkspace(ctx, name, sdk.UpdateWorkspaceRequest{DesiredState: "Stopped"})
 			return err
 		})
 		stopped := benchWaitAll(b, c, prefix, stopN, 250*time.Millisecond, 5*time.Minute, "Stopped", state("Stopped", "Stopped"))[2].Sub(begin)
 		stopLog := agent.output()[logStart:]
+		b.Logf("the cluster's pipeline during the stop: %s", tl.report(benchStopSteps))
 
 		rampCycles, steadyCycles, stopCycles := benchCycles(ramp), benchCycles(steadyLog), benchCycles(stopLog)
 		b.Logf("ramp (create → all Running): %s", rampCycles)
@@ -747,6 +766,7 @@ func BenchmarkStop100AtOnce(b *testing.B) {
 	agent := start(b, "agent bench-stop100", []string{"HANGAR_LOG_LEVEL=debug"}, "agent", "--server", srv.URL, "--token-file", tok,
 		"--kubeconfig", cluster.Kubeconfig, "--lease-namespace", "hangar-agent-bench-stop100", "--identity", "bench-stop100")
 	c := srv.client(b, srv.AdminToken)
+	tl := startBenchTimeline(b, cluster, func(ns string) bool { return strings.HasPrefix(ns, "hangar-s") })
 	for iter := 0; iter < b.N; iter++ {
 		prefix := fmt.Sprintf("s%d-", iter)
 		names := make([]string, n)
@@ -758,7 +778,7 @@ func BenchmarkStop100AtOnce(b *testing.B) {
 		benchParallel(b, names, 8, func(name string) error {
 			w, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: name, Agent: "bench-stop100"})
 			mu.Lock()
-			namespaces[name] = w.Namespace
+			namespaces[w.KubeName] = w.Namespace // the Deployment is named by the cluster name
 			mu.Unlock()
 			return err
 		})
@@ -767,10 +787,12 @@ func BenchmarkStop100AtOnce(b *testing.B) {
 
 		logStart := len(agent.output())
 		begin := time.Now()
+		tl.reset(begin)
 		benchParallel(b, names, 8, func(name string) error {
 			_, err := c.UpdateWorkspace(ctx, name, sdk.UpdateWorkspaceRequest{DesiredState: "Stopped"})
 			return err
 		})
+		patched := time.Since(begin)
 		var applied time.Duration
 		for applied == 0 {
 			if time.Since(begin) > 5*time.Minute {
@@ -794,8 +816,14 @@ func BenchmarkStop100AtOnce(b *testing.B) {
 		}
 		stopped := benchWaitAll(b, c, prefix, n, 250*time.Millisecond, 5*time.Minute, "Stopped", state("Stopped", "Stopped"))[2].Sub(begin)
 		cycles := benchCycles(agent.output()[logStart:])
-		b.Logf("stop %d at once: all Deployments at 0 replicas after %v, all Stopped after %v; %s", n,
-			applied.Round(time.Millisecond), stopped.Round(time.Millisecond), cycles)
+		b.Logf("the cluster's pipeline: %s", tl.report(benchStopSteps))
+		b.Logf("stop %d at once: the API took the %d stops in %v, all Deployments at 0 replicas after %v, all Stopped after %v; %s", n,
+			n, patched.Round(time.Millisecond), applied.Round(time.Millisecond), stopped.Round(time.Millisecond), cycles)
+		if path := os.Getenv("HANGAR_BENCH_AGENT_LOG"); path != "" {
+			if err := os.WriteFile(path, []byte(agent.output()[logStart:]), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 		b.ReportMetric(applied.Seconds(), "applied-s")
 		b.ReportMetric(stopped.Seconds(), "stopped-s")
 		b.ReportMetric(float64(cycles.requests), "kube-requests")
