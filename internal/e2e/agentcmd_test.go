@@ -164,15 +164,15 @@ func TestDriftRepairAppliesWhatDrifted(t *testing.T) {
 	}
 	deleteNamespaceAtEnd(t, cluster, ws.Namespace)
 	waitFor(t, c, "drift", transition, "Running", state("Running", "Running"))
-	if got := appliedCounts(agent.output(), "drift"); len(got) != 1 || got[0] != "8" {
+	if got := appliedCounts(agent.output(), ws.KubeName); len(got) != 1 || got[0] != "8" {
 		t.Fatalf("create: applied %v objects, want one apply of 8", got)
 	}
 
-	if err := cluster.Client.CoreV1().Services(ws.Namespace).Delete(ctx, "drift", metav1.DeleteOptions{}); err != nil {
+	if err := cluster.Client.CoreV1().Services(ws.Namespace).Delete(ctx, ws.KubeName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cluster.Client.AppsV1().Deployments(ws.Namespace).UpdateScale(ctx, "drift",
-		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "drift", Namespace: ws.Namespace}, Spec: autoscalingv1.ScaleSpec{Replicas: 0}},
+	if _, err := cluster.Client.AppsV1().Deployments(ws.Namespace).UpdateScale(ctx, ws.KubeName,
+		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: ws.KubeName, Namespace: ws.Namespace}, Spec: autoscalingv1.ScaleSpec{Replicas: 0}},
 		metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -184,10 +184,10 @@ func TestDriftRepairAppliesWhatDrifted(t *testing.T) {
 	if _, err := cluster.Client.CoreV1().Services(ws.Namespace).Get(ctx, ws.KubeName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		t.Fatal("the Service was not restored")
 	}
-	if n := replicas(t, cluster, ws.Namespace, "drift"); n != 1 {
+	if n := replicas(t, cluster, ws.Namespace, ws.KubeName); n != 1 {
 		t.Fatalf("the Deployment has %d replicas", n)
 	}
-	if got := appliedCounts(agent.output(), "drift"); len(got) != 1 || got[0] != "2" {
+	if got := appliedCounts(agent.output(), ws.KubeName); len(got) != 1 || got[0] != "2" {
 		t.Fatalf("repair: applied %v objects, want one apply of 2 (the Service and the Deployment)\n%s", got, lines(agent.output(), "applied"))
 	}
 
@@ -195,7 +195,7 @@ func TestDriftRepairAppliesWhatDrifted(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, c, "drift", transition, "Stopped", state("Stopped", "Stopped"))
-	if got := appliedCounts(agent.output(), "drift"); len(got) != 2 || got[1] != "1" {
+	if got := appliedCounts(agent.output(), ws.KubeName); len(got) != 2 || got[1] != "1" {
 		t.Fatalf("stop: applied %v objects, want 2 then 1", got)
 	}
 }

@@ -78,7 +78,7 @@ func TestAgentRestartMidApplyConverges(t *testing.T) {
 
 	// The stop was answered but never applied: the cluster still runs the workspace, and the user
 	// sees that.
-	if n := replicas(t, cluster, ws.Namespace, "midapply"); n != 1 {
+	if n := replicas(t, cluster, ws.Namespace, ws.KubeName); n != 1 {
 		t.Fatalf("after the kill the Deployment has %d replicas, want still 1", n)
 	}
 	if w, _ := c.Workspace(ctx, "midapply"); w.DesiredState != "Stopped" || w.ActualState != "Running" {
@@ -92,7 +92,7 @@ func TestAgentRestartMidApplyConverges(t *testing.T) {
 	second := startAgent(t, srv, cluster, "midapply", tokenFile, "hangar-agent-midapply")
 	waitFor(t, c, "midapply", transition, "Stopped after the agent's restart", state("Stopped", "Stopped"))
 	t.Logf("timing: new agent process→Stopped %v; stop→Stopped %v in all", time.Since(restartAt).Round(time.Millisecond), time.Since(stopAt).Round(time.Millisecond))
-	if n := replicas(t, cluster, ws.Namespace, "midapply"); n != 0 {
+	if n := replicas(t, cluster, ws.Namespace, ws.KubeName); n != 0 {
 		t.Fatalf("the Stopped workspace's Deployment has %d replicas", n)
 	}
 	// The config came with the new agent's first, full, reconcile.
@@ -140,11 +140,11 @@ func TestServerDownConverges(t *testing.T) {
 
 	srv.stop(syscall.SIGTERM)
 	downAt := time.Now()
-	scale, err := cluster.Client.AppsV1().Deployments(ws.Namespace).GetScale(ctx, "srvdown", metav1.GetOptions{})
+	scale, err := cluster.Client.AppsV1().Deployments(ws.Namespace).GetScale(ctx, ws.KubeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cluster.Client.AppsV1().Deployments(ws.Namespace).UpdateScale(ctx, "srvdown",
+	if _, err := cluster.Client.AppsV1().Deployments(ws.Namespace).UpdateScale(ctx, ws.KubeName,
 		&autoscalingv1.Scale{ObjectMeta: scale.ObjectMeta, Spec: autoscalingv1.ScaleSpec{Replicas: 2}}, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestServerDownConverges(t *testing.T) {
 	}
 	waitFor(t, c, "srvdown", 2*transition, "Stopped after the server came back", state("Stopped", "Stopped"))
 	t.Logf("timing: server down %v; server up→Stopped %v (stop asked at once; includes what was left of the agent's retry backoff)", upAt.Sub(downAt).Round(time.Millisecond), time.Since(upAt).Round(time.Millisecond))
-	if n := replicas(t, cluster, ws.Namespace, "srvdown"); n != 0 {
+	if n := replicas(t, cluster, ws.Namespace, ws.KubeName); n != 0 {
 		t.Fatalf("the Stopped workspace's Deployment has %d replicas", n)
 	}
 
@@ -184,7 +184,7 @@ func TestServerDownConverges(t *testing.T) {
 	}
 	waitFor(t, c, "srvdown", transition, "Running again", state("Running", "Running"))
 	t.Logf("timing: start→Running %v", time.Since(startAt).Round(time.Millisecond))
-	if n := replicas(t, cluster, ws.Namespace, "srvdown"); n != 1 {
+	if n := replicas(t, cluster, ws.Namespace, ws.KubeName); n != 1 {
 		t.Fatalf("the Running workspace's Deployment has %d replicas", n)
 	}
 
