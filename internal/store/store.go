@@ -101,6 +101,7 @@ type ListFilter struct {
 // Store is Hangar's persistence.
 type Store interface {
 	BuildStore
+	SessionStore
 
 	Close() error
 	// Ping checks the database answers (readiness).

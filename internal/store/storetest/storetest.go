@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PendingAndNotifications", testPending},
 		{"NamesPerOwner", testNamesPerOwner},
 		{"NameFreeOnceTerminated", testNameFreeOnceTerminated},
+		{"Sessions", testSessions},
 	}
 	tests = append(tests, buildTests...)
 	for _, tc := range tests {

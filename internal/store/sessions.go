@@ -1,0 +1,45 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Session kinds (docs/decisions.md, "The access proxy").
+const (
+	// SessionServer is a browser's sign-in on the server (cookie hangar_session).
+	SessionServer = "server"
+	// SessionCode is a one-time code the server gives a proxy through the browser's redirect.
+	SessionCode = "code"
+	// SessionWorkspace is what a proxy's cookie (hangar_ws_session) holds: one workspace, one host.
+	SessionWorkspace = "workspace"
+)
+
+// Session is a sign-in secret, stored by its hash. WorkspaceID and Host are empty for server
+// sessions.
+type Session struct {
+	IDHash []byte
+	Kind   string
+	UserID string
+	// UserTokenHash is the user's token hash when the session began; a session whose user's token
+	// changed since is not found.
+	UserTokenHash []byte
+	WorkspaceID   string
+	Host          string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+}
+
+// SessionStore keeps sessions.
+type SessionStore interface {
+	// CreateSession stores s, and removes the sessions that expired before s.CreatedAt.
+	CreateSession(ctx context.Context, s Session) error
+	// Session reads the session of that hash and kind with its user, if it has not expired at now,
+	// its user still exists and the user's token is the one it began with; else ErrNotFound.
+	Session(ctx context.Context, idHash []byte, kind string, now time.Time) (Session, User, error)
+	// ConsumeSession is Session that also removes the session, so that only one caller gets it
+	// (one-time codes).
+	ConsumeSession(ctx context.Context, idHash []byte, kind string, now time.Time) (Session, User, error)
+	// DeleteSession removes a session (sign-out); removing none is not an error.
+	DeleteSession(ctx context.Context, idHash []byte) error
+}

@@ -1,0 +1,103 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+func testSessions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "sess")
+	ws := f.Workspace("dev")
+	f.Create(t, s, ws)
+	mk := func(id, kind string, tokenHash []byte, life time.Duration) store.Session {
+		ss := store.Session{IDHash: []byte(id), Kind: kind, UserID: f.User.ID, UserTokenHash: tokenHash, CreatedAt: t0, ExpiresAt: t0.Add(life)}
+		if kind != store.SessionServer {
+			ss.WorkspaceID, ss.Host = ws.ID, "3000-dev--user-sess.example.com"
+		}
+		if err := s.CreateSession(ctx, ss); err != nil {
+			t.Fatalf("CreateSession(%s): %v", id, err)
+		}
+		return ss
+	}
+	srv := mk("srv", store.SessionServer, f.User.TokenHash, 12*time.Hour)
+	wsess := mk("ws", store.SessionWorkspace, f.User.TokenHash, time.Hour)
+	mk("stale", store.SessionServer, []byte("an older token"), time.Hour)
+
+	got, u, err := s.Session(ctx, srv.IDHash, store.SessionServer, t0.Add(time.Minute))
+	if err != nil || u.ID != f.User.ID || u.Username != f.User.Username || got.Kind != store.SessionServer || !got.ExpiresAt.Equal(srv.ExpiresAt) {
+		t.Fatalf("Session(srv) = %+v, %+v, %v", got, u, err)
+	}
+	got, _, err = s.Session(ctx, wsess.IDHash, store.SessionWorkspace, t0)
+	if err != nil || got.WorkspaceID != ws.ID || got.Host != wsess.Host {
+		t.Fatalf("Session(ws) = %+v, %v", got, err)
+	}
+	for _, c := range []struct {
+		name, id, kind string
+		at             time.Time
+	}{
+		{"wrong kind", "srv", store.SessionWorkspace, t0},
+		{"unknown", "nope", store.SessionServer, t0},
+		{"expired", "ws", store.SessionWorkspace, t0.Add(time.Hour)},
+		{"user's token changed", "stale", store.SessionServer, t0},
+	} {
+		if _, _, err := s.Session(ctx, []byte(c.id), c.kind, c.at); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: Session = %v, want ErrNotFound", c.name, err)
+		}
+	}
+
+	// A code is consumed once, whoever races for it.
+	code := mk("code", store.SessionCode, f.User.TokenHash, time.Minute)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for range 8 {
+		wg.Go(func() {
+			if _, u, err := s.ConsumeSession(ctx, code.IDHash, store.SessionCode, t0); err == nil && u.ID == f.User.ID {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("ConsumeSession: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("code consumed %d times, want 1", wins)
+	}
+	code = mk("code2", store.SessionCode, f.User.TokenHash, 24*time.Hour)
+	late := mk("late", store.SessionCode, f.User.TokenHash, time.Minute)
+	if _, _, err := s.ConsumeSession(ctx, late.IDHash, store.SessionCode, t0.Add(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("expired code: %v, want ErrNotFound", err)
+	}
+
+	if err := s.DeleteSession(ctx, srv.IDHash); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Session(ctx, srv.IDHash, store.SessionServer, t0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after DeleteSession: %v", err)
+	}
+	if err := s.DeleteSession(ctx, []byte("never")); err != nil {
+		t.Fatalf("DeleteSession of nothing: %v", err)
+	}
+
+	// Creating a session removes the expired ones; the live ones stay.
+	later := t0.Add(2 * time.Hour)
+	if err := s.CreateSession(ctx, store.Session{IDHash: []byte(uuid.NewString()), Kind: store.SessionServer, UserID: f.User.ID, UserTokenHash: f.User.TokenHash, CreatedAt: later, ExpiresAt: later.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ConsumeSession(ctx, late.IDHash, store.SessionCode, t0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an expired code outlived the clean-up: %v", err)
+	}
+	if err := s.CreateSession(ctx, code); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate session: %v, want ErrConflict", err)
+	}
+}
