@@ -127,7 +127,8 @@ func ParseHost(host, zone string) (port int, name, owner string, ok bool) {
 // KubeName is the cluster name of a new workspace: the name of its objects and, in a namespace of
 // its own, the namespace's after NamespacePrefix. It is the name (cut to fit) followed by the
 // workspace's id in base 36, so that two workspaces never share it — two owners' `dev`, or a `dev`
-// created again while the previous one is still being deleted — and it never changes.
+// created again while the previous one is still being deleted — and it never changes. A name that
+// starts with a digit gets "w-" in front: the Service it names must start with a letter.
 func KubeName(name, id string) string {
 	u, err := uuid.Parse(id)
 	suffix := ""
@@ -138,6 +139,10 @@ func KubeName(name, id string) string {
 		suffix = strings.ToLower(strings.ReplaceAll(id, "-", ""))
 	}
 	head := name
+	if head != "" && head[0] >= '0' && head[0] <= '9' {
+		// A Service's name must start with a letter (RFC 1035), and the Service is named by this.
+		head = "w-" + head
+	}
 	if max := MaxKubeNameLength - 1 - len(suffix); len(head) > max {
 		head = strings.TrimRight(head[:max], "-")
 	}

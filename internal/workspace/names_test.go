@@ -71,13 +71,21 @@ func TestKubeName(t *testing.T) {
 	seen := map[string]bool{}
 	for i := 0; i < 1000; i++ {
 		id := uuid.NewString()
-		for _, name := range []string{"dev", "1x", strings.Repeat("a", 29) + "-b" + strings.Repeat("c", 9)} {
+		for _, name := range []string{"dev", "1x", "9" + strings.Repeat("d", 39), strings.Repeat("a", 29) + "-b" + strings.Repeat("c", 9)} {
 			k := KubeName(name, id)
 			if !IsDNSLabel(k, MaxKubeNameLength) || !IsDNSLabel(Namespace(k), 63) {
 				t.Fatalf("KubeName(%q, %s) = %q: not a DNS label of at most %d", name, id, k, MaxKubeNameLength)
 			}
-			if !strings.HasPrefix(k, name[:min(len(name), 20)]) {
-				t.Fatalf("KubeName(%q, %s) = %q does not start with the name", name, id, k)
+			head := name
+			if name[0] >= '0' && name[0] <= '9' {
+				head = "w-" + name
+			}
+			if !strings.HasPrefix(k, head[:min(len(head), 20)]) {
+				t.Fatalf("KubeName(%q, %s) = %q does not start with %q", name, id, k, head)
+			}
+			// The Service named by it must be an RFC 1035 label: a letter first.
+			if k[0] < 'a' || k[0] > 'z' {
+				t.Fatalf("KubeName(%q, %s) = %q does not start with a letter", name, id, k)
 			}
 			if seen[k] {
 				t.Fatalf("KubeName %q twice", k)
