@@ -13,6 +13,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provisionercmd"
 	"github.com/hangar-dev/hangar/internal/servercmd"
 	"github.com/hangar-dev/hangar/internal/tfprovider"
+	"github.com/hangar-dev/hangar/internal/wshelper"
 )
 
 func main() {
@@ -28,7 +29,8 @@ func main() {
 		Use:   "hangar",
 		Short: "Hangar: self-hosted remote development workspaces",
 	}
-	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), projectCloneCommand())
+	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), projectCloneCommand(),
+		wshelper.Command()) // hidden: a workspace's main container runs it
 	cli.AddCommands(root)
 	os.Exit(cli.Execute(root))
 }

@@ -1,0 +1,150 @@
+package wshelper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/cmdopt"
+	"github.com/hangar-dev/hangar/internal/logging"
+)
+
+// Options are the subcommand's flags, each also an environment variable (HANGAR_HELPER_*, which
+// sessions do not see).
+type Options struct {
+	SSHAddr, HostKeyFile, StateDir, AuthorizedKeysFile, PostStart, Instance string
+	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval        string
+	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                     string
+}
+
+// Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
+// generated pods run it, people do not.
+func Command() *cobra.Command {
+	var o Options
+	cmd := &cobra.Command{
+		Use:   "workspace-helper [flags] [-- COMMAND [ARG...]]",
+		Short: "Serve SSH inside a workspace and run its command (a workspace's main container)",
+		Long: "The process a workspace's main container runs: it serves SSH (public keys of the authorized_keys\n" +
+			"file only), runs the container's own command given after -- (or keeps the container alive), reaps\n" +
+			"orphans as PID 1 and runs the postStart commands once per workspace start.\n\n" +
+			"Every flag can also be set with the environment variable shown.",
+		Hidden: true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
+				return errors.New("the container's command goes after --")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Not cmd.Context(): the CLI ends it on SIGINT too, and SIGINT is the command's
+			// (Main handles SIGTERM and SIGINT itself).
+			code, err := Main(context.Background(), o, args, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			os.Exit(code)
+			return nil
+		},
+	}
+	cmdopt.Register(cmd, []cmdopt.Option{
+		cmdopt.String(&o.SSHAddr, "ssh-addr", "HANGAR_HELPER_SSH_ADDR", ":2222", "address to serve SSH on"),
+		cmdopt.String(&o.HostKeyFile, "host-key-file", "HANGAR_HELPER_HOST_KEY_FILE", "", "SSH host key (a private key file); empty: generate one and keep it in the state directory"),
+		cmdopt.String(&o.StateDir, "state-dir", "HANGAR_HELPER_STATE_DIR", "", "directory that keeps the generated host key and the postStart record, on the workspace's data volume (default: $HOME/.local/state/hangar-helper)"),
+		cmdopt.String(&o.AuthorizedKeysFile, "authorized-keys-file", "HANGAR_HELPER_AUTHORIZED_KEYS_FILE", "", "authorized_keys file of the keys allowed in (normally the proxy's), re-read at every connection; missing or empty refuses everyone"),
+		cmdopt.String(&o.PostStart, "post-start", "HANGAR_HELPER_POST_START", "", `postStart commands as JSON: [{"id":..,"commandLine":..,"workingDir":..,"env":[{"name":..,"value":..}]}], run once per instance`),
+		cmdopt.String(&o.Instance, "instance", "HANGAR_HELPER_INSTANCE", "", "what identifies one start of the workspace for postStart (default: the hostname, which is the pod's name)"),
+		cmdopt.String(&o.MaxConnections, "max-connections", "HANGAR_HELPER_MAX_CONNECTIONS", strconv.Itoa(DefaultMaxConnections), "most SSH connections served at once"),
+		cmdopt.String(&o.MaxChannels, "max-channels", "HANGAR_HELPER_MAX_CHANNELS", strconv.Itoa(DefaultMaxChannels), "most sessions and forwarded connections open at once on one SSH connection"),
+		cmdopt.String(&o.HandshakeTimeout, "handshake-timeout", "HANGAR_HELPER_HANDSHAKE_TIMEOUT", DefaultHandshakeTimeout.String(), "time allowed for an SSH handshake and authentication (and for a port forward's connect)"),
+		cmdopt.String(&o.KeepaliveInterval, "keepalive-interval", "HANGAR_HELPER_KEEPALIVE_INTERVAL", DefaultKeepaliveInterval.String(), "how often an idle SSH client is asked to answer"),
+		cmdopt.String(&o.KeepaliveCountMax, "keepalive-count-max", "HANGAR_HELPER_KEEPALIVE_COUNT_MAX", strconv.Itoa(DefaultKeepaliveCountMax), "unanswered keepalives after which a connection is closed"),
+		cmdopt.String(&o.GracePeriod, "grace-period", "HANGAR_HELPER_GRACE_PERIOD", DefaultGracePeriod.String(), "on SIGTERM, how long sessions and the command get to end before they are killed"),
+		cmdopt.String(&o.LogLevel, "log-level", "HANGAR_HELPER_LOG_LEVEL", "info", "debug, info, warn or error"),
+		cmdopt.String(&o.LogFormat, "log-format", "HANGAR_HELPER_LOG_FORMAT", "text", "text or json"),
+	})
+	return cmd
+}
+
+// Main runs the subcommand and returns the process's exit code. As PID 1 it starts itself again
+// as the child of a reaper (Reap) and returns that child's exit code.
+func Main(ctx context.Context, o Options, command []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	log, err := logging.New(o.LogLevel, o.LogFormat, stderr)
+	if err != nil {
+		return 0, err
+	}
+	if os.Getpid() == 1 && os.Getenv(ReaperEnv) == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return 0, fmt.Errorf("reaper: find my own binary: %w", err)
+		}
+		child := exec.Command(self, os.Args[1:]...)
+		child.Env = append(os.Environ(), ReaperEnv+"=1")
+		child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
+		return Reap(child, log)
+	}
+	cfg := Config{
+		SSHAddr: o.SSHAddr, HostKeyFile: o.HostKeyFile, StateDir: o.StateDir,
+		AuthorizedKeysFile: o.AuthorizedKeysFile, Instance: o.Instance, Command: command,
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: log,
+	}
+	if cfg.PostStart, err = ParsePostStart(o.PostStart); err != nil {
+		return 0, fmt.Errorf("--post-start: %w", err)
+	}
+	if cfg.StateDir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return 0, fmt.Errorf("--state-dir is not set and there is no home directory: %w", err)
+		}
+		cfg.StateDir = filepath.Join(home, ".local", "state", "hangar-helper")
+	}
+	if cfg.Instance == "" {
+		if cfg.Instance, err = os.Hostname(); err != nil {
+			return 0, fmt.Errorf("--instance is not set: %w", err)
+		}
+	}
+	ints := []struct {
+		flag, v string
+		to      *int
+	}{
+		{"--max-connections", o.MaxConnections, &cfg.Server.MaxConnections},
+		{"--max-channels", o.MaxChannels, &cfg.Server.MaxChannels},
+		{"--keepalive-count-max", o.KeepaliveCountMax, &cfg.Server.KeepaliveCountMax},
+	}
+	for _, i := range ints {
+		n, err := strconv.Atoi(i.v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return 0, fmt.Errorf("%s: want a whole number from 1 to 1000000, got %q", i.flag, i.v)
+		}
+		*i.to = n
+	}
+	durations := []struct {
+		flag, v string
+		to      *time.Duration
+	}{
+		{"--handshake-timeout", o.HandshakeTimeout, &cfg.Server.HandshakeTimeout},
+		{"--keepalive-interval", o.KeepaliveInterval, &cfg.Server.KeepaliveInterval},
+		{"--grace-period", o.GracePeriod, &cfg.GracePeriod},
+	}
+	for _, d := range durations {
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 {
+			return 0, fmt.Errorf("%s: want a positive duration such as 30s, got %q", d.flag, d.v)
+		}
+		*d.to = v
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	cfg.Signals = sigs
+	return Run(ctx, cfg)
+}

@@ -1,0 +1,185 @@
+// Package wshelper is `hangar workspace-helper`, the process a workspace's main container runs
+// (issue 9, "the helper inside the workspace"). An init container copies the hangar binary into the
+// pod, so the user's image needs nothing of Hangar's. The helper:
+//
+//   - serves SSH (Server): shell and exec through the user's login shell, with or without a pty;
+//     sftp; local (direct-tcpip) and remote (tcpip-forward) port forwarding. Clients authenticate
+//     with a public key listed in an authorized_keys file, normally only the Hangar proxy's own key:
+//     the proxy authenticates the user, asks the server, and then connects here (docs/decisions.md,
+//     "The workspace helper");
+//   - runs the container's own command (the arguments after --), passes it SIGTERM and SIGINT and
+//     exits with its exit code; without one it stays up until SIGTERM, keeping the container alive;
+//   - as PID 1, reaps orphaned children (Reap);
+//   - runs the devfile's postStart commands once per workspace start (RunPostStart);
+//   - tells an ActivityFunc when SSH is used, for idle stop (to be wired to the server).
+package wshelper
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// DefaultGracePeriod is how long the helper waits, once told to stop, for sessions and the
+// container's command to end before it kills them. Kubernetes' default termination grace period
+// is 30 s, so the helper is done before the kubelet's SIGKILL.
+const DefaultGracePeriod = 10 * time.Second
+
+// Config is what Run needs.
+type Config struct {
+	// SSHAddr is where SSH is served (":2222").
+	SSHAddr string
+	// HostKeyFile and StateDir: see LoadHostKey. StateDir also keeps the postStart record.
+	HostKeyFile, StateDir string
+	// AuthorizedKeysFile lists the keys allowed in (ServerOptions.AuthorizedKeysFile).
+	AuthorizedKeysFile string
+	// Server holds the SSH limits and the activity hook; its HostKey, AuthorizedKeysFile, Env and
+	// Logger are set by Run.
+	Server ServerOptions
+	// PostStart commands run once per Instance, after SSH is served (RunPostStart).
+	PostStart []PostStartCommand
+	Instance  string
+	// Command is the container's own command; empty keeps the container alive until told to stop.
+	Command []string
+	// GracePeriod bounds the stop (DefaultGracePeriod when 0).
+	GracePeriod time.Duration
+	// Env is the container's environment, given to the command, postStart and sessions; nil:
+	// ContainerEnv(os.Environ()).
+	Env []string
+	// The command's standard streams; postStart's output goes to Stdout.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Signals delivers the signals the helper was sent. SIGTERM (or ending ctx) stops everything;
+	// SIGINT is passed to the command, or stops the helper when there is no command.
+	Signals <-chan os.Signal
+	Logger  *slog.Logger
+	// Listening, when set, is called with the SSH address once it accepts connections.
+	Listening func(net.Addr)
+}
+
+// Run runs the helper until the command ends or the helper is told to stop, and returns the exit
+// code the container should end with: the command's (128 + the signal when a signal ended it), or
+// 0 when there is no command. An error means the helper could not start.
+func Run(ctx context.Context, cfg Config) (int, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Env == nil {
+		cfg.Env = ContainerEnv(os.Environ())
+	}
+	if cfg.GracePeriod <= 0 {
+		cfg.GracePeriod = DefaultGracePeriod
+	}
+	hostKey, err := LoadHostKey(cfg.HostKeyFile, cfg.StateDir, log)
+	if err != nil {
+		return 0, err
+	}
+	opts := cfg.Server
+	opts.HostKey, opts.AuthorizedKeysFile, opts.Env, opts.Logger = hostKey, cfg.AuthorizedKeysFile, cfg.Env, log
+	srv, err := NewServer(opts)
+	if err != nil {
+		return 0, err
+	}
+	ln, err := net.Listen("tcp", cfg.SSHAddr)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		return 0, fmt.Errorf("ssh: listen on %s: %w", cfg.SSHAddr, err)
+	}
+	log.Info("serving ssh", "addr", ln.Addr().String(), "host_key", ssh.FingerprintSHA256(hostKey.PublicKey()), "authorized_keys", cfg.AuthorizedKeysFile)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	if cfg.Listening != nil {
+		cfg.Listening(ln.Addr())
+	}
+
+	var command *exec.Cmd
+	commandDone := make(chan struct{})
+	if len(cfg.Command) > 0 {
+		command = exec.Command(cfg.Command[0], cfg.Command[1:]...)
+		command.Env = cfg.Env
+		command.Stdin, command.Stdout, command.Stderr = cfg.Stdin, cfg.Stdout, cfg.Stderr
+		if err := command.Start(); err != nil {
+			srv.Shutdown(context.Background())
+			<-serveErr
+			return 0, fmt.Errorf("start the container's command: %w", err)
+		}
+		log.Info("container command started", "argv", cfg.Command, "pid", command.Process.Pid)
+		go func() { _ = command.Wait(); close(commandDone) }()
+	}
+
+	postCtx, stopPostStart := context.WithCancel(context.Background())
+	var postStart sync.WaitGroup
+	if len(cfg.PostStart) > 0 {
+		postStart.Add(1)
+		go func() {
+			defer postStart.Done()
+			if err := RunPostStart(postCtx, cfg.PostStart, cfg.Env, cfg.StateDir, cfg.Instance, cfg.Stdout, log); err != nil {
+				log.Error("postStart failed; they will run again at the next container start", "err", err)
+			}
+		}()
+	}
+
+	// stop ends everything within the grace period and returns the command's exit code.
+	stop := func(why string) int {
+		log.Info("stopping", "why", why, "grace_period", cfg.GracePeriod)
+		grace, cancel := context.WithTimeout(context.Background(), cfg.GracePeriod)
+		defer cancel()
+		if command != nil {
+			_ = command.Process.Signal(syscall.SIGTERM)
+		}
+		stopPostStart()
+		srv.Shutdown(grace)
+		if command != nil {
+			select {
+			case <-commandDone:
+			case <-grace.Done():
+				log.Warn("the container's command did not end in time; killing it")
+				_ = command.Process.Kill()
+				<-commandDone
+			}
+		}
+		postStart.Wait()
+		<-serveErr
+		if command == nil {
+			return 0
+		}
+		return processExitCode(command.ProcessState)
+	}
+
+	for {
+		select {
+		case <-commandDone:
+			code := processExitCode(command.ProcessState)
+			log.Info("container command ended", "exit_code", code)
+			stopPostStart()
+			postStart.Wait()
+			grace, cancel := context.WithTimeout(context.Background(), cfg.GracePeriod)
+			srv.Shutdown(grace)
+			cancel()
+			<-serveErr
+			return code, nil
+		case sig := <-cfg.Signals:
+			if sig == syscall.SIGINT && command != nil {
+				_ = command.Process.Signal(sig)
+				continue
+			}
+			return stop(sig.String()), nil
+		case <-ctx.Done():
+			return stop("context ended"), nil
+		case err := <-serveErr:
+			serveErr <- err // for stop
+			log.Error("ssh server failed", "err", err)
+			return stop("ssh server failed"), err
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package wshelper
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// PostStartCommand is one of a devfile's postStart commands, as the generator passes them to the
+// helper (HANGAR_HELPER_POST_START: a JSON list of these). It mirrors a devfile exec command:
+//
+//	[{"id": "install", "commandLine": "npm ci", "workingDir": "/projects/app",
+//	  "env": [{"name": "CI", "value": "1"}]}]
+type PostStartCommand struct {
+	// ID names the command in logs.
+	ID string `json:"id"`
+	// CommandLine runs with /bin/sh -c.
+	CommandLine string `json:"commandLine"`
+	// WorkingDir is where it runs; empty: the helper's own working directory.
+	WorkingDir string `json:"workingDir,omitempty"`
+	// Env is added to the container's environment.
+	Env []EnvVar `json:"env,omitempty"`
+}
+
+// EnvVar is one environment variable of a PostStartCommand.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// ParsePostStart decodes the JSON list of postStart commands; empty input is no command. Unknown
+// fields are refused: the generator and the helper are the same binary's, so one is a mistake.
+func ParsePostStart(s string) ([]PostStartCommand, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	var cmds []PostStartCommand
+	if err := dec.Decode(&cmds); err != nil {
+		return nil, fmt.Errorf("postStart commands: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("postStart commands: text after the list")
+	}
+	for i, c := range cmds {
+		if strings.TrimSpace(c.CommandLine) == "" {
+			return nil, fmt.Errorf("postStart command %d (%q): empty commandLine", i, c.ID)
+		}
+		if strings.ContainsRune(c.CommandLine, 0) || strings.ContainsRune(c.WorkingDir, 0) {
+			return nil, fmt.Errorf("postStart command %d (%q): NUL in command or directory", i, c.ID)
+		}
+		for _, e := range c.Env {
+			if e.Name == "" || strings.ContainsAny(e.Name, "=\x00") || strings.ContainsRune(e.Value, 0) {
+				return nil, fmt.Errorf("postStart command %d (%q): bad environment variable %q", i, c.ID, e.Name)
+			}
+		}
+	}
+	return cmds, nil
+}
+
+// PostStartMarker is the file under the state directory that records postStart commands that
+// succeeded.
+const PostStartMarker = "poststart-done.json"
+
+// postStartRecord is PostStartMarker's content.
+type postStartRecord struct {
+	Instance string    `json:"instance"`
+	Commands string    `json:"commands"` // sha256 of the commands' JSON
+	Finished time.Time `json:"finished"`
+}
+
+// RunPostStart runs cmds in order, each with /bin/sh -c, the container's environment env plus its
+// own, and its output to out, unless they already succeeded in this instance.
+//
+// "Once" is once per instance: instance is the pod's name (the hostname), the same across restarts
+// of the container and new at every start of the workspace. So a crashed and restarted container
+// does not run them again, and a workspace started again after a stop does, as a devfile's postStart
+// expects (and as Kubernetes' own postStart hook would, which the helper replaces). Success is
+// recorded in stateDir (PostStartMarker) with the instance and a hash of the commands.
+//
+// On failure RunPostStart stops at the failing command and returns its error; nothing is recorded,
+// so all of them run again at the next container start. The helper logs the failure and keeps
+// serving: unlike a failed Kubernetes postStart hook, it does not kill the container, so that the
+// user can enter the workspace and see why.
+func RunPostStart(ctx context.Context, cmds []PostStartCommand, env []string, stateDir, instance string, out io.Writer, log *slog.Logger) error {
+	if len(cmds) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(cmds)
+	if err != nil {
+		return fmt.Errorf("postStart: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	want := postStartRecord{Instance: instance, Commands: hex.EncodeToString(sum[:])}
+	marker := filepath.Join(stateDir, PostStartMarker)
+	if rec, err := os.ReadFile(marker); err == nil {
+		var got postStartRecord
+		if json.Unmarshal(rec, &got) == nil && got.Instance == want.Instance && got.Commands == want.Commands {
+			log.Info("postStart commands already ran in this instance; not running them again", "instance", instance, "finished", got.Finished)
+			return nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("postStart: read %s: %w", marker, err)
+	}
+	for i, c := range cmds {
+		log.Info("postStart command", "id", c.ID, "n", i+1, "of", len(cmds))
+		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.CommandLine)
+		cmd.Env = append([]string(nil), env...)
+		for _, e := range c.Env {
+			cmd.Env = setEnv(cmd.Env, e.Name, e.Value)
+		}
+		cmd.Dir = c.WorkingDir
+		cmd.Stdout, cmd.Stderr = out, out
+		cmd.WaitDelay = waitDelay
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("postStart command %q: %w", c.ID, err)
+		}
+	}
+	want.Finished = time.Now().UTC()
+	rec, _ := json.Marshal(want)
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("postStart: state directory: %w", err)
+	}
+	if err := writeFileAtomic(marker, rec, 0o600); err != nil {
+		return fmt.Errorf("postStart: record success: %w", err)
+	}
+	log.Info("postStart commands succeeded", "count", len(cmds))
+	return nil
+}
