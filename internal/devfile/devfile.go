@@ -140,6 +140,19 @@ func (d *Devfile) PublicEndpoint() (port int, urlPath string, ok bool) {
 	return 0, "", false
 }
 
+// IsPublicPort reports whether port is the port of a public endpoint: the only ports the access
+// proxy routes to.
+func (d *Devfile) IsPublicPort(port int) bool {
+	for _, c := range d.containers {
+		for _, ep := range c.endpoints {
+			if ep.exposure == v1alpha2.PublicEndpointExposure && int(ep.port) == port {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Warnings lists what Parse accepted but Hangar ignores (starterProjects, components only build or
 // deploy commands use, ...), for the user to read.
 func (d *Devfile) Warnings() []string { return slices.Clone(d.warnings) }

@@ -474,9 +474,9 @@ func pvc(meta metav1.ObjectMeta, size resource.Quantity) *corev1.PersistentVolum
 	}
 }
 
-// networkPolicy admits the proxy namespace to public endpoints only, and every other namespace of
-// the cluster to internal endpoints only; none endpoints get no rule, so nothing outside the pod
-// reaches them. Egress: DNS plus the agent's CIDRs.
+// networkPolicy admits the proxy's pods (proxy_pod_selector in the proxy namespace) to public
+// endpoints only, and every other namespace of the cluster to internal endpoints only; none
+// endpoints get no rule, so nothing outside the pod reaches them. Egress: DNS plus the agent's CIDRs.
 func networkPolicy(meta metav1.ObjectMeta, selector map[string]string, a workspace.AgentConfig, public, internal []networkingv1.NetworkPolicyPort) *networkingv1.NetworkPolicy {
 	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
 	dns := intstr.FromInt32(53)
@@ -491,9 +491,10 @@ func networkPolicy(meta metav1.ObjectMeta, selector map[string]string, a workspa
 	ingress := []networkingv1.NetworkPolicyIngressRule{}
 	if len(public) > 0 {
 		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{
-			From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{namespaceNameLabel: a.ProxyNamespace},
-			}}},
+			From: []networkingv1.NetworkPolicyPeer{{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: a.ProxyNamespace}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(a.ProxyPodSelector)},
+			}},
 			Ports: public,
 		})
 	}

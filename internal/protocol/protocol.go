@@ -12,7 +12,10 @@ package protocol
 //	   (Unchanged on the wire, in the same version: `name` is the workspace's cluster name, which
 //	   is its name for workspaces created before names became per owner. The agent only ever echoes
 //	   the value the server generated into its objects' hangar.dev/workspace-name label.)
-const Version = 2
+//	3: GET /api/v1/agent/info also says the agent's dns_zone and proxy_url_scheme; the access
+//	   proxy's endpoints (ProxyExchangePath, ProxyCheckPath), which `hangar proxy` calls with its
+//	   agent's token. Additive.
+const Version = 3
 
 // ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
 const ReconcilePath = "/api/v1/agent/reconcile"
@@ -154,6 +157,10 @@ type AgentInfo struct {
 	ID       string   `json:"id"`
 	Name     string   `json:"name"`
 	Settings Settings `json:"settings"`
+	// DNSZone and ProxyURLScheme are the agent config's: where its workspaces are served, and
+	// whether its proxy serves them over https or http.
+	DNSZone        string `json:"dns_zone,omitempty"`
+	ProxyURLScheme string `json:"proxy_url_scheme,omitempty"`
 }
 
 // WaitPath is where an agent long-polls for changes (GET, agent token, ?timeout_seconds=N).

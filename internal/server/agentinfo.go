@@ -10,7 +10,8 @@ import (
 // agentInfo serves GET /api/v1/agent/info: who the agent is. The agent selects its Deployments by
 // this id (the label the generated objects carry) before its first reconcile.
 func (s *Server) agentInfo(w http.ResponseWriter, r *http.Request, agent store.Agent) error {
-	writeJSON(w, http.StatusOK, protocol.AgentInfo{ID: agent.ID, Name: agent.Name, Settings: settingsOf(agent)})
+	writeJSON(w, http.StatusOK, protocol.AgentInfo{ID: agent.ID, Name: agent.Name, Settings: settingsOf(agent),
+		DNSZone: agent.Config.DNSZone, ProxyURLScheme: agent.Config.ProxyURLScheme})
 	return nil
 }
 

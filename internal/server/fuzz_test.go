@@ -54,6 +54,15 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(uint8(14), []byte(`w/`))
 	f.Add(uint8(15), []byte(`true`))
 	f.Add(uint8(15), []byte(`maybe`))
+	// The access proxy (endpoints 16 to 19): exchange and check (JSON), the sign-in form and the
+	// authorize query (HTML pages; the body is the form or the query).
+	f.Add(uint8(16), []byte(`{"code":"hgc_x","host":"3000-w--admin.workspaces.localhost"}`))
+	f.Add(uint8(17), []byte(`{"host":"3000-w--admin.workspaces.localhost","token":"hgu_x"}`))
+	f.Add(uint8(17), []byte(`{"host":"3000-w--admin.workspaces.localhost:8443","session":"hgw_x"}`))
+	f.Add(uint8(18), []byte(`token=hgu_x&return_to=%2Fproxy%2Fauthorize%3Fhost%3Da`))
+	f.Add(uint8(18), []byte(`token=&return_to=//evil`))
+	f.Add(uint8(19), []byte(`host=3000-w--admin.workspaces.localhost&path=%2F`))
+	f.Add(uint8(19), []byte(`host=3000-w--admin.workspaces.localhost&path=//evil`))
 
 	// Waits (acquire, heartbeat) end at once, whatever wait_seconds says.
 	now := func(time.Duration) <-chan time.Time {
@@ -142,6 +151,10 @@ func FuzzDecoders(f *testing.F) {
 		{admin, "PATCH", "/api/v1/workspaces/{tw}"},
 		{admin, "GET", "/api/v1/workspaces/{ref}"},
 		{admin, "GET", "/api/v1/workspaces?all={all}"},
+		{agentToken, "POST", protocol.ProxyExchangePath},
+		{agentToken, "POST", protocol.ProxyCheckPath},
+		{"", "POST", "/signin"},
+		{"", "GET", protocol.ProxyAuthorizePath + "?{query}"},
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		e := endpoints[int(which)%len(endpoints)]
@@ -158,6 +171,35 @@ func FuzzDecoders(f *testing.F) {
 		list := strings.Contains(path, "{all}")
 		if list {
 			path, body = strings.Replace(path, "{all}", url.QueryEscape(string(body)), 1), nil
+		}
+		if html := e.path == "/signin" || strings.Contains(path, "{query}"); html {
+			// The browser endpoints answer pages and redirects, never a 5xx, and redirect only to
+			// this server or to a workspace host with a code.
+			var req *http.Request
+			var err error
+			if e.method == "POST" {
+				req, err = http.NewRequest("POST", env.URL+path, strings.NewReader(string(body)))
+				if err == nil {
+					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				}
+			} else {
+				req, err = http.NewRequest("GET", env.URL+strings.Replace(path, "{query}", string(body), 1), nil)
+			}
+			if err != nil {
+				return
+			}
+			resp, err := oaClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode >= 500 {
+				t.Fatalf("%s %s answered %d to %q", e.method, path, resp.StatusCode, body)
+			}
+			if loc := resp.Header.Get("Location"); loc != "" && !server.SafeReturnPath(loc) && !strings.Contains(loc, "/.hangar/callback?code=") {
+				t.Fatalf("%s %s redirected to %q on %q", e.method, path, loc, body)
+			}
+			return
 		}
 		var status int
 		var out []byte

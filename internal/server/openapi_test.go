@@ -133,7 +133,19 @@ type oaChecker struct {
 	router routers.Router
 	// answered holds "METHOD path status" of every validated response.
 	answered map[string]bool
+	// cookie, when set, is sent as the Cookie header (the browser endpoints).
+	cookie string
+	// lastHeader is the last response's header.
+	lastHeader http.Header
 }
+
+func init() {
+	// The browser endpoints answer HTML pages: checked as strings.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.FileBodyDecoder)
+}
+
+// oaClient does not follow redirects: the browser endpoints' redirects are what is checked.
+var oaClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 func newOAChecker(t *testing.T, env *servertest.Env) *oaChecker {
 	t.Helper()
@@ -196,6 +208,9 @@ func (c *oaChecker) newRequest(token, method, path string, body any) *http.Reque
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	if c.cookie != "" {
+		req.Header.Set("Cookie", c.cookie)
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -227,11 +242,12 @@ func (c *oaChecker) do(token, method, path string, body any, want int, docAccept
 		c.t.Errorf("%s: the document accepts a request the server refuses with %d", what, want)
 	}
 
-	resp, err := http.DefaultClient.Do(c.newRequest(token, method, path, body))
+	resp, err := oaClient.Do(c.newRequest(token, method, path, body))
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	c.lastHeader = resp.Header
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		c.t.Fatal(err)
@@ -403,6 +419,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	c.do(admin, "GET", "/api/v1/workspaces?all=yes", nil, 400, false)
 	c.do(dev.Token, "GET", "/api/v1/workspaces/a%2Fb%2Fc", nil, 400, false)
 
+	oaProxy(t, c, dev.Token, agent.Token, mine.URL)
+
 	// Desired state changes.
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "RestartRequested"}, 200, true)
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "Stopped"}, 200, true)
@@ -421,7 +439,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		for method, op := range item.Operations() {
 			ok := false
 			for status := range op.Responses.Map() {
-				if strings.HasPrefix(status, "2") && c.answered[method+" "+path+" "+status] {
+				// The browser endpoints succeed with redirects.
+				if (strings.HasPrefix(status, "2") || strings.HasPrefix(status, "3")) && c.answered[method+" "+path+" "+status] {
 					ok = true
 				}
 			}
@@ -639,4 +658,62 @@ func oaTerraformBackend(t *testing.T, c *oaChecker, dev string) {
 	if len(ps) != 1 || ps[0].LastSeenAt == nil {
 		t.Errorf("provisioners %+v", ps)
 	}
+}
+
+// oaProxy signs a browser in, sends it through /proxy/authorize, and exchanges and checks as a proxy.
+func oaProxy(t *testing.T, c *oaChecker, userToken, agentToken, wsURL string) {
+	t.Helper()
+	u, err := url.Parse(wsURL)
+	if err != nil || u.Host == "" {
+		t.Fatalf("workspace URL %q", wsURL)
+	}
+	host := u.Host
+	authorize := protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {"/app?x=1"}}.Encode()
+	c.do("", "GET", authorize, nil, 302, true)
+	if loc := c.lastHeader.Get("Location"); !strings.HasPrefix(loc, "/signin?return_to=") {
+		t.Errorf("authorize without a session redirects to %q", loc)
+	}
+	c.do("", "GET", "/signin?return_to="+url.QueryEscape(authorize), nil, 200, true)
+	c.do("", "GET", "/signin?return_to="+url.QueryEscape("//evil.example.com/"), nil, 400, true)
+	form := func(token, returnTo string) oaBody {
+		return oaBody{"application/x-www-form-urlencoded", []byte(url.Values{"token": {token}, "return_to": {returnTo}}.Encode())}
+	}
+	c.do("", "POST", "/signin", form("hgu_wrong", authorize), 401, true)
+	c.do("", "POST", "/signin", form(userToken, "https://evil.example.com/"), 400, true)
+	c.do("", "POST", "/signin", form(userToken, authorize), 303, true)
+	var session string
+	for _, line := range c.lastHeader.Values("Set-Cookie") {
+		if v, ok := strings.CutPrefix(line, server.SessionCookie+"="); ok {
+			session, _, _ = strings.Cut(v, ";")
+		}
+	}
+	if session == "" || c.lastHeader.Get("Location") != authorize {
+		t.Fatalf("sign-in set %q and went to %q", c.lastHeader.Values("Set-Cookie"), c.lastHeader.Get("Location"))
+	}
+	c.cookie = server.SessionCookie + "=" + session
+	c.do("", "GET", authorize, nil, 302, true)
+	loc, err := url.Parse(c.lastHeader.Get("Location"))
+	if err != nil || loc.Scheme != "https" || loc.Host != host || loc.Path != protocol.ProxyCallbackPath || loc.Query().Get("path") != "/app?x=1" {
+		t.Fatalf("authorize with a session redirects to %v", loc)
+	}
+	c.do("", "GET", protocol.ProxyAuthorizePath+"?host=3000-nope--dev.workspaces.example.com", nil, 404, true)
+	c.do("", "POST", "/signout", nil, 200, true)
+	c.cookie = ""
+
+	var ex protocol.ProxyExchangeResponse
+	code := loc.Query().Get("code")
+	c.decode(c.do(agentToken, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, 200, true), &ex)
+	c.do(agentToken, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, 401, true)
+	c.do(agentToken, "POST", protocol.ProxyExchangePath, map[string]any{"code": code}, 400, false)
+	var ck protocol.ProxyCheckResponse
+	c.decode(c.do(agentToken, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: host, Session: ex.Session}, 200, true), &ck)
+	if !ck.Allowed || ck.User != "dev" {
+		t.Errorf("check of the new session: %+v", ck)
+	}
+	c.decode(c.do(agentToken, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: host, Token: "hgu_nope"}, 200, true), &ck)
+	if ck.Allowed || ck.Reason != protocol.ProxyUnauthenticated {
+		t.Errorf("check of an unknown token: %+v", ck)
+	}
+	c.do(agentToken, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: host}, 400, true)
+	c.do(userToken, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: host, Token: userToken}, 401, false)
 }

@@ -51,6 +51,9 @@ type Server struct {
 	after   func(time.Duration) <-chan time.Time
 	builder *builder.Service
 
+	// csrf guards the browser's form posts (sign-in, sign-out).
+	csrf *http.CrossOriginProtection
+
 	shutdownMu sync.Mutex
 	shutdowns  map[*http.Server]chan struct{} // see shutdownOf
 }
@@ -70,7 +73,7 @@ func New(opts Options) *Server {
 		opts.Builder = builder.New(builder.Options{Store: opts.Store, Clock: opts.Clock, Logger: opts.Logger})
 	}
 	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, devfile: newDevfileCache(50000), after: opts.After,
-		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}}
+		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection()}
 	s.metrics = newMetrics(opts.Store, opts.Builder)
 	s.mux = http.NewServeMux()
 	s.routes()
@@ -122,6 +125,13 @@ func (s *Server) routeTable() []routeEntry {
 		{"POST", "/api/v1/agent/reconcile", s.authAgent(s.reconcile)},
 		{"GET", "/api/v1/agent/info", s.authAgent(s.agentInfo)},
 		{"GET", "/api/v1/agent/wait", s.authAgent(s.wait)},
+
+		{"POST", protocol.ProxyExchangePath, s.authAgent(s.proxyExchange)},
+		{"POST", protocol.ProxyCheckPath, s.authAgent(s.proxyCheck)},
+		{"GET", "/signin", http.HandlerFunc(s.signinPage)},
+		{"POST", "/signin", s.csrf.Handler(http.HandlerFunc(s.signin))},
+		{"POST", "/signout", s.csrf.Handler(http.HandlerFunc(s.signout))},
+		{"GET", protocol.ProxyAuthorizePath, http.HandlerFunc(s.proxyAuthorize)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
 		{"POST", "/api/v1/users", s.authUser(s.adminOnly(s.createUser))},

@@ -88,7 +88,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 	}
 	url := ""
 	if port, path, ok := df.PublicEndpoint(); ok {
-		url = fmt.Sprintf("https://%s.%s%s", workspace.HostLabel(port, req.Name, u.Username), cfg.DNSZone, cmp.Or(path, "/"))
+		url = fmt.Sprintf("%s://%s.%s%s", cmp.Or(cfg.ProxyURLScheme, "https"), workspace.HostLabel(port, req.Name, u.Username), cfg.DNSZone, cmp.Or(path, "/"))
 	}
 	// Generate once now, so that a devfile the agent's limits refuse (max resources) is refused at
 	// creation with the reason, not after the agent fails to apply it.

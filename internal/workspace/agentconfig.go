@@ -23,6 +23,11 @@ type AgentConfig struct {
 	SharedNamespace string `json:"shared_namespace,omitempty"`
 	// ProxyNamespace is where `hangar proxy` runs; workspace NetworkPolicies admit ingress only from it.
 	ProxyNamespace string `json:"proxy_namespace"`
+	// ProxyPodSelector selects the proxy's pods in ProxyNamespace: only they reach public endpoints.
+	ProxyPodSelector map[string]string `json:"proxy_pod_selector"`
+	// ProxyURLScheme is how browsers reach the proxy: "https" (the default) or "http" (a proxy
+	// without TLS, for trials). The server sends one-time codes to that scheme only.
+	ProxyURLScheme string `json:"proxy_url_scheme"`
 
 	PartialReconcileIntervalSeconds int `json:"partial_reconciliation_interval_seconds"`
 	FullReconcileIntervalSeconds    int `json:"full_reconciliation_interval_seconds"`
@@ -60,6 +65,12 @@ type Toleration struct {
 	Value    string `json:"value,omitempty"`
 	Effect   string `json:"effect,omitempty"` // NoSchedule, PreferNoSchedule, NoExecute; empty matches all
 }
+
+// The label the proxy's pods carry by default (the agent config's proxy_pod_selector).
+const (
+	DefaultProxyPodLabel      = "app.kubernetes.io/name"
+	DefaultProxyPodLabelValue = "hangar-proxy"
+)
 
 // DefaultToolsImage is the tools image of an agent that names none.
 const DefaultToolsImage = "hangar.local/hangar:dev"
@@ -115,6 +126,12 @@ func (c AgentConfig) WithDefaults() AgentConfig {
 	}
 	if c.ProxyNamespace == "" {
 		c.ProxyNamespace = "hangar-proxy"
+	}
+	if c.ProxyPodSelector == nil {
+		c.ProxyPodSelector = map[string]string{DefaultProxyPodLabel: DefaultProxyPodLabelValue}
+	}
+	if c.ProxyURLScheme == "" {
+		c.ProxyURLScheme = "https"
 	}
 	if c.PartialReconcileIntervalSeconds == 0 {
 		c.PartialReconcileIntervalSeconds = 10
@@ -248,6 +265,19 @@ func (c AgentConfig) Validate() error {
 	}
 	if !IsDNSLabel(c.ProxyNamespace, 63) {
 		v.Add("config.proxy_namespace", "must be a namespace name (DNS-1123 label), got %q", c.ProxyNamespace)
+	}
+	if len(c.ProxyPodSelector) == 0 {
+		v.Add("config.proxy_pod_selector", "must hold at least one label (an empty selector would admit every pod of the proxy namespace)")
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.ProxyPodSelector)) {
+		if !IsQualifiedKey(k) {
+			v.Add(fmt.Sprintf("config.proxy_pod_selector[%q]", k), "is not a valid Kubernetes label key")
+		} else if !IsLabelValue(c.ProxyPodSelector[k]) {
+			v.Add(fmt.Sprintf("config.proxy_pod_selector[%q]", k), "value %q is not a valid label value", c.ProxyPodSelector[k])
+		}
+	}
+	if c.ProxyURLScheme != "https" && c.ProxyURLScheme != "http" {
+		v.Add("config.proxy_url_scheme", "must be https or http, got %q", c.ProxyURLScheme)
 	}
 	if c.PartialReconcileIntervalSeconds < 1 || c.PartialReconcileIntervalSeconds > 3600 {
 		v.Add("config.partial_reconciliation_interval_seconds", "must be between 1 and 3600, got %d", c.PartialReconcileIntervalSeconds)

@@ -1,0 +1,446 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// The access proxy's side on the server (docs/decisions.md, "The access proxy"): a browser signs in
+// here (a server session), the server hands the proxy a one-time code through the browser's
+// redirect, the proxy exchanges it for a workspace session, and asks the server at every request
+// (cached briefly) whether a session or a token may still enter a host.
+
+const (
+	// SessionCookie is the server's browser session cookie.
+	SessionCookie = "hangar_session"
+	// SessionLifetime bounds server and workspace sessions.
+	SessionLifetime = 12 * time.Hour
+	// CodeLifetime bounds a one-time code: the browser follows the redirect at once.
+	CodeLifetime = 60 * time.Second
+
+	sessionTokenPrefix   = "hgs_"
+	codePrefix           = "hgc_"
+	workspaceTokenPrefix = "hgw_"
+	maxFormBytes         = 16 << 10
+)
+
+var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>{{.Title}} · Hangar</title></head>
+<body style="font-family:sans-serif;max-width:32em;margin:4em auto">
+<h1>{{.Title}}</h1>
+{{if .Message}}<p>{{.Message}}</p>{{end}}
+{{if .Form}}<form method="post" action="/signin">
+<input type="hidden" name="return_to" value="{{.ReturnTo}}">
+<label>Hangar token <input type="password" name="token" autocomplete="current-password" autofocus required size="40"></label>
+<button type="submit">Sign in</button>
+</form>
+<p><small>Your token is what <code>hangar login</code> uses (an admin creates it with <code>hangar users create</code>).</small></p>{{end}}
+{{if .SignedIn}}<form method="post" action="/signout"><button type="submit">Sign out</button></form>{{end}}
+</body></html>
+`))
+
+type page struct {
+	Title, Message, ReturnTo string
+	Form, SignedIn           bool
+}
+
+func writePage(w http.ResponseWriter, status int, p page) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.WriteHeader(status)
+	_ = pageTemplate.Execute(w, p)
+}
+
+// SafeReturnPath reports whether p is a path on the same origin to send a browser back to: it
+// starts with one '/', holds no backslash, control character or scheme, so that no browser reads it
+// as another host (refusing open redirects).
+func SafeReturnPath(p string) bool {
+	if p == "" || p[0] != '/' || len(p) > 4096 {
+		return false
+	}
+	if len(p) > 1 && (p[1] == '/' || p[1] == '\\') {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return false
+		}
+	}
+	u, err := url.Parse(p)
+	return err == nil && u.Scheme == "" && u.Host == "" && u.User == nil && strings.HasPrefix(u.Path, "/") && !strings.HasPrefix(u.Path, "//")
+}
+
+// secureRequest reports whether the browser reached the server over https (directly, or through a
+// proxy that says so).
+func secureRequest(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+func (s *Server) browserUser(r *http.Request) (store.User, bool, error) {
+	c, err := r.Cookie(SessionCookie)
+	if err != nil || c.Value == "" {
+		return store.User{}, false, nil
+	}
+	_, u, err := s.store.Session(r.Context(), HashToken(c.Value), store.SessionServer, s.clock.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return store.User{}, false, nil
+	}
+	return u, err == nil, err
+}
+
+// signinPage serves GET /signin: the form, or who is signed in.
+func (s *Server) signinPage(w http.ResponseWriter, r *http.Request) {
+	returnTo := r.URL.Query().Get("return_to")
+	if returnTo != "" && !SafeReturnPath(returnTo) {
+		writePage(w, http.StatusBadRequest, page{Title: "Cannot sign in", Message: "return_to must be a path on this server."})
+		return
+	}
+	u, ok, err := s.browserUser(r)
+	if err != nil {
+		s.log.Error("read browser session", "err", err)
+		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server could not read your session; its log has the details."})
+		return
+	}
+	if ok && returnTo != "" {
+		http.Redirect(w, r, returnTo, http.StatusSeeOther)
+		return
+	}
+	if ok {
+		writePage(w, http.StatusOK, page{Title: "Signed in", Message: "You are signed in to Hangar as " + u.Username + ".", SignedIn: true})
+		return
+	}
+	writePage(w, http.StatusOK, page{Title: "Sign in to Hangar", ReturnTo: returnTo, Form: true})
+}
+
+// signin serves POST /signin (a form: token, return_to). CSRF: the route is wrapped in
+// http.CrossOriginProtection (Sec-Fetch-Site / Origin must be this origin), and the cookie is
+// SameSite=Lax.
+func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/x-www-form-urlencoded" {
+		writePage(w, http.StatusUnsupportedMediaType, page{Title: "Cannot sign in", Message: "Send the sign-in form."})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		writePage(w, http.StatusBadRequest, page{Title: "Cannot sign in", Message: "The form could not be read."})
+		return
+	}
+	returnTo := r.PostForm.Get("return_to")
+	if returnTo == "" {
+		returnTo = "/signin"
+	}
+	if !SafeReturnPath(returnTo) {
+		writePage(w, http.StatusBadRequest, page{Title: "Cannot sign in", Message: "return_to must be a path on this server."})
+		return
+	}
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	u, err := s.store.UserByTokenHash(r.Context(), HashToken(token))
+	if token == "" || errors.Is(err, store.ErrNotFound) {
+		s.log.Info("sign-in refused", "reason", "invalid token", "remote", r.RemoteAddr)
+		writePage(w, http.StatusUnauthorized, page{Title: "Sign in to Hangar", Message: "That token is not valid.", ReturnTo: returnTo, Form: true})
+		return
+	}
+	if err != nil {
+		s.log.Error("sign-in", "err", err)
+		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})
+		return
+	}
+	now := s.clock.Now()
+	secret := NewToken(sessionTokenPrefix)
+	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: HashToken(secret), Kind: store.SessionServer, UserID: u.ID,
+		UserTokenHash: u.TokenHash, CreatedAt: now, ExpiresAt: now.Add(SessionLifetime)}); err != nil {
+		s.log.Error("sign-in: create session", "err", err)
+		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", Expires: now.Add(SessionLifetime),
+		MaxAge: int(SessionLifetime / time.Second), HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
+	s.log.Info("signed in", "user", u.Username)
+	http.Redirect(w, r, returnTo, http.StatusSeeOther)
+}
+
+// signout serves POST /signout: the session is removed and the cookie cleared.
+func (s *Server) signout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+		if err := s.store.DeleteSession(r.Context(), HashToken(c.Value)); err != nil {
+			s.log.Error("sign-out", "err", err)
+			writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign out", Message: "The server failed; its log has the details."})
+			return
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
+	writePage(w, http.StatusOK, page{Title: "Signed out", Message: "You are signed out of Hangar."})
+}
+
+// NormalizeHost reads a workspace host as browsers send it: lower-case letters, digits, '-' and
+// '.', an optional trailing dot, an optional port. It returns the name without the port, and the
+// host with its port (what a redirect goes back to).
+func NormalizeHost(h string) (name, withPort string, ok bool) {
+	h = strings.ToLower(h)
+	name, port, hasPort := strings.Cut(h, ":")
+	if hasPort {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || port[0] == '0' || len(port) > 5 {
+			return "", "", false
+		}
+	}
+	name = strings.TrimSuffix(name, ".")
+	if name == "" || len(name) > 253 {
+		return "", "", false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return "", "", false
+		}
+	}
+	if hasPort {
+		return name, name + ":" + port, true
+	}
+	return name, name, true
+}
+
+// proxyTarget is the workspace a host names, once proxyAccess found it.
+type proxyTarget struct {
+	ws     store.Workspace
+	agent  store.Agent
+	host   string // with its port, if any
+	reason string // "" when the user may enter
+}
+
+// proxyAccess decides whether u may enter the workspace endpoint at host: the host must be a public
+// endpoint of a live Kubernetes workspace (of agentID, when given) in its agent's DNS zone, and u
+// its owner or an admin. Store errors are returned (the caller fails closed).
+func (s *Server) proxyAccess(ctx context.Context, agentID, host string, u store.User) (proxyTarget, error) {
+	notFound := proxyTarget{reason: protocol.ProxyNotFound}
+	name, withPort, ok := NormalizeHost(host)
+	if !ok {
+		return notFound, nil
+	}
+	label, zone, ok := strings.Cut(name, ".")
+	if !ok {
+		return notFound, nil
+	}
+	port, wsName, owner, ok := workspace.ParseHostLabel(label)
+	if !ok {
+		return notFound, nil
+	}
+	ownerUser, err := s.store.UserByUsername(ctx, owner)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound, nil
+	} else if err != nil {
+		return notFound, fmt.Errorf("read owner %q: %w", owner, err)
+	}
+	ws, err := s.store.Workspace(ctx, store.WorkspaceRef{OwnerID: ownerUser.ID, Name: wsName})
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound, nil
+	} else if err != nil {
+		return notFound, fmt.Errorf("read workspace %s/%s: %w", owner, wsName, err)
+	}
+	if ws.Backend != store.KindKubernetes || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated ||
+		(agentID != "" && ws.AgentID != agentID) {
+		return notFound, nil
+	}
+	agent, err := s.store.AgentByName(ctx, ws.AgentName)
+	if err != nil {
+		return notFound, fmt.Errorf("read agent of %s/%s: %w", owner, wsName, err)
+	}
+	if !strings.EqualFold(zone, strings.TrimSuffix(agent.Config.DNSZone, ".")) {
+		return notFound, nil
+	}
+	df, err := s.devfile.get(ws.ID, func() (string, error) { return s.store.WorkspaceDevfile(ctx, ws.ID) })
+	if err != nil {
+		return notFound, fmt.Errorf("read devfile of %s/%s: %w", owner, wsName, err)
+	}
+	if !df.IsPublicPort(port) {
+		return notFound, nil
+	}
+	t := proxyTarget{ws: ws, agent: agent, host: withPort}
+	if !u.Admin && u.ID != ws.OwnerID {
+		t.reason = protocol.ProxyForbidden
+	}
+	return t, nil
+}
+
+// proxyAuthorize serves GET /proxy/authorize?host=H&path=P, where a proxy sends a browser without a
+// workspace session: sign in first if need be, then back to H with a one-time code.
+func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	host, path := q.Get("host"), q.Get("path")
+	if path == "" {
+		path = "/"
+	}
+	if _, _, ok := NormalizeHost(host); !ok || !SafeReturnPath(path) {
+		writePage(w, http.StatusBadRequest, page{Title: "Bad link", Message: "This link does not name a workspace host and a path on it."})
+		return
+	}
+	u, ok, err := s.browserUser(r)
+	if err != nil {
+		s.log.Error("proxy authorize: read session", "err", err)
+		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
+		return
+	}
+	if !ok {
+		back := protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {path}}.Encode()
+		http.Redirect(w, r, "/signin?"+url.Values{"return_to": {back}}.Encode(), http.StatusFound)
+		return
+	}
+	t, err := s.proxyAccess(r.Context(), "", host, u)
+	if err != nil {
+		s.log.Error("proxy authorize", "host", host, "err", err)
+		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
+		return
+	}
+	if t.reason != "" {
+		// Forbidden and not found look alike: a workspace that is not yours might as well not exist.
+		s.log.Info("proxy authorize refused", "user", u.Username, "host", host, "reason", t.reason)
+		writePage(w, http.StatusNotFound, page{Title: "No such workspace", Message: "There is no running workspace of yours at " + host + ".", SignedIn: true})
+		return
+	}
+	now := s.clock.Now()
+	code := NewToken(codePrefix)
+	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: HashToken(code), Kind: store.SessionCode, UserID: u.ID, UserTokenHash: u.TokenHash,
+		WorkspaceID: t.ws.ID, Host: t.host, CreatedAt: now, ExpiresAt: now.Add(CodeLifetime)}); err != nil {
+		s.log.Error("proxy authorize: create code", "err", err)
+		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
+		return
+	}
+	scheme := t.agent.Config.ProxyURLScheme
+	if scheme != "http" {
+		scheme = "https"
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	target := scheme + "://" + t.host + protocol.ProxyCallbackPath + "?" + url.Values{"code": {code}, "path": {path}}.Encode()
+	http.Redirect(w, r, target, http.StatusFound)
+}
+
+// proxyExchange serves POST /api/v1/proxy/exchange (agent token): a code, once, for a workspace
+// session bound to the same user, workspace and host.
+func (s *Server) proxyExchange(w http.ResponseWriter, r *http.Request, agent store.Agent) error {
+	var req protocol.ProxyExchangeRequest
+	if err := decodeJSON(w, r, protocol.MaxProxyBodyBytes, &req); err != nil {
+		return err
+	}
+	v := &workspace.ValidationError{}
+	if !strings.HasPrefix(req.Code, codePrefix) || len(req.Code) > 128 {
+		v.Add("code", "must be a code the server issued (%s...)", codePrefix)
+	}
+	_, host, ok := NormalizeHost(req.Host)
+	if !ok {
+		v.Add("host", "must be a host name, got %q", req.Host)
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	code, u, err := s.store.ConsumeSession(r.Context(), HashToken(req.Code), store.SessionCode, now)
+	if errors.Is(err, store.ErrNotFound) {
+		return errUnauthorized("unknown, used or expired code")
+	} else if err != nil {
+		return err
+	}
+	if code.Host != host {
+		return errUnauthorized("the code was issued for another host")
+	}
+	t, err := s.proxyAccess(r.Context(), agent.ID, host, u)
+	if err != nil {
+		return err
+	}
+	if t.reason != "" || t.ws.ID != code.WorkspaceID {
+		return errForbidden("the code's user may no longer enter this workspace")
+	}
+	secret := NewToken(workspaceTokenPrefix)
+	expires := now.Add(SessionLifetime)
+	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: HashToken(secret), Kind: store.SessionWorkspace, UserID: u.ID,
+		UserTokenHash: u.TokenHash, WorkspaceID: t.ws.ID, Host: host, CreatedAt: now, ExpiresAt: expires}); err != nil {
+		return err
+	}
+	s.log.Info("workspace session created", "user", u.Username, "workspace", t.ws.OwnerName+"/"+t.ws.Name, "host", host)
+	writeJSON(w, http.StatusOK, protocol.ProxyExchangeResponse{Session: secret, ExpiresAt: expires, User: u.Username, Workspace: t.ws.OwnerName + "/" + t.ws.Name})
+	return nil
+}
+
+// proxyCheck serves POST /api/v1/proxy/check (agent token): may this workspace session or this
+// user token enter host? Refusals are answers (200, allowed false), so that the proxy can tell them
+// from failures, on which it refuses too.
+func (s *Server) proxyCheck(w http.ResponseWriter, r *http.Request, agent store.Agent) error {
+	var req protocol.ProxyCheckRequest
+	if err := decodeJSON(w, r, protocol.MaxProxyBodyBytes, &req); err != nil {
+		return err
+	}
+	v := &workspace.ValidationError{}
+	_, host, ok := NormalizeHost(req.Host)
+	if !ok {
+		v.Add("host", "must be a host name, got %q", req.Host)
+	}
+	if (req.Session == "") == (req.Token == "") {
+		v.Add("session", "exactly one of session and token is required")
+	}
+	if len(req.Session) > 128 {
+		v.Add("session", "is too long")
+	}
+	if len(req.Token) > 512 {
+		v.Add("token", "is too long")
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	refuse := func(reason string, t proxyTarget, u store.User) error {
+		resp := protocol.ProxyCheckResponse{Reason: reason, User: u.Username}
+		if t.ws.ID != "" {
+			resp.Workspace, resp.Status = t.ws.OwnerName+"/"+t.ws.Name, string(t.ws.ActualState)
+		}
+		writeJSON(w, http.StatusOK, resp)
+		return nil
+	}
+	var u store.User
+	var boundTo string // the workspace a session is bound to
+	var err error
+	if req.Session != "" {
+		var sess store.Session
+		sess, u, err = s.store.Session(r.Context(), HashToken(req.Session), store.SessionWorkspace, s.clock.Now())
+		if err == nil && sess.Host != host {
+			err = store.ErrNotFound // a session is good for the host it was made for only
+		}
+		boundTo = sess.WorkspaceID
+	} else {
+		u, err = s.store.UserByTokenHash(r.Context(), HashToken(req.Token))
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return refuse(protocol.ProxyUnauthenticated, proxyTarget{}, store.User{})
+	} else if err != nil {
+		return err
+	}
+	t, err := s.proxyAccess(r.Context(), agent.ID, host, u)
+	if err != nil {
+		return err
+	}
+	if t.reason == "" && boundTo != "" && t.ws.ID != boundTo {
+		// The host now names another workspace (deleted and created again): sign in again.
+		return refuse(protocol.ProxyUnauthenticated, proxyTarget{}, store.User{})
+	}
+	if t.reason != "" {
+		if t.reason == protocol.ProxyForbidden {
+			t.ws = store.Workspace{} // tell nobody else's workspace's state
+		}
+		return refuse(t.reason, t, u)
+	}
+	writeJSON(w, http.StatusOK, protocol.ProxyCheckResponse{Allowed: true, User: u.Username, Workspace: t.ws.OwnerName + "/" + t.ws.Name, Status: string(t.ws.ActualState)})
+	return nil
+}

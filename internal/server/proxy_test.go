@@ -1,0 +1,274 @@
+package server_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/server"
+	"github.com/hangar-dev/hangar/internal/servertest"
+)
+
+const proxyDevfile = `schemaVersion: 2.2.0
+components:
+- name: main
+  container:
+    image: alpine
+    endpoints:
+    - {name: web, targetPort: 8080}
+    - {name: api, targetPort: 9000, exposure: internal}
+    - {name: debug, targetPort: 5005, exposure: none}
+`
+
+// browser is a client that keeps no cookie jar and follows no redirect: each step is checked.
+type browser struct {
+	t      *testing.T
+	env    *servertest.Env
+	cookie string
+	header http.Header // extra request headers
+}
+
+func (b *browser) do(method, path string, form url.Values) *http.Response {
+	b.t.Helper()
+	var body *strings.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	} else {
+		body = strings.NewReader("")
+	}
+	req, err := http.NewRequest(method, b.env.URL+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range b.header {
+		req.Header[k] = v
+	}
+	if b.cookie != "" {
+		req.Header.Set("Cookie", server.SessionCookie+"="+b.cookie)
+	}
+	resp, err := oaClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+func sessionCookie(resp *http.Response) *http.Cookie {
+	for _, c := range resp.Cookies() {
+		if c.Name == server.SessionCookie {
+			return c
+		}
+	}
+	return nil
+}
+
+// signIn signs the browser in with token and returns the session cookie.
+func (b *browser) signIn(token string) *http.Cookie {
+	b.t.Helper()
+	resp := b.do("POST", "/signin", url.Values{"token": {token}, "return_to": {"/signin"}})
+	c := sessionCookie(resp)
+	if resp.StatusCode != http.StatusSeeOther || c == nil {
+		b.t.Fatalf("sign-in: %d, cookie %v", resp.StatusCode, c)
+	}
+	b.cookie = c.Value
+	return c
+}
+
+// authorize asks for a code for host and returns it ("" when not redirected to the proxy).
+func (b *browser) authorize(host string) (string, *http.Response) {
+	b.t.Helper()
+	resp := b.do("GET", protocol.ProxyAuthorizePath+"?"+url.Values{"host": {host}, "path": {"/"}}.Encode(), nil)
+	if resp.StatusCode != http.StatusFound {
+		return "", resp
+	}
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || loc.Host != host {
+		return "", resp
+	}
+	return loc.Query().Get("code"), resp
+}
+
+func TestProxySignIn(t *testing.T) {
+	env := servertest.New(t)
+	alice := createUser(t, env, "alice")
+	b := &browser{t: t, env: env}
+
+	t.Run("cookie", func(t *testing.T) {
+		c := b.signIn(alice)
+		if !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/" || c.Secure || c.Domain != "" || c.MaxAge != int(server.SessionLifetime/time.Second) {
+			t.Errorf("session cookie over http: %+v", c)
+		}
+		if !strings.HasPrefix(c.Value, "hgs_") {
+			t.Errorf("session %q", c.Value)
+		}
+		sec := &browser{t: t, env: env, header: http.Header{"X-Forwarded-Proto": {"https"}}}
+		if c := sec.signIn(alice); !c.Secure {
+			t.Errorf("session cookie over https is not Secure: %+v", c)
+		}
+	})
+	t.Run("cross-origin posts are refused", func(t *testing.T) {
+		for _, h := range []http.Header{
+			{"Sec-Fetch-Site": {"cross-site"}},
+			{"Origin": {"https://evil.example.com"}},
+		} {
+			evil := &browser{t: t, env: env, header: h}
+			if resp := evil.do("POST", "/signin", url.Values{"token": {alice}}); resp.StatusCode != http.StatusForbidden || sessionCookie(resp) != nil {
+				t.Errorf("sign-in with %v: %d", h, resp.StatusCode)
+			}
+		}
+		same := &browser{t: t, env: env, header: http.Header{"Sec-Fetch-Site": {"same-origin"}}}
+		same.signIn(alice)
+	})
+	t.Run("no open redirect", func(t *testing.T) {
+		for _, rt := range []string{"https://evil.example.com/", "//evil.example.com/x", "/\\evil.example.com", "\\\\evil", "evil.example.com",
+			"javascript:alert(1)", "/ok\r\nLocation: https://evil", "http:/evil", "/\t/evil.example.com"} {
+			resp := b.do("POST", "/signin", url.Values{"token": {alice}, "return_to": {rt}})
+			if resp.StatusCode == http.StatusSeeOther {
+				t.Errorf("return_to %q redirected to %q", rt, resp.Header.Get("Location"))
+			}
+			if resp := b.do("GET", "/signin?"+url.Values{"return_to": {rt}}.Encode(), nil); resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("GET /signin?return_to=%q: %d", rt, resp.StatusCode)
+			}
+		}
+		if !server.SafeReturnPath("/proxy/authorize?host=a&path=%2F") || server.SafeReturnPath("//x") {
+			t.Error("SafeReturnPath")
+		}
+	})
+	t.Run("bad token, then sign-out", func(t *testing.T) {
+		if resp := b.do("POST", "/signin", url.Values{"token": {"hgu_nope"}}); resp.StatusCode != http.StatusUnauthorized || sessionCookie(resp) != nil {
+			t.Errorf("bad token: %d", resp.StatusCode)
+		}
+		b.signIn(alice)
+		if resp := b.do("GET", "/signin?return_to=%2Fx", nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/x" {
+			t.Errorf("signed-in GET /signin: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		if resp := b.do("POST", "/signout", nil); resp.StatusCode != http.StatusOK || sessionCookie(resp) == nil || sessionCookie(resp).MaxAge >= 0 {
+			t.Errorf("sign-out: %d", resp.StatusCode)
+		}
+		if resp := b.do("GET", "/signin?return_to=%2Fx", nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("after sign-out the old cookie still signs in: %d", resp.StatusCode)
+		}
+	})
+	t.Run("session expires", func(t *testing.T) {
+		b.signIn(alice)
+		env.Clock.Advance(server.SessionLifetime)
+		if resp := b.do("GET", "/signin?return_to=%2Fx", nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("an expired session still signs in: %d", resp.StatusCode)
+		}
+	})
+}
+
+func TestProxyAuthorizeExchangeCheck(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine)
+			k1 := createAgent(t, env, "k1", map[string]any{"dns_zone": "ws.example.com"})
+			k2 := createAgent(t, env, "k2", map[string]any{"dns_zone": "other.example.com", "proxy_url_scheme": "http"})
+			alice, bob := createUser(t, env, "alice"), createUser(t, env, "bob")
+			mustCall(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "dev", "agent": "k1", "devfile": proxyDevfile}, http.StatusCreated, nil)
+			mustCall(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "plain", "agent": "k2"}, http.StatusCreated, nil)
+			host := "8080-dev--alice.ws.example.com"
+
+			ab := &browser{t: t, env: env}
+			if code, resp := ab.authorize(host); code != "" || !strings.HasPrefix(resp.Header.Get("Location"), "/signin?return_to=") {
+				t.Fatalf("authorize without a session: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			ab.signIn(alice)
+			code, resp := ab.authorize(host)
+			if code == "" || !strings.HasPrefix(resp.Header.Get("Location"), "https://"+host+"/.hangar/callback?") {
+				t.Fatalf("authorize: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			if c, resp := ab.authorize("3000-plain--alice.other.example.com"); c == "" || !strings.HasPrefix(resp.Header.Get("Location"), "http://") {
+				t.Errorf("an http proxy's agent: %q", resp.Header.Get("Location"))
+			}
+			if c, _ := ab.authorize("8080-dev--alice.ws.example.com:8443"); c == "" {
+				t.Error("a host with a port is refused")
+			}
+			// Internal and none ports, unknown names, other zones: no code.
+			for _, h := range []string{"9000-dev--alice.ws.example.com", "5005-dev--alice.ws.example.com", "8080-nope--alice.ws.example.com",
+				"8080-dev--alice.other.example.com", "8080-dev--alice.ws.example.com.evil.com", "evil.com/x", "8080-dev--alice"} {
+				if c, resp := ab.authorize(h); c != "" || (resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusBadRequest) {
+					t.Errorf("authorize %q: %d %q", h, resp.StatusCode, resp.Header.Get("Location"))
+				}
+			}
+			bb := &browser{t: t, env: env}
+			bb.signIn(bob)
+			if c, resp := bb.authorize(host); c != "" || resp.StatusCode != http.StatusNotFound {
+				t.Errorf("bob authorizes alice's workspace: %d", resp.StatusCode)
+			}
+			admin := &browser{t: t, env: env}
+			admin.signIn(env.AdminToken)
+			if c, _ := admin.authorize(host); c == "" {
+				t.Error("an admin gets no code")
+			}
+
+			// Exchange: once, by the workspace's agent, for the code's host, within 60 s.
+			var ex protocol.ProxyExchangeResponse
+			mustCall(t, env, k2, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, http.StatusForbidden, nil)
+			code, _ = ab.authorize(host)
+			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: "8080-dev--alice.ws.example.com:1"}, http.StatusUnauthorized, nil)
+			code, _ = ab.authorize(host)
+			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, http.StatusOK, &ex)
+			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, http.StatusUnauthorized, nil)
+			if !strings.HasPrefix(ex.Session, "hgw_") || ex.User != "alice" || ex.Workspace != "alice/dev" || !ex.ExpiresAt.Equal(servertest.Start.Add(server.SessionLifetime)) {
+				t.Errorf("exchange answered %+v", ex)
+			}
+			late, _ := ab.authorize(host)
+			env.Clock.Advance(server.CodeLifetime)
+			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: late, Host: host}, http.StatusUnauthorized, nil)
+			env.Clock.Set(servertest.Start)
+
+			check := func(agent string, req protocol.ProxyCheckRequest) protocol.ProxyCheckResponse {
+				t.Helper()
+				var out protocol.ProxyCheckResponse
+				mustCall(t, env, agent, "POST", protocol.ProxyCheckPath, req, http.StatusOK, &out)
+				return out
+			}
+			want := func(what string, got protocol.ProxyCheckResponse, allowed bool, reason string) {
+				t.Helper()
+				if got.Allowed != allowed || got.Reason != reason {
+					t.Errorf("%s: %+v, want allowed=%v reason=%q", what, got, allowed, reason)
+				}
+			}
+			got := check(k1, protocol.ProxyCheckRequest{Host: host, Session: ex.Session})
+			want("alice's session", got, true, "")
+			if got.User != "alice" || got.Workspace != "alice/dev" || got.Status != "CreationRequested" {
+				t.Errorf("alice's session: %+v", got)
+			}
+			want("alice's token", check(k1, protocol.ProxyCheckRequest{Host: strings.ToUpper(host), Token: alice}), true, "")
+			want("the admin's token", check(k1, protocol.ProxyCheckRequest{Host: host, Token: env.AdminToken}), true, "")
+			got = check(k1, protocol.ProxyCheckRequest{Host: host, Token: bob})
+			want("bob's token", got, false, protocol.ProxyForbidden)
+			if got.Status != "" || got.Workspace != "" {
+				t.Errorf("bob learns of alice's workspace: %+v", got)
+			}
+			want("another agent", check(k2, protocol.ProxyCheckRequest{Host: host, Token: alice}), false, protocol.ProxyNotFound)
+			want("the session on another host", check(k1, protocol.ProxyCheckRequest{Host: "8080-dev--alice.ws.example.com:8443", Session: ex.Session}), false, protocol.ProxyUnauthenticated)
+			want("an internal port", check(k1, protocol.ProxyCheckRequest{Host: "9000-dev--alice.ws.example.com", Token: alice}), false, protocol.ProxyNotFound)
+			want("a none port", check(k1, protocol.ProxyCheckRequest{Host: "5005-dev--alice.ws.example.com", Token: alice}), false, protocol.ProxyNotFound)
+			want("a code as a session", check(k1, protocol.ProxyCheckRequest{Host: host, Session: late}), false, protocol.ProxyUnauthenticated)
+			want("an unknown token", check(k1, protocol.ProxyCheckRequest{Host: host, Token: "hgu_nope"}), false, protocol.ProxyUnauthenticated)
+			mustCall(t, env, alice, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: host, Token: alice}, http.StatusUnauthorized, nil)
+			mustCall(t, env, k1, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: host, Token: alice, Session: ex.Session}, http.StatusBadRequest, nil)
+
+			// Stopped: still allowed (the proxy says "not running"); deleted: not found, and the
+			// session is no good for a workspace of the same name created again.
+			mustCall(t, env, alice, "PATCH", "/api/v1/workspaces/dev", map[string]any{"desired_state": "Stopped"}, http.StatusOK, nil)
+			want("stopped", check(k1, protocol.ProxyCheckRequest{Host: host, Session: ex.Session}), true, "")
+			mustCall(t, env, alice, "PATCH", "/api/v1/workspaces/dev", map[string]any{"desired_state": "Terminated"}, http.StatusOK, nil)
+			want("deleted", check(k1, protocol.ProxyCheckRequest{Host: host, Session: ex.Session}), false, protocol.ProxyNotFound)
+
+			env.Clock.Advance(server.SessionLifetime)
+			mustCall(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "dev2", "agent": "k1", "devfile": proxyDevfile}, http.StatusCreated, nil)
+			want("an expired token-based check still works", check(k1, protocol.ProxyCheckRequest{Host: "8080-dev2--alice.ws.example.com", Token: alice}), true, "")
+			want("an expired session", check(k1, protocol.ProxyCheckRequest{Host: "8080-dev2--alice.ws.example.com", Session: ex.Session}), false, protocol.ProxyUnauthenticated)
+		})
+	}
+}
