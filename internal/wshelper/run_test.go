@@ -1,0 +1,302 @@
+package wshelper
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+func TestHostKeyPersisted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	logs := &logBuffer{}
+	k1, err := LoadHostKey("", dir, logs.logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, HostKeyName))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("host key file: %v %v, want mode 0600", fi.Mode(), err)
+	}
+	if k1.PublicKey().Type() != ssh.KeyAlgoED25519 {
+		t.Errorf("host key type %s", k1.PublicKey().Type())
+	}
+	k2, err := LoadHostKey("", dir, logs.logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(k1.PublicKey().Marshal(), k2.PublicKey().Marshal()) {
+		t.Fatal("a second start has another host key")
+	}
+	pub, _ := os.ReadFile(filepath.Join(dir, HostKeyName+".pub"))
+	if string(pub) != string(ssh.MarshalAuthorizedKey(k1.PublicKey())) {
+		t.Errorf(".pub %q", pub)
+	}
+	// An explicit file wins and must exist.
+	if _, err := LoadHostKey(filepath.Join(dir, "absent"), dir, logs.logger()); err == nil {
+		t.Error("a missing --host-key-file was accepted")
+	}
+	k3, err := LoadHostKey(filepath.Join(dir, HostKeyName), "", logs.logger())
+	if err != nil || !bytes.Equal(k3.PublicKey().Marshal(), k1.PublicKey().Marshal()) {
+		t.Fatalf("explicit file: %v", err)
+	}
+}
+
+// helperRun runs Run in the background with a fresh state directory, one authorized key, SSH on
+// 127.0.0.1:0; stop cancels it; the result arrives on the returned channel.
+type helperRun struct {
+	addr   string
+	key    ssh.Signer
+	host   ssh.PublicKey
+	logs   *logBuffer
+	stdout *logBuffer
+	sigs   chan os.Signal
+	stop   context.CancelFunc
+	result chan runResult
+}
+
+type runResult struct {
+	code int
+	err  error
+}
+
+func startRun(t *testing.T, cfg Config) *helperRun {
+	t.Helper()
+	dir := t.TempDir()
+	h := &helperRun{key: newSigner(t), logs: &logBuffer{}, stdout: &logBuffer{}, sigs: make(chan os.Signal, 1), result: make(chan runResult, 1)}
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(dir, "state")
+	}
+	cfg.AuthorizedKeysFile = filepath.Join(dir, "authorized_keys")
+	writeAuthorizedKeys(t, cfg.AuthorizedKeysFile, h.key)
+	cfg.SSHAddr = "127.0.0.1:0"
+	if cfg.Env == nil {
+		cfg.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "SHELL=/bin/sh"}
+	}
+	cfg.Stdout, cfg.Stderr = h.stdout, h.stdout
+	cfg.Signals = h.sigs
+	cfg.Logger = h.logs.logger()
+	listening := make(chan net.Addr, 1)
+	cfg.Listening = func(a net.Addr) { listening <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stop = cancel
+	go func() {
+		code, err := Run(ctx, cfg)
+		h.result <- runResult{code, err}
+	}()
+	select {
+	case a := <-listening:
+		h.addr = a.String()
+	case r := <-h.result:
+		t.Fatalf("Run ended at once: %d %v\n%s", r.code, r.err, h.logs.String())
+	case <-time.After(testTimeout):
+		t.Fatal("Run did not listen")
+	}
+	hk, err := os.ReadFile(filepath.Join(cfg.StateDir, HostKeyName+".pub"))
+	if err == nil {
+		h.host, _, _, _, _ = ssh.ParseAuthorizedKey(hk)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if t.Failed() {
+			t.Logf("helper log:\n%s\noutput:\n%s", h.logs.String(), h.stdout.String())
+		}
+	})
+	return h
+}
+
+func (h *helperRun) wait(t *testing.T) runResult {
+	t.Helper()
+	select {
+	case r := <-h.result:
+		return r
+	case <-time.After(testTimeout):
+		t.Fatal("Run did not end")
+		return runResult{}
+	}
+}
+
+func TestRunPropagatesExitCode(t *testing.T) {
+	h := startRun(t, Config{Command: []string{"/bin/sh", "-c", "echo from the command; exit 7"}})
+	r := h.wait(t)
+	if r.err != nil || r.code != 7 {
+		t.Fatalf("Run: %d %v, want 7", r.code, r.err)
+	}
+	if !strings.Contains(h.stdout.String(), "from the command") {
+		t.Errorf("the command's output is not the container's: %q", h.stdout.String())
+	}
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	for _, c := range []struct {
+		sig  syscall.Signal
+		want int
+	}{{syscall.SIGTERM, 128 + 15}, {syscall.SIGINT, 128 + 2}} {
+		t.Run(c.sig.String(), func(t *testing.T) {
+			// A long grace period: the command must end by the forwarded signal, not be killed.
+			h := startRun(t, Config{Command: []string{"/bin/sh", "-c", "echo ready; exec sleep 1000"}, GracePeriod: time.Hour})
+			eventually(t, "the command to start", func() bool { return strings.Contains(h.stdout.String(), "ready") })
+			h.sigs <- c.sig
+			if r := h.wait(t); r.err != nil || r.code != c.want {
+				t.Fatalf("Run: %d %v, want %d", r.code, r.err, c.want)
+			}
+		})
+	}
+}
+
+func TestRunKeepsAliveWithoutCommand(t *testing.T) {
+	h := startRun(t, Config{})
+	client, err := ssh.Dial("tcp", h.addr, &ssh.ClientConfig{User: "proxy", Auth: []ssh.AuthMethod{ssh.PublicKeys(h.key)}, HostKeyCallback: ssh.FixedHostKey(h.host), Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sess, _ := client.NewSession()
+	out, err := sess.Output("echo up")
+	if err != nil || string(out) != "up\n" {
+		t.Fatalf("exec: %q %v", out, err)
+	}
+	select {
+	case r := <-h.result:
+		t.Fatalf("Run ended without being told: %+v", r)
+	default:
+	}
+	h.sigs <- syscall.SIGTERM
+	if r := h.wait(t); r.err != nil || r.code != 0 {
+		t.Fatalf("Run after SIGTERM: %+v", r)
+	}
+}
+
+func TestRunPostStartOncePerInstance(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	count := filepath.Join(t.TempDir(), "count")
+	cmds := []PostStartCommand{{ID: "count", CommandLine: `echo "$WHO" >> ` + count, Env: []EnvVar{{"WHO", "poststart"}}}}
+	runOnce := func(instance, want string) {
+		h := startRun(t, Config{StateDir: state, Instance: instance, PostStart: cmds})
+		eventually(t, want, func() bool { return strings.Contains(h.logs.String(), want) })
+		h.sigs <- syscall.SIGTERM
+		if r := h.wait(t); r.err != nil || r.code != 0 {
+			t.Fatalf("Run: %+v", r)
+		}
+	}
+	lines := func() int {
+		b, _ := os.ReadFile(count)
+		return strings.Count(string(b), "poststart\n")
+	}
+	runOnce("pod-a", "postStart commands succeeded")
+	runOnce("pod-a", "already ran in this instance") // the container restarted
+	if n := lines(); n != 1 {
+		t.Fatalf("postStart ran %d times in one instance, want 1", n)
+	}
+	runOnce("pod-b", "postStart commands succeeded") // the workspace started again
+	if n := lines(); n != 2 {
+		t.Fatalf("postStart ran %d times in two instances, want 2", n)
+	}
+}
+
+func TestRunPostStartFailure(t *testing.T) {
+	state := t.TempDir()
+	dir := t.TempDir()
+	log := &logBuffer{}
+	cmds := []PostStartCommand{
+		{ID: "first", CommandLine: "pwd > first; echo $A > env", WorkingDir: dir, Env: []EnvVar{{"A", "1"}}},
+		{ID: "fails", CommandLine: "exit 3"},
+		{ID: "never", CommandLine: "touch " + filepath.Join(dir, "never")},
+	}
+	err := RunPostStart(context.Background(), cmds, []string{"PATH=/usr/bin:/bin"}, state, "pod", io.Discard, log.logger())
+	if err == nil || !strings.Contains(err.Error(), `"fails"`) {
+		t.Fatalf("want the failing command's error, got %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "first")); strings.TrimSpace(string(b)) != dir {
+		t.Errorf("working directory: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "env")); string(b) != "1\n" {
+		t.Errorf("env: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "never")); err == nil {
+		t.Error("a command after the failure ran")
+	}
+	if _, err := os.Stat(filepath.Join(state, PostStartMarker)); err == nil {
+		t.Fatal("a failure was recorded as success")
+	}
+	cmds[1].CommandLine = "true"
+	if err := RunPostStart(context.Background(), cmds, nil, state, "pod", io.Discard, log.logger()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "never")); err != nil {
+		t.Fatal("the commands did not run again after a failure")
+	}
+}
+
+func TestParsePostStart(t *testing.T) {
+	cmds, err := ParsePostStart(`[{"id":"a","commandLine":"make","workingDir":"/p","env":[{"name":"X","value":"1"}]}]`)
+	if err != nil || len(cmds) != 1 || cmds[0].Env[0].Value != "1" {
+		t.Fatalf("%+v %v", cmds, err)
+	}
+	for _, bad := range []string{`{}`, `[{"id":"a"}]`, `[{"commandLine":"x","shell":"bash"}]`, `[{"commandLine":"x","env":[{"name":"A=B"}]}]`, `[] []`} {
+		if _, err := ParsePostStart(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	if cmds, err := ParsePostStart(" "); err != nil || cmds != nil {
+		t.Errorf("empty: %v %v", cmds, err)
+	}
+}
+
+// TestReap runs Reap in a subprocess that stands for PID 1 (a child subreaper), with a command
+// that leaves an orphan behind: the orphan is reaped once it ends, signals reach the command, and
+// the command's exit code is the reaper's.
+func TestReap(t *testing.T) {
+	orphanIn, orphanInW, _ := os.Pipe() // the orphan reads this; closing the writer ends it
+	defer orphanIn.Close()
+	script := `(cat <&3 >/dev/null & echo "orphan $!"); read code; exit "$code"`
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "WSHELPER_TEST_REAPER=1", "WSHELPER_TEST_SCRIPT="+script)
+	cmd.ExtraFiles = []*os.File{orphanIn}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	orphanIn.Close()
+	line := readUntil(t, stdout, "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "orphan ")))
+	if err != nil {
+		t.Fatalf("orphan pid: %q", line)
+	}
+	orphanInW.Close() // the orphan ends; only the reaper can wait for it
+	readUntil(t, stderr, `msg="reaped an orphan" pid=`+strconv.Itoa(pid)+"\n")
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		t.Errorf("orphan %d still in /proc (a zombie?)", pid)
+	}
+	io.WriteString(stdin, "7\n")
+	err = cmd.Wait()
+	if cmd.ProcessState.ExitCode() != 7 {
+		t.Fatalf("reaper exited %v, want the command's 7", err)
+	}
+
+	// A signal to the reaper reaches the command.
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "WSHELPER_TEST_REAPER=1", "WSHELPER_TEST_SCRIPT=echo ready; exec sleep 1000")
+	stdout, _ = cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, stdout, "ready")
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if got := cmd.ProcessState.ExitCode(); got != 128+15 {
+		t.Fatalf("reaper exited %d after SIGTERM, want 143 (the command's, killed by SIGTERM)", got)
+	}
+}
