@@ -8,11 +8,11 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/redirect"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
@@ -66,24 +66,9 @@ func writePage(w http.ResponseWriter, status int, p page) {
 	_ = pageTemplate.Execute(w, p)
 }
 
-// SafeReturnPath reports whether p is a path on the same origin to send a browser back to: it
-// starts with one '/', holds no backslash, control character or scheme, so that no browser reads it
-// as another host (refusing open redirects).
-func SafeReturnPath(p string) bool {
-	if p == "" || p[0] != '/' || len(p) > 4096 {
-		return false
-	}
-	if len(p) > 1 && (p[1] == '/' || p[1] == '\\') {
-		return false
-	}
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c == 0x7f || c == '\\' {
-			return false
-		}
-	}
-	u, err := url.Parse(p)
-	return err == nil && u.Scheme == "" && u.Host == "" && u.User == nil && strings.HasPrefix(u.Path, "/") && !strings.HasPrefix(u.Path, "//")
-}
+// SafeReturnPath reports whether p is a path on this server to send a browser back to
+// (redirect.SafePath).
+func SafeReturnPath(p string) bool { return redirect.SafePath(p) }
 
 // secureRequest reports whether the browser reached the server over https (directly, or through a
 // proxy that says so).
@@ -187,34 +172,6 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request) {
 	writePage(w, http.StatusOK, page{Title: "Signed out", Message: "You are signed out of Hangar."})
 }
 
-// NormalizeHost reads a workspace host as browsers send it: lower-case letters, digits, '-' and
-// '.', an optional trailing dot, an optional port. It returns the name without the port, and the
-// host with its port (what a redirect goes back to).
-func NormalizeHost(h string) (name, withPort string, ok bool) {
-	h = strings.ToLower(h)
-	name, port, hasPort := strings.Cut(h, ":")
-	if hasPort {
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 || port[0] == '0' || len(port) > 5 {
-			return "", "", false
-		}
-	}
-	name = strings.TrimSuffix(name, ".")
-	if name == "" || len(name) > 253 {
-		return "", "", false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
-			return "", "", false
-		}
-	}
-	if hasPort {
-		return name, name + ":" + port, true
-	}
-	return name, name, true
-}
-
 // proxyTarget is the workspace a host names, once proxyAccess found it.
 type proxyTarget struct {
 	ws     store.Workspace
@@ -228,7 +185,7 @@ type proxyTarget struct {
 // its owner or an admin. Store errors are returned (the caller fails closed).
 func (s *Server) proxyAccess(ctx context.Context, agentID, host string, u store.User) (proxyTarget, error) {
 	notFound := proxyTarget{reason: protocol.ProxyNotFound}
-	name, withPort, ok := NormalizeHost(host)
+	name, withPort, ok := workspace.NormalizeHost(host)
 	if !ok {
 		return notFound, nil
 	}
@@ -285,7 +242,7 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 	if path == "" {
 		path = "/"
 	}
-	if _, _, ok := NormalizeHost(host); !ok || !SafeReturnPath(path) {
+	if _, _, ok := workspace.NormalizeHost(host); !ok || !SafeReturnPath(path) {
 		writePage(w, http.StatusBadRequest, page{Title: "Bad link", Message: "This link does not name a workspace host and a path on it."})
 		return
 	}
@@ -341,7 +298,7 @@ func (s *Server) proxyExchange(w http.ResponseWriter, r *http.Request, agent sto
 	if !strings.HasPrefix(req.Code, codePrefix) || len(req.Code) > 128 {
 		v.Add("code", "must be a code the server issued (%s...)", codePrefix)
 	}
-	_, host, ok := NormalizeHost(req.Host)
+	_, host, ok := workspace.NormalizeHost(req.Host)
 	if !ok {
 		v.Add("host", "must be a host name, got %q", req.Host)
 	}
@@ -385,7 +342,7 @@ func (s *Server) proxyCheck(w http.ResponseWriter, r *http.Request, agent store.
 		return err
 	}
 	v := &workspace.ValidationError{}
-	_, host, ok := NormalizeHost(req.Host)
+	_, host, ok := workspace.NormalizeHost(req.Host)
 	if !ok {
 		v.Add("host", "must be a host name, got %q", req.Host)
 	}

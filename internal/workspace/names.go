@@ -185,3 +185,31 @@ func ParseRef(field, s string) (Ref, error) {
 	}
 	return Ref{Owner: owner, Name: name}, nil
 }
+
+// NormalizeHost reads a host as browsers send it (the Host header): lower-case letters, digits,
+// '-' and '.', an optional trailing dot, an optional port. It returns the name without the port,
+// and the host with its port (where a redirect goes back to); ok is false for anything else.
+func NormalizeHost(h string) (name, withPort string, ok bool) {
+	h = strings.ToLower(h)
+	name, port, hasPort := strings.Cut(h, ":")
+	if hasPort {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || port[0] == '0' || len(port) > 5 {
+			return "", "", false
+		}
+	}
+	name = strings.TrimSuffix(name, ".")
+	if name == "" || len(name) > 253 {
+		return "", "", false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return "", "", false
+		}
+	}
+	if hasPort {
+		return name, name + ":" + port, true
+	}
+	return name, name, true
+}

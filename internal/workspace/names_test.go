@@ -157,3 +157,23 @@ func FuzzParseRef(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNormalizeHost: a host NormalizeHost accepts is made of DNS characters and an optional port
+// only, so a redirect to it names that host and nothing else.
+func FuzzNormalizeHost(f *testing.F) {
+	for _, s := range []string{"3000-dev--alice.ws.example.com", "A.B:8443", "a.b.:443", "a/b", "a@b", "a:0", "a:65536", ":1", "a:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		name, withPort, ok := NormalizeHost(host)
+		if !ok {
+			return
+		}
+		if name == "" || !strings.HasPrefix(withPort, name) || strings.ContainsAny(withPort, "/@?#\\ ") || strings.ToLower(withPort) != withPort {
+			t.Fatalf("NormalizeHost(%q) = %q, %q", host, name, withPort)
+		}
+		if n2, w2, ok := NormalizeHost(withPort); !ok || n2 != name || w2 != withPort {
+			t.Fatalf("NormalizeHost is not stable on %q: %q %q %v", withPort, n2, w2, ok)
+		}
+	})
+}
