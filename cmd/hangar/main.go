@@ -11,6 +11,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/projectclone"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/provisionercmd"
+	"github.com/hangar-dev/hangar/internal/proxycmd"
 	"github.com/hangar-dev/hangar/internal/servercmd"
 	"github.com/hangar-dev/hangar/internal/tfprovider"
 	"github.com/hangar-dev/hangar/internal/wshelper"
@@ -29,7 +30,7 @@ func main() {
 		Use:   "hangar",
 		Short: "Hangar: self-hosted remote development workspaces",
 	}
-	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), projectCloneCommand(),
+	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), projectCloneCommand(),
 		wshelper.Command()) // hidden: a workspace's main container runs it
 	cli.AddCommands(root)
 	os.Exit(cli.Execute(root))

@@ -1,0 +1,387 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/redirect"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// CookieName is the proxy's workspace session cookie. It is host-only (no Domain attribute): the
+// browser sends it to the one workspace host that set it, so one workspace never sees another's.
+const CookieName = "hangar_ws_session"
+
+// Exchanger turns a one-time code into a workspace session (POST /api/v1/proxy/exchange).
+type Exchanger interface {
+	Exchange(ctx context.Context, req protocol.ProxyExchangeRequest) (protocol.ProxyExchangeResponse, error)
+}
+
+// RouteLookup finds where a host goes (Routes).
+type RouteLookup interface {
+	Lookup(host string) Route
+}
+
+// Options configure a Handler.
+type Options struct {
+	Routes    RouteLookup
+	Auth      *Auth
+	Exchanger Exchanger
+	// ServerURL is the server as browsers reach it (its /proxy/authorize).
+	ServerURL string
+	// Zone is the agent's DNS zone: hosts `<port>-<name>--<owner>.<zone>`.
+	Zone string
+	// TLS says the proxy serves https: its cookie is then Secure.
+	TLS bool
+	// MaxBodyBytes caps a request body (0: no cap); WriteTimeout caps the writing of a response
+	// (0: none). Neither applies to upgraded connections (WebSockets).
+	MaxBodyBytes int64
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
+	Metrics      *Metrics
+	Clock        clock.Clock
+	// Transport reaches the workspaces (default: NewTransport()).
+	Transport http.RoundTripper
+}
+
+// Handler is the proxy's HTTP handler.
+type Handler struct {
+	o  Options
+	rp *httputil.ReverseProxy
+}
+
+// NewTransport returns the transport to workspaces: HTTP/1.1 (WebSockets need it), keep-alive.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1000,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+type ctxKey int
+
+const (
+	upstreamKey ctxKey = iota
+	credKey
+	infoKey
+)
+
+// NewHandler returns the proxy's handler.
+func NewHandler(o Options) *Handler {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Transport == nil {
+		o.Transport = NewTransport()
+	}
+	h := &Handler{o: o}
+	h.rp = &httputil.ReverseProxy{
+		Rewrite:       h.rewrite,
+		Transport:     o.Transport,
+		FlushInterval: -1, // stream: server-sent events, long polls, downloads
+		ErrorHandler:  h.upstreamError,
+		ErrorLog:      slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
+	}
+	return h
+}
+
+// accessInfo is what the access log says of a request.
+type accessInfo struct {
+	user, workspace, upstream string
+	cached                    bool
+	hijacked                  bool
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := h.o.Clock.Now()
+	rec := &recorder{ResponseWriter: w}
+	info := &accessInfo{}
+	upgrade := isUpgrade(r)
+	if upgrade && h.o.Metrics != nil {
+		h.o.Metrics.upgrades.Inc()
+		defer h.o.Metrics.upgrades.Dec()
+	}
+	defer func() {
+		status := rec.status
+		if status == 0 && upgrade && info.upstream != "" {
+			status = http.StatusSwitchingProtocols
+		}
+		d := h.o.Clock.Now().Sub(start)
+		h.o.Logger.Info("request", "host", r.Host, "method", r.Method, "path", r.URL.Path, "proto", r.Proto, "status", status, "bytes", rec.bytes,
+			"duration_ms", float64(d.Microseconds())/1000, "user", info.user, "workspace", info.workspace, "upstream", info.upstream, "auth_cached", info.cached)
+		if h.o.Metrics != nil {
+			h.o.Metrics.observe(status, d, rec.bytes)
+		}
+	}()
+	h.serve(rec, r.WithContext(context.WithValue(r.Context(), infoKey, info)), info)
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo) {
+	name, host, ok := workspace.NormalizeHost(r.Host)
+	if ok {
+		_, _, _, ok = workspace.ParseHost(name, h.o.Zone)
+	}
+	if !ok {
+		page(w, http.StatusNotFound, "No such workspace", "There is no workspace at this address.")
+		return
+	}
+	if r.URL.Path == protocol.ProxyCallbackPath {
+		h.callback(w, r, host)
+		return
+	}
+	cred, fromHeader := credential(r)
+	if cred == (Credential{}) {
+		h.unauthenticated(w, r, host)
+		return
+	}
+	d, cached, err := h.o.Auth.Check(r.Context(), host, cred)
+	info.cached = cached
+	if h.o.Metrics != nil {
+		h.o.Metrics.checked(d, cached, err)
+	}
+	if err != nil {
+		// Fail closed: no answer from the server, no entry.
+		h.o.Logger.Warn("cannot check access with the server", "host", host, "err", err)
+		page(w, http.StatusBadGateway, "Cannot check your access", "The proxy cannot reach the Hangar server right now. Try again in a moment.")
+		return
+	}
+	info.user, info.workspace = d.User, d.Workspace
+	if !d.Allowed {
+		if d.Reason == protocol.ProxyUnauthenticated {
+			if cred.Session != "" {
+				h.clearCookie(w)
+			}
+			h.unauthenticated(w, r, host)
+			return
+		}
+		// Another user's workspace looks like no workspace at all.
+		page(w, http.StatusNotFound, "No such workspace", "There is no workspace of yours at this address.")
+		return
+	}
+	route := h.o.Routes.Lookup(name)
+	if route.Addr == "" {
+		w.Header().Set("Retry-After", "5")
+		msg := "The workspace " + d.Workspace + " is not running"
+		if d.Status != "" {
+			msg += " (it is " + d.Status + ")"
+		}
+		page(w, http.StatusServiceUnavailable, "Workspace not running", msg+". Start it with `hangar start "+d.Workspace+"`.")
+		return
+	}
+	info.upstream = route.Addr
+	rc := http.NewResponseController(w)
+	if isUpgrade(r) {
+		// A WebSocket lives as long as its user wants: no deadlines.
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+	} else {
+		if h.o.MaxBodyBytes > 0 {
+			if r.ContentLength > h.o.MaxBodyBytes {
+				page(w, http.StatusRequestEntityTooLarge, "Request too large", "The request body is larger than this proxy accepts.")
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes)
+		}
+		if h.o.WriteTimeout > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(h.o.WriteTimeout))
+		}
+	}
+	ctx := context.WithValue(r.Context(), upstreamKey, route.Addr)
+	ctx = context.WithValue(ctx, credKey, fromHeader)
+	h.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// rewrite makes the request to the workspace: its pod's address, the original Host, the
+// X-Forwarded-* headers, and none of the proxy's own credentials.
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	addr, _ := pr.In.Context().Value(upstreamKey).(string)
+	pr.SetURL(&url.URL{Scheme: "http", Host: addr})
+	pr.Out.Host = pr.In.Host
+	pr.SetXForwarded()
+	if h.o.TLS || pr.In.TLS != nil {
+		pr.Out.Header.Set("X-Forwarded-Proto", "https")
+	}
+	stripCookie(pr.Out.Header, CookieName)
+	if fromHeader, _ := pr.In.Context().Value(credKey).(bool); fromHeader {
+		pr.Out.Header.Del("Authorization")
+	}
+}
+
+func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		page(w, http.StatusRequestEntityTooLarge, "Request too large", "The request body is larger than this proxy accepts.")
+		return
+	}
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
+	h.o.Logger.Warn("workspace did not answer", "host", r.Host, "err", err)
+	page(w, http.StatusBadGateway, "Workspace not answering", "The workspace is running but its server did not answer on this port.")
+}
+
+// credential reads the request's workspace session (cookie) or user token (Authorization:
+// Bearer). A bearer token wins; fromHeader says it came from the header (which is then not
+// forwarded).
+func credential(r *http.Request) (c Credential, fromHeader bool) {
+	if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && strings.TrimSpace(token) != "" {
+		return Credential{Token: strings.TrimSpace(token)}, true
+	}
+	if ck, err := r.Cookie(CookieName); err == nil && ck.Value != "" {
+		return Credential{Session: ck.Value}, false
+	}
+	return Credential{}, false
+}
+
+// unauthenticated sends a browser to the server's sign-in (through /proxy/authorize) and answers
+// an API client 401.
+func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, host string) {
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.Contains(r.Header.Get("Accept"), "text/html") && !isUpgrade(r) {
+		path := r.URL.RequestURI()
+		if !redirect.SafePath(path) {
+			path = "/"
+		}
+		loc := strings.TrimRight(h.o.ServerURL, "/") + protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {path}}.Encode()
+		w.Header().Set("Cache-Control", "no-store")
+		http.Redirect(w, r, loc, http.StatusFound)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="hangar"`)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write([]byte("sign in: open this address in a browser, or send Authorization: Bearer <your Hangar token>\n"))
+}
+
+// callback serves /.hangar/callback?code=C&path=P: the code becomes the workspace session cookie,
+// and the browser goes on to P (a path on this host only).
+func (h *Handler) callback(w http.ResponseWriter, r *http.Request, host string) {
+	q := r.URL.Query()
+	code, path := q.Get("code"), q.Get("path")
+	if !redirect.SafePath(path) {
+		path = "/"
+	}
+	if code == "" || len(code) > 128 {
+		page(w, http.StatusBadRequest, "Bad sign-in link", "This link holds no sign-in code.")
+		return
+	}
+	ex, err := h.o.Exchanger.Exchange(r.Context(), protocol.ProxyExchangeRequest{Code: code, Host: host})
+	var se *StatusError
+	switch {
+	case errors.As(err, &se) && se.Code/100 == 4:
+		h.o.Logger.Info("sign-in code refused", "host", host, "err", err)
+		page(w, http.StatusForbidden, "Sign-in link expired", "This sign-in link was used already or has expired. Open the workspace's address again.")
+		return
+	case err != nil:
+		h.o.Logger.Warn("cannot exchange a sign-in code", "host", host, "err", err)
+		page(w, http.StatusBadGateway, "Cannot sign you in", "The proxy cannot reach the Hangar server right now. Try again in a moment.")
+		return
+	}
+	if info, ok := r.Context().Value(infoKey).(*accessInfo); ok {
+		info.user, info.workspace = ex.User, ex.Workspace
+	}
+	maxAge := int(ex.ExpiresAt.Sub(h.o.Clock.Now()) / time.Second)
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: ex.Session, Path: "/", MaxAge: max(maxAge, 1), Expires: ex.ExpiresAt,
+		HttpOnly: true, Secure: h.o.TLS, SameSite: http.SameSiteLaxMode})
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	http.Redirect(w, r, path, http.StatusFound)
+}
+
+func (h *Handler) clearCookie(w http.ResponseWriter) {
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: h.o.TLS, SameSite: http.SameSiteLaxMode})
+}
+
+// stripCookie removes the cookie name from the Cookie headers of h, keeping the others.
+func stripCookie(h http.Header, name string) {
+	lines := h.Values("Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	var kept []string
+	for _, line := range lines {
+		for _, part := range strings.Split(line, ";") {
+			p := strings.TrimSpace(part)
+			if p == "" {
+				continue
+			}
+			if n, _, _ := strings.Cut(p, "="); strings.TrimSpace(n) == name {
+				continue
+			}
+			kept = append(kept, p)
+		}
+	}
+	h.Del("Cookie")
+	if len(kept) > 0 {
+		h.Set("Cookie", strings.Join(kept, "; "))
+	}
+}
+
+func isUpgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header, "Connection", "upgrade")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} · Hangar</title></head>
+<body style="font-family:sans-serif;max-width:32em;margin:4em auto"><h1>{{.Title}}</h1><p>{{.Message}}</p></body></html>
+`))
+
+func page(w http.ResponseWriter, status int, title, message string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = pageTemplate.Execute(w, struct{ Title, Message string }{title, message})
+}
+
+// recorder notes the status and the bytes of a response for the access log; Unwrap lets
+// http.ResponseController (flushes, hijacks, deadlines) reach the connection.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

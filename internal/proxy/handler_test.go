@@ -1,0 +1,326 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/protocol"
+)
+
+const (
+	zone      = "ws.example.com"
+	aliceHost = "8080-dev--alice.ws.example.com"
+)
+
+type staticRoutes map[string]Route
+
+func (s staticRoutes) Lookup(host string) Route { return s[host] }
+
+type fakeExchanger struct {
+	mu    sync.Mutex
+	codes map[string]protocol.ProxyExchangeResponse // by code+host
+	err   error
+}
+
+func (f *fakeExchanger) Exchange(_ context.Context, req protocol.ProxyExchangeRequest) (protocol.ProxyExchangeResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return protocol.ProxyExchangeResponse{}, f.err
+	}
+	r, ok := f.codes[req.Code+" "+req.Host]
+	if !ok {
+		return r, &StatusError{Code: 401, Body: "unknown code"}
+	}
+	delete(f.codes, req.Code+" "+req.Host)
+	return r, nil
+}
+
+// upstream is a workspace's server: it echoes what it received as JSON, and WebSocket messages.
+func upstream(t testing.TB) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		c.SetReadLimit(1 << 20)
+		for {
+			typ, data, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), typ, data); err != nil {
+				return
+			}
+		}
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"host": r.Host, "path": r.URL.RequestURI(), "header": r.Header, "body_len": len(body)})
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+type harness struct {
+	t       *testing.T
+	checker *fakeChecker
+	ex      *fakeExchanger
+	routes  staticRoutes
+	clock   *clock.Fake
+	handler *Handler
+	proxy   *httptest.Server
+	up      *httptest.Server
+}
+
+func newHarness(t *testing.T, tlsOn bool) *harness {
+	h := &harness{t: t, clock: clock.NewFake(time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)), up: upstream(t)}
+	h.checker = &fakeChecker{answers: map[string]protocol.ProxyCheckResponse{
+		"hgu_alice": {Allowed: true, User: "alice", Workspace: "alice/dev", Status: "Running"},
+		"hgw_alice": {Allowed: true, User: "alice", Workspace: "alice/dev", Status: "Running"},
+		"hgu_bob":   {Reason: protocol.ProxyForbidden, User: "bob"},
+	}}
+	h.ex = &fakeExchanger{codes: map[string]protocol.ProxyExchangeResponse{
+		"hgc_1 " + aliceHost: {Session: "hgw_alice", ExpiresAt: h.clock.Now().Add(12 * time.Hour), User: "alice", Workspace: "alice/dev"},
+	}}
+	h.routes = staticRoutes{aliceHost: {Known: true, Addr: strings.TrimPrefix(h.up.URL, "http://")}}
+	h.handler = NewHandler(Options{
+		Routes: h.routes, Auth: &Auth{Checker: h.checker, Clock: h.clock, AllowTTL: 5 * time.Second, DenyTTL: time.Second},
+		Exchanger: h.ex, ServerURL: "https://hangar.example.com", Zone: zone, TLS: tlsOn, MaxBodyBytes: 1 << 10, Clock: h.clock,
+	})
+	if tlsOn {
+		h.proxy = httptest.NewUnstartedServer(h.handler)
+		h.proxy.EnableHTTP2 = true
+		h.proxy.StartTLS()
+	} else {
+		h.proxy = httptest.NewServer(h.handler)
+	}
+	t.Cleanup(h.proxy.Close)
+	return h
+}
+
+// client reaches every host at the proxy, without following redirects.
+func (h *harness) client() *http.Client {
+	c := h.proxy.Client()
+	addr := h.proxy.Listener.Addr().String()
+	tr := c.Transport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	if tr.TLSClientConfig != nil {
+		tr.TLSClientConfig.InsecureSkipVerify = true
+	}
+	c.Transport = tr
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
+}
+
+func (h *harness) url(host, path string) string {
+	scheme := "http"
+	if h.proxy.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + host + path
+}
+
+func (h *harness) get(host, path string, hdr http.Header) (*http.Response, map[string]any) {
+	h.t.Helper()
+	req, _ := http.NewRequest("GET", h.url(host, path), nil)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := h.client().Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var echo map[string]any
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		_ = json.NewDecoder(resp.Body).Decode(&echo)
+	}
+	return resp, echo
+}
+
+func TestBrowserSignInFlow(t *testing.T) {
+	for _, tlsOn := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "https"}[tlsOn], func(t *testing.T) {
+			h := newHarness(t, tlsOn)
+			browser := http.Header{"Accept": {"text/html,application/xhtml+xml"}}
+			resp, _ := h.get(aliceHost, "/app?x=1", browser)
+			loc, _ := url.Parse(resp.Header.Get("Location"))
+			if resp.StatusCode != http.StatusFound || loc == nil || loc.Host != "hangar.example.com" || loc.Path != protocol.ProxyAuthorizePath ||
+				loc.Query().Get("host") != aliceHost || loc.Query().Get("path") != "/app?x=1" {
+				t.Fatalf("browser without a session: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			// An API client is told 401.
+			if resp, _ := h.get(aliceHost, "/app", nil); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+				t.Fatalf("API client without a token: %d", resp.StatusCode)
+			}
+			// The callback: cookie, then back to the path (never elsewhere).
+			resp, _ = h.get(aliceHost, protocol.ProxyCallbackPath+"?code=hgc_1&path="+url.QueryEscape("//evil.example.com/x"), browser)
+			if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/" {
+				t.Fatalf("callback: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			var ck *http.Cookie
+			for _, c := range resp.Cookies() {
+				if c.Name == CookieName {
+					ck = c
+				}
+			}
+			if ck == nil || ck.Value != "hgw_alice" || ck.Domain != "" || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/" || ck.Secure != tlsOn ||
+				ck.MaxAge != 12*3600 {
+				t.Fatalf("cookie %+v (raw %q)", ck, resp.Header.Values("Set-Cookie"))
+			}
+			if raw := strings.Join(resp.Header.Values("Set-Cookie"), "\n"); strings.Contains(strings.ToLower(raw), "domain=") {
+				t.Errorf("the cookie names a domain: %s", raw)
+			}
+			// The code is used: a second visit is refused.
+			if resp, _ := h.get(aliceHost, protocol.ProxyCallbackPath+"?code=hgc_1&path=%2F", browser); resp.StatusCode != http.StatusForbidden {
+				t.Errorf("a used code: %d", resp.StatusCode)
+			}
+			// With the cookie: the page, and neither the cookie nor anything of the proxy's upstream.
+			resp, echo := h.get(aliceHost, "/app?x=1", http.Header{"Cookie": {"a=1; " + CookieName + "=hgw_alice; b=2"}, "Accept": {"text/html"}})
+			if resp.StatusCode != http.StatusOK || echo["path"] != "/app?x=1" || echo["host"] != aliceHost {
+				t.Fatalf("with the cookie: %d %v", resp.StatusCode, echo)
+			}
+			hdr := echo["header"].(map[string]any)
+			if c := hdr["Cookie"].([]any)[0].(string); c != "a=1; b=2" {
+				t.Errorf("upstream got Cookie %q", c)
+			}
+			wantProto := map[bool]string{false: "http", true: "https"}[tlsOn]
+			if hdr["X-Forwarded-Host"].([]any)[0] != aliceHost || hdr["X-Forwarded-Proto"].([]any)[0] != wantProto || hdr["X-Forwarded-For"] == nil {
+				t.Errorf("forwarded headers %v", hdr)
+			}
+			if tlsOn && resp.ProtoMajor != 2 {
+				t.Errorf("over TLS the client spoke %s, want HTTP/2", resp.Proto)
+			}
+		})
+	}
+}
+
+func TestBearerAndRefusals(t *testing.T) {
+	h := newHarness(t, false)
+	resp, echo := h.get(aliceHost, "/api", http.Header{"Authorization": {"Bearer hgu_alice"}, "Cookie": {"x=1"}})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("bearer: %d", resp.StatusCode)
+	}
+	hdr := echo["header"].(map[string]any)
+	if hdr["Authorization"] != nil {
+		t.Errorf("the token reached the workspace: %v", hdr["Authorization"])
+	}
+	// Another user: 404, the same as no workspace.
+	if resp, _ := h.get(aliceHost, "/", http.Header{"Authorization": {"Bearer hgu_bob"}}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob: %d", resp.StatusCode)
+	}
+	// A session the server no longer knows: the cookie is cleared and the browser sent to sign in.
+	resp, _ = h.get(aliceHost, "/", http.Header{"Cookie": {CookieName + "=hgw_old"}, "Accept": {"text/html"}})
+	if resp.StatusCode != http.StatusFound || !strings.Contains(strings.Join(resp.Header.Values("Set-Cookie"), ""), CookieName+"=;") {
+		t.Errorf("stale session: %d %q", resp.StatusCode, resp.Header.Values("Set-Cookie"))
+	}
+	// Hosts outside the zone or not workspace hosts: 404 without asking the server.
+	calls := h.checker.calls
+	for _, host := range []string{"ws.example.com", "8080-dev--alice.evil.com", "dev.ws.example.com", "8080-dev--alice.ws.example.com.evil.com"} {
+		if resp, _ := h.get(host, "/", http.Header{"Authorization": {"Bearer hgu_alice"}}); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("host %s: %d", host, resp.StatusCode)
+		}
+	}
+	if h.checker.calls != calls {
+		t.Errorf("foreign hosts were checked with the server")
+	}
+	// Allowed but not running: 503 and why.
+	h.checker.set("hgu_alice", protocol.ProxyCheckResponse{Allowed: true, User: "alice", Workspace: "alice/dev", Status: "Stopped"})
+	h.routes[aliceHost] = Route{Known: true}
+	h.clock.Advance(time.Minute)
+	if resp, _ := h.get(aliceHost, "/", http.Header{"Authorization": {"Bearer hgu_alice"}}); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("stopped: %d", resp.StatusCode)
+	}
+	// The server down: refused (fail closed), whatever the credential.
+	h.checker.err = errors.New("connection refused")
+	h.clock.Advance(time.Minute)
+	if resp, _ := h.get(aliceHost, "/", http.Header{"Authorization": {"Bearer hgu_alice"}}); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("server down: %d", resp.StatusCode)
+	}
+}
+
+func TestBodyLimitAndWebSocket(t *testing.T) {
+	h := newHarness(t, true)
+	c := h.client()
+	post := func(n int) int {
+		req, _ := http.NewRequest("POST", h.url(aliceHost, "/upload"), strings.NewReader(strings.Repeat("x", n)))
+		req.Header.Set("Authorization", "Bearer hgu_alice")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := post(1 << 10); s != http.StatusOK {
+		t.Errorf("a body at the limit: %d", s)
+	}
+	if s := post(1<<10 + 1); s != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over the limit: %d", s)
+	}
+
+	// A WebSocket through the proxy (HTTP/1.1 upgrade; the client's HTTP/2 is for plain requests).
+	tr := c.Transport.(*http.Transport).Clone()
+	tr.ForceAttemptHTTP2 = false
+	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, h.url(aliceHost, "/ws"), &websocket.DialOptions{
+		HTTPClient: &http.Client{Transport: tr}, HTTPHeader: http.Header{"Authorization": {"Bearer hgu_alice"}},
+	})
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 20)
+	for _, msg := range []string{"hello", strings.Repeat("y", 100<<10)} {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := ws.Read(ctx)
+		if err != nil || string(got) != msg {
+			t.Fatalf("echo of %d bytes: %d bytes, %v", len(msg), len(got), err)
+		}
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
+	// Without a token the upgrade is refused before it reaches the workspace.
+	if _, resp, err := websocket.Dial(ctx, h.url(aliceHost, "/ws"), &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}}); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an unauthenticated WebSocket: %v %v", err, resp)
+	}
+}
+
+func TestStripCookie(t *testing.T) {
+	for in, want := range map[string]string{
+		CookieName + "=x":                         "",
+		"a=1; " + CookieName + "=x; b=2":          "a=1; b=2",
+		"a=1;" + CookieName + "=x":                "a=1",
+		"hangar_ws_session_other=1; " + CookieName: "hangar_ws_session_other=1",
+	} {
+		h := http.Header{"Cookie": {in}}
+		stripCookie(h, CookieName)
+		if got := h.Get("Cookie"); got != want {
+			t.Errorf("stripCookie(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

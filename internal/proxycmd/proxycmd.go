@@ -1,0 +1,242 @@
+// Package proxycmd is `hangar proxy`: the access proxy that runs next to an agent, with the agent's
+// token. It learns the agent's id and DNS zone from the server, watches the agent's Services and
+// EndpointSlices, and serves the workspaces' public endpoints to their owners (internal/proxy).
+package proxycmd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hangar-dev/hangar/internal/agentcmd"
+	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/cmdopt"
+	"github.com/hangar-dev/hangar/internal/logging"
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/proxy"
+)
+
+// Config is the proxy's configuration.
+type Config struct {
+	Server, ServerPublicURL, TokenFile, Kubeconfig, Context, Listen, TLSCertFile, TLSKeyFile, MetricsListen, DNSZone string
+	AuthCacheTTL, MaxBodyBytes, WriteTimeout, LogLevel, LogFormat                                                    string
+}
+
+// Command returns `hangar proxy`.
+func Command() *cobra.Command {
+	var cfg Config
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Run the access proxy: workspaces' public endpoints, for their owners",
+		Long: "Run Hangar's access proxy next to an agent, with the agent's token. It serves\n" +
+			"https://<port>-<name>--<owner>.<dns_zone>/ for the agent's workspaces: a browser signs in on the\n" +
+			"server and gets a cookie for that one host; API clients send Authorization: Bearer <token>.\n" +
+			"Only the workspace's owner and admins get through, and only to public endpoints.\n\n" +
+			"Every flag can also be set with the environment variable shown.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Run(ctx, cfg)
+		},
+	}
+	cmdopt.Register(cmd, []cmdopt.Option{
+		cmdopt.String(&cfg.Server, "server", "HANGAR_SERVER", "http://127.0.0.1:7080", "URL of the Hangar server, as the proxy reaches it"),
+		cmdopt.String(&cfg.ServerPublicURL, "server-public-url", "HANGAR_SERVER_PUBLIC_URL", "", "URL of the Hangar server as browsers reach it, for sign-in (default: --server)"),
+		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_AGENT_TOKEN_FILE", "", "file holding the token of the agent whose workspaces this proxy serves"),
+		cmdopt.String(&cfg.Kubeconfig, "kubeconfig", "HANGAR_KUBECONFIG", "", "kubeconfig file of the cluster; empty follows kubectl's rules, then the in-cluster configuration"),
+		cmdopt.String(&cfg.Context, "context", "HANGAR_KUBE_CONTEXT", "", "kubeconfig context to use (default: the current context)"),
+		cmdopt.String(&cfg.Listen, "listen", "HANGAR_PROXY_LISTEN", ":8443", "address the proxy serves workspaces on"),
+		cmdopt.String(&cfg.TLSCertFile, "tls-cert-file", "HANGAR_PROXY_TLS_CERT_FILE", "", "certificate (PEM, a wildcard *.<dns_zone>) to serve https and HTTP/2 with; reread when the file changes. Without it the proxy serves plain http (the agent's proxy_url_scheme must then be http)"),
+		cmdopt.String(&cfg.TLSKeyFile, "tls-key-file", "HANGAR_PROXY_TLS_KEY_FILE", "", "private key (PEM) of --tls-cert-file"),
+		cmdopt.String(&cfg.MetricsListen, "metrics-listen", "HANGAR_PROXY_METRICS_LISTEN", "127.0.0.1:9443", "address of /metrics, /healthz and /readyz (empty: none)"),
+		cmdopt.String(&cfg.DNSZone, "dns-zone", "HANGAR_PROXY_DNS_ZONE", "", "the agent's DNS zone (default: the agent config's, from the server; if given, it must match)"),
+		cmdopt.String(&cfg.AuthCacheTTL, "auth-cache-ttl", "HANGAR_PROXY_AUTH_CACHE_TTL", "5s", "how long an allowed access decision is reused (refusals: 1 s at most); a revoked token or a removed user is noticed within it"),
+		cmdopt.String(&cfg.MaxBodyBytes, "max-body-bytes", "HANGAR_PROXY_MAX_BODY_BYTES", strconv.Itoa(proxy.DefaultMaxBodyBytes), "largest request body forwarded (413 above; WebSockets are not limited)"),
+		cmdopt.String(&cfg.WriteTimeout, "write-timeout", "HANGAR_PROXY_WRITE_TIMEOUT", "10m", "longest time to write one response (WebSockets have none)"),
+		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
+		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
+	})
+	return cmd
+}
+
+// Run runs the proxy until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	log, err := logging.New(cfg.LogLevel, cfg.LogFormat, os.Stderr)
+	if err != nil {
+		return err
+	}
+	logging.RouteKlog(log)
+	token, err := cmdopt.ReadToken(cfg.TokenFile, "hangar agents create")
+	if err != nil {
+		return err
+	}
+	ttl, err := time.ParseDuration(cfg.AuthCacheTTL)
+	if err != nil || ttl < 0 || ttl > time.Minute {
+		return fmt.Errorf("--auth-cache-ttl: want a duration from 0 to 1m, got %q", cfg.AuthCacheTTL)
+	}
+	maxBody, err := strconv.ParseInt(cfg.MaxBodyBytes, 10, 64)
+	if err != nil || maxBody < 0 {
+		return fmt.Errorf("--max-body-bytes: want a number of bytes (0: no limit), got %q", cfg.MaxBodyBytes)
+	}
+	writeTimeout, err := time.ParseDuration(cfg.WriteTimeout)
+	if err != nil || writeTimeout < 0 {
+		return fmt.Errorf("--write-timeout: want a duration (0: none), got %q", cfg.WriteTimeout)
+	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		return errors.New("--tls-cert-file and --tls-key-file go together")
+	}
+	var certs *proxy.CertFiles
+	if cfg.TLSCertFile != "" {
+		if certs, err = proxy.LoadCertFiles(cfg.TLSCertFile, cfg.TLSKeyFile, clock.Real{}, log); err != nil {
+			return err
+		}
+	}
+	publicURL := cfg.ServerPublicURL
+	if publicURL == "" {
+		publicURL = cfg.Server
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := proxy.NewMetrics(reg)
+	var ready atomic.Bool
+	var metricsSrv *http.Server
+	if cfg.MetricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if !ready.Load() {
+				http.Error(w, "not ready: waiting for the server or the cluster", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok\n"))
+		})
+		ln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = metricsSrv.Serve(ln) }()
+		defer metricsSrv.Close()
+		log.Info("metrics listening", "addr", ln.Addr().String())
+	}
+
+	server := &proxy.ServerClient{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 10 * time.Second}}
+	info, err := agentInfo(ctx, server, log)
+	if err != nil {
+		return err
+	}
+	zone := strings.ToLower(strings.TrimSuffix(cfg.DNSZone, "."))
+	switch {
+	case zone == "":
+		zone = info.DNSZone
+	case info.DNSZone != "" && zone != info.DNSZone:
+		return fmt.Errorf("--dns-zone %s: the agent %s serves %s (its config's dns_zone)", zone, info.Name, info.DNSZone)
+	}
+	if zone == "" {
+		return errors.New("--dns-zone is required with a server that does not say the agent's zone")
+	}
+	if scheme := info.ProxyURLScheme; scheme != "" && (scheme == "https") != (certs != nil) {
+		log.Warn("the agent's proxy_url_scheme does not match how this proxy serves; sign-in redirects will fail", "proxy_url_scheme", scheme, "tls", certs != nil)
+	}
+
+	rc, source, err := agentcmd.RESTConfig(cfg.Kubeconfig, cfg.Context)
+	if err != nil {
+		return err
+	}
+	log.Info("kubernetes configuration", "from", source, "host", rc.Host)
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	routes, err := proxy.NewRoutes(client, info.ID)
+	if err != nil {
+		return err
+	}
+	if !routes.Start(ctx) {
+		return nil // interrupted before the first list
+	}
+	svcs, slices := routes.Count()
+	log.Info("routes synced", "agent", info.Name, "agent_id", info.ID, "dns_zone", zone, "services", svcs, "endpoint_slices", slices)
+
+	handler := proxy.NewHandler(proxy.Options{
+		Routes: routes, Exchanger: server, ServerURL: publicURL, Zone: zone, TLS: certs != nil,
+		Auth:         &proxy.Auth{Checker: server, Clock: clock.Real{}, AllowTTL: ttl, DenyTTL: min(ttl, time.Second), MaxEntries: 100000},
+		MaxBodyBytes: maxBody, WriteTimeout: writeTimeout, Logger: log, Metrics: metrics,
+	})
+	srv := proxy.NewServer(handler, log)
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	if certs != nil {
+		srv.TLSConfig = &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}
+	}
+	ready.Store(true)
+	log.Info("proxy listening", "addr", ln.Addr().String(), "tls", certs != nil, "dns_zone", zone, "server", cfg.Server)
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	wg.Go(func() {
+		if certs != nil {
+			errc <- srv.ServeTLS(ln, "", "") // HTTP/2 through ALPN
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	})
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	ready.Store(false)
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	wg.Wait()
+	return nil
+}
+
+// agentInfo asks the server who the agent is, retrying while the server is unreachable.
+func agentInfo(ctx context.Context, server *proxy.ServerClient, log *slog.Logger) (info protocol.AgentInfo, err error) {
+	delay := 500 * time.Millisecond
+	for {
+		info, err = server.Info(ctx)
+		var se *proxy.StatusError
+		if err == nil || errors.As(err, &se) && se.Code == http.StatusUnauthorized {
+			if err != nil {
+				return info, fmt.Errorf("the server refused the agent token: %w", err)
+			}
+			return info, nil
+		}
+		log.Warn("cannot reach the server; retrying", "err", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return info, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}
