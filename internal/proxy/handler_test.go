@@ -312,9 +312,9 @@ func TestBodyLimitAndWebSocket(t *testing.T) {
 
 func TestStripCookie(t *testing.T) {
 	for in, want := range map[string]string{
-		CookieName + "=x":                         "",
-		"a=1; " + CookieName + "=x; b=2":          "a=1; b=2",
-		"a=1;" + CookieName + "=x":                "a=1",
+		CookieName + "=x":                          "",
+		"a=1; " + CookieName + "=x; b=2":           "a=1; b=2",
+		"a=1;" + CookieName + "=x":                 "a=1",
 		"hangar_ws_session_other=1; " + CookieName: "hangar_ws_session_other=1",
 	} {
 		h := http.Header{"Cookie": {in}}
