@@ -1,7 +1,6 @@
 package wshelper
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -171,19 +170,19 @@ func (ts *testServer) mustDial(t *testing.T) *ssh.Client {
 	return c
 }
 
-// readUntil reads r until it has seen want, failing after testTimeout.
+// readUntil reads r until it has seen want, failing after testTimeout. It reads a byte at a time,
+// so that what follows want is left for the next call.
 func readUntil(t *testing.T, r io.Reader, want string) string {
 	t.Helper()
 	got := make(chan string, 1)
 	go func() {
 		var buf bytes.Buffer
-		br := bufio.NewReader(r)
+		b := make([]byte, 1)
 		for !strings.Contains(buf.String(), want) {
-			b, err := br.ReadByte()
-			if err != nil {
+			if _, err := io.ReadFull(r, b); err != nil {
 				break
 			}
-			buf.WriteByte(b)
+			buf.WriteByte(b[0])
 		}
 		got <- buf.String()
 	}()

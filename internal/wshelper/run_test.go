@@ -63,6 +63,7 @@ type helperRun struct {
 	sigs   chan os.Signal
 	stop   context.CancelFunc
 	result chan runResult
+	waited bool
 }
 
 type runResult struct {
@@ -108,6 +109,9 @@ func startRun(t *testing.T, cfg Config) *helperRun {
 	}
 	t.Cleanup(func() {
 		cancel()
+		if !h.waited {
+			h.wait(t)
+		}
 		if t.Failed() {
 			t.Logf("helper log:\n%s\noutput:\n%s", h.logs.String(), h.stdout.String())
 		}
@@ -119,8 +123,10 @@ func (h *helperRun) wait(t *testing.T) runResult {
 	t.Helper()
 	select {
 	case r := <-h.result:
+		h.waited = true
 		return r
 	case <-time.After(testTimeout):
+		h.waited = true
 		t.Fatal("Run did not end")
 		return runResult{}
 	}
@@ -276,6 +282,12 @@ func TestReap(t *testing.T) {
 		t.Fatalf("orphan pid: %q", line)
 	}
 	orphanInW.Close() // the orphan ends; only the reaper can wait for it
+	t.Cleanup(func() {
+		if t.Failed() {
+			st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+			t.Logf("orphan %d: %s", pid, st)
+		}
+	})
 	readUntil(t, stderr, `msg="reaped an orphan" pid=`+strconv.Itoa(pid)+"\n")
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
 		t.Errorf("orphan %d still in /proc (a zombie?)", pid)
