@@ -242,6 +242,11 @@ func (a *Agent) loop(ctx context.Context) error {
 					return ctx.Err()
 				case <-a.opts.After(gap):
 				}
+				// A wake that came during the gap is the cycle about to run.
+				select {
+				case <-wake:
+				default:
+				}
 			}
 		}
 	}

@@ -288,3 +288,36 @@ func TestRefusedObjectHoldsBackTheDeployment(t *testing.T) {
 		t.Fatalf("the Service was held back too: %v", err)
 	}
 }
+
+// A stop is not held back by a refused object: the Deployment at zero replicas is applied anyway,
+// and the refusal is still reported.
+func TestRefusedObjectDoesNotHoldBackAStop(t *testing.T) {
+	c := kubetest.Start(t)
+	ctx := context.Background()
+	name, agentID := unique("refusedstop"), "apply-refusedstop"
+	ns := "hangar-" + name
+	deleteNamespaceAtEnd(t, c, ns)
+	a := newApplier(t, c, agentID)
+	a.apply(t, generated(t, name, agentID, workspace.Running))
+	if got := deploymentReplicas(t, c, ns, name); got != 1 {
+		t.Fatalf("created with %d replicas", got)
+	}
+	stopped := generated(t, name, agentID, workspace.Stopped)
+	for _, o := range stopped {
+		if o.GetKind() == "Secret" {
+			if err := unstructured.SetNestedField(o.Object, "x", "stringData", "not a key!"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	applied, errs := a.kube.Apply(ctx, stopped, a.r.live)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "Secret/"+ns+"/"+name+"-env") {
+		t.Fatalf("errors %v, want one naming the Secret", errs)
+	}
+	if applied != 1 {
+		t.Fatalf("%d objects applied, want the Deployment", applied)
+	}
+	if got := deploymentReplicas(t, c, ns, name); got != 0 {
+		t.Fatalf("after the stop the Deployment has %d replicas, want 0", got)
+	}
+}

@@ -220,8 +220,9 @@ func inventoryOf(objs []*unstructured.Unstructured) (*unstructured.Unstructured,
 // stage at once: Namespaces; everything else but the Deployments (the service account, inventory,
 // secret, claims, Service, NetworkPolicy, quota); then the Deployments. A stage runs only once the
 // one before it applied cleanly: what follows depends on it (a Deployment on its claim and secret),
-// and applying it would only hide the error behind a workspace that half runs. It returns how many
-// objects it applied and the errors in the order the config lists the objects.
+// and applying it would only hide the error behind a workspace that half runs — except Deployments
+// scaled to zero, which go anyway, so that nothing holds back a stop. It returns how many objects it
+// applied and the errors in the order the config lists the objects.
 //
 // A stop or a start changes only the Deployment: one request. The previous inventory is read only
 // when the inventory itself changes and may exist.
@@ -257,7 +258,7 @@ func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured, liv
 		}
 		stages[stage] = append(stages[stage], o)
 	}
-	for _, stage := range stages {
+	for n, stage := range stages {
 		results := make([]error, len(stage))
 		var wg sync.WaitGroup
 		for i, o := range stage {
@@ -278,6 +279,18 @@ func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured, liv
 			}
 		}
 		if len(errs) > 0 {
+			// A Deployment scaled to zero still goes: a stop or a delete must not wait on an object
+			// that only a running workspace needs (a NetworkPolicy an admission policy refuses, say),
+			// and a workspace that half runs is not a risk when nothing runs.
+			if deployments := stages[2]; n < 2 && len(deployments) > 0 && allScaledToZero(deployments) {
+				for _, o := range deployments {
+					if err := k.applyOne(ctx, o, hashes[o], live); err != nil {
+						errs = append(errs, err)
+					} else {
+						applied++
+					}
+				}
+			}
 			return applied, errs // prune only after a clean apply
 		}
 	}
@@ -294,6 +307,17 @@ func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured, liv
 		}
 	}
 	return applied, errs
+}
+
+// allScaledToZero reports whether every Deployment of objs asks for no replicas.
+func allScaledToZero(objs []*unstructured.Unstructured) bool {
+	for _, o := range objs {
+		r, found, err := unstructured.NestedInt64(o.Object, "spec", "replicas")
+		if err != nil || !found || r != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // applyOne server-side-applies o with its content hash h and records the outcome in live.
