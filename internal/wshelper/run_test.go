@@ -265,7 +265,9 @@ func TestParsePostStart(t *testing.T) {
 func TestReap(t *testing.T) {
 	orphanIn, orphanInW, _ := os.Pipe() // the orphan reads this; closing the writer ends it
 	defer orphanIn.Close()
-	script := `(cat <&3 >/dev/null & echo "orphan $!"); read code; exit "$code"`
+	// The subshell starts cat and exits, leaving it an orphan; "adopted" is printed once the
+	// subshell is gone (had cat ended before, the subshell itself could have waited for it).
+	script := `(cat <&3 >/dev/null & echo "orphan $!"); echo adopted; read code; exit "$code"`
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "WSHELPER_TEST_REAPER=1", "WSHELPER_TEST_SCRIPT="+script)
 	cmd.ExtraFiles = []*os.File{orphanIn}
@@ -281,6 +283,7 @@ func TestReap(t *testing.T) {
 	if err != nil {
 		t.Fatalf("orphan pid: %q", line)
 	}
+	readUntil(t, stdout, "adopted\n")
 	orphanInW.Close() // the orphan ends; only the reaper can wait for it
 	t.Cleanup(func() {
 		if t.Failed() {
