@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -23,19 +24,27 @@ var waitingFailures = map[string]bool{
 	"RunContainerError":          true,
 }
 
-// PodFailure returns why a workspace's pod cannot run, or nil: an unschedulable pod, a container
+// UnschedulableGrace is how long a pod may be unschedulable before that is a failure: the scheduler
+// retries on its own, and a first "persistentvolumeclaim not found" (its cache a moment behind the
+// claim the agent has just created) or a claim still being bound is not a reason to tell the user
+// their workspace failed.
+const UnschedulableGrace = 5 * time.Second
+
+// PodFailure returns why a workspace's pod cannot run, or nil: a pod unschedulable for
+// UnschedulableGrace or more at now, a container
 // (init containers first) waiting for one of waitingFailures, or a container that terminated with
 // an error. In a workspace pod (restart policy Always) no container is meant to end, and an init
 // container that ends with an error blocks the pod; a real kubelet shows such a container as
 // terminated for the whole first back-off (about 10 s after its second failure) before it shows
 // CrashLoopBackOff.
-func PodFailure(pods []*corev1.Pod) *protocol.PodFailure {
+func PodFailure(pods []*corev1.Pod, now time.Time) *protocol.PodFailure {
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+				now.Sub(c.LastTransitionTime.Time) >= UnschedulableGrace {
 				return &protocol.PodFailure{Reason: c.Reason, Message: c.Message}
 			}
 		}

@@ -13,8 +13,13 @@ func TestPodFailure(t *testing.T) {
 		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
 			{Name: "main", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}}}
 	}
-	unschedulable := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
-		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient memory."}}}}
+	at := time.Date(2026, 11, 23, 5, 0, 0, 0, time.UTC)
+	unschedulableSince := func(d time.Duration, msg string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: msg, LastTransitionTime: metav1.NewTime(at.Add(-d))}}}}
+	}
+	unschedulable := unschedulableSince(UnschedulableGrace, "0/1 nodes are available: 1 Insufficient memory.")
+	justUnschedulable := unschedulableSince(UnschedulableGrace-time.Second, `0/2 nodes are available: persistentvolumeclaim "dev-data" not found.`)
 	terminated := func(init bool, code int32, reason, msg string) *corev1.Pod {
 		st := []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}}}
 		if init {
@@ -41,6 +46,7 @@ func TestPodFailure(t *testing.T) {
 		{"image pull", []*corev1.Pod{waiting("ImagePullBackOff", "")}, "ImagePullBackOff", "container main"},
 		{"err image pull", []*corev1.Pod{waiting("ErrImagePull", "not found")}, "ErrImagePull", "container main: not found"},
 		{"unschedulable", []*corev1.Pod{unschedulable}, "Unschedulable", "0/1 nodes are available: 1 Insufficient memory."},
+		{"unschedulable for less than the grace", []*corev1.Pod{justUnschedulable}, "", ""},
 		{"image never pulled", []*corev1.Pod{waiting("ErrImageNeverPull", "image not present")}, "ErrImageNeverPull", "container main: image not present"},
 		{"crash loop with the last exit", []*corev1.Pod{backOffAfterExit}, "CrashLoopBackOff", "container main: back-off 10s; exited with code 3: no config"},
 		{"container exited with an error", []*corev1.Pod{terminated(false, 3, "Error", "")}, "Error", "container c exited with code 3"},
@@ -52,7 +58,7 @@ func TestPodFailure(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := PodFailure(tc.pods)
+			f := PodFailure(tc.pods, at)
 			if tc.reason == "" {
 				if f != nil {
 					t.Fatalf("got %+v, want none", f)

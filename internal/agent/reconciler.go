@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -124,7 +125,7 @@ func (r *reconciler) podFailure(k errtrack.Key) *protocol.PodFailure {
 			pods = append(pods, p)
 		}
 	}
-	return PodFailure(pods)
+	return PodFailure(pods, time.Now())
 }
 
 func failureKey(f *protocol.PodFailure) string {
