@@ -36,6 +36,20 @@ func TestEndToEnd(t *testing.T) {
 	if got := admin.fail("users", "create", "Bad_Name"); !strings.HasPrefix(got, "error: invalid request\n  username: must be 1 to 32 lower-case letters") {
 		t.Errorf("invalid user name:\n%s", got)
 	}
+	// A new token for rita: the old one is refused from then on.
+	var rita, rita2 sdk.User
+	if err := json.Unmarshal([]byte(admin.ok("users", "create", "rita", "-o", "json")), &rita); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(admin.ok("users", "rotate-token", "rita", "-o", "json")), &rita2); err != nil || rita2.Token == "" || rita2.Token == rita.Token {
+		t.Fatalf("users rotate-token -o json: %+v, %v", rita2, err)
+	}
+	if got := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": rita.Token}).fail("list"); !strings.Contains(got, "invalid token") {
+		t.Errorf("rita's old token:\n%s", got)
+	}
+	if out := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": rita2.Token}).ok("users", "rotate-token", "me"); !strings.HasPrefix(out, "New token for rita; the old one no longer works.\nToken: hgu_") {
+		t.Errorf("users rotate-token me:\n%s", out)
+	}
 
 	// Agents: registration with a config file, list, a config validation error naming the field.
 	cfgFile := filepath.Join(t.TempDir(), "agent.json")

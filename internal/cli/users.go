@@ -56,7 +56,37 @@ its hash. Give it to the user, who runs 'hangar login --url URL --token TOKEN'.`
 		},
 	}
 	create.Flags().BoolVar(&admin, "admin", false, "make the user an admin (may create users and agents, sees every workspace)")
-	cmd.AddCommand(create)
+	rotate := &cobra.Command{
+		Use:   "rotate-token NAME",
+		Short: "Give a user a new token and revoke the old one (admin, or yourself as 'me')",
+		Long: `Give a user a new API token and print it. The old token stops working at once, and so do
+the browser sessions begun with it (workspace proxies refuse it within seconds). An admin may
+rotate anyone's token; any user may rotate their own, named 'me' (then log in again with it).`,
+		Args: oneName("user"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			u, err := c.RotateUserToken(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), u)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "New token for %s; the old one no longer works.\n", u.Username)
+			fmt.Fprintf(w, "Token: %s\n", u.Token)
+			fmt.Fprintln(w, "This token is shown only once: store it now.")
+			return nil
+		},
+	}
+	cmd.AddCommand(create, rotate)
 	return cmd
 }
 

@@ -89,6 +89,14 @@ func (c *Client) CreateUser(ctx context.Context, req CreateUserRequest) (User, e
 	return u, err
 }
 
+// RotateUserToken gives a user a new token ("me" for the caller; others: admin only); the old
+// token stops working. The answer carries the new token, shown only once.
+func (c *Client) RotateUserToken(ctx context.Context, username string) (User, error) {
+	var u User
+	err := c.do(ctx, http.MethodPost, []string{"users", username, "token"}, nil, &u)
+	return u, err
+}
+
 // Me returns the user the token belongs to.
 func (c *Client) Me(ctx context.Context) (User, error) {
 	var u User

@@ -307,6 +307,13 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	c.do(dev.Token, "POST", "/api/v1/users", map[string]any{"username": "eve", "admin": true}, 403, true)
 	big := `{"username":"` + strings.Repeat("a", sdk.MaxBodyBytes) + `"}`
 	c.do(admin, "POST", "/api/v1/users", big, 413, false)
+	c.do(admin, "POST", "/api/v1/users", map[string]any{"username": "rot"}, 201, true)
+	var rotated sdk.User
+	c.decode(c.do(admin, "POST", "/api/v1/users/rot/token", nil, 200, true), &rotated)
+	c.do(rotated.Token, "POST", "/api/v1/users/me/token", nil, 200, true)
+	c.do(rotated.Token, "POST", "/api/v1/users/rot/token", nil, 401, true) // its token changed
+	c.do(dev.Token, "POST", "/api/v1/users/admin/token", nil, 403, true)
+	c.do(admin, "POST", "/api/v1/users/nobody/token", nil, 404, true)
 
 	// Agents.
 	var agent sdk.Agent

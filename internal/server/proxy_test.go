@@ -272,3 +272,50 @@ func TestProxyAuthorizeExchangeCheck(t *testing.T) {
 		})
 	}
 }
+
+// A new token ends the old one and every session begun with it, browser and workspace alike.
+func TestRotateTokenEndsSessions(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine)
+			k1 := createAgent(t, env, "k1", map[string]any{"dns_zone": "ws.example.com"})
+			alice, bob := createUser(t, env, "alice"), createUser(t, env, "bob")
+			mustCall(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "dev", "agent": "k1", "devfile": proxyDevfile}, http.StatusCreated, nil)
+			host := "8080-dev--alice.ws.example.com"
+			b := &browser{t: t, env: env}
+			b.signIn(alice)
+			code, _ := b.authorize(host)
+			var ex protocol.ProxyExchangeResponse
+			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, http.StatusOK, &ex)
+
+			mustCall(t, env, bob, "POST", "/api/v1/users/alice/token", nil, http.StatusForbidden, nil)
+			var u struct{ Token string }
+			mustCall(t, env, alice, "POST", "/api/v1/users/me/token", nil, http.StatusOK, &u)
+			if u.Token == "" || u.Token == alice {
+				t.Fatalf("new token %q", u.Token)
+			}
+			mustCall(t, env, alice, "GET", "/api/v1/users/me", nil, http.StatusUnauthorized, nil)
+			mustCall(t, env, u.Token, "GET", "/api/v1/users/me", nil, http.StatusOK, nil)
+			for what, req := range map[string]protocol.ProxyCheckRequest{
+				"old token":         {Host: host, Token: alice},
+				"workspace session": {Host: host, Session: ex.Session},
+			} {
+				var got protocol.ProxyCheckResponse
+				mustCall(t, env, k1, "POST", protocol.ProxyCheckPath, req, http.StatusOK, &got)
+				if got.Allowed || got.Reason != protocol.ProxyUnauthenticated {
+					t.Errorf("%s after a new token: %+v", what, got)
+				}
+			}
+			if c, resp := b.authorize(host); c != "" || !strings.HasPrefix(resp.Header.Get("Location"), "/signin?") {
+				t.Errorf("the browser session outlived the token: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			var got protocol.ProxyCheckResponse
+			mustCall(t, env, k1, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: host, Token: u.Token}, http.StatusOK, &got)
+			if !got.Allowed {
+				t.Errorf("the new token: %+v", got)
+			}
+			mustCall(t, env, env.AdminToken, "POST", "/api/v1/users/bob/token", nil, http.StatusOK, nil)
+			mustCall(t, env, bob, "GET", "/api/v1/users/me", nil, http.StatusUnauthorized, nil)
+		})
+	}
+}

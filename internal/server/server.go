@@ -135,6 +135,7 @@ func (s *Server) routeTable() []routeEntry {
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
 		{"POST", "/api/v1/users", s.authUser(s.adminOnly(s.createUser))},
+		{"POST", "/api/v1/users/{username}/token", s.authUser(s.rotateToken)},
 		{"POST", "/api/v1/agents", s.authUser(s.adminOnly(s.createAgent))},
 		{"GET", "/api/v1/agents", s.authUser(s.listAgents)},
 		{"POST", "/api/v1/workspaces", s.authUser(s.createWorkspace)},

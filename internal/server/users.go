@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -34,5 +35,31 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request, _ store.User
 	}
 	s.log.Info("user created", "user", u.Username, "admin", u.Admin)
 	writeJSON(w, http.StatusCreated, toUser(u, token))
+	return nil
+}
+
+// rotateToken serves POST /api/v1/users/{username}/token: a new token for the user (an admin for
+// anyone, a user for itself). The old token stops working at once, and with it every browser and
+// workspace session begun with it; proxies notice within their decision cache's lifetime.
+func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, caller store.User) error {
+	name := r.PathValue("username")
+	if name == "me" {
+		name = caller.Username
+	}
+	if !caller.Admin && name != caller.Username {
+		return errForbidden("only an admin may give another user a new token")
+	}
+	u, err := s.store.UserByUsername(r.Context(), name)
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound("no user %q", name)
+	} else if err != nil {
+		return err
+	}
+	token := NewToken(userTokenPrefix)
+	if err := s.store.SetUserToken(r.Context(), u.ID, HashToken(token)); err != nil {
+		return err
+	}
+	s.log.Info("user token replaced", "user", u.Username, "by", caller.Username)
+	writeJSON(w, http.StatusOK, toUser(u, token))
 	return nil
 }

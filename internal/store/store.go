@@ -111,6 +111,9 @@ type Store interface {
 	UserByTokenHash(ctx context.Context, hash []byte) (User, error)
 	UserByUsername(ctx context.Context, username string) (User, error)
 	CountUsers(ctx context.Context) (int, error)
+	// SetUserToken replaces a user's token hash: the old token, and every session begun with it,
+	// stop working at once.
+	SetUserToken(ctx context.Context, userID string, hash []byte) error
 
 	CreateAgent(ctx context.Context, a Agent) error
 	AgentByTokenHash(ctx context.Context, hash []byte) (Agent, error)

@@ -231,6 +231,17 @@ func (s *Store) UserByUsername(ctx context.Context, username string) (store.User
 	return u, notFound(err, fmt.Sprintf("user %q", username))
 }
 
+func (s *Store) SetUserToken(ctx context.Context, userID string, hash []byte) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE users SET token_hash = ? WHERE id = ?`), hash, userID)
+	if err = s.wrapUnique(err, "user token"); err != nil {
+		return fmt.Errorf("set user token: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("user %s: %w", userID, store.ErrNotFound)
+	}
+	return nil
+}
+
 func (s *Store) CountUsers(ctx context.Context) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`).Scan(&n)

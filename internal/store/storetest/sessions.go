@@ -100,4 +100,24 @@ func testSessions(t *testing.T, s store.Store) {
 	if err := s.CreateSession(ctx, code); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("duplicate session: %v, want ErrConflict", err)
 	}
+
+	// A new token ends every session begun with the old one.
+	if _, _, err := s.Session(ctx, code.IDHash, store.SessionCode, later); err != nil {
+		t.Fatalf("before the new token: %v", err)
+	}
+	if err := s.SetUserToken(ctx, f.User.ID, []byte("a new token")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Session(ctx, code.IDHash, store.SessionCode, later); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a session after the user's token changed: %v, want ErrNotFound", err)
+	}
+	if u, err := s.UserByTokenHash(ctx, []byte("a new token")); err != nil || u.ID != f.User.ID {
+		t.Fatalf("the new token: %+v, %v", u, err)
+	}
+	if _, err := s.UserByTokenHash(ctx, f.User.TokenHash); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the old token still works: %v", err)
+	}
+	if err := s.SetUserToken(ctx, "nobody", []byte("x")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("SetUserToken of nobody: %v", err)
+	}
 }
