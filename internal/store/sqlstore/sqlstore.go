@@ -530,6 +530,21 @@ func refString(ref store.WorkspaceRef) string {
 // SQLite's transaction already holds the write lock.
 func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, ref store.WorkspaceRef) (store.Workspace, error) {
 	what := refString(ref)
+	if ref.ID == "" && s.d.ForShare != "" {
+		// Choose the row once, then lock by id: Postgres does not order again after waiting for a
+		// lock, so a name's two locking reads could each pick a different namesake under a
+		// concurrent create or terminate.
+		var id string
+		where, args, order := refQuery(ref)
+		err := tx.QueryRowContext(ctx, s.q(`SELECT w.id FROM workspaces w WHERE `+where+order), args...).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.Workspace{}, fmt.Errorf("%s: %w", what, store.ErrNotFound)
+		}
+		if err != nil {
+			return store.Workspace{}, fmt.Errorf("find %s: %w", what, err)
+		}
+		ref = store.WorkspaceRef{ID: id}
+	}
 	where, args, order := refQuery(ref)
 	if s.d.ForShare != "" {
 		// No row: no such workspace, or one without an agent, whose own row lock is enough.
