@@ -296,8 +296,8 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting, sends SIGTERM to the process group of every session command and waits
-// for them to end; when ctx ends first, it sends them SIGKILL. Then it closes every connection and
-// waits for the server's goroutines.
+// for them to end; when ctx ends first, it sends them SIGKILL. Then it closes every connection,
+// waits in the same way for any command still running, and waits for the server's goroutines.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
 	if !s.closing {
@@ -315,6 +315,10 @@ func (s *Server) Shutdown(ctx context.Context) {
 		c.Close()
 	}
 	s.mu.Unlock()
+	// A command that started while the first wait found none (it got its SIGTERM from track), or
+	// one that ignores the hang-up of its closed connection, is waited for again: until ctx ends,
+	// then killed, so that nothing holds the goroutines below past the grace period.
+	s.waitProcs(ctx)
 	s.wg.Wait()
 }
 
