@@ -392,6 +392,7 @@ func TestProxy(t *testing.T) {
 		}
 	})
 
+	var browser *http.Client // signed in by BrowserSignsIn
 	t.Run("BrowserSignsIn", func(t *testing.T) {
 		jar, _ := cookiejar.New(nil)
 		var hops []*http.Response
@@ -465,6 +466,7 @@ func TestProxy(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || resp.Request.URL.String() != page {
 			t.Errorf("with the cookie: %d at %s", resp.StatusCode, resp.Request.URL)
 		}
+		browser = b
 	})
 
 	t.Run("AccessLogAndMetrics", func(t *testing.T) {
@@ -489,6 +491,51 @@ func TestProxy(t *testing.T) {
 			if status != http.StatusOK || !strings.Contains(body, want) {
 				t.Errorf("%s: %d %q", path, status, body)
 			}
+		}
+	})
+
+	t.Run("RevokedTokenRefusedWithinTheCache", func(t *testing.T) {
+		if browser == nil {
+			t.Skip("BrowserSignsIn failed")
+		}
+		// A new token for alice: her old one, and the browser session begun with it, are refused
+		// once the proxy's cached decision (5 s) runs out.
+		rotated, err := e.admin.RotateUserToken(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		revoked := time.Now()
+		for {
+			status, _, _ := get(t, h2, page, aliceToken)
+			if status == http.StatusUnauthorized {
+				t.Logf("the old token was refused %v after the new one was made", time.Since(revoked).Round(time.Millisecond))
+				break
+			}
+			if status != http.StatusOK || time.Since(revoked) > 6*time.Second {
+				t.Fatalf("the old token %v after it was replaced: %d", time.Since(revoked).Round(time.Millisecond), status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for {
+			req, _ := http.NewRequest("GET", page, nil)
+			req.Header.Set("Accept", "text/html")
+			resp, err := browser.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.Request.URL.Path == "/signin" {
+				break // sent to sign in again
+			}
+			if !strings.Contains(string(body), "webecho") || time.Since(revoked) > 6*time.Second {
+				t.Fatalf("the browser session %v after the token was replaced: %d at %s", time.Since(revoked).Round(time.Millisecond), resp.StatusCode, resp.Request.URL)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		aliceToken, alice = rotated.Token, e.srv.client(t, rotated.Token)
+		if status, _, _ := get(t, h2, page, aliceToken); status != http.StatusOK {
+			t.Fatalf("the new token: %d", status)
 		}
 	})
 
