@@ -216,6 +216,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 	}
 	ctx := context.WithValue(r.Context(), upstreamKey, route.Addr)
 	ctx = context.WithValue(ctx, credKey, fromHeader)
+	if isUpgrade(r) {
+		if switched, err := h.upgrade(w, r.WithContext(ctx), route.Addr); err != nil && !switched {
+			h.upstreamError(w, r, err)
+		}
+		return
+	}
 	h.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 

@@ -50,10 +50,14 @@ func (f *fakeExchanger) Exchange(_ context.Context, req protocol.ProxyExchangeRe
 	return r, nil
 }
 
+// wsHeaders holds the headers of the last WebSocket request upstream received.
+var wsHeaders sync.Map
+
 // upstream is a workspace's server: it echoes what it received as JSON, and WebSocket messages.
 func upstream(t testing.TB) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		wsHeaders.Store(t.Name(), r.Header.Clone())
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 		if err != nil {
 			return
@@ -304,6 +308,21 @@ func TestBodyLimitAndWebSocket(t *testing.T) {
 		}
 	}
 	ws.Close(websocket.StatusNormalClosure, "")
+	hv, _ := wsHeaders.Load(t.Name())
+	if hdr, _ := hv.(http.Header); hdr == nil || hdr.Get("Authorization") != "" || hdr.Get("X-Forwarded-Proto") != "https" ||
+		hdr.Get("X-Forwarded-Host") != aliceHost || !strings.EqualFold(hdr.Get("Upgrade"), "websocket") {
+		t.Errorf("the workspace's WebSocket request had headers %v", hdr)
+	}
+	// A workspace that does not switch: its answer, as is.
+	req, _ := http.NewRequest("GET", h.url(aliceHost, "/plain"), nil)
+	req.Header.Set("Authorization", "Bearer hgu_alice")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	if resp, err := (&http.Client{Transport: tr}).Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("an upgrade the workspace refuses: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// Without a token the upgrade is refused before it reaches the workspace.
 	if _, resp, err := websocket.Dial(ctx, h.url(aliceHost, "/ws"), &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}}); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("an unauthenticated WebSocket: %v %v", err, resp)
