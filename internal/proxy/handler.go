@@ -162,6 +162,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 		h.unauthenticated(w, r, host)
 		return
 	}
+	if !fromHeader && upgradeOrUnsafe(r) && crossSite(r) {
+		// Every workspace host is one "site" to a browser, so a page of another workspace (anyone's)
+		// could make the user's browser open a WebSocket or post here with the user's cookie, and
+		// read the WebSocket: refuse what comes from another origin with a cookie.
+		page(w, http.StatusForbidden, "Cross-site request refused", "This workspace accepts WebSockets and changes only from its own pages.")
+		return
+	}
 	d, cached, err := h.o.Auth.Check(r.Context(), host, cred)
 	info.cached = cached
 	if h.o.Metrics != nil {
@@ -257,6 +264,38 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 // credential reads the request's workspace session (cookie) or user token (Authorization:
 // Bearer). A bearer token wins; fromHeader says it came from the header (which is then not
 // forwarded).
+// upgradeOrUnsafe reports whether r opens a WebSocket (or another upgrade) or may change state
+// (any method but GET, HEAD and OPTIONS).
+func upgradeOrUnsafe(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return isUpgrade(r)
+	}
+	return true
+}
+
+// crossSite reports whether a browser sent r from a page of another origin: Sec-Fetch-Site says
+// so, or else Origin names another host. A request with neither comes from no browser page, or
+// from a browser too old to say (which then sends no cookie cross-site with SameSite=Lax on POST).
+func crossSite(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return false
+	case "":
+	default: // same-site, cross-site
+		return true
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return true // "null" (sandboxed frames, file:) or garbage
+	}
+	return !strings.EqualFold(u.Host, r.Host)
+}
+
 func credential(r *http.Request) (c Credential, fromHeader bool) {
 	if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && strings.TrimSpace(token) != "" {
 		return Credential{Token: strings.TrimSpace(token)}, true
