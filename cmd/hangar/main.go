@@ -31,7 +31,8 @@ func main() {
 		Short: "Hangar: self-hosted remote development workspaces",
 	}
 	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), projectCloneCommand(),
-		wshelper.Command()) // hidden: a workspace's main container runs it
+		wshelper.Command(),   // hidden: a workspace's main container runs it
+		installSelfCommand()) // hidden: a workspace's init container copies the binary for it
 	cli.AddCommands(root)
 	os.Exit(cli.Execute(root))
 }

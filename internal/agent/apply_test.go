@@ -25,7 +25,7 @@ import (
 func TestMain(m *testing.M) { kubetest.Main(m) }
 
 // generated is a workspace's config as the server generates it (the default devfile, a namespace
-// of its own: 8 objects), parsed as the agent parses config_to_apply.
+// of its own: 9 objects), parsed as the agent parses config_to_apply.
 func generated(t *testing.T, name, agentID string, desired workspace.State) []*unstructured.Unstructured {
 	t.Helper()
 	d, err := devfile.Parse(devfile.Default())
@@ -123,7 +123,7 @@ func deploymentReplicas(t *testing.T, c *kubetest.Cluster, ns, name string) int3
 }
 
 // A stop and a start are one request each (the Deployment's apply), on the real API server, also
-// for an agent that restarted in between; a create applies the 8 objects and reads nothing.
+// for an agent that restarted in between; a create applies the 9 objects and reads nothing.
 func TestStopAndStartAreOneRequest(t *testing.T) {
 	c := kubetest.Start(t)
 	name, agentID := unique("onereq"), "apply-onereq"
@@ -132,8 +132,8 @@ func TestStopAndStartAreOneRequest(t *testing.T) {
 
 	a := newApplier(t, c, agentID)
 	applied, requests := a.apply(t, running)
-	if applied != 8 || requests != 8 {
-		t.Fatalf("create: %d objects applied in %d requests, want 8 in 8", applied, requests)
+	if applied != 9 || requests != 9 {
+		t.Fatalf("create: %d objects applied in %d requests, want 9 in 9", applied, requests)
 	}
 	a.waitInSync(t, running, true, "the caches to show the created workspace")
 
@@ -265,7 +265,7 @@ func TestRefusedObjectHoldsBackTheDeployment(t *testing.T) {
 	deleteNamespaceAtEnd(t, c, ns)
 	objs := generated(t, name, agentID, workspace.Running)
 	for _, o := range objs {
-		if o.GetKind() == "Secret" {
+		if o.GetKind() == "Secret" && o.GetName() == name+"-env" {
 			// A key the API server refuses.
 			if err := unstructured.SetNestedField(o.Object, "x", "stringData", "not a key!"); err != nil {
 				t.Fatal(err)
@@ -277,9 +277,10 @@ func TestRefusedObjectHoldsBackTheDeployment(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "Secret/"+ns+"/"+name+"-env") {
 		t.Fatalf("errors %v, want one naming the Secret", errs)
 	}
-	// The namespace, then the service account, inventory, claim, Service and NetworkPolicy.
-	if applied != 6 {
-		t.Fatalf("%d objects applied, want 6 (all but the Secret and the Deployment)", applied)
+	// The namespace, then the service account, inventory, the helper's Secret, claim, Service and
+	// NetworkPolicy.
+	if applied != 7 {
+		t.Fatalf("%d objects applied, want 7 (all but the env Secret and the Deployment)", applied)
 	}
 	if _, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the Deployment was applied after its Secret was refused (get: %v)", err)
@@ -304,7 +305,7 @@ func TestRefusedObjectDoesNotHoldBackAStop(t *testing.T) {
 	}
 	stopped := generated(t, name, agentID, workspace.Stopped)
 	for _, o := range stopped {
-		if o.GetKind() == "Secret" {
+		if o.GetKind() == "Secret" && o.GetName() == name+"-env" {
 			if err := unstructured.SetNestedField(o.Object, "x", "stringData", "not a key!"); err != nil {
 				t.Fatal(err)
 			}

@@ -251,9 +251,6 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 	if len(projects) > 0 {
 		wantInits = append([]string{CloneContainerName}, wantInits...)
 	}
-	if !slices.Equal(initNames, wantInits) {
-		t.Errorf("init containers %v, want %v", initNames, wantInits)
-	}
 
 	containers := map[string]corev1.Container{}
 	for _, c := range append(slices.Clone(spec.Containers), spec.InitContainers...) {
@@ -293,6 +290,32 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 		}
 	}
 	mainName = firstNonEmpty(mainName, glMain, names[0])
+
+	// The helper runs in the main container unless the image's entrypoint runs its args (args
+	// without a command) or an endpoint takes the helper's port; its init container goes first.
+	helper := true
+	for _, comp := range asList(raw["components"]) {
+		cm := comp.(map[string]any)
+		dc, ok := cm["container"].(map[string]any)
+		if !ok {
+			continue
+		}
+		if str(cm, "name") == mainName && len(strs(dc["command"])) == 0 && len(strs(dc["args"])) > 0 {
+			helper = false
+		}
+		for _, e := range asList(dc["endpoints"]) {
+			if int32(e.(map[string]any)["targetPort"].(float64)) == HelperSSHPort {
+				helper = false
+			}
+		}
+	}
+	if helper {
+		wantInits = append([]string{ToolsContainerName}, wantInits...)
+	}
+	if !slices.Equal(initNames, wantInits) {
+		t.Errorf("init containers %v, want %v", initNames, wantInits)
+	}
+	checkHelper(t, g, spec, mainName, helper)
 	var gotNames []string
 	for _, c := range spec.Containers {
 		gotNames = append(gotNames, c.Name)
@@ -319,7 +342,13 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 			t.Errorf("%s: image %q, want %q", name, c.Image, str(dc, "image"))
 		}
 		wantCmd, wantArgs := strs(dc["command"]), strs(dc["args"])
-		if name == mainName && len(wantCmd) == 0 && len(wantArgs) == 0 {
+		switch {
+		case name != mainName:
+		case helper && len(wantCmd) == 0:
+			wantCmd = []string{HelperBinary, "workspace-helper"} // the helper keeps it running
+		case helper:
+			wantCmd, wantArgs = slices.Concat([]string{HelperBinary, "workspace-helper", "--"}, wantCmd, wantArgs), nil
+		case len(wantCmd) == 0 && len(wantArgs) == 0:
 			wantCmd = []string{"/bin/sh", "-c", KeepAliveScript}
 		}
 		if !slices.Equal(c.Command, wantCmd) || !slices.Equal(c.Args, wantArgs) {
@@ -568,4 +597,80 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// checkHelper checks the helper's part of a generated pod: with the helper, the tools init
+// container installs the binary into the emptyDir the main container runs it from, the main
+// container has the helper's environment, the <name>-ssh Secret read-only and the SSH port, which
+// the proxy alone may reach and which is no Service port; without it, none of these.
+func checkHelper(t *testing.T, g generated, spec corev1.PodSpec, mainName string, helper bool) {
+	t.Helper()
+	var main corev1.Container
+	for _, c := range spec.Containers {
+		if c.Name == mainName {
+			main = c
+		}
+	}
+	env := map[string]string{}
+	for _, e := range main.Env {
+		env[e.Name] = e.Value
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range main.VolumeMounts {
+		mounts[m.Name] = m
+	}
+	hasPort := slices.ContainsFunc(main.Ports, func(p corev1.ContainerPort) bool {
+		return p.ContainerPort == HelperSSHPort && p.Name == HelperSSHPortName && p.Protocol == corev1.ProtocolTCP
+	})
+	volume := func(name string) *corev1.Volume {
+		for i := range spec.Volumes {
+			if spec.Volumes[i].Name == name {
+				return &spec.Volumes[i]
+			}
+		}
+		return nil
+	}
+	if !helper {
+		if volume(toolsVolume) != nil || volume(sshVolume) != nil || env["HANGAR_HELPER_SSH_ADDR"] != "" {
+			t.Errorf("no helper expected, but the pod has its volumes or environment")
+		}
+		return
+	}
+	fromProxy, fromCluster := policyAdmits(g.policy, HelperSSHPort)
+	if g.service != nil && slices.ContainsFunc(g.service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == HelperSSHPort }) {
+		t.Errorf("the Service has the helper's port %d", HelperSSHPort)
+	}
+	if g.service != nil && slices.Contains(strings.Split(g.service.Annotations[AnnotationPublicPorts], ","), strconv.Itoa(HelperSSHPort)) {
+		t.Errorf("the helper's port %d is a public port", HelperSSHPort)
+	}
+	tools := spec.InitContainers[0]
+	if tools.Name != ToolsContainerName || !slices.Equal(tools.Command, []string{ToolsBinary, "install-self", HelperBinary}) ||
+		len(tools.VolumeMounts) != 1 || tools.VolumeMounts[0].Name != toolsVolume || tools.VolumeMounts[0].MountPath != HelperDir {
+		t.Errorf("first init container %s %q %v, want %s installing %s into %s", tools.Name, tools.Command, tools.VolumeMounts, ToolsContainerName, HelperBinary, HelperDir)
+	}
+	if v := volume(toolsVolume); v == nil || v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil {
+		t.Errorf("volume %s: %+v, want a limited emptyDir", toolsVolume, v)
+	}
+	if v := volume(sshVolume); v == nil || v.Secret == nil || v.Secret.SecretName != g.deployment.Name+"-ssh" {
+		t.Errorf("volume %s: %+v, want the Secret %s-ssh", sshVolume, v, g.deployment.Name)
+	}
+	if m := mounts[toolsVolume]; m.MountPath != HelperDir {
+		t.Errorf("main container mounts %s at %q, want %s", toolsVolume, m.MountPath, HelperDir)
+	}
+	if m := mounts[sshVolume]; m.MountPath != HelperSSHDir || !m.ReadOnly {
+		t.Errorf("main container mounts %s as %+v, want read-only at %s", sshVolume, m, HelperSSHDir)
+	}
+	wantState := HelperDir + "/state"
+	if m, ok := mounts[projectsVolume]; ok {
+		wantState = m.MountPath + "/.hangar"
+	}
+	if env["HANGAR_HELPER_SSH_ADDR"] != ":60022" || env["HANGAR_HELPER_AUTHORIZED_KEYS_FILE"] != HelperSSHDir+"/authorized_keys" || env["HANGAR_HELPER_STATE_DIR"] != wantState {
+		t.Errorf("main container's helper environment %q %q %q, want :60022, %s/authorized_keys, %s", env["HANGAR_HELPER_SSH_ADDR"], env["HANGAR_HELPER_AUTHORIZED_KEYS_FILE"], env["HANGAR_HELPER_STATE_DIR"], HelperSSHDir, wantState)
+	}
+	if !hasPort {
+		t.Errorf("main container ports %v, want %d named %s", main.Ports, HelperSSHPort, HelperSSHPortName)
+	}
+	if !fromProxy || fromCluster {
+		t.Errorf("the helper's port: proxy may reach %v, others %v; want true, false", fromProxy, fromCluster)
+	}
 }

@@ -65,6 +65,10 @@ type Devfile struct {
 	main       int       // index into containers
 	pod        podOverrides
 	warnings   []string
+	// helper: the main container runs `hangar workspace-helper` (SSH), copied in by the
+	// hangar-tools init container. False when it cannot be wrapped (args without a command: the
+	// image's entrypoint runs them) or when an endpoint takes the helper's port; a warning says so.
+	helper bool
 	// ephemeralData: the workspace data volume is an emptyDir, not a claim
 	// (controller.devfile.io/storage-type: ephemeral).
 	ephemeralData bool
@@ -535,6 +539,7 @@ func checkAnnotations(v *workspace.ValidationError, field string, m map[string]s
 func (d *Devfile) finishContainers(v *workspace.ValidationError, comps map[string]*componentInfo) {
 	d.main = -1
 	mainField, mainByGitLab := "", -1
+	var fields []string // devfile.components[i] of each container
 	names := slices.Sorted(maps.Keys(comps))
 	slices.SortFunc(names, func(a, b string) int { return comps[a].index - comps[b].index })
 	for _, n := range names {
@@ -544,6 +549,7 @@ func (d *Devfile) finishContainers(v *workspace.ValidationError, comps map[strin
 		}
 		f := fmt.Sprintf("devfile.components[%d]", info.index)
 		d.containers = append(d.containers, *info.container)
+		fields = append(fields, f)
 		if isMain, err := info.boolAttr(MainAttribute); err != nil {
 			v.Add(fmt.Sprintf("%s.attributes[%q]", f, MainAttribute), "must be true or false")
 		} else if isMain {
@@ -575,6 +581,19 @@ func (d *Devfile) finishContainers(v *workspace.ValidationError, comps map[strin
 	}
 	if m := &d.containers[d.main]; len(m.command) == 0 && len(m.args) == 0 {
 		m.keepAlive = true
+	}
+	d.helper = true
+	if m := d.containers[d.main]; len(m.command) == 0 && len(m.args) > 0 {
+		d.helper = false
+		d.warnings = append(d.warnings, fmt.Sprintf("%s (%q), the main container, gives args but no command: its image's entrypoint runs them, and Hangar cannot run its helper around an entrypoint it does not know, so SSH is not available in this workspace; give the command too", strings.TrimPrefix(fields[d.main], "devfile."), m.name))
+	}
+	for i, c := range d.containers {
+		for _, ep := range c.endpoints {
+			if ep.port == HelperSSHPort {
+				d.helper = false
+				d.warnings = append(d.warnings, fmt.Sprintf("%s (%q) has an endpoint on port %d, the port of Hangar's SSH helper, so SSH is not available in this workspace", strings.TrimPrefix(fields[i], "devfile."), c.name, HelperSSHPort))
+			}
+		}
 	}
 
 	volumeNames := map[string]bool{}

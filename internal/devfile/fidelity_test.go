@@ -47,9 +47,10 @@ events:
   postStart: [both]
   preStop: [save]
 `, nil)
-	if len(spec.InitContainers) != 2 || spec.InitContainers[0].Name != "seed" || spec.InitContainers[1].Name != "warm" {
-		t.Fatalf("init containers %+v, want seed then warm", spec.InitContainers)
+	if len(spec.InitContainers) != 3 || spec.InitContainers[0].Name != ToolsContainerName || spec.InitContainers[1].Name != "seed" || spec.InitContainers[2].Name != "warm" {
+		t.Fatalf("init containers %+v, want the tools, seed, then warm", spec.InitContainers)
 	}
+	spec.InitContainers = spec.InitContainers[1:] // the helper's is checked by TestCorpus (checkHelper)
 	seed := spec.InitContainers[0]
 	if seed.Image != "seeder" || seed.Command[0] != "/seed" || seed.Resources.Limits.Memory().String() != "64Mi" {
 		t.Errorf("seed init container = %+v, want the component's image, command and resources", seed)

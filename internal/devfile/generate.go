@@ -287,8 +287,24 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		Type:       corev1.SecretTypeOpaque,
 		StringData: env,
 	})
+	sshSecret := name + "-ssh"
+	if d.helper {
+		// The keys the helper trusts: the access proxy's. None refuses everyone (the helper fails
+		// closed). The kubelet updates the mounted file when the agent's keys change; the helper
+		// re-reads it at every login.
+		keys := ""
+		if len(a.ProxySSHPublicKeys) > 0 {
+			keys = strings.Join(a.ProxySSHPublicKeys, "\n") + "\n"
+		}
+		add("v1", "Secret", ns, sshSecret, &corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: meta(sshSecret),
+			Type:       corev1.SecretTypeOpaque,
+			StringData: map[string]string{AuthorizedKeysKey: keys},
+		})
+	}
 
-	volumes := make([]corev1.Volume, 0, 1+len(d.volumes))
+	volumes := make([]corev1.Volume, 0, 3+len(d.volumes))
 	if d.ephemeralData {
 		// controller.devfile.io/storage-type: ephemeral: nothing of the workspace outlives its pod.
 		size := resource.MustParse(projectsSize)
@@ -314,6 +330,12 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
 		}})
 		add("v1", "PersistentVolumeClaim", ns, claim, pvc(meta(claim), vol.size))
+	}
+	if d.helper {
+		size := resource.MustParse(toolsSize)
+		volumes = append(volumes,
+			corev1.Volume{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}},
+			corev1.Volume{Name: sshVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: sshSecret}}})
 	}
 
 	podLabels, podAnnotations := labels, make(map[string]string, len(annotations)+2)
@@ -433,7 +455,12 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	}
 
 	if *a.NetworkPolicy.Enabled {
-		add("networking.k8s.io/v1", "NetworkPolicy", ns, name, networkPolicy(meta(name), selector, a, publicPorts, internalPorts))
+		proxyPorts := publicPorts
+		if d.helper {
+			// The helper's SSH port: for the proxy only, never a Service port or a public endpoint.
+			proxyPorts = append(slices.Clone(publicPorts), networkingv1.NetworkPolicyPort{Protocol: ptr(corev1.ProtocolTCP), Port: ptr(intstr.FromInt32(HelperSSHPort))})
+		}
+		add("networking.k8s.io/v1", "NetworkPolicy", ns, name, networkPolicy(meta(name), selector, a, proxyPorts, internalPorts))
 	}
 
 	// A ResourceQuota covers its whole namespace, so in a shared namespace it would cap the sum of
@@ -475,7 +502,7 @@ func pvc(meta metav1.ObjectMeta, size resource.Quantity) *corev1.PersistentVolum
 }
 
 // networkPolicy admits the proxy's pods (proxy_pod_selector in the proxy namespace) to public
-// endpoints only, and every other namespace of the cluster to internal endpoints only; none
+// endpoints and the helper's SSH port only (public), and every other namespace of the cluster to internal endpoints only; none
 // endpoints get no rule, so nothing outside the pod reaches them. Egress: DNS plus the agent's CIDRs.
 func networkPolicy(meta metav1.ObjectMeta, selector map[string]string, a workspace.AgentConfig, public, internal []networkingv1.NetworkPolicyPort) *networkingv1.NetworkPolicy {
 	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
@@ -528,8 +555,27 @@ const (
 	ToolsBinary = "/usr/local/bin/hangar"
 	// ProjectsEnv carries the projects to clone, as JSON, to `hangar project-clone`.
 	ProjectsEnv = "HANGAR_PROJECTS"
-	// KeepAliveScript keeps a main container without a command running until it is stopped.
+	// KeepAliveScript keeps a main container without a command running until it is stopped (when
+	// the helper cannot run there).
 	KeepAliveScript = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"
+
+	// ToolsContainerName is the init container that copies the hangar binary (`hangar install-self`)
+	// into the toolsVolume, mounted at HelperDir in the main container.
+	ToolsContainerName = "hangar-tools"
+	toolsVolume        = "hangar-tools"
+	toolsSize          = "256Mi"
+	// HelperDir holds the copied binary, HelperBinary; also the helper's state directory
+	// (HelperDir/state) when the main container does not mount the data volume.
+	HelperDir    = "/hangar/bin"
+	HelperBinary = HelperDir + "/hangar"
+	// HelperSSHPort is where the helper serves SSH (HANGAR_HELPER_SSH_ADDR): admitted from the
+	// proxy's pods only, never a Service port. High, so that it seldom clashes with a devfile's.
+	HelperSSHPort     = 60022
+	HelperSSHPortName = "hangar-ssh"
+	// The Secret <name>-ssh, key AuthorizedKeysKey, is mounted read-only at HelperSSHDir.
+	sshVolume         = "hangar-ssh"
+	HelperSSHDir      = "/hangar/ssh"
+	AuthorizedKeysKey = "authorized_keys"
 )
 
 type podSpec struct {
@@ -555,10 +601,18 @@ func (d *Devfile) podContainers(a workspace.AgentConfig) (podSpec, error) {
 		return d.kubeContainer(c, r, a), spent{c.name, r, from}
 	}
 	var app, init []spent
-	for _, c := range d.containers {
+	for i, c := range d.containers {
+		if i == d.main && d.helper {
+			c = c.withHelper()
+		}
 		kc, sp := build(c, false)
 		out.containers = append(out.containers, kc)
 		app = append(app, sp)
+	}
+	if d.helper {
+		kc, sp := build(toolsContainer(a), true)
+		out.inits = append(out.inits, kc)
+		init = append(init, sp)
 	}
 	if len(d.projects) > 0 {
 		kc, sp := build(d.cloneContainer(a), true)
@@ -777,6 +831,50 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 		// Empty unless logsAsMessage: the API server's default (File) then applies.
 		TerminationMessagePolicy: messagePolicy,
 		SecurityContext:          sc,
+	}
+}
+
+// withHelper returns the main container c running `hangar workspace-helper`: around the devfile's
+// command and args (`-- COMMAND ARGS...`), or alone instead of the keep-alive script (the helper
+// keeps the container running). The helper serves SSH on HelperSSHPort to the keys of the
+// <name>-ssh Secret, and keeps its host key in <data volume>/.hangar when the container mounts the
+// data volume (the key then survives restarts), else in HelperDir/state (a new key in each pod).
+func (c container) withHelper() container {
+	if c.keepAlive {
+		c.command, c.keepAlive = []string{HelperBinary, "workspace-helper"}, false
+	} else {
+		c.command = slices.Concat([]string{HelperBinary, "workspace-helper", "--"}, c.command, c.args)
+	}
+	c.args = nil
+	stateDir := path.Join(HelperDir, "state")
+	if c.mountSources && !c.ownSources {
+		stateDir = path.Join(c.sourcePath, ".hangar")
+	}
+	c.env = append(slices.Clip(c.env),
+		corev1.EnvVar{Name: "HANGAR_HELPER_SSH_ADDR", Value: ":" + strconv.Itoa(HelperSSHPort)},
+		corev1.EnvVar{Name: "HANGAR_HELPER_AUTHORIZED_KEYS_FILE", Value: path.Join(HelperSSHDir, AuthorizedKeysKey)},
+		corev1.EnvVar{Name: "HANGAR_HELPER_STATE_DIR", Value: stateDir})
+	c.mounts = append(slices.Clip(c.mounts),
+		corev1.VolumeMount{Name: toolsVolume, MountPath: HelperDir},
+		corev1.VolumeMount{Name: sshVolume, MountPath: HelperSSHDir, ReadOnly: true})
+	c.endpoints = append(slices.Clip(c.endpoints), endpoint{name: HelperSSHPortName, port: HelperSSHPort, protocol: corev1.ProtocolTCP, exposure: v1alpha2.NoneEndpointExposure})
+	return c
+}
+
+// toolsContainer is the init container that copies the hangar binary of the agent's tools image
+// into the toolsVolume, for the main container's helper. Small fixed resources: it copies one file.
+func toolsContainer(a workspace.AgentConfig) container {
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	return container{
+		name:          ToolsContainerName,
+		image:         a.ToolsImage,
+		command:       []string{ToolsBinary, "install-self", HelperBinary},
+		mounts:        []corev1.VolumeMount{{Name: toolsVolume, MountPath: HelperDir}},
+		cpuRequest:    q("10m"),
+		cpuLimit:      q("500m"),
+		memoryRequest: q("32Mi"),
+		memoryLimit:   q("128Mi"),
+		logsAsMessage: true,
 	}
 }
 

@@ -303,7 +303,7 @@ func TestGenerateParsesBack(t *testing.T) {
 					t.Errorf("inventory lacks %s", l)
 				}
 			}
-			if kinds["Deployment"] != 1 || kinds["ServiceAccount"] != 1 || kinds["Secret"] != 1 {
+			if kinds["Deployment"] != 1 || kinds["ServiceAccount"] != 1 || kinds["Secret"] != 2 { // env, and ssh for the helper
 				t.Errorf("kinds = %v", kinds)
 			}
 			if got, want := kinds["Namespace"] == 1, p.Agent.NamespaceMode == workspace.NamespacePerWorkspace; got != want {

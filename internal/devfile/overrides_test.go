@@ -131,10 +131,10 @@ components:
   - name: src
     volume: {size: 5Gi}
 `, nil)
-	if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != CloneContainerName {
-		t.Fatalf("init containers %+v, want the clone", spec.InitContainers)
+	if len(spec.InitContainers) != 2 || spec.InitContainers[0].Name != ToolsContainerName || spec.InitContainers[1].Name != CloneContainerName {
+		t.Fatalf("init containers %+v, want the tools, then the clone", spec.InitContainers)
 	}
-	clone := spec.InitContainers[0]
+	clone := spec.InitContainers[1]
 	if len(clone.VolumeMounts) != 1 || clone.VolumeMounts[0].Name != "src" || clone.VolumeMounts[0].MountPath != "/projects" {
 		t.Errorf("clone mounts %+v, want volume src at /projects", clone.VolumeMounts)
 	}
@@ -143,8 +143,10 @@ components:
 	for _, e := range main.Env {
 		env[e.Name] = e.Value
 	}
-	if env["PROJECT_SOURCE"] != "/projects/app" || len(main.VolumeMounts) != 1 || main.VolumeMounts[0].Name != "src" {
-		t.Errorf("main: env %v, mounts %+v; want PROJECT_SOURCE /projects/app on volume src", env, main.VolumeMounts)
+	// Then the helper's tools and ssh mounts; its state is not on the data volume, which the main
+	// container does not mount.
+	if env["PROJECT_SOURCE"] != "/projects/app" || len(main.VolumeMounts) != 3 || main.VolumeMounts[0].Name != "src" || env["HANGAR_HELPER_STATE_DIR"] != HelperDir+"/state" {
+		t.Errorf("main: env %v, mounts %+v; want PROJECT_SOURCE /projects/app on volume src, and the helper's state in %s/state", env, main.VolumeMounts, HelperDir)
 	}
 }
 

@@ -164,8 +164,8 @@ func TestDriftRepairAppliesWhatDrifted(t *testing.T) {
 	}
 	deleteNamespaceAtEnd(t, cluster, ws.Namespace)
 	waitFor(t, c, "drift", transition, "Running", state("Running", "Running"))
-	if got := appliedCounts(agent.output(), ws.KubeName); len(got) != 1 || got[0] != "8" {
-		t.Fatalf("create: applied %v objects, want one apply of 8", got)
+	if got := appliedCounts(agent.output(), ws.KubeName); len(got) != 1 || got[0] != "9" {
+		t.Fatalf("create: applied %v objects, want one apply of 9", got)
 	}
 
 	if err := cluster.Client.CoreV1().Services(ws.Namespace).Delete(ctx, ws.KubeName, metav1.DeleteOptions{}); err != nil {

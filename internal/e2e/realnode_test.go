@@ -394,7 +394,8 @@ events:
 		}
 	}
 	slices.Sort(npPorts)
-	if want := []int{8080, 9090}; !slices.Equal(npPorts, want) {
+	// 60022: the injected helper's SSH port, for the proxy's pods only (TestWorkspaceHelper).
+	if want := []int{8080, 9090, 60022}; !slices.Equal(npPorts, want) {
 		t.Errorf("NetworkPolicy ingress ports %v, want %v", npPorts, want)
 	}
 	var declared []int
@@ -404,7 +405,7 @@ events:
 		}
 	}
 	slices.Sort(declared)
-	if want := []int{5858, 8080, 9090}; !slices.Equal(declared, want) {
+	if want := []int{5858, 8080, 9090, 60022}; !slices.Equal(declared, want) {
 		t.Errorf("container ports %v, want %v", declared, want)
 	}
 

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -28,6 +30,10 @@ type AgentConfig struct {
 	// ProxyURLScheme is how browsers reach the proxy: "https" (the default) or "http" (a proxy
 	// without TLS, for trials). The server sends one-time codes to that scheme only.
 	ProxyURLScheme string `json:"proxy_url_scheme"`
+	// ProxySSHPublicKeys are the keys (authorized_keys lines) the access proxy logs in to
+	// workspaces' helpers with: each workspace pod's `hangar workspace-helper` trusts exactly these.
+	// Empty refuses every SSH login (the helper fails closed).
+	ProxySSHPublicKeys []string `json:"proxy_ssh_public_keys"`
 
 	PartialReconcileIntervalSeconds int `json:"partial_reconciliation_interval_seconds"`
 	FullReconcileIntervalSeconds    int `json:"full_reconciliation_interval_seconds"`
@@ -50,8 +56,9 @@ type AgentConfig struct {
 	MaxActiveHoursBeforeStop         int `json:"max_active_hours_before_stop"`
 	MaxStoppedHoursBeforeTermination int `json:"max_stopped_hours_before_termination"`
 
-	// ToolsImage runs Hangar's own helpers in workspace pods (the project clone init container); it
-	// must hold the hangar binary at /usr/local/bin/hangar.
+	// ToolsImage runs Hangar's own helpers in workspace pods (the project clone init container, and
+	// hangar-tools, which copies the binary for the main container's workspace helper); it must
+	// hold the hangar binary at /usr/local/bin/hangar.
 	ToolsImage string `json:"tools_image"`
 	// NodeSelector and Tolerations are given to every workspace pod of this agent.
 	NodeSelector map[string]string `json:"node_selector"`
@@ -132,6 +139,9 @@ func (c AgentConfig) WithDefaults() AgentConfig {
 	}
 	if c.ProxyURLScheme == "" {
 		c.ProxyURLScheme = "https"
+	}
+	if c.ProxySSHPublicKeys == nil {
+		c.ProxySSHPublicKeys = []string{}
 	}
 	if c.PartialReconcileIntervalSeconds == 0 {
 		c.PartialReconcileIntervalSeconds = 10
@@ -278,6 +288,20 @@ func (c AgentConfig) Validate() error {
 	}
 	if c.ProxyURLScheme != "https" && c.ProxyURLScheme != "http" {
 		v.Add("config.proxy_url_scheme", "must be https or http, got %q", c.ProxyURLScheme)
+	}
+	for i, k := range c.ProxySSHPublicKeys {
+		f := fmt.Sprintf("config.proxy_ssh_public_keys[%d]", i)
+		key, _, options, rest, err := ssh.ParseAuthorizedKey([]byte(k))
+		switch {
+		case err != nil || strings.ContainsAny(k, "\r\n") || len(bytes.TrimSpace(rest)) > 0:
+			v.Add(f, "must be one SSH public key on one line in authorized_keys form, such as \"ssh-ed25519 AAAA... proxy\"")
+		case len(options) > 0:
+			v.Add(f, "must have no options (%s): the workspace helper ignores lines with options", strings.Join(options, ","))
+		default:
+			if _, isCert := key.(*ssh.Certificate); isCert {
+				v.Add(f, "must be a plain public key, not a certificate: the workspace helper ignores certificates")
+			}
+		}
 	}
 	if c.PartialReconcileIntervalSeconds < 1 || c.PartialReconcileIntervalSeconds > 3600 {
 		v.Add("config.partial_reconciliation_interval_seconds", "must be between 1 and 3600, got %d", c.PartialReconcileIntervalSeconds)

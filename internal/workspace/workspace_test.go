@@ -71,6 +71,10 @@ func TestAgentConfigValidate(t *testing.T) {
 		{"toleration operator", AgentConfig{Tolerations: []Toleration{{Key: "k", Operator: "In"}}}, "config.tolerations[0].operator"},
 		{"toleration effect", AgentConfig{Tolerations: []Toleration{{Key: "k", Effect: "Sometimes"}}}, "config.tolerations[0].effect"},
 		{"toleration Equal needs a key", AgentConfig{Tolerations: []Toleration{{Value: "v"}}}, "config.tolerations[0].key"},
+		{"proxy ssh keys are valid", AgentConfig{ProxySSHPublicKeys: []string{testSSHKey, testSSHKey + " proxy@cluster"}}, ""},
+		{"bad proxy ssh key", AgentConfig{ProxySSHPublicKeys: []string{testSSHKey, "ssh-ed25519 notbase64"}}, "config.proxy_ssh_public_keys[1]"},
+		{"two proxy ssh keys in one", AgentConfig{ProxySSHPublicKeys: []string{testSSHKey + "\n" + testSSHKey}}, "config.proxy_ssh_public_keys[0]"},
+		{"proxy ssh key with options", AgentConfig{ProxySSHPublicKeys: []string{`from="10.0.0.1" ` + testSSHKey}}, "config.proxy_ssh_public_keys[0]"},
 		{"toleration Exists takes no value", AgentConfig{Tolerations: []Toleration{{Key: "k", Operator: "Exists", Value: "v"}}}, "config.tolerations[0].value"},
 	}
 	for _, tc := range tests {
@@ -95,3 +99,6 @@ func TestAgentConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// testSSHKey is an ed25519 public key in authorized_keys form.
+const testSSHKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
