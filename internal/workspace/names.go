@@ -193,14 +193,21 @@ func NormalizeHost(h string) (name, withPort string, ok bool) {
 	h = strings.ToLower(h)
 	name, port, hasPort := strings.Cut(h, ":")
 	if hasPort {
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 || port[0] == '0' || len(port) > 5 {
+		if port == "" || len(port) > 5 || port[0] == '0' || strings.Trim(port, "0123456789") != "" {
+			return "", "", false // digits only: Atoi alone takes "+80"
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return "", "", false
 		}
 	}
 	name = strings.TrimSuffix(name, ".")
 	if name == "" || len(name) > 253 {
 		return "", "", false
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 {
+			return "", "", false // "..", ".a", "a..b": no empty labels
+		}
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]

@@ -161,7 +161,7 @@ func FuzzParseRef(f *testing.F) {
 // FuzzNormalizeHost: a host NormalizeHost accepts is made of DNS characters and an optional port
 // only, so a redirect to it names that host and nothing else.
 func FuzzNormalizeHost(f *testing.F) {
-	for _, s := range []string{"3000-dev--alice.ws.example.com", "A.B:8443", "a.b.:443", "a/b", "a@b", "a:0", "a:65536", ":1", "a:"} {
+	for _, s := range []string{"3000-dev--alice.ws.example.com", "A.B:8443", "a.b.:443", "a/b", "a@b", "a:0", "a:65536", ":1", "a:", "a:+80", "..", ".a", "a..b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, host string) {
@@ -176,4 +176,21 @@ func FuzzNormalizeHost(f *testing.F) {
 			t.Fatalf("NormalizeHost is not stable on %q: %q %q %v", withPort, n2, w2, ok)
 		}
 	})
+}
+
+func TestNormalizeHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"3000-Dev--Alice.WS.example.com": "3000-dev--alice.ws.example.com",
+		"a.b.:443":                       "a.b:443",
+		"a.b:8443":                       "a.b:8443",
+	} {
+		if _, got, ok := NormalizeHost(in); !ok || got != want {
+			t.Errorf("NormalizeHost(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", ".", "..", ".a", "a..b", "a:+80", "a:-1", "a:0", "a:080", "a:65536", "a:", "a/b", "a@b", "a b"} {
+		if _, got, ok := NormalizeHost(in); ok {
+			t.Errorf("NormalizeHost(%q) = %q, accepted", in, got)
+		}
+	}
 }
