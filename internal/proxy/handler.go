@@ -261,9 +261,6 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	page(w, http.StatusBadGateway, "Workspace not answering", "The workspace is running but its server did not answer on this port.")
 }
 
-// credential reads the request's workspace session (cookie) or user token (Authorization:
-// Bearer). A bearer token wins; fromHeader says it came from the header (which is then not
-// forwarded).
 // upgradeOrUnsafe reports whether r opens a WebSocket (or another upgrade) or may change state
 // (any method but GET, HEAD and OPTIONS).
 func upgradeOrUnsafe(r *http.Request) bool {
@@ -296,8 +293,12 @@ func crossSite(r *http.Request) bool {
 	return !strings.EqualFold(u.Host, r.Host)
 }
 
+// credential reads the request's workspace session (cookie) or user token (Authorization:
+// Bearer). A bearer token wins; fromHeader says it came from the header (which is then not
+// forwarded). The scheme is matched in any case, as RFC 9110 says: a `bearer` token
+// must not slip through to the workspace.
 func credential(r *http.Request) (c Credential, fromHeader bool) {
-	if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && strings.TrimSpace(token) != "" {
+	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) != "" {
 		return Credential{Token: strings.TrimSpace(token)}, true
 	}
 	if ck, err := r.Cookie(CookieName); err == nil && ck.Value != "" {

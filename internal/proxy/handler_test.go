@@ -230,6 +230,15 @@ func TestBearerAndRefusals(t *testing.T) {
 	if hdr["Authorization"] != nil {
 		t.Errorf("the token reached the workspace: %v", hdr["Authorization"])
 	}
+	// The scheme in any case: a lower-case one is the credential too, and never reaches the
+	// workspace, even with a cookie beside it.
+	resp, echo = h.get(aliceHost, "/api", http.Header{"Authorization": {"bearer hgu_alice"}, "Cookie": {CookieName + "=hgw_alice"}})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("lower-case bearer: %d", resp.StatusCode)
+	}
+	if hdr := echo["header"].(map[string]any); hdr["Authorization"] != nil {
+		t.Errorf("a lower-case bearer token reached the workspace: %v", hdr["Authorization"])
+	}
 	// Another user: 404, the same as no workspace.
 	if resp, _ := h.get(aliceHost, "/", http.Header{"Authorization": {"Bearer hgu_bob"}}); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("bob: %d", resp.StatusCode)
