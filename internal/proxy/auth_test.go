@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,11 @@ func (f *fakeChecker) Check(_ context.Context, req protocol.ProxyCheckRequest) (
 	f.calls++
 	if f.err != nil {
 		return protocol.ProxyCheckResponse{}, f.err
+	}
+	// As the server: a token is looked up among users' tokens, a session among sessions, so a
+	// session sent as a token (or the other way round) is nobody's.
+	if req.Token != "" && !strings.HasPrefix(req.Token, "hgu_") || req.Session != "" && !strings.HasPrefix(req.Session, "hgw_") {
+		return protocol.ProxyCheckResponse{Reason: protocol.ProxyUnauthenticated}, nil
 	}
 	key := req.Token + req.Session
 	if a, ok := f.answers[key]; ok {
@@ -56,8 +62,9 @@ func TestAuthCache(t *testing.T) {
 	}
 	check(alice, true, false, 1)
 	check(alice, true, true, 1)
-	// A session and a token of the same text are different credentials; another host too.
-	check(Credential{Session: "hgu_alice"}, true, false, 2)
+	// A session and a token of the same text are different credentials (the token's allowance is
+	// not the session's: the server refuses a token sent as a session); another host too.
+	check(Credential{Session: "hgu_alice"}, false, false, 2)
 	if _, cached, _ := a.Check(ctx, host+":8443", alice); cached {
 		t.Error("another host shares the cache entry")
 	}

@@ -75,8 +75,10 @@ func FuzzHandler(f *testing.F) {
 		if reached.Load() != before {
 			name, _, _ := strings.Cut(strings.TrimSuffix(strings.ToLower(host), "."), ":")
 			name = strings.TrimSuffix(name, ".")
-			token, _ := strings.CutPrefix(auth, "Bearer ")
-			alice := strings.TrimSpace(token) == "hgu_alice" || (!strings.HasPrefix(auth, "Bearer ") || strings.TrimSpace(token) == "") && strings.Contains(cookie, "hgw_alice")
+			// The scheme in any case (RFC 9110).
+			scheme, token, _ := strings.Cut(auth, " ")
+			bearer := strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) != ""
+			alice := bearer && strings.TrimSpace(token) == "hgu_alice" || !bearer && strings.Contains(cookie, "hgw_alice")
 			if name != aliceHost || !alice {
 				t.Fatalf("the workspace was reached by host %q, cookie %q, authorization %q", host, cookie, auth)
 			}
