@@ -496,7 +496,7 @@ func TestProxy(t *testing.T) {
 
 	t.Run("RevokedTokenRefusedWithinTheCache", func(t *testing.T) {
 		if browser == nil {
-			t.Skip("BrowserSignsIn failed")
+			t.Fatal("needs the signed-in browser of BrowserSignsIn, which failed")
 		}
 		// A new token for alice: her old one, and the browser session begun with it, are refused
 		// once the proxy's cached decision (5 s) runs out.
