@@ -1,0 +1,60 @@
+// Package apiclient is the one JSON call of the daemons that talk to the server with a token of
+// their own (the agent and the access proxy): the request, the bearer token, and a non-2xx answer
+// as a *StatusError.
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// StatusError is a non-2xx answer of the server.
+type StatusError struct {
+	Code int
+	Body string
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Body) }
+
+// Do sends body (if not nil) as JSON to baseURL+path with token, and decodes a 2xx answer into out,
+// reading at most maxBytes of it (0: no limit). hc nil means http.DefaultClient.
+func Do(ctx context.Context, hc *http.Client, baseURL, token, method, path string, body, out any, maxBytes int64) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(baseURL, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(b))}
+	}
+	var r io.Reader = resp.Body
+	if maxBytes > 0 {
+		r = io.LimitReader(resp.Body, maxBytes)
+	}
+	return json.NewDecoder(r).Decode(out)
+}
