@@ -68,6 +68,9 @@ type Workspace struct {
 	Backend      string
 	TemplateID   string
 	TemplateName string // filled on reads
+	// LastActivityAt is the latest use of the workspace through the access proxy its proxies
+	// reported (nil: never). Only RecordActivity writes it; UpdateWorkspace and Reconcile leave it.
+	LastActivityAt *time.Time
 }
 
 // ReconcileScope says which of an agent's workspaces a reconcile reads.
@@ -102,6 +105,8 @@ type ListFilter struct {
 type Store interface {
 	BuildStore
 	SessionStore
+	SSHKeyStore
+	ActivityStore
 
 	Close() error
 	// Ping checks the database answers (readiness).

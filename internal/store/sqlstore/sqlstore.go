@@ -312,7 +312,7 @@ func (s *Store) ListAgents(ctx context.Context) ([]store.Agent, error) {
 const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, COALESCE(w.agent_id, ''), COALESCE(a.name, ''), w.namespace,
 	w.desired_state, w.actual_state, w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at,
 	w.deployment_resource_version, w.error_type, w.error_message, w.url, w.created_at, w.backend,
-	COALESCE(w.template_id, ''), COALESCE(t.name, '')`
+	COALESCE(w.template_id, ''), COALESCE(t.name, ''), w.last_activity_at`
 
 // wsFrom joins the owner, and the agent (kubernetes) or template (terraform) a workspace may have.
 const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id LEFT JOIN agents a ON a.id = w.agent_id
@@ -322,17 +322,18 @@ func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error)
 	var w store.Workspace
 	var desired, actual string
 	var desiredAt, created int64
-	var actualAt, respondedAt sql.NullInt64
+	var actualAt, respondedAt, activityAt sql.NullInt64
 	var rv sql.NullString
 	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
 		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created,
-		&w.Backend, &w.TemplateID, &w.TemplateName); err != nil {
+		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt); err != nil {
 		return w, err
 	}
 	w.DesiredState, w.ActualState = workspace.State(desired), workspace.State(actual)
 	w.DesiredStateUpdatedAt = fromMicros(desiredAt)
 	w.ActualStateUpdatedAt = ptrTime(actualAt)
 	w.RespondedToAgentAt = ptrTime(respondedAt)
+	w.LastActivityAt = ptrTime(activityAt)
 	if rv.Valid {
 		w.DeploymentResourceVersion = &rv.String
 	}

@@ -37,6 +37,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NamesPerOwner", testNamesPerOwner},
 		{"NameFreeOnceTerminated", testNameFreeOnceTerminated},
 		{"Sessions", testSessions},
+		{"SSHKeys", testSSHKeys},
+		{"Activity", testActivity},
 	}
 	tests = append(tests, buildTests...)
 	for _, tc := range tests {

@@ -171,8 +171,15 @@ func UpgradeFromV2(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 
 	s := open(t)
 	dev, err := s.Workspace(ctx, store.WorkspaceRef{OwnerID: alice, Name: "dev"})
-	if err != nil || dev.ID != kID || dev.KubeName != "dev" || dev.Namespace != "hangar-dev" || dev.URL != "https://3000-dev--alice.ws.example.com/app" {
-		t.Fatalf("alice's dev after the upgrade = %+v, %v; want cluster name dev, namespace hangar-dev, URL in the new scheme", dev, err)
+	if err != nil || dev.ID != kID || dev.KubeName != "dev" || dev.Namespace != "hangar-dev" || dev.URL != "https://3000-dev--alice.ws.example.com/app" ||
+		dev.LastActivityAt != nil {
+		t.Fatalf("alice's dev after the upgrade = %+v, %v; want cluster name dev, namespace hangar-dev, URL in the new scheme, never used", dev, err)
+	}
+	if n, err := s.RecordActivity(ctx, agentID, []store.Activity{{WorkspaceID: kID, At: t0.Add(time.Hour)}}); err != nil || n != 1 {
+		t.Fatalf("RecordActivity after the upgrade = %d, %v", n, err)
+	}
+	if used, err := s.Workspace(ctx, store.WorkspaceRef{ID: kID}); err != nil || used.LastActivityAt == nil || !used.LastActivityAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("alice's dev after an activity report = %+v, %v", used, err)
 	}
 	x, err := s.Workspace(ctx, store.WorkspaceRef{OwnerID: dashed, Name: "x"})
 	if err != nil || x.KubeName != "x" || x.URL != "" {
