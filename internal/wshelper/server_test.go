@@ -75,6 +75,22 @@ func TestWindowChange(t *testing.T) {
 	}
 }
 
+// TestQuickCommandsNeverFail: a command that ends at once must not have its exit and close overtake
+// the reply to its exec request (the client would report the request as failed).
+func TestQuickCommandsNeverFail(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	c := ts.mustDial(t)
+	for i := range 50 {
+		sess, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sess.Run("true"); err != nil {
+			t.Fatalf("run %d of true: %v", i, err)
+		}
+	}
+}
+
 func TestExecSeparateStderrAndExitCode(t *testing.T) {
 	ts := startServer(t, ServerOptions{})
 	sess, err := ts.mustDial(t).NewSession()

@@ -29,15 +29,27 @@ type session struct {
 	started bool
 	proc    *os.Process // the command, while it runs
 	wg      sync.WaitGroup
+	// replied is closed once the request that started the command has been answered: its end
+	// (exit-status, close) must not overtake the reply, or the client sees the request fail (a
+	// quick `true` did, through the proxy).
+	replied     chan struct{}
+	repliedOnce sync.Once
 }
 
 func (c *conn) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
-	s := &session{c: c, ch: ch}
+	s := &session{c: c, ch: ch, replied: make(chan struct{})}
 	defer s.wg.Wait()
+	defer s.repliedOnce.Do(func() { close(s.replied) })
 	for req := range reqs {
 		ok := s.request(req)
 		if req.WantReply {
 			_ = req.Reply(ok, nil)
+		}
+		s.mu.Lock()
+		started := s.started
+		s.mu.Unlock()
+		if started {
+			s.repliedOnce.Do(func() { close(s.replied) })
 		}
 	}
 	// The client closed the channel, or the connection is gone. A command still running is hung
@@ -216,6 +228,7 @@ func (s *session) start(argv []string) bool {
 		if cmd.ProcessState == nil {
 			s.c.log.Warn("ssh session command", "err", err)
 		}
+		<-s.replied
 		_ = s.ch.CloseWrite()
 		if cmd.ProcessState != nil {
 			name, payload := exitRequest(cmd.ProcessState)
@@ -262,6 +275,7 @@ func (s *session) startSFTP() bool {
 			s.c.log.Info("sftp ended", "err", err)
 			status = 1
 		}
+		<-s.replied
 		_, _ = s.ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
 		srv.Close() // closes the channel
 	}()
