@@ -42,3 +42,15 @@ func (c *ServerClient) Exchange(ctx context.Context, req protocol.ProxyExchangeR
 	err := c.do(ctx, http.MethodPost, protocol.ProxyExchangePath, req, &out)
 	return out, err
 }
+
+// SSHCheck asks whether a key or token may enter a workspace by SSH.
+func (c *ServerClient) SSHCheck(ctx context.Context, req protocol.ProxySSHCheckRequest) (protocol.ProxySSHCheckResponse, error) {
+	var out protocol.ProxySSHCheckResponse
+	err := c.do(ctx, http.MethodPost, protocol.ProxySSHCheckPath, req, &out)
+	return out, err
+}
+
+// Activity reports the workspaces' latest use.
+func (c *ServerClient) Activity(ctx context.Context, req protocol.ProxyActivityRequest) error {
+	return c.do(ctx, http.MethodPost, protocol.ProxyActivityPath, req, nil)
+}

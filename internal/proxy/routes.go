@@ -32,6 +32,8 @@ type Route struct {
 	Addr      string
 	Namespace string
 	Service   string
+	// WorkspaceID is the Service's workspace (label hangar.dev/workspace-id), for activity.
+	WorkspaceID string
 }
 
 // Routes answers which pod serves a host, from the cluster as the informers last saw it. Nothing is
@@ -45,6 +47,7 @@ type Routes struct {
 const (
 	byHostTemplate = "hostTemplate"
 	byService      = "service"
+	byWorkspace    = "workspace"
 )
 
 // NewRoutes watches the Services and EndpointSlices that carry the agent's label. The EndpointSlice
@@ -62,6 +65,14 @@ func NewRoutes(client kubernetes.Interface, agentID string) (*Routes, error) {
 		}
 		if t := svc.Annotations[devfile.AnnotationHostTemplate]; t != "" {
 			return []string{strings.ToLower(t)}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("index services: %w", err)
+	}
+	if err := r.services.AddIndexers(cache.Indexers{byWorkspace: func(obj any) ([]string, error) {
+		if svc, ok := obj.(*corev1.Service); ok && svc.Labels[devfile.LabelWorkspaceID] != "" {
+			return []string{svc.Labels[devfile.LabelWorkspaceID]}, nil
 		}
 		return nil, nil
 	}}); err != nil {
@@ -139,10 +150,35 @@ func (r *Routes) route(svc *corev1.Service, port int) (Route, bool) {
 	if sp == nil {
 		return Route{}, false
 	}
-	route := Route{Known: true, Namespace: svc.Namespace, Service: svc.Name}
+	route := Route{Known: true, Namespace: svc.Namespace, Service: svc.Name, WorkspaceID: svc.Labels[devfile.LabelWorkspaceID]}
+	route.Addr = r.readyAddr(svc, sp.Name)
+	return route, true
+}
+
+// SSHAddr is the address of the helper's SSH port in a ready pod of the workspace, "" when none.
+func (r *Routes) SSHAddr(workspaceID string) string {
+	objs, err := r.services.GetIndexer().ByIndex(byWorkspace, workspaceID)
+	if err != nil {
+		return ""
+	}
+	for _, obj := range objs {
+		svc := obj.(*corev1.Service)
+		for _, p := range svc.Spec.Ports {
+			if p.Name == devfile.HelperSSHPortName {
+				if addr := r.readyAddr(svc, p.Name); addr != "" {
+					return addr
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// readyAddr is a ready endpoint (pod IP and target port) of svc's port named portName, "" if none.
+func (r *Routes) readyAddr(svc *corev1.Service, portName string) string {
 	objs, err := r.slices.GetIndexer().ByIndex(byService, svc.Namespace+"/"+svc.Name)
 	if err != nil {
-		return route, true
+		return ""
 	}
 	for _, obj := range objs {
 		s := obj.(*discoveryv1.EndpointSlice)
@@ -155,7 +191,7 @@ func (r *Routes) route(svc *corev1.Service, port int) (Route, bool) {
 			if p.Name != nil {
 				name = *p.Name
 			}
-			if name == sp.Name && p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) {
+			if name == portName && p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) {
 				target = *p.Port
 			}
 		}
@@ -167,11 +203,10 @@ func (r *Routes) route(svc *corev1.Service, port int) (Route, bool) {
 			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
 				continue
 			}
-			route.Addr = net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(target)))
-			return route, true
+			return net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(target)))
 		}
 	}
-	return route, true
+	return ""
 }
 
 // Count returns how many Services and EndpointSlices the informers hold.

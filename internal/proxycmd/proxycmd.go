@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hangar-dev/hangar/internal/agentcmd"
@@ -38,6 +39,7 @@ import (
 type Config struct {
 	Server, ServerPublicURL, TokenFile, Kubeconfig, Context, Listen, TLSCertFile, TLSKeyFile, MetricsListen, DNSZone string
 	AuthCacheTTL, MaxBodyBytes, WriteTimeout, LogLevel, LogFormat                                                    string
+	SSHListen, SSHHostKeyFile, SSHClientKeyFile, SSHRecheck, ActivityInterval                                        string
 }
 
 // Command returns `hangar proxy`.
@@ -72,6 +74,11 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.AuthCacheTTL, "auth-cache-ttl", "HANGAR_PROXY_AUTH_CACHE_TTL", "5s", "how long an allowed access decision is reused (refusals: 1 s at most); a revoked token or a removed user is noticed within it"),
 		cmdopt.String(&cfg.MaxBodyBytes, "max-body-bytes", "HANGAR_PROXY_MAX_BODY_BYTES", strconv.Itoa(proxy.DefaultMaxBodyBytes), "largest request body forwarded (413 above; WebSockets are not limited)"),
 		cmdopt.String(&cfg.WriteTimeout, "write-timeout", "HANGAR_PROXY_WRITE_TIMEOUT", "10m", "longest time to write one response (WebSockets have none)"),
+		cmdopt.String(&cfg.SSHListen, "ssh-listen", "HANGAR_PROXY_SSH_LISTEN", "", "address the proxy serves SSH on (empty: no SSH). The SSH user name is the workspace: `ssh -p PORT dev@HOST`, or owner/dev"),
+		cmdopt.String(&cfg.SSHHostKeyFile, "ssh-host-key-file", "HANGAR_PROXY_SSH_HOST_KEY_FILE", "", "the proxy's SSH host key (a private key file, as ssh-keygen writes); every replica should have the same one. Required with --ssh-listen"),
+		cmdopt.String(&cfg.SSHClientKeyFile, "ssh-client-key-file", "HANGAR_PROXY_SSH_CLIENT_KEY_FILE", "", "the private key the proxy logs in to workspaces with; its public half goes in the agent config's proxy_ssh_public_keys. Required with --ssh-listen"),
+		cmdopt.String(&cfg.SSHRecheck, "ssh-recheck-interval", "HANGAR_PROXY_SSH_RECHECK_INTERVAL", "10s", "how often an open SSH connection's access is asked again (a revoked token or removed key ends it within this)"),
+		cmdopt.String(&cfg.ActivityInterval, "activity-interval", "HANGAR_PROXY_ACTIVITY_INTERVAL", "30s", "how often the workspaces' use (requests, SSH) is reported to the server"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
 	})
@@ -107,6 +114,20 @@ func Run(ctx context.Context, cfg Config) error {
 	var certs *proxy.CertFiles
 	if cfg.TLSCertFile != "" {
 		if certs, err = proxy.LoadCertFiles(cfg.TLSCertFile, cfg.TLSKeyFile, clock.Real{}, log); err != nil {
+			return err
+		}
+	}
+	recheck, err := time.ParseDuration(cfg.SSHRecheck)
+	if err != nil || recheck < time.Second {
+		return fmt.Errorf("--ssh-recheck-interval: want a duration of 1s or more, got %q", cfg.SSHRecheck)
+	}
+	activityEvery, err := time.ParseDuration(cfg.ActivityInterval)
+	if err != nil || activityEvery < 100*time.Millisecond {
+		return fmt.Errorf("--activity-interval: want a duration of 100ms or more, got %q", cfg.ActivityInterval)
+	}
+	var sshKeys *sshKeyPair
+	if cfg.SSHListen != "" {
+		if sshKeys, err = loadSSHKeys(cfg.SSHHostKeyFile, cfg.SSHClientKeyFile); err != nil {
 			return err
 		}
 	}
@@ -179,6 +200,30 @@ func Run(ctx context.Context, cfg Config) error {
 	svcs, slices := routes.Count()
 	log.Info("routes synced", "agent", info.Name, "agent_id", info.ID, "dns_zone", zone, "services", svcs, "endpoint_slices", slices)
 
+	activity := &proxy.Activity{Sender: server, Clock: clock.Real{}, Logger: log}
+	activityCtx, stopActivity := context.WithCancel(context.Background())
+	activityTicker := time.NewTicker(activityEvery)
+	activityDone := make(chan struct{})
+	go func() { defer close(activityDone); activity.Run(activityCtx, activityTicker.C) }()
+	defer func() { stopActivity(); activityTicker.Stop(); <-activityDone }()
+
+	var sshSrv *proxy.SSHServer
+	var sshLn net.Listener
+	if sshKeys != nil {
+		sshSrv, err = proxy.NewSSHServer(proxy.SSHOptions{
+			HostKeys: []ssh.Signer{sshKeys.host}, UpstreamKey: sshKeys.client, Checker: server, Routes: routes,
+			Activity: activity.Record, RecheckInterval: recheck, Logger: log, Metrics: proxy.NewSSHMetrics(reg),
+		})
+		if err != nil {
+			return err
+		}
+		if sshLn, err = net.Listen("tcp", cfg.SSHListen); err != nil {
+			return fmt.Errorf("--ssh-listen: %w", err)
+		}
+		log.Info("ssh listening", "addr", sshLn.Addr().String(), "host_key", ssh.FingerprintSHA256(sshKeys.host.PublicKey()),
+			"client_key", strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshKeys.client.PublicKey()))))
+	}
+
 	handler := proxy.NewHandler(proxy.Options{
 		Routes: routes, Exchanger: server, ServerURL: publicURL, Zone: zone, TLS: certs != nil,
 		Auth:         &proxy.Auth{Checker: server, Clock: clock.Real{}, AllowTTL: ttl, DenyTTL: min(ttl, time.Second), MaxEntries: 100000},
@@ -196,7 +241,14 @@ func Run(ctx context.Context, cfg Config) error {
 	log.Info("proxy listening", "addr", ln.Addr().String(), "tls", certs != nil, "dns_zone", zone, "server", cfg.Server)
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	if sshSrv != nil {
+		wg.Go(func() {
+			if err := sshSrv.Serve(sshLn); !errors.Is(err, proxy.ErrSSHServerClosed) {
+				errc <- err
+			}
+		})
+	}
 	wg.Go(func() {
 		if certs != nil {
 			errc <- srv.ServeTLS(ln, "", "") // HTTP/2 through ALPN
@@ -208,6 +260,9 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
+			if sshSrv != nil {
+				sshSrv.Close()
+			}
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
@@ -215,6 +270,9 @@ func Run(ctx context.Context, cfg Config) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdown)
+	if sshSrv != nil {
+		sshSrv.Close()
+	}
 	wg.Wait()
 	return nil
 }
@@ -239,4 +297,25 @@ func agentInfo(ctx context.Context, server *proxy.ServerClient, log *slog.Logger
 		}
 		delay = min(delay*2, 10*time.Second)
 	}
+}
+
+type sshKeyPair struct{ host, client ssh.Signer }
+
+// loadSSHKeys reads the proxy's host key and its key for the workspaces' helpers.
+func loadSSHKeys(hostFile, clientFile string) (*sshKeyPair, error) {
+	if hostFile == "" || clientFile == "" {
+		return nil, errors.New("--ssh-listen needs --ssh-host-key-file and --ssh-client-key-file (make them with: ssh-keygen -t ed25519 -N '' -f FILE)")
+	}
+	var keys [2]ssh.Signer
+	for i, f := range []string{hostFile, clientFile} {
+		flag := []string{"--ssh-host-key-file", "--ssh-client-key-file"}[i]
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		if keys[i], err = ssh.ParsePrivateKey(b); err != nil {
+			return nil, fmt.Errorf("%s %s: %w (want an unencrypted private key, as ssh-keygen -N '' writes)", flag, f, err)
+		}
+	}
+	return &sshKeyPair{host: keys[0], client: keys[1]}, nil
 }
