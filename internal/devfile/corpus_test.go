@@ -637,8 +637,12 @@ func checkHelper(t *testing.T, g generated, spec corev1.PodSpec, mainName string
 		return
 	}
 	fromProxy, fromCluster := policyAdmits(g.policy, HelperSSHPort)
-	if g.service != nil && slices.ContainsFunc(g.service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == HelperSSHPort }) {
-		t.Errorf("the Service has the helper's port %d", HelperSSHPort)
+	// The proxy finds the pod through the Service's EndpointSlice: the port is on the Service, by
+	// its name, and only the NetworkPolicy's proxy rule admits it (checked below).
+	if g.service == nil || !slices.ContainsFunc(g.service.Spec.Ports, func(p corev1.ServicePort) bool {
+		return p.Port == HelperSSHPort && p.Name == HelperSSHPortName && p.TargetPort.IntValue() == HelperSSHPort
+	}) {
+		t.Errorf("the Service has no port %s (%d) for the proxy to find the helper by", HelperSSHPortName, HelperSSHPort)
 	}
 	if g.service != nil && slices.Contains(strings.Split(g.service.Annotations[AnnotationPublicPorts], ","), strconv.Itoa(HelperSSHPort)) {
 		t.Errorf("the helper's port %d is a public port", HelperSSHPort)

@@ -416,7 +416,8 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		},
 	})
 
-	// Public and internal endpoints get a Service port; none endpoints stay inside the pod.
+	// Public and internal endpoints get a Service port; none endpoints stay inside the pod, but for
+	// the helper's SSH port, which the proxy finds through the Service's EndpointSlice.
 	var ports []corev1.ServicePort
 	var public []string
 	var publicPorts, internalPorts []networkingv1.NetworkPolicyPort
@@ -443,6 +444,10 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 			maps.Copy(serviceAnnotations, annotations)
 		}
 	}
+	if d.helper {
+		// In the NetworkPolicy for the proxy only (below), never a public port.
+		ports = append(ports, corev1.ServicePort{Name: HelperSSHPortName, Protocol: corev1.ProtocolTCP, Port: HelperSSHPort, TargetPort: intstr.FromInt32(HelperSSHPort)})
+	}
 	if len(ports) > 0 {
 		svcMeta := meta(name)
 		svcMeta.Annotations = maps.Clone(serviceAnnotations)
@@ -457,7 +462,7 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	if *a.NetworkPolicy.Enabled {
 		proxyPorts := publicPorts
 		if d.helper {
-			// The helper's SSH port: for the proxy only, never a Service port or a public endpoint.
+			// The helper's SSH port: for the proxy only, never a public endpoint.
 			proxyPorts = append(slices.Clone(publicPorts), networkingv1.NetworkPolicyPort{Protocol: ptr(corev1.ProtocolTCP), Port: ptr(intstr.FromInt32(HelperSSHPort))})
 		}
 		add("networking.k8s.io/v1", "NetworkPolicy", ns, name, networkPolicy(meta(name), selector, a, proxyPorts, internalPorts))

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
@@ -34,6 +36,10 @@ type AgentConfig struct {
 	// workspaces' helpers with: each workspace pod's `hangar workspace-helper` trusts exactly these.
 	// Empty refuses every SSH login (the helper fails closed).
 	ProxySSHPublicKeys []string `json:"proxy_ssh_public_keys"`
+	// ProxySSHAddress is HOST:PORT where users reach the proxy's SSH (`hangar proxy --ssh-listen`,
+	// behind an L4 load balancer): `hangar ssh`, `port-forward` and `config-ssh` connect there.
+	// Empty: this agent's workspaces have no SSH for users.
+	ProxySSHAddress string `json:"proxy_ssh_address,omitempty"`
 
 	PartialReconcileIntervalSeconds int `json:"partial_reconciliation_interval_seconds"`
 	FullReconcileIntervalSeconds    int `json:"full_reconciliation_interval_seconds"`
@@ -288,6 +294,12 @@ func (c AgentConfig) Validate() error {
 	}
 	if c.ProxyURLScheme != "https" && c.ProxyURLScheme != "http" {
 		v.Add("config.proxy_url_scheme", "must be https or http, got %q", c.ProxyURLScheme)
+	}
+	if a := c.ProxySSHAddress; a != "" {
+		host, port, err := net.SplitHostPort(a)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 || strings.ContainsAny(host, " /\t") {
+			v.Add("config.proxy_ssh_address", "must be HOST:PORT where users reach the proxy's SSH, such as ssh.workspaces.example.com:22, got %q", a)
+		}
 	}
 	for i, k := range c.ProxySSHPublicKeys {
 		f := fmt.Sprintf("config.proxy_ssh_public_keys[%d]", i)

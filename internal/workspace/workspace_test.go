@@ -75,6 +75,9 @@ func TestAgentConfigValidate(t *testing.T) {
 		{"bad proxy ssh key", AgentConfig{ProxySSHPublicKeys: []string{testSSHKey, "ssh-ed25519 notbase64"}}, "config.proxy_ssh_public_keys[1]"},
 		{"two proxy ssh keys in one", AgentConfig{ProxySSHPublicKeys: []string{testSSHKey + "\n" + testSSHKey}}, "config.proxy_ssh_public_keys[0]"},
 		{"proxy ssh key with options", AgentConfig{ProxySSHPublicKeys: []string{`from="10.0.0.1" ` + testSSHKey}}, "config.proxy_ssh_public_keys[0]"},
+		{"proxy ssh address without port", AgentConfig{ProxySSHAddress: "ssh.example.com"}, "config.proxy_ssh_address"},
+		{"proxy ssh address port zero", AgentConfig{ProxySSHAddress: "ssh.example.com:0"}, "config.proxy_ssh_address"},
+		{"proxy ssh address without host", AgentConfig{ProxySSHAddress: ":22"}, "config.proxy_ssh_address"},
 		{"toleration Exists takes no value", AgentConfig{Tolerations: []Toleration{{Key: "k", Operator: "Exists", Value: "v"}}}, "config.tolerations[0].value"},
 	}
 	for _, tc := range tests {
