@@ -29,6 +29,9 @@ type Workspace struct {
 	Error                     *WorkspaceError `json:"error"`
 	URL                       string          `json:"url"`
 	CreatedAt                 time.Time       `json:"created_at"`
+	// LastActivityAt is when the workspace was last used through the access proxy (an SSH session
+	// or forward, an HTTP request), as its proxies reported it; null when never.
+	LastActivityAt *time.Time `json:"last_activity_at"`
 	// Warnings, only in the answers to create and update: what Hangar accepted in the devfile but
 	// ignores (starterProjects, components only build and deploy commands use, ...).
 	Warnings []string `json:"warnings,omitempty"`

@@ -42,6 +42,7 @@ func toWorkspace(w store.Workspace) sdk.Workspace {
 		DeploymentResourceVersion: w.DeploymentResourceVersion,
 		URL:                       w.URL,
 		CreatedAt:                 w.CreatedAt,
+		LastActivityAt:            w.LastActivityAt,
 	}
 	if w.ErrorType != "" || w.ErrorMessage != "" {
 		out.Error = &sdk.WorkspaceError{Type: w.ErrorType, Message: w.ErrorMessage}
@@ -55,6 +56,10 @@ func kubeNameOf(w store.Workspace) string {
 		return ""
 	}
 	return w.KubeName
+}
+
+func toSSHKey(k store.SSHKey) sdk.SSHKey {
+	return sdk.SSHKey{ID: k.ID, Name: k.Name, Fingerprint: k.Fingerprint, PublicKey: k.PublicKey, CreatedAt: k.CreatedAt}
 }
 
 func toTemplate(t store.Template) sdk.Template {

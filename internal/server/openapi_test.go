@@ -427,6 +427,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	c.do(dev.Token, "GET", "/api/v1/workspaces/a%2Fb%2Fc", nil, 400, false)
 
 	oaProxy(t, c, dev.Token, agent.Token, mine.URL)
+	oaSSH(t, c, dev.Token, agent.Token, mine)
 
 	// Desired state changes.
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "RestartRequested"}, 200, true)

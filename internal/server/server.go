@@ -128,12 +128,17 @@ func (s *Server) routeTable() []routeEntry {
 
 		{"POST", protocol.ProxyExchangePath, s.authAgent(s.proxyExchange)},
 		{"POST", protocol.ProxyCheckPath, s.authAgent(s.proxyCheck)},
+		{"POST", protocol.ProxySSHCheckPath, s.authAgent(s.proxySSHCheck)},
+		{"POST", protocol.ProxyActivityPath, s.authAgent(s.proxyActivity)},
 		{"GET", "/signin", http.HandlerFunc(s.signinPage)},
 		{"POST", "/signin", s.csrf.Handler(http.HandlerFunc(s.signin))},
 		{"POST", "/signout", s.csrf.Handler(http.HandlerFunc(s.signout))},
 		{"GET", protocol.ProxyAuthorizePath, http.HandlerFunc(s.proxyAuthorize)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
+		{"GET", "/api/v1/users/me/ssh-keys", s.authUser(s.listSSHKeys)},
+		{"POST", "/api/v1/users/me/ssh-keys", s.authUser(s.addSSHKey)},
+		{"DELETE", "/api/v1/users/me/ssh-keys/{key}", s.authUser(s.removeSSHKey)},
 		{"POST", "/api/v1/users", s.authUser(s.adminOnly(s.createUser))},
 		{"POST", "/api/v1/users/{username}/token", s.authUser(s.rotateToken)},
 		{"POST", "/api/v1/agents", s.authUser(s.adminOnly(s.createAgent))},
