@@ -13,7 +13,7 @@ import (
 
 const sshKeyCols = `id, user_id, name, fingerprint, public_key, created_at`
 
-func scanSSHKey(row interface{ Scan(...any) error }, extra ...any) (store.SSHKey, error) {
+func scanSSHKey(row scanner, extra ...any) (store.SSHKey, error) {
 	var k store.SSHKey
 	var created int64
 	if err := row.Scan(append([]any{&k.ID, &k.UserID, &k.Name, &k.Fingerprint, &k.PublicKey, &created}, extra...)...); err != nil {
@@ -50,20 +50,8 @@ func (s *Store) CreateSSHKey(ctx context.Context, k store.SSHKey, maxPerUser int
 }
 
 func (s *Store) SSHKeys(ctx context.Context, userID string) ([]store.SSHKey, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+sshKeyCols+` FROM ssh_keys WHERE user_id = ? ORDER BY created_at, id`), userID)
-	if err != nil {
-		return nil, fmt.Errorf("list ssh keys: %w", err)
-	}
-	defer rows.Close()
-	out := []store.SSHKey{}
-	for rows.Next() {
-		k, err := scanSSHKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read ssh key: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, s.db, "ssh keys", `SELECT `+sshKeyCols+` FROM ssh_keys WHERE user_id = ? ORDER BY created_at, id`,
+		func(row scanner) (store.SSHKey, error) { return scanSSHKey(row) }, userID)
 }
 
 func (s *Store) DeleteSSHKey(ctx context.Context, userID, idOrFingerprint string) (store.SSHKey, error) {
