@@ -43,6 +43,10 @@ func oaSSH(t *testing.T, c *oaChecker, userToken, agentToken string, ws sdk.Work
 		t.Errorf("SSH check of another owner's workspace: %+v", ck)
 	}
 	c.do(agentToken, "POST", protocol.ProxySSHCheckPath, protocol.ProxySSHCheckRequest{Workspace: ws.Name}, 400, true)
+	c.decode(c.do(agentToken, "POST", protocol.ProxySSHCheckPath, protocol.ProxySSHCheckRequest{Workspace: "Root", PublicKey: line}, 200, true), &ck)
+	if ck.Allowed || ck.Reason != protocol.ProxyNotFound {
+		t.Errorf("SSH check of a user name that is no workspace name: %+v", ck)
+	}
 	c.do(agentToken, "POST", protocol.ProxySSHCheckPath, protocol.ProxySSHCheckRequest{Workspace: strings.Repeat("w", 201), Token: userToken}, 400, false)
 	c.do(userToken, "POST", protocol.ProxySSHCheckPath, protocol.ProxySSHCheckRequest{Workspace: ws.Name, Token: userToken}, 401, false)
 

@@ -47,17 +47,8 @@ func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent sto
 		return err
 	}
 	v := &workspace.ValidationError{}
-	var ref workspace.Ref
 	if len(req.Workspace) > maxSSHWorkspaceLen {
 		v.Add("workspace", "is too long (%d bytes; at most %d)", len(req.Workspace), maxSSHWorkspaceLen)
-	} else if parsed, err := workspace.ParseRef("workspace", req.Workspace); err != nil {
-		var ve *workspace.ValidationError
-		if !errors.As(err, &ve) {
-			return err
-		}
-		v.Problems = append(v.Problems, ve.Problems...)
-	} else {
-		ref = parsed
 	}
 	if (req.PublicKey == "") == (req.Token == "") {
 		v.Add("public_key", "exactly one of public_key and token is required")
@@ -94,6 +85,12 @@ func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent sto
 		return refuse(protocol.ProxyUnauthenticated, store.User{})
 	} else if err != nil {
 		return err
+	}
+	// The workspace is whatever SSH user name the client typed (root, Alice, ...): one that cannot
+	// name a workspace names none, which is an answer, not a bad request.
+	ref, err := workspace.ParseRef("workspace", req.Workspace)
+	if err != nil {
+		return refuse(protocol.ProxyNotFound, u)
 	}
 	owner := u
 	if ref.Owner != "" && ref.Owner != u.Username {

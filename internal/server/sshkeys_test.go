@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -263,6 +264,11 @@ func TestProxySSHCheck(t *testing.T) {
 			refused("another agent's proxy", check(k2, protocol.ProxySSHCheckRequest{Workspace: "dev", PublicKey: aliceKey}), "alice", protocol.ProxyNotFound)
 			refused("a workspace of another agent", check(k1, protocol.ProxySSHCheckRequest{Workspace: "elsewhere", PublicKey: aliceKey}), "alice", protocol.ProxyNotFound)
 			refused("a terraform workspace", check(k1, protocol.ProxySSHCheckRequest{Workspace: "vm", PublicKey: aliceKey}), "alice", protocol.ProxyNotFound)
+			// The SSH user name is whatever the client typed: one that is no workspace name names none.
+			for _, name := range []string{"", "root", "Dev", "alice/", "/dev", "a/b/c", "dev\x00"} {
+				refused("user name "+strconv.Quote(name), check(k1, protocol.ProxySSHCheckRequest{Workspace: name, PublicKey: aliceKey}), "alice", protocol.ProxyNotFound)
+			}
+			refused("a bad user name with an unknown key", check(k1, protocol.ProxySSHCheckRequest{Workspace: "Dev", PublicKey: strangerKey}), "", protocol.ProxyUnauthenticated)
 
 			// Stopped: allowed, with its state, so that the proxy can say so; deleted: not found.
 			mustCall(t, env, alice, "PATCH", "/api/v1/workspaces/dev", map[string]any{"desired_state": "Stopped"}, http.StatusOK, nil)
@@ -287,8 +293,6 @@ func TestProxySSHCheck(t *testing.T) {
 			}{
 				{"both", protocol.ProxySSHCheckRequest{Workspace: "dev", PublicKey: bobKey, Token: bob}, "public_key"},
 				{"neither", protocol.ProxySSHCheckRequest{Workspace: "dev"}, "public_key"},
-				{"no workspace", protocol.ProxySSHCheckRequest{Token: bob}, "workspace"},
-				{"not a workspace name", protocol.ProxySSHCheckRequest{Workspace: "Dev_1", Token: bob}, "workspace"},
 				{"a long workspace", protocol.ProxySSHCheckRequest{Workspace: strings.Repeat("a", 201), Token: bob}, "workspace"},
 				{"not a key", protocol.ProxySSHCheckRequest{Workspace: "dev", PublicKey: "ssh-ed25519 !!"}, "public_key"},
 				{"a long key", protocol.ProxySSHCheckRequest{Workspace: "dev", PublicKey: strings.Repeat("a", 16<<10+1)}, "public_key"},
