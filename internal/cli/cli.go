@@ -57,6 +57,7 @@ func addCommands(root *cobra.Command, a *app) {
 	cmds := []*cobra.Command{
 		a.loginCmd(),
 		a.usersCmd(),
+		a.sshKeysCmd(),
 		a.agentsCmd(),
 		a.createCmd(),
 		a.listCmd(),

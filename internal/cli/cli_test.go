@@ -17,6 +17,7 @@ func TestHelp(t *testing.T) {
 	commands := []string{
 		"", "login", "users", "users create", "agents", "agents create", "agents list",
 		"create", "list", "show", "start", "stop", "restart", "delete",
+		"ssh-keys", "ssh-keys add", "ssh-keys list", "ssh-keys remove",
 	}
 	for _, c := range commands {
 		name := strings.ReplaceAll(c, " ", "-")
@@ -44,6 +45,7 @@ func sample() sdk.Workspace {
 		Error:                     &sdk.WorkspaceError{Type: "applier", Message: `Deployment "api-dev": admission webhook denied the request`},
 		URL:                       "https://3000-api-dev.ws.example.com/",
 		CreatedAt:                 t0.Add(-3 * time.Hour),
+		LastActivityAt:            ptr(t0.Add(-5 * time.Minute)),
 	}
 }
 

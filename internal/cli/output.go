@@ -73,6 +73,10 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 	if ws.RespondedToAgentAt != nil {
 		respondedAt = a.formatTime(*ws.RespondedToAgentAt)
 	}
+	lastUsed := "never"
+	if ws.LastActivityAt != nil {
+		lastUsed = a.formatTime(*ws.LastActivityAt)
+	}
 	deployment := "-"
 	if ws.DeploymentResourceVersion != nil && *ws.DeploymentResourceVersion != "" {
 		deployment = "resourceVersion " + *ws.DeploymentResourceVersion
@@ -90,6 +94,7 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 		{"Last error", lastErr},
 		{"Last sent to agent", respondedAt},
 		{"Deployment", deployment},
+		{"Last used", lastUsed},
 		{"Created", a.formatTime(ws.CreatedAt)},
 	}
 	if ws.Backend == "terraform" {
