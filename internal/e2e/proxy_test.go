@@ -4,10 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -23,6 +26,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"golang.org/x/crypto/ssh"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hangar-dev/hangar/internal/proxy"
@@ -68,10 +72,15 @@ type proxyEnv struct {
 	ca          *testca.CA
 	admin       *sdk.Client
 	agent       string
+	// sshAddr is the proxy's SSH inside the namespace; sshPublic relays to it from this host's
+	// loopback, and is the agent config's proxy_ssh_address (what `hangar ssh` connects to).
+	sshAddr, sshPublic string
+	sshHostKey         ssh.PublicKey
 }
 
 var (
 	proxyListening   = regexp.MustCompile(`"msg":"proxy listening","addr":"([^"]+)"`)
+	sshListening     = regexp.MustCompile(`"msg":"ssh listening","addr":"([^"]+)"`)
 	metricsListening = regexp.MustCompile(`"msg":"metrics listening","addr":"([^"]+)"`)
 )
 
@@ -80,7 +89,25 @@ func setUpProxy(t testing.TB) *proxyEnv {
 	e := &proxyEnv{cluster: kubetest.Start(t), srv: startServer(t), ca: testca.New(t), agent: "proxied"}
 	e.admin = e.srv.client(t, e.srv.AdminToken)
 	loadWebecho(t, e.cluster)
-	tokenFile := e.srv.registerRealAgent(t, e.agent, `{"dns_zone":"`+proxyZone+`"}`)
+	// The proxy's SSH: its host key, its key for the workspaces' helpers (in the agent config), and
+	// a relay from this host's loopback to where it listens inside the namespace.
+	dir := t.TempDir()
+	var sshRelay net.Listener
+	var err error
+	hostKeyFile, clientKeyFile := filepath.Join(dir, "ssh_host_key"), filepath.Join(dir, "ssh_client_key")
+	hostPub := writeSSHKey(t, hostKeyFile)
+	if e.sshHostKey, _, _, _, err = ssh.ParseAuthorizedKey([]byte(hostPub)); err != nil {
+		t.Fatal(err)
+	}
+	clientPub := writeSSHKey(t, clientKeyFile)
+	sshRelay, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sshRelay.Close() })
+	e.sshPublic = sshRelay.Addr().String()
+	cfg, _ := json.Marshal(map[string]any{"dns_zone": proxyZone, "proxy_ssh_public_keys": []string{clientPub}, "proxy_ssh_address": e.sshPublic})
+	tokenFile := e.srv.registerRealAgent(t, e.agent, string(cfg))
 	startAgent(t, e.srv, e.cluster, e.agent, tokenFile, "hangar-agent-proxied")
 
 	// The proxy reaches the server (on this host's loopback) through a relay inside the namespace.
@@ -91,7 +118,6 @@ func setUpProxy(t testing.TB) *proxyEnv {
 	t.Cleanup(func() { _ = relay.Close() })
 	go pipeTo(relay, e.srv.listen)
 
-	dir := t.TempDir()
 	cert, key := e.ca.Issue(t, "*."+proxyZone)
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
@@ -103,11 +129,16 @@ func setUpProxy(t testing.TB) *proxyEnv {
 	e.proxy = startInside(t, e.cluster, "proxy", nil, "proxy", "--server", "http://"+relay.Addr().String(), "--server-public-url", e.srv.URL,
 		"--token-file", tokenFile, "--kubeconfig", e.cluster.Kubeconfig, "--listen", net.JoinHostPort(kubetest.NodeIP, "0"),
 		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--metrics-listen", net.JoinHostPort(kubetest.NodeIP, "0"),
+		"--ssh-listen", net.JoinHostPort(kubetest.NodeIP, "0"), "--ssh-host-key-file", hostKeyFile, "--ssh-client-key-file", clientKeyFile,
+		"--ssh-recheck-interval", "1s", "--activity-interval", "200ms",
 		"--log-format", "json", "--log-level", "debug")
 	deadline := time.Now().Add(60 * time.Second)
-	for e.proxyAddr == "" {
+	for e.proxyAddr == "" || e.sshAddr == "" {
 		if m := proxyListening.FindStringSubmatch(e.proxy.output()); m != nil {
 			e.proxyAddr = m[1]
+		}
+		if m := sshListening.FindStringSubmatch(e.proxy.output()); m != nil {
+			e.sshAddr = m[1]
 		}
 		if m := metricsListening.FindStringSubmatch(e.proxy.output()); m != nil {
 			e.metricsAddr = m[1]
@@ -121,7 +152,58 @@ func setUpProxy(t testing.TB) *proxyEnv {
 			t.Fatalf("the proxy did not start listening:\n%s", e.proxy.output())
 		}
 	}
+	go e.relaySSH(sshRelay)
 	return e
+}
+
+// relaySSH relays every connection l accepts to the proxy's SSH inside the namespace.
+func (e *proxyEnv) relaySSH(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			s, err := e.cluster.DialInside(ctx, e.sshAddr)
+			cancel()
+			if err != nil {
+				return
+			}
+			defer s.Close()
+			done := make(chan struct{}, 2)
+			go func() { _, _ = io.Copy(s, c); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(c, s); done <- struct{}{} }()
+			<-done
+		}()
+	}
+}
+
+// writeSSHKey writes a new ed25519 private key in OpenSSH's format and returns its public key as
+// an authorized_keys line.
+func writeSSHKey(t testing.TB, file string) string {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "hangar-e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+	if err := os.WriteFile(file+".pub", []byte(pub+" hangar-e2e\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return pub
 }
 
 // pipeTo relays every connection l accepts to addr.
