@@ -67,6 +67,17 @@ func FuzzDecoders(f *testing.F) {
 	// the fuzzer would lock itself out.
 	f.Add(uint8(20), []byte(`fz-user`))
 	f.Add(uint8(20), []byte(`nobody`))
+	// SSH keys and the proxy's SSH side (endpoints 21 to 24): a key added, the SSH check, an activity
+	// report, and a key removed (the body is the path value).
+	fuzzKey, fuzzFingerprint := newKey(f, "fz@laptop")
+	f.Add(uint8(21), []byte(`{"public_key":"`+fuzzKey+`"}`))
+	f.Add(uint8(21), []byte(`{"name":"work","public_key":"# comment\n`+fuzzKey+`\n"}`))
+	f.Add(uint8(22), []byte(`{"workspace":"w","public_key":"`+fuzzKey+`"}`))
+	f.Add(uint8(22), []byte(`{"workspace":"admin/w","token":"hgu_x"}`))
+	f.Add(uint8(23), []byte(`{"activity":[{"workspace_id":"x","kind":"ssh","at":"2026-01-01T05:00:00Z"},{"workspace_id":"y","kind":"http","at":"2999-01-01T00:00:00Z"}]}`))
+	f.Add(uint8(23), []byte(`{"activity":[{"workspace_id":"","kind":"ftp"}]}`))
+	f.Add(uint8(24), []byte(fuzzFingerprint))
+	f.Add(uint8(24), []byte(`SHA256:/../x`))
 
 	// Waits (acquire, heartbeat) end at once, whatever wait_seconds says.
 	now := func(time.Duration) <-chan time.Time {
@@ -161,6 +172,10 @@ func FuzzDecoders(f *testing.F) {
 		{"", "POST", "/signin"},
 		{"", "GET", protocol.ProxyAuthorizePath + "?{query}"},
 		{admin, "POST", "/api/v1/users/{ref}/token"},
+		{admin, "POST", "/api/v1/users/me/ssh-keys"},
+		{agentToken, "POST", protocol.ProxySSHCheckPath},
+		{agentToken, "POST", protocol.ProxyActivityPath},
+		{admin, "DELETE", "/api/v1/users/me/ssh-keys/{ref}"},
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		e := endpoints[int(which)%len(endpoints)]
