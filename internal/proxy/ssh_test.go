@@ -101,6 +101,9 @@ type sshFixture struct {
 	hostKey   ssh.PublicKey
 	ticks     chan time.Time
 	server    *SSHServer
+	// helperAddr and upstreamKey reach the helper directly, as the proxy does.
+	helperAddr  string
+	upstreamKey ssh.Signer
 
 	mu       sync.Mutex
 	activity []string
@@ -108,7 +111,7 @@ type sshFixture struct {
 
 // newSSHFixture runs the real workspace helper's SSH server (as in the pod) and the proxy's SSH
 // side in front of it, both on loopback.
-func newSSHFixture(t *testing.T) *sshFixture {
+func newSSHFixture(t testing.TB, helperOpts ...func(*wshelper.ServerOptions)) *sshFixture {
 	t.Helper()
 	upstreamKey := newSigner(t)
 	dir := t.TempDir()
@@ -116,8 +119,12 @@ func newSSHFixture(t *testing.T) *sshFixture {
 	if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(upstreamKey.PublicKey()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	helper, err := wshelper.NewServer(wshelper.ServerOptions{HostKey: newSigner(t), AuthorizedKeysFile: keys, Shell: "/bin/sh", Dir: dir,
-		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}})
+	hopts := wshelper.ServerOptions{HostKey: newSigner(t), AuthorizedKeysFile: keys, Shell: "/bin/sh", Dir: dir,
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}}
+	for _, o := range helperOpts {
+		o(&hopts)
+	}
+	helper, err := wshelper.NewServer(hopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +139,7 @@ func newSSHFixture(t *testing.T) *sshFixture {
 		helper.Shutdown(ctx)
 	})
 
-	f := &sshFixture{alice: newSigner(t), bob: newSigner(t), ticks: make(chan time.Time)}
+	f := &sshFixture{alice: newSigner(t), bob: newSigner(t), ticks: make(chan time.Time), helperAddr: hln.Addr().String(), upstreamKey: upstreamKey}
 	f.checker = &fakeSSHChecker{alice: authorizedLine(f.alice.PublicKey()), bob: authorizedLine(f.bob.PublicKey()), token: "hgu_alicetoken"}
 	f.routes = &fakeSSHRoutes{addr: map[string]string{"ws-1": hln.Addr().String()}}
 	host := newSigner(t)
@@ -167,6 +174,11 @@ func (f *sshFixture) dial(user string, auth ...ssh.AuthMethod) (*ssh.Client, err
 		return nil, errors.New(banner.String() + err.Error())
 	}
 	return c, err
+}
+
+func (f *sshFixture) dialHelper() (*ssh.Client, error) {
+	return ssh.Dial("tcp", f.helperAddr, &ssh.ClientConfig{User: "alice", Auth: []ssh.AuthMethod{ssh.PublicKeys(f.upstreamKey)},
+		HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second})
 }
 
 func run(t *testing.T, c *ssh.Client, cmd string) (stdout, stderr string, err error) {
