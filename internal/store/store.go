@@ -107,6 +107,7 @@ type Store interface {
 	SessionStore
 	SSHKeyStore
 	ActivityStore
+	AgentTokenStore
 
 	Close() error
 	// Ping checks the database answers (readiness).

@@ -39,6 +39,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Sessions", testSessions},
 		{"SSHKeys", testSSHKeys},
 		{"Activity", testActivity},
+		{"AgentTokens", testAgentTokens},
+		{"WorkspaceActivity", testWorkspaceActivity},
 	}
 	tests = append(tests, buildTests...)
 	for _, tc := range tests {

@@ -1,0 +1,82 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+func agentToken(w store.Workspace, hash string, buildNumber int) store.WorkspaceAgentToken {
+	return store.WorkspaceAgentToken{Hash: []byte(hash), WorkspaceID: w.ID, BuildNumber: buildNumber, CreatedAt: t0.Add(time.Duration(buildNumber)*time.Second + 3*time.Microsecond)}
+}
+
+// testAgentTokens: tokens of Terraform workspaces' helpers are found by hash; keeping a set
+// removes the others of the builds up to the one named, never those of later builds nor another
+// workspace's.
+func testAgentTokens(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewBuildFixture(t, s, "alice")
+	w1, _ := f.Create(t, s, "tf1", t0)
+	w2, _ := f.Create(t, s, "tf2", t0)
+	t1, t2, t3, other := agentToken(w1, "h1", 1), agentToken(w1, "h2", 2), agentToken(w1, "h3", 3), agentToken(w2, "o1", 1)
+	for _, tk := range []store.WorkspaceAgentToken{t1, t2, t3, other} {
+		if err := s.CreateWorkspaceAgentToken(ctx, tk); err != nil {
+			t.Fatalf("CreateWorkspaceAgentToken(%s): %v", tk.Hash, err)
+		}
+	}
+	if err := s.CreateWorkspaceAgentToken(ctx, agentToken(w2, "h1", 4)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a hash stored twice: %v, want ErrConflict", err)
+	}
+	if err := s.CreateWorkspaceAgentToken(ctx, store.WorkspaceAgentToken{Hash: []byte("x"), WorkspaceID: "no-such-workspace", CreatedAt: t0}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a token of an unknown workspace: %v, want ErrNotFound", err)
+	}
+	got, err := s.WorkspaceAgentTokenByHash(ctx, []byte("h2"))
+	if err != nil || string(got.Hash) != "h2" || got.WorkspaceID != w1.ID || got.BuildNumber != 2 || !got.CreatedAt.Equal(t2.CreatedAt) {
+		t.Fatalf("WorkspaceAgentTokenByHash(h2) = %+v, %v; want %+v", got, err, t2)
+	}
+	if _, err := s.WorkspaceAgentTokenByHash(ctx, []byte("nope")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an unknown hash: %v, want ErrNotFound", err)
+	}
+
+	// Build 2 finished with h1 in its state: h2 goes, h1 stays, h3 (build 3) and w2's stay.
+	if n, err := s.KeepWorkspaceAgentTokens(ctx, w1.ID, 2, [][]byte{[]byte("h1"), []byte("unknown")}); err != nil || n != 1 {
+		t.Fatalf("KeepWorkspaceAgentTokens(up to 2, keep h1) = %d, %v; want 1 removed", n, err)
+	}
+	for hash, want := range map[string]bool{"h1": true, "h2": false, "h3": true, "o1": true} {
+		_, err := s.WorkspaceAgentTokenByHash(ctx, []byte(hash))
+		if want && err != nil || !want && !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("after keeping h1 up to build 2, %s: %v (want kept: %v)", hash, err, want)
+		}
+	}
+	// A state without agents (a stop, a delete) removes them all, up to its build.
+	if n, err := s.KeepWorkspaceAgentTokens(ctx, w1.ID, 3, nil); err != nil || n != 2 {
+		t.Fatalf("KeepWorkspaceAgentTokens(up to 3, none) = %d, %v; want 2 removed", n, err)
+	}
+	if _, err := s.WorkspaceAgentTokenByHash(ctx, []byte("o1")); err != nil {
+		t.Fatalf("another workspace's token was removed: %v", err)
+	}
+}
+
+// testWorkspaceActivity: RecordWorkspaceActivity keeps the latest time of a workspace of either
+// backend, never moving it back.
+func testWorkspaceActivity(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewBuildFixture(t, s, "alice")
+	w, _ := f.Create(t, s, "tf1", t0)
+	at := t0.Add(time.Hour + 5*time.Microsecond)
+	for _, a := range []time.Time{at, at.Add(-time.Minute)} {
+		if err := s.RecordWorkspaceActivity(ctx, w.ID, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.WorkspaceByID(ctx, w.ID)
+	if err != nil || got.LastActivityAt == nil || !got.LastActivityAt.Equal(at) {
+		t.Fatalf("last activity %v (%v), want %v", got.LastActivityAt, err, at)
+	}
+	if err := s.RecordWorkspaceActivity(ctx, "no-such-workspace", at); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("activity of an unknown workspace: %v, want ErrNotFound", err)
+	}
+}
