@@ -66,6 +66,7 @@ func addCommands(root *cobra.Command, a *app) {
 	for _, t := range transitions {
 		cmds = append(cmds, a.transitionCmd(t))
 	}
+	cmds = append(cmds, a.sshCmd(), a.portForwardCmd(), a.configSSHCmd())
 	cmds = append(cmds, a.templatesCmd(), a.buildsCmd(), a.logsCmd(), a.cancelCmd(), a.stateCmd(), a.provisionersCmd())
 	for _, c := range cmds {
 		addGlobalFlags(c, root)
@@ -272,6 +273,10 @@ func execute(ctx context.Context, root *cobra.Command) int {
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
+	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code) // a remote command's status (hangar ssh): nothing to print
 	}
 	w := root.ErrOrStderr()
 	printError(w, err)
