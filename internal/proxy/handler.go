@@ -53,6 +53,8 @@ type Options struct {
 	Clock        clock.Clock
 	// Transport reaches the workspaces (default: NewTransport()).
 	Transport http.RoundTripper
+	// Activity, when set, is told of every request let through to a workspace (Activity.Record).
+	Activity func(workspaceID, kind string)
 }
 
 // Handler is the proxy's HTTP handler.
@@ -204,6 +206,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 		return
 	}
 	info.upstream = route.Addr
+	if h.o.Activity != nil {
+		h.o.Activity(route.WorkspaceID, protocol.ActivityHTTP)
+	}
 	rc := http.NewResponseController(w)
 	if isUpgrade(r) {
 		// A WebSocket lives as long as its user wants: no deadlines.

@@ -93,6 +93,9 @@ type harness struct {
 	handler *Handler
 	proxy   *httptest.Server
 	up      *httptest.Server
+
+	mu       sync.Mutex
+	activity []string // what Options.Activity was told
 }
 
 func newHarness(t *testing.T, tlsOn bool) *harness {
@@ -105,10 +108,15 @@ func newHarness(t *testing.T, tlsOn bool) *harness {
 	h.ex = &fakeExchanger{codes: map[string]protocol.ProxyExchangeResponse{
 		"hgc_1 " + aliceHost: {Session: "hgw_alice", ExpiresAt: h.clock.Now().Add(12 * time.Hour), User: "alice", Workspace: "alice/dev"},
 	}}
-	h.routes = staticRoutes{aliceHost: {Known: true, Addr: strings.TrimPrefix(h.up.URL, "http://")}}
+	h.routes = staticRoutes{aliceHost: {Known: true, Addr: strings.TrimPrefix(h.up.URL, "http://"), WorkspaceID: "ws-alice-dev"}}
 	h.handler = NewHandler(Options{
 		Routes: h.routes, Auth: &Auth{Checker: h.checker, Clock: h.clock, AllowTTL: 5 * time.Second, DenyTTL: time.Second},
 		Exchanger: h.ex, ServerURL: "https://hangar.example.com", Zone: zone, TLS: tlsOn, MaxBodyBytes: 1 << 10, Clock: h.clock,
+		Activity: func(id, kind string) {
+			h.mu.Lock()
+			h.activity = append(h.activity, id+" "+kind)
+			h.mu.Unlock()
+		},
 	})
 	if tlsOn {
 		h.proxy = httptest.NewUnstartedServer(h.handler)
@@ -239,10 +247,21 @@ func TestBearerAndRefusals(t *testing.T) {
 	if hdr := echo["header"].(map[string]any); hdr["Authorization"] != nil {
 		t.Errorf("a lower-case bearer token reached the workspace: %v", hdr["Authorization"])
 	}
+	// The two requests let through are the workspace's activity; refusals are not.
+	h.mu.Lock()
+	if got := strings.Join(h.activity, ","); got != "ws-alice-dev http,ws-alice-dev http" {
+		t.Errorf("activity %q, want two HTTP uses of ws-alice-dev", got)
+	}
+	h.mu.Unlock()
 	// Another user: 404, the same as no workspace.
 	if resp, _ := h.get(aliceHost, "/", http.Header{"Authorization": {"Bearer hgu_bob"}}); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("bob: %d", resp.StatusCode)
 	}
+	h.mu.Lock()
+	if len(h.activity) != 2 {
+		t.Errorf("a refused request counted as activity: %q", h.activity)
+	}
+	h.mu.Unlock()
 	// A session the server no longer knows: the cookie is cleared and the browser sent to sign in.
 	resp, _ = h.get(aliceHost, "/", http.Header{"Cookie": {CookieName + "=hgw_old"}, "Accept": {"text/html"}})
 	if resp.StatusCode != http.StatusFound || !strings.Contains(strings.Join(resp.Header.Values("Set-Cookie"), ""), CookieName+"=;") {

@@ -227,7 +227,7 @@ func Run(ctx context.Context, cfg Config) error {
 	handler := proxy.NewHandler(proxy.Options{
 		Routes: routes, Exchanger: server, ServerURL: publicURL, Zone: zone, TLS: certs != nil,
 		Auth:         &proxy.Auth{Checker: server, Clock: clock.Real{}, AllowTTL: ttl, DenyTTL: min(ttl, time.Second), MaxEntries: 100000},
-		MaxBodyBytes: maxBody, WriteTimeout: writeTimeout, Logger: log, Metrics: metrics,
+		MaxBodyBytes: maxBody, WriteTimeout: writeTimeout, Logger: log, Metrics: metrics, Activity: activity.Record,
 	})
 	srv := proxy.NewServer(handler, log)
 	ln, err := net.Listen("tcp", cfg.Listen)
