@@ -38,6 +38,9 @@ type Options struct {
 	HeartbeatTimeout, PendingTimeout time.Duration
 	// PollInterval is the backup poll of a waiting Acquire, in case a wake-up was lost (default 30 s).
 	PollInterval time.Duration
+	// AccessURL returns the URL workspace helpers connect out to (hangar_agent's init script);
+	// nil or "": builds get no helper token and hangar_agent fails with a clear error.
+	AccessURL func() string
 }
 
 // Service is the builder.
@@ -63,6 +66,7 @@ func (s *Service) Observe(fn func(build.Build)) {
 }
 
 func (s *Service) ended(b build.Build) {
+	s.pruneAgentTokens(b)
 	s.mu.Lock()
 	obs := s.observers
 	s.mu.Unlock()
@@ -460,10 +464,20 @@ func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.Prov
 		return nil, fmt.Errorf("job %s: read template version: %w", b.Job.ID, err)
 	}
 	s.log.Info("build started", "workspace", w.Name, "build", b.Number, "transition", b.Transition, "worker", b.Job.WorkerID)
-	return &protocol.ProvisionerJob{
+	job := &protocol.ProvisionerJob{
 		ID: b.Job.ID, WorkspaceID: w.ID, WorkspaceName: w.Name, BuildNumber: b.Number, Transition: string(b.Transition),
 		Archive: v.Archive, State: b.State, Variables: Variables(w, b),
-	}, nil
+	}
+	if s.opts.AccessURL != nil {
+		if u := s.opts.AccessURL(); u != "" {
+			token, err := s.mintAgentToken(ctx, w, b)
+			if err != nil {
+				return nil, fmt.Errorf("job %s: %w", b.Job.ID, err)
+			}
+			job.AgentToken, job.AgentURL = token, u
+		}
+	}
+	return job, nil
 }
 
 // Variables are the module variables Hangar offers a build (each passed only if the module

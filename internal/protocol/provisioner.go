@@ -49,6 +49,10 @@ type ProvisionerJob struct {
 	State []byte `json:"state,omitempty"`
 	// Variables are offered to the module; the provisioner passes those it declares.
 	Variables map[string]string `json:"variables"`
+	// AgentToken is the token minted for this build's workspace helper (hangar_agent), and AgentURL
+	// the server's URL the helper connects out to; both reach the provider through its environment.
+	AgentToken string `json:"agent_token,omitempty"`
+	AgentURL   string `json:"agent_url,omitempty"`
 }
 
 // HeartbeatRequest says the worker still runs the job; the server answers at once if the job is

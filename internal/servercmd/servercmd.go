@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -53,6 +54,9 @@ type Config struct {
 	// PollInterval is the provisioners' backup poll for queued builds (wake-ups normally come at
 	// once, across replicas through Postgres).
 	PollInterval string
+	// AccessURL is the server's URL as Terraform workspaces' machines reach it (their helpers
+	// connect out to it); empty: the address it listens on.
+	AccessURL string
 }
 
 func defaultDataDir() string {
@@ -76,6 +80,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary the in-process provisioners run"),
 		cmdopt.String(&cfg.HeartbeatTimeout, "build-heartbeat-timeout", "HANGAR_BUILD_HEARTBEAT_TIMEOUT", "5m", "fail a running build whose provisioner has not reported for this long"),
 		cmdopt.String(&cfg.PendingTimeout, "build-pending-timeout", "HANGAR_BUILD_PENDING_TIMEOUT", "30m", "fail a build no provisioner has picked up for this long"),
+		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as the machines of Terraform workspaces reach it: their helpers (hangar_agent) connect out to it (default: http:// and the listen address)"),
 		cmdopt.String(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
@@ -119,6 +124,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil || pollInterval < time.Second {
 		return fmt.Errorf("--build-poll-interval: want a duration of at least 1s (like 30s), got %q", cfg.PollInterval)
 	}
+	if cfg.AccessURL != "" {
+		u, err := neturl.Parse(cfg.AccessURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("--access-url: want the server's http:// or https:// URL (no query), got %q", cfg.AccessURL)
+		}
+		cfg.AccessURL = strings.TrimSuffix(cfg.AccessURL, "/")
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
 	}
@@ -134,7 +146,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	defer st.Close()
 
 	bld := builder.New(builder.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
-		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval})
+		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
+		AccessURL: func() string { return cfg.AccessURL }})
 	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld})
 	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
 	if err != nil {
@@ -146,6 +159,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + displayAddr(ln.Addr().String())
+	if cfg.AccessURL == "" {
+		cfg.AccessURL = url // before the provisioners start, below
+	}
 	storeName := "SQLite at " + filepath.Join(cfg.DataDir, "hangar.db")
 	if cfg.PostgresURL != "" {
 		storeName = "Postgres"

@@ -99,7 +99,7 @@ func (p *hangarProvider) Metadata(_ context.Context, _ provider.MetadataRequest,
 }
 
 func (p *hangarProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
-	resp.Schema = providerschema.Schema{Description: "Hangar: facts about the workspace being built."}
+	resp.Schema = providerschema.Schema{Description: "Hangar: facts about the workspace being built, and the helper of its machine."}
 }
 
 func (p *hangarProvider) Configure(context.Context, provider.ConfigureRequest, *provider.ConfigureResponse) {
@@ -109,7 +109,9 @@ func (p *hangarProvider) DataSources(context.Context) []func() datasource.DataSo
 	return []func() datasource.DataSource{func() datasource.DataSource { return &workspaceDataSource{} }}
 }
 
-func (p *hangarProvider) Resources(context.Context) []func() resource.Resource { return nil }
+func (p *hangarProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{func() resource.Resource { return &agentResource{} }}
+}
 
 type workspaceDataSource struct{}
 

@@ -1,0 +1,18 @@
+package protocol
+
+// The helper of a Terraform workspace ⇄ server connection (docs/decisions.md, "Terraform
+// workspaces: the helper connects out"): `hangar workspace-helper --connect-url URL` opens a
+// WebSocket to WorkspaceAgentConnectPath with its token as the Bearer credential, and runs yamux
+// over it as the server side of the streams: the server opens one stream per user connection (GET
+// /api/v1/workspaces/{name}/ssh), and the helper serves SSH on it.
+const (
+	WorkspaceAgentConnectPath = "/api/v1/workspace-agent/connect"
+	// WorkspaceAgentTokenPrefix begins every helper token.
+	WorkspaceAgentTokenPrefix = "hwa_"
+	// WorkspaceAgentSubprotocol is the WebSocket subprotocol of the connection; its version is
+	// bumped when the framing changes.
+	WorkspaceAgentSubprotocol = "hangar-workspace-agent.v1"
+	// WorkspaceSSHSubprotocol is the subprotocol of a user's SSH connection to a workspace: the
+	// bytes of an SSH connection, relayed to the helper.
+	WorkspaceSSHSubprotocol = "hangar-ssh.v1"
+)
