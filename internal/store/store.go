@@ -69,7 +69,8 @@ type Workspace struct {
 	TemplateID   string
 	TemplateName string // filled on reads
 	// LastActivityAt is the latest use of the workspace through the access proxy its proxies
-	// reported (nil: never). Only RecordActivity writes it; UpdateWorkspace and Reconcile leave it.
+	// reported (nil: never). Only RecordActivity and RecordWorkspaceActivity write it, never moving
+	// it back; UpdateWorkspace and Reconcile leave it.
 	LastActivityAt *time.Time
 }
 

@@ -18,8 +18,9 @@ CREATE INDEX ssh_keys_user_id ON ssh_keys (user_id);
 -- When a workspace was last used through the proxy (an SSH session or forward, an HTTP request),
 -- as the proxies of its agent report it: the latest time they were told, never moved back, for
 -- stopping idle workspaces later. NULL: never. Unix microseconds, like every time of the table. A
--- column of its own that only Store.RecordActivity writes: the reconcile's and the user's writes
--- never carry it, so neither can undo a report.
+-- column of its own that only the activity writers (Store.RecordActivity, RecordWorkspaceActivity)
+-- write, each never moving it back: the reconcile's and the user's writes never carry it, so
+-- neither can undo a report.
 ALTER TABLE workspaces ADD COLUMN last_activity_at BIGINT;
 
 -- +goose Down
