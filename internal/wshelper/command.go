@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
+	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
 // Options are the subcommand's flags, each also an environment variable (HANGAR_HELPER_*, which
@@ -25,6 +27,7 @@ type Options struct {
 	SSHAddr, HostKeyFile, StateDir, AuthorizedKeysFile, PostStart, Instance string
 	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval        string
 	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                     string
+	ConnectURL, Token, TokenFile                                            string
 }
 
 // Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
@@ -37,6 +40,10 @@ func Command() *cobra.Command {
 		Long: "The process a workspace's main container runs: it serves SSH (public keys of the authorized_keys\n" +
 			"file only), runs the container's own command given after -- (or keeps the container alive), reaps\n" +
 			"orphans as PID 1 and runs the postStart commands once per workspace start.\n\n" +
+			"With --connect-url (a Terraform workspace's machine, started by hangar_agent's init script) it\n" +
+			"connects out to the Hangar server with its token instead, and serves SSH on the connections the\n" +
+			"server relays (users it already let in); it needs no inbound port, and listens on none unless\n" +
+			"--ssh-addr is set.\n\n" +
 			"Every flag can also be set with the environment variable shown.",
 		Hidden: true,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -46,6 +53,10 @@ func Command() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Connecting out, the helper serves SSH on no port unless --ssh-addr says where.
+			if o.ConnectURL != "" && !cmd.Flags().Changed("ssh-addr") && os.Getenv("HANGAR_HELPER_SSH_ADDR") == "" {
+				o.SSHAddr = ""
+			}
 			// Not cmd.Context(): the CLI ends it on SIGINT too, and SIGINT is the command's
 			// (Main handles SIGTERM and SIGINT itself).
 			code, err := Main(context.Background(), o, args, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -57,7 +68,10 @@ func Command() *cobra.Command {
 		},
 	}
 	cmdopt.Register(cmd, []cmdopt.Option{
-		cmdopt.String(&o.SSHAddr, "ssh-addr", "HANGAR_HELPER_SSH_ADDR", ":2222", "address to serve SSH on"),
+		cmdopt.String(&o.SSHAddr, "ssh-addr", "HANGAR_HELPER_SSH_ADDR", ":2222", "address to serve SSH on (with --connect-url: none unless set; empty: none)"),
+		cmdopt.String(&o.ConnectURL, "connect-url", "HANGAR_HELPER_CONNECT_URL", "", "the Hangar server's URL to connect out to, serving SSH on the connections it relays (a Terraform workspace's machine: hangar_agent's init script)"),
+		cmdopt.String(&o.Token, "token", "HANGAR_HELPER_TOKEN", "", "the helper's token for --connect-url (hwa_...; prefer the environment variable or --token-file, which other users of the machine cannot read)"),
+		cmdopt.String(&o.TokenFile, "token-file", "HANGAR_HELPER_TOKEN_FILE", "", "file holding the helper's token for --connect-url"),
 		cmdopt.String(&o.HostKeyFile, "host-key-file", "HANGAR_HELPER_HOST_KEY_FILE", "", "SSH host key (a private key file); empty: generate one and keep it in the state directory"),
 		cmdopt.String(&o.StateDir, "state-dir", "HANGAR_HELPER_STATE_DIR", "", "directory that keeps the generated host key and the postStart record, on the workspace's data volume (default: $HOME/.local/state/hangar-helper)"),
 		cmdopt.String(&o.AuthorizedKeysFile, "authorized-keys-file", "HANGAR_HELPER_AUTHORIZED_KEYS_FILE", "", "authorized_keys file of the keys allowed in (normally the proxy's), re-read at every connection; missing or empty refuses everyone"),
@@ -92,7 +106,15 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 		child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
 		return Reap(child, log)
 	}
+	if o.ConnectURL == "" && o.SSHAddr == "" {
+		return 0, errors.New("--ssh-addr is empty and there is no --connect-url: the helper would serve SSH nowhere")
+	}
+	token, err := helperToken(o)
+	if err != nil {
+		return 0, err
+	}
 	cfg := Config{
+		ConnectURL: o.ConnectURL, Token: token,
 		SSHAddr: o.SSHAddr, HostKeyFile: o.HostKeyFile, StateDir: o.StateDir,
 		AuthorizedKeysFile: o.AuthorizedKeysFile, Instance: o.Instance, Command: command,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: log,
@@ -147,4 +169,42 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 	defer signal.Stop(sigs)
 	cfg.Signals = sigs
 	return Run(ctx, cfg)
+}
+
+// helperToken is the token of --token or --token-file, checked, when --connect-url is set.
+func helperToken(o Options) (string, error) {
+	if o.ConnectURL == "" {
+		if o.Token != "" || o.TokenFile != "" {
+			return "", errors.New("--token and --token-file go with --connect-url")
+		}
+		return "", nil
+	}
+	if _, err := ConnectURL(o.ConnectURL); err != nil {
+		return "", fmt.Errorf("--connect-url: %w", err)
+	}
+	token, from := o.Token, "--token"
+	switch {
+	case o.Token != "" && o.TokenFile != "":
+		return "", errors.New("--token and --token-file: give one of them")
+	case o.TokenFile != "":
+		b, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		token, from = strings.TrimSpace(string(b)), "--token-file"
+	case o.Token == "":
+		return "", errors.New("--connect-url needs the helper's token: --token-file, --token or HANGAR_HELPER_TOKEN")
+	}
+	if !strings.HasPrefix(token, protocol.WorkspaceAgentTokenPrefix) || len(token) > 512 || strings.ContainsAny(token, " \t\r\n") {
+		return "", fmt.Errorf("%s: want a helper token (%s..., from hangar_agent), not %q", from, protocol.WorkspaceAgentTokenPrefix, redact(token))
+	}
+	return token, nil
+}
+
+// redact shows the start of a token only.
+func redact(s string) string {
+	if len(s) > 6 {
+		return s[:6] + "..."
+	}
+	return s
 }

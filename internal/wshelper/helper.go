@@ -11,7 +11,9 @@
 //     exits with its exit code; without one it stays up until SIGTERM, keeping the container alive;
 //   - as PID 1, reaps orphaned children (Reap);
 //   - runs the devfile's postStart commands once per workspace start (RunPostStart);
-//   - tells an ActivityFunc when SSH is used, for idle stop (to be wired to the server).
+//   - tells an ActivityFunc when SSH is used, for idle stop (to be wired to the server);
+//   - on a Terraform workspace's machine (--connect-url, hangar_agent's init script), connects out
+//     to the Hangar server and serves SSH on the streams the server relays to it (Connect).
 package wshelper
 
 import (
@@ -36,8 +38,14 @@ const DefaultGracePeriod = 10 * time.Second
 
 // Config is what Run needs.
 type Config struct {
-	// SSHAddr is where SSH is served (":2222").
+	// SSHAddr is where SSH is served (":2222"); empty: nowhere, the helper only connects out
+	// (ConnectURL).
 	SSHAddr string
+	// ConnectURL, when set, is the Hangar server the helper connects out to with Token, to serve
+	// SSH on the streams the server opens (Connect): a Terraform workspace's machine.
+	ConnectURL, Token string
+	// Connect tunes that connection (its URL, Token, Server and Logger are set by Run).
+	Connect ConnectOptions
 	// HostKeyFile and StateDir: see LoadHostKey. StateDir also keeps the postStart record.
 	HostKeyFile, StateDir string
 	// AuthorizedKeysFile lists the keys allowed in (ServerOptions.AuthorizedKeysFile).
@@ -90,16 +98,34 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ln, err := net.Listen("tcp", cfg.SSHAddr)
-	if err != nil {
-		srv.Shutdown(context.Background())
-		return 0, fmt.Errorf("ssh: listen on %s: %w", cfg.SSHAddr, err)
-	}
-	log.Info("serving ssh", "addr", ln.Addr().String(), "host_key", ssh.FingerprintSHA256(hostKey.PublicKey()), "authorized_keys", cfg.AuthorizedKeysFile)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	if cfg.Listening != nil {
-		cfg.Listening(ln.Addr())
+	if cfg.SSHAddr != "" {
+		ln, err := net.Listen("tcp", cfg.SSHAddr)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return 0, fmt.Errorf("ssh: listen on %s: %w", cfg.SSHAddr, err)
+		}
+		log.Info("serving ssh", "addr", ln.Addr().String(), "host_key", ssh.FingerprintSHA256(hostKey.PublicKey()), "authorized_keys", cfg.AuthorizedKeysFile)
+		go func() { serveErr <- srv.Serve(ln) }()
+		if cfg.Listening != nil {
+			cfg.Listening(ln.Addr())
+		}
+	}
+	connectCtx, stopConnect := context.WithCancel(context.Background())
+	defer stopConnect()
+	connectDone := make(chan struct{})
+	if cfg.ConnectURL != "" {
+		co := cfg.Connect
+		co.URL, co.Token, co.Server, co.Logger = cfg.ConnectURL, cfg.Token, srv, log
+		log.Info("connecting out to the Hangar server", "url", cfg.ConnectURL, "host_key", ssh.FingerprintSHA256(hostKey.PublicKey()))
+		go func() {
+			defer close(connectDone)
+			if err := Connect(connectCtx, co); err != nil {
+				log.Error("cannot connect to the Hangar server", "err", err)
+			}
+		}()
+	} else {
+		close(connectDone)
 	}
 
 	var command *exec.Cmd
@@ -138,6 +164,8 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			_ = command.Process.Signal(syscall.SIGTERM)
 		}
 		stopPostStart()
+		stopConnect()
+		<-connectDone
 		srv.Shutdown(grace)
 		if command != nil {
 			select {
@@ -149,7 +177,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			}
 		}
 		postStart.Wait()
-		<-serveErr
+		if cfg.SSHAddr != "" {
+			<-serveErr
+		}
 		if command == nil {
 			return 0
 		}
@@ -163,10 +193,14 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			log.Info("container command ended", "exit_code", code)
 			stopPostStart()
 			postStart.Wait()
+			stopConnect()
+			<-connectDone
 			grace, cancel := context.WithTimeout(context.Background(), cfg.GracePeriod)
 			srv.Shutdown(grace)
 			cancel()
-			<-serveErr
+			if cfg.SSHAddr != "" {
+				<-serveErr
+			}
 			return code, nil
 		case sig := <-cfg.Signals:
 			if sig == syscall.SIGINT && command != nil {

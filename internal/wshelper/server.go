@@ -82,10 +82,11 @@ type ServerOptions struct {
 // Server is the helper's SSH server: public keys only, sessions (shell, exec, pty, sftp), local and
 // remote TCP forwarding.
 type Server struct {
-	opts   ServerOptions
-	log    *slog.Logger
-	config *ssh.ServerConfig
-	slots  chan struct{} // one per connection being served
+	opts    ServerOptions
+	log     *slog.Logger
+	config  *ssh.ServerConfig
+	trusted *ssh.ServerConfig // ServeTrusted's: no client authentication
+	slots   chan struct{}     // one per connection being served
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -173,6 +174,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		},
 	}
 	s.config.AddHostKey(opts.HostKey)
+	s.trusted = &ssh.ServerConfig{NoClientAuth: true, ServerVersion: s.config.ServerVersion}
+	s.trusted.AddHostKey(opts.HostKey)
 	if _, err := auth.keys(); err != nil { // log the file's state once at start
 		log.Warn("ssh clients will be refused until the authorized_keys file holds a key", "file", opts.AuthorizedKeysFile)
 	}
@@ -290,7 +293,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-s.slots }()
-			s.serveConn(nc)
+			s.serveConn(nc, s.config)
 		}()
 	}
 }
@@ -385,10 +388,10 @@ type conn struct {
 	forwards map[string]net.Listener // tcpip-forward listeners by "addr:port"
 }
 
-func (s *Server) serveConn(nc net.Conn) {
+func (s *Server) serveConn(nc net.Conn, config *ssh.ServerConfig) {
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
-	sc, chans, reqs, err := ssh.NewServerConn(nc, s.config)
+	sc, chans, reqs, err := ssh.NewServerConn(nc, config)
 	if err != nil {
 		s.log.Debug("ssh handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
 		return
@@ -403,9 +406,13 @@ func (s *Server) serveConn(nc net.Conn) {
 	s.conns[sc] = struct{}{}
 	s.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
+	key := "" // none on a trusted connection
+	if sc.Permissions != nil {
+		key = sc.Permissions.Extensions["pubkey-fp"]
+	}
 	c := &conn{
 		s: s, sc: sc, ctx: ctx, forwards: map[string]net.Listener{},
-		log: s.log.With("remote", nc.RemoteAddr().String(), "user", sc.User(), "key", sc.Permissions.Extensions["pubkey-fp"]),
+		log: s.log.With("remote", nc.RemoteAddr().String(), "user", sc.User(), "key", key),
 	}
 	c.log.Info("ssh connection opened")
 	c.wg.Add(2)

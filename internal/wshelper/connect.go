@@ -1,0 +1,195 @@
+package wshelper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/hashicorp/yamux"
+
+	"github.com/hangar-dev/hangar/internal/backoff"
+	"github.com/hangar-dev/hangar/internal/protocol"
+)
+
+// The helper of a Terraform workspace connects out to the Hangar server (docs/decisions.md,
+// "Terraform workspaces: the helper connects out"): a WebSocket to the server's
+// protocol.WorkspaceAgentConnectPath with its token, multiplexed with yamux. The server opens a
+// stream for each user connection it let in (GET /api/v1/workspaces/{name}/ssh), and the helper
+// serves SSH on it with ServeTrusted: the server authenticated and authorized the user, so the
+// stream needs no key of its own. The machine needs no inbound port.
+
+// ConnectOptions configure Connect.
+type ConnectOptions struct {
+	// URL is the server's base URL (http:// or https://).
+	URL string
+	// Token is the helper's token (hwa_...).
+	Token  string
+	Server *Server
+	Logger *slog.Logger
+	// Retry is the backoff between attempts (default 500 ms doubling to 30 s).
+	Retry backoff.Policy
+	// After makes the backoff's timers; default time.After. Tests inject their own.
+	After func(time.Duration) <-chan time.Time
+	// HTTPClient dials the WebSocket (default http.DefaultClient).
+	HTTPClient *http.Client
+	// Connected, when set, is called each time a connection to the server is up, and Disconnected
+	// when it ended (with why).
+	Connected    func()
+	Disconnected func(error)
+}
+
+// DefaultRetry is the helper's backoff between connection attempts.
+var DefaultRetry = backoff.Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second}
+
+// ConnectURL checks a server URL for --connect-url and returns the WebSocket endpoint's URL.
+func ConnectURL(server string) (string, error) {
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("want the Hangar server's http:// or https:// URL, got %q", server)
+	}
+	return strings.TrimSuffix(server, "/") + protocol.WorkspaceAgentConnectPath, nil
+}
+
+// Connect keeps a connection to the server up until ctx ends, reconnecting with backoff when it
+// drops or cannot be made, and serves the streams the server opens. It returns when ctx ends.
+func Connect(ctx context.Context, o ConnectOptions) error {
+	endpoint, err := ConnectURL(o.URL)
+	if err != nil {
+		return fmt.Errorf("--connect-url: %w", err)
+	}
+	if !strings.HasPrefix(o.Token, protocol.WorkspaceAgentTokenPrefix) {
+		return fmt.Errorf("the helper's token must begin with %s (the token of a hangar_agent resource)", protocol.WorkspaceAgentTokenPrefix)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Retry.Base <= 0 {
+		o.Retry = DefaultRetry
+	}
+	if o.After == nil {
+		o.After = time.After
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = http.DefaultClient
+	}
+	failures := 0
+	for ctx.Err() == nil {
+		up, err := connectOnce(ctx, o, endpoint)
+		if ctx.Err() != nil {
+			break
+		}
+		if up {
+			failures = 0 // the connection worked: start the backoff again from the beginning
+		}
+		wait := o.Retry.Delay(failures)
+		failures++
+		o.Logger.Warn("not connected to the Hangar server; retrying", "url", o.URL, "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+		case <-o.After(wait):
+		}
+	}
+	return nil
+}
+
+// connectOnce makes one connection and serves it until it ends; up tells whether it was made.
+func connectOnce(ctx context.Context, o ConnectOptions, endpoint string) (up bool, err error) {
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	c, resp, err := websocket.Dial(dialCtx, endpoint, &websocket.DialOptions{
+		HTTPClient:   o.HTTPClient,
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + o.Token}},
+		Subprotocols: []string{protocol.WorkspaceAgentSubprotocol},
+	})
+	cancel()
+	if err != nil {
+		if resp != nil && resp.StatusCode >= 400 {
+			return false, fmt.Errorf("the server refused the connection (HTTP %d%s)", resp.StatusCode, refusal(resp))
+		}
+		return false, err
+	}
+	if c.Subprotocol() != protocol.WorkspaceAgentSubprotocol {
+		c.Close(websocket.StatusProtocolError, "unsupported subprotocol")
+		return false, fmt.Errorf("the server does not speak %s", protocol.WorkspaceAgentSubprotocol)
+	}
+	nc := websocket.NetConn(ctx, c, websocket.MessageBinary)
+	sess, err := yamux.Server(nc, yamuxConfig())
+	if err != nil {
+		nc.Close()
+		return false, err
+	}
+	defer sess.Close()
+	o.Logger.Info("connected to the Hangar server", "url", o.URL)
+	if o.Connected != nil {
+		o.Connected()
+	}
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+	for {
+		stream, err := sess.Accept()
+		if err != nil {
+			if errors.Is(err, io.EOF) || sess.IsClosed() {
+				err = errors.New("the connection ended")
+			}
+			if o.Disconnected != nil {
+				o.Disconnected(err)
+			}
+			return true, err
+		}
+		go func() { _ = o.Server.ServeTrusted(stream) }()
+	}
+}
+
+// refusal is the server's error message of a refused connection, when it sent one.
+func refusal(resp *http.Response) string {
+	if resp.Body == nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if s := strings.TrimSpace(string(b)); s != "" {
+		return ": " + s
+	}
+	return ""
+}
+
+// yamuxConfig is the multiplexer's configuration on the helper's side: keepalives find a dead
+// server, and its log goes nowhere (errors come back from Accept).
+func yamuxConfig() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	cfg.KeepAliveInterval = 15 * time.Second
+	return cfg
+}
+
+// ServeTrusted serves SSH on one connection whose peer is already authorized: a stream the Hangar
+// server opened after it let a user in. No client authentication is asked for (the "none" method
+// succeeds); connections accepted by Serve keep their authorized_keys check. It returns when the
+// connection ends, ErrServerClosed after Shutdown, or at once when MaxConnections are served.
+func (s *Server) ServeTrusted(nc net.Conn) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		nc.Close()
+		return ErrServerClosed
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		s.log.Warn("ssh connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max", s.opts.MaxConnections)
+		nc.Close()
+		return fmt.Errorf("too many connections (at most %d)", s.opts.MaxConnections)
+	}
+	defer func() { <-s.slots }()
+	s.serveConn(nc, s.trusted)
+	return nil
+}

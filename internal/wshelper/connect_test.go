@@ -1,0 +1,240 @@
+package wshelper
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/hashicorp/yamux"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
+)
+
+// fakeHangar is the server side of the helper's outbound connection: it checks the token, and hands
+// each yamux session to the test.
+type fakeHangar struct {
+	t        *testing.T
+	token    string
+	sessions chan *yamux.Session
+	mu       sync.Mutex
+	refused  int
+}
+
+func (f *fakeHangar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != protocol.WorkspaceAgentConnectPath || r.Header.Get("Authorization") != "Bearer "+f.token {
+		f.mu.Lock()
+		f.refused++
+		f.mu.Unlock()
+		http.Error(w, "invalid helper token", http.StatusUnauthorized)
+		return
+	}
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.WorkspaceAgentSubprotocol}})
+	if err != nil {
+		return
+	}
+	nc := websocket.NetConn(context.Background(), c, websocket.MessageBinary)
+	sess, err := yamux.Client(nc, yamuxConfig())
+	if err != nil {
+		nc.Close()
+		return
+	}
+	f.sessions <- sess
+	<-sess.CloseChan()
+}
+
+// sshOver opens an SSH connection over a new stream of sess, with no credentials at all.
+func sshOver(t *testing.T, sess *yamux.Session, hostKey ssh.PublicKey) *ssh.Client {
+	t.Helper()
+	stream, err := sess.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(stream, "helper", &ssh.ClientConfig{User: "anyone", HostKeyCallback: ssh.FixedHostKey(hostKey), Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ssh.NewClient(sc, chans, reqs)
+}
+
+// TestConnectServesTrustedStreams: the helper connects out with its token; each stream the server
+// opens is an SSH connection that needs no key; when the connection drops the helper comes back
+// after its backoff (an injected timer, fired by the test), and a wrong token is refused and
+// retried.
+func TestConnectServesTrustedStreams(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	fake := &fakeHangar{t: t, token: "hwa_good", sessions: make(chan *yamux.Session, 4)}
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+
+	waits := make(chan chan time.Time, 4)
+	after := func(d time.Duration) <-chan time.Time {
+		if d <= 0 || d > DefaultRetry.Max {
+			t.Errorf("backoff of %v", d)
+		}
+		ch := make(chan time.Time, 1)
+		waits <- ch
+		return ch
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(ctx, ConnectOptions{URL: hs.URL + "/", Token: "hwa_good", Server: ts.srv, After: after, Logger: ts.logs.logger()})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Connect: %v", err)
+		}
+	}()
+
+	run := func(sess *yamux.Session) {
+		t.Helper()
+		client := sshOver(t, sess, ts.hostKey)
+		defer client.Close()
+		s, err := client.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out, err := s.Output("echo over-the-server")
+		if err != nil || strings.TrimSpace(string(out)) != "over-the-server" {
+			t.Fatalf("exec over a trusted stream: %q, %v", out, err)
+		}
+	}
+	first := recvSession(t, fake.sessions)
+	run(first)
+
+	// The server goes away: the helper waits its backoff, then connects again.
+	first.Close()
+	fire := recvWait(t, waits)
+	fire <- time.Now()
+	second := recvSession(t, fake.sessions)
+	run(second)
+}
+
+// TestConnectRefusedTokenRetries: a refused token is retried after the backoff, which grows.
+func TestConnectRefusedTokenRetries(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	fake := &fakeHangar{t: t, token: "hwa_other", sessions: make(chan *yamux.Session, 1)}
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	var mu sync.Mutex
+	var delays []time.Duration
+	waits := make(chan chan time.Time, 4)
+	after := func(d time.Duration) <-chan time.Time {
+		mu.Lock()
+		delays = append(delays, d)
+		mu.Unlock()
+		ch := make(chan time.Time, 1)
+		waits <- ch
+		return ch
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(ctx, ConnectOptions{URL: hs.URL, Token: "hwa_good", Server: ts.srv, After: after, Retry: DefaultRetry})
+	}()
+	recvWait(t, waits) <- time.Now()
+	recvWait(t, waits) <- time.Now()
+	recvWait(t, waits)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(delays) != 3 || delays[2] < delays[0] || delays[2] < DefaultRetry.Ceiling(2)/2 {
+		t.Fatalf("backoff delays %v, want growing", delays)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if fake.refused != 3 {
+		t.Fatalf("%d refused attempts, want 3", fake.refused)
+	}
+}
+
+// The listening side keeps its key check: a client with no key is refused there.
+func TestListenerStillNeedsAKey(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	_, err := ssh.Dial("tcp", ts.addr, &ssh.ClientConfig{User: "anyone", HostKeyCallback: ssh.FixedHostKey(ts.hostKey), Timeout: testTimeout})
+	if err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
+		t.Fatalf("a client without a key on the listener: %v", err)
+	}
+}
+
+// ServeTrusted after Shutdown closes the connection at once.
+func TestServeTrustedAfterShutdown(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ts.srv.Shutdown(ctx)
+	a, b := net.Pipe()
+	defer b.Close()
+	if err := ts.srv.ServeTrusted(a); !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("ServeTrusted after Shutdown: %v", err)
+	}
+}
+
+func TestHelperTokenOptions(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/token"
+	if err := writeFileAtomic(file, []byte("hwa_fromfile\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		o       Options
+		want    string
+		wantErr string
+	}{
+		{Options{}, "", ""},
+		{Options{Token: "hwa_x"}, "", "go with --connect-url"},
+		{Options{ConnectURL: "ftp://x"}, "", "--connect-url"},
+		{Options{ConnectURL: "http://h:1"}, "", "needs the helper's token"},
+		{Options{ConnectURL: "http://h:1", Token: "hgu_user"}, "", "--token: want a helper token"},
+		{Options{ConnectURL: "http://h:1", Token: "hwa_a", TokenFile: file}, "", "give one of them"},
+		{Options{ConnectURL: "http://h:1", TokenFile: dir + "/none"}, "", "--token-file"},
+		{Options{ConnectURL: "https://h", Token: "hwa_a"}, "hwa_a", ""},
+		{Options{ConnectURL: "https://h/", TokenFile: file}, "hwa_fromfile", ""},
+	} {
+		got, err := helperToken(tc.o)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%+v: %q, %v; want an error with %q", tc.o, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%+v: %q, %v; want %q", tc.o, got, err, tc.want)
+		}
+	}
+}
+
+func recvSession(t *testing.T, ch <-chan *yamux.Session) *yamux.Session {
+	t.Helper()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(testTimeout):
+		t.Fatal("the helper did not connect")
+		return nil
+	}
+}
+
+func recvWait(t *testing.T, ch <-chan chan time.Time) chan time.Time {
+	t.Helper()
+	select {
+	case w := <-ch:
+		return w
+	case <-time.After(testTimeout):
+		t.Fatal("the helper did not wait to retry")
+		return nil
+	}
+}
