@@ -315,4 +315,3 @@ func sshFingerprint(t testing.TB, pubFile string) string {
 	}
 	return ssh.FingerprintSHA256(k)
 }
-

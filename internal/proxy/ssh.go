@@ -132,6 +132,13 @@ func NewSSHServer(opts SSHOptions) (*SSHServer, error) {
 	return s, nil
 }
 
+// The server's limits on an ssh-check (internal/server/proxyssh.go).
+const (
+	maxSSHUser      = 200
+	maxSSHToken     = 512
+	maxSSHPublicKey = 16 << 10
+)
+
 // errRefused is what the client learns of a refused key: nothing, so that it tries its next one.
 var errRefused = errors.New("refused")
 
@@ -140,6 +147,16 @@ var errRefused = errors.New("refused")
 // told why in a banner, the same words for a workspace that is not theirs and one that does not
 // exist.
 func (s *SSHServer) authenticate(meta ssh.ConnMetadata, req protocol.ProxySSHCheckRequest, ext, cred string) (*ssh.Permissions, error) {
+	// What the server would refuse as malformed is refused here, so that it is not taken for the
+	// server failing: no workspace reference is that long, nor any token.
+	switch {
+	case len(req.Workspace) > maxSSHUser:
+		return nil, &ssh.BannerError{Err: errRefused, Message: "hangar: the user name must name a workspace: NAME or OWNER/NAME.\r\n"}
+	case len(req.Token) > maxSSHToken:
+		return nil, &ssh.BannerError{Err: errRefused, Message: "hangar: that token is not valid (revoked, rotated or mistyped).\r\n"}
+	case len(req.PublicKey) > maxSSHPublicKey:
+		return nil, errRefused
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.HandshakeTimeout)
 	defer cancel()
 	d, err := s.opts.Checker.SSHCheck(ctx, req)

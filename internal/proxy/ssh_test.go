@@ -315,6 +315,17 @@ func TestSSHRefusals(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `alice has no workspace "other"`) {
 		t.Errorf("no such workspace: %v", err)
 	}
+	// Oversized names and tokens are refused by the proxy itself, not taken for a server failure.
+	calls := len(f.checker.requests)
+	if _, err := f.dial(strings.Repeat("d", 201), ssh.PublicKeys(f.alice)); err == nil || !strings.Contains(err.Error(), "must name a workspace") {
+		t.Errorf("a 201-byte user name: %v", err)
+	}
+	if _, err := f.dial("dev", ssh.Password(strings.Repeat("t", 513))); err == nil || !strings.Contains(err.Error(), "token is not valid") {
+		t.Errorf("a 513-byte token: %v", err)
+	}
+	if len(f.checker.requests) != calls {
+		t.Errorf("oversized credentials were sent to the server")
+	}
 	f.checker.mu.Lock()
 	f.checker.down = true
 	f.checker.mu.Unlock()
