@@ -165,7 +165,7 @@ func oaAuthenticate(_ context.Context, in *openapi3filter.AuthenticationInput) e
 	if !ok {
 		return errors.New("no bearer token")
 	}
-	prefix := map[string]string{"userToken": "hgu_", "agentToken": "hga_", "provisionerToken": "hgp_"}[in.SecuritySchemeName]
+	prefix := map[string]string{"userToken": "hgu_", "agentToken": "hga_", "provisionerToken": "hgp_", "workspaceAgentToken": "hwa_"}[in.SecuritySchemeName]
 	if prefix == "" || !strings.HasPrefix(token, prefix) {
 		return fmt.Errorf("scheme %s does not take token %.8s...", in.SecuritySchemeName, token)
 	}
@@ -440,6 +440,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", oaBody{"application/json", nil}, 400, false)
 
 	oaTerraformBackend(t, c, dev.Token)
+	oaWorkspaceAgent(t, c, dev.Token)
 
 	// Every operation of the document was seen succeeding.
 	doc := loadOpenAPI(t)
@@ -448,7 +449,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 			ok := false
 			for status := range op.Responses.Map() {
 				// The browser endpoints succeed with redirects.
-				if (strings.HasPrefix(status, "2") || strings.HasPrefix(status, "3")) && c.answered[method+" "+path+" "+status] {
+				// The WebSocket endpoints succeed with 101.
+				if (strings.HasPrefix(status, "2") || strings.HasPrefix(status, "3") || status == "101") && c.answered[method+" "+path+" "+status] {
 					ok = true
 				}
 			}

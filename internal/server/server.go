@@ -38,6 +38,11 @@ type Options struct {
 	After func(time.Duration) <-chan time.Time
 	// Builder runs the Terraform backend (default: one over Store, Clock and Logger).
 	Builder *builder.Service
+	// RecheckInterval is how often open connections of Terraform workspaces' helpers and of their
+	// users are checked again (DefaultConnRecheckInterval); RecheckAfter makes its timers (default
+	// time.After; tests fire their own).
+	RecheckInterval time.Duration
+	RecheckAfter    func(time.Duration) <-chan time.Time
 }
 
 // Server serves Hangar's HTTP API.
@@ -50,6 +55,11 @@ type Server struct {
 	mux     *http.ServeMux
 	after   func(time.Duration) <-chan time.Time
 	builder *builder.Service
+
+	// agents are the Terraform workspaces' helpers connected to this process.
+	agents       agentRegistry
+	recheck      time.Duration
+	recheckAfter func(time.Duration) <-chan time.Time
 
 	// csrf guards the browser's form posts (sign-in, sign-out).
 	csrf *http.CrossOriginProtection
@@ -69,11 +79,18 @@ func New(opts Options) *Server {
 	if opts.After == nil {
 		opts.After = time.After
 	}
+	if opts.RecheckInterval <= 0 {
+		opts.RecheckInterval = DefaultConnRecheckInterval
+	}
+	if opts.RecheckAfter == nil {
+		opts.RecheckAfter = time.After
+	}
 	if opts.Builder == nil {
 		opts.Builder = builder.New(builder.Options{Store: opts.Store, Clock: opts.Clock, Logger: opts.Logger})
 	}
 	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, devfile: newDevfileCache(50000), after: opts.After,
-		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection()}
+		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection(),
+		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter}
 	s.metrics = newMetrics(opts.Store, opts.Builder)
 	s.mux = http.NewServeMux()
 	s.routes()
@@ -147,6 +164,8 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", "/api/v1/workspaces", s.authUser(s.listWorkspaces)},
 		{"GET", "/api/v1/workspaces/{name}", s.authUser(s.getWorkspace)},
 		{"PATCH", "/api/v1/workspaces/{name}", s.authUser(s.updateWorkspace)},
+		{"GET", "/api/v1/workspaces/{name}/ssh", s.authUser(s.workspaceSSH)},
+		{"GET", protocol.WorkspaceAgentConnectPath, http.HandlerFunc(s.workspaceAgentConnect)},
 
 		{"POST", "/api/v1/templates/{name}/versions", s.authUser(s.adminOnly(s.pushTemplateVersion))},
 		{"GET", "/api/v1/templates", s.authUser(s.listTemplates)},

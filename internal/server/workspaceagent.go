@@ -1,0 +1,276 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/hashicorp/yamux"
+
+	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// Terraform workspaces' helpers connect out to the server (docs/decisions.md, "Terraform
+// workspaces: the helper connects out"): GET protocol.WorkspaceAgentConnectPath with the helper's
+// token opens a WebSocket the server multiplexes with yamux; GET /api/v1/workspaces/{name}/ssh
+// (a user's token, owner or admin) opens a WebSocket whose bytes the server relays to a new stream
+// of that workspace's helper, which speaks SSH on it. The live helpers are kept in memory, per
+// server process (agentRegistry): with several replicas, a user must reach the replica the helper
+// is connected to.
+
+const (
+	// DefaultConnRecheckInterval is how often open helper and user connections are checked again
+	// (the token still valid, the workspace not deleted, the user still allowed), and how often an
+	// open user connection records activity.
+	DefaultConnRecheckInterval = 30 * time.Second
+	// maxStreamsPerHelper bounds the user connections relayed to one helper at once.
+	maxStreamsPerHelper = 64
+	// maxAgentTokenLen bounds a helper token (they are 47 characters).
+	maxAgentTokenLen = 200
+)
+
+// agentConn is one connected helper.
+type agentConn struct {
+	workspaceID string
+	sess        *yamux.Session
+	slots       chan struct{} // one per relayed user connection
+}
+
+// agentRegistry is the helpers connected to this process, by workspace id. A helper connecting
+// again replaces (and closes) its older connection.
+type agentRegistry struct {
+	mu   sync.Mutex
+	live map[string]*agentConn
+}
+
+func (g *agentRegistry) put(c *agentConn) {
+	g.mu.Lock()
+	old := g.live[c.workspaceID]
+	g.live[c.workspaceID] = c
+	g.mu.Unlock()
+	if old != nil {
+		old.sess.Close()
+	}
+}
+
+func (g *agentRegistry) remove(c *agentConn) {
+	g.mu.Lock()
+	if g.live[c.workspaceID] == c {
+		delete(g.live, c.workspaceID)
+	}
+	g.mu.Unlock()
+}
+
+func (g *agentRegistry) get(workspaceID string) *agentConn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.live[workspaceID]
+	if c != nil && c.sess.IsClosed() {
+		return nil
+	}
+	return c
+}
+
+// helperWorkspace is the workspace a helper token admits, or why it admits none.
+func (s *Server) helperWorkspace(ctx context.Context, token string) (store.Workspace, error) {
+	if !strings.HasPrefix(token, protocol.WorkspaceAgentTokenPrefix) || len(token) > maxAgentTokenLen {
+		return store.Workspace{}, errUnauthorized("invalid helper token: want the token of a hangar_agent resource (" + protocol.WorkspaceAgentTokenPrefix + "...)")
+	}
+	t, err := s.store.WorkspaceAgentTokenByHash(ctx, builder.HashAgentToken(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Workspace{}, errUnauthorized("invalid helper token: unknown, or no longer in the workspace's Terraform state")
+	} else if err != nil {
+		return store.Workspace{}, err
+	}
+	ws, err := s.store.WorkspaceByID(ctx, t.WorkspaceID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Workspace{}, errUnauthorized("invalid helper token: its workspace is gone")
+	} else if err != nil {
+		return store.Workspace{}, err
+	}
+	if ws.Backend != store.KindTerraform || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
+		return store.Workspace{}, errUnauthorized("invalid helper token: its workspace is deleted")
+	}
+	return ws, nil
+}
+
+func isWebSocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+func serverYamuxConfig() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	cfg.KeepAliveInterval = 15 * time.Second
+	cfg.StreamOpenTimeout = 15 * time.Second
+	return cfg
+}
+
+// workspaceAgentConnect serves GET /api/v1/workspace-agent/connect: a helper connecting out.
+func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
+	token, ok := bearer(r)
+	if !ok {
+		s.fail(w, r, errUnauthorized("missing bearer token: send Authorization: Bearer <helper token>"))
+		return
+	}
+	ws, err := s.helperWorkspace(r.Context(), token)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !isWebSocket(r) {
+		s.fail(w, r, errBadRequest("this endpoint takes a WebSocket: the helper's connection (hangar workspace-helper --connect-url)"))
+		return
+	}
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.WorkspaceAgentSubprotocol}})
+	if err != nil {
+		return // Accept answered
+	}
+	if c.Subprotocol() != protocol.WorkspaceAgentSubprotocol {
+		c.Close(websocket.StatusPolicyViolation, "want the subprotocol "+protocol.WorkspaceAgentSubprotocol)
+		return
+	}
+	ctx, cancel := s.untilShutdown(r)
+	defer cancel()
+	nc := websocket.NetConn(ctx, c, websocket.MessageBinary)
+	sess, err := yamux.Client(nc, serverYamuxConfig())
+	if err != nil {
+		nc.Close()
+		return
+	}
+	defer sess.Close()
+	ac := &agentConn{workspaceID: ws.ID, sess: sess, slots: make(chan struct{}, maxStreamsPerHelper)}
+	s.agents.put(ac)
+	defer s.agents.remove(ac)
+	log := s.log.With("workspace", ws.OwnerName+"/"+ws.Name, "remote", r.RemoteAddr)
+	log.Info("workspace helper connected")
+	for {
+		select {
+		case <-sess.CloseChan():
+			log.Info("workspace helper disconnected")
+			return
+		case <-ctx.Done():
+			return
+		case <-s.recheckAfter(s.recheck):
+			if _, err := s.helperWorkspace(ctx, token); err != nil {
+				log.Info("workspace helper's access ended; closing its connection", "why", err)
+				return
+			}
+		}
+	}
+}
+
+// workspaceSSH serves GET /api/v1/workspaces/{name}/ssh: a WebSocket relayed to a new stream of
+// the workspace's helper, on which the client speaks SSH with the helper.
+func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u store.User) error {
+	ws, err := s.readWorkspace(r, u)
+	if err != nil {
+		return err
+	}
+	ref := ws.OwnerName + "/" + ws.Name
+	if ws.Backend != store.KindTerraform {
+		return errConflict("workspace "+ref+" runs on Kubernetes", "its SSH is the access proxy's (hangar ssh finds it); this endpoint reaches Terraform workspaces' helpers")
+	}
+	if ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
+		return errConflict("workspace "+ref+" is deleted", "")
+	}
+	ac := s.agents.get(ws.ID)
+	if ac == nil {
+		return errConflict("the workspace's helper is not connected (is the machine running?)",
+			fmt.Sprintf("workspace %s is %s; its machine runs hangar_agent's init script, which connects out to the server (with several server replicas it may be connected to another one)", ref, ws.ActualState))
+	}
+	if !isWebSocket(r) {
+		return errBadRequest("this endpoint takes a WebSocket: an SSH connection to the workspace's helper (hangar ssh)")
+	}
+	select {
+	case ac.slots <- struct{}{}:
+		defer func() { <-ac.slots }()
+	default:
+		return &apiError{status: http.StatusTooManyRequests, body: sdk.Error{Message: fmt.Sprintf("workspace %s has %d connections open, the most there may be", ref, maxStreamsPerHelper)}}
+	}
+	stream, err := ac.sess.OpenStream()
+	if err != nil {
+		return errConflict("the workspace's helper is not connected (is the machine running?)", "opening a connection to it failed: "+err.Error())
+	}
+	defer stream.Close()
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.WorkspaceSSHSubprotocol}})
+	if err != nil {
+		return nil // Accept answered
+	}
+	ctx, cancel := s.untilShutdown(r)
+	defer cancel()
+	nc := websocket.NetConn(ctx, c, websocket.MessageBinary)
+	defer nc.Close()
+	log := s.log.With("workspace", ref, "user", u.Username)
+	log.Info("ssh connection to a workspace's helper opened")
+	s.recordActivity(ctx, ws.ID)
+
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(stream, nc); _ = stream.Close(); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(nc, stream); _ = nc.Close(); done <- struct{}{} }()
+	token, _ := bearer(r)
+	ended := ctx.Done()
+	for {
+		select {
+		case <-done:
+			// One direction ended: the other ends once both ends are closed.
+			nc.Close()
+			stream.Close()
+			<-done
+			log.Info("ssh connection to a workspace's helper closed")
+			s.recordActivity(context.WithoutCancel(ctx), ws.ID)
+			return nil
+		case <-ended:
+			ended = nil
+			nc.Close()
+			stream.Close()
+		case <-s.recheckAfter(s.recheck):
+			s.recordActivity(ctx, ws.ID)
+			if why := s.stillAllowed(ctx, r, token, u, ws.ID); why != "" {
+				log.Info("closing an ssh connection: access ended", "why", why)
+				nc.Close()
+				stream.Close()
+			}
+		}
+	}
+}
+
+// stillAllowed tells why the user of an open connection may no longer use the workspace ("": they
+// may): their token was rotated, or the workspace deleted.
+func (s *Server) stillAllowed(ctx context.Context, r *http.Request, token string, u store.User, workspaceID string) string {
+	now, err := s.store.UserByTokenHash(ctx, HashToken(token))
+	if errors.Is(err, store.ErrNotFound) || err == nil && now.ID != u.ID {
+		return "the token was replaced"
+	} else if err != nil {
+		return "" // the database is unavailable: leave the connection alone until the next check
+	}
+	ws, err := s.store.WorkspaceByID(ctx, workspaceID)
+	if errors.Is(err, store.ErrNotFound) {
+		return "the workspace is gone"
+	} else if err != nil {
+		return ""
+	}
+	if !visible(now, ws) {
+		return "the workspace is no longer the user's"
+	}
+	if ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
+		return "the workspace is deleted"
+	}
+	return ""
+}
+
+func (s *Server) recordActivity(ctx context.Context, workspaceID string) {
+	if err := s.store.RecordWorkspaceActivity(ctx, workspaceID, s.clock.Now()); err != nil && ctx.Err() == nil {
+		s.log.Warn("cannot record a workspace's activity", "workspace_id", workspaceID, "err", err)
+	}
+}
