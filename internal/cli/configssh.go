@@ -31,11 +31,13 @@ func (a *app) configSSHCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config-ssh",
 		Short: "Write an ~/.ssh/config block so that ssh NAME.hangar reaches your workspaces",
-		Long: `Write a block into ~/.ssh/config with one Host entry per workspace of yours that runs on
-Kubernetes, so that 'ssh NAME.hangar', scp, rsync, VS Code Remote-SSH and JetBrains Gateway reach
-it through the access proxy. Each entry's ProxyCommand is 'hangar ssh --stdio', which finds the
-proxy's address when it connects; ssh authenticates with your own key, which must be registered
-('hangar ssh-keys add').
+		Long: `Write a block into ~/.ssh/config with one Host entry per live workspace of yours, so that
+'ssh NAME.hangar', scp, rsync, VS Code Remote-SSH and JetBrains Gateway reach it. Each entry's
+ProxyCommand is 'hangar ssh --stdio'. A Kubernetes workspace is reached through the access proxy,
+whose address the ProxyCommand finds when it connects; ssh authenticates with your own key, which
+must be registered ('hangar ssh-keys add'). A Terraform workspace is reached through the server,
+which relays to the helper its machine runs; the ProxyCommand authenticates with your token and
+the helper asks ssh for nothing, its host key being trusted on first use.
 
 The block sits between START-HANGAR and END-HANGAR lines; running the command again (after creating
 or deleting workspaces) rewrites it and leaves the rest of the file alone. The proxy's host key is
@@ -124,7 +126,24 @@ func (a *app) sshConfigBlock(cmd *cobra.Command, c *sdk.Client, wss []sdk.Worksp
 	probes := map[string]bool{}
 	agentAddrs := map[string]string{}
 	for _, ws := range wss {
-		if ws.Backend != "kubernetes" || ws.DesiredState == "Terminated" || ws.ActualState == "Terminated" {
+		if ws.Backend != "kubernetes" && ws.Backend != "terraform" || ws.DesiredState == "Terminated" || ws.ActualState == "Terminated" {
+			continue
+		}
+		host := ws.Name + suffix
+		if ws.Owner != "" && ws.Owner != me {
+			host = ws.Name + "--" + ws.Owner + suffix
+		}
+		if ws.Backend == "terraform" {
+			// Through the server to the workspace's helper, which asks for no key (the ProxyCommand
+			// authenticates with the CLI's token); its host key is the helper's, trusted on first
+			// use under an alias of the workspace.
+			fmt.Fprintf(&b, "\nHost %s\n", host)
+			fmt.Fprintf(&b, "  User %s\n", ws.Ref())
+			proxyCommand := slices.Concat([]string{quoteSSH(exe), "ssh", "--stdio"}, global, []string{ws.Ref()})
+			fmt.Fprintf(&b, "  ProxyCommand %s\n", strings.Join(proxyCommand, " "))
+			fmt.Fprintf(&b, "  HostKeyAlias %s\n", workspaceHostKeyAlias(ws))
+			fmt.Fprintf(&b, "  UserKnownHostsFile %s\n", quoteSSH(knownHosts))
+			b.WriteString("  StrictHostKeyChecking accept-new\n  ServerAliveInterval 30\n")
 			continue
 		}
 		addr, known := flagAddr, addrSet
@@ -145,10 +164,6 @@ func (a *app) sshConfigBlock(cmd *cobra.Command, c *sdk.Client, wss []sdk.Worksp
 			return "", nil, fmt.Errorf("the proxy's SSH address %q of %s: want HOST:PORT", addr, ws.Ref())
 		}
 		probes[addr] = true
-		host := ws.Name + suffix
-		if ws.Owner != "" && ws.Owner != me {
-			host = ws.Name + "--" + ws.Owner + suffix
-		}
 		fmt.Fprintf(&b, "\nHost %s\n", host)
 		fmt.Fprintf(&b, "  User %s\n", ws.Ref())
 		proxyCommand := slices.Concat([]string{quoteSSH(exe), "ssh", "--stdio"}, global, []string{ws.Ref()})

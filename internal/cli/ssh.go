@@ -39,7 +39,14 @@ type sshTarget struct {
 	ws   sdk.Workspace
 	addr string
 	user string
+	// viaServer: a Terraform workspace, whose helper the server relays to (addr is empty).
+	viaServer bool
 }
+
+// workspaceHostKeyAlias is the name a Terraform workspace's helper's host key is kept under in
+// Hangar's known_hosts (and config-ssh's HostKeyAlias): one per workspace, by id, so that a new
+// workspace of the same name is not taken for the old one.
+func workspaceHostKeyAlias(ws sdk.Workspace) string { return "hangar-workspace-" + ws.ID }
 
 // sshTarget reads the workspace and finds the proxy's SSH address.
 func (a *app) sshTarget(cmd *cobra.Command, c *sdk.Client, name string) (sshTarget, error) {
@@ -47,8 +54,12 @@ func (a *app) sshTarget(cmd *cobra.Command, c *sdk.Client, name string) (sshTarg
 	if err != nil {
 		return sshTarget{}, err
 	}
+	if ws.Backend == "terraform" {
+		// The workspace's helper connected out to the server, which relays to it.
+		return sshTarget{ws: ws, user: ws.Ref(), viaServer: true}, nil
+	}
 	if ws.Backend != "kubernetes" {
-		return sshTarget{}, fmt.Errorf("workspace %s runs on %s: SSH reaches Kubernetes workspaces only, through the access proxy", ws.Ref(), ws.Backend)
+		return sshTarget{}, fmt.Errorf("workspace %s runs on %s: SSH reaches Kubernetes and Terraform workspaces only", ws.Ref(), ws.Backend)
 	}
 	addr, ok := a.value(cmd, flagSSHAddress)
 	if !ok {
@@ -123,8 +134,12 @@ func (a *app) hostKeyCallback(stderr io.Writer) (ssh.HostKeyCallback, string, er
 		if err == nil || !errors.As(err, &ke) {
 			return err
 		}
+		what := "the proxy"
+		if strings.HasPrefix(hostname, "hangar-workspace-") {
+			what = "the workspace's helper"
+		}
 		if len(ke.Want) > 0 {
-			return fmt.Errorf("the host key of %s changed (now %s); if the proxy's key really was replaced, remove its line from %s", hostname, ssh.FingerprintSHA256(key), path)
+			return fmt.Errorf("the host key of %s changed (now %s); if %s's key really was replaced, remove its line from %s", hostname, ssh.FingerprintSHA256(key), what, path)
 		}
 		line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key)
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
@@ -135,7 +150,7 @@ func (a *app) hostKeyCallback(stderr io.Writer) (ssh.HostKeyCallback, string, er
 		if _, err := fmt.Fprintln(f, line); err != nil {
 			return fmt.Errorf("known hosts: %w", err)
 		}
-		fmt.Fprintf(stderr, "hangar: trusting the proxy %s, host key %s (saved in %s)\n", hostname, ssh.FingerprintSHA256(key), path)
+		fmt.Fprintf(stderr, "hangar: trusting %s %s, host key %s (saved in %s)\n", what, knownhosts.Normalize(hostname), ssh.FingerprintSHA256(key), path)
 		check, _ = knownhosts.New(path)
 		return nil
 	}, path, nil
@@ -167,6 +182,21 @@ func (a *app) dialSSH(cmd *cobra.Command, name string) (*ssh.Client, sshTarget, 
 		User: t.user, Auth: []ssh.AuthMethod{ssh.Password(token)}, HostKeyCallback: hostKey, Timeout: 15 * time.Second,
 		BannerCallback: func(m string) error { banner.WriteString(m); return nil },
 	}
+	if t.viaServer {
+		// The server let us in (our token, on the WebSocket); the helper asks for nothing more.
+		nc, err := c.DialWorkspaceSSH(cmd.Context(), t.ws.Ref())
+		if err != nil {
+			return nil, t, err
+		}
+		cfg.Auth = nil
+		addr := workspaceHostKeyAlias(t.ws) + ":22"
+		sc, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
+		if err != nil {
+			nc.Close()
+			return nil, t, fmt.Errorf("ssh to %s through the server: %w", t.ws.Ref(), err)
+		}
+		return ssh.NewClient(sc, chans, reqs), t, nil
+	}
 	d := net.Dialer{Timeout: cfg.Timeout}
 	nc, err := d.DialContext(cmd.Context(), "tcp", t.addr)
 	if err != nil {
@@ -188,15 +218,17 @@ func (a *app) sshCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ssh NAME [-- COMMAND [ARG...]]",
 		Short: "Open a shell in a workspace, or run a command there",
-		Long: `Open a shell in a workspace, or run a command there, through the access proxy's SSH. The CLI
-authenticates with your token; plain ssh, VS Code and JetBrains use a key you registered with
-'hangar ssh-keys add' (see 'hangar config-ssh').
+		Long: `Open a shell in a workspace, or run a command there: a Kubernetes workspace through the access
+proxy's SSH, a Terraform workspace through the server, which relays to the helper its machine runs
+(hangar_agent). The CLI authenticates with your token; for Kubernetes workspaces plain ssh, VS Code
+and JetBrains use a key you registered with 'hangar ssh-keys add' (see 'hangar config-ssh').
 
 The command's output and exit status are the remote command's. A terminal is allocated for a shell
 when standard input is one (-t forces it, -T refuses it).
 
---stdio connects standard input and output to the proxy's SSH port and nothing else: it is the
-ProxyCommand that 'hangar config-ssh' writes.
+--stdio connects standard input and output to the proxy's SSH port (or, for a Terraform
+workspace, to its helper through the server) and nothing else: it is the ProxyCommand that
+'hangar config-ssh' writes.
 
 ` + nameHelp,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -307,10 +339,16 @@ func (a *app) sshStdio(cmd *cobra.Command, name string) error {
 	if err != nil {
 		return err
 	}
-	d := net.Dialer{Timeout: 15 * time.Second}
-	nc, err := d.DialContext(cmd.Context(), "tcp", t.addr)
-	if err != nil {
-		return fmt.Errorf("connect to the proxy's SSH at %s: %w", t.addr, err)
+	var nc net.Conn
+	if t.viaServer {
+		if nc, err = c.DialWorkspaceSSH(cmd.Context(), t.ws.Ref()); err != nil {
+			return err
+		}
+	} else {
+		d := net.Dialer{Timeout: 15 * time.Second}
+		if nc, err = d.DialContext(cmd.Context(), "tcp", t.addr); err != nil {
+			return fmt.Errorf("connect to the proxy's SSH at %s: %w", t.addr, err)
+		}
 	}
 	defer nc.Close()
 	done := make(chan struct{}, 2)
@@ -347,8 +385,9 @@ func (a *app) portForwardCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "port-forward NAME LOCAL:REMOTE [LOCAL:REMOTE...]",
 		Short: "Forward local ports to ports inside a workspace",
-		Long: `Forward local ports to ports inside a workspace, through the access proxy's SSH: any port a
-process in the workspace listens on, exposed as an endpoint or not. PORT alone forwards the same
+		Long: `Forward local ports to ports inside a workspace, through the access proxy's SSH (a Terraform
+workspace: through the server to its helper): any port a process in the workspace listens on,
+exposed as an endpoint or not. PORT alone forwards the same
 port; LOCAL 0 picks a free local port. Runs until interrupted (Ctrl-C).
 
 ` + nameHelp,
