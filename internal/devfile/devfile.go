@@ -94,6 +94,7 @@ type container struct {
 	// logsAsMessage: when the container fails without a termination message, the tail of its log
 	// is the message (the project clone's error reaches the user through the pod's status).
 	logsAsMessage bool
+	readiness     *corev1.Probe // Hangar's own only: the helper's SSH port
 }
 
 type endpoint struct {

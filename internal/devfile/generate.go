@@ -3,9 +3,12 @@ package devfile
 import (
 	"bytes"
 	"cmp"
+	"crypto/ed25519"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"maps"
 	"path"
@@ -60,6 +63,9 @@ type Params struct {
 	Namespace    string                // computed by the server: per-workspace namespace or the agent's shared one
 	DesiredState workspace.State       // Running => replicas 1; Stopped, RestartRequested, Terminated => replicas 0
 	Agent        workspace.AgentConfig // already WithDefaults()+Validate()d
+	// HelperHostKey (workspace.HelperHostKey) is put in the <name>-ssh Secret for the helper, which
+	// then serves with it; nil leaves the helper to make its own (a key the proxy cannot pin).
+	HelperHostKey ed25519.PrivateKey
 }
 
 const (
@@ -216,9 +222,19 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	}
 	selector := map[string]string{LabelWorkspaceID: p.WorkspaceID}
 
-	pod, err := d.podContainers(a)
+	pod, err := d.podContainers(a, p.HelperHostKey != nil)
 	if err != nil {
 		return nil, err
+	}
+	var hostKeyPEM string
+	if p.HelperHostKey != nil {
+		// PKCS #8, not OpenSSH's format: that one holds random check bytes, and the same key must
+		// give the same Secret (the agent applies only what changed).
+		der, err := x509.MarshalPKCS8PrivateKey(p.HelperHostKey)
+		if err != nil {
+			return nil, fmt.Errorf("helper host key: %w", err)
+		}
+		hostKeyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
 	}
 	containers, inits := pod.containers, pod.inits
 
@@ -296,11 +312,15 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		if len(a.ProxySSHPublicKeys) > 0 {
 			keys = strings.Join(a.ProxySSHPublicKeys, "\n") + "\n"
 		}
+		sshData := map[string]string{AuthorizedKeysKey: keys}
+		if p.HelperHostKey != nil {
+			sshData[HostKeyKey] = hostKeyPEM
+		}
 		add("v1", "Secret", ns, sshSecret, &corev1.Secret{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 			ObjectMeta: meta(sshSecret),
 			Type:       corev1.SecretTypeOpaque,
-			StringData: map[string]string{AuthorizedKeysKey: keys},
+			StringData: sshData,
 		})
 	}
 
@@ -573,14 +593,17 @@ const (
 	// (HelperDir/state) when the main container does not mount the data volume.
 	HelperDir    = "/hangar/bin"
 	HelperBinary = HelperDir + "/hangar"
-	// HelperSSHPort is where the helper serves SSH (HANGAR_HELPER_SSH_ADDR): admitted from the
-	// proxy's pods only, never a Service port. High, so that it seldom clashes with a devfile's.
+	// HelperSSHPort is where the helper serves SSH (HANGAR_HELPER_SSH_ADDR): a port of the
+	// workspace's Service (the proxy finds the pod by it) admitted from the proxy's pods only, never
+	// public. High, so that it seldom clashes with a devfile's.
 	HelperSSHPort     = 60022
 	HelperSSHPortName = "hangar-ssh"
 	// The Secret <name>-ssh, key AuthorizedKeysKey, is mounted read-only at HelperSSHDir.
 	sshVolume         = "hangar-ssh"
 	HelperSSHDir      = "/hangar/ssh"
 	AuthorizedKeysKey = "authorized_keys"
+	// HostKeyKey is the helper's host key in the same Secret (Params.HelperHostKey), when given.
+	HostKeyKey = "ssh_host_ed25519_key"
 )
 
 type podSpec struct {
@@ -591,7 +614,7 @@ type podSpec struct {
 // podContainers builds the containers and init containers with their effective resources — the
 // devfile's own values, with the agent's defaults merged under them, each default kept within the
 // agent's caps — checks the caps, and returns a short hash of those resources.
-func (d *Devfile) podContainers(a workspace.AgentConfig) (podSpec, error) {
+func (d *Devfile) podContainers(a workspace.AgentConfig, hostKey bool) (podSpec, error) {
 	def := defaultsWithinCaps(a)
 	var out podSpec
 	h := sha256.New()
@@ -608,7 +631,7 @@ func (d *Devfile) podContainers(a workspace.AgentConfig) (podSpec, error) {
 	var app, init []spent
 	for i, c := range d.containers {
 		if i == d.main && d.helper {
-			c = c.withHelper()
+			c = c.withHelper(hostKey)
 		}
 		kc, sp := build(c, false)
 		out.containers = append(out.containers, kc)
@@ -832,6 +855,7 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 		Resources:       res,
 		VolumeMounts:    mounts,
 		Lifecycle:       lifecycle,
+		ReadinessProbe:  c.readiness,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		// Empty unless logsAsMessage: the API server's default (File) then applies.
 		TerminationMessagePolicy: messagePolicy,
@@ -842,9 +866,10 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 // withHelper returns the main container c running `hangar workspace-helper`: around the devfile's
 // command and args (`-- COMMAND ARGS...`), or alone instead of the keep-alive script (the helper
 // keeps the container running). The helper serves SSH on HelperSSHPort to the keys of the
-// <name>-ssh Secret, and keeps its host key in <data volume>/.hangar when the container mounts the
-// data volume (the key then survives restarts), else in HelperDir/state (a new key in each pod).
-func (c container) withHelper() container {
+// <name>-ssh Secret, with the host key of that Secret when hostKey (Params.HelperHostKey, which the
+// proxy pins), else one it keeps in <data volume>/.hangar when the container mounts the data
+// volume, or in HelperDir/state. Its state (postStart record) lives there too.
+func (c container) withHelper(hostKey bool) container {
 	if c.keepAlive {
 		c.command, c.keepAlive = []string{HelperBinary, "workspace-helper"}, false
 	} else {
@@ -859,6 +884,15 @@ func (c container) withHelper() container {
 		corev1.EnvVar{Name: "HANGAR_HELPER_SSH_ADDR", Value: ":" + strconv.Itoa(HelperSSHPort)},
 		corev1.EnvVar{Name: "HANGAR_HELPER_AUTHORIZED_KEYS_FILE", Value: path.Join(HelperSSHDir, AuthorizedKeysKey)},
 		corev1.EnvVar{Name: "HANGAR_HELPER_STATE_DIR", Value: stateDir})
+	if hostKey {
+		c.env = append(c.env, corev1.EnvVar{Name: "HANGAR_HELPER_HOST_KEY_FILE", Value: path.Join(HelperSSHDir, HostKeyKey)})
+	}
+	// Ready once the helper listens: the EndpointSlice then sends the proxy only to a pod that
+	// answers SSH (just after Running, `hangar ssh` would otherwise meet a refused connection).
+	c.readiness = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(HelperSSHPort)}},
+		PeriodSeconds: 2, FailureThreshold: 3, SuccessThreshold: 1, TimeoutSeconds: 1,
+	}
 	c.mounts = append(slices.Clip(c.mounts),
 		corev1.VolumeMount{Name: toolsVolume, MountPath: HelperDir},
 		corev1.VolumeMount{Name: sshVolume, MountPath: HelperSSHDir, ReadOnly: true})
@@ -982,7 +1016,7 @@ func CheckAgentCaps(cfg workspace.AgentConfig) []string {
 	if err != nil {
 		return append(out, "the default devfile does not parse: "+err.Error())
 	}
-	if _, err := d.podContainers(cfg); err != nil {
+	if _, err := d.podContainers(cfg, false); err != nil {
 		out = append(out, "workspaces created without a devfile do not fit this agent's caps: "+err.Error())
 	}
 	return out

@@ -81,6 +81,8 @@ func generateCases(t testing.TB) []generateCase {
 	rich.Namespace = "workspaces"
 	// In a shared namespace the objects carry the cluster name, unique to this workspace.
 	rich.KubeName = workspace.KubeName(rich.WorkspaceName, rich.WorkspaceID)
+	// The server's config carries the helper's derived host key (a fixed test agent token hash).
+	rich.HelperHostKey = workspace.HelperHostKey(make([]byte, 32), rich.WorkspaceID)
 	rich.Agent = agent(t, workspace.AgentConfig{
 		DNSZone:         "ws.example.org",
 		NamespaceMode:   workspace.NamespaceShared,

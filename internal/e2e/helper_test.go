@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // TestWorkspaceHelper runs the helper Hangar injects into a workspace's main container, on the
@@ -21,7 +24,8 @@ import (
 // container runs `hangar workspace-helper` — alone when the devfile gives no command (it keeps the
 // container running), around the devfile's command otherwise. From the cluster's network, an SSH
 // client with the key of the agent's proxy_ssh_public_keys gets a shell in the pod (hostname is
-// the pod's name; the devfile's command ran), the host key is the one kept on the data volume, and
+// the pod's name; the devfile's command ran), the host key is the one derived from the agent's token
+// (the Secret's, which the proxy pins), and
 // another key is refused.
 func TestWorkspaceHelper(t *testing.T) {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -41,7 +45,7 @@ func TestWorkspaceHelper(t *testing.T) {
 	for _, tc := range []struct {
 		name, container, check, want string
 	}{
-		{"helper-idle", `{image: ` + kubetest.WorkspaceImage + `}`, "echo $HANGAR_HELPER_SSH_ADDR; test -s /projects/.hangar/ssh_host_ed25519_key && echo kept", "\nkept\n"},
+		{"helper-idle", `{image: ` + kubetest.WorkspaceImage + `}`, "echo $HANGAR_HELPER_SSH_ADDR; test -s /hangar/ssh/ssh_host_ed25519_key && echo from-secret", "\nfrom-secret\n"},
 		{"helper-cmd", `{image: ` + kubetest.WorkspaceImage + `, command: ["sh", "-c", "echo started > /tmp/started; exec sleep 1000000"]}`, "cat /tmp/started", "started\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,11 +55,15 @@ func TestWorkspaceHelper(t *testing.T) {
 			if got := p.Spec.Containers[0].Command; len(got) < 2 || got[0] != "/hangar/bin/hangar" || got[1] != "workspace-helper" {
 				t.Fatalf("main container command %q, want the helper", got)
 			}
-			// The host key the helper keeps on the data volume: pinned, as the proxy will.
-			pub := r.exec(t, p, "dev", "cat /projects/.hangar/ssh_host_ed25519_key.pub")
-			hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(pub))
+			// The host key is the one derived from the agent's token, as the proxy pins it.
+			agentToken, err := os.ReadFile(token)
 			if err != nil {
-				t.Fatalf("host key %q: %v", pub, err)
+				t.Fatal(err)
+			}
+			hash := sha256.Sum256(bytes.TrimSpace(agentToken))
+			hostKey, err := ssh.NewPublicKey(workspace.HelperHostKey(hash[:], w.ID).Public())
+			if err != nil {
+				t.Fatal(err)
 			}
 			addr := net.JoinHostPort(p.Status.PodIP, "60022")
 

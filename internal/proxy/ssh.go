@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,9 @@ type SSHOptions struct {
 	// UpstreamKey is the key the proxy logs in to the workspaces' helpers with: its public half is
 	// in the agent config's proxy_ssh_public_keys.
 	UpstreamKey ssh.Signer
+	// HelperHostKey is the host key a workspace's helper must show (workspace.HelperHostKey, from
+	// the agent's token). Nil accepts any (tests of other parts only).
+	HelperHostKey func(workspaceID string) ssh.PublicKey
 	// Dial connects to a helper (default: net.Dialer with HandshakeTimeout).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Activity, when set, is told about every session and forwarded connection opened, and, at
@@ -306,10 +310,7 @@ func (s *SSHServer) serveConn(nc net.Conn) {
 	if err == nil {
 		up, upChans, upReqs, err = ssh.NewClientConn(uc, addr, &ssh.ClientConfig{
 			User: ext[extUser], Auth: []ssh.AuthMethod{ssh.PublicKeys(s.opts.UpstreamKey)},
-			// The helper's host key is made in its pod; the proxy reaches the pod by the IP the
-			// cluster's API gives, on a port the NetworkPolicy opens to the proxy only
-			// (docs/decisions.md, "SSH through the proxy").
-			HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+			HostKeyCallback: s.helperHostKeyCallback(wsID),
 			Timeout:         s.opts.HandshakeTimeout,
 		})
 		if err != nil {
@@ -340,6 +341,25 @@ func (s *SSHServer) serveConn(nc net.Conn) {
 	close(recheckDone)
 	wg.Wait()
 	log.Info("ssh connection closed", "duration", time.Since(start).Round(time.Millisecond).String())
+}
+
+// errHostKeyMismatch: the pod at the workspace's address is not its helper, or has a key of
+// another agent token.
+var errHostKeyMismatch = errors.New("the SSH server at the workspace's address did not show the workspace's host key (a pod of another workspace, or a helper started before the agent's token changed: restart the workspace)")
+
+// helperHostKeyCallback accepts exactly the workspace's derived host key (docs/decisions.md, "The
+// proxy pins the helper's host key").
+func (s *SSHServer) helperHostKeyCallback(wsID string) ssh.HostKeyCallback {
+	if s.opts.HelperHostKey == nil {
+		return ssh.InsecureIgnoreHostKey()
+	}
+	want := s.opts.HelperHostKey(wsID)
+	return func(_ string, _ net.Addr, key ssh.PublicKey) error {
+		if want == nil || !bytes.Equal(key.Marshal(), want.Marshal()) {
+			return errHostKeyMismatch
+		}
+		return nil
+	}
 }
 
 // notRunning answers a client whose workspace has no ready pod: every session says so on stderr and

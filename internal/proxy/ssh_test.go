@@ -105,8 +105,9 @@ type sshFixture struct {
 	helperAddr  string
 	upstreamKey ssh.Signer
 
-	mu       sync.Mutex
-	activity []string
+	mu           sync.Mutex
+	activity     []string
+	wrongHostKey bool // the proxy expects another key than the helper's
 }
 
 // newSSHFixture runs the real workspace helper's SSH server (as in the pod) and the proxy's SSH
@@ -119,7 +120,8 @@ func newSSHFixture(t testing.TB, helperOpts ...func(*wshelper.ServerOptions)) *s
 	if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(upstreamKey.PublicKey()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hopts := wshelper.ServerOptions{HostKey: newSigner(t), AuthorizedKeysFile: keys, Shell: "/bin/sh", Dir: dir,
+	helperHostKey := newSigner(t)
+	hopts := wshelper.ServerOptions{HostKey: helperHostKey, AuthorizedKeysFile: keys, Shell: "/bin/sh", Dir: dir,
 		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}}
 	for _, o := range helperOpts {
 		o(&hopts)
@@ -139,6 +141,7 @@ func newSSHFixture(t testing.TB, helperOpts ...func(*wshelper.ServerOptions)) *s
 		helper.Shutdown(ctx)
 	})
 
+	newSignerPub := newSigner(t).PublicKey()
 	f := &sshFixture{alice: newSigner(t), bob: newSigner(t), ticks: make(chan time.Time), helperAddr: hln.Addr().String(), upstreamKey: upstreamKey}
 	f.checker = &fakeSSHChecker{alice: authorizedLine(f.alice.PublicKey()), bob: authorizedLine(f.bob.PublicKey()), token: "hgu_alicetoken"}
 	f.routes = &fakeSSHRoutes{addr: map[string]string{"ws-1": hln.Addr().String()}}
@@ -152,6 +155,14 @@ func newSSHFixture(t testing.TB, helperOpts ...func(*wshelper.ServerOptions)) *s
 			f.mu.Unlock()
 		},
 		NewTicker: func(time.Duration) (<-chan time.Time, func()) { return f.ticks, func() {} },
+		HelperHostKey: func(id string) ssh.PublicKey {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.wrongHostKey || id != "ws-1" {
+				return newSignerPub
+			}
+			return helperHostKey.PublicKey()
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -387,5 +398,21 @@ func TestSSHRevokedTokenEndsOpenConnection(t *testing.T) {
 	}
 	if _, err := f.dial("dev", ssh.Password("hgu_alicetoken")); err == nil {
 		t.Error("a revoked token got in again")
+	}
+}
+
+func TestSSHHelperWithAnotherHostKeyIsNotTrusted(t *testing.T) {
+	f := newSSHFixture(t)
+	f.mu.Lock()
+	f.wrongHostKey = true
+	f.mu.Unlock()
+	c, err := f.dial("dev", ssh.PublicKeys(f.alice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out, errOut, err := run(t, c, "echo should-not-run")
+	if err == nil || out != "" || !strings.Contains(errOut, "did not show the workspace's host key") {
+		t.Errorf("through a helper with the wrong host key: %v, stdout %q, stderr %q", err, out, errOut)
 	}
 }

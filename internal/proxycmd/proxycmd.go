@@ -5,6 +5,7 @@ package proxycmd
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/logging"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/proxy"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // Config is the proxy's configuration.
@@ -212,6 +214,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if sshKeys != nil {
 		sshSrv, err = proxy.NewSSHServer(proxy.SSHOptions{
 			HostKeys: []ssh.Signer{sshKeys.host}, UpstreamKey: sshKeys.client, Checker: server, Routes: routes,
+			HelperHostKey: helperHostKeys(token),
 			Activity: activity.Record, RecheckInterval: recheck, Logger: log, Metrics: proxy.NewSSHMetrics(reg),
 		})
 		if err != nil {
@@ -318,4 +321,17 @@ func loadSSHKeys(hostFile, clientFile string) (*sshKeyPair, error) {
 		}
 	}
 	return &sshKeyPair{host: keys[0], client: keys[1]}, nil
+}
+
+// helperHostKeys derives each workspace's helper host key from the agent's token, as the server does
+// from its hash (workspace.HelperHostKey).
+func helperHostKeys(agentToken string) func(string) ssh.PublicKey {
+	hash := sha256.Sum256([]byte(agentToken))
+	return func(workspaceID string) ssh.PublicKey {
+		pub, err := ssh.NewPublicKey(workspace.HelperHostKey(hash[:], workspaceID).Public())
+		if err != nil {
+			return nil // refuses: cannot happen for an ed25519 key
+		}
+		return pub
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/reconcile"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // reconcile serves POST /api/v1/agent/reconcile: read the agent's rows in scope (locked), decide
@@ -83,6 +84,7 @@ func (s *Server) config(ctx context.Context, ws store.Workspace, agent store.Age
 	cfg, err := devfile.Generate(df, devfile.Params{
 		WorkspaceID: ws.ID, WorkspaceName: ws.Name, KubeName: ws.KubeName, Owner: ws.OwnerName, AgentID: agent.ID,
 		Namespace: ws.Namespace, DesiredState: ws.DesiredState, Agent: agent.Config,
+		HelperHostKey: workspace.HelperHostKey(agent.TokenHash, ws.ID),
 	})
 	if err != nil {
 		return "", fmt.Errorf("generate config of workspace %s: %w", ws.Name, err)
