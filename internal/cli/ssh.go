@@ -189,6 +189,11 @@ func (a *app) dialSSH(cmd *cobra.Command, name string) (*ssh.Client, sshTarget, 
 			return nil, t, err
 		}
 		cfg.Auth = nil
+		// The helper's key is checked under the workspace's alias only: the connection has no
+		// address of its own (knownhosts still wants one it can parse).
+		cfg.HostKeyCallback = func(hostname string, _ net.Addr, key ssh.PublicKey) error {
+			return hostKey(hostname, &net.TCPAddr{IP: net.IPv4zero, Port: 22}, key)
+		}
 		addr := workspaceHostKeyAlias(t.ws) + ":22"
 		sc, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
 		if err != nil {

@@ -94,6 +94,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	opts := cfg.Server
 	opts.HostKey, opts.AuthorizedKeysFile, opts.Env, opts.Logger = hostKey, cfg.AuthorizedKeysFile, cfg.Env, log
+	opts.TrustedOnly = cfg.SSHAddr == ""
 	srv, err := NewServer(opts)
 	if err != nil {
 		return 0, err

@@ -53,6 +53,9 @@ type ServerOptions struct {
 	// AuthorizedKeysFile lists the keys that may connect (normally the proxy's). Re-read at every
 	// authentication; missing or empty refuses everyone.
 	AuthorizedKeysFile string
+	// TrustedOnly says only ServeTrusted connections are expected (the helper connects out and
+	// listens nowhere): an unset authorized_keys file is then not warned about.
+	TrustedOnly bool
 	// MaxConnections is the most connections served at once; more are closed before the handshake.
 	MaxConnections int
 	// MaxChannels is the most channels (sessions and forwarded connections) one connection has open
@@ -176,7 +179,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	s.config.AddHostKey(opts.HostKey)
 	s.trusted = &ssh.ServerConfig{NoClientAuth: true, ServerVersion: s.config.ServerVersion}
 	s.trusted.AddHostKey(opts.HostKey)
-	if _, err := auth.keys(); err != nil { // log the file's state once at start
+	if opts.TrustedOnly && opts.AuthorizedKeysFile == "" {
+		// Nothing listens: no client will ever be asked for a key.
+	} else if _, err := auth.keys(); err != nil { // log the file's state once at start
 		log.Warn("ssh clients will be refused until the authorized_keys file holds a key", "file", opts.AuthorizedKeysFile)
 	}
 	s.wg.Add(1)
