@@ -193,17 +193,8 @@ func testWorkspaceAgent(t *testing.T, engine string) {
 	}
 	// Bad helper tokens.
 	for _, tok := range []string{"", "hgu_user", "hwa_unknown"} {
-		req, _ := http.NewRequest("GET", env.URL+protocol.WorkspaceAgentConnectPath, nil)
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("helper token %q: %d, want 401", tok, resp.StatusCode)
+		if status, body := call(t, env, tok, "GET", protocol.WorkspaceAgentConnectPath, nil); status != http.StatusUnauthorized {
+			t.Fatalf("helper token %q: %d %s, want 401", tok, status, body)
 		}
 	}
 
@@ -279,15 +270,8 @@ func testWorkspaceAgent(t *testing.T, engine string) {
 		t.Fatalf("ssh after stop: %d %s", status, body)
 	}
 	for _, tok := range []string{ae.job.AgentToken, stop.AgentToken} {
-		req, _ := http.NewRequest("GET", env.URL+protocol.WorkspaceAgentConnectPath, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("a token the state does not hold: %d, want 401", resp.StatusCode)
+		if status, body := call(t, env, tok, "GET", protocol.WorkspaceAgentConnectPath, nil); status != http.StatusUnauthorized {
+			t.Fatalf("a token the state does not hold: %d %s, want 401", status, body)
 		}
 	}
 }

@@ -74,15 +74,7 @@ func TestConnectServesTrustedStreams(t *testing.T) {
 	hs := httptest.NewServer(fake)
 	defer hs.Close()
 
-	waits := make(chan chan time.Time, 4)
-	after := func(d time.Duration) <-chan time.Time {
-		if d <= 0 || d > DefaultRetry.Max {
-			t.Errorf("backoff of %v", d)
-		}
-		ch := make(chan time.Time, 1)
-		waits <- ch
-		return ch
-	}
+	after, waits, _ := fakeAfter()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -126,17 +118,7 @@ func TestConnectRefusedTokenRetries(t *testing.T) {
 	fake := &fakeHangar{t: t, token: "hwa_other", sessions: make(chan *yamux.Session, 1)}
 	hs := httptest.NewServer(fake)
 	defer hs.Close()
-	var mu sync.Mutex
-	var delays []time.Duration
-	waits := make(chan chan time.Time, 4)
-	after := func(d time.Duration) <-chan time.Time {
-		mu.Lock()
-		delays = append(delays, d)
-		mu.Unlock()
-		ch := make(chan time.Time, 1)
-		waits <- ch
-		return ch
-	}
+	after, waits, delays := fakeAfter()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -149,10 +131,8 @@ func TestConnectRefusedTokenRetries(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(delays) != 3 || delays[2] < delays[0] || delays[2] < DefaultRetry.Ceiling(2)/2 {
-		t.Fatalf("backoff delays %v, want growing", delays)
+	if d := delays(); len(d) != 3 || d[2] < d[0] || d[2] < DefaultRetry.Ceiling(2)/2 || d[2] > DefaultRetry.Max {
+		t.Fatalf("backoff delays %v, want growing", d)
 	}
 	fake.mu.Lock()
 	defer fake.mu.Unlock()
@@ -237,4 +217,26 @@ func recvWait(t *testing.T, ch <-chan chan time.Time) chan time.Time {
 		t.Fatal("the helper did not wait to retry")
 		return nil
 	}
+}
+
+// fakeAfter is an injected timer: each call hands the test a channel to fire, and records the
+// delay asked for.
+func fakeAfter() (after func(time.Duration) <-chan time.Time, waits chan chan time.Time, delays func() []time.Duration) {
+	var mu sync.Mutex
+	var ds []time.Duration
+	waits = make(chan chan time.Time, 4)
+	after = func(d time.Duration) <-chan time.Time {
+		mu.Lock()
+		ds = append(ds, d)
+		mu.Unlock()
+		ch := make(chan time.Time, 1)
+		waits <- ch
+		return ch
+	}
+	delays = func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Duration(nil), ds...)
+	}
+	return after, waits, delays
 }
