@@ -291,6 +291,38 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 	}
 	mainName = firstNonEmpty(mainName, glMain, names[0])
 
+	// The web editor: for the container whose hangar.dev/editor is code-server, else the first whose
+	// gl/inject-editor is true (and hangar.dev/editor not none); never when an endpoint has its port.
+	editorFor, editorByGitLab, editorPortTaken := "", "", false
+	for _, comp := range asList(raw["components"]) {
+		cm := comp.(map[string]any)
+		attrs, _ := cm["attributes"].(map[string]any)
+		dc, ok := cm["container"].(map[string]any)
+		if !ok {
+			continue
+		}
+		for _, e := range asList(dc["endpoints"]) {
+			editorPortTaken = editorPortTaken || int32(e.(map[string]any)["targetPort"].(float64)) == EditorPort
+		}
+		if initOnly[str(cm, "name")] {
+			continue
+		}
+		if attrs[EditorAttribute] == "code-server" && editorFor == "" {
+			editorFor = str(cm, "name")
+		}
+		if truthy(attrs[GitLabMainAttribute]) && attrs[EditorAttribute] != "none" && editorByGitLab == "" {
+			editorByGitLab = str(cm, "name")
+		}
+	}
+	editorFor = firstNonEmpty(editorFor, editorByGitLab)
+	if editorPortTaken {
+		editorFor = ""
+	}
+	if editorFor != "" {
+		names = append(names, EditorContainerName)
+		checkEditor(t, g, spec, editorFor)
+	}
+
 	// The helper runs in the main container unless the image's entrypoint runs its args (args
 	// without a command) or an endpoint takes the helper's port; its init container goes first.
 	helper := true
@@ -480,6 +512,9 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 		checkVolume(t, g, spec, name, v)
 	}
 	want := firstNonEmpty(mainPublic, anyPublic)
+	if editorFor != "" {
+		want = strconv.Itoa(EditorPort) // the workspace URL opens the editor
+	}
 	if port, _, ok := d.PublicEndpoint(); ok != (want != "") || ok && strconv.Itoa(port) != want {
 		t.Errorf("workspace URL port %d (%v), want the first public endpoint %q", port, ok, want)
 	}
@@ -676,5 +711,65 @@ func checkHelper(t *testing.T, g generated, spec corev1.PodSpec, mainName string
 	}
 	if !fromProxy || fromCluster {
 		t.Errorf("the helper's port: proxy may reach %v, others %v; want true, false", fromProxy, fromCluster)
+	}
+}
+
+// checkEditor checks the injected editor against the devfile: code-server from EditorImage with its
+// own password off, on a public endpoint on EditorPort that only the proxy reaches, serving the
+// volume at the PROJECTS_ROOT of the component that asked for it.
+func checkEditor(t *testing.T, g generated, spec corev1.PodSpec, asking string) {
+	t.Helper()
+	var editor, from *corev1.Container
+	for i, c := range spec.Containers {
+		switch c.Name {
+		case EditorContainerName:
+			editor = &spec.Containers[i]
+		case asking:
+			from = &spec.Containers[i]
+		}
+	}
+	if editor == nil || from == nil {
+		t.Fatalf("containers %v: want %s and %s", spec.Containers, EditorContainerName, asking)
+	}
+	if editor.Image != EditorImage || len(editor.Command) == 0 || editor.Command[0] != EditorBinary || !strings.Contains(strings.Join(editor.Command, " "), "--auth none") {
+		t.Errorf("editor %s %q, want %s running %s with --auth none", editor.Image, editor.Command, EditorImage, EditorBinary)
+	}
+	if len(editor.Ports) != 1 || editor.Ports[0].ContainerPort != EditorPort {
+		t.Errorf("editor ports %v, want %d", editor.Ports, EditorPort)
+	}
+	inService := g.service != nil && slices.ContainsFunc(g.service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == EditorPort })
+	public := g.service != nil && slices.Contains(strings.Split(g.service.Annotations[AnnotationPublicPorts], ","), strconv.Itoa(EditorPort))
+	fromProxy, fromCluster := policyAdmits(g.policy, EditorPort)
+	if !inService || !public || !fromProxy || fromCluster {
+		t.Errorf("editor endpoint: service port %v, public %v, proxy may reach %v, others %v; want true, true, true, false", inService, public, fromProxy, fromCluster)
+	}
+	if editor.ReadinessProbe == nil || editor.ReadinessProbe.HTTPGet == nil || editor.ReadinessProbe.HTTPGet.Port.IntValue() != EditorPort {
+		t.Errorf("editor readiness probe %+v, want an HTTP GET on %d", editor.ReadinessProbe, EditorPort)
+	}
+	env := func(c *corev1.Container, name string) string {
+		for _, e := range c.Env {
+			if e.Name == name {
+				return e.Value
+			}
+		}
+		return ""
+	}
+	root := env(from, "PROJECTS_ROOT")
+	if root == "" {
+		root = "/projects" // the asking container does not mount the sources; the editor does
+	}
+	if env(editor, "PROJECTS_ROOT") != root || editor.Command[len(editor.Command)-1] != path.Join(root, strings.TrimPrefix(env(editor, "PROJECT_SOURCE"), root)) {
+		t.Errorf("editor PROJECTS_ROOT %q, opens %q; want %q and its PROJECT_SOURCE", env(editor, "PROJECTS_ROOT"), editor.Command[len(editor.Command)-1], root)
+	}
+	mounted := map[string]string{}
+	for _, c := range []*corev1.Container{editor, from} {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == root {
+				mounted[c.Name] = m.Name
+			}
+		}
+	}
+	if want := mounted[asking]; mounted[EditorContainerName] == "" || want != "" && mounted[EditorContainerName] != want {
+		t.Errorf("editor mounts %q at %s, want the volume %s has there (%q)", mounted[EditorContainerName], root, asking, want)
 	}
 }

@@ -34,8 +34,14 @@ import (
 const MainAttribute = workspace.ReservedPrefix + "main"
 
 // GitLabMainAttribute is GitLab's mark of the main container (its editor is injected there); Hangar
-// reads it the same way when no component has MainAttribute, so GitLab's devfiles run unchanged.
+// reads it the same way when no component has MainAttribute, so GitLab's devfiles run unchanged,
+// and injects its own editor for it (EditorAttribute).
 const GitLabMainAttribute = "gl/inject-editor"
+
+// EditorAttribute on a container component asks for the web editor: `hangar.dev/editor:
+// code-server` injects it (as `gl/inject-editor: true` does), `none` leaves it out even where
+// gl/inject-editor asks for it. See editor.go.
+const EditorAttribute = workspace.ReservedPrefix + "editor"
 
 // reservedName is the prefix of component, endpoint and environment variable names that Hangar keeps
 // for its own (compared without regard to case).
@@ -72,6 +78,8 @@ type Devfile struct {
 	// ephemeralData: the workspace data volume is an emptyDir, not a claim
 	// (controller.devfile.io/storage-type: ephemeral).
 	ephemeralData bool
+	// editor: the last of containers is the injected web editor (EditorContainerName).
+	editor bool
 }
 
 type container struct {
@@ -94,7 +102,7 @@ type container struct {
 	// logsAsMessage: when the container fails without a termination message, the tail of its log
 	// is the message (the project clone's error reaches the user through the pod's status).
 	logsAsMessage bool
-	readiness     *corev1.Probe // Hangar's own only: the helper's SSH port
+	readiness     *corev1.Probe // Hangar's own only: the helper's SSH port, the editor's /healthz
 }
 
 type endpoint struct {
@@ -125,9 +133,13 @@ type project struct {
 	Revision string            `json:"revision,omitempty"` // branch, tag or commit
 }
 
-// PublicEndpoint returns the endpoint the workspace URL points at: the main container's first public
-// endpoint, else the first public endpoint of any container in devfile order (false if none).
+// PublicEndpoint returns the endpoint the workspace URL points at: the injected editor's, else the
+// main container's first public endpoint, else the first public endpoint of any container in devfile
+// order (false if none).
 func (d *Devfile) PublicEndpoint() (port int, urlPath string, ok bool) {
+	if d.editor {
+		return EditorPort, "", true
+	}
 	order := append([]int{d.main}, slices.Collect(func(yield func(int) bool) {
 		for i := range d.containers {
 			if i != d.main && !yield(i) {
@@ -280,8 +292,8 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 			v.Add(f+".name", "%q is used by another component; component names must be unique", c.Name)
 		}
 		for _, key := range slices.Sorted(maps.Keys(c.Attributes)) {
-			if strings.HasPrefix(key, workspace.ReservedPrefix) && key != MainAttribute {
-				v.Add(fmt.Sprintf("%s.attributes[%q]", f, key), "is not a known attribute; the only %q attribute is %q", workspace.ReservedPrefix, MainAttribute)
+			if strings.HasPrefix(key, workspace.ReservedPrefix) && key != MainAttribute && key != EditorAttribute {
+				v.Add(fmt.Sprintf("%s.attributes[%q]", f, key), "is not a known attribute; the %q attributes are %q and %q", workspace.ReservedPrefix, MainAttribute, EditorAttribute)
 			}
 		}
 		info := &componentInfo{index: i, attrs: c.Attributes}
@@ -295,7 +307,7 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 			v.Add(f, "sets %s; a component must have exactly one kind", strings.Join(kinds, " and "))
 		}
 		if info.kind != "container" && info.kind != "" {
-			for _, a := range []string{MainAttribute, containerOverridesAttribute, podOverridesAttribute} {
+			for _, a := range []string{MainAttribute, EditorAttribute, containerOverridesAttribute, podOverridesAttribute} {
 				if c.Attributes.Exists(a) {
 					v.Add(fmt.Sprintf("%s.attributes[%q]", f, a), "only applies to a container component")
 				}
@@ -596,6 +608,8 @@ func (d *Devfile) finishContainers(v *workspace.ValidationError, comps map[strin
 			}
 		}
 	}
+
+	d.injectEditor(v, comps, fields)
 
 	volumeNames := map[string]bool{}
 	for _, vol := range d.volumes {

@@ -313,6 +313,7 @@ func TestParseAccepts(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add(Default())
 	f.Add(readFile(f, "rich.devfile.yaml"))
+	f.Add(readFile(f, "editor.devfile.yaml"))
 	f.Add([]byte("schemaVersion: 2.2.0\ncomponents:\n- name: a\n  container: {image: x, endpoints: [{name: b, targetPort: 1}]}\n- name: v\n  volume: {size: 1Gi}\n"))
 	f.Add([]byte("\x00\xff{{[[::"))
 	f.Add([]byte("a: &a [*a, *a]\n"))

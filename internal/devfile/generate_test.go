@@ -117,6 +117,7 @@ func generateCases(t testing.TB) []generateCase {
 		{"default-stopped-per-workspace", Default(), stopped},
 		{"rich-shared", readFile(t, "rich.devfile.yaml"), rich},
 		{"default-quota-egress-restart", Default(), quota},
+		{"editor-gitlab", readFile(t, "editor.devfile.yaml"), running},
 	}
 }
 

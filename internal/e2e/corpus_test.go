@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
 )
@@ -57,9 +58,11 @@ func localDevfile(t *testing.T, data []byte) (string, int) {
 }
 
 // A sample of the corpus runs on the real node: each workspace reaches Running through the API with
-// every container of the devfile running in its pod, and is gone after delete.
+// every container of the devfile running in its pod (and the web editor, for the GitLab devfiles
+// that ask for it), and is gone after delete.
 func TestCorpusSampleRunsOnRealNode(t *testing.T) {
 	cluster := kubetest.Start(t)
+	loadEditor(t, cluster)
 	srv := startServer(t)
 	tokenFile := srv.registerRealAgent(t, "corpus", "")
 	startAgent(t, srv, cluster, "corpus", tokenFile, "hangar-agent-corpus")
@@ -72,9 +75,16 @@ func TestCorpusSampleRunsOnRealNode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			devfile, containers := localDevfile(t, data)
+			text, containers := localDevfile(t, data)
+			d, err := devfile.Parse([]byte(text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.HasEditor() {
+				containers++
+			}
 			name := fmt.Sprintf("corpus-%d", i)
-			ws, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: name, Agent: "corpus", Devfile: devfile})
+			ws, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: name, Agent: "corpus", Devfile: text})
 			if err != nil {
 				t.Fatalf("create from %s: %v", rel, err)
 			}

@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
+)
+
+// editorDevfile asks for the web editor as GitLab's devfiles do.
+const editorDevfile = `schemaVersion: 2.2.0
+components:
+  - name: dev
+    attributes:
+      gl/inject-editor: true
+    container:
+      image: ` + kubetest.WorkspaceImage + `
+`
+
+// TestEditor: a workspace whose devfile asks for the web editor runs code-server (the image
+// scripts/build-editor-image builds, loaded into the real node) beside its container; its URL is
+// the editor's, and through the proxy its owner gets code-server's page, with the workspace's
+// sources open, while another user gets nothing.
+func TestEditor(t *testing.T) {
+	e := setUpProxy(t)
+	loadEditor(t, e.cluster)
+	ctx := context.Background()
+	aliceToken, alice := e.user(t, "alice")
+	bobToken, _ := e.user(t, "bob")
+
+	w, err := alice.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: "code", Agent: e.agent, Devfile: editorDevfile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			_ = e.cluster.Client.CoreV1().Namespaces().Delete(context.Background(), w.Namespace, metav1.DeleteOptions{})
+		}
+	})
+	if w.URL != "https://60001-code--alice."+proxyZone+"/" {
+		t.Fatalf("workspace URL %q, want the editor's port", w.URL)
+	}
+	// The editor's readiness probe holds Running until code-server answers.
+	waitFor(t, alice, "code", 240*time.Second, "Running", state("Running", "Running"))
+
+	c := &http.Client{Transport: e.transport(true), Timeout: 30 * time.Second}
+	// code-server redirects / to ./?folder=<the folder it opened>, then serves the workbench, whose
+	// configuration names it.
+	page := func() (int, string, *url.URL) {
+		req, _ := http.NewRequest("GET", w.URL, nil)
+		req.Header.Set("Authorization", "Bearer "+aliceToken)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", w.URL, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Request.URL
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		status, body, final := page()
+		if status == http.StatusOK {
+			if !strings.Contains(body, "vscode-workbench-web-configuration") || !strings.Contains(body, "codeServerVersion&quot;:&quot;4.139.1") ||
+				!strings.Contains(body, "nameShort&quot;:&quot;code-server") {
+				t.Fatalf("the page at %s is not code-server 4.139.1's workbench:\n%s", final, body)
+			}
+			if final.Host != "60001-code--alice."+proxyZone || final.Query().Get("folder") != "/projects" {
+				t.Errorf("the editor redirected to %s, want the workspace's host with folder=/projects (its PROJECT_SOURCE)", final)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the editor's page: %d %q", status, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status, body, _ := get(t, c, w.URL+"healthz", aliceToken); status != http.StatusOK || !strings.Contains(body, "alive") {
+		t.Errorf("healthz through the proxy: %d %q", status, body)
+	}
+	// The editor's own password is off: the proxy is what keeps others out.
+	if status, body, _ := get(t, c, w.URL, bobToken); status != http.StatusNotFound || strings.Contains(body, "code-server") {
+		t.Errorf("another user: %d %q, want 404 and no editor", status, body)
+	}
+	if status, body, _ := get(t, c, w.URL, ""); status != http.StatusUnauthorized || strings.Contains(body, "code-server") {
+		t.Errorf("no credentials: %d %q, want 401 and no editor", status, body)
+	}
+}
+
+// loadEditor builds the editor's image (cached after the first build, see
+// scripts/build-editor-image) and loads it into the real node, once per cluster.
+func loadEditor(t testing.TB, c *kubetest.Cluster) {
+	t.Helper()
+	editorLoads.Lock()
+	defer editorLoads.Unlock()
+	if editorLoads.done[c.Dir] {
+		return
+	}
+	out, err := exec.Command("../../scripts/build-editor-image").Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		t.Fatalf("scripts/build-editor-image: %v\n%s", err, msg)
+	}
+	archive := strings.TrimSpace(string(out))
+	if load, err := exec.Command("../../scripts/kube-load-image", c.Dir, archive).CombinedOutput(); err != nil {
+		t.Fatalf("kube-load-image: %v\n%s", err, load)
+	} else if !strings.Contains(string(load), devfile.EditorImage) {
+		t.Fatalf("kube-load-image did not load %s:\n%s", devfile.EditorImage, load)
+	}
+	editorLoads.done[c.Dir] = true
+}
+
+var editorLoads = struct {
+	sync.Mutex
+	done map[string]bool
+}{done: map[string]bool{}}
