@@ -26,8 +26,11 @@ type Session struct {
 	UserTokenHash []byte
 	WorkspaceID   string
 	Host          string
-	CreatedAt     time.Time
-	ExpiresAt     time.Time
+	// ParentHash is the IDHash of the server session a code or workspace session came from (nil
+	// for none): DeleteSession of that server session removes them too.
+	ParentHash []byte
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
 }
 
 // SessionStore keeps sessions.
@@ -40,6 +43,7 @@ type SessionStore interface {
 	// ConsumeSession is Session that also removes the session, so that only one caller gets it
 	// (one-time codes).
 	ConsumeSession(ctx context.Context, idHash []byte, kind string, now time.Time) (Session, User, error)
-	// DeleteSession removes a session (sign-out); removing none is not an error.
+	// DeleteSession removes a session and the sessions whose ParentHash it is (sign-out);
+	// removing none is not an error.
 	DeleteSession(ctx context.Context, idHash []byte) error
 }

@@ -10,12 +10,12 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
-const sessionCols = `id_hash, kind, user_id, user_token_hash, workspace_id, host, created_at, expires_at`
+const sessionCols = `id_hash, kind, user_id, user_token_hash, workspace_id, host, parent_hash, created_at, expires_at`
 
 func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
 	var ss store.Session
 	var created, expires int64
-	if err := row.Scan(&ss.IDHash, &ss.Kind, &ss.UserID, &ss.UserTokenHash, &ss.WorkspaceID, &ss.Host, &created, &expires); err != nil {
+	if err := row.Scan(&ss.IDHash, &ss.Kind, &ss.UserID, &ss.UserTokenHash, &ss.WorkspaceID, &ss.Host, &ss.ParentHash, &created, &expires); err != nil {
 		return ss, err
 	}
 	ss.CreatedAt, ss.ExpiresAt = fromMicros(created), fromMicros(expires)
@@ -27,8 +27,8 @@ func (s *Store) CreateSession(ctx context.Context, ss store.Session) error {
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM sessions WHERE expires_at < ?`), micros(ss.CreatedAt)); err != nil {
 			return fmt.Errorf("remove expired sessions: %w", err)
 		}
-		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO sessions (`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-			ss.IDHash, ss.Kind, ss.UserID, ss.UserTokenHash, ss.WorkspaceID, ss.Host, micros(ss.CreatedAt), micros(ss.ExpiresAt))
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO sessions (`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			ss.IDHash, ss.Kind, ss.UserID, ss.UserTokenHash, ss.WorkspaceID, ss.Host, nullBytes(ss.ParentHash), micros(ss.CreatedAt), micros(ss.ExpiresAt))
 		if err = s.wrapUnique(err, "session"); err != nil {
 			return fmt.Errorf("create session: %w", err)
 		}
@@ -80,7 +80,7 @@ func (s *Store) sessionUser(ctx context.Context, db rowQuerier, ss store.Session
 }
 
 func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
-	if _, err := s.db.ExecContext(ctx, s.q(`DELETE FROM sessions WHERE id_hash = ?`), idHash); err != nil {
+	if _, err := s.db.ExecContext(ctx, s.q(`DELETE FROM sessions WHERE id_hash = ? OR parent_hash = ?`), idHash, idHash); err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	return nil

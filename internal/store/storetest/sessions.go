@@ -79,11 +79,30 @@ func testSessions(t *testing.T, s store.Store) {
 		t.Fatalf("expired code: %v, want ErrNotFound", err)
 	}
 
+	// Signing out (deleting a server session) ends the codes and workspace sessions that came from
+	// it, and no other.
+	child := store.Session{IDHash: []byte("child"), Kind: store.SessionWorkspace, UserID: f.User.ID, UserTokenHash: f.User.TokenHash,
+		WorkspaceID: ws.ID, Host: wsess.Host, ParentHash: srv.IDHash, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	if err := s.CreateSession(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.Session(ctx, child.IDHash, store.SessionWorkspace, t0); err != nil || string(got.ParentHash) != "srv" {
+		t.Fatalf("Session(child) = %+v, %v", got, err)
+	}
+	if got, _, err := s.Session(ctx, wsess.IDHash, store.SessionWorkspace, t0); err != nil || got.ParentHash != nil {
+		t.Fatalf("a session without a parent reads back %+v, %v", got, err)
+	}
 	if err := s.DeleteSession(ctx, srv.IDHash); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Session(ctx, srv.IDHash, store.SessionServer, t0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after DeleteSession: %v", err)
+	}
+	if _, _, err := s.Session(ctx, child.IDHash, store.SessionWorkspace, t0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a workspace session outlived the server session it came from: %v", err)
+	}
+	if _, _, err := s.Session(ctx, wsess.IDHash, store.SessionWorkspace, t0); err != nil {
+		t.Fatalf("DeleteSession removed an unrelated session: %v", err)
 	}
 	if err := s.DeleteSession(ctx, []byte("never")); err != nil {
 		t.Fatalf("DeleteSession of nothing: %v", err)
