@@ -707,8 +707,7 @@ func oaProxy(t *testing.T, c *oaChecker, userToken, agentToken, wsURL string) {
 		t.Fatalf("authorize with a session redirects to %v", loc)
 	}
 	c.do("", "GET", protocol.ProxyAuthorizePath+"?host=3000-nope--dev.workspaces.example.com", nil, 404, true)
-	c.do("", "POST", "/signout", nil, 200, true)
-	c.cookie = ""
+	c.do("", "GET", protocol.ProxyAuthorizePath+"?host=evil.example.com", nil, 400, true)
 
 	var ex protocol.ProxyExchangeResponse
 	code := loc.Query().Get("code")
@@ -726,4 +725,6 @@ func oaProxy(t *testing.T, c *oaChecker, userToken, agentToken, wsURL string) {
 	}
 	c.do(agentToken, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: host}, 400, true)
 	c.do(userToken, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: host, Token: userToken}, 401, false)
+	c.do("", "POST", "/signout", nil, 200, true)
+	c.cookie = ""
 }

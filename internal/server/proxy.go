@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,15 +56,88 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 type page struct {
 	Title, Message, ReturnTo string
 	Form, SignedIn           bool
+	// FormTargets are origins, besides this server's, where the form's submission may end up
+	// through redirects (formTargets); they are not shown.
+	FormTargets []string
 }
 
 func writePage(w http.ResponseWriter, status int, p page) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", contentSecurityPolicy(p.FormTargets))
 	w.WriteHeader(status)
 	_ = pageTemplate.Execute(w, p)
+}
+
+// contentSecurityPolicy allows the pages nothing but inline styles and their own forms, whose
+// submissions may also end up, through redirects, at the origins in formTargets. Chrome applies
+// form-action to each redirect of a form's submission, so the sign-in on the way to a workspace
+// (POST /signin → 303 /proxy/authorize → 302 the workspace's /.hangar/callback) needs the
+// workspace's origin there; every origin comes from workspaceOrigins (DNS characters and a port
+// only), so nothing else can be smuggled into the header.
+func contentSecurityPolicy(formTargets []string) string {
+	formAction := "'self'"
+	for _, o := range formTargets {
+		formAction += " " + o
+	}
+	return "default-src 'none'; style-src 'unsafe-inline'; form-action " + formAction + "; frame-ancestors 'none'"
+}
+
+// formTargets returns the origins a sign-in form with this return_to may be redirected to: when
+// return_to is a /proxy/authorize link, the origin of its workspace host (workspaceOrigins); else
+// none. On an error, none: the browser then stops at the workspace's redirect, and the log says why.
+func (s *Server) formTargets(ctx context.Context, returnTo string) []string {
+	u, err := url.Parse(returnTo)
+	if err != nil || u.Path != protocol.ProxyAuthorizePath {
+		return nil
+	}
+	origins, err := s.workspaceOrigins(ctx, u.Query().Get("host"))
+	if err != nil {
+		s.log.Error("sign-in page: the workspace's origin", "return_to", returnTo, "err", err)
+		return nil
+	}
+	return origins
+}
+
+// workspaceOrigins returns where a proxy serves host when host is a workspace endpoint's host
+// (`<port>-<name>--<owner>.<zone>`, optionally with a port) in the DNS zone of an agent:
+// `<proxy_url_scheme>://<host>` for each such agent. None (nil, nil) means host is not one. It
+// says nothing of whether that workspace exists.
+func (s *Server) workspaceOrigins(ctx context.Context, host string) ([]string, error) {
+	name, withPort, ok := workspace.NormalizeHost(host)
+	if !ok {
+		return nil, nil
+	}
+	label, zone, ok := strings.Cut(name, ".")
+	if !ok {
+		return nil, nil
+	}
+	if _, _, _, ok := workspace.ParseHostLabel(label); !ok {
+		return nil, nil
+	}
+	agents, err := s.store.ListAgents(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	var origins []string
+	for _, a := range agents {
+		if !strings.EqualFold(zone, strings.TrimSuffix(a.Config.DNSZone, ".")) {
+			continue
+		}
+		if o := proxyScheme(a) + "://" + withPort; !slices.Contains(origins, o) {
+			origins = append(origins, o)
+		}
+	}
+	return origins, nil
+}
+
+// proxyScheme is how browsers reach an agent's proxy: https unless its config says http.
+func proxyScheme(a store.Agent) string {
+	if a.Config.ProxyURLScheme == "http" {
+		return "http"
+	}
+	return "https"
 }
 
 // SafeReturnPath reports whether p is a path on this server to send a browser back to
@@ -76,16 +150,18 @@ func secureRequest(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-func (s *Server) browserUser(r *http.Request) (store.User, bool, error) {
+// browserUser returns the user of the request's server session, and the session's IDHash.
+func (s *Server) browserUser(r *http.Request) (store.User, []byte, bool, error) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
-		return store.User{}, false, nil
+		return store.User{}, nil, false, nil
 	}
-	_, u, err := s.store.Session(r.Context(), HashToken(c.Value), store.SessionServer, s.clock.Now())
+	idHash := HashToken(c.Value)
+	_, u, err := s.store.Session(r.Context(), idHash, store.SessionServer, s.clock.Now())
 	if errors.Is(err, store.ErrNotFound) {
-		return store.User{}, false, nil
+		return store.User{}, nil, false, nil
 	}
-	return u, err == nil, err
+	return u, idHash, err == nil, err
 }
 
 // signinPage serves GET /signin: the form, or who is signed in.
@@ -95,7 +171,7 @@ func (s *Server) signinPage(w http.ResponseWriter, r *http.Request) {
 		writePage(w, http.StatusBadRequest, page{Title: "Cannot sign in", Message: "return_to must be a path on this server."})
 		return
 	}
-	u, ok, err := s.browserUser(r)
+	u, _, ok, err := s.browserUser(r)
 	if err != nil {
 		s.log.Error("read browser session", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server could not read your session; its log has the details."})
@@ -109,7 +185,7 @@ func (s *Server) signinPage(w http.ResponseWriter, r *http.Request) {
 		writePage(w, http.StatusOK, page{Title: "Signed in", Message: "You are signed in to Hangar as " + u.Username + ".", SignedIn: true})
 		return
 	}
-	writePage(w, http.StatusOK, page{Title: "Sign in to Hangar", ReturnTo: returnTo, Form: true})
+	writePage(w, http.StatusOK, page{Title: "Sign in to Hangar", ReturnTo: returnTo, Form: true, FormTargets: s.formTargets(r.Context(), returnTo)})
 }
 
 // signin serves POST /signin (a form: token, return_to). CSRF: the route is wrapped in
@@ -137,7 +213,8 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	u, err := s.store.UserByTokenHash(r.Context(), HashToken(token))
 	if token == "" || errors.Is(err, store.ErrNotFound) {
 		s.log.Info("sign-in refused", "reason", "invalid token", "remote", r.RemoteAddr)
-		writePage(w, http.StatusUnauthorized, page{Title: "Sign in to Hangar", Message: "That token is not valid.", ReturnTo: returnTo, Form: true})
+		writePage(w, http.StatusUnauthorized, page{Title: "Sign in to Hangar", Message: "That token is not valid.", ReturnTo: returnTo, Form: true,
+			FormTargets: s.formTargets(r.Context(), returnTo)})
 		return
 	}
 	if err != nil {
@@ -159,7 +236,8 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, returnTo, http.StatusSeeOther)
 }
 
-// signout serves POST /signout: the session is removed and the cookie cleared.
+// signout serves POST /signout: the session is removed with the codes and workspace sessions
+// that came from it (the proxies refuse those within their cache's time), and the cookie cleared.
 func (s *Server) signout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
 		if err := s.store.DeleteSession(r.Context(), HashToken(c.Value)); err != nil {
@@ -178,6 +256,10 @@ type proxyTarget struct {
 	agent  store.Agent
 	host   string // with its port, if any
 	reason string // "" when the user may enter
+	// notPublic is the workspace the host names when it is live but the host's port is not one of
+	// its public endpoints (reason not found), for a clearer page to its owner; port is that port.
+	notPublic *store.Workspace
+	port      int
 }
 
 // proxyAccess decides whether u may enter the workspace endpoint at host: the host must be a public
@@ -225,6 +307,7 @@ func (s *Server) proxyAccess(ctx context.Context, agentID, host string, u store.
 		return notFound, fmt.Errorf("read devfile of %s/%s: %w", owner, wsName, err)
 	}
 	if !df.IsPublicPort(port) {
+		notFound.notPublic, notFound.port = &ws, port
 		return notFound, nil
 	}
 	t := proxyTarget{ws: ws, agent: agent, host: withPort}
@@ -242,11 +325,23 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 	if path == "" {
 		path = "/"
 	}
-	if _, _, ok := workspace.NormalizeHost(host); !ok || !SafeReturnPath(path) {
-		writePage(w, http.StatusBadRequest, page{Title: "Bad link", Message: "This link does not name a workspace host and a path on it."})
+	if !SafeReturnPath(path) {
+		writePage(w, http.StatusBadRequest, page{Title: "Bad link", Message: "This link's path is not a path on the workspace."})
 		return
 	}
-	u, ok, err := s.browserUser(r)
+	origins, err := s.workspaceOrigins(r.Context(), host)
+	if err != nil {
+		s.log.Error("proxy authorize", "host", host, "err", err)
+		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
+		return
+	}
+	if len(origins) == 0 {
+		// Checked before signing in: the sign-in page never leads anywhere but to a workspace host.
+		writePage(w, http.StatusBadRequest, page{Title: "Not a workspace address",
+			Message: fmt.Sprintf("%q is not the address of a workspace: one is <port>-<workspace>--<owner>.<DNS zone of a Hangar agent>.", host)})
+		return
+	}
+	u, sessionHash, ok, err := s.browserUser(r)
 	if err != nil {
 		s.log.Error("proxy authorize: read session", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
@@ -263,6 +358,12 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
 		return
 	}
+	if ws := t.notPublic; ws != nil && (u.Admin || u.ID == ws.OwnerID) {
+		s.log.Info("proxy authorize refused", "user", u.Username, "host", host, "reason", "not a public endpoint")
+		writePage(w, http.StatusBadRequest, page{Title: "Not a public endpoint", SignedIn: true,
+			Message: fmt.Sprintf("Port %d of workspace %s/%s is not a public endpoint: only endpoints with exposure public are served through the proxy.", t.port, ws.OwnerName, ws.Name)})
+		return
+	}
 	if t.reason != "" {
 		// Forbidden and not found look alike: a workspace that is not yours might as well not exist.
 		s.log.Info("proxy authorize refused", "user", u.Username, "host", host, "reason", t.reason)
@@ -272,18 +373,14 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
 	code := NewToken(codePrefix)
 	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: HashToken(code), Kind: store.SessionCode, UserID: u.ID, UserTokenHash: u.TokenHash,
-		WorkspaceID: t.ws.ID, Host: t.host, CreatedAt: now, ExpiresAt: now.Add(CodeLifetime)}); err != nil {
+		WorkspaceID: t.ws.ID, Host: t.host, ParentHash: sessionHash, CreatedAt: now, ExpiresAt: now.Add(CodeLifetime)}); err != nil {
 		s.log.Error("proxy authorize: create code", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
 		return
 	}
-	scheme := t.agent.Config.ProxyURLScheme
-	if scheme != "http" {
-		scheme = "https"
-	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
-	target := scheme + "://" + t.host + protocol.ProxyCallbackPath + "?" + url.Values{"code": {code}, "path": {path}}.Encode()
+	target := proxyScheme(t.agent) + "://" + t.host + protocol.ProxyCallbackPath + "?" + url.Values{"code": {code}, "path": {path}}.Encode()
 	http.Redirect(w, r, target, http.StatusFound)
 }
 
@@ -325,7 +422,7 @@ func (s *Server) proxyExchange(w http.ResponseWriter, r *http.Request, agent sto
 	secret := NewToken(workspaceTokenPrefix)
 	expires := now.Add(SessionLifetime)
 	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: HashToken(secret), Kind: store.SessionWorkspace, UserID: u.ID,
-		UserTokenHash: u.TokenHash, WorkspaceID: t.ws.ID, Host: host, CreatedAt: now, ExpiresAt: expires}); err != nil {
+		UserTokenHash: u.TokenHash, WorkspaceID: t.ws.ID, Host: host, ParentHash: code.ParentHash, CreatedAt: now, ExpiresAt: expires}); err != nil {
 		return err
 	}
 	s.log.Info("workspace session created", "user", u.Username, "workspace", t.ws.OwnerName+"/"+t.ws.Name, "host", host)

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -29,6 +30,7 @@ type browser struct {
 	env    *servertest.Env
 	cookie string
 	header http.Header // extra request headers
+	body   string      // of the last response
 }
 
 func (b *browser) do(method, path string, form url.Values) *http.Response {
@@ -56,7 +58,9 @@ func (b *browser) do(method, path string, form url.Values) *http.Response {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	body2, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	b.body = string(body2)
 	return resp
 }
 
@@ -316,6 +320,152 @@ func TestRotateTokenEndsSessions(t *testing.T) {
 			}
 			mustCall(t, env, env.AdminToken, "POST", "/api/v1/users/bob/token", nil, http.StatusOK, nil)
 			mustCall(t, env, bob, "GET", "/api/v1/users/me", nil, http.StatusUnauthorized, nil)
+		})
+	}
+}
+
+// proxyEnv is a server with an https agent (zone ws.example.com) and an http one
+// (other.example.com), alice's workspace dev on the first and plain on the second, and bob.
+type proxyEnv struct {
+	env                *servertest.Env
+	k1, k2, alice, bob string
+	host, plainHost    string
+}
+
+func newProxyEnv(t *testing.T, engine string) *proxyEnv {
+	e := &proxyEnv{env: servertest.NewWith(t, engine), host: "8080-dev--alice.ws.example.com", plainHost: "3000-plain--alice.other.example.com"}
+	e.k1 = createAgent(t, e.env, "k1", map[string]any{"dns_zone": "ws.example.com"})
+	e.k2 = createAgent(t, e.env, "k2", map[string]any{"dns_zone": "other.example.com", "proxy_url_scheme": "http"})
+	e.alice, e.bob = createUser(t, e.env, "alice"), createUser(t, e.env, "bob")
+	mustCall(t, e.env, e.alice, "POST", "/api/v1/workspaces", map[string]any{"name": "dev", "agent": "k1", "devfile": proxyDevfile}, http.StatusCreated, nil)
+	mustCall(t, e.env, e.alice, "POST", "/api/v1/workspaces", map[string]any{"name": "plain", "agent": "k2"}, http.StatusCreated, nil)
+	return e
+}
+
+// /proxy/authorize takes only workspace hosts of an agent's zone, before any sign-in: the sign-in
+// page never leads anywhere else. Signed in, the owner is told when the port is not a public
+// endpoint; anyone else sees the page of a workspace that does not exist.
+func TestProxyAuthorizeOnlyWorkspaceHosts(t *testing.T) {
+	e := newProxyEnv(t, "sqlite")
+	anon := &browser{t: t, env: e.env}
+	for _, h := range []string{"", "evil.example.com", "8080-dev--alice.evil.example.com", "8080-dev--alice.ws.example.com.evil.com",
+		"ws.example.com", "dev--alice.ws.example.com", "0-dev--alice.ws.example.com", "8080-dev-alice.ws.example.com", "8080-dev--alice",
+		"8080-dev--alice.ws.example.com:0", "8080-dev--alice.ws.example.com/x", "x.8080-dev--alice.ws.example.com"} {
+		_, resp := anon.authorize(h)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(anon.body, "is not the address of a workspace") {
+			t.Errorf("authorize %q without a session: %d %q", h, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	for _, h := range []string{e.host, e.host + ":8443", strings.ToUpper(e.host), e.plainHost, "8080-nope--alice.ws.example.com"} {
+		if _, resp := anon.authorize(h); resp.StatusCode != http.StatusFound || !strings.HasPrefix(resp.Header.Get("Location"), "/signin?return_to=") {
+			t.Errorf("authorize %q without a session: %d %q, want the sign-in", h, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	ab := &browser{t: t, env: e.env}
+	ab.signIn(e.alice)
+	bb := &browser{t: t, env: e.env}
+	bb.signIn(e.bob)
+	for _, port := range []string{"9000", "5005"} {
+		h := port + "-dev--alice.ws.example.com"
+		if c, resp := ab.authorize(h); c != "" || resp.StatusCode != http.StatusBadRequest ||
+			!strings.Contains(ab.body, "Port "+port+" of workspace alice/dev is not a public endpoint") {
+			t.Errorf("the owner authorizes %s: %d %q", h, resp.StatusCode, ab.body)
+		}
+		if c, resp := bb.authorize(h); c != "" || resp.StatusCode != http.StatusNotFound || strings.Contains(bb.body, "alice/dev") {
+			t.Errorf("bob authorizes %s: %d %q", h, resp.StatusCode, bb.body)
+		}
+	}
+	if c, resp := ab.authorize("8080-nope--alice.ws.example.com"); c != "" || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown workspace: %d", resp.StatusCode)
+	}
+}
+
+// The sign-in form on the way to a workspace is a POST whose redirects end on the workspace's
+// proxy (/signin → /proxy/authorize → <scheme>://H/.hangar/callback). Chrome applies form-action to
+// each redirect, so the page's CSP names that one origin besides its own, and no other.
+func TestSignInPageAllowsTheRedirectToTheWorkspace(t *testing.T) {
+	e := newProxyEnv(t, "sqlite")
+	formAction := func(resp *http.Response) string {
+		t.Helper()
+		for _, d := range strings.Split(resp.Header.Get("Content-Security-Policy"), ";") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(d), "form-action "); ok {
+				return v
+			}
+		}
+		t.Fatalf("no form-action in %q", resp.Header.Get("Content-Security-Policy"))
+		return ""
+	}
+	authorize := func(host string) string {
+		return protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {"/x"}}.Encode()
+	}
+	b := &browser{t: t, env: e.env}
+	for returnTo, want := range map[string]string{
+		"":                                 "'self'",
+		"/signin":                          "'self'",
+		authorize(e.host):                  "'self' https://8080-dev--alice.ws.example.com",
+		authorize(e.host + ":8443"):        "'self' https://8080-dev--alice.ws.example.com:8443",
+		authorize(strings.ToUpper(e.host)): "'self' https://8080-dev--alice.ws.example.com",
+		authorize(e.plainHost):             "'self' http://3000-plain--alice.other.example.com",
+		authorize("8080-x--y.evil.com"):    "'self'",
+		authorize("evil.com;script-src *"): "'self'",
+	} {
+		resp := b.do("GET", "/signin?"+url.Values{"return_to": {returnTo}}.Encode(), nil)
+		if got := formAction(resp); resp.StatusCode != http.StatusOK || got != want {
+			t.Errorf("GET /signin?return_to=%q: %d, form-action %q, want %q", returnTo, resp.StatusCode, got, want)
+		}
+		if returnTo == "" {
+			continue
+		}
+		resp = b.do("POST", "/signin", url.Values{"token": {"hgu_wrong"}, "return_to": {returnTo}})
+		if got := formAction(resp); resp.StatusCode != http.StatusUnauthorized || got != want {
+			t.Errorf("a failed sign-in with return_to=%q: %d, form-action %q, want %q", returnTo, resp.StatusCode, got, want)
+		}
+	}
+	if csp := b.do("GET", "/signin", nil).Header.Get("Content-Security-Policy"); csp != "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'" {
+		t.Errorf("CSP %q", csp)
+	}
+}
+
+// Signing out ends the codes and workspace sessions that came from that sign-in: the proxy's check
+// refuses them (the proxy then sends the browser to sign in). Another sign-in's are untouched.
+func TestSignOutEndsItsWorkspaceSessions(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			e := newProxyEnv(t, engine)
+			session := func(b *browser) string {
+				t.Helper()
+				code, resp := b.authorize(e.host)
+				if code == "" {
+					t.Fatalf("authorize: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+				}
+				var ex protocol.ProxyExchangeResponse
+				mustCall(t, e.env, e.k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: e.host}, http.StatusOK, &ex)
+				return ex.Session
+			}
+			check := func(sess string) protocol.ProxyCheckResponse {
+				t.Helper()
+				var out protocol.ProxyCheckResponse
+				mustCall(t, e.env, e.k1, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: e.host, Session: sess}, http.StatusOK, &out)
+				return out
+			}
+			laptop, phone := &browser{t: t, env: e.env}, &browser{t: t, env: e.env}
+			laptop.signIn(e.alice)
+			phone.signIn(e.alice)
+			mine, theirs := session(laptop), session(phone)
+			pending, _ := laptop.authorize(e.host)
+			if !check(mine).Allowed || !check(theirs).Allowed {
+				t.Fatal("the new sessions are refused")
+			}
+			if resp := laptop.do("POST", "/signout", nil); resp.StatusCode != http.StatusOK {
+				t.Fatalf("sign-out: %d", resp.StatusCode)
+			}
+			if got := check(mine); got.Allowed || got.Reason != protocol.ProxyUnauthenticated {
+				t.Errorf("the signed-out browser's workspace session: %+v", got)
+			}
+			mustCall(t, e.env, e.k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: pending, Host: e.host}, http.StatusUnauthorized, nil)
+			if got := check(theirs); !got.Allowed {
+				t.Errorf("another browser's workspace session: %+v", got)
+			}
 		})
 	}
 }
