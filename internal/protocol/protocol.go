@@ -15,7 +15,11 @@ package protocol
 //	3: GET /api/v1/agent/info also says the agent's dns_zone and proxy_url_scheme; the access
 //	   proxy's endpoints (ProxyExchangePath, ProxyCheckPath), which `hangar proxy` calls with its
 //	   agent's token. Additive.
-const Version = 3
+//	4: the access proxy binds a sign-in to the browser: /proxy/authorize takes nonce= and
+//	   ProxyExchangeRequest has nonce, both required. Not additive for the proxy: a version-3
+//	   proxy's sign-ins are refused (400), so upgrade the server and the proxies together.
+//	   Agents are unaffected.
+const Version = 4
 
 // ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
 const ReconcilePath = "/api/v1/agent/reconcile"

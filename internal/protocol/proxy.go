@@ -10,7 +10,8 @@ const (
 	// ProxyCheckPath says whether a workspace session or a user's token may enter a host.
 	ProxyCheckPath = "/api/v1/proxy/check"
 	// ProxyAuthorizePath is the server's browser endpoint a proxy redirects a browser without a
-	// session to: ?host=H&path=P. The server answers with a redirect to ProxyCallbackPath on H.
+	// session to: ?host=H&path=P&nonce=N, N the SHA-256 (hex) of the nonce cookie the proxy set in
+	// that browser. The server answers with a redirect to ProxyCallbackPath on H.
 	ProxyAuthorizePath = "/proxy/authorize"
 	// ProxyCallbackPath is the proxy's path, on every workspace host, that receives the code:
 	// ?code=C&path=P.
@@ -23,6 +24,10 @@ const (
 type ProxyExchangeRequest struct {
 	Code string `json:"code"`
 	Host string `json:"host"`
+	// Nonce is the SHA-256 (lower-case hex) of the nonce cookie of the browser that brought the
+	// code: the server finds a code only with the nonce it was issued for (the one in the
+	// /proxy/authorize link), so a code carried to another browser is refused.
+	Nonce string `json:"nonce"`
 }
 
 // ProxyExchangeResponse holds the workspace session for the proxy's cookie.

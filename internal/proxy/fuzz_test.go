@@ -22,6 +22,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add(aliceHost, "/", "", "Bearer hgu_alice", "text/html")
 	f.Add(aliceHost, "/x?y=1", CookieName+"=hgw_alice; a=b", "", "text/html")
 	f.Add(aliceHost, protocol.ProxyCallbackPath+"?code=hgc_1&path=//evil", "", "", "text/html")
+	f.Add(aliceHost, protocol.ProxyCallbackPath+"?code=hgc_1&path=%2F", NonceCookieName+"=n1; "+NonceCookieName+"=n2", "", "text/html")
 	f.Add("8080-dev--alice.WS.example.com.", "/", "", "Bearer hgu_alice", "*/*")
 	f.Add("9000-dev--alice.ws.example.com", "/", "", "Bearer hgu_alice", "")
 	f.Add(aliceHost+":443", "//evil.example.com/", "", "", "text/html")

@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"html/template"
 	"log/slog"
@@ -22,6 +25,12 @@ import (
 // CookieName is the proxy's workspace session cookie. It is host-only (no Domain attribute): the
 // browser sends it to the one workspace host that set it, so one workspace never sees another's.
 const CookieName = "hangar_ws_session"
+
+// NonceCookieName is the cookie that binds a sign-in to the browser that began it (host-only too).
+const NonceCookieName = "hangar_ws_nonce"
+
+// NonceLifetime bounds a sign-in begun in a browser (the sign-in form, then the code).
+const NonceLifetime = 10 * time.Minute
 
 // Exchanger turns a one-time code into a workspace session (POST /api/v1/proxy/exchange).
 type Exchanger interface {
@@ -186,7 +195,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 	if !d.Allowed {
 		if d.Reason == protocol.ProxyUnauthenticated {
 			if cred.Session != "" {
-				h.clearCookie(w)
+				h.clearCookie(w, CookieName)
 			}
 			h.unauthenticated(w, r, host)
 			return
@@ -248,6 +257,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header.Set("X-Forwarded-Proto", "https")
 	}
 	stripCookie(pr.Out.Header, CookieName)
+	stripCookie(pr.Out.Header, NonceCookieName)
 	if fromHeader, _ := pr.In.Context().Value(credKey).(bool); fromHeader {
 		pr.Out.Header.Del("Authorization")
 	}
@@ -320,7 +330,13 @@ func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, host s
 		if !redirect.SafePath(path) {
 			path = "/"
 		}
-		loc := strings.TrimRight(h.o.ServerURL, "/") + protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {path}}.Encode()
+		// The sign-in will come back to the callback with a code bound to this nonce: only this
+		// browser, holding the cookie, can have it exchanged.
+		nonce := rand.Text()
+		http.SetCookie(w, &http.Cookie{Name: NonceCookieName, Value: nonce, Path: "/", MaxAge: int(NonceLifetime / time.Second),
+			HttpOnly: true, Secure: h.o.TLS, SameSite: http.SameSiteLaxMode})
+		loc := strings.TrimRight(h.o.ServerURL, "/") + protocol.ProxyAuthorizePath + "?" +
+			url.Values{"host": {host}, "path": {path}, "nonce": {nonceHash(nonce)}}.Encode()
 		w.Header().Set("Cache-Control", "no-store")
 		http.Redirect(w, r, loc, http.StatusFound)
 		return
@@ -331,8 +347,15 @@ func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, host s
 	_, _ = w.Write([]byte("sign in: open this address in a browser, or send Authorization: Bearer <your Hangar token>\n"))
 }
 
-// callback serves /.hangar/callback?code=C&path=P: the code becomes the workspace session cookie,
-// and the browser goes on to P (a path on this host only).
+// nonceHash is what the server sees of a nonce: its SHA-256 in hex.
+func nonceHash(nonce string) string {
+	sum := sha256.Sum256([]byte(nonce))
+	return hex.EncodeToString(sum[:])
+}
+
+// callback serves /.hangar/callback?code=C&path=P: the code, exchanged with the nonce of this
+// browser's cookie, becomes the workspace session cookie, and the browser goes on to P (a path on
+// this host only). A code brought by a browser without the nonce it was issued for is refused.
 func (h *Handler) callback(w http.ResponseWriter, r *http.Request, host string) {
 	q := r.URL.Query()
 	code, path := q.Get("code"), q.Get("path")
@@ -343,12 +366,19 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request, host string) 
 		page(w, http.StatusBadRequest, "Bad sign-in link", "This link holds no sign-in code.")
 		return
 	}
-	ex, err := h.o.Exchanger.Exchange(r.Context(), protocol.ProxyExchangeRequest{Code: code, Host: host})
+	nonce, err := r.Cookie(NonceCookieName)
+	if err != nil || nonce.Value == "" {
+		h.o.Logger.Info("sign-in code refused", "host", host, "err", "no nonce cookie")
+		page(w, http.StatusForbidden, "Sign-in link not for this browser",
+			"This sign-in link was not begun in this browser, or it took too long. Open the workspace's address again.")
+		return
+	}
+	ex, err := h.o.Exchanger.Exchange(r.Context(), protocol.ProxyExchangeRequest{Code: code, Host: host, Nonce: nonceHash(nonce.Value)})
 	var se *StatusError
 	switch {
 	case errors.As(err, &se) && se.Code/100 == 4:
 		h.o.Logger.Info("sign-in code refused", "host", host, "err", err)
-		page(w, http.StatusForbidden, "Sign-in link expired", "This sign-in link was used already or has expired. Open the workspace's address again.")
+		page(w, http.StatusForbidden, "Sign-in link expired", "This sign-in link was used already, has expired, or was begun in another browser. Open the workspace's address again.")
 		return
 	case err != nil:
 		h.o.Logger.Warn("cannot exchange a sign-in code", "host", host, "err", err)
@@ -361,13 +391,14 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request, host string) 
 	maxAge := int(ex.ExpiresAt.Sub(h.o.Clock.Now()) / time.Second)
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: ex.Session, Path: "/", MaxAge: max(maxAge, 1), Expires: ex.ExpiresAt,
 		HttpOnly: true, Secure: h.o.TLS, SameSite: http.SameSiteLaxMode})
+	h.clearCookie(w, NonceCookieName)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	http.Redirect(w, r, path, http.StatusFound)
 }
 
-func (h *Handler) clearCookie(w http.ResponseWriter) {
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: h.o.TLS, SameSite: http.SameSiteLaxMode})
+func (h *Handler) clearCookie(w http.ResponseWriter, name string) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: h.o.TLS, SameSite: http.SameSiteLaxMode})
 }
 
 // stripCookie removes the cookie name from the Cookie headers of h, keeping the others.

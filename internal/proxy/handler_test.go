@@ -30,9 +30,11 @@ type staticRoutes map[string]Route
 
 func (s staticRoutes) Lookup(host string) Route { return s[host] }
 
+// fakeExchanger answers as the server: a code is found by itself, its host and the nonce (hash)
+// it was issued with, and used once.
 type fakeExchanger struct {
 	mu    sync.Mutex
-	codes map[string]protocol.ProxyExchangeResponse // by code+host
+	codes map[string]protocol.ProxyExchangeResponse // by code+" "+host+" "+nonce
 	err   error
 }
 
@@ -42,12 +44,21 @@ func (f *fakeExchanger) Exchange(_ context.Context, req protocol.ProxyExchangeRe
 	if f.err != nil {
 		return protocol.ProxyExchangeResponse{}, f.err
 	}
-	r, ok := f.codes[req.Code+" "+req.Host]
+	key := req.Code + " " + req.Host + " " + req.Nonce
+	r, ok := f.codes[key]
 	if !ok {
 		return r, &StatusError{Code: 401, Body: "unknown code"}
 	}
-	delete(f.codes, req.Code+" "+req.Host)
+	delete(f.codes, key)
 	return r, nil
+}
+
+// issue makes code for alice on aliceHost, bound to nonce (the hash an authorize link carried),
+// as the server's /proxy/authorize does.
+func (f *fakeExchanger) issue(code, nonce string, expires time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.codes[code+" "+aliceHost+" "+nonce] = protocol.ProxyExchangeResponse{Session: "hgw_alice", ExpiresAt: expires, User: "alice", Workspace: "alice/dev"}
 }
 
 // wsHeaders holds the headers of the last WebSocket request upstream received.
@@ -105,9 +116,7 @@ func newHarness(t *testing.T, tlsOn bool) *harness {
 		"hgw_alice": {Allowed: true, User: "alice", Workspace: "alice/dev", Status: "Running"},
 		"hgu_bob":   {Reason: protocol.ProxyForbidden, User: "bob"},
 	}}
-	h.ex = &fakeExchanger{codes: map[string]protocol.ProxyExchangeResponse{
-		"hgc_1 " + aliceHost: {Session: "hgw_alice", ExpiresAt: h.clock.Now().Add(12 * time.Hour), User: "alice", Workspace: "alice/dev"},
-	}}
+	h.ex = &fakeExchanger{codes: map[string]protocol.ProxyExchangeResponse{}}
 	h.routes = staticRoutes{aliceHost: {Known: true, Addr: strings.TrimPrefix(h.up.URL, "http://"), WorkspaceID: "ws-alice-dev"}}
 	h.handler = NewHandler(Options{
 		Routes: h.routes, Auth: &Auth{Checker: h.checker, Clock: h.clock, AllowTTL: 5 * time.Second, DenyTTL: time.Second},
@@ -182,6 +191,12 @@ func TestBrowserSignInFlow(t *testing.T) {
 				loc.Query().Get("host") != aliceHost || loc.Query().Get("path") != "/app?x=1" {
 				t.Fatalf("browser without a session: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 			}
+			nonce := cookieOf(resp, NonceCookieName)
+			if nonce == nil || loc.Query().Get("nonce") != nonceHash(nonce.Value) {
+				t.Fatalf("the redirect's nonce %q and cookie %v", loc.Query().Get("nonce"), resp.Header.Values("Set-Cookie"))
+			}
+			h.ex.issue("hgc_1", loc.Query().Get("nonce"), h.clock.Now().Add(12*time.Hour))
+			browser.Set("Cookie", nonce.Name+"="+nonce.Value)
 			// An API client is told 401.
 			if resp, _ := h.get(aliceHost, "/app", nil); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
 				t.Fatalf("API client without a token: %d", resp.StatusCode)
@@ -191,12 +206,7 @@ func TestBrowserSignInFlow(t *testing.T) {
 			if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/" {
 				t.Fatalf("callback: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 			}
-			var ck *http.Cookie
-			for _, c := range resp.Cookies() {
-				if c.Name == CookieName {
-					ck = c
-				}
-			}
+			ck := cookieOf(resp, CookieName)
 			if ck == nil || ck.Value != "hgw_alice" || ck.Domain != "" || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/" || ck.Secure != tlsOn ||
 				ck.MaxAge != 12*3600 {
 				t.Fatalf("cookie %+v (raw %q)", ck, resp.Header.Values("Set-Cookie"))
@@ -209,7 +219,7 @@ func TestBrowserSignInFlow(t *testing.T) {
 				t.Errorf("a used code: %d", resp.StatusCode)
 			}
 			// With the cookie: the page, and neither the cookie nor anything of the proxy's upstream.
-			resp, echo := h.get(aliceHost, "/app?x=1", http.Header{"Cookie": {"a=1; " + CookieName + "=hgw_alice; b=2"}, "Accept": {"text/html"}})
+			resp, echo := h.get(aliceHost, "/app?x=1", http.Header{"Cookie": {"a=1; " + ck.Name + "=hgw_alice; b=2; " + nonce.Name + "=" + nonce.Value}, "Accept": {"text/html"}})
 			if resp.StatusCode != http.StatusOK || echo["path"] != "/app?x=1" || echo["host"] != aliceHost {
 				t.Fatalf("with the cookie: %d %v", resp.StatusCode, echo)
 			}
@@ -409,6 +419,69 @@ func TestCrossSiteRequestsWithACookieAreRefused(t *testing.T) {
 			// let the request through.
 			if got := resp.StatusCode; (got == http.StatusForbidden) != (tc.want == http.StatusForbidden) {
 				t.Fatalf("status %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func cookieOf(resp *http.Response, name string) *http.Cookie {
+	for _, c := range resp.Cookies() {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// A code is exchanged only with the nonce of the browser that began the sign-in: the redirect to
+// the server sets a fresh random nonce cookie (host-only, HttpOnly, Lax, Secure with TLS) and sends
+// its hash; the callback sends the cookie's hash with the code, so a code carried to another
+// browser is refused.
+func TestCodeIsBoundToTheBrowser(t *testing.T) {
+	for _, tlsOn := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "https"}[tlsOn], func(t *testing.T) {
+			h := newHarness(t, tlsOn)
+			browser := http.Header{"Accept": {"text/html"}}
+			begin := func() (*http.Cookie, string) {
+				t.Helper()
+				resp, _ := h.get(aliceHost, "/", browser)
+				loc, _ := url.Parse(resp.Header.Get("Location"))
+				c := cookieOf(resp, NonceCookieName)
+				if resp.StatusCode != http.StatusFound || c == nil || loc == nil || loc.Query().Get("nonce") != nonceHash(c.Value) {
+					t.Fatalf("redirect to sign in: %d %q %q", resp.StatusCode, resp.Header.Get("Location"), resp.Header.Values("Set-Cookie"))
+				}
+				if !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/" || c.Domain != "" || c.Secure != tlsOn ||
+					c.MaxAge != int(NonceLifetime/time.Second) || len(c.Value) < 20 {
+					t.Errorf("nonce cookie %+v", c)
+				}
+				return c, loc.Query().Get("nonce")
+			}
+			mine, sent := begin()
+			theirs, _ := begin()
+			if mine.Value == theirs.Value {
+				t.Fatal("two sign-ins got the same nonce")
+			}
+			h.ex.issue("hgc_1", sent, h.clock.Now().Add(time.Hour))
+			callback := func(cookie string) *http.Response {
+				t.Helper()
+				hdr := http.Header{"Accept": {"text/html"}}
+				if cookie != "" {
+					hdr.Set("Cookie", cookie)
+				}
+				resp, _ := h.get(aliceHost, protocol.ProxyCallbackPath+"?code=hgc_1&path=%2F", hdr)
+				return resp
+			}
+			for _, other := range []string{"", theirs.Name + "=" + theirs.Value, "a=" + mine.Value, CookieName + "=" + mine.Value} {
+				if resp := callback(other); resp.StatusCode != http.StatusForbidden || cookieOf(resp, CookieName) != nil {
+					t.Errorf("the code with cookies %q: %d %q", other, resp.StatusCode, resp.Header.Values("Set-Cookie"))
+				}
+			}
+			resp := callback(mine.Name + "=" + mine.Value)
+			if resp.StatusCode != http.StatusFound || cookieOf(resp, CookieName) == nil {
+				t.Fatalf("the code in the browser that began the sign-in: %d %q", resp.StatusCode, resp.Header.Values("Set-Cookie"))
+			}
+			if c := cookieOf(resp, mine.Name); c == nil || c.MaxAge >= 0 {
+				t.Errorf("the used nonce is not cleared: %q", resp.Header.Values("Set-Cookie"))
 			}
 		})
 	}

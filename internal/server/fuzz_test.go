@@ -56,12 +56,12 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(uint8(15), []byte(`maybe`))
 	// The access proxy (endpoints 16 to 19): exchange and check (JSON), the sign-in form and the
 	// authorize query (HTML pages; the body is the form or the query).
-	f.Add(uint8(16), []byte(`{"code":"hgc_x","host":"3000-w--admin.workspaces.localhost"}`))
+	f.Add(uint8(16), []byte(`{"code":"hgc_x","host":"3000-w--admin.workspaces.localhost","nonce":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}`))
 	f.Add(uint8(17), []byte(`{"host":"3000-w--admin.workspaces.localhost","token":"hgu_x"}`))
 	f.Add(uint8(17), []byte(`{"host":"3000-w--admin.workspaces.localhost:8443","session":"hgw_x"}`))
 	f.Add(uint8(18), []byte(`token=hgu_x&return_to=%2Fproxy%2Fauthorize%3Fhost%3Da`))
 	f.Add(uint8(18), []byte(`token=&return_to=//evil`))
-	f.Add(uint8(19), []byte(`host=3000-w--admin.workspaces.localhost&path=%2F`))
+	f.Add(uint8(19), []byte(`host=3000-w--admin.workspaces.localhost&path=%2F&nonce=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef`))
 	f.Add(uint8(19), []byte(`host=3000-w--admin.workspaces.localhost&path=//evil`))
 	// A user's new token (endpoint 20): the body is the username in the path. Not the admin's own:
 	// the fuzzer would lock itself out.

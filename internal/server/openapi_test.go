@@ -678,7 +678,8 @@ func oaProxy(t *testing.T, c *oaChecker, userToken, agentToken, wsURL string) {
 		t.Fatalf("workspace URL %q", wsURL)
 	}
 	host := u.Host
-	authorize := protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {"/app?x=1"}}.Encode()
+	nonce := strings.Repeat("5a", 32) // the SHA-256 of the proxy's nonce cookie, in hex
+	authorize := protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {"/app?x=1"}, "nonce": {nonce}}.Encode()
 	c.do("", "GET", authorize, nil, 302, true)
 	if loc := c.lastHeader.Get("Location"); !strings.HasPrefix(loc, "/signin?return_to=") {
 		t.Errorf("authorize without a session redirects to %q", loc)
@@ -706,13 +707,14 @@ func oaProxy(t *testing.T, c *oaChecker, userToken, agentToken, wsURL string) {
 	if err != nil || loc.Scheme != "https" || loc.Host != host || loc.Path != protocol.ProxyCallbackPath || loc.Query().Get("path") != "/app?x=1" {
 		t.Fatalf("authorize with a session redirects to %v", loc)
 	}
-	c.do("", "GET", protocol.ProxyAuthorizePath+"?host=3000-nope--dev.workspaces.example.com", nil, 404, true)
-	c.do("", "GET", protocol.ProxyAuthorizePath+"?host=evil.example.com", nil, 400, true)
+	c.do("", "GET", protocol.ProxyAuthorizePath+"?host=3000-nope--dev.workspaces.example.com&nonce="+nonce, nil, 404, true)
+	c.do("", "GET", protocol.ProxyAuthorizePath+"?host=evil.example.com&nonce="+nonce, nil, 400, true)
 
 	var ex protocol.ProxyExchangeResponse
 	code := loc.Query().Get("code")
-	c.decode(c.do(agentToken, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, 200, true), &ex)
-	c.do(agentToken, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, 401, true)
+	c.do(agentToken, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host, Nonce: strings.Repeat("00", 32)}, 401, true)
+	c.decode(c.do(agentToken, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host, Nonce: nonce}, 200, true), &ex)
+	c.do(agentToken, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host, Nonce: nonce}, 401, true)
 	c.do(agentToken, "POST", protocol.ProxyExchangePath, map[string]any{"code": code}, 400, false)
 	var ck protocol.ProxyCheckResponse
 	c.decode(c.do(agentToken, "POST", protocol.ProxyCheckPath, protocol.ProxyCheckRequest{Host: host, Session: ex.Session}, 200, true), &ck)

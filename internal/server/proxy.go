@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -317,16 +318,21 @@ func (s *Server) proxyAccess(ctx context.Context, agentID, host string, u store.
 	return t, nil
 }
 
-// proxyAuthorize serves GET /proxy/authorize?host=H&path=P, where a proxy sends a browser without a
-// workspace session: sign in first if need be, then back to H with a one-time code.
+// proxyAuthorize serves GET /proxy/authorize?host=H&path=P&nonce=N, where a proxy sends a browser
+// without a workspace session: sign in first if need be, then back to H with a one-time code that
+// only the browser holding the nonce cookie whose SHA-256 is N can have exchanged.
 func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	host, path := q.Get("host"), q.Get("path")
+	host, path, nonce := q.Get("host"), q.Get("path"), q.Get("nonce")
 	if path == "" {
 		path = "/"
 	}
 	if !SafeReturnPath(path) {
 		writePage(w, http.StatusBadRequest, page{Title: "Bad link", Message: "This link's path is not a path on the workspace."})
+		return
+	}
+	if !validNonce(nonce) {
+		writePage(w, http.StatusBadRequest, page{Title: "Bad link", Message: "This link was not made by a Hangar proxy (it has no valid nonce). Open the workspace's address instead."})
 		return
 	}
 	origins, err := s.workspaceOrigins(r.Context(), host)
@@ -348,7 +354,7 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		back := protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {path}}.Encode()
+		back := protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {path}, "nonce": {nonce}}.Encode()
 		http.Redirect(w, r, "/signin?"+url.Values{"return_to": {back}}.Encode(), http.StatusFound)
 		return
 	}
@@ -372,7 +378,7 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.clock.Now()
 	code := NewToken(codePrefix)
-	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: HashToken(code), Kind: store.SessionCode, UserID: u.ID, UserTokenHash: u.TokenHash,
+	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: codeKey(code, nonce), Kind: store.SessionCode, UserID: u.ID, UserTokenHash: u.TokenHash,
 		WorkspaceID: t.ws.ID, Host: t.host, ParentHash: sessionHash, CreatedAt: now, ExpiresAt: now.Add(CodeLifetime)}); err != nil {
 		s.log.Error("proxy authorize: create code", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
@@ -383,6 +389,21 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 	target := proxyScheme(t.agent) + "://" + t.host + protocol.ProxyCallbackPath + "?" + url.Values{"code": {code}, "path": {path}}.Encode()
 	http.Redirect(w, r, target, http.StatusFound)
 }
+
+// validNonce reports whether n is what a proxy sends as a browser's nonce: the SHA-256 of its nonce
+// cookie, in lower-case hex.
+func validNonce(n string) bool {
+	if len(n) != 64 || strings.ToLower(n) != n {
+		return false
+	}
+	_, err := hex.DecodeString(n)
+	return err == nil
+}
+
+// codeKey is what a one-time code is stored under: the hash of the code and of the nonce of the
+// browser it was issued to, so that the code is found (exchanged) only with that nonce — which only
+// the proxy that set that browser's nonce cookie, reading it back, can send.
+func codeKey(code, nonce string) []byte { return HashToken(code + "\x00" + nonce) }
 
 // proxyExchange serves POST /api/v1/proxy/exchange (agent token): a code, once, for a workspace
 // session bound to the same user, workspace and host.
@@ -395,6 +416,9 @@ func (s *Server) proxyExchange(w http.ResponseWriter, r *http.Request, agent sto
 	if !strings.HasPrefix(req.Code, codePrefix) || len(req.Code) > 128 {
 		v.Add("code", "must be a code the server issued (%s...)", codePrefix)
 	}
+	if !validNonce(req.Nonce) {
+		v.Add("nonce", "must be the SHA-256, in lower-case hex, of the nonce cookie of the browser that brought the code")
+	}
 	_, host, ok := workspace.NormalizeHost(req.Host)
 	if !ok {
 		v.Add("host", "must be a host name, got %q", req.Host)
@@ -403,9 +427,9 @@ func (s *Server) proxyExchange(w http.ResponseWriter, r *http.Request, agent sto
 		return err
 	}
 	now := s.clock.Now()
-	code, u, err := s.store.ConsumeSession(r.Context(), HashToken(req.Code), store.SessionCode, now)
+	code, u, err := s.store.ConsumeSession(r.Context(), codeKey(req.Code, req.Nonce), store.SessionCode, now)
 	if errors.Is(err, store.ErrNotFound) {
-		return errUnauthorized("unknown, used or expired code")
+		return errUnauthorized("unknown, used or expired code, or a code issued to another browser")
 	} else if err != nil {
 		return err
 	}

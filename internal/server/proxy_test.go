@@ -85,10 +85,19 @@ func (b *browser) signIn(token string) *http.Cookie {
 	return c
 }
 
-// authorize asks for a code for host and returns it ("" when not redirected to the proxy).
+// testNonce stands for what a proxy sends as a browser's nonce: the SHA-256 of its nonce cookie.
+var testNonce = strings.Repeat("ab", 32)
+
+// authorize asks for a code for host, bound to testNonce, and returns it ("" when not redirected
+// to the proxy).
 func (b *browser) authorize(host string) (string, *http.Response) {
 	b.t.Helper()
-	resp := b.do("GET", protocol.ProxyAuthorizePath+"?"+url.Values{"host": {host}, "path": {"/"}}.Encode(), nil)
+	return b.authorizeWith(host, testNonce)
+}
+
+func (b *browser) authorizeWith(host, nonce string) (string, *http.Response) {
+	b.t.Helper()
+	resp := b.do("GET", protocol.ProxyAuthorizePath+"?"+url.Values{"host": {host}, "path": {"/"}, "nonce": {nonce}}.Encode(), nil)
 	if resp.StatusCode != http.StatusFound {
 		return "", resp
 	}
@@ -215,18 +224,18 @@ func TestProxyAuthorizeExchangeCheck(t *testing.T) {
 
 			// Exchange: once, by the workspace's agent, for the code's host, within 60 s.
 			var ex protocol.ProxyExchangeResponse
-			mustCall(t, env, k2, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, http.StatusForbidden, nil)
+			mustCall(t, env, k2, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host, Nonce: testNonce}, http.StatusForbidden, nil)
 			code, _ = ab.authorize(host)
-			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: "8080-dev--alice.ws.example.com:1"}, http.StatusUnauthorized, nil)
+			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: "8080-dev--alice.ws.example.com:1", Nonce: testNonce}, http.StatusUnauthorized, nil)
 			code, _ = ab.authorize(host)
-			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, http.StatusOK, &ex)
-			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, http.StatusUnauthorized, nil)
+			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host, Nonce: testNonce}, http.StatusOK, &ex)
+			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host, Nonce: testNonce}, http.StatusUnauthorized, nil)
 			if !strings.HasPrefix(ex.Session, "hgw_") || ex.User != "alice" || ex.Workspace != "alice/dev" || !ex.ExpiresAt.Equal(servertest.Start.Add(server.SessionLifetime)) {
 				t.Errorf("exchange answered %+v", ex)
 			}
 			late, _ := ab.authorize(host)
 			env.Clock.Advance(server.CodeLifetime)
-			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: late, Host: host}, http.StatusUnauthorized, nil)
+			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: late, Host: host, Nonce: testNonce}, http.StatusUnauthorized, nil)
 			env.Clock.Set(servertest.Start)
 
 			check := func(agent string, req protocol.ProxyCheckRequest) protocol.ProxyCheckResponse {
@@ -290,7 +299,7 @@ func TestRotateTokenEndsSessions(t *testing.T) {
 			b.signIn(alice)
 			code, _ := b.authorize(host)
 			var ex protocol.ProxyExchangeResponse
-			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host}, http.StatusOK, &ex)
+			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: host, Nonce: testNonce}, http.StatusOK, &ex)
 
 			mustCall(t, env, bob, "POST", "/api/v1/users/alice/token", nil, http.StatusForbidden, nil)
 			var u struct{ Token string }
@@ -340,6 +349,32 @@ func newProxyEnv(t *testing.T, engine string) *proxyEnv {
 	mustCall(t, e.env, e.alice, "POST", "/api/v1/workspaces", map[string]any{"name": "dev", "agent": "k1", "devfile": proxyDevfile}, http.StatusCreated, nil)
 	mustCall(t, e.env, e.alice, "POST", "/api/v1/workspaces", map[string]any{"name": "plain", "agent": "k2"}, http.StatusCreated, nil)
 	return e
+}
+
+// A code is exchanged only with the nonce of the browser it was issued to (the proxy sends the
+// SHA-256 of that browser's nonce cookie): a code carried to another browser is refused, and a
+// link without a nonce gets no code.
+func TestProxyCodeIsBoundToTheBrowser(t *testing.T) {
+	e := newProxyEnv(t, "sqlite")
+	b := &browser{t: t, env: e.env}
+	b.signIn(e.alice)
+	for _, n := range []string{"", "abc", strings.Repeat("AB", 32), strings.Repeat("zz", 32), strings.Repeat("ab", 33)} {
+		if c, resp := b.authorizeWith(e.host, n); c != "" || resp.StatusCode != http.StatusBadRequest || !strings.Contains(b.body, "nonce") {
+			t.Errorf("authorize with nonce %q: %d %q", n, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	code, resp := b.authorize(e.host)
+	if code == "" {
+		t.Fatalf("authorize: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	exchange := func(nonce string, want int) {
+		t.Helper()
+		mustCall(t, e.env, e.k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: e.host, Nonce: nonce}, want, nil)
+	}
+	exchange(strings.Repeat("cd", 32), http.StatusUnauthorized) // another browser's nonce
+	exchange("", http.StatusBadRequest)
+	exchange(testNonce, http.StatusOK) // a wrong nonce did not use the code up
+	exchange(testNonce, http.StatusUnauthorized)
 }
 
 // /proxy/authorize takes only workspace hosts of an agent's zone, before any sign-in: the sign-in
@@ -396,7 +431,7 @@ func TestSignInPageAllowsTheRedirectToTheWorkspace(t *testing.T) {
 		return ""
 	}
 	authorize := func(host string) string {
-		return protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {"/x"}}.Encode()
+		return protocol.ProxyAuthorizePath + "?" + url.Values{"host": {host}, "path": {"/x"}, "nonce": {testNonce}}.Encode()
 	}
 	b := &browser{t: t, env: e.env}
 	for returnTo, want := range map[string]string{
@@ -439,7 +474,7 @@ func TestSignOutEndsItsWorkspaceSessions(t *testing.T) {
 					t.Fatalf("authorize: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 				}
 				var ex protocol.ProxyExchangeResponse
-				mustCall(t, e.env, e.k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: e.host}, http.StatusOK, &ex)
+				mustCall(t, e.env, e.k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: code, Host: e.host, Nonce: testNonce}, http.StatusOK, &ex)
 				return ex.Session
 			}
 			check := func(sess string) protocol.ProxyCheckResponse {
@@ -462,7 +497,7 @@ func TestSignOutEndsItsWorkspaceSessions(t *testing.T) {
 			if got := check(mine); got.Allowed || got.Reason != protocol.ProxyUnauthenticated {
 				t.Errorf("the signed-out browser's workspace session: %+v", got)
 			}
-			mustCall(t, e.env, e.k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: pending, Host: e.host}, http.StatusUnauthorized, nil)
+			mustCall(t, e.env, e.k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: pending, Host: e.host, Nonce: testNonce}, http.StatusUnauthorized, nil)
 			if got := check(theirs); !got.Allowed {
 				t.Errorf("another browser's workspace session: %+v", got)
 			}
