@@ -517,7 +517,7 @@ func TestProxy(t *testing.T) {
 				setCookie = h.Header.Get("Set-Cookie")
 			}
 		}
-		for _, want := range []string{proxy.CookieName + "=hgw_", "Path=/", "HttpOnly", "Secure", "SameSite=Lax"} {
+		for _, want := range []string{proxy.SessionCookieName(true) + "=hgw_", "Path=/", "HttpOnly", "Secure", "SameSite=Lax"} {
 			if !strings.Contains(setCookie, want) {
 				t.Errorf("the workspace cookie %q lacks %s", setCookie, want)
 			}

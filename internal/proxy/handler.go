@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,15 +23,39 @@ import (
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-// CookieName is the proxy's workspace session cookie. It is host-only (no Domain attribute): the
-// browser sends it to the one workspace host that set it, so one workspace never sees another's.
-const CookieName = "hangar_ws_session"
+// The proxy's cookies (docs/decisions.md, "Cookies: host-only, __Host- names over TLS"). Both are
+// host-only (no Domain attribute): the browser sends them to the one workspace host that set them,
+// so one workspace never sees another's. Over TLS their names carry the __Host- prefix, with which
+// a browser keeps only a cookie set by this very host over https with Path=/ and no Domain: no
+// other workspace host (all of them are one site) can toss one in, whether by a Set-Cookie with
+// Domain=<zone> or by document.cookie. Browsers refuse the prefix over plain http, so a proxy
+// without TLS (trials, tests) uses the bare names, and there tossing remains possible.
+const (
+	// CookieName is the workspace session's cookie, bare.
+	CookieName = "hangar_ws_session"
+	// NonceCookieName is the cookie that binds a sign-in to the browser that began it, bare.
+	NonceCookieName = "hangar_ws_nonce"
+	// HostPrefix is the prefix of both names over TLS.
+	HostPrefix = "__Host-"
+	// NonceLifetime bounds a sign-in begun in a browser (the sign-in form, then the code).
+	NonceLifetime = 10 * time.Minute
+	// maxCookies is how many cookies of one name a request may carry: each is tried in turn.
+	maxCookies = 4
+)
 
-// NonceCookieName is the cookie that binds a sign-in to the browser that began it (host-only too).
-const NonceCookieName = "hangar_ws_nonce"
+// SessionCookieName is the workspace session cookie's name for a proxy with or without TLS.
+func SessionCookieName(tls bool) string { return cookieName(CookieName, tls) }
 
-// NonceLifetime bounds a sign-in begun in a browser (the sign-in form, then the code).
-const NonceLifetime = 10 * time.Minute
+func cookieName(bare string, tls bool) string {
+	if tls {
+		return HostPrefix + bare
+	}
+	return bare
+}
+
+// ownCookies are every name of the proxy's cookies, with and without the prefix: none of them
+// reaches a workspace, and a workspace sets none of them.
+var ownCookies = []string{CookieName, NonceCookieName, HostPrefix + CookieName, HostPrefix + NonceCookieName}
 
 // Exchanger turns a one-time code into a workspace session (POST /api/v1/proxy/exchange).
 type Exchanger interface {
@@ -51,7 +76,7 @@ type Options struct {
 	ServerURL string
 	// Zone is the agent's DNS zone: hosts `<port>-<name>--<owner>.<zone>`.
 	Zone string
-	// TLS says the proxy serves https: its cookie is then Secure.
+	// TLS says the proxy serves https: its cookies are then Secure, with __Host- names.
 	TLS bool
 	// MaxBodyBytes caps a request body (0: no cap); WriteTimeout caps the writing of a response
 	// (0: none). Neither applies to upgraded connections (WebSockets).
@@ -70,6 +95,8 @@ type Options struct {
 type Handler struct {
 	o  Options
 	rp *httputil.ReverseProxy
+	// The names of the session and nonce cookies (cookieName).
+	sessionCookie, nonceCookie string
 }
 
 // NewTransport returns the transport to workspaces: HTTP/1.1 (WebSockets need it), keep-alive.
@@ -103,14 +130,15 @@ func NewHandler(o Options) *Handler {
 	if o.Transport == nil {
 		o.Transport = NewTransport()
 	}
-	h := &Handler{o: o}
+	h := &Handler{o: o, sessionCookie: cookieName(CookieName, o.TLS), nonceCookie: cookieName(NonceCookieName, o.TLS)}
 	h.rp = &httputil.ReverseProxy{
-		Rewrite:       h.rewrite,
-		Transport:     o.Transport,
-		FlushInterval: -1, // stream: server-sent events, long polls, downloads
-		ErrorHandler:  h.upstreamError,
-		BufferPool:    bufferPool{},
-		ErrorLog:      slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
+		Rewrite:        h.rewrite,
+		ModifyResponse: func(resp *http.Response) error { sanitizeSetCookie(resp.Header); return nil },
+		Transport:      o.Transport,
+		FlushInterval:  -1, // stream: server-sent events, long polls, downloads
+		ErrorHandler:   h.upstreamError,
+		BufferPool:     bufferPool{},
+		ErrorLog:       slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
 	}
 	return h
 }
@@ -168,9 +196,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 		h.callback(w, r, host)
 		return
 	}
-	cred, fromHeader := credential(r)
-	if cred == (Credential{}) {
+	creds, fromHeader := h.credentials(r)
+	if len(creds) == 0 {
 		h.unauthenticated(w, r, host)
+		return
+	}
+	if len(creds) > maxCookies {
+		page(w, http.StatusBadRequest, "Too many session cookies",
+			"Your browser sent more than a few session cookies to this address, which another page may have set. Clear this site's cookies and open it again.")
 		return
 	}
 	if !fromHeader && upgradeOrUnsafe(r) && crossSite(r) {
@@ -180,11 +213,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 		page(w, http.StatusForbidden, "Cross-site request refused", "This workspace accepts WebSockets and changes only from its own pages.")
 		return
 	}
-	d, cached, err := h.o.Auth.Check(r.Context(), host, cred)
-	info.cached = cached
-	if h.o.Metrics != nil {
-		h.o.Metrics.checked(d, cached, err)
-	}
+	d, err := h.decide(r.Context(), host, creds, info)
 	if err != nil {
 		// Fail closed: no answer from the server, no entry.
 		h.o.Logger.Warn("cannot check access with the server", "host", host, "err", err)
@@ -194,8 +223,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 	info.user, info.workspace = d.User, d.Workspace
 	if !d.Allowed {
 		if d.Reason == protocol.ProxyUnauthenticated {
-			if cred.Session != "" {
-				h.clearCookie(w, CookieName)
+			if !fromHeader {
+				h.clearCookie(w, h.sessionCookie)
 			}
 			h.unauthenticated(w, r, host)
 			return
@@ -256,8 +285,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	if h.o.TLS || pr.In.TLS != nil {
 		pr.Out.Header.Set("X-Forwarded-Proto", "https")
 	}
-	stripCookie(pr.Out.Header, CookieName)
-	stripCookie(pr.Out.Header, NonceCookieName)
+	stripCookies(pr.Out.Header, ownCookies)
 	if fromHeader, _ := pr.In.Context().Value(credKey).(bool); fromHeader {
 		pr.Out.Header.Del("Authorization")
 	}
@@ -308,18 +336,59 @@ func crossSite(r *http.Request) bool {
 	return !strings.EqualFold(u.Host, r.Host)
 }
 
-// credential reads the request's workspace session (cookie) or user token (Authorization:
-// Bearer). A bearer token wins; fromHeader says it came from the header (which is then not
-// forwarded). The scheme is matched in any case, as RFC 9110 says: a `bearer` token
-// must not slip through to the workspace.
-func credential(r *http.Request) (c Credential, fromHeader bool) {
+// credentials reads the request's user token (Authorization: Bearer) or else its workspace
+// sessions (the session cookie; a browser may send several of that name when another host tossed
+// one in, and each is tried). fromHeader says the token came from the header (which is then not
+// forwarded). The scheme is matched in any case, as RFC 9110 says: a `bearer` token must not slip
+// through to the workspace.
+func (h *Handler) credentials(r *http.Request) (creds []Credential, fromHeader bool) {
 	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) != "" {
-		return Credential{Token: strings.TrimSpace(token)}, true
+		return []Credential{{Token: strings.TrimSpace(token)}}, true
 	}
-	if ck, err := r.Cookie(CookieName); err == nil && ck.Value != "" {
-		return Credential{Session: ck.Value}, false
+	for _, v := range cookieValues(r, h.sessionCookie) {
+		creds = append(creds, Credential{Session: v})
 	}
-	return Credential{}, false
+	return creds, false
+}
+
+// cookieValues returns the distinct non-empty values of the cookies named name, in the order the
+// browser sent them.
+func cookieValues(r *http.Request, name string) []string {
+	var out []string
+	for _, c := range r.CookiesNamed(name) {
+		if c.Value != "" && !slices.Contains(out, c.Value) {
+			out = append(out, c.Value)
+		}
+	}
+	return out
+}
+
+// decide asks Auth about each credential in turn and returns the first allowed decision; failing
+// that, the first refusal that is not "unauthenticated" (a session of this host that may no longer
+// enter says more than one tossed in from elsewhere), else the last. An error ends it (the caller
+// fails closed).
+func (h *Handler) decide(ctx context.Context, host string, creds []Credential, info *accessInfo) (protocol.ProxyCheckResponse, error) {
+	var refusal *protocol.ProxyCheckResponse
+	var d protocol.ProxyCheckResponse
+	for _, cred := range creds {
+		var cached bool
+		var err error
+		d, cached, err = h.o.Auth.Check(ctx, host, cred)
+		info.cached = cached
+		if h.o.Metrics != nil {
+			h.o.Metrics.checked(d, cached, err)
+		}
+		if err != nil || d.Allowed {
+			return d, err
+		}
+		if refusal == nil && d.Reason != protocol.ProxyUnauthenticated {
+			refusal = &d
+		}
+	}
+	if refusal != nil {
+		return *refusal, nil
+	}
+	return d, nil
 }
 
 // unauthenticated sends a browser to the server's sign-in (through /proxy/authorize) and answers
@@ -333,7 +402,7 @@ func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, host s
 		// The sign-in will come back to the callback with a code bound to this nonce: only this
 		// browser, holding the cookie, can have it exchanged.
 		nonce := rand.Text()
-		http.SetCookie(w, &http.Cookie{Name: NonceCookieName, Value: nonce, Path: "/", MaxAge: int(NonceLifetime / time.Second),
+		http.SetCookie(w, &http.Cookie{Name: h.nonceCookie, Value: nonce, Path: "/", MaxAge: int(NonceLifetime / time.Second),
 			HttpOnly: true, Secure: h.o.TLS, SameSite: http.SameSiteLaxMode})
 		loc := strings.TrimRight(h.o.ServerURL, "/") + protocol.ProxyAuthorizePath + "?" +
 			url.Values{"host": {host}, "path": {path}, "nonce": {nonceHash(nonce)}}.Encode()
@@ -366,14 +435,22 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request, host string) 
 		page(w, http.StatusBadRequest, "Bad sign-in link", "This link holds no sign-in code.")
 		return
 	}
-	nonce, err := r.Cookie(NonceCookieName)
-	if err != nil || nonce.Value == "" {
-		h.o.Logger.Info("sign-in code refused", "host", host, "err", "no nonce cookie")
+	nonces := cookieValues(r, h.nonceCookie)
+	if len(nonces) == 0 || len(nonces) > maxCookies {
+		h.o.Logger.Info("sign-in code refused", "host", host, "err", "no nonce cookie, or too many", "nonce_cookies", len(nonces))
 		page(w, http.StatusForbidden, "Sign-in link not for this browser",
 			"This sign-in link was not begun in this browser, or it took too long. Open the workspace's address again.")
 		return
 	}
-	ex, err := h.o.Exchanger.Exchange(r.Context(), protocol.ProxyExchangeRequest{Code: code, Host: host, Nonce: nonceHash(nonce.Value)})
+	var ex protocol.ProxyExchangeResponse
+	var err error
+	for _, nonce := range nonces {
+		ex, err = h.o.Exchanger.Exchange(r.Context(), protocol.ProxyExchangeRequest{Code: code, Host: host, Nonce: nonceHash(nonce)})
+		var se *StatusError
+		if !errors.As(err, &se) || se.Code/100 != 4 {
+			break // exchanged, or the server failed: another nonce would change nothing
+		}
+	}
 	var se *StatusError
 	switch {
 	case errors.As(err, &se) && se.Code/100 == 4:
@@ -389,9 +466,9 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request, host string) 
 		info.user, info.workspace = ex.User, ex.Workspace
 	}
 	maxAge := int(ex.ExpiresAt.Sub(h.o.Clock.Now()) / time.Second)
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: ex.Session, Path: "/", MaxAge: max(maxAge, 1), Expires: ex.ExpiresAt,
+	http.SetCookie(w, &http.Cookie{Name: h.sessionCookie, Value: ex.Session, Path: "/", MaxAge: max(maxAge, 1), Expires: ex.ExpiresAt,
 		HttpOnly: true, Secure: h.o.TLS, SameSite: http.SameSiteLaxMode})
-	h.clearCookie(w, NonceCookieName)
+	h.clearCookie(w, h.nonceCookie)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	http.Redirect(w, r, path, http.StatusFound)
@@ -401,8 +478,33 @@ func (h *Handler) clearCookie(w http.ResponseWriter, name string) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: h.o.TLS, SameSite: http.SameSiteLaxMode})
 }
 
-// stripCookie removes the cookie name from the Cookie headers of h, keeping the others.
-func stripCookie(h http.Header, name string) {
+// sanitizeSetCookie edits a workspace's Set-Cookie headers: a Domain attribute is removed, so
+// that a workspace sets cookies for its own host only, never for the zone that every other
+// workspace (and its sessions) lives under; a cookie with one of the proxy's names is dropped.
+func sanitizeSetCookie(h http.Header) {
+	lines := h.Values("Set-Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, line := range lines {
+		attrs := strings.Split(line, ";")
+		name, _, _ := strings.Cut(attrs[0], "=")
+		if slices.ContainsFunc(ownCookies, func(own string) bool { return strings.EqualFold(strings.TrimSpace(name), own) }) {
+			continue
+		}
+		kept := attrs[:1]
+		for _, a := range attrs[1:] {
+			if k, _, _ := strings.Cut(a, "="); !strings.EqualFold(strings.TrimSpace(k), "domain") {
+				kept = append(kept, a)
+			}
+		}
+		h.Add("Set-Cookie", strings.Join(kept, ";"))
+	}
+}
+
+// stripCookies removes the cookies of these names from the Cookie headers of h, keeping the others.
+func stripCookies(h http.Header, names []string) {
 	lines := h.Values("Cookie")
 	if len(lines) == 0 {
 		return
@@ -414,7 +516,7 @@ func stripCookie(h http.Header, name string) {
 			if p == "" {
 				continue
 			}
-			if n, _, _ := strings.Cut(p, "="); strings.TrimSpace(n) == name {
+			if n, _, _ := strings.Cut(p, "="); slices.Contains(names, strings.TrimSpace(n)) {
 				continue
 			}
 			kept = append(kept, p)

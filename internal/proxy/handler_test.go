@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +84,12 @@ func upstream(t testing.TB) *httptest.Server {
 			if err := c.Write(r.Context(), typ, data); err != nil {
 				return
 			}
+		}
+	})
+	mux.HandleFunc("/set-cookies", func(w http.ResponseWriter, r *http.Request) {
+		for _, c := range []string{"app=1; Path=/; HttpOnly", "wide=2; Domain=" + zone + "; Path=/", "__Host-app=3; Path=/; Secure",
+			"hangar_ws_session=evil; Domain=" + zone, "__Host-hangar_ws_session=evil; Path=/; Secure", "__Host-hangar_ws_nonce=evil; Path=/; Secure"} {
+			w.Header().Add("Set-Cookie", c)
 		}
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -191,7 +198,7 @@ func TestBrowserSignInFlow(t *testing.T) {
 				loc.Query().Get("host") != aliceHost || loc.Query().Get("path") != "/app?x=1" {
 				t.Fatalf("browser without a session: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 			}
-			nonce := cookieOf(resp, NonceCookieName)
+			nonce := cookieOf(resp, cookieName(NonceCookieName, tlsOn))
 			if nonce == nil || loc.Query().Get("nonce") != nonceHash(nonce.Value) {
 				t.Fatalf("the redirect's nonce %q and cookie %v", loc.Query().Get("nonce"), resp.Header.Values("Set-Cookie"))
 			}
@@ -206,7 +213,7 @@ func TestBrowserSignInFlow(t *testing.T) {
 			if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/" {
 				t.Fatalf("callback: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 			}
-			ck := cookieOf(resp, CookieName)
+			ck := cookieOf(resp, SessionCookieName(tlsOn))
 			if ck == nil || ck.Value != "hgw_alice" || ck.Domain != "" || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/" || ck.Secure != tlsOn ||
 				ck.MaxAge != 12*3600 {
 				t.Fatalf("cookie %+v (raw %q)", ck, resp.Header.Values("Set-Cookie"))
@@ -367,15 +374,16 @@ func TestBodyLimitAndWebSocket(t *testing.T) {
 	}
 }
 
-func TestStripCookie(t *testing.T) {
+func TestStripCookies(t *testing.T) {
 	for in, want := range map[string]string{
 		CookieName + "=x":                          "",
 		"a=1; " + CookieName + "=x; b=2":           "a=1; b=2",
 		"a=1;" + CookieName + "=x":                 "a=1",
 		"hangar_ws_session_other=1; " + CookieName: "hangar_ws_session_other=1",
+		"__Host-hangar_ws_session=x; __Host-hangar_ws_nonce=y; hangar_ws_nonce=z; " + CookieName + "=w; __Host-app=1": "__Host-app=1",
 	} {
 		h := http.Header{"Cookie": {in}}
-		stripCookie(h, CookieName)
+		stripCookies(h, ownCookies)
 		if got := h.Get("Cookie"); got != want {
 			t.Errorf("stripCookie(%q) = %q, want %q", in, got, want)
 		}
@@ -446,7 +454,7 @@ func TestCodeIsBoundToTheBrowser(t *testing.T) {
 				t.Helper()
 				resp, _ := h.get(aliceHost, "/", browser)
 				loc, _ := url.Parse(resp.Header.Get("Location"))
-				c := cookieOf(resp, NonceCookieName)
+				c := cookieOf(resp, cookieName(NonceCookieName, tlsOn))
 				if resp.StatusCode != http.StatusFound || c == nil || loc == nil || loc.Query().Get("nonce") != nonceHash(c.Value) {
 					t.Fatalf("redirect to sign in: %d %q %q", resp.StatusCode, resp.Header.Get("Location"), resp.Header.Values("Set-Cookie"))
 				}
@@ -472,17 +480,100 @@ func TestCodeIsBoundToTheBrowser(t *testing.T) {
 				return resp
 			}
 			for _, other := range []string{"", theirs.Name + "=" + theirs.Value, "a=" + mine.Value, CookieName + "=" + mine.Value} {
-				if resp := callback(other); resp.StatusCode != http.StatusForbidden || cookieOf(resp, CookieName) != nil {
+				if resp := callback(other); resp.StatusCode != http.StatusForbidden || cookieOf(resp, SessionCookieName(tlsOn)) != nil {
 					t.Errorf("the code with cookies %q: %d %q", other, resp.StatusCode, resp.Header.Values("Set-Cookie"))
 				}
 			}
 			resp := callback(mine.Name + "=" + mine.Value)
-			if resp.StatusCode != http.StatusFound || cookieOf(resp, CookieName) == nil {
+			if resp.StatusCode != http.StatusFound || cookieOf(resp, SessionCookieName(tlsOn)) == nil {
 				t.Fatalf("the code in the browser that began the sign-in: %d %q", resp.StatusCode, resp.Header.Values("Set-Cookie"))
 			}
 			if c := cookieOf(resp, mine.Name); c == nil || c.MaxAge >= 0 {
 				t.Errorf("the used nonce is not cleared: %q", resp.Header.Values("Set-Cookie"))
 			}
 		})
+	}
+}
+
+// Cookie tossing: every workspace host is one site, so another workspace's page could set a
+// cookie for the whole zone. Over TLS the proxy's cookies have __Host- names, which only this host
+// can set, and the bare name is no credential; a workspace's Set-Cookie loses its Domain and may
+// not set the proxy's cookies; several session cookies are each tried.
+func TestCookieTossing(t *testing.T) {
+	t.Run("host-prefixed names over TLS", func(t *testing.T) {
+		h := newHarness(t, true)
+		if got := SessionCookieName(true); got != "__Host-hangar_ws_session" {
+			t.Fatalf("session cookie over TLS: %q", got)
+		}
+		// A tossed (bare) cookie with a valid session is not a credential over TLS.
+		resp, _ := h.get(aliceHost, "/", http.Header{"Cookie": {CookieName + "=hgw_alice"}, "Accept": {"text/html"}})
+		if resp.StatusCode != http.StatusFound {
+			t.Errorf("a bare session cookie over TLS: %d", resp.StatusCode)
+		}
+		if resp, _ := h.get(aliceHost, "/", http.Header{"Cookie": {"__Host-hangar_ws_session=hgw_alice"}}); resp.StatusCode != http.StatusOK {
+			t.Errorf("the __Host- session cookie over TLS: %d", resp.StatusCode)
+		}
+	})
+	t.Run("several session cookies", func(t *testing.T) {
+		h := newHarness(t, false)
+		for _, cookie := range []string{
+			CookieName + "=hgw_tossed; " + CookieName + "=hgw_alice",
+			CookieName + "=hgw_alice; " + CookieName + "=hgw_tossed",
+			CookieName + "=hgu_alice; " + CookieName + "=hgw_alice; " + CookieName + "=hgw_x",
+		} {
+			if resp, _ := h.get(aliceHost, "/", http.Header{"Cookie": {cookie}}); resp.StatusCode != http.StatusOK {
+				t.Errorf("cookies %q: %d", cookie, resp.StatusCode)
+			}
+		}
+		many := strings.Repeat(CookieName+"=hgw_x1; "+CookieName+"=hgw_x2; ", 2) + CookieName + "=hgw_x3; " + CookieName + "=hgw_x4; " + CookieName + "=hgw_alice"
+		if resp, _ := h.get(aliceHost, "/", http.Header{"Cookie": {many}}); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("five session cookies: %d", resp.StatusCode)
+		}
+		// A nonce cookie tossed in beside the browser's own: the code is exchanged with each.
+		resp, _ := h.get(aliceHost, "/", http.Header{"Accept": {"text/html"}})
+		mine := cookieOf(resp, NonceCookieName)
+		loc, _ := url.Parse(resp.Header.Get("Location"))
+		h.ex.issue("hgc_2", loc.Query().Get("nonce"), h.clock.Now().Add(time.Hour))
+		resp, _ = h.get(aliceHost, protocol.ProxyCallbackPath+"?code=hgc_2&path=%2F",
+			http.Header{"Accept": {"text/html"}, "Cookie": {NonceCookieName + "=tossed; " + NonceCookieName + "=" + mine.Value}})
+		if resp.StatusCode != http.StatusFound || cookieOf(resp, CookieName) == nil {
+			t.Errorf("the callback with a tossed nonce beside the browser's: %d %q", resp.StatusCode, resp.Header.Values("Set-Cookie"))
+		}
+		// None valid: the browser signs in again, and only its host's cookie is cleared.
+		resp, _ = h.get(aliceHost, "/", http.Header{"Cookie": {CookieName + "=hgw_x; " + CookieName + "=hgw_y"}, "Accept": {"text/html"}})
+		if resp.StatusCode != http.StatusFound || !strings.Contains(strings.Join(resp.Header.Values("Set-Cookie"), ""), CookieName+"=;") {
+			t.Errorf("no valid session cookie: %d %q", resp.StatusCode, resp.Header.Values("Set-Cookie"))
+		}
+	})
+	t.Run("workspace Set-Cookie", func(t *testing.T) {
+		for _, tlsOn := range []bool{false, true} {
+			h := newHarness(t, tlsOn)
+			resp, _ := h.get(aliceHost, "/set-cookies", http.Header{"Authorization": {"Bearer hgu_alice"}})
+			got := resp.Header.Values("Set-Cookie")
+			want := []string{"app=1; Path=/; HttpOnly", "wide=2; Path=/", "__Host-app=3; Path=/; Secure"}
+			if resp.StatusCode != http.StatusOK || !slices.Equal(got, want) {
+				t.Errorf("TLS %v: Set-Cookie %q, want %q", tlsOn, got, want)
+			}
+		}
+	})
+}
+
+func TestSanitizeSetCookie(t *testing.T) {
+	for in, want := range map[string]string{
+		"a=1; Domain=ws.example.com; Path=/":   "a=1; Path=/",
+		"a=1;domain=.ws.example.com":           "a=1",
+		"a=1; DOMAIN = ws.example.com; Secure": "a=1; Secure",
+		"a=domain=x; Path=/":                   "a=domain=x; Path=/",
+		"domain=1; Path=/":                     "domain=1; Path=/",
+		"__Host-hangar_ws_session=x; Path=/":   "",
+		"hangar_ws_nonce=x":                    "",
+		"__HOST-HANGAR_WS_SESSION=x; Path=/":   "",
+		" hangar_ws_session =x; Domain=a.b":    "",
+	} {
+		h := http.Header{"Set-Cookie": {in}}
+		sanitizeSetCookie(h)
+		if got := h.Get("Set-Cookie"); got != want {
+			t.Errorf("sanitizeSetCookie(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -68,6 +68,7 @@ func (h *Handler) upgrade(w http.ResponseWriter, r *http.Request, addr string) (
 		// Refused by the workspace: its answer, as is.
 		defer up.Close()
 		defer resp.Body.Close()
+		sanitizeSetCookie(resp.Header)
 		for k, v := range resp.Header {
 			w.Header()[k] = v
 		}
@@ -86,7 +87,8 @@ func (h *Handler) upgrade(w http.ResponseWriter, r *http.Request, addr string) (
 	}
 	_ = up.SetDeadline(time.Time{})
 	_ = client.SetDeadline(time.Time{})
-	// The 101 answer, as the workspace gave it.
+	// The 101 answer, as the workspace gave it (but for cookies it may not set).
+	sanitizeSetCookie(resp.Header)
 	resp.Body = nil
 	if err := resp.Write(clientBuf); err == nil {
 		err = clientBuf.Flush()
