@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"sync"
@@ -15,20 +16,29 @@ type Checker interface {
 	Check(ctx context.Context, req protocol.ProxyCheckRequest) (protocol.ProxyCheckResponse, error)
 }
 
+// checkTimeout bounds one question to the server, which may outlive the request that asked it
+// (others may be waiting for the same answer).
+const checkTimeout = 10 * time.Second
+
 // Auth caches the server's decisions briefly: an allowed answer for AllowTTL, a refusal for
 // DenyTTL (shorter: a user who just signed in or was just made admin should not wait). Errors are
 // never cached, and the caller refuses on them (fail closed). A revoked token, a removed user or a
-// deleted workspace is therefore noticed within AllowTTL.
+// deleted workspace is therefore noticed within AllowTTL. Concurrent requests with the same
+// credential for the same host wait for one question to the server (a page's burst of requests,
+// or many at once after an entry expires, is one check).
 type Auth struct {
 	Checker  Checker
 	Clock    clock.Clock
 	AllowTTL time.Duration
 	DenyTTL  time.Duration
-	// MaxEntries bounds the cache; when full it is emptied (entries are cheap to get back).
+	// MaxEntries bounds the cache (0: no bound); when it is full, the entry used least recently
+	// goes, so entries in use stay.
 	MaxEntries int
 
 	mu      sync.Mutex
-	entries map[authKey]authEntry
+	entries map[authKey]*list.Element // of *authEntry, in lru
+	lru     list.List                 // front: used most recently
+	flights map[authKey]*flight       // questions to the server under way
 }
 
 type authKey struct {
@@ -38,8 +48,16 @@ type authKey struct {
 }
 
 type authEntry struct {
+	key     authKey
 	resp    protocol.ProxyCheckResponse
 	expires time.Time
+}
+
+// flight is a question to the server that other callers wait for.
+type flight struct {
+	done chan struct{}
+	resp protocol.ProxyCheckResponse
+	err  error
 }
 
 // Credential is what a request carries: a workspace session (the proxy's cookie) or a user token.
@@ -47,46 +65,91 @@ type Credential struct {
 	Session, Token string
 }
 
-// Check returns the decision for cred on host (NormalizeHost's withPort form), and whether it came
-// from the cache.
-func (a *Auth) Check(ctx context.Context, host string, cred Credential) (protocol.ProxyCheckResponse, bool, error) {
-	key := authKey{host: host, kind: 's', hash: sha256.Sum256([]byte(cred.Session))}
+func keyOf(host string, cred Credential) authKey {
 	if cred.Session == "" {
-		key.kind, key.hash = 't', sha256.Sum256([]byte(cred.Token))
+		return authKey{host: host, kind: 't', hash: sha256.Sum256([]byte(cred.Token))}
 	}
+	return authKey{host: host, kind: 's', hash: sha256.Sum256([]byte(cred.Session))}
+}
+
+// Check returns the decision for cred on host (NormalizeHost's withPort form), and whether it was
+// had without a question of this caller's own to the server (from the cache, or from another
+// caller's question under way).
+func (a *Auth) Check(ctx context.Context, host string, cred Credential) (protocol.ProxyCheckResponse, bool, error) {
+	key := keyOf(host, cred)
 	now := a.Clock.Now()
 	a.mu.Lock()
-	e, ok := a.entries[key]
+	if el, ok := a.entries[key]; ok {
+		e := el.Value.(*authEntry)
+		if now.Before(e.expires) {
+			a.lru.MoveToFront(el)
+			a.mu.Unlock()
+			return e.resp, true, nil
+		}
+		a.remove(el)
+	}
+	if f, ok := a.flights[key]; ok {
+		a.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.resp, true, f.err
+		case <-ctx.Done():
+			return protocol.ProxyCheckResponse{}, false, ctx.Err()
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	if a.flights == nil {
+		a.flights = map[authKey]*flight{}
+	}
+	a.flights[key] = f
 	a.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.resp, true, nil
-	}
-	resp, err := a.Checker.Check(ctx, protocol.ProxyCheckRequest{Host: host, Session: cred.Session, Token: cred.Token})
-	if err != nil {
-		return protocol.ProxyCheckResponse{}, false, err
-	}
+
+	// Not this request's context alone: others wait for the answer even if its client goes away.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
+	f.resp, f.err = a.Checker.Check(cctx, protocol.ProxyCheckRequest{Host: host, Session: cred.Session, Token: cred.Token})
+	cancel()
 	ttl := a.DenyTTL
-	if resp.Allowed {
+	if f.resp.Allowed {
 		ttl = a.AllowTTL
 	}
-	if ttl > 0 {
-		a.mu.Lock()
-		if a.entries == nil || (a.MaxEntries > 0 && len(a.entries) >= a.MaxEntries) {
-			a.entries = map[authKey]authEntry{}
-		}
-		a.entries[key] = authEntry{resp: resp, expires: now.Add(ttl)}
-		a.mu.Unlock()
+	a.mu.Lock()
+	delete(a.flights, key)
+	if f.err == nil && ttl > 0 {
+		a.add(&authEntry{key: key, resp: f.resp, expires: now.Add(ttl)})
 	}
-	return resp, false, nil
+	a.mu.Unlock()
+	close(f.done)
+	if f.err != nil {
+		return protocol.ProxyCheckResponse{}, false, f.err
+	}
+	return f.resp, false, nil
+}
+
+// add caches e, making room by removing the entries used least recently. a.mu is held.
+func (a *Auth) add(e *authEntry) {
+	if a.entries == nil {
+		a.entries = map[authKey]*list.Element{}
+	}
+	if el, ok := a.entries[e.key]; ok {
+		a.remove(el)
+	}
+	for a.MaxEntries > 0 && len(a.entries) >= a.MaxEntries {
+		a.remove(a.lru.Back())
+	}
+	a.entries[e.key] = a.lru.PushFront(e)
+}
+
+// remove drops a cached entry. a.mu is held.
+func (a *Auth) remove(el *list.Element) {
+	delete(a.entries, el.Value.(*authEntry).key)
+	a.lru.Remove(el)
 }
 
 // Forget drops what is cached for cred on host (a session the server refused).
 func (a *Auth) Forget(host string, cred Credential) {
-	key := authKey{host: host, kind: 's', hash: sha256.Sum256([]byte(cred.Session))}
-	if cred.Session == "" {
-		key.kind, key.hash = 't', sha256.Sum256([]byte(cred.Token))
-	}
 	a.mu.Lock()
-	delete(a.entries, key)
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	if el, ok := a.entries[keyOf(host, cred)]; ok {
+		a.remove(el)
+	}
 }

@@ -3,8 +3,10 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,5 +105,114 @@ func TestAuthCache(t *testing.T) {
 	}
 	if n := len(a.entries); n > 100 {
 		t.Errorf("%d cache entries, max 100", n)
+	}
+}
+
+// blockingChecker answers allowed once released, counting calls.
+type blockingChecker struct {
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (b *blockingChecker) Check(ctx context.Context, req protocol.ProxyCheckRequest) (protocol.ProxyCheckResponse, error) {
+	b.calls.Add(1)
+	select {
+	case <-b.release:
+		return protocol.ProxyCheckResponse{Allowed: true, User: req.Token}, nil
+	case <-ctx.Done():
+		return protocol.ProxyCheckResponse{}, ctx.Err()
+	}
+}
+
+// Many requests at once with one credential (a page's burst, or all of them after the entry
+// expired) make one question to the server; the others wait for its answer.
+func TestAuthAsksOncePerCredential(t *testing.T) {
+	bc := &blockingChecker{release: make(chan struct{})}
+	a := &Auth{Checker: bc, Clock: clock.NewFake(time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)), AllowTTL: 5 * time.Second, DenyTTL: time.Second}
+	const host = "8080-dev--alice.ws.example.com"
+	const n = 32
+	var wg sync.WaitGroup
+	results := make(chan protocol.ProxyCheckResponse, 2*n)
+	for i := range 2 * n {
+		token := []string{"hgu_alice", "hgu_carol"}[i%2]
+		wg.Go(func() {
+			d, _, err := a.Check(context.Background(), host, Credential{Token: token})
+			if err != nil {
+				t.Errorf("Check: %v", err)
+			}
+			results <- d
+		})
+	}
+	// Wait until both questions are under way and every caller waits (as far as a test can see:
+	// no third question comes), then answer.
+	deadline := time.Now().Add(10 * time.Second)
+	for bc.calls.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(bc.release)
+	wg.Wait()
+	close(results)
+	for d := range results {
+		if !d.Allowed {
+			t.Errorf("decision %+v", d)
+		}
+	}
+	if got := bc.calls.Load(); got != 2 {
+		t.Errorf("%d concurrent checks of 2 credentials asked the server %d times, want 2", 2*n, got)
+	}
+
+	// A waiting caller whose request ends stops waiting; the question goes on for the others.
+	a.Forget(host, Credential{Token: "hgu_alice"})
+	bc.release = make(chan struct{})
+	first := make(chan error, 1)
+	go func() { _, _, err := a.Check(context.Background(), host, Credential{Token: "hgu_alice"}); first <- err }()
+	for bc.calls.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := a.Check(ctx, host, Credential{Token: "hgu_alice"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a waiting caller whose request ended: %v", err)
+	}
+	close(bc.release)
+	if err := <-first; err != nil {
+		t.Errorf("the caller that asked: %v", err)
+	}
+	if got := bc.calls.Load(); got != 3 {
+		t.Errorf("%d calls, want 3", got)
+	}
+}
+
+// A full cache makes room by dropping the entry used least recently, not everything: an entry in
+// use stays.
+func TestAuthCacheKeepsEntriesInUse(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC))
+	fc := &fakeChecker{answers: map[string]protocol.ProxyCheckResponse{}}
+	a := &Auth{Checker: fc, Clock: clk, AllowTTL: time.Minute, DenyTTL: time.Minute, MaxEntries: 3}
+	const host = "8080-dev--alice.ws.example.com"
+	hot := Credential{Token: "hgu_hot"}
+	fc.set("hgu_hot", protocol.ProxyCheckResponse{Allowed: true})
+	if _, cached, _ := a.Check(ctx, host, hot); cached {
+		t.Fatal("cached before any check")
+	}
+	for i := range 50 {
+		_, _, _ = a.Check(ctx, host, Credential{Token: fmt.Sprintf("hgu_cold%d", i)})
+		if _, cached, _ := a.Check(ctx, host, hot); !cached {
+			t.Fatalf("the entry in use was dropped after %d others", i+1)
+		}
+		if n := len(a.entries); n > 3 {
+			t.Fatalf("%d entries, max 3", n)
+		}
+	}
+	// The coldest went first: of the last two cold ones, both are still there.
+	calls := fc.calls
+	for _, tok := range []string{"hgu_cold48", "hgu_cold49"} {
+		if _, cached, _ := a.Check(ctx, host, Credential{Token: tok}); !cached {
+			t.Errorf("%s is not cached", tok)
+		}
+	}
+	if fc.calls != calls {
+		t.Errorf("cached entries were asked again")
 	}
 }
