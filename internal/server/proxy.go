@@ -106,15 +106,8 @@ func (s *Server) formTargets(ctx context.Context, returnTo string) []string {
 // `<proxy_url_scheme>://<host>` for each such agent. None (nil, nil) means host is not one. It
 // says nothing of whether that workspace exists.
 func (s *Server) workspaceOrigins(ctx context.Context, host string) ([]string, error) {
-	name, withPort, ok := workspace.NormalizeHost(host)
+	h, ok := parseWorkspaceHost(host)
 	if !ok {
-		return nil, nil
-	}
-	label, zone, ok := strings.Cut(name, ".")
-	if !ok {
-		return nil, nil
-	}
-	if _, _, _, ok := workspace.ParseHostLabel(label); !ok {
 		return nil, nil
 	}
 	agents, err := s.store.ListAgents(ctx)
@@ -123,14 +116,42 @@ func (s *Server) workspaceOrigins(ctx context.Context, host string) ([]string, e
 	}
 	var origins []string
 	for _, a := range agents {
-		if !strings.EqualFold(zone, strings.TrimSuffix(a.Config.DNSZone, ".")) {
+		if !h.inZoneOf(a) {
 			continue
 		}
-		if o := proxyScheme(a) + "://" + withPort; !slices.Contains(origins, o) {
+		if o := proxyScheme(a) + "://" + h.withPort; !slices.Contains(origins, o) {
 			origins = append(origins, o)
 		}
 	}
 	return origins, nil
+}
+
+// workspaceHost is a host read as a workspace endpoint's: `<port>-<name>--<owner>.<zone>`.
+type workspaceHost struct {
+	withPort          string // the host as NormalizeHost gives it back, with its port if any
+	port              int
+	name, owner, zone string
+}
+
+func parseWorkspaceHost(host string) (workspaceHost, bool) {
+	name, withPort, ok := workspace.NormalizeHost(host)
+	if !ok {
+		return workspaceHost{}, false
+	}
+	label, zone, ok := strings.Cut(name, ".")
+	if !ok {
+		return workspaceHost{}, false
+	}
+	port, wsName, owner, ok := workspace.ParseHostLabel(label)
+	if !ok {
+		return workspaceHost{}, false
+	}
+	return workspaceHost{withPort: withPort, port: port, name: wsName, owner: owner, zone: zone}, true
+}
+
+// inZoneOf reports whether the host is in the agent's DNS zone.
+func (h workspaceHost) inZoneOf(a store.Agent) bool {
+	return strings.EqualFold(h.zone, strings.TrimSuffix(a.Config.DNSZone, "."))
 }
 
 // proxyScheme is how browsers reach an agent's proxy: https unless its config says http.
@@ -268,18 +289,11 @@ type proxyTarget struct {
 // its owner or an admin. Store errors are returned (the caller fails closed).
 func (s *Server) proxyAccess(ctx context.Context, agentID, host string, u store.User) (proxyTarget, error) {
 	notFound := proxyTarget{reason: protocol.ProxyNotFound}
-	name, withPort, ok := workspace.NormalizeHost(host)
+	h, ok := parseWorkspaceHost(host)
 	if !ok {
 		return notFound, nil
 	}
-	label, zone, ok := strings.Cut(name, ".")
-	if !ok {
-		return notFound, nil
-	}
-	port, wsName, owner, ok := workspace.ParseHostLabel(label)
-	if !ok {
-		return notFound, nil
-	}
+	port, wsName, owner := h.port, h.name, h.owner
 	ownerUser, err := s.store.UserByUsername(ctx, owner)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound, nil
@@ -300,7 +314,7 @@ func (s *Server) proxyAccess(ctx context.Context, agentID, host string, u store.
 	if err != nil {
 		return notFound, fmt.Errorf("read agent of %s/%s: %w", owner, wsName, err)
 	}
-	if !strings.EqualFold(zone, strings.TrimSuffix(agent.Config.DNSZone, ".")) {
+	if !h.inZoneOf(agent) {
 		return notFound, nil
 	}
 	df, err := s.devfile.get(ws.ID, func() (string, error) { return s.store.WorkspaceDevfile(ctx, ws.ID) })
@@ -311,7 +325,7 @@ func (s *Server) proxyAccess(ctx context.Context, agentID, host string, u store.
 		notFound.notPublic, notFound.port = &ws, port
 		return notFound, nil
 	}
-	t := proxyTarget{ws: ws, agent: agent, host: withPort}
+	t := proxyTarget{ws: ws, agent: agent, host: h.withPort}
 	if !u.Admin && u.ID != ws.OwnerID {
 		t.reason = protocol.ProxyForbidden
 	}
