@@ -47,21 +47,26 @@ type proc struct {
 	t    testing.TB
 	name string
 	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
+	outputBuffer
 	done chan struct{}
 }
 
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
+// outputBuffer keeps what a process writes (from its own goroutines) for reading at any time.
+type outputBuffer struct {
+	mu  sync.Mutex
+	out bytes.Buffer
 }
 
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
+func (o *outputBuffer) Write(b []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.out.Write(b)
+}
+
+func (o *outputBuffer) output() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.out.String()
 }
 
 func start(t testing.TB, name string, env []string, args ...string) *proc {

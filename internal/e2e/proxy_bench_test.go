@@ -11,8 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/hangar-dev/hangar/internal/sdk"
 )
 
 // BenchmarkProxyRealNode: a webecho workspace on the real node, reached from inside the cluster's
@@ -23,11 +21,7 @@ func BenchmarkProxyRealNode(b *testing.B) {
 	e := setUpProxy(b)
 	ctx := context.Background()
 	token, alice := e.user(b, "alice")
-	w, err := alice.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: "web", Agent: e.agent, Devfile: webechoDevfile})
-	if err != nil {
-		b.Fatal(err)
-	}
-	waitFor(b, alice, "web", 120*time.Second, "Running", func(w sdk.Workspace) bool { return w.ActualState == "Running" })
+	w := e.webWorkspace(b, alice, "web")
 	pods, err := e.cluster.Client.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
 		b.Fatalf("the workspace's pod: %v", err)

@@ -70,6 +70,7 @@ type proxyEnv struct {
 	proxyAddr   string // inside the cluster's network namespace
 	metricsAddr string
 	ca          *testca.CA
+	certPEM     []byte // the proxy's certificate (a wildcard for the zone, from ca)
 	admin       *sdk.Client
 	agent       string
 	// sshAddr is the proxy's SSH inside the namespace; sshPublic relays to it from this host's
@@ -116,9 +117,12 @@ func setUpProxy(t testing.TB) *proxyEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = relay.Close() })
-	go pipeTo(relay, e.srv.listen)
+	go pipeTo(relay, func(ctx context.Context) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", e.srv.listen)
+	})
 
 	cert, key := e.ca.Issue(t, "*."+proxyZone)
+	e.certPEM = cert
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
 		t.Fatal(err)
@@ -152,32 +156,8 @@ func setUpProxy(t testing.TB) *proxyEnv {
 			t.Fatalf("the proxy did not start listening:\n%s", e.proxy.output())
 		}
 	}
-	go e.relaySSH(sshRelay)
+	go pipeTo(sshRelay, func(ctx context.Context) (net.Conn, error) { return e.cluster.DialInside(ctx, e.sshAddr) })
 	return e
-}
-
-// relaySSH relays every connection l accepts to the proxy's SSH inside the namespace.
-func (e *proxyEnv) relaySSH(l net.Listener) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			s, err := e.cluster.DialInside(ctx, e.sshAddr)
-			cancel()
-			if err != nil {
-				return
-			}
-			defer s.Close()
-			done := make(chan struct{}, 2)
-			go func() { _, _ = io.Copy(s, c); done <- struct{}{} }()
-			go func() { _, _ = io.Copy(c, s); done <- struct{}{} }()
-			<-done
-		}()
-	}
 }
 
 // writeSSHKey writes a new ed25519 private key in OpenSSH's format and returns its public key as
@@ -206,8 +186,8 @@ func writeSSHKey(t testing.TB, file string) string {
 	return pub
 }
 
-// pipeTo relays every connection l accepts to addr.
-func pipeTo(l net.Listener, addr string) {
+// pipeTo relays every connection l accepts to a connection that dial opens.
+func pipeTo(l net.Listener, dial func(context.Context) (net.Conn, error)) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -215,7 +195,9 @@ func pipeTo(l net.Listener, addr string) {
 		}
 		go func() {
 			defer c.Close()
-			s, err := net.Dial("tcp", addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			s, err := dial(ctx)
+			cancel()
 			if err != nil {
 				return
 			}
@@ -372,6 +354,41 @@ func (e *proxyEnv) user(t testing.TB, name string) (string, *sdk.Client) {
 	return u.Token, e.srv.client(t, u.Token)
 }
 
+// webWorkspace creates the owner's webecho workspace name on the proxied agent and returns it once
+// it runs. It is deleted when the test ends (if the test did not), and its namespace at once if
+// the test failed.
+func (e *proxyEnv) webWorkspace(t testing.TB, owner *sdk.Client, name string) sdk.Workspace {
+	t.Helper()
+	w, err := owner.CreateWorkspace(context.Background(), sdk.CreateWorkspaceRequest{Name: name, Agent: e.agent, Devfile: webechoDevfile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = owner.UpdateWorkspace(context.Background(), name, sdk.UpdateWorkspaceRequest{DesiredState: "Terminated"})
+		if t.Failed() {
+			_ = e.cluster.Client.CoreV1().Namespaces().Delete(context.Background(), w.Namespace, metav1.DeleteOptions{})
+		}
+	})
+	return waitFor(t, owner, name, 120*time.Second, "Running", func(w sdk.Workspace) bool { return w.ActualState == "Running" })
+}
+
+// waitServed fetches url with token until the proxy serves the workspace's page (Running may be
+// seen a moment before the EndpointSlice says the pod is ready) and returns the body and protocol.
+func waitServed(t testing.TB, c *http.Client, url, token string) (string, string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, body, proto := get(t, c, url, token)
+		if status == http.StatusOK {
+			return body, proto
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page %s: %d %q", url, status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestProxy: what users see through `hangar proxy` on the real node.
 func TestProxy(t *testing.T) {
 	e := setUpProxy(t)
@@ -379,38 +396,16 @@ func TestProxy(t *testing.T) {
 	aliceToken, alice := e.user(t, "alice")
 	bobToken, _ := e.user(t, "bob")
 
-	w, err := alice.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: "web", Agent: e.agent, Devfile: webechoDevfile})
-	if err != nil {
-		t.Fatal(err)
+	page := e.webWorkspace(t, alice, "web").URL
+	if page != "https://8080-web--alice."+proxyZone+"/" {
+		t.Fatalf("workspace URL %q", page)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			_ = e.cluster.Client.CoreV1().Namespaces().Delete(context.Background(), w.Namespace, metav1.DeleteOptions{})
-		}
-	})
-	if w.URL != "https://8080-web--alice."+proxyZone+"/" {
-		t.Fatalf("workspace URL %q", w.URL)
-	}
-	waitFor(t, alice, "web", 120*time.Second, "Running", func(w sdk.Workspace) bool { return w.ActualState == "Running" })
-	page := w.URL
 	h1 := &http.Client{Transport: e.transport(false), Timeout: 30 * time.Second}
 	h2 := &http.Client{Transport: e.transport(true), Timeout: 30 * time.Second}
 
 	t.Run("OwnerGetsThePage", func(t *testing.T) {
-		// Running may be seen a moment before the EndpointSlice says the pod is ready.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			status, body, proto := get(t, h2, page, aliceToken)
-			if status == http.StatusOK {
-				if !strings.Contains(body, "webecho on port 8080") || proto != "HTTP/2.0" {
-					t.Fatalf("HTTP/2: %s %q", proto, body)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the page: %d %q", status, body)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if body, proto := waitServed(t, h2, page, aliceToken); !strings.Contains(body, "webecho on port 8080") || proto != "HTTP/2.0" {
+			t.Fatalf("HTTP/2: %s %q", proto, body)
 		}
 		status, body, proto := get(t, h1, page, aliceToken)
 		if status != http.StatusOK || !strings.Contains(body, "webecho on port 8080") || proto != "HTTP/1.1" {

@@ -1,6 +1,7 @@
 // Command webecho is the server of the access proxy's end-to-end tests, packed alone into an image:
 // on each port it is given it serves a page naming the port and the pod, /ws (a WebSocket echo),
-// /big?bytes=N (N bytes, for downloads) and /headers (the request's headers as JSON).
+// /ws-echo?msg=M (a page whose script sends M through /ws and shows the echo), /big?bytes=N (N
+// bytes, for downloads) and /headers (the request's headers as JSON).
 package main
 
 import (
@@ -32,6 +33,10 @@ func main() {
 		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			fmt.Fprintf(w, "<h1>webecho on port %s</h1><p>pod %s, %s %s</p>\n", port, host, r.Proto, r.URL.Path)
+		})
+		mux.HandleFunc("/ws-echo", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, wsEchoPage)
 		})
 		mux.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -72,3 +77,18 @@ func main() {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
 }
+
+// wsEchoPage opens a WebSocket to its own host's /ws, sends the msg query parameter and shows
+// what comes back ("echo: ..."), or "error".
+const wsEchoPage = `<!doctype html>
+<html><head><meta charset="utf-8"><title>WebSocket echo</title></head>
+<body><h1>WebSocket echo</h1><p id="status">connecting</p>
+<script>
+const status = document.getElementById("status");
+const msg = new URLSearchParams(location.search).get("msg") || "";
+const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+ws.onopen = () => { status.textContent = "sent"; ws.send(msg); };
+ws.onmessage = (ev) => { status.textContent = "echo: " + ev.data; ws.close(); };
+ws.onerror = () => { status.textContent = "error"; };
+</script></body></html>
+`
