@@ -215,7 +215,7 @@ func Run(ctx context.Context, cfg Config) error {
 		sshSrv, err = proxy.NewSSHServer(proxy.SSHOptions{
 			HostKeys: []ssh.Signer{sshKeys.host}, UpstreamKey: sshKeys.client, Checker: server, Routes: routes,
 			HelperHostKey: helperHostKeys(token),
-			Activity: activity.Record, RecheckInterval: recheck, Logger: log, Metrics: proxy.NewSSHMetrics(reg),
+			Activity:      activity.Record, RecheckInterval: recheck, Logger: log, Metrics: proxy.NewSSHMetrics(reg),
 		})
 		if err != nil {
 			return err

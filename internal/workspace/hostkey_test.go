@@ -3,8 +3,8 @@ package workspace
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/hex"
 	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 )
 
