@@ -45,6 +45,41 @@ func (r *rechecks) fire() {
 	close(old)
 }
 
+// fireUntil fires the rechecks until ch yields (a loop that was between two waits when one fire
+// came is caught by the next), and returns what it yielded.
+func fireUntil[T any](t *testing.T, r *rechecks, ch <-chan T, what string) T {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for time.Now().Before(end) {
+		r.fire()
+		select {
+		case v := <-ch:
+			return v
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+	var zero T
+	return zero
+}
+
+// waitRegistered waits until the server has the workspace's helper: a plain GET of its ssh
+// endpoint is then a 400 (not a WebSocket) instead of the 409 (not connected). The helper hears
+// it is connected a moment before the server has registered it.
+func waitRegistered(t *testing.T, env *servertest.Env, token, name string) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		status, body := call(t, env, token, "GET", "/api/v1/workspaces/"+name+"/ssh", nil)
+		if status == http.StatusBadRequest {
+			return
+		}
+		if status != http.StatusConflict || time.Now().After(end) {
+			t.Fatalf("waiting for the helper to be registered: %d %s", status, body)
+		}
+	}
+}
+
 // agentEnv is a Terraform server whose builder mints helper tokens, with a user dev owning the
 // workspace tfw whose first build a worker claimed.
 type agentEnv struct {
@@ -200,6 +235,7 @@ func testWorkspaceAgent(t *testing.T, engine string) {
 
 	h := startHelper(t, env.URL, ae.job.AgentToken)
 	within(t, h.connected, "the helper's connection")
+	waitRegistered(t, env, ae.dev, "tfw")
 
 	// The owner, by name; an admin by owner/name.
 	c, err := dialWorkspaceSSH(t, env, ae.dev, "tfw", h.hostKey)
@@ -244,10 +280,9 @@ func testWorkspaceAgent(t *testing.T, engine string) {
 		Token string `json:"token"`
 	}
 	mustCall(t, env, env.AdminToken, "POST", "/api/v1/users/dev/token", nil, http.StatusOK, &rotated)
-	ae.rechecks.fire()
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- c.Wait() }()
-	within(t, waitErr, "the rotated user's connection to end")
+	fireUntil(t, ae.rechecks, waitErr, "the rotated user's connection to end")
 	if _, err := dialWorkspaceSSH(t, env, ae.dev, "tfw", h.hostKey); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("the old token: %v, want a 401", err)
 	}
@@ -261,8 +296,7 @@ func testWorkspaceAgent(t *testing.T, engine string) {
 		t.Fatalf("the stop build's token %q", stop.AgentToken)
 	}
 	ae.worker.finish(stop.ID, protocol.FinishRequest{WorkerID: "w1", State: tfState(2)})
-	ae.rechecks.fire()
-	if err := within(t, h.disconnected, "the helper's connection to be closed"); err == nil {
+	if err := fireUntil(t, ae.rechecks, h.disconnected, "the helper's connection to be closed"); err == nil {
 		t.Fatal("disconnected without a reason")
 	}
 	status, body = call(t, env, ae.dev, "GET", "/api/v1/workspaces/tfw/ssh", nil)
@@ -296,6 +330,7 @@ func oaWorkspaceAgent(t *testing.T, c *oaChecker, dev string) {
 	c.do(token, "GET", protocol.WorkspaceAgentConnectPath, nil, 400, true)
 	h := startHelper(t, env.URL, token)
 	within(t, h.connected, "the helper's connection")
+	waitRegistered(t, env, dev, "tfa")
 	c.answered["GET "+protocol.WorkspaceAgentConnectPath+" 101"] = true
 	c.do(dev, "GET", "/api/v1/workspaces/tfa/ssh", nil, 400, true)
 	client, err := dialWorkspaceSSH(t, env, dev, "tfa", h.hostKey)
