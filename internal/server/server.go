@@ -43,6 +43,10 @@ type Options struct {
 	// time.After; tests fire their own).
 	RecheckInterval time.Duration
 	RecheckAfter    func(time.Duration) <-chan time.Time
+	// ReplicaID names this server process among replicas sharing a store (default: the host name
+	// and a random suffix): the helpers of Terraform workspaces connected to it are recorded under
+	// it.
+	ReplicaID string
 }
 
 // Server serves Hangar's HTTP API.
@@ -60,6 +64,7 @@ type Server struct {
 	agents       agentRegistry
 	recheck      time.Duration
 	recheckAfter func(time.Duration) <-chan time.Time
+	replica      string
 
 	// csrf guards the browser's form posts (sign-in, sign-out).
 	csrf *http.CrossOriginProtection
@@ -85,12 +90,16 @@ func New(opts Options) *Server {
 	if opts.RecheckAfter == nil {
 		opts.RecheckAfter = time.After
 	}
+	if opts.ReplicaID == "" {
+		host, _ := os.Hostname()
+		opts.ReplicaID = host + "/" + uuid.NewString()[:8]
+	}
 	if opts.Builder == nil {
 		opts.Builder = builder.New(builder.Options{Store: opts.Store, Clock: opts.Clock, Logger: opts.Logger})
 	}
 	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, devfile: newDevfileCache(50000), after: opts.After,
 		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection(),
-		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter}
+		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
 	s.metrics = newMetrics(opts.Store, opts.Builder)
 	s.mux = http.NewServeMux()
 	s.routes()

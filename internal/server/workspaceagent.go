@@ -63,12 +63,15 @@ func (g *agentRegistry) put(c *agentConn) {
 	}
 }
 
-func (g *agentRegistry) remove(c *agentConn) {
+// remove forgets c unless a newer connection replaced it, and tells whether it did.
+func (g *agentRegistry) remove(c *agentConn) bool {
 	g.mu.Lock()
-	if g.live[c.workspaceID] == c {
-		delete(g.live, c.workspaceID)
+	defer g.mu.Unlock()
+	if g.live[c.workspaceID] != c {
+		return false
 	}
-	g.mu.Unlock()
+	delete(g.live, c.workspaceID)
+	return true
 }
 
 func (g *agentRegistry) get(workspaceID string) *agentConn {
@@ -151,8 +154,18 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 	defer sess.Close()
 	ac := &agentConn{workspaceID: ws.ID, sess: sess, slots: make(chan struct{}, maxStreamsPerHelper)}
 	s.agents.put(ac)
-	defer s.agents.remove(ac)
 	log := s.log.With("workspace", ws.OwnerName+"/"+ws.Name, "remote", r.RemoteAddr)
+	// Other replicas learn where the helper is, to tell users (workspaceSSH).
+	if err := s.store.SetWorkspaceAgentConnection(ctx, ws.ID, s.replica, s.clock.Now()); err != nil {
+		log.Warn("cannot record which replica the helper is connected to", "err", err)
+	}
+	defer func() {
+		if s.agents.remove(ac) {
+			if err := s.store.ClearWorkspaceAgentConnection(context.WithoutCancel(ctx), ws.ID, s.replica); err != nil {
+				log.Warn("cannot clear the record of the helper's connection", "err", err)
+			}
+		}
+	}()
 	log.Info("workspace helper connected")
 	for {
 		select {
@@ -186,8 +199,16 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u store.Us
 	}
 	ac := s.agents.get(ws.ID)
 	if ac == nil {
+		if replica, at, err := s.store.WorkspaceAgentConnection(r.Context(), ws.ID); err == nil && replica != s.replica {
+			return &apiError{status: http.StatusServiceUnavailable, body: sdk.Error{
+				Message: "the workspace's helper is connected to another server replica",
+				Detail: fmt.Sprintf("it connected to replica %s at %s; this server relays only the helpers connected to it: reach that replica (route the workspace's requests to one replica), or wait for the helper to reconnect",
+					replica, at.Format(time.RFC3339))}}
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
 		return errConflict("the workspace's helper is not connected (is the machine running?)",
-			fmt.Sprintf("workspace %s is %s; its machine runs hangar_agent's init script, which connects out to the server (with several server replicas it may be connected to another one)", ref, ws.ActualState))
+			fmt.Sprintf("workspace %s is %s; its machine runs hangar_agent's init script, which connects out to the server", ref, ws.ActualState))
 	}
 	if !isWebSocket(r) {
 		return errBadRequest("this endpoint takes a WebSocket: an SSH connection to the workspace's helper (hangar ssh)")

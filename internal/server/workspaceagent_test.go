@@ -5,7 +5,9 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -237,6 +239,17 @@ func testWorkspaceAgent(t *testing.T, engine string) {
 	within(t, h.connected, "the helper's connection")
 	waitRegistered(t, env, ae.dev, "tfw")
 
+	// Another replica on the same store does not hold the helper's connection, and says where it is.
+	other := server.New(server.Options{Store: env.Store, Clock: env.Clock, Logger: slog.New(slog.DiscardHandler), ReplicaID: "replica-b"})
+	otherHS := httptest.NewServer(other.Handler())
+	defer otherHS.Close()
+	replicaB := *env
+	replicaB.URL = otherHS.URL
+	status, body = call(t, &replicaB, ae.dev, "GET", "/api/v1/workspaces/tfw/ssh", nil)
+	if status != http.StatusServiceUnavailable || apiError(t, body).Message != "the workspace's helper is connected to another server replica" {
+		t.Fatalf("ssh through another replica: %d %s", status, body)
+	}
+
 	// The owner, by name; an admin by owner/name.
 	c, err := dialWorkspaceSSH(t, env, ae.dev, "tfw", h.hostKey)
 	if err != nil {
@@ -299,9 +312,19 @@ func testWorkspaceAgent(t *testing.T, engine string) {
 	if err := fireUntil(t, ae.rechecks, h.disconnected, "the helper's connection to be closed"); err == nil {
 		t.Fatal("disconnected without a reason")
 	}
-	status, body = call(t, env, ae.dev, "GET", "/api/v1/workspaces/tfw/ssh", nil)
-	if status != http.StatusConflict || !strings.Contains(string(body), "is Stopped") {
-		t.Fatalf("ssh after stop: %d %s", status, body)
+	// The record of the connection is gone too (the server clears it a moment after the helper
+	// hears the connection end).
+	for _, e := range []*servertest.Env{env, &replicaB} {
+		end := time.Now().Add(deadline)
+		for {
+			status, body = call(t, e, ae.dev, "GET", "/api/v1/workspaces/tfw/ssh", nil)
+			if status != http.StatusServiceUnavailable || time.Now().After(end) {
+				break
+			}
+		}
+		if status != http.StatusConflict || !strings.Contains(string(body), "is Stopped") {
+			t.Fatalf("ssh after stop (%s): %d %s", e.URL, status, body)
+		}
 	}
 	for _, tok := range []string{ae.job.AgentToken, stop.AgentToken} {
 		if status, body := call(t, env, tok, "GET", protocol.WorkspaceAgentConnectPath, nil); status != http.StatusUnauthorized {

@@ -91,3 +91,29 @@ func (s *Store) RecordWorkspaceActivity(ctx context.Context, workspaceID string,
 	}
 	return nil
 }
+
+func (s *Store) SetWorkspaceAgentConnection(ctx context.Context, workspaceID, replica string, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO workspace_agent_connections (workspace_id, replica, connected_at) VALUES (?, ?, ?)
+		ON CONFLICT (workspace_id) DO UPDATE SET replica = excluded.replica, connected_at = excluded.connected_at`), workspaceID, replica, micros(at))
+	if err != nil {
+		return fmt.Errorf("record the helper connection of workspace %s: %w", workspaceID, err)
+	}
+	return nil
+}
+
+func (s *Store) ClearWorkspaceAgentConnection(ctx context.Context, workspaceID, replica string) error {
+	if _, err := s.db.ExecContext(ctx, s.q(`DELETE FROM workspace_agent_connections WHERE workspace_id = ? AND replica = ?`), workspaceID, replica); err != nil {
+		return fmt.Errorf("clear the helper connection of workspace %s: %w", workspaceID, err)
+	}
+	return nil
+}
+
+func (s *Store) WorkspaceAgentConnection(ctx context.Context, workspaceID string) (string, time.Time, error) {
+	var replica string
+	var at int64
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT replica, connected_at FROM workspace_agent_connections WHERE workspace_id = ?`), workspaceID).Scan(&replica, &at)
+	if err != nil {
+		return "", time.Time{}, notFound(err, "helper connection of workspace "+workspaceID)
+	}
+	return replica, fromMicros(at), nil
+}

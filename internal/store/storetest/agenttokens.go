@@ -80,3 +80,35 @@ func testWorkspaceActivity(t *testing.T, s store.Store) {
 		t.Fatalf("activity of an unknown workspace: %v, want ErrNotFound", err)
 	}
 }
+
+// testAgentConnections: the replica a helper is connected to is recorded per workspace, replaced
+// by a later connection, and cleared only by the replica that recorded it.
+func testAgentConnections(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewBuildFixture(t, s, "alice")
+	w, _ := f.Create(t, s, "tf1", t0)
+	if _, _, err := s.WorkspaceAgentConnection(ctx, w.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("no connection yet: %v, want ErrNotFound", err)
+	}
+	at := t0.Add(time.Minute + 9*time.Microsecond)
+	for _, r := range []string{"replica-a", "replica-b"} {
+		if err := s.SetWorkspaceAgentConnection(ctx, w.ID, r, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, got, err := s.WorkspaceAgentConnection(ctx, w.ID); err != nil || r != "replica-b" || !got.Equal(at) {
+		t.Fatalf("WorkspaceAgentConnection = %q, %v, %v; want replica-b at %v", r, got, err, at)
+	}
+	if err := s.ClearWorkspaceAgentConnection(ctx, w.ID, "replica-a"); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := s.WorkspaceAgentConnection(ctx, w.ID); err != nil || r != "replica-b" {
+		t.Fatalf("another replica cleared the record: %q, %v", r, err)
+	}
+	if err := s.ClearWorkspaceAgentConnection(ctx, w.ID, "replica-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.WorkspaceAgentConnection(ctx, w.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after clearing: %v, want ErrNotFound", err)
+	}
+}

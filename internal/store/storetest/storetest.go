@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SSHKeys", testSSHKeys},
 		{"Activity", testActivity},
 		{"AgentTokens", testAgentTokens},
+		{"AgentConnections", testAgentConnections},
 		{"WorkspaceActivity", testWorkspaceActivity},
 	}
 	tests = append(tests, buildTests...)
