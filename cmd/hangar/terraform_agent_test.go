@@ -80,14 +80,17 @@ func TestTerraformAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	var out, errOut string
-	for {
-		out, errOut, err = dev(devToken, "ssh", "tfa", "--", "hostname")
-		if err == nil || time.Now().After(deadline) || !strings.Contains(errOut, "not connected") {
-			break
+	// sshOnceConnected runs hangar ssh tfa -- hostname until the helper has connected.
+	sshOnceConnected := func(token string) (string, string, error) {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			out, errOut, err := dev(token, "ssh", "tfa", "--", "hostname")
+			if err == nil || time.Now().After(deadline) || !strings.Contains(errOut, "not connected") {
+				return out, errOut, err
+			}
 		}
 	}
+	out, errOut, err := sshOnceConnected(devToken)
 	if err != nil || strings.TrimSpace(out) != hostname {
 		t.Fatalf("hangar ssh tfa -- hostname: %v\nstdout %q, want %q\nstderr %s", err, out, hostname, errOut)
 	}
@@ -192,7 +195,7 @@ func TestTerraformAgent(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(machine, "helper.pid")); !os.IsNotExist(err) {
 		t.Fatalf("the destroy provisioner did not run: %v", err)
 	}
-	deadline = time.Now().Add(time.Minute)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		out, errOut, err = dev(newToken, "ssh", "tfa", "--", "hostname")
 		if err != nil && strings.Contains(errOut, "the workspace's helper is not connected (is the machine running?)") || time.Now().After(deadline) {
@@ -219,14 +222,7 @@ func TestTerraformAgent(t *testing.T) {
 	if after := agentID(); after != before {
 		t.Fatalf("the start replaced hangar_agent: id %s, was %s", after, before)
 	}
-	deadline = time.Now().Add(time.Minute)
-	for {
-		out, errOut, err = dev(newToken, "ssh", "tfa", "--", "hostname")
-		if err == nil || time.Now().After(deadline) || !strings.Contains(errOut, "not connected") {
-			break
-		}
-	}
-	if err != nil || strings.TrimSpace(out) != hostname {
+	if out, errOut, err = sshOnceConnected(newToken); err != nil || strings.TrimSpace(out) != hostname {
 		t.Fatalf("ssh after start: %v\n%q\n%s", err, out, errOut)
 	}
 

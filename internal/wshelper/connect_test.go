@@ -75,17 +75,7 @@ func TestConnectServesTrustedStreams(t *testing.T) {
 	defer hs.Close()
 
 	after, waits, _ := fakeAfter()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Connect(ctx, ConnectOptions{URL: hs.URL + "/", Token: "hwa_good", Server: ts.srv, After: after, Logger: ts.logs.logger()})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Connect: %v", err)
-		}
-	}()
+	defer runConnect(t, ConnectOptions{URL: hs.URL + "/", Token: "hwa_good", Server: ts.srv, After: after, Logger: ts.logs.logger()})()
 
 	run := func(sess *yamux.Session) {
 		t.Helper()
@@ -119,18 +109,11 @@ func TestConnectRefusedTokenRetries(t *testing.T) {
 	hs := httptest.NewServer(fake)
 	defer hs.Close()
 	after, waits, delays := fakeAfter()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Connect(ctx, ConnectOptions{URL: hs.URL, Token: "hwa_good", Server: ts.srv, After: after, Retry: DefaultRetry})
-	}()
+	stop := runConnect(t, ConnectOptions{URL: hs.URL, Token: "hwa_good", Server: ts.srv, After: after, Retry: DefaultRetry})
 	recvWait(t, waits) <- time.Now()
 	recvWait(t, waits) <- time.Now()
 	recvWait(t, waits)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if d := delays(); len(d) != 3 || d[2] < d[0] || d[2] < DefaultRetry.Ceiling(2)/2 || d[2] > DefaultRetry.Max {
 		t.Fatalf("backoff delays %v, want growing", d)
 	}
@@ -239,4 +222,17 @@ func fakeAfter() (after func(time.Duration) <-chan time.Time, waits chan chan ti
 		return append([]time.Duration(nil), ds...)
 	}
 	return after, waits, delays
+}
+
+// runConnect runs Connect until the returned function stops it (and checks it ended well).
+func runConnect(t *testing.T, o ConnectOptions) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Connect(ctx, o) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Connect: %v", err)
+		}
+	}
 }
