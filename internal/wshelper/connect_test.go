@@ -236,3 +236,47 @@ func runConnect(t *testing.T, o ConnectOptions) (stop func()) {
 		}
 	}
 }
+
+// TestRunConnectsOut: Run with a connect URL and no SSH address listens nowhere, serves the
+// server's streams, and stops on its context like the listening helper.
+func TestRunConnectsOut(t *testing.T) {
+	fake := &fakeHangar{t: t, token: "hwa_run", sessions: make(chan *yamux.Session, 1)}
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	dir := t.TempDir()
+	listened := false
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, err := Run(ctx, Config{ConnectURL: hs.URL, Token: "hwa_run", StateDir: dir, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir},
+			Listening: func(net.Addr) { listened = true }, GracePeriod: testTimeout})
+		done <- result{code, err}
+	}()
+	sess := recvSession(t, fake.sessions)
+	hostKey, err := LoadHostKey("", dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sshOver(t, sess, hostKey.PublicKey())
+	s, err := client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Output("echo run"); err != nil || strings.TrimSpace(string(out)) != "run" {
+		t.Fatalf("exec: %q, %v", out, err)
+	}
+	client.Close()
+	cancel()
+	select {
+	case r := <-done:
+		if r.err != nil || r.code != 0 || listened {
+			t.Fatalf("Run = %d, %v (listened: %v)", r.code, r.err, listened)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("Run did not stop")
+	}
+}

@@ -165,9 +165,11 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			_ = command.Process.Signal(syscall.SIGTERM)
 		}
 		stopPostStart()
+		// Sessions get their SIGTERM and grace period first; the connection to the server, which
+		// carries them, ends after.
+		srv.Shutdown(grace)
 		stopConnect()
 		<-connectDone
-		srv.Shutdown(grace)
 		if command != nil {
 			select {
 			case <-commandDone:
@@ -194,11 +196,11 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			log.Info("container command ended", "exit_code", code)
 			stopPostStart()
 			postStart.Wait()
-			stopConnect()
-			<-connectDone
 			grace, cancel := context.WithTimeout(context.Background(), cfg.GracePeriod)
 			srv.Shutdown(grace)
 			cancel()
+			stopConnect()
+			<-connectDone
 			if cfg.SSHAddr != "" {
 				<-serveErr
 			}
