@@ -347,6 +347,9 @@ func oaWorkspaceAgent(t *testing.T, c *oaChecker, dev string) {
 	}
 	c.do(dev, "GET", "/api/v1/workspaces/tfa/ssh", nil, 409, true)
 	c.do(dev, "GET", "/api/v1/workspaces/nope/ssh", nil, 404, true)
+	if e := apiError(t, c.do(dev, "GET", "/api/v1/workspaces/my-ws/ssh", nil, 409, true)); !strings.Contains(e.Message, "runs on Kubernetes") {
+		t.Errorf("ssh endpoint of a Kubernetes workspace: %+v", e)
+	}
 	c.do("", "GET", "/api/v1/workspaces/tfa/ssh", nil, 401, false)
 	c.do("", "GET", protocol.WorkspaceAgentConnectPath, nil, 401, false)
 	c.do("hwa_nope", "GET", protocol.WorkspaceAgentConnectPath, nil, 401, true)
