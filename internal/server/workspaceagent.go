@@ -116,6 +116,7 @@ func serverYamuxConfig() *yamux.Config {
 	cfg.LogOutput = io.Discard
 	cfg.KeepAliveInterval = 15 * time.Second
 	cfg.StreamOpenTimeout = 15 * time.Second
+	cfg.AcceptBacklog = 4 // the helper opens no streams (see workspaceAgentConnect)
 	return cfg
 }
 
@@ -152,6 +153,17 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sess.Close()
+	// Streams are the server's to open: any the helper opens is closed at once, so that none waits
+	// in the session's backlog holding a buffer.
+	go func() {
+		for {
+			st, err := sess.AcceptStream()
+			if err != nil {
+				return
+			}
+			_ = st.Close()
+		}
+	}()
 	ac := &agentConn{workspaceID: ws.ID, sess: sess, slots: make(chan struct{}, maxStreamsPerHelper)}
 	s.agents.put(ac)
 	log := s.log.With("workspace", ws.OwnerName+"/"+ws.Name, "remote", r.RemoteAddr)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/hashicorp/yamux"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/builder"
@@ -368,4 +371,30 @@ func oaWorkspaceAgent(t *testing.T, c *oaChecker, dev string) {
 	}
 	client.Close()
 	c.answered["GET /api/v1/workspaces/{name}/ssh 101"] = true
+}
+
+// TestHelperCannotOpenStreams: streams are the server's to open; one the helper opens is closed at
+// once.
+func TestHelperCannotOpenStreams(t *testing.T) {
+	ae := newAgentEnv(t, "sqlite")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, ae.URL+protocol.WorkspaceAgentConnectPath, &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + ae.job.AgentToken}}, Subprotocols: []string{protocol.WorkspaceAgentSubprotocol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := yamux.Server(websocket.NetConn(ctx, c, websocket.MessageBinary), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	st, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.SetReadDeadline(time.Now().Add(deadline))
+	if n, err := st.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("a stream the helper opened: read %d, %v; want EOF", n, err)
+	}
 }
