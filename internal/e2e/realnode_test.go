@@ -366,7 +366,8 @@ events:
 	}
 
 	// Endpoints by exposure: public and internal in the Service (only public in public-ports),
-	// none in neither the Service nor the NetworkPolicy; all three declared by the container.
+	// none in neither the Service nor the NetworkPolicy; all three declared by the container. The
+	// helper's SSH port is a Service port too (the proxy finds the pod by it), never public.
 	svc, err := r.cluster.Client.CoreV1().Services(w.Namespace).Get(ctx, w.KubeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -375,7 +376,7 @@ events:
 	for _, sp := range svc.Spec.Ports {
 		svcPorts = append(svcPorts, fmt.Sprintf("%s:%d", sp.Name, sp.Port))
 	}
-	if want := []string{"http:8080", "metrics:9090"}; !slices.Equal(svcPorts, want) {
+	if want := []string{"http:8080", "metrics:9090", "hangar-ssh:60022"}; !slices.Equal(svcPorts, want) {
 		t.Errorf("Service ports %v, want %v (no port 5858 of the exposure-none endpoint)", svcPorts, want)
 	}
 	if got := svc.Annotations["hangar.dev/public-ports"]; got != "8080" {
