@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hangar-dev/hangar/internal/netutil"
 	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
@@ -204,42 +205,32 @@ func (s *SSHServer) Serve(ln net.Listener) error {
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
 	defer ln.Close()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
+	err := netutil.Accept(ln, netutil.AcceptOptions{
+		Slots: s.slots, WG: &s.wg,
+		Closing: func() bool {
 			s.mu.Lock()
-			closing := s.closing
-			delete(s.listeners, ln)
-			s.mu.Unlock()
-			if closing {
-				return ErrSSHServerClosed
+			defer s.mu.Unlock()
+			return s.closing
+		},
+		Serve: func(nc net.Conn) {
+			if !s.track(nc) { // closing: Close has gone through the connections already
+				nc.Close()
+				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return fmt.Errorf("ssh accept: %w", err)
-		}
-		select {
-		case s.slots <- struct{}{}:
-		default:
-			s.log.Warn("ssh connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max", s.opts.MaxConnections)
-			nc.Close()
-			continue
-		}
-		if !s.track(nc) {
-			nc.Close()
-			<-s.slots
-			return ErrSSHServerClosed
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() { <-s.slots }()
 			defer s.untrack(nc)
 			s.serveConn(nc)
-		}()
+		},
+		Refused: func(nc net.Conn) {
+			s.log.Warn("ssh connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max", s.opts.MaxConnections)
+		},
+	})
+	s.mu.Lock()
+	delete(s.listeners, ln)
+	s.mu.Unlock()
+	if errors.Is(err, netutil.ErrClosed) {
+		return ErrSSHServerClosed
 	}
+	return fmt.Errorf("ssh %w", err)
 }
 
 func (s *SSHServer) track(c io.Closer) bool {

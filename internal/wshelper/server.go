@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hangar-dev/hangar/internal/netutil"
 )
 
 // Activity kinds passed to an ActivityFunc.
@@ -271,36 +273,24 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 	defer s.wg.Done()
 	defer ln.Close()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
+	err := netutil.Accept(ln, netutil.AcceptOptions{
+		Slots: s.slots, WG: &s.wg, Serve: func(nc net.Conn) { s.serveConn(nc, s.config) },
+		Closing: func() bool {
 			s.mu.Lock()
-			closing := s.closing
-			delete(s.listeners, ln)
-			s.mu.Unlock()
-			if closing {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return fmt.Errorf("ssh accept: %w", err)
-		}
-		select {
-		case s.slots <- struct{}{}:
-		default:
+			defer s.mu.Unlock()
+			return s.closing
+		},
+		Refused: func(nc net.Conn) {
 			s.log.Warn("ssh connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max", s.opts.MaxConnections)
-			nc.Close()
-			continue
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() { <-s.slots }()
-			s.serveConn(nc, s.config)
-		}()
+		},
+	})
+	s.mu.Lock()
+	delete(s.listeners, ln)
+	s.mu.Unlock()
+	if errors.Is(err, netutil.ErrClosed) {
+		return ErrServerClosed
 	}
+	return fmt.Errorf("ssh %w", err)
 }
 
 // Shutdown stops accepting, sends SIGTERM to the process group of every session command and waits
