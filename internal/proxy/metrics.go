@@ -43,12 +43,17 @@ func (m *Metrics) observe(status int, d time.Duration, bytes int64) {
 }
 
 func (m *Metrics) checked(d protocol.ProxyCheckResponse, cached bool, err error) {
-	result := "allowed"
+	m.checks.WithLabelValues(decisionLabel(d.Allowed, d.Reason, err), strconv.FormatBool(cached)).Inc()
+}
+
+// decisionLabel is a metric's result label for a server decision: allowed, the refusal's reason,
+// or error.
+func decisionLabel(allowed bool, reason string, err error) string {
 	switch {
 	case err != nil:
-		result = "error"
-	case !d.Allowed:
-		result = d.Reason
+		return "error"
+	case !allowed:
+		return reason
 	}
-	m.checks.WithLabelValues(result, strconv.FormatBool(cached)).Inc()
+	return "allowed"
 }

@@ -559,15 +559,7 @@ func (m *SSHMetrics) connClosed() {
 }
 
 func (m *SSHMetrics) authed(method string, d protocol.ProxySSHCheckResponse, err error) {
-	if m == nil {
-		return
+	if m != nil {
+		m.auths.WithLabelValues(method, decisionLabel(d.Allowed, d.Reason, err)).Inc()
 	}
-	result := "allowed"
-	switch {
-	case err != nil:
-		result = "error"
-	case !d.Allowed:
-		result = d.Reason
-	}
-	m.auths.WithLabelValues(method, result).Inc()
 }
