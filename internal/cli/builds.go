@@ -195,11 +195,7 @@ captured-on-cancel), so nothing it created is forgotten.
 ` + nameHelp,
 		Args: oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
+			format, c, err := a.formatAndClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -300,11 +296,7 @@ func (a *app) provisionersCmd() *cobra.Command {
 		Short: "Register a provisioner and print its token (admin only)",
 		Args:  oneName("provisioner"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
+			format, c, err := a.formatAndClient(cmd)
 			if err != nil {
 				return err
 			}

@@ -166,6 +166,16 @@ func sameURL(a, b string) bool {
 	return strings.TrimRight(strings.TrimSpace(a), "/") == strings.TrimRight(strings.TrimSpace(b), "/")
 }
 
+// formatAndClient is outputFormat then client: what most commands begin with.
+func (a *app) formatAndClient(cmd *cobra.Command) (string, *sdk.Client, error) {
+	format, err := a.outputFormat(cmd)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := a.client(cmd)
+	return format, c, err
+}
+
 // client returns an API client for the command's connection.
 func (a *app) client(cmd *cobra.Command) (*sdk.Client, error) {
 	serverURL, token, err := a.connection(cmd)

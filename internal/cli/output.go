@@ -134,11 +134,7 @@ func listCommand[T any](a *app, short string, fetch func(*sdk.Client, context.Co
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
+			format, c, err := a.formatAndClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -163,11 +159,7 @@ func nameCommand[T any](a *app, use, short string, fetch func(*sdk.Client, conte
 		Long:  short + ".\n\n" + nameHelp,
 		Args:  oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
+			format, c, err := a.formatAndClient(cmd)
 			if err != nil {
 				return err
 			}

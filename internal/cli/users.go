@@ -29,11 +29,7 @@ func (a *app) usersCmd() *cobra.Command {
 its hash. Give it to the user, who runs 'hangar login --url URL --token TOKEN'.`,
 		Args: oneName("user"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
+			format, c, err := a.formatAndClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -50,8 +46,7 @@ its hash. Give it to the user, who runs 'hangar login --url URL --token TOKEN'.`
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Created %s %s.\n", kind, u.Username)
-			fmt.Fprintf(w, "Token: %s\n", u.Token)
-			fmt.Fprintln(w, "This token is shown only once: store it now.")
+			printNewToken(w, u.Token)
 			return nil
 		},
 	}
@@ -64,11 +59,7 @@ the browser sessions begun with it (workspace proxies refuse it within seconds).
 rotate anyone's token; any user may rotate their own, named 'me' (then log in again with it).`,
 		Args: oneName("user"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
+			format, c, err := a.formatAndClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -81,8 +72,7 @@ rotate anyone's token; any user may rotate their own, named 'me' (then log in ag
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "New token for %s; the old one no longer works.\n", u.Username)
-			fmt.Fprintf(w, "Token: %s\n", u.Token)
-			fmt.Fprintln(w, "This token is shown only once: store it now.")
+			printNewToken(w, u.Token)
 			return nil
 		},
 	}
@@ -175,4 +165,10 @@ func readInput(stdin io.Reader, name string) ([]byte, error) {
 		return io.ReadAll(stdin)
 	}
 	return os.ReadFile(name)
+}
+
+// printNewToken shows a token the server will never show again.
+func printNewToken(w io.Writer, token string) {
+	fmt.Fprintf(w, "Token: %s\n", token)
+	fmt.Fprintln(w, "This token is shown only once: store it now.")
 }

@@ -124,11 +124,7 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 		Long:  cmp.Or(t.long, t.short+".") + "\n\n" + nameHelp,
 		Args:  oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := a.outputFormat(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := a.client(cmd)
+			format, c, err := a.formatAndClient(cmd)
 			if err != nil {
 				return err
 			}
