@@ -1,5 +1,5 @@
 // Package apiclient is the one JSON call of the daemons that talk to the server with a token of
-// their own (the agent and the access proxy): the request, the bearer token, and a non-2xx answer
+// their own (the agent, the access proxy and the provisioner): the request, the bearer token, and a non-2xx answer
 // as a *StatusError.
 package apiclient
 
@@ -21,8 +21,9 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Body) }
 
-// Do sends body (if not nil) as JSON to baseURL+path with token, and decodes a 2xx answer into out,
-// reading at most maxBytes of it (0: no limit). hc nil means http.DefaultClient.
+// Do sends body (if not nil) as JSON to baseURL+path with token, and decodes a 2xx answer into out
+// (nil: the answer is read and dropped), reading at most maxBytes of it (0: no limit). hc nil means
+// http.DefaultClient.
 func Do(ctx context.Context, hc *http.Client, baseURL, token, method, path string, body, out any, maxBytes int64) error {
 	var rd io.Reader
 	if body != nil {
@@ -51,6 +52,10 @@ func Do(ctx context.Context, hc *http.Client, baseURL, token, method, path strin
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(b))}
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // for the connection's reuse
+		return nil
 	}
 	var r io.Reader = resp.Body
 	if maxBytes > 0 {

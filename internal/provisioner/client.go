@@ -1,15 +1,14 @@
 package provisioner
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/apiclient"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -23,52 +22,24 @@ type Client struct {
 }
 
 // StatusError is a non-2xx answer.
-type StatusError struct {
-	Code int
-	Body string
-}
-
-func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Body) }
+type StatusError = apiclient.StatusError
 
 func (c *Client) do(ctx context.Context, path, jobID string, body, out any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
 	path = strings.Replace(path, "{id}", jobID, 1)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.URL, "/")+path, bytes.NewReader(b))
-	if err != nil {
+	err := apiclient.Do(ctx, c.HTTP, c.URL, c.Token, http.MethodPost, path, body, out, 0)
+	var se *StatusError
+	if !errors.As(err, &se) {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	req.Header.Set("Content-Type", "application/json")
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
+	if se.Code == http.StatusConflict && strings.Contains(se.Body, store.ErrNotOwner.Error()) {
+		return fmt.Errorf("%w (%v)", store.ErrNotOwner, se)
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
+	if se.Code == http.StatusNotFound && jobID != "" && strings.Contains(se.Body, `"message":"not found"`) {
+		// Only the server's own answer (a proxy's or an older server's 404 would otherwise
+		// drop the outcome).
+		return fmt.Errorf("job %s: %w (%v)", jobID, store.ErrNotFound, se)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		se := &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(msg))}
-		if resp.StatusCode == http.StatusConflict && strings.Contains(se.Body, store.ErrNotOwner.Error()) {
-			return fmt.Errorf("%w (%v)", store.ErrNotOwner, se)
-		}
-		if resp.StatusCode == http.StatusNotFound && jobID != "" && strings.Contains(se.Body, `"message":"not found"`) {
-			// Only the server's own answer (a proxy's or an older server's 404 would otherwise
-			// drop the outcome).
-			return fmt.Errorf("job %s: %w (%v)", jobID, store.ErrNotFound, se)
-		}
-		return se
-	}
-	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return nil
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return err
 }
 
 func seconds(d time.Duration) int { return max(int(d/time.Second), 0) }
