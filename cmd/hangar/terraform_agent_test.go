@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -18,9 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/hangar-dev/hangar/internal/testutil/browser"
 )
 
 // TestTerraformAgent drives hangar_agent end to end with the real binaries: a Terraform template
@@ -139,7 +143,7 @@ func TestTerraformAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello from the machine's port") })}
+	srv := &http.Server{Handler: machineApp()}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -171,8 +175,18 @@ func TestTerraformAgent(t *testing.T) {
 	}
 	_ = pf.Process.Kill()
 
-	// Another user: the workspace does not exist for them, by either name.
+	// The browser: the same port at the workspace's apps address, served by the server through
+	// the helper. The owner signs in and gets the page and a WebSocket from it; eve does not.
 	eveToken := userToken(t, h.must("users", "create", "eve"))
+	show, errOut, err := dev(devToken, "show", "tfa")
+	m = regexp.MustCompile(`Apps:\s+(http://\{port\}-tfa--dev\.apps\.localhost:\d+/)`).FindStringSubmatch(show)
+	if err != nil || m == nil {
+		t.Fatalf("show tfa names no apps address: %v\n%s%s", err, show, errOut)
+	}
+	app := strings.Replace(m[1], "{port}", strconv.Itoa(port), 1)
+	terraformBrowser(t, h.url, app, devToken, eveToken)
+
+	// Another user: the workspace does not exist for them, by either name.
 	for _, name := range []string{"tfa", "dev/tfa"} {
 		if out, errOut, err := dev(eveToken, "ssh", name, "--", "hostname"); err == nil || !strings.Contains(errOut, "not found") {
 			t.Fatalf("eve's ssh %s: %v\n%s%s", name, err, out, errOut)
@@ -229,6 +243,82 @@ func TestTerraformAgent(t *testing.T) {
 	if out, errOut, err := dev(newToken, "delete", "tfa", "--wait", "--timeout", "2m"); err != nil {
 		t.Fatalf("delete: %v\n%s%s", err, out, errOut)
 	}
+}
+
+// machineApp is an app on the workspace's machine: a page, /ws (a WebSocket echo) and /ws-echo?msg=M
+// (a page whose script sends M through /ws and shows the echo).
+func machineApp() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Accept"), "text/html") {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprintf(w, "<h1>the machine's app</h1><p>path %s</p>\n", html.EscapeString(r.URL.Path))
+			return
+		}
+		fmt.Fprint(w, "hello from the machine's port")
+	})
+	mux.HandleFunc("/ws-echo", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><html><head><meta charset="utf-8"><title>echo</title></head>
+<body><p id="status">connecting</p><script>
+const status = document.getElementById("status");
+const msg = new URLSearchParams(location.search).get("msg") || "";
+const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+ws.onopen = () => { status.textContent = "sent"; ws.send(msg); };
+ws.onmessage = (ev) => { status.textContent = "echo: " + ev.data; ws.close(); };
+ws.onerror = () => { status.textContent = "error"; };
+</script></body></html>`)
+	})
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, data, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), typ, data); err != nil {
+				return
+			}
+		}
+	})
+	return mux
+}
+
+// terraformBrowser opens a Terraform workspace's app in Chromium: the owner is sent to the
+// server's sign-in, comes back to the page asked for and gets a WebSocket echo from it; another
+// user, signed in, gets "No such workspace". The apps zone is *.apps.localhost, which Chromium
+// maps to loopback here, as every other name to nothing.
+func terraformBrowser(t *testing.T, serverURL, app, ownerToken, otherToken string) {
+	t.Run("Browser", func(t *testing.T) {
+		rules := "MAP *.apps.localhost 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+		b := browser.Start(t, browser.Options{Name: "dev", ResolverRules: rules}).On(t)
+		b.Open(app+"some/page?x=1", `//input[@name="token"]`)
+		if loc := b.Location(); !strings.HasPrefix(loc, serverURL+"/signin?") {
+			t.Errorf("the sign-in page is at %s", loc)
+		}
+		b.SignIn(ownerToken, `//h1[. = "the machine's app"]`)
+		if loc := b.Location(); loc != app+"some/page?x=1" {
+			t.Errorf("after sign-in the browser is at %s, want %s", loc, app+"some/page?x=1")
+		}
+		if body := b.Text("body"); !strings.Contains(body, "path /some/page") {
+			t.Errorf("the app's page: %q", body)
+		}
+		b.Open(app+"ws-echo?msg=hello%20from%20Chromium", `//p[@id="status"][starts-with(., "echo: ") or . = "error"]`)
+		if got := b.Text("#status"); got != "echo: hello from Chromium" {
+			t.Errorf("the page's WebSocket: %q", got)
+		}
+
+		eve := browser.Start(t, browser.Options{Name: "eve", ResolverRules: rules}).On(t)
+		eve.Open(app, `//input[@name="token"]`)
+		eve.SignIn(otherToken, `//h1[contains(., "No such workspace")]`)
+		if body := eve.Text("body"); strings.Contains(body, "the machine's app") {
+			t.Errorf("eve sees %q", body)
+		}
+	})
 }
 
 // userToken is the token in the output of users create or rotate-token.

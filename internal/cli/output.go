@@ -107,7 +107,11 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 			{"Desired state", fmt.Sprintf("%s (%s)", ws.DesiredState, since(ws.DesiredStateUpdatedAt, "never changed"))},
 			{"Actual state", fmt.Sprintf("%s (%s)", ws.ActualState, since(ws.ActualStateUpdatedAt, "no build yet"))},
 			{"Last error", lastErr},
+			{"Last used", lastUsed},
 			{"Created", a.formatTime(ws.CreatedAt)},
+		}
+		if ws.AppsURL != "" {
+			rows = append(rows[:4:4], append([][2]string{{"Apps", ws.AppsURL + " (any port the machine listens on)"}}, rows[4:]...)...)
 		}
 	}
 	for _, r := range rows {

@@ -85,6 +85,8 @@ type Options struct {
 	Logger       *slog.Logger
 	Metrics      *Metrics
 	Clock        clock.Clock
+	// Dial reaches a route's Addr (default: TCP). Transport, when nil, is NewTransport with it.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Transport reaches the workspaces (default: NewTransport()).
 	Transport http.RoundTripper
 	// Activity, when set, is told of every request let through to a workspace (Activity.Record).
@@ -127,8 +129,13 @@ func NewHandler(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Dial == nil {
+		o.Dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
 	if o.Transport == nil {
-		o.Transport = NewTransport()
+		t := NewTransport()
+		t.DialContext = o.Dial
+		o.Transport = t
 	}
 	h := &Handler{o: o, sessionCookie: cookieName(CookieName, o.TLS), nonceCookie: cookieName(NonceCookieName, o.TLS)}
 	h.rp = &httputil.ReverseProxy{
@@ -236,6 +243,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 	route := h.o.Routes.Lookup(name)
 	if route.Addr == "" {
 		w.Header().Set("Retry-After", "5")
+		if route.Why != "" {
+			page(w, http.StatusServiceUnavailable, "Workspace not reachable", route.Why)
+			return
+		}
 		msg := "The workspace " + d.Workspace + " is not running"
 		if d.Status != "" {
 			msg += " (it is " + d.Status + ")"

@@ -34,6 +34,9 @@ type Route struct {
 	Service   string
 	// WorkspaceID is the Service's workspace (label hangar.dev/workspace-id), for activity.
 	WorkspaceID string
+	// Why, when Addr is "", tells the user why the workspace cannot be reached, when it is not
+	// simply stopped (the page then says that instead of "not running").
+	Why string
 }
 
 // Routes answers which pod serves a host, from the cluster as the informers last saw it. Nothing is

@@ -49,7 +49,7 @@ func (h *Handler) upgrade(w http.ResponseWriter, r *http.Request, addr string) (
 
 	dialCtx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	up, err := (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext(dialCtx, "tcp", addr)
+	up, err := h.o.Dial(dialCtx, "tcp", addr)
 	if err != nil {
 		return false, fmt.Errorf("dial %s: %w", addr, err)
 	}

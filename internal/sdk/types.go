@@ -28,7 +28,10 @@ type Workspace struct {
 	DeploymentResourceVersion *string         `json:"deployment_resource_version"`
 	Error                     *WorkspaceError `json:"error"`
 	URL                       string          `json:"url"`
-	CreatedAt                 time.Time       `json:"created_at"`
+	// AppsURL, for a Terraform workspace when the server serves apps, is the address of a port of
+	// its machine in the browser, with {port} for the port.
+	AppsURL   string    `json:"apps_url,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 	// LastActivityAt is when the workspace was last used through the access proxy (an SSH session
 	// or forward, an HTTP request), as its proxies reported it; null when never.
 	LastActivityAt *time.Time `json:"last_activity_at"`

@@ -140,7 +140,7 @@ func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, toWorkspace(ws))
+	writeJSON(w, http.StatusCreated, s.toWorkspace(ws))
 	return nil
 }
 

@@ -23,7 +23,7 @@ func toAgent(a store.Agent, token string) (sdk.Agent, error) {
 	return sdk.Agent{ID: a.ID, Name: a.Name, Token: token, Config: cfg, CreatedAt: a.CreatedAt}, nil
 }
 
-func toWorkspace(w store.Workspace) sdk.Workspace {
+func (s *Server) toWorkspace(w store.Workspace) sdk.Workspace {
 	desiredAt := w.DesiredStateUpdatedAt
 	out := sdk.Workspace{
 		ID:                        w.ID,
@@ -43,6 +43,9 @@ func toWorkspace(w store.Workspace) sdk.Workspace {
 		URL:                       w.URL,
 		CreatedAt:                 w.CreatedAt,
 		LastActivityAt:            w.LastActivityAt,
+	}
+	if w.Backend == store.KindTerraform {
+		out.AppsURL = s.appsURLTemplate(w)
 	}
 	if w.ErrorType != "" || w.ErrorMessage != "" {
 		out.Error = &sdk.WorkspaceError{Type: w.ErrorType, Message: w.ErrorMessage}

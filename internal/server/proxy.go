@@ -115,6 +115,9 @@ func (s *Server) workspaceOrigins(ctx context.Context, host string) ([]string, e
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	var origins []string
+	if s.apps.inZone(h) {
+		origins = append(origins, s.apps.scheme+"://"+h.withPort)
+	}
 	for _, a := range agents {
 		if !h.inZoneOf(a) {
 			continue
@@ -272,10 +275,18 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request) {
 	writePage(w, http.StatusOK, page{Title: "Signed out", Message: "You are signed out of Hangar."})
 }
 
+// accessScope is which workspaces a check may find: a Kubernetes proxy's checks find its agent's
+// workspaces only, the server's apps handler's the Terraform workspaces only; the zero scope (the
+// sign-in, which any of them may have sent the browser to) finds both.
+type accessScope struct {
+	agentID   string
+	terraform bool
+}
+
 // proxyTarget is the workspace a host names, once proxyAccess found it.
 type proxyTarget struct {
 	ws     store.Workspace
-	agent  store.Agent
+	scheme string // how browsers reach the host: its agent's proxy's, or the server's apps' scheme
 	host   string // with its port, if any
 	reason string // "" when the user may enter
 	// notPublic is the workspace the host names when it is live but the host's port is not one of
@@ -285,9 +296,10 @@ type proxyTarget struct {
 }
 
 // proxyAccess decides whether u may enter the workspace endpoint at host: the host must be a public
-// endpoint of a live Kubernetes workspace (of agentID, when given) in its agent's DNS zone, and u
-// its owner or an admin. Store errors are returned (the caller fails closed).
-func (s *Server) proxyAccess(ctx context.Context, agentID, host string, u store.User) (proxyTarget, error) {
+// endpoint of a live Kubernetes workspace in its agent's DNS zone, or any port of a live Terraform
+// workspace in the server's apps zone (apps.go), within scope; and u its owner or an admin. Store
+// errors are returned (the caller fails closed).
+func (s *Server) proxyAccess(ctx context.Context, scope accessScope, host string, u store.User) (proxyTarget, error) {
 	notFound := proxyTarget{reason: protocol.ProxyNotFound}
 	h, ok := parseWorkspaceHost(host)
 	if !ok {
@@ -306,8 +318,23 @@ func (s *Server) proxyAccess(ctx context.Context, agentID, host string, u store.
 	} else if err != nil {
 		return notFound, fmt.Errorf("read workspace %s/%s: %w", owner, wsName, err)
 	}
-	if ws.Backend != store.KindKubernetes || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated ||
-		(agentID != "" && ws.AgentID != agentID) {
+	if ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
+		return notFound, nil
+	}
+	allow := func(t proxyTarget) proxyTarget {
+		if !u.Admin && u.ID != ws.OwnerID {
+			t.reason = protocol.ProxyForbidden
+		}
+		return t
+	}
+	if ws.Backend == store.KindTerraform {
+		// Any port: the owner reaches every port of the machine with port-forward already.
+		if scope.agentID != "" || !s.apps.inZone(h) {
+			return notFound, nil
+		}
+		return allow(proxyTarget{ws: ws, scheme: s.apps.scheme, host: h.withPort}), nil
+	}
+	if ws.Backend != store.KindKubernetes || scope.terraform || (scope.agentID != "" && ws.AgentID != scope.agentID) {
 		return notFound, nil
 	}
 	agent, err := s.store.AgentByName(ctx, ws.AgentName)
@@ -325,11 +352,7 @@ func (s *Server) proxyAccess(ctx context.Context, agentID, host string, u store.
 		notFound.notPublic, notFound.port = &ws, port
 		return notFound, nil
 	}
-	t := proxyTarget{ws: ws, agent: agent, host: h.withPort}
-	if !u.Admin && u.ID != ws.OwnerID {
-		t.reason = protocol.ProxyForbidden
-	}
-	return t, nil
+	return allow(proxyTarget{ws: ws, scheme: proxyScheme(agent), host: h.withPort}), nil
 }
 
 // proxyAuthorize serves GET /proxy/authorize?host=H&path=P&nonce=N, where a proxy sends a browser
@@ -358,7 +381,7 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 	if len(origins) == 0 {
 		// Checked before signing in: the sign-in page never leads anywhere but to a workspace host.
 		writePage(w, http.StatusBadRequest, page{Title: "Not a workspace address",
-			Message: fmt.Sprintf("%q is not the address of a workspace: one is <port>-<workspace>--<owner>.<DNS zone of a Hangar agent>.", host)})
+			Message: fmt.Sprintf("%q is not the address of a workspace: one is <port>-<workspace>--<owner>.<DNS zone of a Hangar agent, or the server's apps zone>.", host)})
 		return
 	}
 	u, sessionHash, ok, err := s.browserUser(r)
@@ -372,7 +395,7 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/signin?"+url.Values{"return_to": {back}}.Encode(), http.StatusFound)
 		return
 	}
-	t, err := s.proxyAccess(r.Context(), "", host, u)
+	t, err := s.proxyAccess(r.Context(), accessScope{}, host, u)
 	if err != nil {
 		s.log.Error("proxy authorize", "host", host, "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
@@ -400,7 +423,7 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
-	target := proxyScheme(t.agent) + "://" + t.host + protocol.ProxyCallbackPath + "?" + url.Values{"code": {code}, "path": {path}}.Encode()
+	target := t.scheme + "://" + t.host + protocol.ProxyCallbackPath + "?" + url.Values{"code": {code}, "path": {path}}.Encode()
 	http.Redirect(w, r, target, http.StatusFound)
 }
 
@@ -426,6 +449,17 @@ func (s *Server) proxyExchange(w http.ResponseWriter, r *http.Request, agent sto
 	if err := decodeJSON(w, r, protocol.MaxProxyBodyBytes, &req); err != nil {
 		return err
 	}
+	resp, err := s.exchangeCode(r.Context(), accessScope{agentID: agent.ID}, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// exchangeCode turns a one-time code into a workspace session (proxyExchange, and the server's
+// apps handler in process).
+func (s *Server) exchangeCode(ctx context.Context, scope accessScope, req protocol.ProxyExchangeRequest) (protocol.ProxyExchangeResponse, error) {
 	v := &workspace.ValidationError{}
 	if !strings.HasPrefix(req.Code, codePrefix) || len(req.Code) > 128 {
 		v.Add("code", "must be a code the server issued (%s...)", codePrefix)
@@ -438,34 +472,33 @@ func (s *Server) proxyExchange(w http.ResponseWriter, r *http.Request, agent sto
 		v.Add("host", "must be a host name, got %q", req.Host)
 	}
 	if err := v.Err(); err != nil {
-		return err
+		return protocol.ProxyExchangeResponse{}, err
 	}
 	now := s.clock.Now()
-	code, u, err := s.store.ConsumeSession(r.Context(), codeKey(req.Code, req.Nonce), store.SessionCode, now)
+	code, u, err := s.store.ConsumeSession(ctx, codeKey(req.Code, req.Nonce), store.SessionCode, now)
 	if errors.Is(err, store.ErrNotFound) {
-		return errUnauthorized("unknown, used or expired code, or a code issued to another browser")
+		return protocol.ProxyExchangeResponse{}, errUnauthorized("unknown, used or expired code, or a code issued to another browser")
 	} else if err != nil {
-		return err
+		return protocol.ProxyExchangeResponse{}, err
 	}
 	if code.Host != host {
-		return errUnauthorized("the code was issued for another host")
+		return protocol.ProxyExchangeResponse{}, errUnauthorized("the code was issued for another host")
 	}
-	t, err := s.proxyAccess(r.Context(), agent.ID, host, u)
+	t, err := s.proxyAccess(ctx, scope, host, u)
 	if err != nil {
-		return err
+		return protocol.ProxyExchangeResponse{}, err
 	}
 	if t.reason != "" || t.ws.ID != code.WorkspaceID {
-		return errForbidden("the code's user may no longer enter this workspace")
+		return protocol.ProxyExchangeResponse{}, errForbidden("the code's user may no longer enter this workspace")
 	}
 	secret := NewToken(workspaceTokenPrefix)
 	expires := now.Add(SessionLifetime)
-	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: HashToken(secret), Kind: store.SessionWorkspace, UserID: u.ID,
+	if err := s.store.CreateSession(ctx, store.Session{IDHash: HashToken(secret), Kind: store.SessionWorkspace, UserID: u.ID,
 		UserTokenHash: u.TokenHash, WorkspaceID: t.ws.ID, Host: host, ParentHash: code.ParentHash, CreatedAt: now, ExpiresAt: expires}); err != nil {
-		return err
+		return protocol.ProxyExchangeResponse{}, err
 	}
 	s.log.Info("workspace session created", "user", u.Username, "workspace", t.ws.OwnerName+"/"+t.ws.Name, "host", host)
-	writeJSON(w, http.StatusOK, protocol.ProxyExchangeResponse{Session: secret, ExpiresAt: expires, User: u.Username, Workspace: t.ws.OwnerName + "/" + t.ws.Name})
-	return nil
+	return protocol.ProxyExchangeResponse{Session: secret, ExpiresAt: expires, User: u.Username, Workspace: t.ws.OwnerName + "/" + t.ws.Name}, nil
 }
 
 // proxyCheck serves POST /api/v1/proxy/check (agent token): may this workspace session or this
@@ -476,6 +509,17 @@ func (s *Server) proxyCheck(w http.ResponseWriter, r *http.Request, agent store.
 	if err := decodeJSON(w, r, protocol.MaxProxyBodyBytes, &req); err != nil {
 		return err
 	}
+	resp, err := s.checkAccess(r.Context(), accessScope{agentID: agent.ID}, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// checkAccess decides whether a workspace session or a user token may enter a host (proxyCheck,
+// and the server's apps handler in process).
+func (s *Server) checkAccess(ctx context.Context, scope accessScope, req protocol.ProxyCheckRequest) (protocol.ProxyCheckResponse, error) {
 	v := &workspace.ValidationError{}
 	_, host, ok := workspace.NormalizeHost(req.Host)
 	if !ok {
@@ -491,37 +535,36 @@ func (s *Server) proxyCheck(w http.ResponseWriter, r *http.Request, agent store.
 		v.Add("token", "is too long")
 	}
 	if err := v.Err(); err != nil {
-		return err
+		return protocol.ProxyCheckResponse{}, err
 	}
-	refuse := func(reason string, t proxyTarget, u store.User) error {
+	refuse := func(reason string, t proxyTarget, u store.User) (protocol.ProxyCheckResponse, error) {
 		resp := protocol.ProxyCheckResponse{Reason: reason, User: u.Username}
 		if t.ws.ID != "" {
 			resp.Workspace, resp.Status = t.ws.OwnerName+"/"+t.ws.Name, string(t.ws.ActualState)
 		}
-		writeJSON(w, http.StatusOK, resp)
-		return nil
+		return resp, nil
 	}
 	var u store.User
 	var boundTo string // the workspace a session is bound to
 	var err error
 	if req.Session != "" {
 		var sess store.Session
-		sess, u, err = s.store.Session(r.Context(), HashToken(req.Session), store.SessionWorkspace, s.clock.Now())
+		sess, u, err = s.store.Session(ctx, HashToken(req.Session), store.SessionWorkspace, s.clock.Now())
 		if err == nil && sess.Host != host {
 			err = store.ErrNotFound // a session is good for the host it was made for only
 		}
 		boundTo = sess.WorkspaceID
 	} else {
-		u, err = s.store.UserByTokenHash(r.Context(), HashToken(req.Token))
+		u, err = s.store.UserByTokenHash(ctx, HashToken(req.Token))
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return refuse(protocol.ProxyUnauthenticated, proxyTarget{}, store.User{})
 	} else if err != nil {
-		return err
+		return protocol.ProxyCheckResponse{}, err
 	}
-	t, err := s.proxyAccess(r.Context(), agent.ID, host, u)
+	t, err := s.proxyAccess(ctx, scope, host, u)
 	if err != nil {
-		return err
+		return protocol.ProxyCheckResponse{}, err
 	}
 	if t.reason == "" && boundTo != "" && t.ws.ID != boundTo {
 		// The host now names another workspace (deleted and created again): sign in again.
@@ -533,6 +576,5 @@ func (s *Server) proxyCheck(w http.ResponseWriter, r *http.Request, agent store.
 		}
 		return refuse(t.reason, t, u)
 	}
-	writeJSON(w, http.StatusOK, protocol.ProxyCheckResponse{Allowed: true, User: u.Username, Workspace: t.ws.OwnerName + "/" + t.ws.Name, Status: string(t.ws.ActualState)})
-	return nil
+	return protocol.ProxyCheckResponse{Allowed: true, User: u.Username, Workspace: t.ws.OwnerName + "/" + t.ws.Name, Status: string(t.ws.ActualState)}, nil
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// and a random suffix): the helpers of Terraform workspaces connected to it are recorded under
 	// it.
 	ReplicaID string
+	// Apps configures the serving of Terraform workspaces' apps (apps.go); its zero value serves
+	// none.
+	Apps AppsOptions
 }
 
 // Server serves Hangar's HTTP API.
@@ -65,6 +68,9 @@ type Server struct {
 	recheck      time.Duration
 	recheckAfter func(time.Duration) <-chan time.Time
 	replica      string
+
+	// apps serves Terraform workspaces' apps on their own hosts (nil: none).
+	apps *apps
 
 	// csrf guards the browser's form posts (sign-in, sign-out).
 	csrf *http.CrossOriginProtection
@@ -101,6 +107,7 @@ func New(opts Options) *Server {
 		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection(),
 		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
 	s.metrics = newMetrics(opts.Store, opts.Builder)
+	s.apps = s.newApps(opts.Apps)
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -109,6 +116,12 @@ func New(opts Options) *Server {
 // Handler returns the root handler.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.apps.serves(r) {
+			// A workspace's app: never the server's own pages or API, which that workspace's
+			// pages could otherwise call as the same origin.
+			s.apps.handler.ServeHTTP(w, r)
+			return
+		}
 		// No name or parameter of the API may hold a NUL character, and Postgres refuses them in
 		// text: answer the request here instead of with a database error.
 		if strings.IndexByte(r.URL.Path, 0) >= 0 || strings.IndexByte(r.URL.RawQuery, 0) >= 0 || strings.Contains(r.URL.RawQuery, "%00") {

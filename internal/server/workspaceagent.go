@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/hashicorp/yamux"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -42,21 +43,30 @@ const (
 // agentConn is one connected helper.
 type agentConn struct {
 	workspaceID string
+	ref         string // owner/name, which a workspace keeps for life
 	sess        *yamux.Session
-	slots       chan struct{} // one per relayed user connection
+	slots       chan struct{} // one per relayed user connection, and one for apps
+
+	appsMu sync.Mutex
+	apps   *ssh.Client // the server's own SSH connection for the workspace's apps (apps.go)
 }
 
-// agentRegistry is the helpers connected to this process, by workspace id. A helper connecting
-// again replaces (and closes) its older connection.
+// agentRegistry is the helpers connected to this process, by workspace id (and by owner/name). A
+// helper connecting again replaces (and closes) its older connection.
 type agentRegistry struct {
 	mu   sync.Mutex
 	live map[string]*agentConn
+	refs map[string]*agentConn
 }
 
 func (g *agentRegistry) put(c *agentConn) {
 	g.mu.Lock()
 	old := g.live[c.workspaceID]
 	g.live[c.workspaceID] = c
+	if g.refs == nil {
+		g.refs = map[string]*agentConn{}
+	}
+	g.refs[c.ref] = c
 	g.mu.Unlock()
 	if old != nil {
 		old.sess.Close()
@@ -71,7 +81,21 @@ func (g *agentRegistry) remove(c *agentConn) bool {
 		return false
 	}
 	delete(g.live, c.workspaceID)
+	if g.refs[c.ref] == c {
+		delete(g.refs, c.ref)
+	}
 	return true
+}
+
+// byRef returns the live connection of the workspace owner/name, nil if none.
+func (g *agentRegistry) byRef(owner, name string) *agentConn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.refs[owner+"/"+name]
+	if c == nil || c.sess.IsClosed() {
+		return nil
+	}
+	return c
 }
 
 func (g *agentRegistry) get(workspaceID string) *agentConn {
@@ -164,13 +188,14 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 			_ = st.Close()
 		}
 	}()
-	ac := &agentConn{workspaceID: ws.ID, sess: sess, slots: make(chan struct{}, maxStreamsPerHelper)}
-	s.agents.put(ac)
+	ac := &agentConn{workspaceID: ws.ID, ref: ws.OwnerName + "/" + ws.Name, sess: sess, slots: make(chan struct{}, maxStreamsPerHelper)}
 	log := s.log.With("workspace", ws.OwnerName+"/"+ws.Name, "remote", r.RemoteAddr)
-	// Other replicas learn where the helper is, to tell users (workspaceSSH).
+	// Other replicas learn where the helper is, to tell users (workspaceSSH); recorded before
+	// this replica serves it, so that once it does, the others know.
 	if err := s.store.SetWorkspaceAgentConnection(ctx, ws.ID, s.replica, s.clock.Now()); err != nil {
 		log.Warn("cannot record which replica the helper is connected to", "err", err)
 	}
+	s.agents.put(ac)
 	defer func() {
 		if s.agents.remove(ac) {
 			if err := s.store.ClearWorkspaceAgentConnection(context.WithoutCancel(ctx), ws.ID, s.replica); err != nil {

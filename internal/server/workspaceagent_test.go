@@ -95,14 +95,14 @@ type agentEnv struct {
 	worker   worker
 }
 
-func newAgentEnv(t *testing.T, engine string) *agentEnv {
+func newAgentEnv(t *testing.T, engine string, more ...servertest.Option) *agentEnv {
 	ae := &agentEnv{rechecks: &rechecks{cur: make(chan time.Time)}}
 	var url string
 	mint := func(o *server.Options) {
 		o.Builder = builder.New(builder.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger, AccessURL: func() string { return url }})
 		o.RecheckAfter = ae.rechecks.after
 	}
-	ae.tfEnv = newTFEnv(t, engine, mint)
+	ae.tfEnv = newTFEnv(t, engine, append([]servertest.Option{mint}, more...)...)
 	url = ae.URL
 	ae.dev = createUser(t, ae.Env, "dev")
 	mustCall(t, ae.Env, ae.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "tfw", "template": "tf"}, http.StatusCreated, nil)

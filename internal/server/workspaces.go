@@ -110,7 +110,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 	}
 	s.devfile.put(ws.ID, df)
 	s.log.Info("workspace created", "workspace", ws.Name, "owner", u.Username, "agent", agent.Name, "kube_name", kubeName)
-	out := toWorkspace(ws)
+	out := s.toWorkspace(ws)
 	out.Warnings = df.Warnings()
 	writeJSON(w, http.StatusCreated, out)
 	return nil
@@ -181,7 +181,7 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u store.
 	}
 	out := make([]sdk.Workspace, 0, len(rows))
 	for _, row := range rows {
-		out = append(out, toWorkspace(row))
+		out = append(out, s.toWorkspace(row))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -192,7 +192,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u store.Us
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toWorkspace(row))
+	writeJSON(w, http.StatusOK, s.toWorkspace(row))
 	return nil
 }
 
@@ -220,7 +220,7 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 			return s.buildErr(r, err)
 		}
 		s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState, "by", u.Username)
-		writeJSON(w, http.StatusOK, toWorkspace(row))
+		writeJSON(w, http.StatusOK, s.toWorkspace(row))
 		return nil
 	}
 	row, err := s.store.UpdateWorkspace(r.Context(), ref, func(cur store.Workspace) (store.Workspace, error) {
@@ -245,7 +245,7 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 		return err
 	}
 	s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState, "by", u.Username)
-	out := toWorkspace(row)
+	out := s.toWorkspace(row)
 	// The devfile's warnings again, for whoever starts the workspace now (it was parsed at creation).
 	if df, err := s.devfile.get(row.ID, func() (string, error) { return s.store.WorkspaceDevfile(r.Context(), row.ID) }); err == nil {
 		out.Warnings = df.Warnings()

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,9 @@ type Config struct {
 	// AccessURL is the server's URL as Terraform workspaces' machines reach it (their helpers
 	// connect out to it); empty: the address it listens on.
 	AccessURL string
+	// AppsZone is the DNS zone of Terraform workspaces' apps ("auto": apps.localhost when the
+	// access URL is a loopback one, else none; "none": none).
+	AppsZone string
 }
 
 func defaultDataDir() string {
@@ -81,6 +85,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.HeartbeatTimeout, "build-heartbeat-timeout", "HANGAR_BUILD_HEARTBEAT_TIMEOUT", "5m", "fail a running build whose provisioner has not reported for this long"),
 		cmdopt.String(&cfg.PendingTimeout, "build-pending-timeout", "HANGAR_BUILD_PENDING_TIMEOUT", "30m", "fail a build no provisioner has picked up for this long"),
 		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as the machines of Terraform workspaces reach it: their helpers (hangar_agent) connect out to it (default: http:// and the listen address)"),
+		cmdopt.String(&cfg.AppsZone, "apps-zone", "HANGAR_APPS_ZONE", "auto", "DNS zone whose hosts <port>-<workspace>--<owner>.<zone> the server serves as Terraform workspaces' apps in the browser, through their helpers (a wildcard DNS record *.<zone> must lead to the server); the scheme and port are the access URL's. auto: apps.localhost when the access URL is a loopback one, else none; none: no apps"),
 		cmdopt.String(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
@@ -145,23 +150,28 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	defer st.Close()
 
-	bld := builder.New(builder.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
-		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
-		AccessURL: func() string { return cfg.AccessURL }})
-	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld})
-	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	defer ln.Close()
 	url := "http://" + displayAddr(ln.Addr().String())
 	if cfg.AccessURL == "" {
 		cfg.AccessURL = url // before the provisioners start, below
 	}
+	appsOpts, err := AppsOptions(cfg.AppsZone, cfg.AccessURL)
+	if err != nil {
+		return err
+	}
+	bld := builder.New(builder.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
+		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
+		AccessURL: func() string { return cfg.AccessURL }})
+	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts})
+	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	storeName := "SQLite at " + filepath.Join(cfg.DataDir, "hangar.db")
 	if cfg.PostgresURL != "" {
 		storeName = "Postgres"
@@ -176,6 +186,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		"      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster    (Kubernetes)\n"+
 		"      hangar templates push my-template --directory ./module && hangar create my-workspace --template my-template    (Terraform)\n",
 		url, tokenFile)
+	if appsOpts.Zone != "" {
+		fmt.Fprintf(out, "Terraform workspaces' apps: %s://<port>-<workspace>--<owner>.%s%s (any port the machine listens on, through its hangar_agent)\n",
+			appsOpts.Scheme, appsOpts.Zone, portSuffix(appsOpts.Port))
+	}
 
 	bctx, stopBackground := context.WithCancel(ctx)
 	var background sync.WaitGroup
@@ -281,4 +295,42 @@ func displayAddr(addr string) string {
 		host = "[" + host + "]"
 	}
 	return host + ":" + port
+}
+
+// AppsOptions reads --apps-zone against the access URL (already checked): the zone, and the
+// scheme and port browsers reach the apps by, the access URL's.
+func AppsOptions(zone, accessURL string) (server.AppsOptions, error) {
+	u, err := neturl.Parse(accessURL)
+	if err != nil {
+		return server.AppsOptions{}, fmt.Errorf("--access-url: %w", err)
+	}
+	zone = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(zone), "."))
+	switch zone {
+	case "none":
+		return server.AppsOptions{}, nil
+	case "auto", "":
+		host := u.Hostname()
+		if ip := net.ParseIP(host); !(host == "localhost" || strings.HasSuffix(host, ".localhost") || ip != nil && ip.IsLoopback()) {
+			return server.AppsOptions{}, nil
+		}
+		zone = "apps.localhost"
+	default:
+		if len(zone) > 200 || !dnsName.MatchString(zone) {
+			return server.AppsOptions{}, fmt.Errorf("--apps-zone: want a DNS name such as apps.example.com (or auto, or none), got %q", zone)
+		}
+		if strings.EqualFold(u.Hostname(), zone) {
+			return server.AppsOptions{}, fmt.Errorf("--apps-zone: %q is the access URL's own host; take a zone of its own, such as apps.%s", zone, zone)
+		}
+	}
+	return server.AppsOptions{Zone: zone, Scheme: u.Scheme, Port: u.Port(), ServerURL: accessURL}, nil
+}
+
+// dnsName is a DNS name of at least two labels, lower case.
+var dnsName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+func portSuffix(port string) string {
+	if port == "" {
+		return ""
+	}
+	return ":" + port
 }
