@@ -170,15 +170,36 @@ func (r appsRoutes) Lookup(host string) proxy.Route {
 		return proxy.Route{}
 	}
 	ws, err := r.s.store.Workspace(ctx, store.WorkspaceRef{OwnerID: owner.ID, Name: h.name})
-	if err != nil || ws.ActualState != workspace.Running {
+	if err != nil {
 		return proxy.Route{}
 	}
 	ref := ws.OwnerName + "/" + ws.Name
-	if replica, at, err := r.s.store.WorkspaceAgentConnection(ctx, ws.ID); err == nil && replica != r.s.replica {
-		return proxy.Route{Known: true, WorkspaceID: ws.ID, Why: fmt.Sprintf("The machine of workspace %s is connected to another Hangar server replica (%s, since %s), and this one serves only the machines connected to it. Try again in a moment, or route this address to that replica.",
-			ref, replica, at.Format(time.RFC3339))}
+	if c, err := r.s.store.WorkspaceAgentConnection(ctx, ws.ID); err == nil && c.Replica != r.s.replica {
+		return proxy.Route{Known: true, WorkspaceID: ws.ID, Why: fmt.Sprintf("The machine of workspace %s is connected to another Hangar server replica (%s, since %s), which takes no relayed connections. Try again in a moment, or give every replica --relay-url.",
+			ref, c.Replica, c.ConnectedAt.Format(time.RFC3339))}
+	}
+	if ws.ActualState != workspace.Running {
+		return proxy.Route{} // "not running (it is ...)"
 	}
 	return proxy.Route{Known: true, WorkspaceID: ws.ID, Why: fmt.Sprintf("Workspace %s is running, but its machine's Hangar helper is not connected: it may still be starting, or the machine did not run hangar_agent's init script. `hangar logs %s` shows the build.", ref, ref)}
+}
+
+// appsElsewhere tells whether r, for an apps host, goes to a workspace whose helper another
+// replica holds and takes relayed connections for (relay.go).
+func (s *Server) appsElsewhere(r *http.Request) (store.AgentConnection, bool) {
+	h, ok := parseWorkspaceHost(r.Host)
+	if !ok || r.Header.Get(RelayHeader) != "" || s.agents.byRef(h.owner, h.name) != nil {
+		return store.AgentConnection{}, false
+	}
+	owner, err := s.store.UserByUsername(r.Context(), h.owner)
+	if err != nil {
+		return store.AgentConnection{}, false
+	}
+	ws, err := s.store.Workspace(r.Context(), store.WorkspaceRef{OwnerID: owner.ID, Name: h.name})
+	if err != nil || ws.Backend != store.KindTerraform {
+		return store.AgentConnection{}, false
+	}
+	return s.remoteHelper(r.Context(), r, ws.ID)
 }
 
 // dialApp opens a TCP connection to a port on a workspace's machine (addr: workspace id and

@@ -47,6 +47,9 @@ type Options struct {
 	// and a random suffix): the helpers of Terraform workspaces connected to it are recorded under
 	// it.
 	ReplicaID string
+	// RelayURL is this replica's URL as the other replicas reach it ("": it takes no relayed
+	// connections; relay.go).
+	RelayURL string
 	// Apps configures the serving of Terraform workspaces' apps (apps.go); its zero value serves
 	// none.
 	Apps AppsOptions
@@ -68,6 +71,9 @@ type Server struct {
 	recheck      time.Duration
 	recheckAfter func(time.Duration) <-chan time.Time
 	replica      string
+
+	relayURL       string
+	relayTransport *http.Transport
 
 	// apps serves Terraform workspaces' apps on their own hosts (nil: none).
 	apps *apps
@@ -107,6 +113,7 @@ func New(opts Options) *Server {
 		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection(),
 		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
 	s.metrics = newMetrics(opts.Store, opts.Builder)
+	s.relayURL, s.relayTransport = opts.RelayURL, newRelayTransport()
 	s.apps = s.newApps(opts.Apps)
 	s.mux = http.NewServeMux()
 	s.routes()
@@ -119,6 +126,10 @@ func (s *Server) Handler() http.Handler {
 		if s.apps.serves(r) {
 			// A workspace's app: never the server's own pages or API, which that workspace's
 			// pages could otherwise call as the same origin.
+			if c, ok := s.appsElsewhere(r); ok {
+				s.relay(w, r, c)
+				return
+			}
 			s.apps.handler.ServeHTTP(w, r)
 			return
 		}

@@ -192,7 +192,7 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 	log := s.log.With("workspace", ws.OwnerName+"/"+ws.Name, "remote", r.RemoteAddr)
 	// Other replicas learn where the helper is, to tell users (workspaceSSH); recorded before
 	// this replica serves it, so that once it does, the others know.
-	if err := s.store.SetWorkspaceAgentConnection(ctx, ws.ID, s.replica, s.clock.Now()); err != nil {
+	if err := s.store.SetWorkspaceAgentConnection(ctx, store.AgentConnection{WorkspaceID: ws.ID, Replica: s.replica, RelayURL: s.relayURL, ConnectedAt: s.clock.Now()}); err != nil {
 		log.Warn("cannot record which replica the helper is connected to", "err", err)
 	}
 	s.agents.put(ac)
@@ -236,11 +236,15 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u store.Us
 	}
 	ac := s.agents.get(ws.ID)
 	if ac == nil {
-		if replica, at, err := s.store.WorkspaceAgentConnection(r.Context(), ws.ID); err == nil && replica != s.replica {
+		if c, ok := s.remoteHelper(r.Context(), r, ws.ID); ok {
+			s.relay(w, r, c)
+			return nil
+		}
+		if c, err := s.store.WorkspaceAgentConnection(r.Context(), ws.ID); err == nil && c.Replica != s.replica {
 			return &apiError{status: http.StatusServiceUnavailable, body: sdk.Error{
 				Message: "the workspace's helper is connected to another server replica",
-				Detail: fmt.Sprintf("it connected to replica %s at %s; this server relays only the helpers connected to it: reach that replica (route the workspace's requests to one replica), or wait for the helper to reconnect",
-					replica, at.Format(time.RFC3339))}}
+				Detail: fmt.Sprintf("it connected to replica %s at %s, which takes no relayed connections (hangar server --relay-url) or relayed this one: reach that replica, or wait for the helper to reconnect",
+					c.Replica, c.ConnectedAt.Format(time.RFC3339))}}
 		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}

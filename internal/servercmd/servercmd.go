@@ -61,6 +61,9 @@ type Config struct {
 	// AppsZone is the DNS zone of Terraform workspaces' apps ("auto": apps.localhost when the
 	// access URL is a loopback one, else none; "none": none).
 	AppsZone string
+	// RelayURL is this replica's URL as the other replicas reach it, to relay Terraform
+	// workspaces' connections to the replica holding their helper ("": none).
+	RelayURL string
 }
 
 func defaultDataDir() string {
@@ -86,6 +89,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.PendingTimeout, "build-pending-timeout", "HANGAR_BUILD_PENDING_TIMEOUT", "30m", "fail a build no provisioner has picked up for this long"),
 		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as the machines of Terraform workspaces reach it: their helpers (hangar_agent) connect out to it (default: http:// and the listen address)"),
 		cmdopt.String(&cfg.AppsZone, "apps-zone", "HANGAR_APPS_ZONE", "auto", "DNS zone whose hosts <port>-<workspace>--<owner>.<zone> the server serves as Terraform workspaces' apps in the browser, through their helpers (a wildcard DNS record *.<zone> must lead to the server); the scheme and port are the access URL's. auto: apps.localhost when the access URL is a loopback one, else none; none: no apps"),
+		cmdopt.String(&cfg.RelayURL, "relay-url", "HANGAR_RELAY_URL", "", "with several replicas: this replica's own URL as the other replicas reach it (such as http://$(POD_IP):7080); they relay to it the users' connections to the Terraform workspaces whose helpers are connected here. Empty: they answer 503 and name this replica instead"),
 		cmdopt.String(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
@@ -136,6 +140,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 		cfg.AccessURL = strings.TrimSuffix(cfg.AccessURL, "/")
 	}
+	if cfg.RelayURL != "" {
+		u, err := neturl.Parse(cfg.RelayURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("--relay-url: want this replica's http:// or https:// URL (no path or query), got %q", cfg.RelayURL)
+		}
+		cfg.RelayURL = strings.TrimSuffix(cfg.RelayURL, "/")
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
 	}
@@ -166,7 +177,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	bld := builder.New(builder.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
 		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
 		AccessURL: func() string { return cfg.AccessURL }})
-	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts})
+	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL})
 	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
 	if err != nil {
 		return err

@@ -26,13 +26,24 @@ type AgentTokenStore interface {
 	// KeepWorkspaceAgentTokens removes the workspace's tokens of builds up to upToBuild (inclusive)
 	// whose hash is not in keep, and returns how many it removed. Tokens of later builds stay.
 	KeepWorkspaceAgentTokens(ctx context.Context, workspaceID string, upToBuild int, keep [][]byte) (int, error)
-	// SetWorkspaceAgentConnection records that the workspace's helper is connected to replica
+	// SetWorkspaceAgentConnection records that the workspace's helper is connected to a replica
 	// (replacing any earlier record); ClearWorkspaceAgentConnection removes the record if replica
 	// wrote it; WorkspaceAgentConnection reads it (ErrNotFound: none).
-	SetWorkspaceAgentConnection(ctx context.Context, workspaceID, replica string, at time.Time) error
+	SetWorkspaceAgentConnection(ctx context.Context, c AgentConnection) error
 	ClearWorkspaceAgentConnection(ctx context.Context, workspaceID, replica string) error
-	WorkspaceAgentConnection(ctx context.Context, workspaceID string) (replica string, at time.Time, err error)
+	WorkspaceAgentConnection(ctx context.Context, workspaceID string) (AgentConnection, error)
 	// RecordWorkspaceActivity sets the workspace's last_activity_at to the later of its value and
 	// at (either backend; ErrNotFound for no such workspace).
 	RecordWorkspaceActivity(ctx context.Context, workspaceID string, at time.Time) error
+}
+
+// AgentConnection is the record of which server replica a Terraform workspace's helper is
+// connected to.
+type AgentConnection struct {
+	WorkspaceID string
+	Replica     string
+	// RelayURL is that replica's URL as the other replicas reach it, which they relay the
+	// workspace's connections to ("": it takes none).
+	RelayURL    string
+	ConnectedAt time.Time
 }

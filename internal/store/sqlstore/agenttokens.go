@@ -92,11 +92,12 @@ func (s *Store) RecordWorkspaceActivity(ctx context.Context, workspaceID string,
 	return nil
 }
 
-func (s *Store) SetWorkspaceAgentConnection(ctx context.Context, workspaceID, replica string, at time.Time) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO workspace_agent_connections (workspace_id, replica, connected_at) VALUES (?, ?, ?)
-		ON CONFLICT (workspace_id) DO UPDATE SET replica = excluded.replica, connected_at = excluded.connected_at`), workspaceID, replica, micros(at))
+func (s *Store) SetWorkspaceAgentConnection(ctx context.Context, c store.AgentConnection) error {
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO workspace_agent_connections (workspace_id, replica, relay_url, connected_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (workspace_id) DO UPDATE SET replica = excluded.replica, relay_url = excluded.relay_url, connected_at = excluded.connected_at`),
+		c.WorkspaceID, c.Replica, c.RelayURL, micros(c.ConnectedAt))
 	if err != nil {
-		return fmt.Errorf("record the helper connection of workspace %s: %w", workspaceID, err)
+		return fmt.Errorf("record the helper connection of workspace %s: %w", c.WorkspaceID, err)
 	}
 	return nil
 }
@@ -108,12 +109,14 @@ func (s *Store) ClearWorkspaceAgentConnection(ctx context.Context, workspaceID, 
 	return nil
 }
 
-func (s *Store) WorkspaceAgentConnection(ctx context.Context, workspaceID string) (string, time.Time, error) {
-	var replica string
+func (s *Store) WorkspaceAgentConnection(ctx context.Context, workspaceID string) (store.AgentConnection, error) {
+	c := store.AgentConnection{WorkspaceID: workspaceID}
 	var at int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT replica, connected_at FROM workspace_agent_connections WHERE workspace_id = ?`), workspaceID).Scan(&replica, &at)
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT replica, relay_url, connected_at FROM workspace_agent_connections WHERE workspace_id = ?`), workspaceID).
+		Scan(&c.Replica, &c.RelayURL, &at)
 	if err != nil {
-		return "", time.Time{}, notFound(err, "helper connection of workspace "+workspaceID)
+		return store.AgentConnection{}, notFound(err, "helper connection of workspace "+workspaceID)
 	}
-	return replica, fromMicros(at), nil
+	c.ConnectedAt = fromMicros(at)
+	return c, nil
 }

@@ -87,28 +87,29 @@ func testAgentConnections(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	f := NewBuildFixture(t, s, "alice")
 	w, _ := f.Create(t, s, "tf1", t0)
-	if _, _, err := s.WorkspaceAgentConnection(ctx, w.ID); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.WorkspaceAgentConnection(ctx, w.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("no connection yet: %v, want ErrNotFound", err)
 	}
 	at := t0.Add(time.Minute + 9*time.Microsecond)
 	for _, r := range []string{"replica-a", "replica-b"} {
-		if err := s.SetWorkspaceAgentConnection(ctx, w.ID, r, at); err != nil {
+		if err := s.SetWorkspaceAgentConnection(ctx, store.AgentConnection{WorkspaceID: w.ID, Replica: r, RelayURL: "http://" + r + ":7080", ConnectedAt: at}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if r, got, err := s.WorkspaceAgentConnection(ctx, w.ID); err != nil || r != "replica-b" || !got.Equal(at) {
-		t.Fatalf("WorkspaceAgentConnection = %q, %v, %v; want replica-b at %v", r, got, err, at)
+	want := store.AgentConnection{WorkspaceID: w.ID, Replica: "replica-b", RelayURL: "http://replica-b:7080", ConnectedAt: at}
+	if got, err := s.WorkspaceAgentConnection(ctx, w.ID); err != nil || got.Replica != want.Replica || got.RelayURL != want.RelayURL || !got.ConnectedAt.Equal(at) || got.WorkspaceID != w.ID {
+		t.Fatalf("WorkspaceAgentConnection = %+v, %v; want %+v", got, err, want)
 	}
 	if err := s.ClearWorkspaceAgentConnection(ctx, w.ID, "replica-a"); err != nil {
 		t.Fatal(err)
 	}
-	if r, _, err := s.WorkspaceAgentConnection(ctx, w.ID); err != nil || r != "replica-b" {
-		t.Fatalf("another replica cleared the record: %q, %v", r, err)
+	if got, err := s.WorkspaceAgentConnection(ctx, w.ID); err != nil || got.Replica != "replica-b" {
+		t.Fatalf("another replica cleared the record: %+v, %v", got, err)
 	}
 	if err := s.ClearWorkspaceAgentConnection(ctx, w.ID, "replica-b"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.WorkspaceAgentConnection(ctx, w.ID); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.WorkspaceAgentConnection(ctx, w.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after clearing: %v, want ErrNotFound", err)
 	}
 }

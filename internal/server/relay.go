@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// Relaying between replicas (docs/decisions.md, "Relaying between replicas"): a Terraform
+// workspace's helper is connected to one server replica, whose memory holds the connection. A
+// user's connection that reaches another replica (`hangar ssh`, port-forward, an app in the
+// browser) is relayed as it came, credentials and all, to the replica holding the helper, at the
+// URL that replica recorded (Options.RelayURL), which authenticates and authorizes it again itself.
+// Relaying grants nothing: the relaying replica adds no credential, and the header it adds only
+// stops the request from being relayed once more.
+
+// RelayHeader marks a request a replica relayed (its value: that replica's id). A request that
+// carries it is never relayed again, whoever set it.
+const RelayHeader = "Hangar-Relayed-By"
+
+// remoteHelper returns the record of the replica holding the workspace's helper when that is
+// another replica that takes relayed connections and r was not relayed already.
+func (s *Server) remoteHelper(ctx context.Context, r *http.Request, workspaceID string) (store.AgentConnection, bool) {
+	if r.Header.Get(RelayHeader) != "" {
+		return store.AgentConnection{}, false
+	}
+	c, err := s.store.WorkspaceAgentConnection(ctx, workspaceID)
+	if err != nil || c.Replica == s.replica || c.RelayURL == "" {
+		return store.AgentConnection{}, false
+	}
+	return c, true
+}
+
+// relay serves r by relaying it to the replica of c: plain requests and upgrades (WebSockets)
+// alike, with the request's own Host and credentials.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, c store.AgentConnection) {
+	target, err := url.Parse(c.RelayURL)
+	if err != nil || target.Host == "" {
+		s.fail(w, r, &apiError{status: http.StatusBadGateway, body: sdk.Error{Message: "cannot relay to the server replica holding the workspace's helper",
+			Detail: "replica " + c.Replica + " recorded the relay URL " + c.RelayURL + ", which is not a URL"}})
+		return
+	}
+	s.log.Debug("relaying to the replica holding a workspace's helper", "replica", c.Replica, "relay_url", c.RelayURL, "path", r.URL.Path)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+			pr.Out.Header.Set(RelayHeader, s.replica)
+		},
+		Transport:     s.relayTransport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return
+			}
+			s.log.Warn("cannot relay to the replica holding a workspace's helper", "replica", c.Replica, "relay_url", c.RelayURL, "err", err)
+			s.fail(w, r, &apiError{status: http.StatusBadGateway, body: sdk.Error{Message: "cannot reach the server replica holding the workspace's helper",
+				Detail: "replica " + c.Replica + " at " + c.RelayURL + ": " + err.Error()}})
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+func newRelayTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil, // replicas reach each other directly
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // long polls and streams
+		ForceAttemptHTTP2:     false,
+	}
+}

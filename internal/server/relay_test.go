@@ -1,0 +1,80 @@
+package server_test
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hangar-dev/hangar/internal/server"
+	"github.com/hangar-dev/hangar/internal/servertest"
+)
+
+// TestRelayBetweenReplicas: a Terraform workspace's helper is connected to replica B, which gives
+// a relay URL; a user who reaches replica A (with its SSH, and in the browser) is relayed to B
+// with their own credentials, which B checks. A request already relayed is not relayed again.
+func TestRelayBetweenReplicas(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) { testRelayBetweenReplicas(t, engine) })
+	}
+}
+
+func testRelayBetweenReplicas(t *testing.T, engine string) {
+	apps := server.AppsOptions{Zone: "apps.test", Scheme: "http", ServerURL: "http://hangar.test"}
+	ae := newAgentEnv(t, engine, func(o *server.Options) { o.Apps = apps })
+	a := ae.Env
+
+	// Replica B on the same store, at a URL it records for the others.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bURL := "http://" + ln.Addr().String()
+	b := server.New(server.Options{Store: a.Store, Clock: a.Clock, Logger: slog.New(slog.DiscardHandler), ReplicaID: "replica-b", RelayURL: bURL, Apps: apps})
+	hs := httptest.NewUnstartedServer(b.Handler())
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
+	defer hs.Close()
+	bEnv := *a
+	bEnv.URL = bURL
+
+	h := startHelper(t, bURL, ae.job.AgentToken)
+	within(t, h.connected, "the helper's connection")
+	waitRegistered(t, &bEnv, ae.dev, "tfw")
+
+	// SSH through replica A reaches the helper on B.
+	c, err := dialWorkspaceSSH(t, a, ae.dev, "tfw", h.hostKey)
+	if err != nil {
+		t.Fatalf("ssh through replica A: %v", err)
+	}
+	if got := run(t, c, "cat machine"); got != "the module's machine" {
+		t.Fatalf("ssh through replica A: %q", got)
+	}
+	c.Close()
+	// Relaying grants nothing: another user is refused (by A, and would be by B).
+	eve := createUser(t, a, "eve")
+	if _, err := dialWorkspaceSSH(t, a, eve, "tfw", h.hostKey); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("eve through replica A: %v, want HTTP 404", err)
+	}
+
+	// An app in the browser through replica A.
+	port := machineApp(t)
+	host := strconv.Itoa(port) + "-tfw--dev.apps.test"
+	resp, body := appGet(t, a, host, "/relayed", bearer(ae.dev))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "hello from the machine; path /relayed") {
+		t.Fatalf("app through replica A: %d %s", resp.StatusCode, body)
+	}
+	if resp, body = appGet(t, a, host, "/", bearer(eve)); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("eve's app through replica A: %d %s", resp.StatusCode, body)
+	}
+	// A request marked as relayed already is not relayed again: A says where the helper is.
+	hdr := bearer(ae.dev)
+	hdr.Set(server.RelayHeader, "replica-x")
+	if resp, body = appGet(t, a, host, "/", hdr); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "another Hangar server replica (replica-b") {
+		t.Fatalf("a relayed request relayed again: %d %s", resp.StatusCode, body)
+	}
+}
