@@ -78,11 +78,11 @@ components:
 		}
 		return dir
 	}
-	lc := spec.Containers[0].Lifecycle
-	if lc == nil || lc.PostStart == nil || lc.PostStart.Exec == nil {
-		t.Fatalf("no postStart hook: %+v", lc)
+	script, err := postStartScript(spec.Containers[0])
+	if err != nil || script == "" {
+		t.Fatalf("no postStart: %q %v", script, err)
 	}
-	dir := runScript("postStart", lc.PostStart.Exec.Command)
+	dir := runScript("postStart", []string{"/bin/sh", "-c", script})
 	b, _ := os.ReadFile(filepath.Join(dir, "sub dir", "out.txt"))
 	// Backslashes, quotes and backquotes are literal; $VAR and $(...) expand as in the commandLine.
 	if want := "say \"hi\" \\ `no` home ran|x\nsecond\n"; string(b) != want {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -452,23 +453,24 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 			}
 		}
 		if lines := postStart[name]; len(lines) > 0 {
-			if c.Lifecycle == nil || c.Lifecycle.PostStart == nil || c.Lifecycle.PostStart.Exec == nil {
-				t.Errorf("%s: no postStart hook, want one running %q", name, lines)
-			} else if cmd := c.Lifecycle.PostStart.Exec.Command; len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
-				t.Errorf("%s: postStart hook %q is not /bin/sh -c", name, cmd)
+			script, err := postStartScript(c)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			} else if script == "" {
+				t.Errorf("%s: no postStart (hook or helper), want one running %q", name, lines)
 			} else {
-				rest := cmd[2]
+				rest := script
 				for _, l := range lines {
 					i := strings.Index(rest, strings.TrimRight(l, "\n"))
 					if i < 0 {
-						t.Errorf("%s: postStart hook %q does not run %q (in order)", name, cmd[2], l)
+						t.Errorf("%s: postStart %q does not run %q (in order)", name, script, l)
 						break
 					}
 					rest = rest[i+len(l)-1:]
 				}
 			}
-		} else if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
-			t.Errorf("%s: a postStart hook the devfile does not ask for", name)
+		} else if script, _ := postStartScript(c); script != "" {
+			t.Errorf("%s: a postStart the devfile does not ask for", name)
 		}
 
 		// Endpoints by exposure.
@@ -772,4 +774,55 @@ func checkEditor(t *testing.T, g generated, spec corev1.PodSpec, asking string) 
 	if want := mounted[asking]; mounted[EditorContainerName] == "" || want != "" && mounted[EditorContainerName] != want {
 		t.Errorf("editor mounts %q at %s, want the volume %s has there (%q)", mounted[EditorContainerName], root, asking, want)
 	}
+}
+
+// postStartScript is what runs after c starts: its postStart hook's script, or the postStart
+// commands given to its helper (one after another), never both.
+func postStartScript(c corev1.Container) (string, error) {
+	var hook string
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		if c.Lifecycle.PostStart.Exec == nil {
+			return "", fmt.Errorf("postStart hook %+v is not exec", c.Lifecycle.PostStart)
+		}
+		cmd := c.Lifecycle.PostStart.Exec.Command
+		if len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
+			return "", fmt.Errorf("postStart hook %q is not /bin/sh -c", cmd)
+		}
+		hook = cmd[2]
+	}
+	cmds, err := helperPostStart(c)
+	if err != nil {
+		return "", err
+	}
+	if hook != "" && len(cmds) > 0 {
+		return "", fmt.Errorf("both a postStart hook and the helper's postStart")
+	}
+	if hook != "" {
+		return hook, nil
+	}
+	if len(cmds) > 0 && (len(c.Command) < 2 || c.Command[0] != HelperBinary) {
+		return "", fmt.Errorf("postStart commands given to a container the helper does not run: %q", c.Command)
+	}
+	parts := make([]string, 0, len(cmds))
+	for _, cmd := range cmds {
+		if _, err := exec.Command("/bin/sh", "-n", "-c", cmd.CommandLine).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("postStart command %q: /bin/sh -n refuses it: %v", cmd.ID, err)
+		}
+		parts = append(parts, "("+cmd.CommandLine+"\n)")
+	}
+	return strings.Join(parts, " && "), nil
+}
+
+// helperPostStart returns the postStart commands the generator gave c's helper.
+func helperPostStart(c corev1.Container) ([]workspace.PostStartCommand, error) {
+	for _, e := range c.Env {
+		if e.Name == HelperPostStartEnv {
+			var cmds []workspace.PostStartCommand
+			if err := json.Unmarshal([]byte(e.Value), &cmds); err != nil {
+				return nil, fmt.Errorf("%s: %v", HelperPostStartEnv, err)
+			}
+			return cmds, nil
+		}
+	}
+	return nil, nil
 }

@@ -2,6 +2,7 @@ package devfile
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -61,10 +62,15 @@ events:
 	if len(spec.Containers) != 1 {
 		t.Fatalf("containers %+v, want main only (seed runs as an init container)", spec.Containers)
 	}
+	// postStart runs in the helper, once per start, each command the script a hook would run.
 	lc := spec.Containers[0].Lifecycle
-	want := `(cd "${PROJECT_SOURCE}/app" && make warm` + "\n) && (" + `export WHO="a b" && echo "hi"` + "\n)"
-	if lc == nil || lc.PostStart == nil || lc.PostStart.Exec.Command[2] != want {
-		t.Errorf("postStart = %+v, want %q", lc, want)
+	if lc != nil && lc.PostStart != nil {
+		t.Errorf("a postStart hook on the helper's container: %+v", lc.PostStart)
+	}
+	cmds, err := helperPostStart(spec.Containers[0])
+	want := []workspace.PostStartCommand{{ID: "warm", CommandLine: `cd "${PROJECT_SOURCE}/app" && make warm`}, {ID: "hello", CommandLine: `export WHO="a b" && echo "hi"`}}
+	if err != nil || !reflect.DeepEqual(cmds, want) {
+		t.Errorf("the helper's postStart = %+v (%v), want %+v", cmds, err, want)
 	}
 	if lc == nil || lc.PreStop == nil || lc.PreStop.Exec.Command[2] != "git stash" {
 		t.Errorf("preStop = %+v, want git stash", lc)

@@ -887,6 +887,18 @@ func (c container) withHelper(hostKey bool) container {
 	if hostKey {
 		c.env = append(c.env, corev1.EnvVar{Name: "HANGAR_HELPER_HOST_KEY_FILE", Value: path.Join(HelperSSHDir, HostKeyKey)})
 	}
+	// postStart runs in the helper, once per start of the workspace, instead of as the container's
+	// lifecycle hook (docs/decisions.md, "postStart runs in the helper"): each command is the very
+	// script the hook would run, so its meaning does not change.
+	if len(c.postStart) > 0 {
+		cmds := make([]workspace.PostStartCommand, 0, len(c.postStart))
+		for _, e := range c.postStart {
+			cmds = append(cmds, workspace.PostStartCommand{ID: e.id, CommandLine: shellScript([]execCommand{e})})
+		}
+		b, _ := json.Marshal(cmds) // strings only: cannot fail
+		c.env = append(c.env, corev1.EnvVar{Name: HelperPostStartEnv, Value: string(b)})
+		c.postStart = nil
+	}
 	// Ready once the helper listens: the EndpointSlice then sends the proxy only to a pod that
 	// answers SSH (just after Running, `hangar ssh` would otherwise meet a refused connection).
 	c.readiness = &corev1.Probe{
@@ -899,6 +911,10 @@ func (c container) withHelper(hostKey bool) container {
 	c.endpoints = append(slices.Clip(c.endpoints), endpoint{name: HelperSSHPortName, port: HelperSSHPort, protocol: corev1.ProtocolTCP, exposure: v1alpha2.NoneEndpointExposure})
 	return c
 }
+
+// HelperPostStartEnv is the main container's variable that gives the helper the postStart
+// commands (a JSON list of workspace.PostStartCommand).
+const HelperPostStartEnv = "HANGAR_HELPER_POST_START"
 
 // toolsContainer is the init container that copies the hangar binary of the agent's tools image
 // into the toolsVolume, for the main container's helper. Small fixed resources: it copies one file.

@@ -308,7 +308,8 @@ events:
 	w := r.create(t, "web", devfile)
 
 	// The container runs on the real node (kubectl exec reaches its processes) while its postStart
-	// hook waits for the page: the pod is not ready, and the API does not say Running.
+	// (run by the helper, which serves SSH, the readiness probe, only after it) waits for the page:
+	// the pod is not ready, and the API does not say Running.
 	var p *corev1.Pod
 	kubetest.Eventually(t, r.realTime, "kubectl exec to reach httpd in the web container", func(ctx context.Context) error {
 		pods, err := r.cluster.Client.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{})
@@ -330,10 +331,10 @@ events:
 		t.Fatal(err)
 	}
 	if seen.ActualState == "Running" {
-		t.Fatalf("the API says Running while the container's postStart hook still waits for the page")
+		t.Fatalf("the API says Running while the container's postStart still waits for the page")
 	}
 	if p, err := r.cluster.Client.CoreV1().Pods(w.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || podReady(p) {
-		t.Fatalf("pod ready while its postStart hook waits (%v)", err)
+		t.Fatalf("pod ready while its postStart waits (%v)", err)
 	}
 	t.Logf("httpd runs, postStart waits: the API shows %s", seen.ActualState)
 

@@ -20,7 +20,7 @@ import (
 
 // machineApp is an app on the "machine" of a Terraform workspace (this host, where the helper
 // runs): a page, and a WebSocket echo at /echo.
-func machineApp(t *testing.T) int {
+func machineApp(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,6 +43,19 @@ func machineApp(t *testing.T) int {
 				}
 			}
 		}
+		if r.URL.Path == "/big" {
+			n, _ := strconv.Atoi(r.URL.Query().Get("bytes"))
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			block := make([]byte, 64<<10)
+			for n > 0 {
+				k := min(n, len(block))
+				if _, err := w.Write(block[:k]); err != nil {
+					return
+				}
+				n -= k
+			}
+			return
+		}
 		fmt.Fprintf(w, "hello from the machine; path %s; cookies %q; authorization %q", r.URL.Path, r.Header.Get("Cookie"), r.Header.Get("Authorization"))
 	})}
 	go func() { _ = srv.Serve(ln) }()
@@ -51,7 +64,7 @@ func machineApp(t *testing.T) int {
 }
 
 // appGet sends a request to the server for the apps host.
-func appGet(t *testing.T, env *servertest.Env, host, path string, header http.Header) (*http.Response, string) {
+func appGet(t testing.TB, env *servertest.Env, host, path string, header http.Header) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest("GET", env.URL+path, nil)
 	if err != nil {

@@ -71,7 +71,7 @@ func fireUntil[T any](t *testing.T, r *rechecks, ch <-chan T, what string) T {
 // waitRegistered waits until the server has the workspace's helper: a plain GET of its ssh
 // endpoint is then a 400 (not a WebSocket) instead of the 409 (not connected). The helper hears
 // it is connected a moment before the server has registered it.
-func waitRegistered(t *testing.T, env *servertest.Env, token, name string) {
+func waitRegistered(t testing.TB, env *servertest.Env, token, name string) {
 	t.Helper()
 	end := time.Now().Add(deadline)
 	for {
@@ -95,7 +95,7 @@ type agentEnv struct {
 	worker   worker
 }
 
-func newAgentEnv(t *testing.T, engine string, more ...servertest.Option) *agentEnv {
+func newAgentEnv(t testing.TB, engine string, more ...servertest.Option) *agentEnv {
 	ae := &agentEnv{rechecks: &rechecks{cur: make(chan time.Time)}}
 	var url string
 	mint := func(o *server.Options) {
@@ -128,7 +128,7 @@ type helperProc struct {
 	disconnected chan error
 }
 
-func startHelper(t *testing.T, url, token string) *helperProc {
+func startHelper(t testing.TB, url, token string) *helperProc {
 	t.Helper()
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer, err := ssh.NewSignerFromKey(priv)
@@ -163,7 +163,7 @@ func startHelper(t *testing.T, url, token string) *helperProc {
 	return h
 }
 
-func within[T any](t *testing.T, ch <-chan T, what string) T {
+func within[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:

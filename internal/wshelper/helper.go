@@ -10,7 +10,9 @@
 //   - runs the container's own command (the arguments after --), passes it SIGTERM and SIGINT and
 //     exits with its exit code; without one it stays up until SIGTERM, keeping the container alive;
 //   - as PID 1, reaps orphaned children (Reap);
-//   - runs the devfile's postStart commands once per workspace start (RunPostStart);
+//   - runs the devfile's postStart commands once per workspace start (RunPostStart), then serves
+//     SSH, so that the pod is ready only once they ended; a failure does not stop the container
+//     (the user gets in and is told, with the log's path);
 //   - tells an ActivityFunc when SSH is used, for idle stop (to be wired to the server);
 //   - on a Terraform workspace's machine (--connect-url, hangar_agent's init script), connects out
 //     to the Hangar server and serves SSH on the streams the server relays to it (Connect).
@@ -24,7 +26,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,7 +57,8 @@ type Config struct {
 	// Server holds the SSH limits and the activity hook; its HostKey, AuthorizedKeysFile, Env and
 	// Logger are set by Run.
 	Server ServerOptions
-	// PostStart commands run once per Instance, after SSH is served (RunPostStart).
+	// PostStart commands run once per Instance (RunPostStart); SSHAddr is served once they ended,
+	// and a failure is told to every shell session (Server.SetNotice).
 	PostStart []PostStartCommand
 	Instance  string
 	// Command is the container's own command; empty keeps the container alive until told to stop.
@@ -100,16 +105,26 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		return 0, err
 	}
 	serveErr := make(chan error, 1)
-	if cfg.SSHAddr != "" {
+	var serving atomic.Bool
+	listen := func() error {
 		ln, err := net.Listen("tcp", cfg.SSHAddr)
 		if err != nil {
-			srv.Shutdown(context.Background())
-			return 0, fmt.Errorf("ssh: listen on %s: %w", cfg.SSHAddr, err)
+			return fmt.Errorf("ssh: listen on %s: %w", cfg.SSHAddr, err)
 		}
 		log.Info("serving ssh", "addr", ln.Addr().String(), "host_key", ssh.FingerprintSHA256(hostKey.PublicKey()), "authorized_keys", cfg.AuthorizedKeysFile)
+		serving.Store(true)
 		go func() { serveErr <- srv.Serve(ln) }()
 		if cfg.Listening != nil {
 			cfg.Listening(ln.Addr())
+		}
+		return nil
+	}
+	// With postStart commands, SSH is served once they have ended (below): the pod's readiness
+	// probe is the SSH port, so the workspace is Running only then, as with Kubernetes' own hook.
+	if cfg.SSHAddr != "" && len(cfg.PostStart) == 0 {
+		if err := listen(); err != nil {
+			srv.Shutdown(context.Background())
+			return 0, err
 		}
 	}
 	connectCtx, stopConnect := context.WithCancel(context.Background())
@@ -146,12 +161,22 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 
 	postCtx, stopPostStart := context.WithCancel(context.Background())
 	var postStart sync.WaitGroup
+	listenFailed := make(chan error, 1)
 	if len(cfg.PostStart) > 0 {
 		postStart.Add(1)
 		go func() {
 			defer postStart.Done()
 			if err := RunPostStart(postCtx, cfg.PostStart, cfg.Env, cfg.StateDir, cfg.Instance, cfg.Stdout, log); err != nil {
+				if postCtx.Err() != nil {
+					return // stopping
+				}
 				log.Error("postStart failed; they will run again at the next container start", "err", err)
+				srv.SetNotice(postStartNotice(err, cfg.StateDir))
+			}
+			if postCtx.Err() == nil && cfg.SSHAddr != "" {
+				if err := listen(); err != nil {
+					listenFailed <- err
+				}
 			}
 		}()
 	}
@@ -180,7 +205,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			}
 		}
 		postStart.Wait()
-		if cfg.SSHAddr != "" {
+		if serving.Load() {
 			<-serveErr
 		}
 		if command == nil {
@@ -201,7 +226,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			cancel()
 			stopConnect()
 			<-connectDone
-			if cfg.SSHAddr != "" {
+			if serving.Load() {
 				<-serveErr
 			}
 			return code, nil
@@ -213,10 +238,20 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			return stop(sig.String()), nil
 		case <-ctx.Done():
 			return stop("context ended"), nil
+		case err := <-listenFailed:
+			log.Error("cannot serve ssh", "err", err)
+			return stop("cannot serve ssh"), err
 		case err := <-serveErr:
 			serveErr <- err // for stop
 			log.Error("ssh server failed", "err", err)
 			return stop("ssh server failed"), err
 		}
 	}
+}
+
+// postStartNotice is what shell sessions are told when the postStart commands failed.
+func postStartNotice(err error, stateDir string) string {
+	return fmt.Sprintf("hangar: this workspace's postStart commands failed: %v.\n"+
+		"hangar: their output is in %s; they run again at the next start of the workspace.\n",
+		err, filepath.Join(stateDir, PostStartLog))
 }

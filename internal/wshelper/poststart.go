@@ -15,29 +15,15 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-// PostStartCommand is one of a devfile's postStart commands, as the generator passes them to the
-// helper (HANGAR_HELPER_POST_START: a JSON list of these). It mirrors a devfile exec command:
-//
-//	[{"id": "install", "commandLine": "npm ci", "workingDir": "/projects/app",
-//	  "env": [{"name": "CI", "value": "1"}]}]
-type PostStartCommand struct {
-	// ID names the command in logs.
-	ID string `json:"id"`
-	// CommandLine runs with /bin/sh -c.
-	CommandLine string `json:"commandLine"`
-	// WorkingDir is where it runs; empty: the helper's own working directory.
-	WorkingDir string `json:"workingDir,omitempty"`
-	// Env is added to the container's environment.
-	Env []EnvVar `json:"env,omitempty"`
-}
+// PostStartCommand is one of a devfile's postStart commands (workspace.PostStartCommand).
+type PostStartCommand = workspace.PostStartCommand
 
 // EnvVar is one environment variable of a PostStartCommand.
-type EnvVar struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
+type EnvVar = workspace.EnvVar
 
 // ParsePostStart decodes the JSON list of postStart commands; empty input is no command. Unknown
 // fields are refused: the generator and the helper are the same binary's, so one is a mistake.
@@ -73,6 +59,10 @@ func ParsePostStart(s string) ([]PostStartCommand, error) {
 // PostStartMarker is the file under the state directory that records postStart commands that
 // succeeded.
 const PostStartMarker = "poststart-done.json"
+
+// PostStartLog is the file under the state directory that holds the output of the latest run of
+// the postStart commands.
+const PostStartLog = "poststart.log"
 
 // postStartRecord is PostStartMarker's content.
 type postStartRecord struct {
@@ -114,6 +104,16 @@ func RunPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("postStart: read %s: %w", marker, err)
 	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("postStart: state directory: %w", err)
+	}
+	// Their output also goes to a log in the state directory, where the user finds it.
+	if f, err := os.OpenFile(filepath.Join(stateDir, PostStartLog), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
+		log.Warn("postStart: cannot write its log", "err", err)
+	} else {
+		defer f.Close()
+		out = io.MultiWriter(out, f)
+	}
 	for i, c := range cmds {
 		log.Info("postStart command", "id", c.ID, "n", i+1, "of", len(cmds))
 		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.CommandLine)
@@ -121,7 +121,8 @@ func RunPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 		for _, e := range c.Env {
 			cmd.Env = setEnv(cmd.Env, e.Name, e.Value)
 		}
-		cmd.Dir = c.WorkingDir
+		// ${PROJECT_SOURCE}/app, as the devfile means it.
+		cmd.Dir = os.Expand(c.WorkingDir, func(name string) string { return lookupEnv(cmd.Env, name) })
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.WaitDelay = waitDelay
 		if err := cmd.Run(); err != nil {
@@ -130,9 +131,6 @@ func RunPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 	}
 	want.Finished = time.Now().UTC()
 	rec, _ := json.Marshal(want)
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return fmt.Errorf("postStart: state directory: %w", err)
-	}
 	if err := writeFileAtomic(marker, rec, 0o600); err != nil {
 		return fmt.Errorf("postStart: record success: %w", err)
 	}

@@ -64,6 +64,9 @@ type helperRun struct {
 	stop   context.CancelFunc
 	result chan runResult
 	waited bool
+
+	listening chan net.Addr
+	stateDir  string
 }
 
 type runResult struct {
@@ -72,6 +75,31 @@ type runResult struct {
 }
 
 func startRun(t *testing.T, cfg Config) *helperRun {
+	t.Helper()
+	h := launchRun(t, cfg)
+	h.waitListening(t)
+	return h
+}
+
+// waitListening waits until the helper serves SSH.
+func (h *helperRun) waitListening(t *testing.T) {
+	t.Helper()
+	select {
+	case a := <-h.listening:
+		h.addr = a.String()
+	case r := <-h.result:
+		t.Fatalf("Run ended at once: %d %v\n%s", r.code, r.err, h.logs.String())
+	case <-time.After(testTimeout):
+		t.Fatal("Run did not listen")
+	}
+	hk, err := os.ReadFile(filepath.Join(h.stateDir, HostKeyName+".pub"))
+	if err == nil {
+		h.host, _, _, _, _ = ssh.ParseAuthorizedKey(hk)
+	}
+}
+
+// launchRun starts Run as startRun does, without waiting for it to serve SSH.
+func launchRun(t *testing.T, cfg Config) *helperRun {
 	t.Helper()
 	dir := t.TempDir()
 	h := &helperRun{key: newSigner(t), logs: &logBuffer{}, stdout: &logBuffer{}, sigs: make(chan os.Signal, 1), result: make(chan runResult, 1)}
@@ -87,26 +115,14 @@ func startRun(t *testing.T, cfg Config) *helperRun {
 	cfg.Stdout, cfg.Stderr = h.stdout, h.stdout
 	cfg.Signals = h.sigs
 	cfg.Logger = h.logs.logger()
-	listening := make(chan net.Addr, 1)
-	cfg.Listening = func(a net.Addr) { listening <- a }
+	h.listening, h.stateDir = make(chan net.Addr, 1), cfg.StateDir
+	cfg.Listening = func(a net.Addr) { h.listening <- a }
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop = cancel
 	go func() {
 		code, err := Run(ctx, cfg)
 		h.result <- runResult{code, err}
 	}()
-	select {
-	case a := <-listening:
-		h.addr = a.String()
-	case r := <-h.result:
-		t.Fatalf("Run ended at once: %d %v\n%s", r.code, r.err, h.logs.String())
-	case <-time.After(testTimeout):
-		t.Fatal("Run did not listen")
-	}
-	hk, err := os.ReadFile(filepath.Join(cfg.StateDir, HostKeyName+".pub"))
-	if err == nil {
-		h.host, _, _, _, _ = ssh.ParseAuthorizedKey(hk)
-	}
 	t.Cleanup(func() {
 		cancel()
 		if !h.waited {
@@ -186,7 +202,7 @@ func TestRunKeepsAliveWithoutCommand(t *testing.T) {
 func TestRunPostStartOncePerInstance(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	count := filepath.Join(t.TempDir(), "count")
-	cmds := []PostStartCommand{{ID: "count", CommandLine: `echo "$WHO" >> ` + count, Env: []EnvVar{{"WHO", "poststart"}}}}
+	cmds := []PostStartCommand{{ID: "count", CommandLine: `echo "$WHO" >> ` + count, Env: []EnvVar{{Name: "WHO", Value: "poststart"}}}}
 	runOnce := func(instance, want string) {
 		h := startRun(t, Config{StateDir: state, Instance: instance, PostStart: cmds})
 		eventually(t, want, func() bool { return strings.Contains(h.logs.String(), want) })
@@ -210,12 +226,91 @@ func TestRunPostStartOncePerInstance(t *testing.T) {
 	}
 }
 
+// TestRunServesSSHAfterPostStart: SSH (the pod's readiness probe) is served only once the
+// postStart commands have ended, so the workspace is Running only then.
+func TestRunServesSSHAfterPostStart(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	h := launchRun(t, Config{Instance: "pod", PostStart: []PostStartCommand{
+		{ID: "wait", CommandLine: "echo waiting; until [ -e " + gate + " ]; do sleep 0.01; done"}}})
+	eventually(t, "postStart to run", func() bool { return strings.Contains(h.stdout.String(), "waiting") })
+	select {
+	case a := <-h.listening:
+		t.Fatalf("ssh served at %s while postStart runs", a)
+	default:
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.waitListening(t)
+	if !strings.Contains(h.logs.String(), "postStart commands succeeded") {
+		t.Fatalf("served before postStart succeeded:\n%s", h.logs.String())
+	}
+}
+
+// TestRunPostStartFailureIsTold: a failed postStart does not stop the container; SSH is served and
+// every shell session is told, with the path of the commands' output.
+func TestRunPostStartFailureIsTold(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	h := startRun(t, Config{Instance: "pod", StateDir: state, PostStart: []PostStartCommand{
+		{ID: "install", CommandLine: "echo npm says no; exit 3"}}})
+	c, err := ssh.Dial("tcp", h.addr, &ssh.ClientConfig{User: "proxy", Auth: []ssh.AuthMethod{ssh.PublicKeys(h.key)}, HostKeyCallback: ssh.FixedHostKey(h.host), Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	sess.Stderr = &stderr
+	sess.Stdin = strings.NewReader("exit 0\n")
+	if err := sess.Shell(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Wait(); err != nil {
+		t.Fatalf("shell: %v", err)
+	}
+	want := `hangar: this workspace's postStart commands failed: postStart command "install": exit status 3.`
+	if !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), filepath.Join(state, PostStartLog)) {
+		t.Fatalf("the shell was told %q, want %q and the log's path", stderr.String(), want)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, PostStartLog)); err != nil || string(b) != "npm says no\n" {
+		t.Fatalf("the postStart log: %q %v", b, err)
+	}
+	// An exec session is not told (its output is the command's).
+	out, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := out.CombinedOutput("echo plain"); err != nil || string(b) != "plain\n" {
+		t.Fatalf("exec: %q %v", b, err)
+	}
+}
+
+// TestRunPostStartWorkingDirExpands: a working directory such as ${PROJECT_SOURCE}/app is expanded
+// from the command's environment, as the devfile means it.
+func TestRunPostStartWorkingDirExpands(t *testing.T) {
+	src := t.TempDir()
+	if err := os.Mkdir(filepath.Join(src, "app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	cmds := []PostStartCommand{{ID: "where", CommandLine: "pwd > $OUT", WorkingDir: "${PROJECT_SOURCE}/app", Env: []EnvVar{{Name: "OUT", Value: filepath.Join(state, "pwd")}}}}
+	if err := RunPostStart(context.Background(), cmds, []string{"PATH=/usr/bin:/bin", "PROJECT_SOURCE=" + src}, state, "pod", io.Discard, (&logBuffer{}).logger()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(state, "pwd")); strings.TrimSpace(string(b)) != filepath.Join(src, "app") {
+		t.Fatalf("ran in %q, want %s/app", b, src)
+	}
+}
+
 func TestRunPostStartFailure(t *testing.T) {
 	state := t.TempDir()
 	dir := t.TempDir()
 	log := &logBuffer{}
 	cmds := []PostStartCommand{
-		{ID: "first", CommandLine: "pwd > first; echo $A > env", WorkingDir: dir, Env: []EnvVar{{"A", "1"}}},
+		{ID: "first", CommandLine: "pwd > first; echo $A > env", WorkingDir: dir, Env: []EnvVar{{Name: "A", Value: "1"}}},
 		{ID: "fails", CommandLine: "exit 3"},
 		{ID: "never", CommandLine: "touch " + filepath.Join(dir, "never")},
 	}

@@ -100,6 +100,8 @@ type Server struct {
 	procExit  chan struct{}            // closed and replaced whenever a session command ends
 	closing   bool
 
+	notice atomic.Pointer[string] // told to every shell session (SetNotice)
+
 	open     atomic.Int64   // channels open, all connections
 	wg       sync.WaitGroup // every goroutine of the server
 	stopTick chan struct{}
@@ -249,6 +251,18 @@ func (s *Server) tick() {
 			}
 		}
 	}
+}
+
+// SetNotice sets what every shell session is told first, on its standard error ("" for nothing):
+// a failed postStart, for instance.
+func (s *Server) SetNotice(msg string) { s.notice.Store(&msg) }
+
+// Notice is what SetNotice set.
+func (s *Server) Notice() string {
+	if p := s.notice.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // OpenChannels is how many sessions and forwarded connections are open now.

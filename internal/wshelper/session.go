@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -116,6 +117,12 @@ func (s *session) request(req *ssh.Request) bool {
 		var argv []string
 		if req.Type == "shell" {
 			argv = []string{"-" + filepath.Base(s.c.s.opts.Shell)} // a login shell, as sshd starts it
+			if notice := s.c.s.Notice(); notice != "" {
+				if s.ptmx != nil {
+					notice = strings.ReplaceAll(notice, "\n", "\r\n")
+				}
+				_, _ = io.WriteString(s.ch.Stderr(), notice)
+			}
 		} else {
 			cmd, err := parseCommand(req.Payload)
 			if err != nil {

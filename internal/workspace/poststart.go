@@ -1,0 +1,25 @@
+package workspace
+
+// PostStartCommand is one of a devfile's postStart commands as the generator gives it to the
+// workspace helper (HANGAR_HELPER_POST_START: a JSON list of these), which runs them once per start
+// of the workspace. It mirrors a devfile exec command:
+//
+//	[{"id": "install", "commandLine": "npm ci", "workingDir": "${PROJECT_SOURCE}",
+//	  "env": [{"name": "CI", "value": "1"}]}]
+type PostStartCommand struct {
+	// ID names the command in logs.
+	ID string `json:"id"`
+	// CommandLine runs with /bin/sh -c.
+	CommandLine string `json:"commandLine"`
+	// WorkingDir is where it runs, after $VAR and ${VAR} are expanded from the command's
+	// environment; empty: the helper's own working directory.
+	WorkingDir string `json:"workingDir,omitempty"`
+	// Env is added to the container's environment.
+	Env []EnvVar `json:"env,omitempty"`
+}
+
+// EnvVar is one environment variable of a PostStartCommand.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
