@@ -82,9 +82,11 @@ type Options struct {
 	// (0: none). Neither applies to upgraded connections (WebSockets).
 	MaxBodyBytes int64
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
-	Metrics      *Metrics
-	Clock        clock.Clock
+	// UpgradeTimeout bounds a WebSocket's handshake with the workspace (0: DefaultUpgradeTimeout).
+	UpgradeTimeout time.Duration
+	Logger         *slog.Logger
+	Metrics        *Metrics
+	Clock          clock.Clock
 	// Dial reaches a route's Addr (default: TCP). Transport, when nil, is NewTransport with it.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Transport reaches the workspaces (default: NewTransport()).
@@ -400,6 +402,21 @@ func (h *Handler) decide(ctx context.Context, host string, creds []Credential, i
 		return *refusal, nil
 	}
 	return d, nil
+}
+
+// Allowed reports whether r carries a credential (a bearer token, or a session cookie of its
+// host) that may enter its host, through the decision cache; a failure to ask counts as no.
+func (h *Handler) Allowed(r *http.Request) bool {
+	_, host, ok := workspace.NormalizeHost(r.Host)
+	if !ok {
+		return false
+	}
+	creds, _ := h.credentials(r)
+	if len(creds) == 0 || len(creds) > maxCookies {
+		return false
+	}
+	d, err := h.decide(r.Context(), host, creds, &accessInfo{})
+	return err == nil && d.Allowed
 }
 
 // unauthenticated sends a browser to the server's sign-in (through /proxy/authorize) and answers

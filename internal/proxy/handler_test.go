@@ -577,3 +577,60 @@ func TestSanitizeSetCookie(t *testing.T) {
 		}
 	}
 }
+
+// noDeadlines is a connection whose deadlines do nothing, as an SSH channel's.
+type noDeadlines struct{ net.Conn }
+
+func (noDeadlines) SetDeadline(time.Time) error      { return errors.New("deadline not supported") }
+func (noDeadlines) SetReadDeadline(time.Time) error  { return errors.New("deadline not supported") }
+func (noDeadlines) SetWriteDeadline(time.Time) error { return errors.New("deadline not supported") }
+
+// TestUpgradeHandshakeIsBounded: a workspace that accepts a WebSocket's connection and never answers
+// gets a 502 once UpgradeTimeout has passed, even over a connection without deadlines.
+func TestUpgradeHandshakeIsBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c // held open, never answered
+		}
+	}()
+	h := NewHandler(Options{
+		Routes: staticRoutes{aliceHost: {Known: true, Addr: ln.Addr().String()}},
+		Auth: &Auth{Checker: &fakeChecker{answers: map[string]protocol.ProxyCheckResponse{"hgu_alice": {Allowed: true, User: "alice", Workspace: "alice/dev"}}},
+			Clock: clock.NewFake(time.Now()), AllowTTL: time.Minute},
+		Zone: zone, UpgradeTimeout: 100 * time.Millisecond,
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return noDeadlines{c}, nil
+		},
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/ws", nil)
+	req.Host = aliceHost
+	req.Header.Set("Authorization", "Bearer hgu_alice")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("a silent workspace's upgrade: %d, want 502", resp.StatusCode)
+	}
+	select {
+	case c := <-accepted:
+		c.Close()
+	default:
+		t.Fatal("the workspace was never asked")
+	}
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -23,6 +24,9 @@ var relayBuffers = sync.Pool{New: func() any { b := make([]byte, 8<<10); return 
 // hopHeaders are removed from a forwarded request (RFC 9110, 7.6.1); Upgrade and Connection are
 // set again for the upgrade.
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// DefaultUpgradeTimeout bounds an upgrade's handshake with the workspace (Options.UpgradeTimeout).
+const DefaultUpgradeTimeout = 30 * time.Second
 
 // upgrade relays an Upgrade request to addr and, on 101 Switching Protocols, the two byte streams.
 // It returns whether the connection was switched.
@@ -53,15 +57,29 @@ func (h *Handler) upgrade(w http.ResponseWriter, r *http.Request, addr string) (
 	if err != nil {
 		return false, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	_ = up.SetDeadline(time.Now().Add(30 * time.Second)) // the handshake; the relay has none
+	// The handshake has 30 s, and ends with the client's request; the relay has no limit. Closing
+	// the connection bounds it even where deadlines are not supported (an SSH channel, for a
+	// Terraform workspace's apps).
+	timeout := cmp.Or(h.o.UpgradeTimeout, DefaultUpgradeTimeout)
+	_ = up.SetDeadline(time.Now().Add(timeout))
+	hsCtx, hsCancel := context.WithTimeout(r.Context(), timeout)
+	defer hsCancel()
+	stopClose := context.AfterFunc(hsCtx, func() { up.Close() })
 	if err := out.Write(up); err != nil {
 		up.Close()
 		return false, fmt.Errorf("send the upgrade to %s: %w", addr, err)
 	}
 	upr := bufio.NewReaderSize(up, 4<<10)
 	resp, err := http.ReadResponse(upr, out)
+	if !stopClose() && err == nil {
+		resp.Body.Close()
+		err = hsCtx.Err() // closed under it at the very end: the handshake took too long
+	}
 	if err != nil {
 		up.Close()
+		if hsCtx.Err() != nil && r.Context().Err() == nil {
+			err = fmt.Errorf("no answer in %v: %w", timeout, err)
+		}
 		return false, fmt.Errorf("read the upgrade's answer from %s: %w", addr, err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {

@@ -72,13 +72,15 @@ func (a *apps) inZone(h workspaceHost) bool {
 	return a != nil && a.zone != "" && strings.EqualFold(h.zone, a.zone)
 }
 
-// serves reports whether the server's apps handler serves the request's host.
+// serves reports whether the server's apps handler serves the request's host: the zone and every
+// name under it (those that name no workspace get its "No such workspace"), never the server's
+// own pages.
 func (a *apps) serves(r *http.Request) bool {
 	if a == nil || a.handler == nil {
 		return false
 	}
-	h, ok := parseWorkspaceHost(r.Host)
-	return ok && a.inZone(h)
+	name, _, ok := workspace.NormalizeHost(r.Host)
+	return ok && (name == a.zone || strings.HasSuffix(name, "."+a.zone))
 }
 
 // appsURLTemplate is the address of a Terraform workspace's apps, with {port} for the port, ""
@@ -122,9 +124,20 @@ func (s *Server) newApps(o AppsOptions) *apps {
 		Logger:       s.log.With("component", "apps"),
 		Clock:        s.clock,
 		Dial:         s.dialApp,
+		Transport:    appsTransport(s.dialApp),
 		Activity:     s.appsActivity,
 	})
 	return a
+}
+
+// appsTransport is the proxy's transport through dial, with at most half of a workspace's
+// connections kept for plain requests (more wait for one), the other half for WebSockets.
+func appsTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	t := proxy.NewTransport()
+	t.DialContext = dial
+	t.MaxConnsPerHost = appsConnsPerWorkspace / 2
+	t.MaxIdleConnsPerHost = appsConnsPerWorkspace / 4
+	return t
 }
 
 // appsServer answers the apps handler's questions in process, as the server answers a proxy's.
@@ -143,9 +156,11 @@ func (p appsServer) Exchange(ctx context.Context, req protocol.ProxyExchangeRequ
 // asStatusError gives an API error the form a proxy sees over HTTP, which the handler tells
 // refusals (4xx) from failures by.
 func asStatusError(err error) error {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return &apiclient.StatusError{Code: ae.status, Body: ae.body.Message}
+	if err == nil {
+		return nil
+	}
+	if status, body := statusOf(err); status < 500 {
+		return &apiclient.StatusError{Code: status, Body: body.Message}
 	}
 	return err
 }
@@ -185,10 +200,12 @@ func (r appsRoutes) Lookup(host string) proxy.Route {
 }
 
 // appsElsewhere tells whether r, for an apps host, goes to a workspace whose helper another
-// replica holds and takes relayed connections for (relay.go).
+// replica holds and takes relayed connections for (relay.go), and carries a credential allowed
+// there. Everything else (signing in, the callback, refusals) is served here, from the shared
+// store: only what would reach the workspace is relayed.
 func (s *Server) appsElsewhere(r *http.Request) (store.AgentConnection, bool) {
 	h, ok := parseWorkspaceHost(r.Host)
-	if !ok || r.Header.Get(RelayHeader) != "" || s.agents.byRef(h.owner, h.name) != nil {
+	if !ok || r.Header.Get(RelayHeader) != "" || s.agents.byRef(h.owner, h.name) != nil || !s.apps.handler.Allowed(r) {
 		return store.AgentConnection{}, false
 	}
 	owner, err := s.store.UserByUsername(r.Context(), h.owner)
@@ -213,15 +230,35 @@ func (s *Server) dialApp(ctx context.Context, _, addr string) (net.Conn, error) 
 	if ac == nil {
 		return nil, errors.New("the workspace's helper is not connected")
 	}
+	select {
+	case ac.appConns <- struct{}{}:
+	default:
+		return nil, fmt.Errorf("the workspace's apps have %d connections open, the most there may be", appsConnsPerWorkspace)
+	}
 	c, err := ac.appsClient(ctx)
 	if err != nil {
+		<-ac.appConns
 		return nil, err
 	}
 	nc, err := c.DialContext(ctx, "tcp", net.JoinHostPort("localhost", port))
 	if err != nil {
+		<-ac.appConns
 		return nil, fmt.Errorf("connect to port %s on the workspace's machine: %w", port, err)
 	}
-	return nc, nil
+	return &appConn{Conn: nc, release: func() { <-ac.appConns }}, nil
+}
+
+// appConn is a connection to an app, which gives its slot back once closed.
+type appConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *appConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // appsClient returns the server's SSH connection to the helper, opening it on first use (and

@@ -162,6 +162,17 @@ func testTerraformApps(t *testing.T, engine string) {
 	if c := resp.Header.Get("Set-Cookie"); !strings.HasPrefix(c, "hangar_ws_nonce=") {
 		t.Fatalf("no nonce cookie: %q", c)
 	}
+	// A sign-in link with a code the server never issued: refused as a link, not as a failure.
+	resp, body = appGet(t, env, host, "/.hangar/callback?code=bogus&path=/", http.Header{"Cookie": {"hangar_ws_nonce=" + strings.Repeat("n", 20)}})
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "Sign-in link expired") {
+		t.Fatalf("a bogus code: %d %s", resp.StatusCode, body)
+	}
+	// The zone itself and names under it that are no workspace's are never the server's API.
+	for _, h := range []string{"apps.test", "www.apps.test", "a." + host} {
+		if resp, body = appGet(t, env, h, "/api/v1/users/me", bearer(ae.dev)); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "No such workspace") {
+			t.Fatalf("%s/api/v1/users/me: %d %s", h, resp.StatusCode, body)
+		}
+	}
 	// An API client without a token: 401.
 	if resp, _ = appGet(t, env, host, "/", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("no credentials: %d", resp.StatusCode)

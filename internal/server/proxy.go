@@ -25,7 +25,10 @@ import (
 // (cached briefly) whether a session or a token may still enter a host.
 
 const (
-	// SessionCookie is the server's browser session cookie.
+	// SessionCookie is the server's browser session cookie over plain http; over https its name
+	// has the __Host- prefix (sessionCookie), so that no other host of the same site (a
+	// workspace's app, whose pages its owner writes) can set it for the server, with a Domain
+	// attribute, to sign a visitor in as someone else.
 	SessionCookie = "hangar_session"
 	// SessionLifetime bounds server and workspace sessions.
 	SessionLifetime = 12 * time.Hour
@@ -175,9 +178,18 @@ func secureRequest(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
+// sessionCookie is the name of the server's session cookie for r: __Host-hangar_session over
+// https, hangar_session over plain http (where browsers refuse the prefix).
+func sessionCookie(r *http.Request) string {
+	if secureRequest(r) {
+		return "__Host-" + SessionCookie
+	}
+	return SessionCookie
+}
+
 // browserUser returns the user of the request's server session, and the session's IDHash.
 func (s *Server) browserUser(r *http.Request) (store.User, []byte, bool, error) {
-	c, err := r.Cookie(SessionCookie)
+	c, err := r.Cookie(sessionCookie(r))
 	if err != nil || c.Value == "" {
 		return store.User{}, nil, false, nil
 	}
@@ -255,7 +267,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", Expires: now.Add(SessionLifetime),
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: secret, Path: "/", Expires: now.Add(SessionLifetime),
 		MaxAge: int(SessionLifetime / time.Second), HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
 	s.log.Info("signed in", "user", u.Username)
 	http.Redirect(w, r, returnTo, http.StatusSeeOther)
@@ -264,14 +276,14 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 // signout serves POST /signout: the session is removed with the codes and workspace sessions
 // that came from it (the proxies refuse those within their cache's time), and the cookie cleared.
 func (s *Server) signout(w http.ResponseWriter, r *http.Request) {
-	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+	if c, err := r.Cookie(sessionCookie(r)); err == nil && c.Value != "" {
 		if err := s.store.DeleteSession(r.Context(), HashToken(c.Value)); err != nil {
 			s.log.Error("sign-out", "err", err)
 			writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign out", Message: "The server failed; its log has the details."})
 			return
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
 	writePage(w, http.StatusOK, page{Title: "Signed out", Message: "You are signed out of Hangar."})
 }
 

@@ -52,7 +52,11 @@ func (b *browser) do(method, path string, form url.Values) *http.Response {
 		req.Header[k] = v
 	}
 	if b.cookie != "" {
-		req.Header.Set("Cookie", server.SessionCookie+"="+b.cookie)
+		name := server.SessionCookie
+		if b.header.Get("X-Forwarded-Proto") == "https" {
+			name = "__Host-" + name // the server's cookie over https
+		}
+		req.Header.Set("Cookie", name+"="+b.cookie)
 	}
 	resp, err := oaClient.Do(req)
 	if err != nil {
@@ -66,7 +70,7 @@ func (b *browser) do(method, path string, form url.Values) *http.Response {
 
 func sessionCookie(resp *http.Response) *http.Cookie {
 	for _, c := range resp.Cookies() {
-		if c.Name == server.SessionCookie {
+		if c.Name == server.SessionCookie || c.Name == "__Host-"+server.SessionCookie {
 			return c
 		}
 	}
@@ -122,8 +126,18 @@ func TestProxySignIn(t *testing.T) {
 			t.Errorf("session %q", c.Value)
 		}
 		sec := &browser{t: t, env: env, header: http.Header{"X-Forwarded-Proto": {"https"}}}
-		if c := sec.signIn(alice); !c.Secure {
-			t.Errorf("session cookie over https is not Secure: %+v", c)
+		if c := sec.signIn(alice); !c.Secure || c.Name != "__Host-hangar_session" || c.Path != "/" || c.Domain != "" {
+			t.Errorf("session cookie over https is not Secure and __Host- named: %+v", c)
+		}
+		// Over https only the __Host- cookie is a session: a hangar_session cookie, which another
+		// host of the site could have set, is not.
+		sec.cookie = c.Value
+		if sec.do("GET", "/signin", nil); !strings.Contains(sec.body, "Signed in") {
+			t.Errorf("the __Host- session is not read over https: %s", sec.body)
+		}
+		tossed := &browser{t: t, env: env, header: http.Header{"X-Forwarded-Proto": {"https"}, "Cookie": {"hangar_session=" + c.Value}}}
+		if tossed.do("GET", "/signin", nil); strings.Contains(tossed.body, "Signed in") {
+			t.Errorf("a hangar_session cookie is a session over https: %s", tossed.body)
 		}
 	})
 	t.Run("cross-origin posts are refused", func(t *testing.T) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -37,12 +38,22 @@ func (s *Server) remoteHelper(ctx context.Context, r *http.Request, workspaceID 
 }
 
 // relay serves r by relaying it to the replica of c: plain requests and upgrades (WebSockets)
-// alike, with the request's own Host and credentials.
-func (s *Server) relay(w http.ResponseWriter, r *http.Request, c store.AgentConnection) {
+// alike, with the request's own Host and credentials. A failure is an API error, or for a browser
+// (page) a page that names no replica: the details are in the log.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, c store.AgentConnection, asPage bool) {
+	failed := func(w http.ResponseWriter, r *http.Request, detail string) {
+		s.log.Warn("cannot relay to the replica holding a workspace's helper", "replica", c.Replica, "relay_url", c.RelayURL, "err", detail)
+		if asPage {
+			writePage(w, http.StatusBadGateway, page{Title: "Workspace not reachable",
+				Message: "The Hangar server holding this workspace's connection cannot be reached right now. Try again in a moment."})
+			return
+		}
+		s.fail(w, r, &apiError{status: http.StatusBadGateway, body: sdk.Error{Message: "cannot reach the server replica holding the workspace's helper",
+			Detail: "replica " + c.Replica + ": " + detail}})
+	}
 	target, err := url.Parse(c.RelayURL)
 	if err != nil || target.Host == "" {
-		s.fail(w, r, &apiError{status: http.StatusBadGateway, body: sdk.Error{Message: "cannot relay to the server replica holding the workspace's helper",
-			Detail: "replica " + c.Replica + " recorded the relay URL " + c.RelayURL + ", which is not a URL"}})
+		failed(w, r, "its relay URL "+c.RelayURL+" is not a URL")
 		return
 	}
 	s.log.Debug("relaying to the replica holding a workspace's helper", "replica", c.Replica, "relay_url", c.RelayURL, "path", r.URL.Path)
@@ -59,9 +70,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, c store.AgentConn
 			if r.Context().Err() != nil {
 				return
 			}
-			s.log.Warn("cannot relay to the replica holding a workspace's helper", "replica", c.Replica, "relay_url", c.RelayURL, "err", err)
-			s.fail(w, r, &apiError{status: http.StatusBadGateway, body: sdk.Error{Message: "cannot reach the server replica holding the workspace's helper",
-				Detail: "replica " + c.Replica + " at " + c.RelayURL + ": " + err.Error()}})
+			failed(w, r, err.Error())
 		},
 	}
 	rp.ServeHTTP(w, r)
@@ -70,6 +79,8 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, c store.AgentConn
 func newRelayTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                 nil, // replicas reach each other directly
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   5 * time.Second,
 		MaxIdleConnsPerHost:   32,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 0, // long polls and streams

@@ -71,10 +71,51 @@ func testRelayBetweenReplicas(t *testing.T, engine string) {
 	if resp, body = appGet(t, a, host, "/", bearer(eve)); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("eve's app through replica A: %d %s", resp.StatusCode, body)
 	}
+	// Without a credential nothing is relayed: A sends the browser to sign in itself.
+	resp, _ = appGet(t, a, host, "/", http.Header{"Accept": {"text/html"}})
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, "http://hangar.test/proxy/authorize?") {
+		t.Fatalf("a browser without a session through replica A: %d %q", resp.StatusCode, loc)
+	}
 	// A request marked as relayed already is not relayed again: A says where the helper is.
 	hdr := bearer(ae.dev)
 	hdr.Set(server.RelayHeader, "replica-x")
 	if resp, body = appGet(t, a, host, "/", hdr); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "another Hangar server replica (replica-b") {
 		t.Fatalf("a relayed request relayed again: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestRelayToADeadReplica: the replica holding the helper cannot be reached; the owner's browser
+// gets a page that names no replica nor address (the log has them), and nobody else learns that
+// the workspace exists.
+func TestRelayToADeadReplica(t *testing.T) {
+	apps := server.AppsOptions{Zone: "apps.test", Scheme: "http", ServerURL: "http://hangar.test"}
+	ae := newAgentEnv(t, "sqlite", func(o *server.Options) { o.Apps = apps })
+	a := ae.Env
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bURL := "http://" + ln.Addr().String()
+	b := server.New(server.Options{Store: a.Store, Clock: a.Clock, Logger: slog.New(slog.DiscardHandler), ReplicaID: "replica-b", RelayURL: bURL, Apps: apps})
+	hs := httptest.NewUnstartedServer(b.Handler())
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
+	bEnv := *a
+	bEnv.URL = bURL
+	h := startHelper(t, bURL, ae.job.AgentToken)
+	within(t, h.connected, "the helper's connection")
+	waitRegistered(t, &bEnv, ae.dev, "tfw")
+	hs.CloseClientConnections()
+	hs.Close() // replica B is gone; its record stays until the helper connects elsewhere
+
+	host := "8080-tfw--dev.apps.test"
+	resp, body := appGet(t, a, host, "/", bearer(ae.dev))
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "cannot be reached right now") || strings.Contains(body, "replica-b") || strings.Contains(body, ln.Addr().String()) {
+		t.Fatalf("the owner through replica A to a dead B: %d %s", resp.StatusCode, body)
+	}
+	eve := createUser(t, a, "eve")
+	if resp, body = appGet(t, a, host, "/", bearer(eve)); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("eve through replica A to a dead B: %d %s", resp.StatusCode, body)
 	}
 }

@@ -127,7 +127,7 @@ func (s *Server) Handler() http.Handler {
 			// A workspace's app: never the server's own pages or API, which that workspace's
 			// pages could otherwise call as the same origin.
 			if c, ok := s.appsElsewhere(r); ok {
-				s.relay(w, r, c)
+				s.relay(w, r, c, true)
 				return
 			}
 			s.apps.handler.ServeHTTP(w, r)

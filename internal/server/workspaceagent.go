@@ -47,8 +47,9 @@ type agentConn struct {
 	sess        *yamux.Session
 	slots       chan struct{} // one per relayed user connection, and one for apps
 
-	appsMu sync.Mutex
-	apps   *ssh.Client // the server's own SSH connection for the workspace's apps (apps.go)
+	appsMu   sync.Mutex
+	apps     *ssh.Client   // the server's own SSH connection for the workspace's apps (apps.go)
+	appConns chan struct{} // one per connection to an app (appsConnsPerWorkspace)
 }
 
 // agentRegistry is the helpers connected to this process, by workspace id (and by owner/name). A
@@ -188,17 +189,21 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 			_ = st.Close()
 		}
 	}()
-	ac := &agentConn{workspaceID: ws.ID, ref: ws.OwnerName + "/" + ws.Name, sess: sess, slots: make(chan struct{}, maxStreamsPerHelper)}
+	ac := &agentConn{workspaceID: ws.ID, ref: ws.OwnerName + "/" + ws.Name, sess: sess, slots: make(chan struct{}, maxStreamsPerHelper),
+		appConns: make(chan struct{}, appsConnsPerWorkspace)}
 	log := s.log.With("workspace", ws.OwnerName+"/"+ws.Name, "remote", r.RemoteAddr)
 	// Other replicas learn where the helper is, to tell users (workspaceSSH); recorded before
 	// this replica serves it, so that once it does, the others know.
-	if err := s.store.SetWorkspaceAgentConnection(ctx, store.AgentConnection{WorkspaceID: ws.ID, Replica: s.replica, RelayURL: s.relayURL, ConnectedAt: s.clock.Now()}); err != nil {
+	record := store.AgentConnection{WorkspaceID: ws.ID, Replica: s.replica, RelayURL: s.relayURL, ConnectedAt: s.clock.Now()}
+	if err := s.store.SetWorkspaceAgentConnection(ctx, record); err != nil {
 		log.Warn("cannot record which replica the helper is connected to", "err", err)
 	}
 	s.agents.put(ac)
 	defer func() {
 		if s.agents.remove(ac) {
-			if err := s.store.ClearWorkspaceAgentConnection(context.WithoutCancel(ctx), ws.ID, s.replica); err != nil {
+			// Only this connection's record: a newer one's (recorded before it replaced this one in
+			// the registry) stays.
+			if err := s.store.ClearWorkspaceAgentConnection(context.WithoutCancel(ctx), record); err != nil {
 				log.Warn("cannot clear the record of the helper's connection", "err", err)
 			}
 		}
@@ -237,7 +242,7 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u store.Us
 	ac := s.agents.get(ws.ID)
 	if ac == nil {
 		if c, ok := s.remoteHelper(r.Context(), r, ws.ID); ok {
-			s.relay(w, r, c)
+			s.relay(w, r, c, false)
 			return nil
 		}
 		if c, err := s.store.WorkspaceAgentConnection(r.Context(), ws.ID); err == nil && c.Replica != s.replica {

@@ -27,10 +27,11 @@ type AgentTokenStore interface {
 	// whose hash is not in keep, and returns how many it removed. Tokens of later builds stay.
 	KeepWorkspaceAgentTokens(ctx context.Context, workspaceID string, upToBuild int, keep [][]byte) (int, error)
 	// SetWorkspaceAgentConnection records that the workspace's helper is connected to a replica
-	// (replacing any earlier record); ClearWorkspaceAgentConnection removes the record if replica
-	// wrote it; WorkspaceAgentConnection reads it (ErrNotFound: none).
+	// (replacing any earlier record); ClearWorkspaceAgentConnection removes the record if it is
+	// still c (same replica and connection time: not a later connection's); WorkspaceAgentConnection
+	// reads it (ErrNotFound: none).
 	SetWorkspaceAgentConnection(ctx context.Context, c AgentConnection) error
-	ClearWorkspaceAgentConnection(ctx context.Context, workspaceID, replica string) error
+	ClearWorkspaceAgentConnection(ctx context.Context, c AgentConnection) error
 	WorkspaceAgentConnection(ctx context.Context, workspaceID string) (AgentConnection, error)
 	// RecordWorkspaceActivity sets the workspace's last_activity_at to the later of its value and
 	// at (either backend; ErrNotFound for no such workspace).

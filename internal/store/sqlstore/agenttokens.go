@@ -102,9 +102,10 @@ func (s *Store) SetWorkspaceAgentConnection(ctx context.Context, c store.AgentCo
 	return nil
 }
 
-func (s *Store) ClearWorkspaceAgentConnection(ctx context.Context, workspaceID, replica string) error {
-	if _, err := s.db.ExecContext(ctx, s.q(`DELETE FROM workspace_agent_connections WHERE workspace_id = ? AND replica = ?`), workspaceID, replica); err != nil {
-		return fmt.Errorf("clear the helper connection of workspace %s: %w", workspaceID, err)
+func (s *Store) ClearWorkspaceAgentConnection(ctx context.Context, c store.AgentConnection) error {
+	if _, err := s.db.ExecContext(ctx, s.q(`DELETE FROM workspace_agent_connections WHERE workspace_id = ? AND replica = ? AND connected_at = ?`),
+		c.WorkspaceID, c.Replica, micros(c.ConnectedAt)); err != nil {
+		return fmt.Errorf("clear the helper connection of workspace %s: %w", c.WorkspaceID, err)
 	}
 	return nil
 }

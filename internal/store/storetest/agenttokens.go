@@ -82,7 +82,7 @@ func testWorkspaceActivity(t *testing.T, s store.Store) {
 }
 
 // testAgentConnections: the replica a helper is connected to is recorded per workspace, replaced
-// by a later connection, and cleared only by the replica that recorded it.
+// by a later connection, and cleared only by the connection that recorded it.
 func testAgentConnections(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	f := NewBuildFixture(t, s, "alice")
@@ -100,13 +100,21 @@ func testAgentConnections(t *testing.T, s store.Store) {
 	if got, err := s.WorkspaceAgentConnection(ctx, w.ID); err != nil || got.Replica != want.Replica || got.RelayURL != want.RelayURL || !got.ConnectedAt.Equal(at) || got.WorkspaceID != w.ID {
 		t.Fatalf("WorkspaceAgentConnection = %+v, %v; want %+v", got, err, want)
 	}
-	if err := s.ClearWorkspaceAgentConnection(ctx, w.ID, "replica-a"); err != nil {
+	if err := s.ClearWorkspaceAgentConnection(ctx, store.AgentConnection{WorkspaceID: w.ID, Replica: "replica-a", ConnectedAt: at}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.WorkspaceAgentConnection(ctx, w.ID); err != nil || got.Replica != "replica-b" {
 		t.Fatalf("another replica cleared the record: %+v, %v", got, err)
 	}
-	if err := s.ClearWorkspaceAgentConnection(ctx, w.ID, "replica-b"); err != nil {
+	// An earlier connection of the same replica, ending after a later one was recorded, leaves the
+	// later one's record.
+	if err := s.ClearWorkspaceAgentConnection(ctx, store.AgentConnection{WorkspaceID: w.ID, Replica: "replica-b", ConnectedAt: at.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.WorkspaceAgentConnection(ctx, w.ID); err != nil || got.Replica != "replica-b" {
+		t.Fatalf("an earlier connection cleared the record: %+v, %v", got, err)
+	}
+	if err := s.ClearWorkspaceAgentConnection(ctx, want); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.WorkspaceAgentConnection(ctx, w.ID); !errors.Is(err, store.ErrNotFound) {
