@@ -23,3 +23,10 @@ type EnvVar struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 }
+
+// EditorProcess is the web editor the workspace helper runs inside the container
+// (HANGAR_HELPER_EDITOR, JSON): its command, and the port on which it answers once it is up.
+type EditorProcess struct {
+	Argv []string `json:"argv"`
+	Port int      `json:"port"`
+}

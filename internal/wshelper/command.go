@@ -24,10 +24,10 @@ import (
 // Options are the subcommand's flags, each also an environment variable (HANGAR_HELPER_*, which
 // sessions do not see).
 type Options struct {
-	SSHAddr, HostKeyFile, StateDir, AuthorizedKeysFile, PostStart, Instance string
-	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval        string
-	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                     string
-	ConnectURL, Token, TokenFile                                            string
+	SSHAddr, HostKeyFile, StateDir, AuthorizedKeysFile, PostStart, Instance, Editor string
+	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                string
+	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                             string
+	ConnectURL, Token, TokenFile                                                    string
 }
 
 // Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
@@ -76,6 +76,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&o.StateDir, "state-dir", "HANGAR_HELPER_STATE_DIR", "", "directory that keeps the generated host key and the postStart record, on the workspace's data volume (default: $HOME/.local/state/hangar-helper)"),
 		cmdopt.String(&o.AuthorizedKeysFile, "authorized-keys-file", "HANGAR_HELPER_AUTHORIZED_KEYS_FILE", "", "authorized_keys file of the keys allowed in (normally the proxy's), re-read at every connection; missing or empty refuses everyone"),
 		cmdopt.String(&o.PostStart, "post-start", "HANGAR_HELPER_POST_START", "", `postStart commands as JSON: [{"id":..,"commandLine":..,"workingDir":..,"env":[{"name":..,"value":..}]}], run once per instance`),
+		cmdopt.String(&o.Editor, "editor", "HANGAR_HELPER_EDITOR", "", `the web editor to run and keep running, as JSON: {"argv":[..],"port":60001}; SSH is served once it answers on its port`),
 		cmdopt.String(&o.Instance, "instance", "HANGAR_HELPER_INSTANCE", "", "what identifies one start of the workspace for postStart (default: the hostname, which is the pod's name)"),
 		cmdopt.String(&o.MaxConnections, "max-connections", "HANGAR_HELPER_MAX_CONNECTIONS", strconv.Itoa(DefaultMaxConnections), "most SSH connections served at once"),
 		cmdopt.String(&o.MaxChannels, "max-channels", "HANGAR_HELPER_MAX_CHANNELS", strconv.Itoa(DefaultMaxChannels), "most sessions and forwarded connections open at once on one SSH connection"),
@@ -121,6 +122,9 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 	}
 	if cfg.PostStart, err = ParsePostStart(o.PostStart); err != nil {
 		return 0, fmt.Errorf("--post-start: %w", err)
+	}
+	if cfg.Editor, err = ParseEditor(o.Editor); err != nil {
+		return 0, fmt.Errorf("--editor: %w", err)
 	}
 	if cfg.StateDir == "" {
 		home, err := os.UserHomeDir()

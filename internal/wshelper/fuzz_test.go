@@ -3,6 +3,7 @@ package wshelper
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -96,6 +97,32 @@ func FuzzParsePostStart(f *testing.F) {
 		again, err := ParsePostStart(string(b))
 		if err != nil || len(again) != len(cmds) {
 			t.Fatalf("%s: encoded again as %s: %v", s, b, err)
+		}
+	})
+}
+
+// FuzzParseEditor: the editor's JSON never panics the helper; what it accepts has an absolute
+// program, a TCP port and no NUL, and survives being encoded and decoded again.
+func FuzzParseEditor(f *testing.F) {
+	f.Add(`{"argv":["/hangar/editor/bin/node","/hangar/editor/node_modules/code-server/out/node/entry.js","--bind-addr","0.0.0.0:60001"],"port":60001}`)
+	f.Add(`{"argv":[],"port":1}`)
+	f.Add(`null`)
+	f.Add(`{"argv":["/a"],"port":65536}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := ParseEditor(s)
+		if err != nil || e == nil {
+			return
+		}
+		if !strings.HasPrefix(e.Argv[0], "/") || e.Port < 1 || e.Port > 65535 {
+			t.Fatalf("%q accepted as %+v", s, e)
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseEditor(string(b))
+		if err != nil || again == nil || again.Port != e.Port || len(again.Argv) != len(e.Argv) {
+			t.Fatalf("%s: encoded again as %s: %+v %v", s, b, again, err)
 		}
 	})
 }

@@ -19,6 +19,7 @@
 package wshelper
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -61,6 +62,12 @@ type Config struct {
 	// and a failure is told to every shell session (Server.SetNotice).
 	PostStart []PostStartCommand
 	Instance  string
+	// Editor, when set, is the web editor the helper runs and keeps running (editor.go); SSHAddr
+	// is served once it answers on its port (or EditorReadyTimeout passed: DefaultEditorReadyTimeout).
+	Editor             *EditorProcess
+	EditorReadyTimeout time.Duration
+	// After makes the timers of the editor's restarts and readiness wait (default time.After).
+	After func(time.Duration) <-chan time.Time
 	// Command is the container's own command; empty keeps the container alive until told to stop.
 	Command []string
 	// GracePeriod bounds the stop (DefaultGracePeriod when 0).
@@ -119,9 +126,11 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		}
 		return nil
 	}
-	// With postStart commands, SSH is served once they have ended (below): the pod's readiness
-	// probe is the SSH port, so the workspace is Running only then, as with Kubernetes' own hook.
-	if cfg.SSHAddr != "" && len(cfg.PostStart) == 0 {
+	// With postStart commands or an editor, SSH is served once they have ended and the editor
+	// answers (below): the pod's readiness probe is the SSH port, so the workspace is Running only
+	// then, as with Kubernetes' own hook.
+	gated := len(cfg.PostStart) > 0 || cfg.Editor != nil
+	if cfg.SSHAddr != "" && !gated {
 		if err := listen(); err != nil {
 			srv.Shutdown(context.Background())
 			return 0, err
@@ -160,9 +169,21 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	}
 
 	postCtx, stopPostStart := context.WithCancel(context.Background())
+	var editor *editorRunner
+	editorReady := make(chan struct{})
+	if cfg.Editor != nil {
+		after := cfg.After
+		if after == nil {
+			after = time.After
+		}
+		editor = startEditor(postCtx, *cfg.Editor, cfg.Env, cfg.Stdout, log, cmp.Or(cfg.EditorReadyTimeout, DefaultEditorReadyTimeout), after)
+		editorReady = editor.ready
+	} else {
+		close(editorReady)
+	}
 	var postStart sync.WaitGroup
 	listenFailed := make(chan error, 1)
-	if len(cfg.PostStart) > 0 {
+	if gated {
 		postStart.Add(1)
 		go func() {
 			defer postStart.Done()
@@ -173,12 +194,21 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 				log.Error("postStart failed; they will run again at the next container start", "err", err)
 				srv.SetNotice(postStartNotice(err, cfg.StateDir))
 			}
+			select {
+			case <-editorReady:
+			case <-postCtx.Done():
+			}
 			if postCtx.Err() == nil && cfg.SSHAddr != "" {
 				if err := listen(); err != nil {
 					listenFailed <- err
 				}
 			}
 		}()
+	}
+	stopEditor := func(ctx context.Context) {
+		if editor != nil {
+			editor.stop(ctx)
+		}
 	}
 
 	// stop ends everything within the grace period and returns the command's exit code.
@@ -190,6 +220,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			_ = command.Process.Signal(syscall.SIGTERM)
 		}
 		stopPostStart()
+		stopEditor(grace)
 		// Sessions get their SIGTERM and grace period first; the connection to the server, which
 		// carries them, ends after.
 		srv.Shutdown(grace)
@@ -222,6 +253,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			stopPostStart()
 			postStart.Wait()
 			grace, cancel := context.WithTimeout(context.Background(), cfg.GracePeriod)
+			stopEditor(grace)
 			srv.Shutdown(grace)
 			cancel()
 			stopConnect()

@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 		reaperProcess() // the subprocess of TestReap
 		return
 	}
+	if port := os.Getenv("WSHELPER_TEST_EDITOR_PORT"); port != "" {
+		fakeEditor(port) // the editor of the editor tests
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
