@@ -319,10 +319,7 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 	if editorPortTaken {
 		editorFor = ""
 	}
-	if editorFor != "" {
-		names = append(names, EditorContainerName)
-		checkEditor(t, g, spec, editorFor)
-	}
+	// (checked below, once it is known whether the main container runs the helper)
 
 	// The helper runs in the main container unless the image's entrypoint runs its args (args
 	// without a command) or an endpoint takes the helper's port; its init container goes first.
@@ -341,6 +338,16 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 				helper = false
 			}
 		}
+	}
+	// The editor runs in the main container, from a bundle its init container copies (right after
+	// the helper's), when the main container asks for it and runs the helper; else beside it.
+	if editorFor != "" {
+		if editorFor == mainName && helper {
+			wantInits = append([]string{EditorInstallContainerName}, wantInits...)
+		} else {
+			names = append(names, EditorContainerName)
+		}
+		checkEditor(t, g, spec, editorFor)
 	}
 	if helper {
 		wantInits = append([]string{ToolsContainerName}, wantInits...)
@@ -447,8 +454,13 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 		} {
 			if s := str(dc, field); s != "" {
 				want := resource.MustParse(s)
+				if slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == HelperEditorEnv }) {
+					// The editor the helper runs inside it comes on top.
+					extra := map[string]string{"cpuRequest": editorCPURequest, "cpuLimit": editorCPULimit, "memoryRequest": editorMemoryRequest, "memoryLimit": editorMemoryLimit}[field]
+					want.Add(resource.MustParse(extra))
+				}
 				if got := res.list[res.name]; got.Cmp(want) != 0 {
-					t.Errorf("%s: %s %s, want %s", name, field, got.String(), s)
+					t.Errorf("%s: %s %s, want %s", name, field, got.String(), want.String())
 				}
 			}
 		}
@@ -730,23 +742,14 @@ func checkEditor(t *testing.T, g generated, spec corev1.PodSpec, asking string) 
 			from = &spec.Containers[i]
 		}
 	}
-	if editor == nil || from == nil {
-		t.Fatalf("containers %v: want %s and %s", spec.Containers, EditorContainerName, asking)
-	}
-	if editor.Image != EditorImage || len(editor.Command) == 0 || editor.Command[0] != EditorBinary || !strings.Contains(strings.Join(editor.Command, " "), "--auth none") {
-		t.Errorf("editor %s %q, want %s running %s with --auth none", editor.Image, editor.Command, EditorImage, EditorBinary)
-	}
-	if len(editor.Ports) != 1 || editor.Ports[0].ContainerPort != EditorPort {
-		t.Errorf("editor ports %v, want %d", editor.Ports, EditorPort)
+	if from == nil {
+		t.Fatalf("containers %v: want %s", spec.Containers, asking)
 	}
 	inService := g.service != nil && slices.ContainsFunc(g.service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == EditorPort })
 	public := g.service != nil && slices.Contains(strings.Split(g.service.Annotations[AnnotationPublicPorts], ","), strconv.Itoa(EditorPort))
 	fromProxy, fromCluster := policyAdmits(g.policy, EditorPort)
 	if !inService || !public || !fromProxy || fromCluster {
 		t.Errorf("editor endpoint: service port %v, public %v, proxy may reach %v, others %v; want true, true, true, false", inService, public, fromProxy, fromCluster)
-	}
-	if editor.ReadinessProbe == nil || editor.ReadinessProbe.HTTPGet == nil || editor.ReadinessProbe.HTTPGet.Port.IntValue() != EditorPort {
-		t.Errorf("editor readiness probe %+v, want an HTTP GET on %d", editor.ReadinessProbe, EditorPort)
 	}
 	env := func(c *corev1.Container, name string) string {
 		for _, e := range c.Env {
@@ -759,6 +762,19 @@ func checkEditor(t *testing.T, g generated, spec corev1.PodSpec, asking string) 
 	root := env(from, "PROJECTS_ROOT")
 	if root == "" {
 		root = "/projects" // the asking container does not mount the sources; the editor does
+	}
+	if editor == nil {
+		checkEditorInMain(t, spec, from, root, env(from, "PROJECT_SOURCE"))
+		return
+	}
+	if editor.Image != EditorImage || len(editor.Command) == 0 || editor.Command[0] != EditorBinary || !strings.Contains(strings.Join(editor.Command, " "), "--auth none") {
+		t.Errorf("editor %s %q, want %s running %s with --auth none", editor.Image, editor.Command, EditorImage, EditorBinary)
+	}
+	if len(editor.Ports) != 1 || editor.Ports[0].ContainerPort != EditorPort {
+		t.Errorf("editor ports %v, want %d", editor.Ports, EditorPort)
+	}
+	if editor.ReadinessProbe == nil || editor.ReadinessProbe.HTTPGet == nil || editor.ReadinessProbe.HTTPGet.Port.IntValue() != EditorPort {
+		t.Errorf("editor readiness probe %+v, want an HTTP GET on %d", editor.ReadinessProbe, EditorPort)
 	}
 	if env(editor, "PROJECTS_ROOT") != root || editor.Command[len(editor.Command)-1] != path.Join(root, strings.TrimPrefix(env(editor, "PROJECT_SOURCE"), root)) {
 		t.Errorf("editor PROJECTS_ROOT %q, opens %q; want %q and its PROJECT_SOURCE", env(editor, "PROJECTS_ROOT"), editor.Command[len(editor.Command)-1], root)
@@ -773,6 +789,48 @@ func checkEditor(t *testing.T, g generated, spec corev1.PodSpec, asking string) 
 	}
 	if want := mounted[asking]; mounted[EditorContainerName] == "" || want != "" && mounted[EditorContainerName] != want {
 		t.Errorf("editor mounts %q at %s, want the volume %s has there (%q)", mounted[EditorContainerName], root, asking, want)
+	}
+}
+
+// checkEditorInMain: the main container's helper runs the editor from the bundle the editor's init
+// container copies into the pod, on the editor's port, opening PROJECT_SOURCE.
+func checkEditorInMain(t *testing.T, spec corev1.PodSpec, main *corev1.Container, root, source string) {
+	t.Helper()
+	var e workspace.EditorProcess
+	for _, v := range main.Env {
+		if v.Name == HelperEditorEnv {
+			if err := json.Unmarshal([]byte(v.Value), &e); err != nil {
+				t.Fatalf("%s: %v", HelperEditorEnv, err)
+			}
+		}
+	}
+	if len(main.Command) < 2 || main.Command[0] != HelperBinary || len(e.Argv) == 0 || e.Argv[0] != EditorDir+"/bin/node" ||
+		!strings.Contains(strings.Join(e.Argv, " "), "--auth none") || e.Port != EditorPort {
+		t.Fatalf("%s runs %q with the editor %+v, want the helper running %s/bin/node with --auth none on %d", main.Name, main.Command, e, EditorDir, EditorPort)
+	}
+	if source == "" {
+		source = root
+	}
+	if last := e.Argv[len(e.Argv)-1]; last != source {
+		t.Errorf("the editor opens %q, want PROJECT_SOURCE %q", last, source)
+	}
+	if !slices.ContainsFunc(main.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == EditorPort }) {
+		t.Errorf("%s ports %v, want %d", main.Name, main.Ports, EditorPort)
+	}
+	if !slices.ContainsFunc(main.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == editorVolume && m.MountPath == EditorDir && m.ReadOnly }) {
+		t.Errorf("%s mounts %v, want %s read-only at %s", main.Name, main.VolumeMounts, editorVolume, EditorDir)
+	}
+	var install *corev1.Container
+	for i, c := range spec.InitContainers {
+		if c.Name == EditorInstallContainerName {
+			install = &spec.InitContainers[i]
+		}
+	}
+	if install == nil || install.Image != EditorImage || !slices.ContainsFunc(install.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == editorVolume }) {
+		t.Errorf("editor install container %+v, want %s from %s writing %s", install, EditorInstallContainerName, EditorImage, editorVolume)
+	}
+	if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == editorVolume && v.EmptyDir != nil }) {
+		t.Errorf("volumes %v, want the emptyDir %s", spec.Volumes, editorVolume)
 	}
 }
 

@@ -78,8 +78,10 @@ type Devfile struct {
 	// ephemeralData: the workspace data volume is an emptyDir, not a claim
 	// (controller.devfile.io/storage-type: ephemeral).
 	ephemeralData bool
-	// editor: the last of containers is the injected web editor (EditorContainerName).
-	editor bool
+	// editor: the workspace gets the web editor: in the main container, run by its helper
+	// (editorInMain, the main container's editor), else as the last of containers
+	// (EditorContainerName).
+	editor, editorInMain bool
 }
 
 type container struct {
@@ -103,6 +105,10 @@ type container struct {
 	// is the message (the project clone's error reaches the user through the pod's status).
 	logsAsMessage bool
 	readiness     *corev1.Probe // Hangar's own only: the helper's SSH port, the editor's /healthz
+	// editor, on the main container, is the web editor its helper runs (editor.go); extra is
+	// what it needs on top of the container's own requests and limits.
+	editor               *workspace.EditorProcess
+	extraReq, extraLimit corev1.ResourceList
 }
 
 type endpoint struct {

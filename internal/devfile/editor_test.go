@@ -7,17 +7,19 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-// TestEditorInjection: which devfiles get the web editor, beside which container, and what the
-// workspace URL then opens.
+// TestEditorInjection: which devfiles get the web editor, in or beside which container, and what
+// the workspace URL then opens.
 func TestEditorInjection(t *testing.T) {
 	const head = "schemaVersion: 2.2.0\ncomponents:\n"
 	for _, tc := range []struct {
 		name, devfile string
 		want          bool   // the editor is injected
+		inMain        bool   // in the main container, run by its helper (else beside it)
 		root          string // its PROJECTS_ROOT, and the volume there
 		volume        string
 		open          string // the folder it opens
@@ -25,21 +27,21 @@ func TestEditorInjection(t *testing.T) {
 		warning       string
 	}{
 		{"none asked", head + "  - name: dev\n    container: {image: busybox, endpoints: [{name: web, targetPort: 3000}]}\n",
-			false, "", "", "", 3000, ""},
+			false, false, "", "", "", 3000, ""},
 		{"gitlab", head + "  - name: dev\n    attributes: {gl/inject-editor: true}\n    container: {image: busybox, endpoints: [{name: web, targetPort: 3000}]}\n",
-			true, "/projects", projectsVolume, "/projects", EditorPort, ""},
+			true, true, "/projects", projectsVolume, "/projects", EditorPort, ""},
 		{"hangar's attribute on a side container", head + "  - name: dev\n    container: {image: busybox}\n  - name: side\n    attributes: {hangar.dev/editor: code-server}\n    container: {image: busybox, sourceMapping: /src}\n",
-			true, "/src", projectsVolume, "/src", EditorPort, ""},
+			true, false, "/src", projectsVolume, "/src", EditorPort, `beside "side" (it is not the main container)`},
 		{"declined", head + "  - name: dev\n    attributes: {gl/inject-editor: true, hangar.dev/editor: none}\n    container: {image: busybox, endpoints: [{name: web, targetPort: 3000}]}\n",
-			false, "", "", "", 3000, ""},
+			false, false, "", "", "", 3000, ""},
 		{"the container's own volume at its sources", head + "  - name: dev\n    attributes: {hangar.dev/editor: code-server}\n    container: {image: busybox, volumeMounts: [{name: src, path: /projects}]}\n  - name: src\n    volume: {size: 5Gi}\n",
-			true, "/projects", "src", "/projects", EditorPort, ""},
+			true, true, "/projects", "src", "/projects", EditorPort, ""},
 		{"the container mounts no sources", head + "  - name: dev\n    attributes: {hangar.dev/editor: code-server}\n    container: {image: busybox, mountSources: false}\n",
-			true, "/projects", projectsVolume, "/projects", EditorPort, ""},
+			true, false, "/projects", projectsVolume, "/projects", EditorPort, "(mountSources: false)"},
 		{"opens the first project", "schemaVersion: 2.2.0\nprojects: [{name: app, git: {remotes: {origin: https://git.example.com/app.git}}}]\ncomponents:\n  - name: dev\n    attributes: {gl/inject-editor: true}\n    container: {image: busybox}\n",
-			true, "/projects", projectsVolume, "/projects/app", EditorPort, ""},
+			true, true, "/projects", projectsVolume, "/projects/app", EditorPort, ""},
 		{"port taken", head + "  - name: dev\n    attributes: {gl/inject-editor: true}\n    container: {image: busybox, endpoints: [{name: editor-server, targetPort: 60001}]}\n",
-			false, "", "", "", EditorPort, `components[0] ("dev") has an endpoint on port 60001`},
+			false, false, "", "", "", EditorPort, `components[0] ("dev") has an endpoint on port 60001`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := mustParse(t, []byte(tc.devfile))
@@ -59,13 +61,25 @@ func TestEditorInjection(t *testing.T) {
 			g := readBack(t, out)
 			spec := g.deployment.Spec.Template.Spec
 			i := slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == EditorContainerName })
-			if (i >= 0) != tc.want {
-				t.Fatalf("editor container at %d, want one: %v", i, tc.want)
+			if (i >= 0) != (tc.want && !tc.inMain) {
+				t.Fatalf("editor container at %d, want one: %v", i, tc.want && !tc.inMain)
 			}
 			if !tc.want {
 				if strings.Contains(out, EditorImage) {
 					t.Error("no editor, but its image is in the objects")
 				}
+				return
+			}
+			if tc.inMain {
+				main := spec.Containers[0]
+				if !slices.ContainsFunc(main.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == tc.volume && m.MountPath == tc.root }) {
+					t.Errorf("main mounts %v, want %s at %s", main.VolumeMounts, tc.volume, tc.root)
+				}
+				// Its resources are the devfile's (the agent's defaults) plus the editor's.
+				if got := main.Resources.Requests[corev1.ResourceMemory]; got.Cmp(resource.MustParse("256Mi")) <= 0 {
+					t.Errorf("main memory request %s, want the editor's 256Mi on top of the container's", got.String())
+				}
+				checkEditor(t, g, spec, "dev")
 				return
 			}
 			if i != len(spec.Containers)-1 || spec.Containers[0].Name != "dev" {

@@ -357,6 +357,10 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 			corev1.Volume{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}},
 			corev1.Volume{Name: sshVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: sshSecret}}})
 	}
+	if d.editorInMain {
+		size := resource.MustParse(editorVolumeSize)
+		volumes = append(volumes, corev1.Volume{Name: editorVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}})
+	}
 
 	podLabels, podAnnotations := labels, make(map[string]string, len(annotations)+2)
 	if len(d.pod.labels) > 0 {
@@ -642,6 +646,11 @@ func (d *Devfile) podContainers(a workspace.AgentConfig, hostKey bool) (podSpec,
 		out.inits = append(out.inits, kc)
 		init = append(init, sp)
 	}
+	if d.editorInMain {
+		kc, sp := build(editorInstallContainer(), true)
+		out.inits = append(out.inits, kc)
+		init = append(init, sp)
+	}
 	if len(d.projects) > 0 {
 		kc, sp := build(d.cloneContainer(a), true)
 		out.inits = append(out.inits, kc)
@@ -771,6 +780,23 @@ func (c container) resources(def workspace.Resources) (corev1.ResourceRequiremen
 		setResource(&res.Requests, r.name, req, from, resourceKey(false, r.name), r.agentReq, r.devReq, r.req != nil || (r.lim != nil && req == r.lim))
 		setResource(&res.Limits, r.name, lim, from, resourceKey(true, r.name), r.agentL, r.devLim, r.lim != nil || (r.req != nil && lim == r.req))
 	}
+	// What the editor run inside it needs comes on top (a limit only where there is one).
+	for name, q := range c.extraReq {
+		sum := q.DeepCopy()
+		if have, ok := res.Requests[name]; ok {
+			sum.Add(have)
+		}
+		if res.Requests == nil {
+			res.Requests = corev1.ResourceList{}
+		}
+		res.Requests[name] = sum
+	}
+	for name, q := range c.extraLimit {
+		if have, ok := res.Limits[name]; ok {
+			have.Add(q)
+			res.Limits[name] = have
+		}
+	}
 	return res, from
 }
 
@@ -887,6 +913,12 @@ func (c container) withHelper(hostKey bool) container {
 	if hostKey {
 		c.env = append(c.env, corev1.EnvVar{Name: "HANGAR_HELPER_HOST_KEY_FILE", Value: path.Join(HelperSSHDir, HostKeyKey)})
 	}
+	// The web editor, run by the helper, from the bundle the editor's init container copied.
+	if c.editor != nil {
+		b, _ := json.Marshal(c.editor) // strings and a number: cannot fail
+		c.env = append(c.env, corev1.EnvVar{Name: HelperEditorEnv, Value: string(b)})
+		c.mounts = append(slices.Clip(c.mounts), corev1.VolumeMount{Name: editorVolume, MountPath: EditorDir, ReadOnly: true})
+	}
 	// postStart runs in the helper, once per start of the workspace, instead of as the container's
 	// lifecycle hook (docs/decisions.md, "postStart runs in the helper"): each command is the very
 	// script the hook would run, so its meaning does not change.
@@ -911,6 +943,10 @@ func (c container) withHelper(hostKey bool) container {
 	c.endpoints = append(slices.Clip(c.endpoints), endpoint{name: HelperSSHPortName, port: HelperSSHPort, protocol: corev1.ProtocolTCP, exposure: v1alpha2.NoneEndpointExposure})
 	return c
 }
+
+// HelperEditorEnv is the main container's variable that gives the helper the web editor to run
+// (a workspace.EditorProcess as JSON).
+const HelperEditorEnv = "HANGAR_HELPER_EDITOR"
 
 // HelperPostStartEnv is the main container's variable that gives the helper the postStart
 // commands (a JSON list of workspace.PostStartCommand).

@@ -28,10 +28,12 @@ components:
       image: ` + kubetest.WorkspaceImage + `
 `
 
-// TestEditor: a workspace whose devfile asks for the web editor runs code-server (the image
-// scripts/build-editor-image builds, loaded into the real node) beside its container; its URL is
-// the editor's, and through the proxy its owner gets code-server's page, with the workspace's
-// sources open, while another user gets nothing.
+// TestEditor: a workspace whose devfile asks for the web editor runs code-server (the bundle of the
+// image scripts/build-editor-image builds, loaded into the real node, copied into the pod by an
+// init container) inside its main container, a busybox image with no libc, run by the helper; its
+// URL is the editor's, and through the proxy its owner gets code-server's page, with the
+// workspace's sources open, while another user gets nothing. The editor's terminals are that
+// container's: node-pty, from the bundle, runs the container's own shell there.
 func TestEditor(t *testing.T) {
 	e := setUpProxy(t)
 	loadEditor(t, e.cluster)
@@ -88,6 +90,31 @@ func TestEditor(t *testing.T) {
 	}
 	if status, body, _ := get(t, c, w.URL+"healthz", aliceToken); status != http.StatusOK || !strings.Contains(body, "alive") {
 		t.Errorf("healthz through the proxy: %d %q", status, body)
+	}
+
+	// The editor runs inside the main container: no container of its own, its node among the
+	// container's processes, and a terminal it opens (node-pty, as code-server's terminals do) runs
+	// the container's own shell, with the container's files.
+	pods, err := e.cluster.Client.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods: %v %v", pods, err)
+	}
+	pod := pods.Items[0]
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == devfile.EditorContainerName {
+			t.Errorf("the editor has a container of its own: %v", pod.Spec.Containers)
+		}
+	}
+	ps, errOut, err := e.cluster.Exec(ctx, pod.Namespace, pod.Name, "dev", "/bin/sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+	if err != nil || !strings.Contains(ps, devfile.EditorDir+"/bin/node "+devfile.EditorDir+"/node_modules/code-server/out/node/entry.js") {
+		t.Errorf("the main container's processes do not include the editor: %v %s\n%s", err, errOut, ps)
+	}
+	script := `const pty = require("` + devfile.EditorDir + `/node_modules/code-server/lib/vscode/node_modules/node-pty");
+const p = pty.spawn("/bin/sh", ["-c", "echo terminal in $(cat /proc/1/comm), $(ls /projects/.hangar)"], {env: process.env});
+p.onData(d => process.stdout.write(d)); p.onExit(e => process.exit(e.exitCode));`
+	out, errOut, err := e.cluster.Exec(ctx, pod.Namespace, pod.Name, "dev", devfile.EditorDir+"/bin/node", "-e", script)
+	if err != nil || !strings.Contains(out, "terminal in hangar") || !strings.Contains(out, "code-server") {
+		t.Errorf("a terminal of the editor's node in the main container: %v %s\n%q", err, errOut, out)
 	}
 	// The editor's own password is off: the proxy is what keeps others out.
 	if status, body, _ := get(t, c, w.URL, bobToken); status != http.StatusNotFound || strings.Contains(body, "code-server") {
