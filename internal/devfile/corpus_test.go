@@ -817,7 +817,9 @@ func checkEditorInMain(t *testing.T, spec corev1.PodSpec, main *corev1.Container
 	if !slices.ContainsFunc(main.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == EditorPort }) {
 		t.Errorf("%s ports %v, want %d", main.Name, main.Ports, EditorPort)
 	}
-	if !slices.ContainsFunc(main.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == editorVolume && m.MountPath == EditorDir && m.ReadOnly }) {
+	if !slices.ContainsFunc(main.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == editorVolume && m.MountPath == EditorDir && m.ReadOnly
+	}) {
 		t.Errorf("%s mounts %v, want %s read-only at %s", main.Name, main.VolumeMounts, editorVolume, EditorDir)
 	}
 	var install *corev1.Container
