@@ -28,23 +28,13 @@ func testRelayBetweenReplicas(t *testing.T, engine string) {
 	a := ae.Env
 
 	// Replica B on the same store, at a URL it records for the others.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bURL := "http://" + ln.Addr().String()
-	b := server.New(server.Options{Store: a.Store, Clock: a.Clock, Logger: slog.New(slog.DiscardHandler), ReplicaID: "replica-b", RelayURL: bURL, Apps: apps})
-	hs := httptest.NewUnstartedServer(b.Handler())
-	hs.Listener.Close()
-	hs.Listener = ln
-	hs.Start()
+	hs, bEnv := startReplicaB(t, a, apps)
 	defer hs.Close()
-	bEnv := *a
-	bEnv.URL = bURL
+	bURL := bEnv.URL
 
 	h := startHelper(t, bURL, ae.job.AgentToken)
 	within(t, h.connected, "the helper's connection")
-	waitRegistered(t, &bEnv, ae.dev, "tfw")
+	waitRegistered(t, bEnv, ae.dev, "tfw")
 
 	// SSH through replica A reaches the helper on B.
 	c, err := dialWorkspaceSSH(t, a, ae.dev, "tfw", h.hostKey)
@@ -91,31 +81,40 @@ func TestRelayToADeadReplica(t *testing.T) {
 	apps := server.AppsOptions{Zone: "apps.test", Scheme: "http", ServerURL: "http://hangar.test"}
 	ae := newAgentEnv(t, "sqlite", func(o *server.Options) { o.Apps = apps })
 	a := ae.Env
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bURL := "http://" + ln.Addr().String()
-	b := server.New(server.Options{Store: a.Store, Clock: a.Clock, Logger: slog.New(slog.DiscardHandler), ReplicaID: "replica-b", RelayURL: bURL, Apps: apps})
-	hs := httptest.NewUnstartedServer(b.Handler())
-	hs.Listener.Close()
-	hs.Listener = ln
-	hs.Start()
-	bEnv := *a
-	bEnv.URL = bURL
+	hs, bEnv := startReplicaB(t, a, apps)
+	bURL := bEnv.URL
 	h := startHelper(t, bURL, ae.job.AgentToken)
 	within(t, h.connected, "the helper's connection")
-	waitRegistered(t, &bEnv, ae.dev, "tfw")
+	waitRegistered(t, bEnv, ae.dev, "tfw")
 	hs.CloseClientConnections()
 	hs.Close() // replica B is gone; its record stays until the helper connects elsewhere
 
 	host := "8080-tfw--dev.apps.test"
 	resp, body := appGet(t, a, host, "/", bearer(ae.dev))
-	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "cannot be reached right now") || strings.Contains(body, "replica-b") || strings.Contains(body, ln.Addr().String()) {
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "cannot be reached right now") || strings.Contains(body, "replica-b") || strings.Contains(body, strings.TrimPrefix(bURL, "http://")) {
 		t.Fatalf("the owner through replica A to a dead B: %d %s", resp.StatusCode, body)
 	}
 	eve := createUser(t, a, "eve")
 	if resp, body = appGet(t, a, host, "/", bearer(eve)); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("eve through replica A to a dead B: %d %s", resp.StatusCode, body)
 	}
+}
+
+// startReplicaB starts replica B of a's store, serving apps as apps says, at a URL it records as
+// its relay URL; it returns its server and an Env that reaches it.
+func startReplicaB(t *testing.T, a *servertest.Env, apps server.AppsOptions) (*httptest.Server, *servertest.Env) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	b := server.New(server.Options{Store: a.Store, Clock: a.Clock, Logger: slog.New(slog.DiscardHandler), ReplicaID: "replica-b", RelayURL: url, Apps: apps})
+	hs := httptest.NewUnstartedServer(b.Handler())
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
+	env := *a
+	env.URL = url
+	return hs, &env
 }
