@@ -272,10 +272,14 @@ nodeStatusUpdateFrequency: 2s
 syncFrequency: 10s
 fileCheckFrequency: 10s
 resolvConf: %[5]q
+# Its own pods' logs, not the host's /var/log/pods: every kubelet's garbage collection removes the
+# log directories of pods it does not know, so two clusters on one machine (test packages run in
+# parallel) would remove each other's logs.
+podLogsDir: %[6]q
 tlsCertFile: ""
 rotateCertificates: false
 serverTLSBootstrap: false
-`, realNodeIP, kubeletPort, clusterID(dir), containerdSocket(dir), filepath.Join(dir, "kubelet/resolv.conf"))
+`, realNodeIP, kubeletPort, clusterID(dir), containerdSocket(dir), filepath.Join(dir, "kubelet/resolv.conf"), filepath.Join(dir, "kubelet/pod-logs"))
 }
 
 // kubeletArgs are the kubelet's flags (most settings are in its config file).
@@ -305,7 +309,7 @@ func writeNodeFiles(dir string) error {
 			return err
 		}
 	}
-	for _, d := range []string{"kubelet/root", "kubelet/pki", "volumes", "images"} {
+	for _, d := range []string{"kubelet/root", "kubelet/pki", "kubelet/pod-logs", "volumes", "images"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
