@@ -180,11 +180,7 @@ func (r appsRoutes) Lookup(host string) proxy.Route {
 	// Not connected here: say why, if more than "stopped" is to be said.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	owner, err := r.s.store.UserByUsername(ctx, h.owner)
-	if err != nil {
-		return proxy.Route{}
-	}
-	ws, err := r.s.store.Workspace(ctx, store.WorkspaceRef{OwnerID: owner.ID, Name: h.name})
+	ws, err := r.s.hostWorkspace(ctx, h)
 	if err != nil {
 		return proxy.Route{}
 	}
@@ -208,11 +204,7 @@ func (s *Server) appsElsewhere(r *http.Request) (store.AgentConnection, bool) {
 	if !ok || r.Header.Get(RelayHeader) != "" || s.agents.byRef(h.owner, h.name) != nil || !s.apps.handler.Allowed(r) {
 		return store.AgentConnection{}, false
 	}
-	owner, err := s.store.UserByUsername(r.Context(), h.owner)
-	if err != nil {
-		return store.AgentConnection{}, false
-	}
-	ws, err := s.store.Workspace(r.Context(), store.WorkspaceRef{OwnerID: owner.ID, Name: h.name})
+	ws, err := s.hostWorkspace(r.Context(), h)
 	if err != nil || ws.Backend != store.KindTerraform {
 		return store.AgentConnection{}, false
 	}

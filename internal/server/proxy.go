@@ -155,6 +155,22 @@ func parseWorkspaceHost(host string) (workspaceHost, bool) {
 	return workspaceHost{withPort: withPort, port: port, name: wsName, owner: owner, zone: zone}, true
 }
 
+// hostWorkspace is the workspace h names (store.ErrNotFound when its owner or it is unknown).
+func (s *Server) hostWorkspace(ctx context.Context, h workspaceHost) (store.Workspace, error) {
+	owner, err := s.store.UserByUsername(ctx, h.owner)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Workspace{}, err
+		}
+		return store.Workspace{}, fmt.Errorf("read owner %q: %w", h.owner, err)
+	}
+	ws, err := s.store.Workspace(ctx, store.WorkspaceRef{OwnerID: owner.ID, Name: h.name})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.Workspace{}, fmt.Errorf("read workspace %s/%s: %w", h.owner, h.name, err)
+	}
+	return ws, err
+}
+
 // inZoneOf reports whether the host is in the agent's DNS zone.
 func (h workspaceHost) inZoneOf(a store.Agent) bool {
 	return strings.EqualFold(h.zone, strings.TrimSuffix(a.Config.DNSZone, "."))
@@ -317,18 +333,12 @@ func (s *Server) proxyAccess(ctx context.Context, scope accessScope, host string
 	if !ok {
 		return notFound, nil
 	}
-	port, wsName, owner := h.port, h.name, h.owner
-	ownerUser, err := s.store.UserByUsername(ctx, owner)
+	port := h.port
+	ws, err := s.hostWorkspace(ctx, h)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound, nil
 	} else if err != nil {
-		return notFound, fmt.Errorf("read owner %q: %w", owner, err)
-	}
-	ws, err := s.store.Workspace(ctx, store.WorkspaceRef{OwnerID: ownerUser.ID, Name: wsName})
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound, nil
-	} else if err != nil {
-		return notFound, fmt.Errorf("read workspace %s/%s: %w", owner, wsName, err)
+		return notFound, err
 	}
 	if ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
 		return notFound, nil
@@ -351,14 +361,14 @@ func (s *Server) proxyAccess(ctx context.Context, scope accessScope, host string
 	}
 	agent, err := s.store.AgentByName(ctx, ws.AgentName)
 	if err != nil {
-		return notFound, fmt.Errorf("read agent of %s/%s: %w", owner, wsName, err)
+		return notFound, fmt.Errorf("read agent of %s/%s: %w", h.owner, h.name, err)
 	}
 	if !h.inZoneOf(agent) {
 		return notFound, nil
 	}
 	df, err := s.devfile.get(ws.ID, func() (string, error) { return s.store.WorkspaceDevfile(ctx, ws.ID) })
 	if err != nil {
-		return notFound, fmt.Errorf("read devfile of %s/%s: %w", owner, wsName, err)
+		return notFound, fmt.Errorf("read devfile of %s/%s: %w", h.owner, h.name, err)
 	}
 	if !df.IsPublicPort(port) {
 		notFound.notPublic, notFound.port = &ws, port
