@@ -44,6 +44,14 @@ type Reason string
 const (
 	ReasonInitiator Reason = "initiator" // a user asked
 	ReasonRestart   Reason = "restart"   // the start that follows a restart's stop
+	// The lifecycle executor's reasons (package lifecycle; the seed's "Autobuild Operations").
+	ReasonAutostart  Reason = "autostart"   // the workspace's autostart schedule
+	ReasonAutostop   Reason = "autostop"    // its TTL after start or last use passed
+	ReasonFailureTTL Reason = "failure_ttl" // it stayed Failed for its policy's failure TTL
+	ReasonDormancy   Reason = "dormancy"    // nobody used it for the dormancy threshold
+	ReasonAutodelete Reason = "autodelete"  // it stayed dormant for the auto-delete period
+	ReasonMaxActive  Reason = "max_active"  // it ran for its policy's max active lifetime
+	ReasonMaxStopped Reason = "max_stopped" // it stayed stopped for its policy's max stopped lifetime
 )
 
 // JobStatus is a provisioner job's status, derived from its timestamps and error as the reference

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // Template kinds.
@@ -22,6 +23,8 @@ type Template struct {
 	ActiveVersionID string
 	ActiveVersion   int    // its number, filled on reads
 	CreatedBy       string // the username of the first pusher
+	// Lifecycle is the policy of the template's workspaces (SetTemplateLifecycle).
+	Lifecycle workspace.Lifecycle
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 }
@@ -77,6 +80,8 @@ type BuildStore interface {
 	// of another kind of the same name is ErrConflict. v.Number and v.TemplateID are assigned.
 	CreateTemplateVersion(ctx context.Context, t Template, v TemplateVersion) (Template, TemplateVersion, error)
 	TemplateByName(ctx context.Context, name string) (Template, error)
+	// SetTemplateLifecycle replaces the lifecycle policy of the template name names.
+	SetTemplateLifecycle(ctx context.Context, name string, l workspace.Lifecycle) (Template, error)
 	ListTemplates(ctx context.Context) ([]Template, error)
 	// ListTemplateVersions lists a template's versions, newest first, without archives.
 	ListTemplateVersions(ctx context.Context, templateID string) ([]TemplateVersion, error)

@@ -19,6 +19,13 @@ var (
 	ErrQuota = errors.New("quota exceeded")
 )
 
+// AutomationUserID is the system user that the lifecycle executor's changes and builds name as
+// their initiator (migration 12). No token finds it and no username lookup returns it.
+const AutomationUserID = "00000000-0000-4000-8000-00000000a070"
+
+// AutomationUsername is its name, shown as the initiator of what it did.
+const AutomationUsername = "hangar-automation"
+
 // User is a person or robot that calls the user API.
 type User struct {
 	ID        string
@@ -72,6 +79,14 @@ type Workspace struct {
 	// reported (nil: never). Only RecordActivity and RecordWorkspaceActivity write it, never moving
 	// it back; UpdateWorkspace and Reconcile leave it.
 	LastActivityAt *time.Time
+
+	// Lifecycle automation (package lifecycle). Schedule is the workspace's own settings; DormantAt
+	// is when it went dormant (nil: it is not); DesiredStateReason says why the desired state is
+	// what it is: "" for a user's change, else the automation's reason. CreateWorkspace and
+	// UpdateWorkspace write them; a reconcile leaves them.
+	Schedule           workspace.Schedule
+	DormantAt          *time.Time
+	DesiredStateReason string
 }
 
 // ReconcileScope says which of an agent's workspaces a reconcile reads.

@@ -61,6 +61,9 @@ type AgentConfig struct {
 
 	MaxActiveHoursBeforeStop         int `json:"max_active_hours_before_stop"`
 	MaxStoppedHoursBeforeTermination int `json:"max_stopped_hours_before_termination"`
+	// Lifecycle is the rest of the agent's lifecycle policy (autostop TTL, failure TTL, dormancy;
+	// Policy adds the two lifetimes above). Its max_active and max_stopped are the two above.
+	Lifecycle Lifecycle `json:"lifecycle"`
 
 	// ToolsImage runs Hangar's own helpers in workspace pods (the project clone init container, and
 	// hangar-tools, which copies the binary for the main container's workspace helper); it must
@@ -354,6 +357,13 @@ func (c AgentConfig) Validate() error {
 	}
 	if c.MaxStoppedHoursBeforeTermination < 1 {
 		v.Add("config.max_stopped_hours_before_termination", "must be at least 1, got %d", c.MaxStoppedHoursBeforeTermination)
+	}
+	c.Lifecycle.Validate("config.lifecycle.", v)
+	if c.Lifecycle.MaxActive != 0 {
+		v.Add("config.lifecycle.max_active", "is max_active_hours_before_stop for an agent")
+	}
+	if c.Lifecycle.MaxStopped != 0 {
+		v.Add("config.lifecycle.max_stopped", "is max_stopped_hours_before_termination for an agent")
 	}
 	if !IsImageReference(c.ToolsImage) {
 		v.Add("config.tools_image", "must be a container image reference such as hangar.local/hangar:dev, got %q", c.ToolsImage)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // The Terraform backend's persistence (store.BuildStore). Terraform state is stored, read and
@@ -56,18 +57,37 @@ func nullBytes(b []byte) any {
 // --- templates
 
 const templateCols = `t.id, t.name, t.kind, COALESCE(t.active_version_id, ''), COALESCE(v.number, 0), t.created_by,
-	t.created_at, t.updated_at`
+	t.created_at, t.updated_at, t.lifecycle`
 
 const templateFrom = ` FROM templates t LEFT JOIN template_versions v ON v.id = t.active_version_id`
 
 func scanTemplate(row scanner) (store.Template, error) {
 	var t store.Template
 	var created, updated int64
-	if err := row.Scan(&t.ID, &t.Name, &t.Kind, &t.ActiveVersionID, &t.ActiveVersion, &t.CreatedBy, &created, &updated); err != nil {
+	var lifecycle string
+	if err := row.Scan(&t.ID, &t.Name, &t.Kind, &t.ActiveVersionID, &t.ActiveVersion, &t.CreatedBy, &created, &updated, &lifecycle); err != nil {
 		return t, err
 	}
 	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
+	if err := json.Unmarshal([]byte(lifecycle), &t.Lifecycle); err != nil {
+		return t, fmt.Errorf("decode lifecycle of template %s: %w", t.Name, err)
+	}
 	return t, nil
+}
+
+func (s *Store) SetTemplateLifecycle(ctx context.Context, name string, l workspace.Lifecycle) (store.Template, error) {
+	text, err := json.Marshal(l)
+	if err != nil {
+		return store.Template{}, err
+	}
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE templates SET lifecycle = ? WHERE name = ?`), string(text), name)
+	if err != nil {
+		return store.Template{}, fmt.Errorf("set lifecycle of template %q: %w", name, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return store.Template{}, fmt.Errorf("template %q: %w", name, store.ErrNotFound)
+	}
+	return s.TemplateByName(ctx, name)
 }
 
 func (s *Store) CreateTemplateVersion(ctx context.Context, t store.Template, v store.TemplateVersion) (store.Template, store.TemplateVersion, error) {
@@ -314,7 +334,8 @@ func (s *Store) writeBuildWorkspace(ctx context.Context, tx *sql.Tx, id string, 
 	if err != nil {
 		return fmt.Errorf("update workspace %q: %w", w.Name, err)
 	}
-	return nil
+	w.ID = id
+	return s.writeLifecycle(ctx, tx, w)
 }
 
 func (s *Store) initiatorName(ctx context.Context, tx *sql.Tx, id string) (string, error) {

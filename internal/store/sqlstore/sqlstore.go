@@ -222,17 +222,17 @@ func notFound(err error, what string) error {
 }
 
 func (s *Store) UserByTokenHash(ctx context.Context, hash []byte) (store.User, error) {
-	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE token_hash = ?`), hash))
+	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE token_hash = ? AND NOT system`), hash))
 	return u, notFound(err, "user")
 }
 
 func (s *Store) UserByUsername(ctx context.Context, username string) (store.User, error) {
-	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE username = ?`), username))
+	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE username = ? AND NOT system`), username))
 	return u, notFound(err, fmt.Sprintf("user %q", username))
 }
 
 func (s *Store) SetUserToken(ctx context.Context, userID string, hash []byte) error {
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE users SET token_hash = ? WHERE id = ?`), hash, userID)
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE users SET token_hash = ? WHERE id = ? AND NOT system`), hash, userID)
 	if err = s.wrapUnique(err, "user token"); err != nil {
 		return fmt.Errorf("set user token: %w", err)
 	}
@@ -244,7 +244,7 @@ func (s *Store) SetUserToken(ctx context.Context, userID string, hash []byte) er
 
 func (s *Store) CountUsers(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`).Scan(&n)
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE NOT system`).Scan(&n)
 	return n, err
 }
 
@@ -312,7 +312,8 @@ func (s *Store) ListAgents(ctx context.Context) ([]store.Agent, error) {
 const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, COALESCE(w.agent_id, ''), COALESCE(a.name, ''), w.namespace,
 	w.desired_state, w.actual_state, w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at,
 	w.deployment_resource_version, w.error_type, w.error_message, w.url, w.created_at, w.backend,
-	COALESCE(w.template_id, ''), COALESCE(t.name, ''), w.last_activity_at`
+	COALESCE(w.template_id, ''), COALESCE(t.name, ''), w.last_activity_at,
+	w.autostart_schedule, w.autostart_timezone, w.ttl_ms, w.dormant_at, w.desired_state_reason`
 
 // wsFrom joins the owner, and the agent (kubernetes) or template (terraform) a workspace may have.
 const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id LEFT JOIN agents a ON a.id = w.agent_id
@@ -322,13 +323,19 @@ func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error)
 	var w store.Workspace
 	var desired, actual string
 	var desiredAt, created int64
-	var actualAt, respondedAt, activityAt sql.NullInt64
+	var actualAt, respondedAt, activityAt, ttl, dormantAt sql.NullInt64
 	var rv sql.NullString
 	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
 		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created,
-		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt); err != nil {
+		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt,
+		&w.Schedule.Autostart, &w.Schedule.Timezone, &ttl, &dormantAt, &w.DesiredStateReason); err != nil {
 		return w, err
 	}
+	if ttl.Valid {
+		d := time.Duration(ttl.Int64) * time.Millisecond
+		w.Schedule.TTL = &d
+	}
+	w.DormantAt = ptrTime(dormantAt)
 	w.DesiredState, w.ActualState = workspace.State(desired), workspace.State(actual)
 	w.DesiredStateUpdatedAt = fromMicros(desiredAt)
 	w.ActualStateUpdatedAt = ptrTime(actualAt)
@@ -365,12 +372,13 @@ func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w store.Workspa
 	}
 	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, kube_name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
 		desired_state_updated_at, actual_state_updated_at, responded_to_agent_at, deployment_resource_version, error_type, error_message, url, created_at,
-		backend, template_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		backend, template_id, autostart_schedule, autostart_timezone, ttl_ms, dormant_at, desired_state_reason)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		w.ID, w.Name, kubeName, w.OwnerID, nullID(w.AgentID), w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
 		micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),
 		nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage, w.URL, micros(w.CreatedAt),
-		backend, nullID(w.TemplateID))
+		backend, nullID(w.TemplateID), w.Schedule.Autostart, w.Schedule.Timezone, nullMillis(w.Schedule.TTL), nullMicros(w.DormantAt),
+		w.DesiredStateReason)
 	if err = s.wrapUnique(err, fmt.Sprintf("workspace %q of this owner", w.Name)); err != nil {
 		return fmt.Errorf("create workspace: %w", err)
 	}
@@ -495,6 +503,11 @@ func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn 
 		if err := s.updateBatch(ctx, tx, []store.Workspace{next}); err != nil {
 			return err
 		}
+		if lifecycleChanged(w, next) {
+			if err := s.writeLifecycle(ctx, tx, next); err != nil {
+				return err
+			}
+		}
 		out = next
 		if next.DesiredStateUpdatedAt.Equal(w.DesiredStateUpdatedAt) || w.AgentID == "" {
 			return nil // the desired state did not change, or no agent: nothing for an agent
@@ -506,6 +519,36 @@ func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn 
 		s.committed(woken)
 	}
 	return out, err
+}
+
+// lifecycleChanged reports whether the columns of lifecycle automation differ between a and b
+// (the reconcile's batch writer leaves them).
+func lifecycleChanged(a, b store.Workspace) bool {
+	return a.Schedule.Autostart != b.Schedule.Autostart || a.Schedule.Timezone != b.Schedule.Timezone ||
+		!equalPtr(a.Schedule.TTL, b.Schedule.TTL) || !equalTimePtr(a.DormantAt, b.DormantAt) ||
+		a.DesiredStateReason != b.DesiredStateReason
+}
+
+func equalPtr[T comparable](a, b *T) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func equalTimePtr(a, b *time.Time) bool { return (a == nil) == (b == nil) && (a == nil || a.Equal(*b)) }
+
+// writeLifecycle writes w's columns of lifecycle automation.
+func (s *Store) writeLifecycle(ctx context.Context, tx *sql.Tx, w store.Workspace) error {
+	_, err := tx.ExecContext(ctx, s.q(`UPDATE workspaces SET autostart_schedule = ?, autostart_timezone = ?, ttl_ms = ?, dormant_at = ?,
+		desired_state_reason = ? WHERE id = ?`),
+		w.Schedule.Autostart, w.Schedule.Timezone, nullMillis(w.Schedule.TTL), nullMicros(w.DormantAt), w.DesiredStateReason, w.ID)
+	if err != nil {
+		return fmt.Errorf("update workspace %q: %w", w.Name, err)
+	}
+	return nil
+}
+
+func nullMillis(d *time.Duration) sql.NullInt64 {
+	if d == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: d.Milliseconds(), Valid: true}
 }
 
 // refQuery is the condition, arguments and order that select the workspace ref names (take the

@@ -42,6 +42,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AgentTokens", testAgentTokens},
 		{"AgentConnections", testAgentConnections},
 		{"WorkspaceActivity", testWorkspaceActivity},
+		{"LifecycleColumns", testLifecycleColumns},
+		{"TemplateLifecycle", testTemplateLifecycle},
+		{"AutomationUser", testAutomationUser},
 	}
 	tests = append(tests, buildTests...)
 	for _, tc := range tests {
