@@ -25,8 +25,8 @@ type Template struct {
 	CreatedBy       string // the username of the first pusher
 	// Lifecycle is the policy of the template's workspaces (SetTemplateLifecycle).
 	Lifecycle workspace.Lifecycle
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // TemplateVersion is one pushed version of a template.
