@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -124,7 +125,7 @@ func New(opts Options) *Service {
 // Errors the HTTP layer maps to answers.
 var (
 	// ErrHidden is a workspace the user may not see: answered as not found.
-	ErrHidden = errors.New("not found")
+	ErrHidden = backend.ErrHidden
 	// ErrNotTerraform is a build request for a workspace an agent runs.
 	ErrNotTerraform = errors.New("the workspace is not built by Terraform")
 	// ErrBadRequest wraps a request the rules refuse for its content (orphan on a start, ...).
@@ -132,7 +133,7 @@ var (
 )
 
 // visible: the owner or an admin.
-func visible(u store.User, w store.Workspace) bool { return u.Admin || w.OwnerID == u.ID }
+func visible(u store.User, w store.Workspace) bool { return backend.Visible(u, w) }
 
 // CreateWorkspace creates a workspace from a terraform template, with its first build (a start
 // from no state: seed, "API Operations", POST /workspaces).
@@ -209,7 +210,12 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 			tmplActive = t
 		}
 		b := s.newBuild(u, w, rec.Build, req, tmplActive)
-		return s.afterBuild(w, b, req), &b, nil
+		nw := s.afterBuild(w, b, req)
+		nw.DesiredStateReason = "" // a user's request
+		if req.Transition == build.Start {
+			nw.DormantAt = nil // its owner's start wakes a dormant workspace
+		}
+		return nw, &b, nil
 	})
 	if err != nil {
 		return w, build.Build{}, err
@@ -285,38 +291,82 @@ func applyState(w store.Workspace, b build.Build, now time.Time) store.Workspace
 	return w
 }
 
-// SetDesired maps a desired-state change (PATCH /workspaces/{name}) of a terraform workspace to a
-// build: Running → start, Stopped → stop, Terminated → delete, RestartRequested → stop, then a
-// start when the stop succeeds. Asking for what the workspace already is, or is becoming, changes
-// nothing.
-func (s *Service) SetDesired(ctx context.Context, u store.User, w store.Workspace, to workspace.State) (store.Workspace, error) {
-	var req Request
-	switch to {
-	case workspace.Running:
-		req.Transition = build.Start
-	case workspace.Stopped:
-		req.Transition = build.Stop
-	case workspace.Terminated:
-		req.Transition = build.Delete
-	case workspace.RestartRequested:
-		req.Transition, req.Desired = build.Stop, workspace.RestartRequested
-	default:
-		return w, fmt.Errorf("%w: %q is not a desired state", workspace.ErrIllegalTransition, to)
+// SetDesired maps a desired-state change (PATCH /workspaces/{name}, or the lifecycle executor's)
+// of a terraform workspace to a build: Running → start, Stopped → stop, Terminated → delete,
+// RestartRequested → stop, then a start when the stop succeeds. decide is called on the workspace
+// locked inside the build's transaction (backend.Decide). Asking for what the workspace already
+// is, or is becoming, changes nothing.
+func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide backend.Decide) (store.Workspace, error) {
+	if by.ID == store.AutomationUserID {
+		by.Username = store.AutomationUsername
 	}
-	if err := workspace.CheckDesiredChange(w.DesiredState, w.ActualState, to); err != nil {
-		return w, fmt.Errorf("workspace %q from desired %s to %s: %w", w.Name, w.DesiredState, to, err)
-	}
-	last, err := s.st.BuildByNumber(ctx, w.ID, 0)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	var tmplActive string
+	var c backend.Change
+	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+		w := rec.Workspace
+		if !visible(by, w) {
+			return w, nil, ErrHidden
+		}
+		if w.Backend != store.KindTerraform {
+			return w, nil, fmt.Errorf("workspace %q: %w (an agent runs it)", w.Name, ErrNotTerraform)
+		}
+		busy := rec.Build != nil && rec.Build.Job.Status().Active()
+		var err error
+		if c, err = decide(w, busy); err != nil || c.To == "" {
+			return w, nil, err
+		}
+		req := Request{Reason: c.BuildReason}
+		switch c.To {
+		case workspace.Running:
+			req.Transition = build.Start
+		case workspace.Stopped:
+			req.Transition = build.Stop
+		case workspace.Terminated:
+			req.Transition = build.Delete
+		case workspace.RestartRequested:
+			req.Transition, req.Desired = build.Stop, workspace.RestartRequested
+		default:
+			return w, nil, fmt.Errorf("%w: %q is not a desired state", workspace.ErrIllegalTransition, c.To)
+		}
+		if err := workspace.CheckDesiredChange(w.DesiredState, w.ActualState, c.To); err != nil {
+			return w, nil, fmt.Errorf("workspace %q from desired %s to %s: %w", w.Name, w.DesiredState, c.To, err)
+		}
+		if last := rec.Build; last != nil && w.DesiredState == c.To && last.Transition == req.Transition {
+			if st := last.Job.Status(); st.Active() || st == build.Succeeded {
+				return w, nil, nil // already there or on its way
+			}
+		}
+		if err := build.CheckNew(rec.Build, req.Transition); err != nil {
+			return w, nil, err
+		}
+		if req.Reason == "" {
+			req.Reason = build.ReasonInitiator
+		}
+		if req.Transition == build.Start {
+			t, err := s.templateOf(ctx, w)
+			if err != nil {
+				return w, nil, err
+			}
+			tmplActive = t
+		}
+		b := s.newBuild(by, w, rec.Build, req, tmplActive)
+		nw := s.afterBuild(w, b, req)
+		nw.DesiredStateReason = c.Reason
+		switch {
+		case c.Dormant && nw.DormantAt == nil:
+			now := s.now()
+			nw.DormantAt = &now
+		case c.To == workspace.Running && c.Reason == "":
+			nw.DormantAt = nil // its owner's start wakes a dormant workspace
+		}
+		return nw, &b, nil
+	})
+	if err != nil || b == nil {
 		return w, err
 	}
-	if err == nil && w.DesiredState == to && last.Transition == req.Transition {
-		if st := last.Job.Status(); st.Active() || st == build.Succeeded {
-			return w, nil // already there or on its way
-		}
-	}
-	nw, _, err := s.NewBuild(ctx, u, store.WorkspaceRef{ID: w.ID}, req)
-	return nw, err
+	s.log.Info("build queued", "workspace", w.Name, "build", b.Number, "transition", b.Transition, "by", by.Username,
+		"reason", b.Reason, "why", c.Reason, "state_source", b.StateSource)
+	return w, nil
 }
 
 // Cancel cancels the workspace's build number (0: the latest).

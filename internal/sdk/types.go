@@ -35,6 +35,17 @@ type Workspace struct {
 	// LastActivityAt is when the workspace was last used through the access proxy (an SSH session
 	// or forward, an HTTP request), as its proxies reported it; null when never.
 	LastActivityAt *time.Time `json:"last_activity_at"`
+	// Schedule is the workspace's own lifecycle settings.
+	Schedule WorkspaceSchedule `json:"schedule"`
+	// DesiredStateReason says why the desired state is what it is when the lifecycle executor set
+	// it ("autostop: ..."); empty for a user's change.
+	DesiredStateReason string `json:"desired_state_reason,omitempty"`
+	// DormantAt is when the workspace went dormant (no use for its policy's dormancy threshold);
+	// null when it is not. Starting it wakes it.
+	DormantAt *time.Time `json:"dormant_at"`
+	// Automation is what the lifecycle executor will do, in the answers about one workspace and in
+	// lists.
+	Automation *WorkspaceAutomation `json:"automation,omitempty"`
 	// Warnings, only in the answers to create and update: what Hangar accepted in the devfile but
 	// ignores (starterProjects, components only build and deploy commands use, ...).
 	Warnings []string `json:"warnings,omitempty"`
@@ -135,6 +146,8 @@ type Template struct {
 	CreatedAt     time.Time         `json:"created_at"`
 	UpdatedAt     time.Time         `json:"updated_at"`
 	Versions      []TemplateVersion `json:"versions,omitempty"`
+	// Lifecycle is the policy of the template's workspaces.
+	Lifecycle Lifecycle `json:"lifecycle"`
 }
 
 // TemplateVersion is one pushed version of a template.

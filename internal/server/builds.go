@@ -178,6 +178,7 @@ func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.Use
 	if err != nil {
 		return s.buildErr(r, err)
 	}
+	s.used(r, ws, u)
 	writeJSON(w, http.StatusCreated, toBuild(b, s.versionNumbers(r, ws)))
 	return nil
 }

@@ -43,6 +43,9 @@ func (s *Server) toWorkspace(w store.Workspace) sdk.Workspace {
 		URL:                       w.URL,
 		CreatedAt:                 w.CreatedAt,
 		LastActivityAt:            w.LastActivityAt,
+		Schedule:                  toSDKSchedule(w.Schedule),
+		DesiredStateReason:        w.DesiredStateReason,
+		DormantAt:                 w.DormantAt,
 	}
 	if w.Backend == store.KindTerraform {
 		out.AppsURL = s.appsURLTemplate(w)
@@ -67,7 +70,7 @@ func toSSHKey(k store.SSHKey) sdk.SSHKey {
 
 func toTemplate(t store.Template) sdk.Template {
 	return sdk.Template{ID: t.ID, Name: t.Name, Kind: t.Kind, ActiveVersion: t.ActiveVersion, CreatedBy: t.CreatedBy,
-		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Lifecycle: toSDKLifecycle(t.Lifecycle)}
 }
 
 func toTemplateVersion(v store.TemplateVersion) sdk.TemplateVersion {

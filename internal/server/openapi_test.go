@@ -435,6 +435,15 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "RestartRequested"}, 409, true)
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "Sleeping"}, 400, false)
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/nope", map[string]any{"desired_state": "Stopped"}, 404, true)
+	var sched sdk.Workspace
+	c.decode(c.do(dev.Token, "PUT", "/api/v1/workspaces/my-ws/schedule", map[string]any{"autostart": "0 9 * * 1-5", "timezone": "Europe/Paris", "ttl": "8h"}, 200, true), &sched)
+	if sched.Schedule.Autostart != "0 9 * * 1-5" || sched.Schedule.TTL == nil || *sched.Schedule.TTL != "8h0m0s" || sched.Automation == nil ||
+		sched.Automation.TTL != "8h0m0s" || sched.Automation.Policy.MaxActive != "36h0m0s" {
+		t.Errorf("schedule set: %+v %+v", sched.Schedule, sched.Automation)
+	}
+	c.do(dev.Token, "PUT", "/api/v1/workspaces/my-ws/schedule", map[string]any{"autostart": "0 9 * *", "timezone": ""}, 400, true)
+	c.do(dev.Token, "PUT", "/api/v1/workspaces/my-ws/schedule", map[string]any{"autostart": "", "timezone": "", "ttl": "soon"}, 400, false)
+	c.do(dev.Token, "PUT", "/api/v1/workspaces/nope/schedule", map[string]any{"autostart": "", "timezone": ""}, 404, true)
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "Terminated"}, 200, true)
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", map[string]any{"desired_state": "Running"}, 409, true)
 	c.do(dev.Token, "PATCH", "/api/v1/workspaces/my-ws", oaBody{"application/json", nil}, 400, false)
@@ -526,6 +535,13 @@ func oaTerraformBackend(t *testing.T, c *oaChecker, dev string) {
 		t.Errorf("template tf %+v", tmpl)
 	}
 	c.do(dev, "GET", "/api/v1/templates/nope", nil, 404, true)
+	c.decode(c.do(admin, "PUT", "/api/v1/templates/tf/lifecycle", map[string]any{"default_ttl": "8h", "failure_ttl": "1h"}, 200, true), &tmpl)
+	if tmpl.Lifecycle.DefaultTTL != "8h0m0s" || tmpl.Lifecycle.FailureTTL != "1h0m0s" {
+		t.Errorf("template lifecycle %+v", tmpl.Lifecycle)
+	}
+	c.do(admin, "PUT", "/api/v1/templates/tf/lifecycle", map[string]any{"default_ttl": "1s"}, 400, true)
+	c.do(dev, "PUT", "/api/v1/templates/tf/lifecycle", map[string]any{"default_ttl": "8h"}, 403, true)
+	c.do(admin, "PUT", "/api/v1/templates/nope/lifecycle", map[string]any{}, 404, true)
 
 	// Provisioners.
 	var prov sdk.Provisioner

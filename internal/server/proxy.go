@@ -366,7 +366,7 @@ func (s *Server) proxyAccess(ctx context.Context, scope accessScope, host string
 	if !h.inZoneOf(agent) {
 		return notFound, nil
 	}
-	df, err := s.devfile.get(ws.ID, func() (string, error) { return s.store.WorkspaceDevfile(ctx, ws.ID) })
+	df, err := s.kube.Devfile(ctx, ws.ID)
 	if err != nil {
 		return notFound, fmt.Errorf("read devfile of %s/%s: %w", h.owner, h.name, err)
 	}

@@ -77,7 +77,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent store.A
 
 // config generates the config_to_apply of a workspace.
 func (s *Server) config(ctx context.Context, ws store.Workspace, agent store.Agent) (string, error) {
-	df, err := s.devfile.get(ws.ID, func() (string, error) { return s.store.WorkspaceDevfile(ctx, ws.ID) })
+	df, err := s.kube.Devfile(ctx, ws.ID)
 	if err != nil {
 		return "", fmt.Errorf("parse stored devfile of workspace %s: %w", ws.Name, err)
 	}

@@ -21,6 +21,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/backend"
+	"github.com/hangar-dev/hangar/internal/backend/kube"
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -38,6 +40,8 @@ type Options struct {
 	After func(time.Duration) <-chan time.Time
 	// Builder runs the Terraform backend (default: one over Store, Clock and Logger).
 	Builder *builder.Service
+	// Kube is the Kubernetes backend's service (default: one over Store).
+	Kube *kube.Service
 	// RecheckInterval is how often open connections of Terraform workspaces' helpers and of their
 	// users are checked again (DefaultConnRecheckInterval); RecheckAfter makes its timers (default
 	// time.After; tests fire their own).
@@ -61,10 +65,12 @@ type Server struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	metrics *metrics
-	devfile *devfileCache
+	kube    *kube.Service
 	mux     *http.ServeMux
 	after   func(time.Duration) <-chan time.Time
 	builder *builder.Service
+	// backends sends desired-state changes to the service of each workspace's backend.
+	backends backend.Router
 
 	// agents are the Terraform workspaces' helpers connected to this process.
 	agents       agentRegistry
@@ -109,9 +115,13 @@ func New(opts Options) *Server {
 	if opts.Builder == nil {
 		opts.Builder = builder.New(builder.Options{Store: opts.Store, Clock: opts.Clock, Logger: opts.Logger})
 	}
-	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, devfile: newDevfileCache(50000), after: opts.After,
+	if opts.Kube == nil {
+		opts.Kube = kube.New(opts.Store, opts.Clock, opts.Logger)
+	}
+	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, kube: opts.Kube, after: opts.After,
 		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection(),
 		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
+	s.backends = backend.Router{Store: opts.Store, Kubernetes: opts.Kube, Terraform: opts.Builder}
 	s.metrics = newMetrics(opts.Store, opts.Builder)
 	s.relayURL, s.relayTransport = opts.RelayURL, newRelayTransport()
 	s.apps = s.newApps(opts.Apps)
@@ -119,6 +129,10 @@ func New(opts Options) *Server {
 	s.routes()
 	return s
 }
+
+// Backends returns the services that change workspaces, by backend: what the lifecycle executor
+// drives.
+func (s *Server) Backends() backend.Router { return s.backends }
 
 // Handler returns the root handler.
 func (s *Server) Handler() http.Handler {
@@ -198,11 +212,13 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", "/api/v1/workspaces/{name}", s.authUser(s.getWorkspace)},
 		{"PATCH", "/api/v1/workspaces/{name}", s.authUser(s.updateWorkspace)},
 		{"GET", "/api/v1/workspaces/{name}/ssh", s.authUser(s.workspaceSSH)},
+		{"PUT", "/api/v1/workspaces/{name}/schedule", s.authUser(s.setSchedule)},
 		{"GET", protocol.WorkspaceAgentConnectPath, http.HandlerFunc(s.workspaceAgentConnect)},
 
 		{"POST", "/api/v1/templates/{name}/versions", s.authUser(s.adminOnly(s.pushTemplateVersion))},
 		{"GET", "/api/v1/templates", s.authUser(s.listTemplates)},
 		{"GET", "/api/v1/templates/{name}", s.authUser(s.getTemplate)},
+		{"PUT", "/api/v1/templates/{name}/lifecycle", s.authUser(s.adminOnly(s.setTemplateLifecycle))},
 		{"POST", "/api/v1/workspaces/{name}/builds", s.authUser(s.createBuild)},
 		{"GET", "/api/v1/workspaces/{name}/builds", s.authUser(s.listBuilds)},
 		{"GET", "/api/v1/workspaces/{name}/builds/{number}", s.authUser(s.getBuild)},

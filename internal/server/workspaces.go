@@ -1,15 +1,12 @@
 package server
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
 
-	"github.com/google/uuid"
-
-	"github.com/hangar-dev/hangar/internal/devfile"
-	"github.com/hangar-dev/hangar/internal/reconcile"
+	"github.com/hangar-dev/hangar/internal/backend"
+	"github.com/hangar-dev/hangar/internal/backend/kube"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -42,74 +39,14 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 			return s.createTerraformWorkspace(w, r, u, req, t)
 		}
 		tmpl = &t
-		if req.Devfile != "" {
-			v.Add("devfile", "comes from the template %q: give one or the other", t.Name)
-		}
-	}
-	if req.Agent == "" {
-		v.Add("agent", "is required: the name of the agent whose cluster runs the workspace")
-	}
-	if len(req.Devfile) > sdk.MaxDevfileBytes {
-		v.Add("devfile", "is %d bytes, the limit is %d", len(req.Devfile), sdk.MaxDevfileBytes)
 	}
 	if err := v.Err(); err != nil {
 		return err
 	}
-	agent, err := s.store.AgentByName(r.Context(), req.Agent)
-	if err != nil {
-		if isNotFound(err) {
-			return errBadRequest("invalid request", sdk.Validation{Field: "agent", Detail: fmt.Sprintf("no agent is named %q", req.Agent)})
-		}
-		return err
-	}
-	text := []byte(req.Devfile)
-	if tmpl != nil {
-		ver, err := s.store.TemplateVersionByID(r.Context(), tmpl.ActiveVersionID)
-		if err != nil {
-			return fmt.Errorf("read template %q: %w", tmpl.Name, err)
-		}
-		text = ver.Archive
-	} else if req.Devfile == "" {
-		text = devfile.Default()
-	}
-	df, err := devfile.Parse(text)
+	ws, df, err := s.kube.Create(r.Context(), u, kube.CreateRequest{Name: req.Name, Agent: req.Agent, Devfile: req.Devfile, Template: tmpl})
 	if err != nil {
 		return err
 	}
-	cfg := agent.Config
-	now := s.clock.Now()
-	id := uuid.NewString()
-	// The cluster name is unique to this workspace: two owners' "dev", or a "dev" created again while
-	// the previous one is being deleted, never share a namespace or an object.
-	kubeName := workspace.KubeName(req.Name, id)
-	ns := workspace.Namespace(kubeName)
-	if cfg.NamespaceMode == workspace.NamespaceShared {
-		ns = cfg.SharedNamespace
-	}
-	url := ""
-	if port, path, ok := df.PublicEndpoint(); ok {
-		url = fmt.Sprintf("%s://%s.%s%s", cmp.Or(cfg.ProxyURLScheme, "https"), workspace.HostLabel(port, req.Name, u.Username), cfg.DNSZone, cmp.Or(path, "/"))
-	}
-	// Generate once now, so that a devfile the agent's limits refuse (max resources) is refused at
-	// creation with the reason, not after the agent fails to apply it.
-	if _, err := devfile.Generate(df, devfile.Params{WorkspaceID: id, WorkspaceName: req.Name, KubeName: kubeName, Owner: u.Username, AgentID: agent.ID,
-		Namespace: ns, DesiredState: workspace.Running, Agent: cfg}); err != nil {
-		return err
-	}
-	ws := store.Workspace{
-		ID: id, Name: req.Name, KubeName: kubeName, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
-		Namespace: ns, Devfile: string(text),
-		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: now,
-		URL: url, CreatedAt: now, Backend: store.KindKubernetes,
-	}
-	if tmpl != nil {
-		ws.TemplateID, ws.TemplateName = tmpl.ID, tmpl.Name
-	}
-	if err := s.store.CreateWorkspace(r.Context(), ws, *cfg.WorkspacesQuota, *cfg.WorkspacesPerUserQuota); err != nil {
-		return err
-	}
-	s.devfile.put(ws.ID, df)
-	s.log.Info("workspace created", "workspace", ws.Name, "owner", u.Username, "agent", agent.Name, "kube_name", kubeName)
 	out := s.toWorkspace(ws)
 	out.Warnings = df.Warnings()
 	writeJSON(w, http.StatusCreated, out)
@@ -180,8 +117,13 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u store.
 		return err
 	}
 	out := make([]sdk.Workspace, 0, len(rows))
+	pol, ok := s.policies(r.Context())
 	for _, row := range rows {
-		out = append(out, s.toWorkspace(row))
+		ws := s.toWorkspace(row)
+		if ok {
+			s.automation(pol, row, &ws)
+		}
+		out = append(out, ws)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -192,12 +134,15 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u store.Us
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.toWorkspace(row))
+	out := s.toWorkspace(row)
+	if pol, ok := s.policies(r.Context()); ok {
+		s.automation(pol, row, &out)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store.User) error {
-	name := r.PathValue("name")
 	var req sdk.UpdateWorkspaceRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -210,46 +155,33 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 	if err != nil {
 		return err
 	}
-	hidden := errNotFound("workspace %q not found", name)
-	if cur, err := s.store.Workspace(r.Context(), ref); err == nil && cur.Backend == store.KindTerraform {
-		if !visible(u, cur) {
-			return hidden
-		}
-		row, err := s.builder.SetDesired(r.Context(), u, cur, to)
-		if err != nil {
-			return s.buildErr(r, err)
-		}
-		s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState, "by", u.Username)
-		writeJSON(w, http.StatusOK, s.toWorkspace(row))
-		return nil
-	}
-	row, err := s.store.UpdateWorkspace(r.Context(), ref, func(cur store.Workspace) (store.Workspace, error) {
-		if !visible(u, cur) {
-			return cur, hidden
-		}
-		if err := workspace.CheckDesiredChange(cur.DesiredState, cur.ActualState, to); err != nil {
-			return cur, fmt.Errorf("workspace %q from desired %s to %s: %w", cur.Name, cur.DesiredState, to, err)
-		}
-		if cur.DesiredState == to {
-			return cur, nil // nothing to change; timestamps stay, no config is re-sent
-		}
-		cur.DesiredState = to
-		// The time is taken inside the transaction, after the row lock (reconcile.UserChangeTime).
-		cur.DesiredStateUpdatedAt = reconcile.UserChangeTime(cur, s.clock.Now())
-		return cur, nil
-	})
-	if isNotFound(err) {
-		return hidden
-	}
+	row, err := s.backends.SetDesired(r.Context(), u, ref, backend.To(to))
 	if err != nil {
-		return err
+		return s.buildErr(r, err)
 	}
+	s.used(r, row, u)
 	s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState, "by", u.Username)
 	out := s.toWorkspace(row)
-	// The devfile's warnings again, for whoever starts the workspace now (it was parsed at creation).
-	if df, err := s.devfile.get(row.ID, func() (string, error) { return s.store.WorkspaceDevfile(r.Context(), row.ID) }); err == nil {
-		out.Warnings = df.Warnings()
+	if pol, ok := s.policies(r.Context()); ok {
+		s.automation(pol, row, &out)
+	}
+	if row.Backend == store.KindKubernetes {
+		// The devfile's warnings again, for whoever starts the workspace now (it was parsed at creation).
+		if df, err := s.kube.Devfile(r.Context(), row.ID); err == nil {
+			out.Warnings = df.Warnings()
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// used records a user's change of the workspace as its use (what dormancy and autostop count
+// from), when the user is its owner: an admin's change is not the owner's use.
+func (s *Server) used(r *http.Request, row store.Workspace, u store.User) {
+	if row.OwnerID != u.ID {
+		return
+	}
+	if err := s.store.RecordWorkspaceActivity(r.Context(), row.ID, s.clock.Now()); err != nil {
+		s.log.Warn("record workspace use", "workspace", row.Name, "err", err)
+	}
 }

@@ -1,0 +1,88 @@
+// Package backend is the one interface through which Hangar changes a workspace's desired state,
+// whatever runs it: the Kubernetes service (package backend/kube: an agent applies the change) or
+// the Terraform service (package builder: the change becomes a build). The server's handlers, the
+// lifecycle executor (package autobuild) and, later, the prebuild reconciler call it.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// Change is a change of a workspace's desired state.
+type Change struct {
+	// To is the desired state; "" changes nothing.
+	To workspace.State
+	// Reason says why, for an automated change ("autostop: ..."); "" is a user's own request.
+	Reason string
+	// BuildReason is the reason a Terraform build records (build.ReasonInitiator when empty).
+	BuildReason build.Reason
+	// Dormant marks the workspace dormant with the change (dormancy).
+	Dormant bool
+}
+
+// Decide returns the change to make, given the workspace's row as it is locked inside the change's
+// transaction and whether a build of it is queued or running (busy). Deciding on the locked row is
+// what makes an automated change happen once when several replicas decide at the same time: the
+// second finds the first's change and decides nothing.
+type Decide func(w store.Workspace, busy bool) (Change, error)
+
+// To is the Decide of a user's request: the state to, whatever the row.
+func To(to workspace.State) Decide {
+	return func(store.Workspace, bool) (Change, error) { return Change{To: to}, nil }
+}
+
+// Service is one backend's use cases.
+type Service interface {
+	// SetDesired changes the desired state of the workspace ref names as decide says, on behalf of
+	// by (a user, or the automation's system user). A workspace by may not see is ErrHidden; a change
+	// the state rules refuse wraps workspace.ErrIllegalTransition or workspace.ErrTerminated.
+	// Asking for what the workspace already is, or is becoming, changes nothing.
+	SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide Decide) (store.Workspace, error)
+}
+
+// ErrHidden is a workspace the caller may not see: answered as "not found".
+var ErrHidden = errors.New("workspace not visible to the caller")
+
+// Visible reports whether u may see w: its owner, or an admin (the automation is one).
+func Visible(u store.User, w store.Workspace) bool { return u.Admin || w.OwnerID == u.ID }
+
+// Router sends each change to the service of the workspace's backend.
+type Router struct {
+	Store      store.Store
+	Kubernetes Service
+	Terraform  Service
+}
+
+// For returns the service of backend kind.
+func (r Router) For(kind string) (Service, error) {
+	switch kind {
+	case store.KindKubernetes, "":
+		return r.Kubernetes, nil
+	case store.KindTerraform:
+		if r.Terraform == nil {
+			return nil, fmt.Errorf("no terraform backend in this server")
+		}
+		return r.Terraform, nil
+	}
+	return nil, fmt.Errorf("unknown backend %q", kind)
+}
+
+// SetDesired reads which backend runs the workspace (a workspace never changes backend, so this
+// read needs no lock) and hands the change to that backend's service.
+func (r Router) SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide Decide) (store.Workspace, error) {
+	w, err := r.Store.Workspace(ctx, ref)
+	if err != nil {
+		return w, err
+	}
+	svc, err := r.For(w.Backend)
+	if err != nil {
+		return w, err
+	}
+	return svc.SetDesired(ctx, by, store.WorkspaceRef{ID: w.ID}, decide)
+}

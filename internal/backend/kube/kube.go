@@ -1,0 +1,174 @@
+// Package kube is the Kubernetes backend's service: the use cases of workspaces that an agent runs
+// (create, change the desired state) and the parsed devfiles they are generated from. The server's
+// handlers and the lifecycle executor call it; the agent's reconcile reads what it writes.
+package kube
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+
+	"github.com/hangar-dev/hangar/internal/backend"
+	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/reconcile"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// Service is the Kubernetes backend.
+type Service struct {
+	st       store.Store
+	clock    clock.Clock
+	log      *slog.Logger
+	devfiles *devfileCache
+}
+
+var _ backend.Service = (*Service)(nil)
+
+// New returns the service over st.
+func New(st store.Store, c clock.Clock, log *slog.Logger) *Service {
+	return &Service{st: st, clock: c, log: log, devfiles: newDevfileCache(50000)}
+}
+
+// Devfile returns the parsed devfile of the workspace id (it never changes after creation).
+func (s *Service) Devfile(ctx context.Context, id string) (*devfile.Devfile, error) {
+	return s.devfiles.get(id, func() (string, error) { return s.st.WorkspaceDevfile(ctx, id) })
+}
+
+// CreateRequest is a user's request for a workspace an agent runs.
+type CreateRequest struct {
+	Name  string
+	Agent string
+	// Devfile is the devfile's text; with a template, it must be empty (the template's active
+	// version is the devfile); with neither, the workspace gets the default devfile.
+	Devfile  string
+	Template *store.Template
+	// Schedule is the workspace's own lifecycle settings (checked by the caller).
+	Schedule workspace.Schedule
+}
+
+// Create creates the workspace, desired Running, after checking that the agent exists and that its
+// limits accept the devfile (generated once now, so that a devfile the agent's limits refuse is
+// refused with the reason at creation, not after the agent fails to apply it).
+func (s *Service) Create(ctx context.Context, u store.User, req CreateRequest) (store.Workspace, *devfile.Devfile, error) {
+	v := &workspace.ValidationError{}
+	if req.Template != nil && req.Devfile != "" {
+		v.Add("devfile", "comes from the template %q: give one or the other", req.Template.Name)
+	}
+	if req.Agent == "" {
+		v.Add("agent", "is required: the name of the agent whose cluster runs the workspace")
+	}
+	if len(req.Devfile) > sdk.MaxDevfileBytes {
+		v.Add("devfile", "is %d bytes, the limit is %d", len(req.Devfile), sdk.MaxDevfileBytes)
+	}
+	if err := v.Err(); err != nil {
+		return store.Workspace{}, nil, err
+	}
+	agent, err := s.st.AgentByName(ctx, req.Agent)
+	if err != nil {
+		if isNotFound(err) {
+			v.Add("agent", "no agent is named %q", req.Agent)
+			return store.Workspace{}, nil, v.Err()
+		}
+		return store.Workspace{}, nil, err
+	}
+	text := []byte(req.Devfile)
+	if req.Template != nil {
+		ver, err := s.st.TemplateVersionByID(ctx, req.Template.ActiveVersionID)
+		if err != nil {
+			return store.Workspace{}, nil, fmt.Errorf("read template %q: %w", req.Template.Name, err)
+		}
+		text = ver.Archive
+	} else if req.Devfile == "" {
+		text = devfile.Default()
+	}
+	df, err := devfile.Parse(text)
+	if err != nil {
+		return store.Workspace{}, nil, err
+	}
+	cfg := agent.Config
+	now := s.clock.Now()
+	id := uuid.NewString()
+	// The cluster name is unique to this workspace: two owners' "dev", or a "dev" created again while
+	// the previous one is being deleted, never share a namespace or an object.
+	kubeName := workspace.KubeName(req.Name, id)
+	ns := workspace.Namespace(kubeName)
+	if cfg.NamespaceMode == workspace.NamespaceShared {
+		ns = cfg.SharedNamespace
+	}
+	url := ""
+	if port, path, ok := df.PublicEndpoint(); ok {
+		url = fmt.Sprintf("%s://%s.%s%s", cmp.Or(cfg.ProxyURLScheme, "https"), workspace.HostLabel(port, req.Name, u.Username), cfg.DNSZone, cmp.Or(path, "/"))
+	}
+	if _, err := devfile.Generate(df, devfile.Params{WorkspaceID: id, WorkspaceName: req.Name, KubeName: kubeName, Owner: u.Username, AgentID: agent.ID,
+		Namespace: ns, DesiredState: workspace.Running, Agent: cfg}); err != nil {
+		return store.Workspace{}, nil, err
+	}
+	ws := store.Workspace{
+		ID: id, Name: req.Name, KubeName: kubeName, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
+		Namespace: ns, Devfile: string(text),
+		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: now,
+		URL: url, CreatedAt: now, Backend: store.KindKubernetes, Schedule: req.Schedule,
+	}
+	if req.Template != nil {
+		ws.TemplateID, ws.TemplateName = req.Template.ID, req.Template.Name
+	}
+	if err := s.st.CreateWorkspace(ctx, ws, *cfg.WorkspacesQuota, *cfg.WorkspacesPerUserQuota); err != nil {
+		return store.Workspace{}, nil, err
+	}
+	s.devfiles.put(ws.ID, df)
+	s.log.Info("workspace created", "workspace", ws.Name, "owner", u.Username, "agent", agent.Name, "kube_name", kubeName)
+	return ws, df, nil
+}
+
+// SetDesired changes the desired state in one transaction on the locked row; the agent applies it
+// at its next reconcile (backend.Service).
+func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide backend.Decide) (store.Workspace, error) {
+	var c backend.Change
+	row, err := s.st.UpdateWorkspace(ctx, ref, func(cur store.Workspace) (store.Workspace, error) {
+		if !backend.Visible(by, cur) {
+			return cur, backend.ErrHidden
+		}
+		if cur.Backend != store.KindKubernetes {
+			return cur, fmt.Errorf("workspace %q is a %s workspace: %w", cur.Name, cur.Backend, store.ErrConflict)
+		}
+		var err error
+		if c, err = decide(cur, false); err != nil || c.To == "" {
+			return cur, err
+		}
+		if err := workspace.CheckDesiredChange(cur.DesiredState, cur.ActualState, c.To); err != nil {
+			return cur, fmt.Errorf("workspace %q from desired %s to %s: %w", cur.Name, cur.DesiredState, c.To, err)
+		}
+		if cur.DesiredState == c.To {
+			return cur, nil // nothing to change; timestamps stay, no config is re-sent
+		}
+		now := s.clock.Now()
+		cur.DesiredState = c.To
+		// The time is taken inside the transaction, after the row lock (reconcile.UserChangeTime).
+		cur.DesiredStateUpdatedAt = reconcile.UserChangeTime(cur, now)
+		cur.DesiredStateReason = c.Reason
+		switch {
+		case c.Dormant && cur.DormantAt == nil:
+			cur.DormantAt = &now
+		case c.To == workspace.Running && c.Reason == "":
+			cur.DormantAt = nil // its owner's start wakes a dormant workspace
+		}
+		return cur, nil
+	})
+	if err != nil {
+		return row, err
+	}
+	if c.To != "" {
+		s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState,
+			"by", cmp.Or(by.Username, store.AutomationUsername), "why", c.Reason)
+	}
+	return row, nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
