@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/lifecycle"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -24,6 +25,7 @@ type metrics struct {
 	waiters   prometheus.Gauge
 	jobTime   *prometheus.HistogramVec
 	builds    *prometheus.CounterVec
+	lifecycle *prometheus.CounterVec
 }
 
 func newMetrics(st store.Store, b *builder.Service) *metrics {
@@ -56,8 +58,15 @@ func newMetrics(st store.Store, b *builder.Service) *metrics {
 	m.builds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hangar_workspace_builds_total", Help: "Workspace builds that ended, by transition and result (succeeded, failed, canceled).",
 	}, []string{"transition", "result"})
+	m.lifecycle = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hangar_lifecycle_changes_total", Help: "Changes the lifecycle executor made, by reason (autostart, autostop, failure_ttl, dormancy, autodelete, max_active, max_stopped).",
+	}, []string{"reason"})
+	for _, r := range []build.Reason{build.ReasonAutostart, build.ReasonAutostop, build.ReasonFailureTTL, build.ReasonDormancy,
+		build.ReasonAutodelete, build.ReasonMaxActive, build.ReasonMaxStopped} {
+		m.lifecycle.WithLabelValues(string(r))
+	}
 	b.Observe(m.observeBuild)
-	m.reg.MustRegister(m.waits, m.waiters, m.duration, m.reqBytes, m.respBytes, m.orphans, m.jobTime, m.builds,
+	m.reg.MustRegister(m.waits, m.waiters, m.duration, m.reqBytes, m.respBytes, m.orphans, m.jobTime, m.builds, m.lifecycle,
 		&stateCollector{store: st}, &jobCollector{store: st, builder: b},
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
@@ -65,6 +74,10 @@ func newMetrics(st store.Store, b *builder.Service) *metrics {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) observeLifecycle(a lifecycle.Action) {
+	m.lifecycle.WithLabelValues(string(a.Reason)).Inc()
 }
 
 func (m *metrics) observeBuild(b build.Build) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/autobuild"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/backend/kube"
 	"github.com/hangar-dev/hangar/internal/builder"
@@ -71,6 +72,8 @@ type Server struct {
 	builder *builder.Service
 	// backends sends desired-state changes to the service of each workspace's backend.
 	backends backend.Router
+	// lifecycle is the lifecycle executor over backends (run by Run; tests Tick it).
+	lifecycle *autobuild.Executor
 
 	// agents are the Terraform workspaces' helpers connected to this process.
 	agents       agentRegistry
@@ -123,6 +126,8 @@ func New(opts Options) *Server {
 		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
 	s.backends = backend.Router{Store: opts.Store, Kubernetes: opts.Kube, Terraform: opts.Builder}
 	s.metrics = newMetrics(opts.Store, opts.Builder)
+	s.lifecycle = &autobuild.Executor{Store: opts.Store, Backends: s.backends, Clock: opts.Clock, Log: opts.Logger.With("component", "lifecycle"),
+		Observe: s.metrics.observeLifecycle}
 	s.relayURL, s.relayTransport = opts.RelayURL, newRelayTransport()
 	s.apps = s.newApps(opts.Apps)
 	s.mux = http.NewServeMux()
@@ -130,9 +135,12 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Backends returns the services that change workspaces, by backend: what the lifecycle executor
-// drives.
+// Backends returns the services that change workspaces, by backend.
 func (s *Server) Backends() backend.Router { return s.backends }
+
+// Lifecycle returns the lifecycle executor, which changes workspaces over Backends as their
+// schedules and policies say (its Run is the server's background loop; tests call Tick).
+func (s *Server) Lifecycle() *autobuild.Executor { return s.lifecycle }
 
 // Handler returns the root handler.
 func (s *Server) Handler() http.Handler {

@@ -64,6 +64,8 @@ type Config struct {
 	// RelayURL is this replica's URL as the other replicas reach it, to relay Terraform
 	// workspaces' connections to the replica holding their helper ("": none).
 	RelayURL string
+	// LifecycleInterval is how often the lifecycle executor looks for changes due ("0": never).
+	LifecycleInterval string
 }
 
 func defaultDataDir() string {
@@ -90,6 +92,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as the machines of Terraform workspaces reach it: their helpers (hangar_agent) connect out to it (default: http:// and the listen address)"),
 		cmdopt.String(&cfg.AppsZone, "apps-zone", "HANGAR_APPS_ZONE", "auto", "DNS zone whose hosts <port>-<workspace>--<owner>.<zone> the server serves as Terraform workspaces' apps in the browser, through their helpers (a wildcard DNS record *.<zone> must lead to the server); the scheme and port are the access URL's. auto: apps.localhost when the access URL is a loopback one, else none; none: no apps"),
 		cmdopt.String(&cfg.RelayURL, "relay-url", "HANGAR_RELAY_URL", "", "with several replicas: this replica's own URL as the other replicas reach it (such as http://$(POD_IP):7080); they relay to it the users' connections to the Terraform workspaces whose helpers are connected here. Empty: they answer 503 and name this replica instead"),
+		cmdopt.String(&cfg.LifecycleInterval, "lifecycle-interval", "HANGAR_LIFECYCLE_INTERVAL", "1m", "how often the lifecycle executor applies autostart schedules, autostop TTLs, failure TTLs, dormancy and the agents' lifetimes (0: never; every replica runs it, each change is made once)"),
 		cmdopt.String(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
@@ -132,6 +135,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	pollInterval, err := time.ParseDuration(cfg.PollInterval)
 	if err != nil || pollInterval < time.Second {
 		return fmt.Errorf("--build-poll-interval: want a duration of at least 1s (like 30s), got %q", cfg.PollInterval)
+	}
+	lifecycleInterval, err := time.ParseDuration(cfg.LifecycleInterval)
+	if err != nil || (lifecycleInterval != 0 && lifecycleInterval < time.Second) {
+		return fmt.Errorf("--lifecycle-interval: want 0 (off) or a duration of at least 1s (like 1m), got %q", cfg.LifecycleInterval)
 	}
 	if cfg.AccessURL != "" {
 		u, err := neturl.Parse(cfg.AccessURL)
@@ -213,6 +220,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		defer background.Done()
 		bld.RunReaper(bctx, max(min(hbTimeout, pendingTimeout)/10, time.Second))
 	}()
+	if lifecycleInterval > 0 {
+		background.Add(1)
+		go func() {
+			defer background.Done()
+			srv.Lifecycle().Run(bctx, lifecycleInterval, time.After)
+		}()
+	}
 	if nprov > 0 {
 		check := &terraform.Runner{TerraformPath: cfg.Terraform}
 		if v, err := check.Check(ctx); err != nil {
