@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -349,8 +350,11 @@ func (a *app) finishBuild(cmd *cobra.Command, c *sdk.Client, format string, wf w
 }
 
 // followBuild shows a terraform workspace's latest build as it runs: each stage when it begins,
-// with the time the previous one took, then the result. Ctrl-C asks whether to cancel the build
-// (the answer is read from stdin; with no terminal answer the build goes on).
+// then, when it is over, the time it took, marked ✔ if the build went on past it or succeeded and
+// ✘ if the build ended there without succeeding; then the result. When stdin is a terminal, Ctrl-C
+// asks whether to cancel the build (anything but y: the build goes on), and a Ctrl-C while that
+// question is open ends the wait. When stdin is not a terminal nobody can answer, so Ctrl-C ends
+// the wait at once (the build goes on) instead of asking a question that would block Ctrl-C.
 func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client, name string, progress io.Writer) (sdk.Build, error) {
 	sc, err := a.streamClient(cmd)
 	if err != nil {
@@ -363,13 +367,20 @@ func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client
 	fmt.Fprintf(progress, "Build #%d (%s) %s\n", b.Number, b.Transition, b.Status)
 
 	asked := make(chan struct{}, 1)
-	release := interrupts.take(func() {
-		select {
-		case asked <- struct{}{}:
-		default:
-		}
-	})
-	defer release()
+	var asking atomic.Bool
+	if a.isTerminal(cmd.InOrStdin()) {
+		release := interrupts.take(func() bool {
+			if asking.Load() {
+				return false // Ctrl-C at the question: end the wait
+			}
+			select {
+			case asked <- struct{}{}:
+			default:
+			}
+			return true
+		})
+		defer release()
+	}
 	fctx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
 	answered := make(chan error, 1)
@@ -380,8 +391,10 @@ func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client
 				return
 			case <-asked:
 			}
+			asking.Store(true)
 			fmt.Fprintf(progress, "\nCancel build #%d of %s? [y/N] ", b.Number, name)
 			line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+			asking.Store(false)
 			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y") {
 				_, err := c.CancelBuild(ctx, name, b.Number)
 				if err == nil {
@@ -400,7 +413,12 @@ func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client
 		if l.End {
 			status = l.Status
 			if stage != "" {
-				fmt.Fprintf(progress, "  ✔ %s (%s)\n", stage, l.Time.Sub(stageAt).Round(10*time.Millisecond))
+				// The build ended in this stage: it passed only if the build succeeded.
+				mark := "✔"
+				if l.Status != "succeeded" {
+					mark = "✘"
+				}
+				fmt.Fprintf(progress, "  %s %s (%s)\n", mark, stage, l.Time.Sub(stageAt).Round(10*time.Millisecond))
 			}
 			return nil
 		}
