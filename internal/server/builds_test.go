@@ -1143,6 +1143,58 @@ func TestReaperWaitsAfterStart(t *testing.T) {
 	}
 }
 
+// TestReaperPendingTimeoutFromTheStart: the pending timeout is not delayed by the heartbeat
+// timeout's wait after a start (it once was, so --build-pending-timeout 1m did nothing for the first
+// 5 minutes). A job queued while the server runs fails PendingTimeout after it was queued; a job
+// queued before a restart gets a full PendingTimeout after the restart, since no provisioner could
+// claim it from a server that was down. Running jobs still wait a heartbeat timeout after a start.
+func TestReaperPendingTimeoutFromTheStart(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			te := newTFEnv(t, engine)
+			env := te.Env
+			ctx := t.Context()
+			p := worker{t, env, te.Prov, "host-1"}
+			started := builder.New(builder.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: time.Minute})
+			reap := func(s *builder.Service, want int) {
+				t.Helper()
+				if n, err := s.Reap(ctx); err != nil || n != want {
+					t.Fatalf("reap: %d %v, want %d", n, err, want)
+				}
+			}
+			// A running job whose provisioner went silent before the start: not judged yet.
+			mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "run", "template": "tf"}, http.StatusCreated, nil)
+			p.mustAcquire("run", 1)
+			env.Clock.Advance(10 * time.Second)
+			mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "pw", "template": "tf"}, http.StatusCreated, nil)
+			env.Clock.Advance(time.Minute)
+			reap(started, 0) // exactly a minute: not yet
+			env.Clock.Advance(time.Second)
+			reap(started, 1)
+			if b := getBuild(t, env, env.AdminToken, "pw", 1); b.Status != "failed" || !strings.Contains(b.Error, "no provisioner picked this build up in 1m0s") {
+				t.Fatalf("pending build after the pending timeout %+v", b)
+			}
+			if b := getBuild(t, env, env.AdminToken, "run", 1); b.Status != "running" {
+				t.Fatalf("running build reaped within a heartbeat timeout of the start %+v", b)
+			}
+
+			// Queued, then the server is down for ten minutes and starts again.
+			mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "pq", "template": "tf"}, http.StatusCreated, nil)
+			env.Clock.Advance(10 * time.Minute)
+			restarted := builder.New(builder.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: time.Minute})
+			reap(restarted, 0)
+			env.Clock.Advance(time.Minute + time.Second)
+			reap(restarted, 1)
+			if b := getBuild(t, env, env.AdminToken, "pq", 1); b.Status != "failed" {
+				t.Fatalf("pending build a pending timeout after the restart %+v", b)
+			}
+			if b := getBuild(t, env, env.AdminToken, "run", 1); b.Status != "running" {
+				t.Fatalf("running build reaped within a heartbeat timeout of the restart %+v", b)
+			}
+		})
+	}
+}
+
 // TestReaperResumesStalledRestart: a restart whose stop succeeded but whose start was never queued
 // (the server stopped between the two) gets its start from the reaper.
 func TestReaperResumesStalledRestart(t *testing.T) {

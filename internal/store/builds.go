@@ -122,7 +122,8 @@ type BuildStore interface {
 	// JobLogs reads a job's log lines with ID > after, at most limit.
 	JobLogs(ctx context.Context, jobID string, after int64, limit int) ([]LogLine, error)
 	// StaleJobs lists the active jobs that a reaper must fail: running (or canceling) with no
-	// heartbeat since heartbeatBefore, or pending since createdBefore.
+	// heartbeat since heartbeatBefore, or pending since createdBefore. A zero time matches no job
+	// of its kind.
 	StaleJobs(ctx context.Context, heartbeatBefore, createdBefore time.Time) ([]string, error)
 	// StalledRestarts lists the ids of the terraform workspaces whose restart stopped halfway:
 	// desired RestartRequested, and the latest build a stop that succeeded (its start was never
