@@ -235,3 +235,24 @@ func TestInterruptEndsTheWaitWithoutATerminal(t *testing.T) {
 		t.Errorf("asked a question nobody can answer:\n%s", rest)
 	}
 }
+
+// `hangar logs` (and the other build commands) on a Kubernetes workspace say it has no builds and
+// what to use instead, not "has no build latest".
+func TestBuildCommandsOnAKubernetesWorkspace(t *testing.T) {
+	env := servertest.New(t)
+	admin := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": env.AdminToken})
+	admin.ok("agents", "create", "eu")
+	admin.ok("create", "web", "--agent", "eu")
+	want := "error: not a terraform workspace: workspace \"web\" is a Kubernetes workspace (agent eu): it has no builds, build logs or Terraform state; " +
+		"'hangar show web' shows its state and last error, and the agent's cluster has its pods' logs\n"
+	for _, args := range [][]string{
+		{"logs", "web"},
+		{"logs", "web", "--build", "1"},
+		{"cancel", "web"},
+		{"state", "pull", "web"},
+	} {
+		if got := admin.fail(args...); got != want {
+			t.Errorf("hangar %s:\n%s\nwant:\n%s", strings.Join(args, " "), got, want)
+		}
+	}
+}

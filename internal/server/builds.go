@@ -149,6 +149,22 @@ func (s *Server) visibleWorkspace(r *http.Request, u store.User) (store.Workspac
 	return s.readWorkspace(r, u)
 }
 
+// terraformWorkspace reads a workspace the user may see that builds run (a terraform workspace).
+// A Kubernetes workspace is a 409 that says it has no builds and what to use instead, not "no
+// build latest".
+func (s *Server) terraformWorkspace(r *http.Request, u store.User) (store.Workspace, error) {
+	ws, err := s.visibleWorkspace(r, u)
+	if err != nil {
+		return ws, err
+	}
+	if ws.Backend != store.KindTerraform {
+		return ws, errConflict("not a terraform workspace", fmt.Sprintf(
+			"workspace %q is a Kubernetes workspace (agent %s): it has no builds, build logs or Terraform state; "+
+				"'hangar show %s' shows its state and last error, and the agent's cluster has its pods' logs", ws.Name, ws.AgentName, r.PathValue("name")))
+	}
+	return ws, nil
+}
+
 func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.User) error {
 	var req sdk.CreateBuildRequest
 	if err := decodeJSON(w, r, sdk.MaxStateBytes/3*4+(1<<20), &req); err != nil {
@@ -256,7 +272,7 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, u store.User
 
 // buildOf reads the build named by the {number} path value ("latest" or 0 for the latest).
 func (s *Server) buildOf(r *http.Request, u store.User) (store.Workspace, build.Build, error) {
-	ws, err := s.visibleWorkspace(r, u)
+	ws, err := s.terraformWorkspace(r, u)
 	if err != nil {
 		return ws, build.Build{}, err
 	}
@@ -378,7 +394,7 @@ func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u store.User)
 }
 
 func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User) error {
-	ws, err := s.visibleWorkspace(r, u)
+	ws, err := s.terraformWorkspace(r, u)
 	if err != nil {
 		return err
 	}
