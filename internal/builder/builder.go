@@ -357,8 +357,10 @@ func (s *Service) Cancel(ctx context.Context, u store.User, ref store.WorkspaceR
 }
 
 // PushState replaces the state of the workspace's latest build without a build (state push
-// --no-build: seed, PUT /workspacebuilds/{id}/state).
-func (s *Service) PushState(ctx context.Context, u store.User, ref store.WorkspaceRef, state []byte) error {
+// --no-build: seed, PUT /workspacebuilds/{id}/state). The state must be a Terraform state that
+// follows the saved one (build.CheckPush: same lineage, greater serial), unless force; the check
+// and the write are one transaction, so two pushes cannot both pass against the same saved state.
+func (s *Service) PushState(ctx context.Context, u store.User, ref store.WorkspaceRef, state []byte, force bool) error {
 	w, err := s.st.Workspace(ctx, ref)
 	if err == nil && !visible(u, w) {
 		err = ErrHidden
@@ -369,10 +371,16 @@ func (s *Service) PushState(ctx context.Context, u store.User, ref store.Workspa
 	if w.Backend != store.KindTerraform {
 		return fmt.Errorf("workspace %q: %w", w.Name, ErrNotTerraform)
 	}
-	if err := s.st.PutBuildState(ctx, w.ID, state); err != nil {
+	var meta build.StateMeta
+	if err := s.st.PutBuildState(ctx, w.ID, state, func(saved []byte) error {
+		m, err := build.CheckPush(saved, state, force)
+		meta = m
+		return err
+	}); err != nil {
 		return err
 	}
-	s.log.Info("state pushed without a build", "workspace", w.Name, "owner", w.OwnerName, "by", u.Username, "bytes", len(state))
+	s.log.Info("state pushed without a build", "workspace", w.Name, "owner", w.OwnerName, "by", u.Username, "bytes", len(state),
+		"serial", meta.Serial, "lineage", meta.Lineage, "force", force)
 	return nil
 }
 

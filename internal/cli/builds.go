@@ -244,13 +244,16 @@ func (a *app) stateCmd() *cobra.Command {
 		},
 	}
 	pull.Flags().IntVar(&number, "build", 0, "build `N` (default: the latest)")
-	var noBuild bool
+	var noBuild, force bool
 	var wf waitFlags
 	push := &cobra.Command{
-		Use:   "push NAME FILE [--no-build]",
+		Use:   "push NAME FILE [--no-build [--force]]",
 		Short: "Start a build from the state in FILE, or with --no-build replace the latest build's state",
 		Long: `Push a Terraform state. By default a start build runs from it (Terraform reconciles what the state
 says with what exists); with --no-build it replaces the state of the latest build and nothing runs.
+With --no-build the file must be a Terraform state (version, terraform_version, serial, lineage)
+that follows the saved one: the same lineage and a greater serial (bump the serial after editing
+a pulled state). --force replaces the saved state with any Terraform state.
 
 ` + nameHelp,
 		Args: cobra.ExactArgs(2),
@@ -258,6 +261,9 @@ says with what exists); with --no-build it replaces the state of the latest buil
 			format, err := a.outputFormat(cmd)
 			if err != nil {
 				return err
+			}
+			if force && !noBuild {
+				return usageError{errors.New("--force applies only with --no-build")}
 			}
 			state, err := readInput(cmd.InOrStdin(), args[1])
 			if err != nil {
@@ -271,7 +277,7 @@ says with what exists); with --no-build it replaces the state of the latest buil
 				return err
 			}
 			if noBuild {
-				if err := c.PushState(cmd.Context(), args[0], state); err != nil {
+				if err := c.PushState(cmd.Context(), args[0], state, force); err != nil {
 					return err
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Replaced the state of %s's latest build (%d bytes); no build ran.\n", args[0], len(state))
@@ -285,6 +291,7 @@ says with what exists); with --no-build it replaces the state of the latest buil
 		},
 	}
 	push.Flags().BoolVar(&noBuild, "no-build", false, "replace the latest build's state; run nothing")
+	push.Flags().BoolVar(&force, "force", false, "with --no-build: replace the state even if it does not follow the saved one (another lineage, a serial not greater)")
 	wf.add(push, "Running")
 	cmd.AddCommand(pull, push)
 	return cmd

@@ -256,3 +256,54 @@ func TestBuildCommandsOnAKubernetesWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// `hangar state push --no-build` refuses a file that is not a Terraform state, or that does not
+// follow the saved one, naming the field; --force replaces the state with any Terraform state.
+func TestStatePushNoBuild(t *testing.T) {
+	ts := newTFServer(t)
+	c := newCLI(t, map[string]string{"HANGAR_URL": ts.URL, "HANGAR_TOKEN": ts.AdminToken})
+	c.ok("create", "w", "--template", "tf")
+	ctx := t.Context()
+	job, err := ts.builder.Acquire(ctx, "worker-1", 0)
+	if err != nil || job == nil {
+		t.Fatalf("acquire: %+v %v", job, err)
+	}
+	saved := []byte(`{"version":4,"terraform_version":"1.9.8","serial":3,"lineage":"l-1","resources":[]}`)
+	if err := ts.builder.Finish(ctx, job.ID, "worker-1", build.Outcome{State: saved}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	empty := file("empty.json", `{}`)
+	older := file("older.json", `{"version":4,"terraform_version":"1.9.8","serial":2,"lineage":"l-1","resources":[]}`)
+	other := file("other.json", `{"version":4,"terraform_version":"1.9.8","serial":9,"lineage":"l-2","resources":[]}`)
+	newer := file("newer.json", `{"version":4,"terraform_version":"1.9.8","serial":4,"lineage":"l-1","resources":[]}`)
+
+	if got, want := c.fail("state", "push", "w", empty, "--no-build"), "error: invalid request\n  version: is missing: a Terraform state has a positive integer (4 for the Terraform versions Hangar runs)\n"; got != want {
+		t.Errorf("push {}:\n%s\nwant:\n%s", got, want)
+	}
+	if got, want := c.fail("state", "push", "w", older, "--no-build"), "error: state conflict: the pushed state does not follow the workspace's saved state (use force to replace it anyway)\n"+
+		"  serial: is 2, not greater than the saved state's 3: the pushed state is not newer than the saved one (an older copy?); bump its serial after editing it, or push it with force to replace the state anyway\n"; got != want {
+		t.Errorf("push an older serial:\n%s\nwant:\n%s", got, want)
+	}
+	if got := c.fail("state", "push", "w", other, "--no-build"); !strings.Contains(got, "\n  lineage: is \"l-2\", the saved state's is \"l-1\"") {
+		t.Errorf("push another lineage:\n%s", got)
+	}
+	if got := c.fail("state", "push", "w", other, "--force"); !strings.HasPrefix(got, "error: --force applies only with --no-build\n") {
+		t.Errorf("--force without --no-build:\n%s", got)
+	}
+	if got := c.ok("state", "pull", "w"); got != string(saved) {
+		t.Fatalf("the refused pushes changed the state: %s", got)
+	}
+	c.ok("state", "push", "w", newer, "--no-build")
+	c.ok("state", "push", "w", other, "--no-build", "--force")
+	if got, _ := os.ReadFile(other); c.ok("state", "pull", "w") != string(got) {
+		t.Errorf("the forced push did not replace the state")
+	}
+}

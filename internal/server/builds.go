@@ -433,18 +433,44 @@ func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User)
 	if len(body) == 0 {
 		return errBadRequest("invalid request", sdk.Validation{Field: "body", Detail: "is empty: send the Terraform state (JSON)"})
 	}
-	if !isStateJSON(body) {
-		return errBadRequest("invalid request", sdk.Validation{Field: "body", Detail: "must be a Terraform state: a JSON object"})
+	var force bool
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "false", "0":
+	case "true", "1":
+		force = true
+	default:
+		return errBadRequest("invalid request", sdk.Validation{Field: "force", Detail: fmt.Sprintf("must be true or false, got %q", v)})
+	}
+	// The shape first, before any lookup: a body that is not a Terraform state is a 400 whatever
+	// the workspace.
+	if _, err := build.ParseState(body); err != nil {
+		return stateErr(err)
 	}
 	ref, err := s.workspaceRef(r, u)
 	if err != nil {
 		return err
 	}
-	if err := s.builder.PushState(r.Context(), u, ref, body); err != nil {
-		return s.buildErr(r, err)
+	if err := s.builder.PushState(r.Context(), u, ref, body, force); err != nil {
+		return s.buildErr(r, stateErr(err))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// stateErr maps a refused state push (build.StateError) to its answer, naming the state's field:
+// 400 for bytes that are not a Terraform state, 409 for a state that does not follow the saved one
+// (force overrides it). Other errors pass through.
+func stateErr(err error) error {
+	var se *build.StateError
+	if !errors.As(err, &se) {
+		return err
+	}
+	v := sdk.Validation{Field: se.Field, Detail: se.Detail}
+	if se.Behind {
+		return &apiError{status: http.StatusConflict, body: sdk.Error{Message: "state conflict",
+			Detail: "the pushed state does not follow the workspace's saved state (use force to replace it anyway)", Validations: []sdk.Validation{v}}}
+	}
+	return errBadRequest("invalid request", v)
 }
 
 // isStateJSON reports whether b can be a Terraform state: one JSON object. (Its content is never

@@ -665,7 +665,7 @@ func TestBuildVisibility(t *testing.T) {
 				{"GET", "/api/v1/workspaces/%s/builds/2/logs?follow=true", ""},
 				{"GET", "/api/v1/workspaces/%s/state", ""},
 				{"GET", "/api/v1/workspaces/%s/state?build=1", ""},
-				{"PUT", "/api/v1/workspaces/%s/state", `{"version":4}`},
+				{"PUT", "/api/v1/workspaces/%s/state", string(tfState(9))},
 			} {
 				var body any
 				if r.body != "" {
@@ -945,7 +945,11 @@ func TestTerraformStateNotLeaked(t *testing.T) {
 			p := worker{t, env, te.Prov, "host-1"}
 			other := worker{t, env, te.Prov, "host-2"}
 			secret := "hangar-leak-check-7f3a9c"
-			state := []byte(`{"version":4,"serial":1,"lineage":"l","outputs":{"password":{"value":"` + secret + `","type":"string","sensitive":true}},"resources":[]}`)
+			stateOf := func(serial int, lineage string) []byte {
+				return fmt.Appendf(nil, `{"version":4,"terraform_version":"1.9.8","serial":%d,"lineage":%q,"outputs":{"password":{"value":"`+secret+`","type":"string","sensitive":true}},"resources":[]}`, serial, lineage)
+			}
+			state := stateOf(1, "l")
+			newer := stateOf(2, "l")
 			b64 := base64.StdEncoding.EncodeToString(state)
 			broken := append(bytes.Clone(state), []byte(`,"x"`)...)
 			var bodies [][]byte
@@ -974,14 +978,20 @@ func TestTerraformStateNotLeaked(t *testing.T) {
 			expect("second finish", status, http.StatusConflict, body)
 
 			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(state))
+			expect("push of the same serial", status, http.StatusConflict, body)
+			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(stateOf(3, "other")))
+			expect("push of another lineage", status, http.StatusConflict, body)
+			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader([]byte(`{"version":4,"terraform_version":{"`+secret+`":1},"serial":2,"lineage":"l"}`)))
+			expect("push with a field of the wrong type", status, http.StatusBadRequest, body)
+			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(newer))
 			expect("state push", status, http.StatusNoContent, body)
 			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(broken))
 			expect("push of a broken state", status, http.StatusBadRequest, body)
 			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "text/plain", bytes.NewReader(state))
 			expect("push as text/plain", status, http.StatusUnsupportedMediaType, body)
-			status, _, body = send(t, env, bob, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(state))
+			status, _, body = send(t, env, bob, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(newer))
 			expect("push by another user", status, http.StatusNotFound, body)
-			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/kube/state", "application/json", bytes.NewReader(state))
+			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/kube/state", "application/json", bytes.NewReader(newer))
 			expect("push to a kubernetes workspace", status, http.StatusConflict, body)
 			status, body = call(t, env, alice, "POST", "/api/v1/workspaces/w/builds", sdk.CreateBuildRequest{Transition: "delete", Orphan: true, State: state})
 			expect("orphan delete with a state", status, http.StatusBadRequest, body)
@@ -999,7 +1009,7 @@ func TestTerraformStateNotLeaked(t *testing.T) {
 			newBuild(t, env, alice, "w", sdk.CreateBuildRequest{Transition: "stop", State: state})
 			status, body = call(t, env, alice, "POST", "/api/v1/workspaces/w/builds", sdk.CreateBuildRequest{Transition: "start", State: state})
 			expect("build while one is active", status, http.StatusConflict, body)
-			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(state))
+			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(stateOf(5, "l")))
 			expect("push while a build is active", status, http.StatusConflict, body)
 			job = p.mustAcquire("w", 2)
 			p.finish(job.ID, protocol.FinishRequest{Error: "failed with " + "a state", State: state})

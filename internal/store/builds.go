@@ -106,8 +106,9 @@ type BuildStore interface {
 	// WorkspaceByID reads one workspace (either backend).
 	WorkspaceByID(ctx context.Context, id string) (Workspace, error)
 	// PutBuildState replaces the state of the workspace's latest build, unless a build is active
-	// (build.ErrBuildActive).
-	PutBuildState(ctx context.Context, workspaceID string, state []byte) error
+	// (build.ErrBuildActive) or check, given the latest build's current state in the same
+	// transaction, returns an error (returned as is; nothing is written).
+	PutBuildState(ctx context.Context, workspaceID string, state []byte, check func(current []byte) error) error
 
 	// AcquireJob claims the oldest pending job for workerID at now (started, heartbeat now), safe
 	// against other provisioners claiming at once (Postgres: FOR UPDATE SKIP LOCKED; SQLite: the

@@ -502,7 +502,7 @@ func (s *Store) BuildByJob(ctx context.Context, jobID string) (build.Build, erro
 	return bs[0], nil
 }
 
-func (s *Store) PutBuildState(ctx context.Context, workspaceID string, state []byte) error {
+func (s *Store) PutBuildState(ctx context.Context, workspaceID string, state []byte, check func(current []byte) error) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		// The workspace's lock keeps a new build from starting meanwhile; the latest build's job, if
 		// it has ended, cannot become active again.
@@ -510,7 +510,7 @@ func (s *Store) PutBuildState(ctx context.Context, workspaceID string, state []b
 		if err != nil {
 			return err
 		}
-		bs, err := s.queryBuilds(ctx, tx, buildSelect(false)+` WHERE b.workspace_id = ? ORDER BY b.build_number DESC LIMIT 1`, w.ID)
+		bs, err := s.queryBuilds(ctx, tx, buildSelect(true)+` WHERE b.workspace_id = ? ORDER BY b.build_number DESC LIMIT 1`, w.ID)
 		if err != nil {
 			return err
 		}
@@ -520,6 +520,11 @@ func (s *Store) PutBuildState(ctx context.Context, workspaceID string, state []b
 		last := bs[0]
 		if st := last.Job.Status(); st.Active() {
 			return fmt.Errorf("build #%d (%s) is %s: %w", last.Number, last.Transition, st, build.ErrBuildActive)
+		}
+		if check != nil {
+			if err := check(last.State); err != nil {
+				return err
+			}
 		}
 		// The mark of state captured on a cancel no longer describes the new state.
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE workspace_builds SET state = ?, state_captured_on_cancel = ? WHERE id = ?`),

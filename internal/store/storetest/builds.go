@@ -895,11 +895,11 @@ func testPutBuildState(t *testing.T, s store.Store) {
 	f := NewBuildFixture(t, s, "ps")
 	w, b := f.Create(t, s, "tf", t0)
 	pushed := []byte(`{"version":4,"serial":7}`)
-	if err := s.PutBuildState(ctx, w.ID, pushed); !errors.Is(err, build.ErrBuildActive) {
+	if err := s.PutBuildState(ctx, w.ID, pushed, nil); !errors.Is(err, build.ErrBuildActive) {
 		t.Fatalf("PutBuildState while pending: %v, want ErrBuildActive", err)
 	}
 	acquire(t, s, "w1", t0.Add(time.Second))
-	if err := s.PutBuildState(ctx, w.ID, pushed); !errors.Is(err, build.ErrBuildActive) {
+	if err := s.PutBuildState(ctx, w.ID, pushed, nil); !errors.Is(err, build.ErrBuildActive) {
 		t.Fatalf("PutBuildState while running: %v, want ErrBuildActive", err)
 	}
 	if got, _ := s.BuildByJob(ctx, b.Job.ID); got.State != nil {
@@ -909,14 +909,24 @@ func testPutBuildState(t *testing.T, s store.Store) {
 	if got, _ := s.BuildByJob(ctx, b.Job.ID); !got.StateCapturedOnCancel {
 		t.Fatal("fixture: state not captured on cancel")
 	}
-	if err := s.PutBuildState(ctx, w.ID, pushed); err != nil {
+	// The check sees the current state in the transaction; its error is returned and nothing is
+	// written.
+	refused := errors.New("refused")
+	var seen []byte
+	if err := s.PutBuildState(ctx, w.ID, pushed, func(cur []byte) error { seen = cur; return refused }); !errors.Is(err, refused) {
+		t.Fatalf("PutBuildState with a refusing check: %v", err)
+	}
+	if got, _ := s.BuildByJob(ctx, b.Job.ID); string(seen) != "partial" || string(got.State) != "partial" {
+		t.Fatalf("the check saw %q; the state after its refusal is %q", seen, got.State)
+	}
+	if err := s.PutBuildState(ctx, w.ID, pushed, func([]byte) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.BuildByNumber(ctx, w.ID, 0)
 	if err != nil || !bytes.Equal(got.State, pushed) || got.StateCapturedOnCancel || got.Job.Status() != build.Canceled {
 		t.Fatalf("after PutBuildState: captured %v, status %s, %v", got.StateCapturedOnCancel, got.Job.Status(), err)
 	}
-	if err := s.PutBuildState(ctx, uuid.NewString(), pushed); !errors.Is(err, store.ErrNotFound) {
+	if err := s.PutBuildState(ctx, uuid.NewString(), pushed, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("PutBuildState of an unknown workspace: %v, want ErrNotFound", err)
 	}
 }
