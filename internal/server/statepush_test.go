@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
 )
 
@@ -85,4 +87,18 @@ func TestStatePushFollowsTheSavedState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTemplatePushRefusesDeepNesting: a module whose main.tf nests brackets 100,000 deep is a 400
+// naming the archive and the file — not a stack overflow in the HCL parser that kills the server —
+// and the server goes on answering.
+func TestTemplatePushRefusesDeepNesting(t *testing.T) {
+	env := servertest.New(t)
+	deep := tfArchive(t, map[string]string{"main.tf": "x = " + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + "\n"})
+	status, body := call(t, env, env.AdminToken, "POST", "/api/v1/templates/deep/versions", sdk.CreateTemplateVersionRequest{Kind: "terraform", Archive: deep})
+	wantField(t, "deep module", status, body, "archive")
+	if !strings.Contains(string(body), "main.tf:1: nested more than 1000 levels deep") {
+		t.Errorf("the refusal does not name the file and the limit: %s", body)
+	}
+	mustCall(t, env, env.AdminToken, "GET", "/api/v1/templates", nil, http.StatusOK, nil)
 }
