@@ -113,6 +113,8 @@ func (a *app) printBuilds(w io.Writer, bs []sdk.Build) error {
 			state = "orphaned"
 		case b.StateCapturedOnCancel:
 			state = "captured-on-cancel"
+		case b.StatePruned:
+			state = "pruned"
 		case b.HasState:
 			state = "yes"
 		}

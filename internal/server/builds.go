@@ -411,6 +411,9 @@ func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User)
 	if err != nil {
 		return err
 	}
+	if b.State == nil && b.StatePruned {
+		return errNotFound("the Terraform state of build #%d of workspace %q was removed: only the %d latest builds of a workspace keep theirs", b.Number, ws.Name, store.KeptBuildStates)
+	}
 	if b.State == nil {
 		return errNotFound("build #%d of workspace %q has no Terraform state", b.Number, ws.Name)
 	}

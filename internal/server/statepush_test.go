@@ -10,6 +10,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/store"
 )
 
 // TestStatePushFollowsTheSavedState: `state push --no-build` takes only a Terraform state that
@@ -101,4 +102,31 @@ func TestTemplatePushRefusesDeepNesting(t *testing.T) {
 		t.Errorf("the refusal does not name the file and the limit: %s", body)
 	}
 	mustCall(t, env, env.AdminToken, "GET", "/api/v1/templates", nil, http.StatusOK, nil)
+}
+
+// TestOldBuildsStateIsPruned: only the latest store.KeptBuildStates builds keep their state; an
+// older build says so (state_pruned) and pulling its state says why there is none.
+func TestOldBuildsStateIsPruned(t *testing.T) {
+	te := newTFEnv(t, "sqlite")
+	env := te.Env
+	alice := createUser(t, env, "alice")
+	p := worker{t, env, te.Prov, "host-1"}
+	mustCall(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "w", "template": "tf"}, http.StatusCreated, nil)
+	p.run("w", 1, protocol.FinishRequest{State: tfState(1)})
+	total := store.KeptBuildStates + 1
+	for n := 2; n <= total; n++ {
+		newBuild(t, env, alice, "w", sdk.CreateBuildRequest{Transition: map[bool]string{true: "stop", false: "start"}[n%2 == 0]})
+		p.run("w", n, protocol.FinishRequest{State: tfState(n)})
+	}
+	if b := getBuild(t, env, alice, "w", 1); !b.StatePruned || b.HasState {
+		t.Errorf("build #1 after %d builds: %+v, want its state pruned", total, b)
+	}
+	if b := getBuild(t, env, alice, "w", 2); b.StatePruned || !b.HasState {
+		t.Errorf("build #2: %+v, want its state kept", b)
+	}
+	status, body, _ := pullState(t, env, alice, "w", "?build=1")
+	if status != http.StatusNotFound || !strings.Contains(string(body), "was removed: only the 10 latest builds of a workspace keep theirs") {
+		t.Errorf("pull of a pruned state: %d %s", status, body)
+	}
+	wantState(t, env, alice, "w", "", tfState(total), total)
 }

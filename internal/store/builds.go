@@ -13,6 +13,14 @@ const (
 	KindTerraform  = "terraform"  // a Terraform module, run by provisioners
 )
 
+// KeptBuildStates is how many of a workspace's latest builds keep their Terraform state. Each build
+// starts from a copy of the previous build's state, so keeping every build's would grow storage
+// without bound; when a build is created, the builds older than the latest KeptBuildStates (the
+// new one included) lose theirs (build.Build.StatePruned). The latest build always keeps its state:
+// it is the next build's source (seed, "State Source Resolution") and what state pull and push act
+// on; the stale-state rules (a cancel, a failure, the reaper) only ever write the latest build's.
+const KeptBuildStates = 10
+
 // Template is a named, versioned template.
 type Template struct {
 	ID   string
@@ -90,6 +98,7 @@ type BuildStore interface {
 	// NewBuild reads the workspace ref names (locked) with its latest build and passes them to fn; if
 	// fn returns a build, it is inserted with its job, the workspace row fn returns is written,
 	// and the job is announced — all in one transaction. fn may return an error to write nothing.
+	// The builds older than the latest KeptBuildStates lose their state in that transaction.
 	NewBuild(ctx context.Context, ref WorkspaceRef, fn func(rec BuildRecord) (Workspace, *build.Build, error)) (Workspace, *build.Build, error)
 	// UpdateBuild reads the build of the job (locked) with its workspace and passes them to fn;
 	// the build (its state and job columns) and the workspace row fn returns are written in one

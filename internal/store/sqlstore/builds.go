@@ -202,7 +202,7 @@ func buildSelect(withState bool) string {
 		state = "b.state"
 	}
 	return `SELECT b.id, b.workspace_id, b.build_number, b.transition, b.reason, b.initiator_id, COALESCE(u.username, ''),
-	b.template_version_id, ` + state + `, b.state IS NOT NULL, b.state_source, b.state_captured_on_cancel, b.orphan, b.created_at,
+	b.template_version_id, ` + state + `, b.state IS NOT NULL, b.state_source, b.state_captured_on_cancel, b.state_pruned, b.orphan, b.created_at,
 	j.id, j.build_id, j.worker_id, j.created_at, j.started_at, j.heartbeat_at, j.canceled_at, j.completed_at, j.error
 	FROM workspace_builds b JOIN provisioner_jobs j ON j.build_id = b.id LEFT JOIN users u ON u.id = b.initiator_id`
 }
@@ -212,7 +212,7 @@ func scanBuild(row scanner) (build.Build, error) {
 	var transition, reason, source string
 	var created int64
 	dest := append([]any{&b.ID, &b.WorkspaceID, &b.Number, &transition, &reason, &b.InitiatorID, &b.InitiatorName,
-		&b.TemplateVersionID, &b.State, &b.HasState, &source, &b.StateCapturedOnCancel, &b.Orphan, &created}, jobDest(&b.Job)...)
+		&b.TemplateVersionID, &b.State, &b.HasState, &source, &b.StateCapturedOnCancel, &b.StatePruned, &b.Orphan, &created}, jobDest(&b.Job)...)
 	if err := row.Scan(dest...); err != nil {
 		return b, err
 	}
@@ -292,6 +292,19 @@ func (s *Store) insertBuild(ctx context.Context, tx *sql.Tx, workspaceID string,
 		nullMicros(j.CanceledAt), nullMicros(j.CompletedAt), j.Error)
 	if err = s.wrapUnique(err, "job "+j.ID); err != nil {
 		return fmt.Errorf("create job of build #%d: %w", b.Number, err)
+	}
+	return nil
+}
+
+// pruneStates removes the Terraform state of the workspace's builds older than the
+// store.KeptBuildStates latest, now that build newest exists, and marks them state_pruned. The
+// latest build keeps its state (the next build's source, and what state pull and push act on), as
+// do the few before it (to pull an earlier state back by number); every build no longer copies
+// the state into storage that grows without bound.
+func (s *Store) pruneStates(ctx context.Context, tx *sql.Tx, workspaceID string, newest int) error {
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE workspace_builds SET state = NULL, state_pruned = ?
+		WHERE workspace_id = ? AND build_number <= ? AND state IS NOT NULL`), true, workspaceID, newest-store.KeptBuildStates); err != nil {
+		return fmt.Errorf("prune the states of builds before #%d: %w", newest-store.KeptBuildStates+1, err)
 	}
 	return nil
 }
@@ -379,6 +392,9 @@ func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(re
 		b := *nb
 		b.WorkspaceID, b.Job.BuildID, b.HasState = w.ID, b.ID, nb.State != nil
 		if err := s.insertBuild(ctx, tx, w.ID, b); err != nil {
+			return err
+		}
+		if err := s.pruneStates(ctx, tx, w.ID, b.Number); err != nil {
 			return err
 		}
 		if err := s.writeBuildWorkspace(ctx, tx, w.ID, nw); err != nil {
