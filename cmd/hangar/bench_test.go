@@ -376,7 +376,7 @@ func tfbStateSize(b *testing.B, srv *tfbServer, sizeName string, size int) time.
 	}
 	big := tfbInflate(b, state, size)
 	pushStart := time.Now()
-	if err := c.PushState(ctx, name, big); err != nil {
+	if err := c.PushState(ctx, name, big, true); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("pushed a state of %d bytes in %v", len(big), time.Since(pushStart).Round(time.Millisecond))

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/creack/pty"
+
 	"github.com/hangar-dev/hangar/internal/sdk"
 )
 
@@ -102,7 +104,12 @@ func TestTerraformEndToEnd(t *testing.T) {
 	if out := must("state", "pull", "tf1", "--build", "4"); !strings.Contains(out, `"resources": []`) {
 		t.Fatalf("state of build 4 (a stop) should have no resources:\n%s", out)
 	}
-	must("state", "push", "tf1", statePath, "--no-build")
+	// The pulled state as it is does not follow the saved one (the same serial): refused unless
+	// --force.
+	if out, err := hangar("state", "push", "tf1", statePath, "--no-build"); err == nil || !strings.Contains(out, "serial: is ") {
+		t.Fatalf("state push --no-build of the saved state itself (%v):\n%s", err, out)
+	}
+	must("state", "push", "tf1", statePath, "--no-build", "--force")
 	if err := json.Unmarshal([]byte(must("builds", "tf1", "-o", "json")), &builds); err != nil || len(builds) != 5 {
 		t.Fatalf("state push --no-build ran a build: %d builds (%v)", len(builds), err)
 	}
@@ -177,9 +184,10 @@ func TestTerraformEndToEnd(t *testing.T) {
 	}
 }
 
-// TestWaitInterruptCancels: Ctrl-C during `hangar start --wait` of a terraform workspace asks
-// whether to cancel the build; answering y cancels it, and the wait ends with the reason. The
-// server's metrics count the builds by transition and result.
+// TestWaitInterruptCancels: Ctrl-C during `hangar start --wait` of a terraform workspace, run from
+// a terminal, asks whether to cancel the build; answering y cancels it, and the wait ends with the
+// reason. The server's metrics count the builds by transition and result. (Without a terminal,
+// Ctrl-C ends the wait at once: internal/cli TestInterruptEndsTheWaitWithoutATerminal.)
 func TestWaitInterruptCancels(t *testing.T) {
 	markerDir := filepath.Join(t.TempDir(), "markers")
 	h := startLoggedIn(t, "MARKER_DIR="+markerDir)
@@ -192,10 +200,13 @@ func TestWaitInterruptCancels(t *testing.T) {
 
 	cmd := exec.Command(h.bin, "start", "ci1", "--wait", "--timeout", "2m")
 	cmd.Env = h.env
-	stdin, err := cmd.StdinPipe()
+	// stdin is a terminal, as for a user at a shell: only then is there someone to ask.
+	stdin, tty, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer stdin.Close()
+	cmd.Stdin = tty
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +215,8 @@ func TestWaitInterruptCancels(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	tty.Close()
+	go io.Copy(io.Discard, stdin) // the terminal's echo
 	var seen strings.Builder
 	sc := bufio.NewScanner(stdout)
 	sc.Split(bufio.ScanRunes) // the prompt has no newline

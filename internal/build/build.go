@@ -132,9 +132,12 @@ type Build struct {
 	// StateCapturedOnCancel marks state that Terraform wrote when it was interrupted by a cancel:
 	// what it had done so far, kept so that nothing it created is forgotten.
 	StateCapturedOnCancel bool
-	Orphan                bool
-	CreatedAt             time.Time
-	Job                   Job
+	// StatePruned says the build's state was removed because newer builds followed it (only the
+	// latest builds of a workspace keep theirs; store.KeptBuildStates).
+	StatePruned bool
+	Orphan      bool
+	CreatedAt   time.Time
+	Job         Job
 }
 
 // InitialState resolves the state a new build starts from, in the seed's order: orphan → none,

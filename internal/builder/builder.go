@@ -407,8 +407,10 @@ func (s *Service) Cancel(ctx context.Context, u store.User, ref store.WorkspaceR
 }
 
 // PushState replaces the state of the workspace's latest build without a build (state push
-// --no-build: seed, PUT /workspacebuilds/{id}/state).
-func (s *Service) PushState(ctx context.Context, u store.User, ref store.WorkspaceRef, state []byte) error {
+// --no-build: seed, PUT /workspacebuilds/{id}/state). The state must be a Terraform state that
+// follows the saved one (build.CheckPush: same lineage, greater serial), unless force; the check
+// and the write are one transaction, so two pushes cannot both pass against the same saved state.
+func (s *Service) PushState(ctx context.Context, u store.User, ref store.WorkspaceRef, state []byte, force bool) error {
 	w, err := s.st.Workspace(ctx, ref)
 	if err == nil && !visible(u, w) {
 		err = ErrHidden
@@ -419,10 +421,16 @@ func (s *Service) PushState(ctx context.Context, u store.User, ref store.Workspa
 	if w.Backend != store.KindTerraform {
 		return fmt.Errorf("workspace %q: %w", w.Name, ErrNotTerraform)
 	}
-	if err := s.st.PutBuildState(ctx, w.ID, state); err != nil {
+	var meta build.StateMeta
+	if err := s.st.PutBuildState(ctx, w.ID, state, func(saved []byte) error {
+		m, err := build.CheckPush(saved, state, force)
+		meta = m
+		return err
+	}); err != nil {
 		return err
 	}
-	s.log.Info("state pushed without a build", "workspace", w.Name, "owner", w.OwnerName, "by", u.Username, "bytes", len(state))
+	s.log.Info("state pushed without a build", "workspace", w.Name, "owner", w.OwnerName, "by", u.Username, "bytes", len(state),
+		"serial", meta.Serial, "lineage", meta.Lineage, "force", force)
 	return nil
 }
 
@@ -685,12 +693,10 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 	if err := s.resumeRestarts(ctx); err != nil {
 		return 0, err
 	}
-	if now.Sub(s.started) < s.opts.HeartbeatTimeout {
-		// Just started (or back after an outage): provisioners had no server to heartbeat to or
-		// claim from. Give them a full heartbeat timeout to come back before judging them.
+	hbCut, pendingCut := reapCuts(now, s.started, s.opts.HeartbeatTimeout, s.opts.PendingTimeout)
+	if hbCut.IsZero() && pendingCut.IsZero() {
 		return 0, nil
 	}
-	hbCut, pendingCut := now.Add(-s.opts.HeartbeatTimeout), now.Add(-s.opts.PendingTimeout)
 	ids, err := s.st.StaleJobs(ctx, hbCut, pendingCut)
 	if err != nil {
 		return 0, err
@@ -738,6 +744,30 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 }
 
 var errAlreadyDone = errors.New("job already ended")
+
+// reapCuts returns the times before which a running job's last heartbeat, and a pending job's
+// creation, make it stale; a zero time judges none of that kind.
+//
+// Each kind is judged by its own clock, counted only while this server was up:
+//   - A running job is judged only once the server has been up for a heartbeat timeout: during an
+//     outage (or before a restart) nobody could heartbeat, so a provisioner gets a full heartbeat
+//     timeout to come back.
+//   - A pending job is judged by its age, counted from when it was created or from the server's
+//     start, whichever is later: a job created while this server runs fails exactly
+//     PendingTimeout after it was queued (the heartbeat timeout does not delay it, so a short
+//     --build-pending-timeout holds from the start), and a job queued before a restart gets a full
+//     PendingTimeout after it, since no provisioner could claim it from a server that was down.
+//     Both amount to a creation cut of now - PendingTimeout once the server has been up that long.
+func reapCuts(now, started time.Time, heartbeatTimeout, pendingTimeout time.Duration) (hbCut, pendingCut time.Time) {
+	up := now.Sub(started)
+	if up >= heartbeatTimeout {
+		hbCut = now.Add(-heartbeatTimeout)
+	}
+	if up >= pendingTimeout {
+		pendingCut = now.Add(-pendingTimeout)
+	}
+	return hbCut, pendingCut
+}
 
 // RunReaper reaps every interval until ctx ends.
 func (s *Service) RunReaper(ctx context.Context, interval time.Duration) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -112,6 +113,8 @@ func (a *app) printBuilds(w io.Writer, bs []sdk.Build) error {
 			state = "orphaned"
 		case b.StateCapturedOnCancel:
 			state = "captured-on-cancel"
+		case b.StatePruned:
+			state = "pruned"
 		case b.HasState:
 			state = "yes"
 		}
@@ -243,13 +246,16 @@ func (a *app) stateCmd() *cobra.Command {
 		},
 	}
 	pull.Flags().IntVar(&number, "build", 0, "build `N` (default: the latest)")
-	var noBuild bool
+	var noBuild, force bool
 	var wf waitFlags
 	push := &cobra.Command{
-		Use:   "push NAME FILE [--no-build]",
+		Use:   "push NAME FILE [--no-build [--force]]",
 		Short: "Start a build from the state in FILE, or with --no-build replace the latest build's state",
 		Long: `Push a Terraform state. By default a start build runs from it (Terraform reconciles what the state
 says with what exists); with --no-build it replaces the state of the latest build and nothing runs.
+With --no-build the file must be a Terraform state (version, terraform_version, serial, lineage)
+that follows the saved one: the same lineage and a greater serial (bump the serial after editing
+a pulled state). --force replaces the saved state with any Terraform state.
 
 ` + nameHelp,
 		Args: cobra.ExactArgs(2),
@@ -257,6 +263,9 @@ says with what exists); with --no-build it replaces the state of the latest buil
 			format, err := a.outputFormat(cmd)
 			if err != nil {
 				return err
+			}
+			if force && !noBuild {
+				return usageError{errors.New("--force applies only with --no-build")}
 			}
 			state, err := readInput(cmd.InOrStdin(), args[1])
 			if err != nil {
@@ -270,7 +279,7 @@ says with what exists); with --no-build it replaces the state of the latest buil
 				return err
 			}
 			if noBuild {
-				if err := c.PushState(cmd.Context(), args[0], state); err != nil {
+				if err := c.PushState(cmd.Context(), args[0], state, force); err != nil {
 					return err
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Replaced the state of %s's latest build (%d bytes); no build ran.\n", args[0], len(state))
@@ -284,6 +293,7 @@ says with what exists); with --no-build it replaces the state of the latest buil
 		},
 	}
 	push.Flags().BoolVar(&noBuild, "no-build", false, "replace the latest build's state; run nothing")
+	push.Flags().BoolVar(&force, "force", false, "with --no-build: replace the state even if it does not follow the saved one (another lineage, a serial not greater)")
 	wf.add(push, "Running")
 	cmd.AddCommand(pull, push)
 	return cmd
@@ -349,8 +359,11 @@ func (a *app) finishBuild(cmd *cobra.Command, c *sdk.Client, format string, wf w
 }
 
 // followBuild shows a terraform workspace's latest build as it runs: each stage when it begins,
-// with the time the previous one took, then the result. Ctrl-C asks whether to cancel the build
-// (the answer is read from stdin; with no terminal answer the build goes on).
+// then, when it is over, the time it took, marked ✔ if the build went on past it or succeeded and
+// ✘ if the build ended there without succeeding; then the result. When stdin is a terminal, Ctrl-C
+// asks whether to cancel the build (anything but y: the build goes on), and a Ctrl-C while that
+// question is open ends the wait. When stdin is not a terminal nobody can answer, so Ctrl-C ends
+// the wait at once (the build goes on) instead of asking a question that would block Ctrl-C.
 func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client, name string, progress io.Writer) (sdk.Build, error) {
 	sc, err := a.streamClient(cmd)
 	if err != nil {
@@ -363,13 +376,20 @@ func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client
 	fmt.Fprintf(progress, "Build #%d (%s) %s\n", b.Number, b.Transition, b.Status)
 
 	asked := make(chan struct{}, 1)
-	release := interrupts.take(func() {
-		select {
-		case asked <- struct{}{}:
-		default:
-		}
-	})
-	defer release()
+	var asking atomic.Bool
+	if a.isTerminal(cmd.InOrStdin()) {
+		release := interrupts.take(func() bool {
+			if asking.Load() {
+				return false // Ctrl-C at the question: end the wait
+			}
+			select {
+			case asked <- struct{}{}:
+			default:
+			}
+			return true
+		})
+		defer release()
+	}
 	fctx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
 	answered := make(chan error, 1)
@@ -380,8 +400,10 @@ func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client
 				return
 			case <-asked:
 			}
+			asking.Store(true)
 			fmt.Fprintf(progress, "\nCancel build #%d of %s? [y/N] ", b.Number, name)
 			line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+			asking.Store(false)
 			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y") {
 				_, err := c.CancelBuild(ctx, name, b.Number)
 				if err == nil {
@@ -400,7 +422,12 @@ func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client
 		if l.End {
 			status = l.Status
 			if stage != "" {
-				fmt.Fprintf(progress, "  ✔ %s (%s)\n", stage, l.Time.Sub(stageAt).Round(10*time.Millisecond))
+				// The build ended in this stage: it passed only if the build succeeded.
+				mark := "✔"
+				if l.Status != "succeeded" {
+					mark = "✘"
+				}
+				fmt.Fprintf(progress, "  %s %s (%s)\n", mark, stage, l.Time.Sub(stageAt).Round(10*time.Millisecond))
 			}
 			return nil
 		}

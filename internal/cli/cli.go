@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/hangar-dev/hangar/internal/sdk"
 )
@@ -36,6 +37,14 @@ type app struct {
 	// pollInterval is the time between two reads of a workspace while waiting.
 	pollInterval time.Duration
 	http         *http.Client
+	// isTerminal says whether the command's stdin is a terminal someone can answer a question on.
+	isTerminal func(io.Reader) bool
+}
+
+// stdinIsTerminal is app.isTerminal outside tests.
+func stdinIsTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func defaultApp() *app {
@@ -46,7 +55,8 @@ func defaultApp() *app {
 		loc:          time.Local,
 		pollInterval: 500 * time.Millisecond,
 		// Each request gets its own bound; a --wait is bounded by --timeout on top.
-		http: &http.Client{Timeout: 30 * time.Second},
+		http:       &http.Client{Timeout: 30 * time.Second},
+		isTerminal: stdinIsTerminal,
 	}
 }
 
@@ -247,13 +257,14 @@ func Execute(root *cobra.Command) int {
 // interruptRouter hands Ctrl-C to the command that took it, instead of ending the command.
 type interruptRouter struct {
 	mu      sync.Mutex
-	handler func()
+	handler func() bool
 }
 
 var interrupts = &interruptRouter{}
 
-// take routes Ctrl-C to fn until release is called.
-func (r *interruptRouter) take(fn func()) (release func()) {
+// take routes Ctrl-C to fn until release is called; fn returns false to let this Ctrl-C end the
+// command after all.
+func (r *interruptRouter) take(fn func() bool) (release func()) {
 	r.mu.Lock()
 	r.handler = fn
 	r.mu.Unlock()
@@ -268,11 +279,7 @@ func (r *interruptRouter) dispatch() bool {
 	r.mu.Lock()
 	fn := r.handler
 	r.mu.Unlock()
-	if fn == nil {
-		return false
-	}
-	fn()
-	return true
+	return fn != nil && fn()
 }
 
 // execute is Execute with the command's context given: the end of ctx ends a --wait.

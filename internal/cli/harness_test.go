@@ -103,6 +103,7 @@ func (c *cli) app() *app {
 		},
 		loc:          time.UTC,
 		pollInterval: time.Millisecond,
+		isTerminal:   func(io.Reader) bool { return false },
 	}
 }
 

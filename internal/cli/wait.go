@@ -108,9 +108,9 @@ func (c *agentCycles) observe(ws sdk.Workspace) {
 var errWaitTimeout = errors.New("wait timed out")
 
 // wait polls the workspace until it reaches g, printing a line to progress on each state change.
+// ctx ends the wait: its deadline is --timeout (cause errWaitTimeout), given by the caller so that
+// the whole command shares it; timeout is that duration, for the message.
 func (a *app) wait(ctx context.Context, c *sdk.Client, start sdk.Workspace, g goal, timeout time.Duration, progress io.Writer) (sdk.Workspace, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errWaitTimeout)
-	defer cancel()
 	// owner/name: an admin waiting on another user's workspace must not poll their own of that name.
 	last, err := c.WaitForState(ctx, start.Ref(), g.until(start), func(ws sdk.Workspace) {
 		line := fmt.Sprintf("%s  desired=%s  actual=%s", a.now().In(a.loc).Format("15:04:05"), ws.DesiredState, ws.ActualState)

@@ -169,12 +169,17 @@ func (a *app) finish(cmd *cobra.Command, c *sdk.Client, format string, wf waitFl
 	if format == "json" {
 		progress = cmd.ErrOrStderr()
 	}
+	// One deadline for the whole wait: following the builds of a terraform workspace and then
+	// reading the workspace share --timeout (each once had its own, so a wait could last twice
+	// as long).
+	ctx, cancel := context.WithTimeoutCause(cmd.Context(), wf.timeout, errWaitTimeout)
+	defer cancel()
 	if ws.Backend == "terraform" {
-		if err := a.followBuilds(cmd, c, ws, g, wf.timeout, progress); err != nil {
+		if err := a.followBuilds(ctx, cmd, c, ws, g, progress); err != nil {
 			return err
 		}
 	}
-	final, err := a.wait(cmd.Context(), c, ws, g, wf.timeout, progress)
+	final, err := a.wait(ctx, c, ws, g, wf.timeout, progress)
 	if err != nil {
 		return err
 	}
@@ -191,16 +196,15 @@ func (a *app) finish(cmd *cobra.Command, c *sdk.Client, format string, wf waitFl
 
 // followBuilds shows the builds of a terraform workspace as they run until the workspace reaches g
 // or a build ends without getting there (a restart runs two builds: the stop, then the start).
-func (a *app) followBuilds(cmd *cobra.Command, c *sdk.Client, ws sdk.Workspace, g goal, timeout time.Duration, progress io.Writer) error {
-	ctx, cancel := context.WithTimeoutCause(cmd.Context(), timeout, errWaitTimeout)
-	defer cancel()
+// ctx carries the wait's deadline (--timeout), which a.wait then shares.
+func (a *app) followBuilds(ctx context.Context, cmd *cobra.Command, c *sdk.Client, ws sdk.Workspace, g goal, progress io.Writer) error {
 	until := g.until(ws)
 	followed := 0
 	for {
 		b, err := a.followBuild(ctx, cmd, c, ws.Ref(), progress)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil // a.wait reports the time-out
+				return nil // a.wait reports the time-out or the interrupt
 			}
 			return err
 		}

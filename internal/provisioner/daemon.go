@@ -176,11 +176,14 @@ func (d *Daemon) execute(ctx context.Context, jobID string, log *slog.Logger, ru
 		}
 	}()
 
+	// ended is set once the run is over and its outcome about to be reported: from then on the
+	// server may answer a heartbeat with "not the owner" because the outcome just ended the job.
+	var ended atomic.Bool
 	var hb sync.WaitGroup
 	hb.Add(1)
 	go func() {
 		defer hb.Done()
-		d.heartbeat(jctx, job.ID, log, func() { userCanceled.Store(true); cancelRun() })
+		d.heartbeat(jctx, job.ID, log, ended.Load, func() { userCanceled.Store(true); cancelRun() })
 	}()
 
 	logs := newShipper(d, job.ID, log)
@@ -200,6 +203,7 @@ func (d *Daemon) execute(ctx context.Context, jobID string, log *slog.Logger, ru
 	}
 	// The heartbeat goes on until the outcome is reported: a server that is slow to take it (or
 	// down for a while) must not reap the job meanwhile.
+	ended.Store(true)
 	verdict := d.finish(ctx, job.ID, o, log)
 	stop()
 	hb.Wait()
@@ -237,7 +241,13 @@ func (d *Daemon) keepUnreported(jobID string, state []byte, log *slog.Logger) {
 // heartbeat keeps the job alive until ctx ends — through a cancel and the report of the outcome —
 // and calls onCancel when the build is canceled, or when the job is no longer this worker's (the
 // reaper failed it: Terraform must stop).
-func (d *Daemon) heartbeat(ctx context.Context, jobID string, log *slog.Logger, onCancel func()) {
+//
+// ended says the run is over and its outcome is being reported. A heartbeat that then hears "not
+// the owner" has most likely raced the report: the server ended the job with the outcome just
+// before answering the heartbeat (or while it long-polled). That is no error and nothing is left to
+// interrupt, so it is logged at debug level; were the job really taken away (reaped before the
+// report arrived), finish says so when the server refuses the outcome.
+func (d *Daemon) heartbeat(ctx context.Context, jobID string, log *slog.Logger, ended func() bool, onCancel func()) {
 	failures := 0
 	canceled := false
 	for ctx.Err() == nil {
@@ -247,6 +257,9 @@ func (d *Daemon) heartbeat(ctx context.Context, jobID string, log *slog.Logger, 
 			return
 		}
 		switch {
+		case errors.Is(err, store.ErrNotOwner) && ended():
+			log.Debug("heartbeat: the job has ended (its outcome is being reported); heartbeats stop", "err", err)
+			return
 		case errors.Is(err, store.ErrNotOwner):
 			log.Warn("the job is no longer ours (failed by the reaper?); interrupting Terraform")
 			onCancel()

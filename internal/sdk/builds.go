@@ -115,8 +115,15 @@ func (c *Client) PullState(ctx context.Context, workspace string, number int) ([
 }
 
 // PushState replaces the state of the workspace's latest build, without a build.
-func (c *Client) PushState(ctx context.Context, workspace string, state []byte) error {
-	resp, err := c.raw(ctx, http.MethodPut, c.endpoint([]string{"workspaces", workspace, "state"}, nil), state, "application/json")
+//
+// The server refuses a state that is not a Terraform state (400) or that does not follow the saved
+// one, with the same lineage and a greater serial (409); force replaces the saved state anyway.
+func (c *Client) PushState(ctx context.Context, workspace string, state []byte, force bool) error {
+	target := c.endpoint([]string{"workspaces", workspace, "state"}, nil)
+	if force {
+		target += "?force=true"
+	}
+	resp, err := c.raw(ctx, http.MethodPut, target, state, "application/json")
 	if err != nil {
 		return err
 	}

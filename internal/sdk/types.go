@@ -169,21 +169,24 @@ type CreateTemplateVersionRequest struct {
 
 // Build is one transition of a terraform workspace and its provisioner job.
 type Build struct {
-	Number                int        `json:"number"`
-	Transition            string     `json:"transition"`
-	Reason                string     `json:"reason"`
-	Initiator             string     `json:"initiator"`
-	TemplateVersion       int        `json:"template_version"`
-	StateSource           string     `json:"state_source"`
-	HasState              bool       `json:"has_state"`
-	StateCapturedOnCancel bool       `json:"state_captured_on_cancel"`
-	Orphan                bool       `json:"orphan"`
-	Status                string     `json:"status"`
-	Error                 string     `json:"error,omitempty"`
-	CreatedAt             time.Time  `json:"created_at"`
-	StartedAt             *time.Time `json:"started_at"`
-	CompletedAt           *time.Time `json:"completed_at"`
-	CanceledAt            *time.Time `json:"canceled_at"`
+	Number                int    `json:"number"`
+	Transition            string `json:"transition"`
+	Reason                string `json:"reason"`
+	Initiator             string `json:"initiator"`
+	TemplateVersion       int    `json:"template_version"`
+	StateSource           string `json:"state_source"`
+	HasState              bool   `json:"has_state"`
+	StateCapturedOnCancel bool   `json:"state_captured_on_cancel"`
+	// StatePruned: the build's state was removed because newer builds followed it (the server
+	// keeps the state of a workspace's latest builds only).
+	StatePruned bool       `json:"state_pruned"`
+	Orphan      bool       `json:"orphan"`
+	Status      string     `json:"status"`
+	Error       string     `json:"error,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+	CanceledAt  *time.Time `json:"canceled_at"`
 }
 
 // CreateBuildRequest is the body of POST /api/v1/workspaces/{name}/builds. State, when present, is

@@ -149,6 +149,22 @@ func (s *Server) visibleWorkspace(r *http.Request, u store.User) (store.Workspac
 	return s.readWorkspace(r, u)
 }
 
+// terraformWorkspace reads a workspace the user may see that builds run (a terraform workspace).
+// A Kubernetes workspace is a 409 that says it has no builds and what to use instead, not "no
+// build latest".
+func (s *Server) terraformWorkspace(r *http.Request, u store.User) (store.Workspace, error) {
+	ws, err := s.visibleWorkspace(r, u)
+	if err != nil {
+		return ws, err
+	}
+	if ws.Backend != store.KindTerraform {
+		return ws, errConflict("not a terraform workspace", fmt.Sprintf(
+			"workspace %q is a Kubernetes workspace (agent %s): it has no builds, build logs or Terraform state; "+
+				"'hangar show %s' shows its state and last error, and the agent's cluster has its pods' logs", ws.Name, ws.AgentName, r.PathValue("name")))
+	}
+	return ws, nil
+}
+
 func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.User) error {
 	var req sdk.CreateBuildRequest
 	if err := decodeJSON(w, r, sdk.MaxStateBytes/3*4+(1<<20), &req); err != nil {
@@ -257,7 +273,7 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, u store.User
 
 // buildOf reads the build named by the {number} path value ("latest" or 0 for the latest).
 func (s *Server) buildOf(r *http.Request, u store.User) (store.Workspace, build.Build, error) {
-	ws, err := s.visibleWorkspace(r, u)
+	ws, err := s.terraformWorkspace(r, u)
 	if err != nil {
 		return ws, build.Build{}, err
 	}
@@ -379,7 +395,7 @@ func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u store.User)
 }
 
 func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User) error {
-	ws, err := s.visibleWorkspace(r, u)
+	ws, err := s.terraformWorkspace(r, u)
 	if err != nil {
 		return err
 	}
@@ -395,6 +411,9 @@ func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User)
 	}
 	if err != nil {
 		return err
+	}
+	if b.State == nil && b.StatePruned {
+		return errNotFound("the Terraform state of build #%d of workspace %q was removed: only the %d latest builds of a workspace keep theirs", b.Number, ws.Name, store.KeptBuildStates)
 	}
 	if b.State == nil {
 		return errNotFound("build #%d of workspace %q has no Terraform state", b.Number, ws.Name)
@@ -418,18 +437,44 @@ func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User)
 	if len(body) == 0 {
 		return errBadRequest("invalid request", sdk.Validation{Field: "body", Detail: "is empty: send the Terraform state (JSON)"})
 	}
-	if !isStateJSON(body) {
-		return errBadRequest("invalid request", sdk.Validation{Field: "body", Detail: "must be a Terraform state: a JSON object"})
+	var force bool
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "false", "0":
+	case "true", "1":
+		force = true
+	default:
+		return errBadRequest("invalid request", sdk.Validation{Field: "force", Detail: fmt.Sprintf("must be true or false, got %q", v)})
+	}
+	// The shape first, before any lookup: a body that is not a Terraform state is a 400 whatever
+	// the workspace.
+	if _, err := build.ParseState(body); err != nil {
+		return stateErr(err)
 	}
 	ref, err := s.workspaceRef(r, u)
 	if err != nil {
 		return err
 	}
-	if err := s.builder.PushState(r.Context(), u, ref, body); err != nil {
-		return s.buildErr(r, err)
+	if err := s.builder.PushState(r.Context(), u, ref, body, force); err != nil {
+		return s.buildErr(r, stateErr(err))
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// stateErr maps a refused state push (build.StateError) to its answer, naming the state's field:
+// 400 for bytes that are not a Terraform state, 409 for a state that does not follow the saved one
+// (force overrides it). Other errors pass through.
+func stateErr(err error) error {
+	var se *build.StateError
+	if !errors.As(err, &se) {
+		return err
+	}
+	v := sdk.Validation{Field: se.Field, Detail: se.Detail}
+	if se.Behind {
+		return &apiError{status: http.StatusConflict, body: sdk.Error{Message: "state conflict",
+			Detail: "the pushed state does not follow the workspace's saved state (use force to replace it anyway)", Validations: []sdk.Validation{v}}}
+	}
+	return errBadRequest("invalid request", v)
 }
 
 // isStateJSON reports whether b can be a Terraform state: one JSON object. (Its content is never

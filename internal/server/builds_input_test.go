@@ -101,7 +101,16 @@ func TestBuildBadBodies(t *testing.T) {
 				{"state push: truncated", alice, "PUT", "/api/v1/workspaces/w/state", "", `{"version":4,`, 400, "body"},
 				{"state push: text/plain", alice, "PUT", "/api/v1/workspaces/w/state", "text/plain", `{"version":4}`, 415, ""},
 				{"state push: octet-stream", alice, "PUT", "/api/v1/workspaces/w/state", "application/octet-stream", `{"version":4}`, 415, ""},
-				{"state push: while a build runs", alice, "PUT", "/api/v1/workspaces/r/state", "", `{"version":4}`, 409, ""},
+				{"state push: while a build runs", alice, "PUT", "/api/v1/workspaces/r/state", "", string(tfState(2)), 409, ""},
+				{"state push: an empty object", alice, "PUT", "/api/v1/workspaces/w/state", "", `{}`, 400, "version"},
+				{"state push: version of the wrong type", alice, "PUT", "/api/v1/workspaces/w/state", "", `{"version":"4","terraform_version":"1.9.8","serial":2,"lineage":"hangar-test"}`, 400, "version"},
+				{"state push: no terraform_version", alice, "PUT", "/api/v1/workspaces/w/state", "", `{"version":4,"serial":2,"lineage":"hangar-test"}`, 400, "terraform_version"},
+				{"state push: negative serial", alice, "PUT", "/api/v1/workspaces/w/state", "", `{"version":4,"terraform_version":"1.9.8","serial":-1,"lineage":"hangar-test"}`, 400, "serial"},
+				{"state push: fractional serial", alice, "PUT", "/api/v1/workspaces/w/state", "", `{"version":4,"terraform_version":"1.9.8","serial":2.5,"lineage":"hangar-test"}`, 400, "serial"},
+				{"state push: no lineage", alice, "PUT", "/api/v1/workspaces/w/state", "", `{"version":4,"terraform_version":"1.9.8","serial":2}`, 400, "lineage"},
+				{"state push: empty lineage", alice, "PUT", "/api/v1/workspaces/w/state", "", `{"version":4,"terraform_version":"1.9.8","serial":2,"lineage":""}`, 400, "lineage"},
+				{"state push: force not a boolean", alice, "PUT", "/api/v1/workspaces/w/state?force=yes", "", string(tfState(2)), 400, "force"},
+				{"state push: {} with force", alice, "PUT", "/api/v1/workspaces/w/state?force=true", "", `{}`, 400, "version"},
 
 				// POST /provisioners
 				{"provisioner: malformed", admin, "POST", "/api/v1/provisioners", "", `{"name"`, 400, "body"},

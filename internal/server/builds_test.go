@@ -665,7 +665,7 @@ func TestBuildVisibility(t *testing.T) {
 				{"GET", "/api/v1/workspaces/%s/builds/2/logs?follow=true", ""},
 				{"GET", "/api/v1/workspaces/%s/state", ""},
 				{"GET", "/api/v1/workspaces/%s/state?build=1", ""},
-				{"PUT", "/api/v1/workspaces/%s/state", `{"version":4}`},
+				{"PUT", "/api/v1/workspaces/%s/state", string(tfState(9))},
 			} {
 				var body any
 				if r.body != "" {
@@ -945,7 +945,11 @@ func TestTerraformStateNotLeaked(t *testing.T) {
 			p := worker{t, env, te.Prov, "host-1"}
 			other := worker{t, env, te.Prov, "host-2"}
 			secret := "hangar-leak-check-7f3a9c"
-			state := []byte(`{"version":4,"serial":1,"lineage":"l","outputs":{"password":{"value":"` + secret + `","type":"string","sensitive":true}},"resources":[]}`)
+			stateOf := func(serial int, lineage string) []byte {
+				return fmt.Appendf(nil, `{"version":4,"terraform_version":"1.9.8","serial":%d,"lineage":%q,"outputs":{"password":{"value":"`+secret+`","type":"string","sensitive":true}},"resources":[]}`, serial, lineage)
+			}
+			state := stateOf(1, "l")
+			newer := stateOf(2, "l")
 			b64 := base64.StdEncoding.EncodeToString(state)
 			broken := append(bytes.Clone(state), []byte(`,"x"`)...)
 			var bodies [][]byte
@@ -974,14 +978,20 @@ func TestTerraformStateNotLeaked(t *testing.T) {
 			expect("second finish", status, http.StatusConflict, body)
 
 			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(state))
+			expect("push of the same serial", status, http.StatusConflict, body)
+			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(stateOf(3, "other")))
+			expect("push of another lineage", status, http.StatusConflict, body)
+			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader([]byte(`{"version":4,"terraform_version":{"`+secret+`":1},"serial":2,"lineage":"l"}`)))
+			expect("push with a field of the wrong type", status, http.StatusBadRequest, body)
+			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(newer))
 			expect("state push", status, http.StatusNoContent, body)
 			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(broken))
 			expect("push of a broken state", status, http.StatusBadRequest, body)
 			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "text/plain", bytes.NewReader(state))
 			expect("push as text/plain", status, http.StatusUnsupportedMediaType, body)
-			status, _, body = send(t, env, bob, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(state))
+			status, _, body = send(t, env, bob, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(newer))
 			expect("push by another user", status, http.StatusNotFound, body)
-			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/kube/state", "application/json", bytes.NewReader(state))
+			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/kube/state", "application/json", bytes.NewReader(newer))
 			expect("push to a kubernetes workspace", status, http.StatusConflict, body)
 			status, body = call(t, env, alice, "POST", "/api/v1/workspaces/w/builds", sdk.CreateBuildRequest{Transition: "delete", Orphan: true, State: state})
 			expect("orphan delete with a state", status, http.StatusBadRequest, body)
@@ -999,7 +1009,7 @@ func TestTerraformStateNotLeaked(t *testing.T) {
 			newBuild(t, env, alice, "w", sdk.CreateBuildRequest{Transition: "stop", State: state})
 			status, body = call(t, env, alice, "POST", "/api/v1/workspaces/w/builds", sdk.CreateBuildRequest{Transition: "start", State: state})
 			expect("build while one is active", status, http.StatusConflict, body)
-			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(state))
+			status, _, body = send(t, env, alice, "PUT", "/api/v1/workspaces/w/state", "application/json", bytes.NewReader(stateOf(5, "l")))
 			expect("push while a build is active", status, http.StatusConflict, body)
 			job = p.mustAcquire("w", 2)
 			p.finish(job.ID, protocol.FinishRequest{Error: "failed with " + "a state", State: state})
@@ -1140,6 +1150,58 @@ func TestReaperWaitsAfterStart(t *testing.T) {
 	env.Clock.Advance(5 * time.Minute)
 	if n, err := restarted.Reap(t.Context()); err != nil || n != 1 {
 		t.Fatalf("reap a heartbeat timeout after the start: %d %v, want 1", n, err)
+	}
+}
+
+// TestReaperPendingTimeoutFromTheStart: the pending timeout is not delayed by the heartbeat
+// timeout's wait after a start (it once was, so --build-pending-timeout 1m did nothing for the first
+// 5 minutes). A job queued while the server runs fails PendingTimeout after it was queued; a job
+// queued before a restart gets a full PendingTimeout after the restart, since no provisioner could
+// claim it from a server that was down. Running jobs still wait a heartbeat timeout after a start.
+func TestReaperPendingTimeoutFromTheStart(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			te := newTFEnv(t, engine)
+			env := te.Env
+			ctx := t.Context()
+			p := worker{t, env, te.Prov, "host-1"}
+			started := builder.New(builder.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: time.Minute})
+			reap := func(s *builder.Service, want int) {
+				t.Helper()
+				if n, err := s.Reap(ctx); err != nil || n != want {
+					t.Fatalf("reap: %d %v, want %d", n, err, want)
+				}
+			}
+			// A running job whose provisioner went silent before the start: not judged yet.
+			mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "run", "template": "tf"}, http.StatusCreated, nil)
+			p.mustAcquire("run", 1)
+			env.Clock.Advance(10 * time.Second)
+			mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "pw", "template": "tf"}, http.StatusCreated, nil)
+			env.Clock.Advance(time.Minute)
+			reap(started, 0) // exactly a minute: not yet
+			env.Clock.Advance(time.Second)
+			reap(started, 1)
+			if b := getBuild(t, env, env.AdminToken, "pw", 1); b.Status != "failed" || !strings.Contains(b.Error, "no provisioner picked this build up in 1m0s") {
+				t.Fatalf("pending build after the pending timeout %+v", b)
+			}
+			if b := getBuild(t, env, env.AdminToken, "run", 1); b.Status != "running" {
+				t.Fatalf("running build reaped within a heartbeat timeout of the start %+v", b)
+			}
+
+			// Queued, then the server is down for ten minutes and starts again.
+			mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "pq", "template": "tf"}, http.StatusCreated, nil)
+			env.Clock.Advance(10 * time.Minute)
+			restarted := builder.New(builder.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: time.Minute})
+			reap(restarted, 0)
+			env.Clock.Advance(time.Minute + time.Second)
+			reap(restarted, 1)
+			if b := getBuild(t, env, env.AdminToken, "pq", 1); b.Status != "failed" {
+				t.Fatalf("pending build a pending timeout after the restart %+v", b)
+			}
+			if b := getBuild(t, env, env.AdminToken, "run", 1); b.Status != "running" {
+				t.Fatalf("running build reaped within a heartbeat timeout of the restart %+v", b)
+			}
+		})
 	}
 }
 

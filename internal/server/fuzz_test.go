@@ -34,6 +34,9 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(uint8(5), []byte(`{"kind":"terraform","archive":"`+archive+`"}`))
 	f.Add(uint8(5), []byte(`{"kind":"kubernetes","devfile":"schemaVersion: 2.2.0\ncomponents:\n- name: main\n  container:\n    image: alpine\n"}`))
 	f.Add(uint8(5), []byte(`{"kind":"terraform","archive":"H4sIAAAAAAAA/w=="}`))
+	// A module nested 100,000 deep: refused before the HCL parser could overflow the stack.
+	deep := base64.StdEncoding.EncodeToString(tfArchive(f, map[string]string{"main.tf": "x = " + strings.Repeat("[", 100_000) + "\n"}))
+	f.Add(uint8(5), []byte(`{"kind":"terraform","archive":"`+deep+`"}`))
 	f.Add(uint8(6), []byte(`{"transition":"stop"}`))
 	f.Add(uint8(6), []byte(`{"transition":"delete","orphan":true}`))
 	f.Add(uint8(6), []byte(`{"transition":"start","state":"eyJ2ZXJzaW9uIjo0fQ=="}`))

@@ -618,6 +618,10 @@ func oaTerraformBackend(t *testing.T, c *oaChecker, dev string) {
 	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/1/logs?after=1", nil, 200, true)
 	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/1/logs?after=-1", nil, 400, false)
 	c.do(dev, "GET", "/api/v1/workspaces/tfw/builds/9/logs", nil, 404, true)
+	// A Kubernetes workspace has no builds.
+	c.do(dev, "GET", "/api/v1/workspaces/other/builds/latest", nil, 409, true)
+	c.do(dev, "GET", "/api/v1/workspaces/other/builds/latest/logs", nil, 409, true)
+	c.do(dev, "GET", "/api/v1/workspaces/other/state", nil, 409, true)
 	c.do(dev, "GET", "/api/v1/workspaces/tfw/state", nil, 404, true)
 
 	// The first build ends; its state is pulled and pushed.

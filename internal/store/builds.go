@@ -14,6 +14,14 @@ const (
 	KindTerraform  = "terraform"  // a Terraform module, run by provisioners
 )
 
+// KeptBuildStates is how many of a workspace's latest builds keep their Terraform state. Each build
+// starts from a copy of the previous build's state, so keeping every build's would grow storage
+// without bound; when a build is created, the builds older than the latest KeptBuildStates (the
+// new one included) lose theirs (build.Build.StatePruned). The latest build always keeps its state:
+// it is the next build's source (seed, "State Source Resolution") and what state pull and push act
+// on; the stale-state rules (a cancel, a failure, the reaper) only ever write the latest build's.
+const KeptBuildStates = 10
+
 // Template is a named, versioned template.
 type Template struct {
 	ID   string
@@ -95,6 +103,7 @@ type BuildStore interface {
 	// NewBuild reads the workspace ref names (locked) with its latest build and passes them to fn; if
 	// fn returns a build, it is inserted with its job, the workspace row fn returns is written,
 	// and the job is announced — all in one transaction. fn may return an error to write nothing.
+	// The builds older than the latest KeptBuildStates lose their state in that transaction.
 	NewBuild(ctx context.Context, ref WorkspaceRef, fn func(rec BuildRecord) (Workspace, *build.Build, error)) (Workspace, *build.Build, error)
 	// UpdateBuild reads the build of the job (locked) with its workspace and passes them to fn;
 	// the build (its state and job columns) and the workspace row fn returns are written in one
@@ -111,8 +120,9 @@ type BuildStore interface {
 	// WorkspaceByID reads one workspace (either backend).
 	WorkspaceByID(ctx context.Context, id string) (Workspace, error)
 	// PutBuildState replaces the state of the workspace's latest build, unless a build is active
-	// (build.ErrBuildActive).
-	PutBuildState(ctx context.Context, workspaceID string, state []byte) error
+	// (build.ErrBuildActive) or check, given the latest build's current state in the same
+	// transaction, returns an error (returned as is; nothing is written).
+	PutBuildState(ctx context.Context, workspaceID string, state []byte, check func(current []byte) error) error
 
 	// AcquireJob claims the oldest pending job for workerID at now (started, heartbeat now), safe
 	// against other provisioners claiming at once (Postgres: FOR UPDATE SKIP LOCKED; SQLite: the
@@ -127,7 +137,8 @@ type BuildStore interface {
 	// JobLogs reads a job's log lines with ID > after, at most limit.
 	JobLogs(ctx context.Context, jobID string, after int64, limit int) ([]LogLine, error)
 	// StaleJobs lists the active jobs that a reaper must fail: running (or canceling) with no
-	// heartbeat since heartbeatBefore, or pending since createdBefore.
+	// heartbeat since heartbeatBefore, or pending since createdBefore. A zero time matches no job
+	// of its kind.
 	StaleJobs(ctx context.Context, heartbeatBefore, createdBefore time.Time) ([]string, error)
 	// StalledRestarts lists the ids of the terraform workspaces whose restart stopped halfway:
 	// desired RestartRequested, and the latest build a stop that succeeded (its start was never

@@ -57,6 +57,9 @@ func FuzzInspect(f *testing.F) {
 	f.Add([]byte(`{"variable": {"a": }`), true)
 	f.Add([]byte("variable \"${x}\" {}\nvariable \"a\" {\n  default = <<EOT\nx\nEOT\n}\n"), false)
 	f.Add([]byte("variable {\n"), false)
+	for _, d := range deepFiles() { // nested 100,000 deep: refused before parsing
+		f.Add([]byte(d.body), d.json)
+	}
 	f.Fuzz(func(t *testing.T, src []byte, isJSON bool) {
 		name := "main.tf"
 		if isJSON {

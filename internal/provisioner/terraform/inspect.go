@@ -25,7 +25,8 @@ var variableSchema = &hcl.BodySchema{
 // Inspect parses the configuration files at the top of a module archive (*.tf and *.tf.json, as
 // terraform loads them: not in subdirectories, and not hidden or editor backup files) and returns
 // the input variables the module declares. The archive is checked as Extract checks it. A module
-// without such a file, or a file with a syntax error, is an error naming the file and line.
+// without such a file, or a file with a syntax error or nested deeper than MaxNesting, is an error
+// naming the file and line.
 func Inspect(archive []byte) (Module, error) {
 	type source struct {
 		name string
@@ -84,6 +85,10 @@ func fileVariables(p *hclparse.Parser, name string, src []byte, isJSON bool) (na
 			names, err = nil, fmt.Errorf("%s: cannot be parsed (parser failure: %v)", name, r)
 		}
 	}()
+	// Bounded before parsing: a stack overflow in the parser is fatal, not a panic to recover.
+	if err := checkNesting(name, src, isJSON); err != nil {
+		return nil, err
+	}
 	var f *hcl.File
 	var diags hcl.Diagnostics
 	if isJSON {

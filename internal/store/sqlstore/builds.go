@@ -222,7 +222,7 @@ func buildSelect(withState bool) string {
 		state = "b.state"
 	}
 	return `SELECT b.id, b.workspace_id, b.build_number, b.transition, b.reason, b.initiator_id, COALESCE(u.username, ''),
-	b.template_version_id, ` + state + `, b.state IS NOT NULL, b.state_source, b.state_captured_on_cancel, b.orphan, b.created_at,
+	b.template_version_id, ` + state + `, b.state IS NOT NULL, b.state_source, b.state_captured_on_cancel, b.state_pruned, b.orphan, b.created_at,
 	j.id, j.build_id, j.worker_id, j.created_at, j.started_at, j.heartbeat_at, j.canceled_at, j.completed_at, j.error
 	FROM workspace_builds b JOIN provisioner_jobs j ON j.build_id = b.id LEFT JOIN users u ON u.id = b.initiator_id`
 }
@@ -232,7 +232,7 @@ func scanBuild(row scanner) (build.Build, error) {
 	var transition, reason, source string
 	var created int64
 	dest := append([]any{&b.ID, &b.WorkspaceID, &b.Number, &transition, &reason, &b.InitiatorID, &b.InitiatorName,
-		&b.TemplateVersionID, &b.State, &b.HasState, &source, &b.StateCapturedOnCancel, &b.Orphan, &created}, jobDest(&b.Job)...)
+		&b.TemplateVersionID, &b.State, &b.HasState, &source, &b.StateCapturedOnCancel, &b.StatePruned, &b.Orphan, &created}, jobDest(&b.Job)...)
 	if err := row.Scan(dest...); err != nil {
 		return b, err
 	}
@@ -312,6 +312,19 @@ func (s *Store) insertBuild(ctx context.Context, tx *sql.Tx, workspaceID string,
 		nullMicros(j.CanceledAt), nullMicros(j.CompletedAt), j.Error)
 	if err = s.wrapUnique(err, "job "+j.ID); err != nil {
 		return fmt.Errorf("create job of build #%d: %w", b.Number, err)
+	}
+	return nil
+}
+
+// pruneStates removes the Terraform state of the workspace's builds older than the
+// store.KeptBuildStates latest, now that build newest exists, and marks them state_pruned. The
+// latest build keeps its state (the next build's source, and what state pull and push act on), as
+// do the few before it (to pull an earlier state back by number); every build no longer copies
+// the state into storage that grows without bound.
+func (s *Store) pruneStates(ctx context.Context, tx *sql.Tx, workspaceID string, newest int) error {
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE workspace_builds SET state = NULL, state_pruned = ?
+		WHERE workspace_id = ? AND build_number <= ? AND state IS NOT NULL`), true, workspaceID, newest-store.KeptBuildStates); err != nil {
+		return fmt.Errorf("prune the states of builds before #%d: %w", newest-store.KeptBuildStates+1, err)
 	}
 	return nil
 }
@@ -400,6 +413,9 @@ func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(re
 		b := *nb
 		b.WorkspaceID, b.Job.BuildID, b.HasState = w.ID, b.ID, nb.State != nil
 		if err := s.insertBuild(ctx, tx, w.ID, b); err != nil {
+			return err
+		}
+		if err := s.pruneStates(ctx, tx, w.ID, b.Number); err != nil {
 			return err
 		}
 		if err := s.writeBuildWorkspace(ctx, tx, w.ID, nw); err != nil {
@@ -523,7 +539,7 @@ func (s *Store) BuildByJob(ctx context.Context, jobID string) (build.Build, erro
 	return bs[0], nil
 }
 
-func (s *Store) PutBuildState(ctx context.Context, workspaceID string, state []byte) error {
+func (s *Store) PutBuildState(ctx context.Context, workspaceID string, state []byte, check func(current []byte) error) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		// The workspace's lock keeps a new build from starting meanwhile; the latest build's job, if
 		// it has ended, cannot become active again.
@@ -531,7 +547,7 @@ func (s *Store) PutBuildState(ctx context.Context, workspaceID string, state []b
 		if err != nil {
 			return err
 		}
-		bs, err := s.queryBuilds(ctx, tx, buildSelect(false)+` WHERE b.workspace_id = ? ORDER BY b.build_number DESC LIMIT 1`, w.ID)
+		bs, err := s.queryBuilds(ctx, tx, buildSelect(true)+` WHERE b.workspace_id = ? ORDER BY b.build_number DESC LIMIT 1`, w.ID)
 		if err != nil {
 			return err
 		}
@@ -541,6 +557,11 @@ func (s *Store) PutBuildState(ctx context.Context, workspaceID string, state []b
 		last := bs[0]
 		if st := last.Job.Status(); st.Active() {
 			return fmt.Errorf("build #%d (%s) is %s: %w", last.Number, last.Transition, st, build.ErrBuildActive)
+		}
+		if check != nil {
+			if err := check(last.State); err != nil {
+				return err
+			}
 		}
 		// The mark of state captured on a cancel no longer describes the new state.
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE workspace_builds SET state = ?, state_captured_on_cancel = ? WHERE id = ?`),

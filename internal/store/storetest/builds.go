@@ -38,6 +38,7 @@ var buildTests = []struct {
 	{"ActiveJobsOf", testActiveJobsOf},
 	{"CountJobs", testCountJobs},
 	{"PutBuildState", testPutBuildState},
+	{"StateRetention", testStateRetention},
 	{"Provisioners", testProvisioners},
 	{"JobNotifications", testJobNotifications},
 }
@@ -895,11 +896,11 @@ func testPutBuildState(t *testing.T, s store.Store) {
 	f := NewBuildFixture(t, s, "ps")
 	w, b := f.Create(t, s, "tf", t0)
 	pushed := []byte(`{"version":4,"serial":7}`)
-	if err := s.PutBuildState(ctx, w.ID, pushed); !errors.Is(err, build.ErrBuildActive) {
+	if err := s.PutBuildState(ctx, w.ID, pushed, nil); !errors.Is(err, build.ErrBuildActive) {
 		t.Fatalf("PutBuildState while pending: %v, want ErrBuildActive", err)
 	}
 	acquire(t, s, "w1", t0.Add(time.Second))
-	if err := s.PutBuildState(ctx, w.ID, pushed); !errors.Is(err, build.ErrBuildActive) {
+	if err := s.PutBuildState(ctx, w.ID, pushed, nil); !errors.Is(err, build.ErrBuildActive) {
 		t.Fatalf("PutBuildState while running: %v, want ErrBuildActive", err)
 	}
 	if got, _ := s.BuildByJob(ctx, b.Job.ID); got.State != nil {
@@ -909,14 +910,24 @@ func testPutBuildState(t *testing.T, s store.Store) {
 	if got, _ := s.BuildByJob(ctx, b.Job.ID); !got.StateCapturedOnCancel {
 		t.Fatal("fixture: state not captured on cancel")
 	}
-	if err := s.PutBuildState(ctx, w.ID, pushed); err != nil {
+	// The check sees the current state in the transaction; its error is returned and nothing is
+	// written.
+	refused := errors.New("refused")
+	var seen []byte
+	if err := s.PutBuildState(ctx, w.ID, pushed, func(cur []byte) error { seen = cur; return refused }); !errors.Is(err, refused) {
+		t.Fatalf("PutBuildState with a refusing check: %v", err)
+	}
+	if got, _ := s.BuildByJob(ctx, b.Job.ID); string(seen) != "partial" || string(got.State) != "partial" {
+		t.Fatalf("the check saw %q; the state after its refusal is %q", seen, got.State)
+	}
+	if err := s.PutBuildState(ctx, w.ID, pushed, func([]byte) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.BuildByNumber(ctx, w.ID, 0)
 	if err != nil || !bytes.Equal(got.State, pushed) || got.StateCapturedOnCancel || got.Job.Status() != build.Canceled {
 		t.Fatalf("after PutBuildState: captured %v, status %s, %v", got.StateCapturedOnCancel, got.Job.Status(), err)
 	}
-	if err := s.PutBuildState(ctx, uuid.NewString(), pushed); !errors.Is(err, store.ErrNotFound) {
+	if err := s.PutBuildState(ctx, uuid.NewString(), pushed, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("PutBuildState of an unknown workspace: %v, want ErrNotFound", err)
 	}
 }
@@ -1061,5 +1072,67 @@ func testJobNotifications(t *testing.T, s store.Store) {
 	}
 	if settle(); !Quiet(jobs) || !Quiet(job) {
 		t.Fatal("a cancelled subscription was woken")
+	}
+}
+
+// testStateRetention: only the store.KeptBuildStates latest builds of a workspace keep their state;
+// older ones lose it (marked StatePruned) when a newer build is created. Each new build still starts
+// from the latest build's state (the seed's state source), and other workspaces are untouched.
+func testStateRetention(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewBuildFixture(t, s, "sr")
+	stateOf := func(n int) []byte { return fmt.Appendf(nil, `{"version":4,"serial":%d}`, n) }
+	other, ob := f.Create(t, s, "other", t0)
+	acquire(t, s, "w1", t0)
+	finish(t, s, ob.Job.ID, build.Outcome{State: []byte(`{"other":1}`)}, t0)
+
+	w, b := f.Create(t, s, "tf", t0.Add(time.Second))
+	at := t0.Add(time.Minute)
+	acquire(t, s, "w1", at)
+	finish(t, s, b.Job.ID, build.Outcome{State: stateOf(1)}, at)
+	total := store.KeptBuildStates + 3
+	for n := 2; n <= total; n++ {
+		at = at.Add(time.Minute)
+		_, nb, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+			b := f.Build(rec.Workspace, n, build.Start, at)
+			b.State, b.StateSource = build.InitialState(false, nil, rec.Build)
+			return rec.Workspace, &b, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(nb.State, stateOf(n-1)) || nb.StateSource != build.SourcePrevious {
+			t.Fatalf("build #%d starts from %s (%s), want the latest build's state %s", n, nb.State, nb.StateSource, stateOf(n-1))
+		}
+		acquire(t, s, "w1", at)
+		o := build.Outcome{State: stateOf(n)}
+		if n == total {
+			o = build.Outcome{Error: "failed before Terraform wrote a state"} // keeps its input state
+		}
+		finish(t, s, nb.Job.ID, o, at)
+	}
+	list, err := s.ListBuilds(ctx, w.ID)
+	if err != nil || len(list) != total {
+		t.Fatalf("ListBuilds: %d builds, %v", len(list), err)
+	}
+	for _, lb := range list {
+		got, err := s.BuildByNumber(ctx, w.ID, lb.Number)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := stateOf(lb.Number)
+		if lb.Number == total {
+			want = stateOf(total - 1)
+		}
+		if kept := lb.Number > total-store.KeptBuildStates; kept {
+			if !bytes.Equal(got.State, want) || got.StatePruned || !lb.HasState || lb.StatePruned {
+				t.Errorf("build #%d: state %s pruned %v (listed: has %v pruned %v), want %s kept", lb.Number, got.State, got.StatePruned, lb.HasState, lb.StatePruned, want)
+			}
+		} else if got.State != nil || !got.StatePruned || lb.HasState || !lb.StatePruned {
+			t.Errorf("build #%d: state %s pruned %v (listed: has %v pruned %v), want it pruned", lb.Number, got.State, got.StatePruned, lb.HasState, lb.StatePruned)
+		}
+	}
+	if got, err := s.BuildByNumber(ctx, other.ID, 1); err != nil || string(got.State) != `{"other":1}` || got.StatePruned {
+		t.Errorf("another workspace's build: %s pruned %v, %v", got.State, got.StatePruned, err)
 	}
 }
