@@ -5,6 +5,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -375,6 +376,41 @@ func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w store.Workspa
 		return fmt.Errorf("create workspace: %w", err)
 	}
 	return nil
+}
+
+// InsertWorkspaces inserts rows as insertWorkspace does, many to a statement, in one transaction,
+// without CreateWorkspace's name and quota checks and without waking the agents: for seeding a
+// store with many workspaces at once (the load generator, internal/loadgen).
+func (s *Store) InsertWorkspaces(ctx context.Context, rows []store.Workspace) error {
+	const cols = 19
+	per := s.d.BatchSize * 9 / cols // BatchSize is sized for 9 parameters a row
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for start := 0; start < len(rows); start += per {
+			chunk := rows[start:min(start+per, len(rows))]
+			var b strings.Builder
+			b.WriteString(`INSERT INTO workspaces (id, name, kube_name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
+				desired_state_updated_at, actual_state_updated_at, responded_to_agent_at, deployment_resource_version, error_type, error_message, url, created_at,
+				backend, template_id) VALUES `)
+			args := make([]any, 0, len(chunk)*cols)
+			row := "(" + placeholders(cols) + ")"
+			for i, w := range chunk {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(row)
+				backend := cmp.Or(w.Backend, store.KindKubernetes)
+				kubeName := cmp.Or(w.KubeName, workspace.KubeName(w.Name, w.ID))
+				args = append(args, w.ID, w.Name, kubeName, w.OwnerID, nullID(w.AgentID), w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
+					micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),
+					nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage, w.URL, micros(w.CreatedAt),
+					backend, nullID(w.TemplateID))
+			}
+			if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+				return fmt.Errorf("insert %d workspaces: %w", len(chunk), s.wrapUnique(err, "workspace"))
+			}
+		}
+		return nil
+	})
 }
 
 func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuota, perUserQuota int) error {
