@@ -34,7 +34,7 @@ import (
 // Config is the command's options, as given.
 type Config struct {
 	Store, Replicas, Agents, Workspaces, Interval, UserChanges, Warmup, Duration string
-	PostgresURL, PostgresMaxConns, ServerBinary, LogLevel                        string
+	PostgresURL, PostgresParams, PostgresMaxConns, ServerBinary, LogLevel        string
 }
 
 // Command returns `hangar load`.
@@ -50,6 +50,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Warmup, "warmup", "HANGAR_LOAD_WARMUP", "20s", "load before measuring"),
 		cmdopt.String(&cfg.Duration, "duration", "HANGAR_LOAD_DURATION", "60s", "measured load after the warmup (at most 10m)"),
 		cmdopt.String(&cfg.PostgresURL, "postgres-url", "HANGAR_LOAD_POSTGRES_URL", "", "a superuser URL of a Postgres server on loopback to create the run's database on (default: start one in a temporary directory, as the tests do: fsync off)"),
+		cmdopt.String(&cfg.PostgresParams, "postgres-params", "HANGAR_LOAD_POSTGRES_PARAMS", "", "connection parameters added to the servers' database URL, such as default_query_exec_mode=exec to compare pgx's statement modes"),
 		cmdopt.String(&cfg.PostgresMaxConns, "postgres-max-conns", "HANGAR_LOAD_POSTGRES_MAX_CONNS", "", "passed to each server as --postgres-max-conns (default: the server's default)"),
 		cmdopt.String(&cfg.ServerBinary, "server-binary", "HANGAR_LOAD_SERVER_BINARY", "", "the hangar binary to run the servers with, e.g. an older build as a baseline (default: this one)"),
 		cmdopt.String(&cfg.LogLevel, "server-log-level", "HANGAR_LOAD_SERVER_LOG_LEVEL", "warn", "the servers' --log-level (their logs go to server-<n>.log in the run's directory)"),
@@ -123,7 +124,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	defer os.RemoveAll(dir)
 	fmt.Fprintf(out, "run directory: %s\n", dir)
 	var processes []loadgen.Process
-	var dbURL string
+	var dbURL, serverURL string
 	if cfg.Store == "postgres" {
 		admin := cfg.PostgresURL
 		if admin == "" {
@@ -141,13 +142,27 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		if dbURL, err = createDatabase(ctx, admin, name); err != nil {
 			return err
 		}
+		serverURL = dbURL
+		if cfg.PostgresParams != "" {
+			extra, err := neturl.ParseQuery(cfg.PostgresParams)
+			if err != nil {
+				return fmt.Errorf("--postgres-params: %w", err)
+			}
+			u, _ := neturl.Parse(dbURL)
+			q := u.Query()
+			for k, vs := range extra {
+				q[k] = vs
+			}
+			u.RawQuery = q.Encode()
+			serverURL = u.String()
+		}
 		defer dropDatabase(admin, name)
 	}
 
 	var servers []string
 	var replicaProcs []loadgen.Process
 	for i := 0; i < replicas; i++ {
-		srv, err := startServer(ctx, bin, filepath.Join(dir, fmt.Sprintf("server-%d", i)), dbURL, cfg.PostgresMaxConns, cfg.LogLevel)
+		srv, err := startServer(ctx, bin, filepath.Join(dir, fmt.Sprintf("server-%d", i)), serverURL, cfg.PostgresMaxConns, cfg.LogLevel)
 		if err != nil {
 			return err
 		}
@@ -174,12 +189,22 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	defer seeder.Close()
 
+	var counters []loadgen.Counter
+	if dbURL != "" {
+		// Every session a server opens costs a backend process, authentication, and cold caches
+		// (catalog, prepared statements): the pool should open none once warm.
+		counters = append(counters, loadgen.Counter{Name: "database sessions opened", Read: func(ctx context.Context) (int64, error) {
+			var n int64
+			err := seeder.DB().QueryRowContext(ctx, `SELECT sessions FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+			return n, err
+		}})
+	}
 	fmt.Fprintf(out, "store: %s, %d replica(s), %d agents × %d workspaces, a partial reconcile every %v each, %g user changes/s\n",
 		cfg.Store, replicas, agents, per, durations["interval"], userChanges)
 	rep, err := loadgen.Run(ctx, loadgen.Config{
 		Servers: servers, AdminToken: strings.TrimSpace(string(token)), Seeder: seeder,
 		Agents: agents, WorkspacesPerAgent: per, Interval: durations["interval"], UserChangesPerSecond: userChanges,
-		Warmup: durations["warmup"], Duration: durations["duration"], Processes: processes, Log: out,
+		Warmup: durations["warmup"], Duration: durations["duration"], Processes: processes, Counters: counters, Log: out,
 	})
 	if err != nil {
 		return err

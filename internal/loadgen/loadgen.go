@@ -54,8 +54,8 @@ type Config struct {
 	Seeder     Seeder
 	// Agents and WorkspacesPerAgent size the fleet; each agent has a user who owns its workspaces.
 	Agents, WorkspacesPerAgent int
-	// Interval is each agent's period between partial reconciles; the agents' first reconciles are
-	// spread evenly over the first interval.
+	// Interval is each agent's period between partial reconciles; the agents' first reconciles
+	// come at random moments of the first interval.
 	Interval time.Duration
 	// UserChangesPerSecond is the rate of desired-state changes (Running ↔ Stopped of a random
 	// workspace).
@@ -72,6 +72,9 @@ type Config struct {
 	Step func()
 	// Processes are the server processes (and the database's) whose CPU time is reported, by name.
 	Processes []Process
+	// Counters are read at both ends of the measured window and reported as their difference
+	// (Postgres: the sessions opened on the database).
+	Counters []Counter
 	// Now is the time the seeded rows were last answered at (nil: time.Now); tests pass the
 	// server's clock.
 	Now func() time.Time
@@ -90,6 +93,12 @@ type Process struct {
 	CPU func() (time.Duration, error)
 }
 
+// Counter is a number that only grows, such as the sessions a database opened.
+type Counter struct {
+	Name string
+	Read func(ctx context.Context) (int64, error)
+}
+
 // Report is what a run measured.
 type Report struct {
 	Agents, Workspaces int
@@ -101,6 +110,14 @@ type Report struct {
 	// a config to apply (a user change picked up).
 	Answered, Configs int
 	CPU               []CPU
+	Counted           []Counted
+}
+
+// Counted is how much a counter grew during the measured window.
+type Counted struct {
+	Name      string
+	N         int64
+	PerSecond float64
 }
 
 // CPU is the share of one core a process used during the measured window.
@@ -157,6 +174,9 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "answered workspaces: %d (%d with a config)\n", r.Answered, r.Configs)
 	for _, c := range r.CPU {
 		fmt.Fprintf(&b, "cpu %-10s %6.1f%% of a core (%v)\n", c.Name, 100*c.OfACore, c.Used.Round(10*time.Millisecond))
+	}
+	for _, c := range r.Counted {
+		fmt.Fprintf(&b, "%s: %d (%.1f/s)\n", c.Name, c.N, c.PerSecond)
 	}
 	return b.String()
 }
@@ -222,10 +242,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return rep, err
 	}
 	var cpu0 []time.Duration
+	var count0 []int64
 	var start time.Time
 	begin := func() error {
 		var err error
 		if cpu0, err = r.cpu(); err != nil {
+			return err
+		}
+		if count0, err = r.count(ctx); err != nil {
 			return err
 		}
 		r.mu.Lock()
@@ -255,6 +279,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		used := cpu1[i] - cpu0[i]
 		rep.CPU = append(rep.CPU, CPU{Name: p.Name, Used: used, OfACore: used.Seconds() / rep.Measured.Seconds()})
 	}
+	count1, err := r.count(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for i, c := range cfg.Counters {
+		n := count1[i] - count0[i]
+		rep.Counted = append(rep.Counted, Counted{Name: c.Name, N: n, PerSecond: float64(n) / rep.Measured.Seconds()})
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rec.summarise(rep.Measured)
@@ -280,6 +312,18 @@ func (r *run) cpu() ([]time.Duration, error) {
 			return nil, fmt.Errorf("cpu time of %s: %w", p.Name, err)
 		}
 		out[i] = d
+	}
+	return out, nil
+}
+
+func (r *run) count(ctx context.Context) ([]int64, error) {
+	out := make([]int64, len(r.cfg.Counters))
+	for i, c := range r.cfg.Counters {
+		n, err := c.Read(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", c.Name, err)
+		}
+		out[i] = n
 	}
 	return out, nil
 }
@@ -401,8 +445,11 @@ func (r *run) timed(ctx context.Context, begin func() error) error {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	for i, a := range r.agents {
-		offset := cfg.Interval * time.Duration(i) / time.Duration(len(r.agents))
+	phase := rand.New(rand.NewPCG(3, 4))
+	for _, a := range r.agents {
+		// Each agent's timer starts when its agent did: at a random moment, not evenly spread, so
+		// that requests meet at times as real agents' do.
+		offset := time.Duration(phase.Int64N(int64(cfg.Interval)))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -668,11 +715,15 @@ func ProcCPU(pid int) func() (time.Duration, error) {
 	return func() (time.Duration, error) { return procCPU(pid) }
 }
 
-// ProcTreeCPU is ProcCPU of a process and its children (Postgres: the postmaster and its
-// backends). Backends that ended during the window are not counted: the servers' pools keep theirs.
+// ProcTreeCPU is ProcCPU of a process and its children, those alive and those it waited for
+// (Postgres: the postmaster and its backends, including the sessions that ended).
 func ProcTreeCPU(pid int) func() (time.Duration, error) {
 	return func() (time.Duration, error) {
-		total, err := procCPU(pid)
+		fields, err := procStat(pid)
+		if err != nil {
+			return 0, err
+		}
+		total, err := ticks(pid, fields, 11, 12, 13, 14) // utime, stime, cutime, cstime
 		if err != nil {
 			return 0, err
 		}
@@ -689,8 +740,7 @@ func ProcTreeCPU(pid int) func() (time.Duration, error) {
 			if err != nil || fields[1] != strconv.Itoa(pid) { // gone, or not a child
 				continue
 			}
-			d, err := procCPU(child)
-			if err == nil {
+			if d, err := ticks(child, fields, 11, 12); err == nil {
 				total += d
 			}
 		}
@@ -702,7 +752,7 @@ func ProcTreeCPU(pid int) func() (time.Duration, error) {
 const clockTicks = 100
 
 // procStat returns the fields of /proc/<pid>/stat after the command: state is [0], ppid [1],
-// utime [11], stime [12].
+// utime [11], stime [12], cutime [13], cstime [14].
 func procStat(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -713,10 +763,23 @@ func procStat(pid int) ([]string, error) {
 		return nil, fmt.Errorf("/proc/%d/stat: no command", pid)
 	}
 	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 13 {
+	if len(fields) < 15 {
 		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
 	}
 	return fields, nil
+}
+
+// ticks sums the given fields of a process's stat, in clock ticks, as a duration.
+func ticks(pid int, fields []string, at ...int) (time.Duration, error) {
+	var sum int64
+	for _, i := range at {
+		v, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		sum += v
+	}
+	return time.Duration(sum) * time.Second / clockTicks, nil
 }
 
 func procCPU(pid int) (time.Duration, error) {
@@ -724,10 +787,5 @@ func procCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return ticks(pid, fields, 11, 12)
 }
