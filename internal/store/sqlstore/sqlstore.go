@@ -602,6 +602,25 @@ func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, ref store.Workspa
 }
 
 func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn func([]store.Workspace) ([]store.Workspace, error)) error {
+	if !scope.Full && len(scope.KubeNames) == 0 {
+		// Most partial reconciles report nothing and find nothing pending. Then one read through
+		// the partial index answers, without a transaction, the agent's lock or (SQLite) the write
+		// lock: with no rows there is nothing to decide or write, and a user's change committed
+		// after this read is pending for the next reconcile, and wakes the agent's wait, as it
+		// would after a locked read that found nothing (docs/benchmarks.md, "Load: 1,000 agents ×
+		// 100 workspaces").
+		pending, err := s.HasPending(ctx, scope.AgentID)
+		if err != nil {
+			return err
+		}
+		if !pending {
+			changed, err := fn([]store.Workspace{})
+			if err == nil && len(changed) > 0 {
+				err = fmt.Errorf("reconcile: %d rows to write from no rows read", len(changed))
+			}
+			return err
+		}
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		// Reconciles of one agent run one at a time, and exclude single-workspace writers of the
 		// agent's workspaces (Postgres: the agent row's lock, see UpdateWorkspace; SQLite: the write
