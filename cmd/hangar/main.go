@@ -8,6 +8,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/agentcmd"
 	"github.com/hangar-dev/hangar/internal/cli"
+	"github.com/hangar-dev/hangar/internal/loadcmd"
 	"github.com/hangar-dev/hangar/internal/projectclone"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/provisionercmd"
@@ -32,7 +33,8 @@ func main() {
 	}
 	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), projectCloneCommand(),
 		wshelper.Command(),   // hidden: a workspace's main container runs it
-		installSelfCommand()) // hidden: a workspace's init container copies the binary for it
+		installSelfCommand(), // hidden: a workspace's init container copies the binary for it
+		loadcmd.Command())    // hidden: the load generator (docs/benchmarks.md)
 	cli.AddCommands(root)
 	os.Exit(cli.Execute(root))
 }

@@ -43,8 +43,10 @@ type Config struct {
 	Listen      string
 	DataDir     string
 	PostgresURL string
-	LogLevel    string
-	LogFormat   string
+	// PostgresMaxConns sizes the Postgres connection pool (postgres.Pool.MaxConns).
+	PostgresMaxConns string
+	LogLevel         string
+	LogFormat        string
 	// Provisioners is how many in-process provisioners run Terraform builds (0: none; run
 	// `hangar provisioner` elsewhere).
 	Provisioners string
@@ -85,6 +87,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Listen, "listen", "HANGAR_LISTEN", "127.0.0.1:7080", "address to serve the API on"),
 		cmdopt.String(&cfg.DataDir, "data-dir", "HANGAR_DATA_DIR", defaultDataDir(), "directory for the embedded SQLite store and the admin token"),
 		cmdopt.String(&cfg.PostgresURL, "postgres-url", "HANGAR_POSTGRES_URL", "", "use this Postgres database (postgres://...) instead of the embedded SQLite store; several servers may share it"),
+		cmdopt.String(&cfg.PostgresMaxConns, "postgres-max-conns", "HANGAR_POSTGRES_MAX_CONNS", strconv.Itoa(postgres.DefaultMaxConns), "with --postgres-url: the connections each server keeps open to Postgres (busy or idle; plus one that listens for the other replicas' changes); every replica's, plus some, must fit under the database's max_connections"),
 		cmdopt.String(&cfg.Provisioners, "provisioners", "HANGAR_PROVISIONERS", "1", "how many in-process provisioners run Terraform builds (0: none, run `hangar provisioner` instead)"),
 		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary the in-process provisioners run"),
 		cmdopt.String(&cfg.HeartbeatTimeout, "build-heartbeat-timeout", "HANGAR_BUILD_HEARTBEAT_TIMEOUT", "5m", "fail a running build whose provisioner has not reported for this long"),
@@ -154,12 +157,20 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 		cfg.RelayURL = strings.TrimSuffix(cfg.RelayURL, "/")
 	}
+	pool := postgres.DefaultPool
+	if cfg.PostgresMaxConns != "" {
+		n, err := strconv.Atoi(cfg.PostgresMaxConns)
+		if err != nil || n < 1 || n > 1000 {
+			return fmt.Errorf("--postgres-max-conns: want a whole number from 1 to 1000, got %q", cfg.PostgresMaxConns)
+		}
+		pool.MaxConns = n
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
 	}
 	var st store.Store
 	if cfg.PostgresURL != "" {
-		st, err = postgres.Open(ctx, cfg.PostgresURL)
+		st, err = postgres.OpenPool(ctx, cfg.PostgresURL, pool)
 	} else {
 		st, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "hangar.db"))
 	}

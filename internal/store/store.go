@@ -157,7 +157,8 @@ type Store interface {
 	UpdateWorkspace(ctx context.Context, ref WorkspaceRef, fn func(w Workspace) (Workspace, error)) (Workspace, error)
 	// Reconcile reads the workspaces in scope, locked against concurrent writers, passes them to fn,
 	// and writes the rows fn returns (by ID), all in one transaction. A user's concurrent change to
-	// one of those workspaces waits for it, so neither update is lost.
+	// one of those workspaces waits for it, so neither update is lost. A partial scope without
+	// KubeNames that finds nothing pending calls fn with no rows, without a transaction.
 	Reconcile(ctx context.Context, scope ReconcileScope, fn func(rows []Workspace) (changed []Workspace, err error)) error
 	// UpdateWorkspacesBatch writes rows by ID in batches, outside any decision: the benchmarks'
 	// baseline and Reconcile's own writer.

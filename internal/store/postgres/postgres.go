@@ -45,13 +45,47 @@ var Dialect = sqlstore.Dialect{
 	},
 }
 
-// Open connects to the database at url (postgres://...) and migrates it.
+// Pool sizes the store's pool of database connections (the LISTEN connection is not in it).
+type Pool struct {
+	// MaxConns caps the open connections; all of them are kept open when idle, since opening one
+	// costs a server process and a round of authentication (tens of milliseconds under load:
+	// docs/benchmarks.md, "Load: 1,000 agents × 100 workspaces").
+	MaxConns int
+	// MaxIdleTime closes a connection unused for that long (0: never), so that a replica gives back
+	// to the database what a burst made it open.
+	MaxIdleTime time.Duration
+	// MaxLifetime closes a connection that old once it is idle (0: never), so that the pool moves to
+	// a new primary or balancer target and Postgres frees a backend's cached memory now and then.
+	MaxLifetime time.Duration
+}
+
+// DefaultMaxConns is the default of --postgres-max-conns (docs/decisions.md, "Postgres
+// connection pool").
+const DefaultMaxConns = 20
+
+// DefaultPool is the pool Open uses.
+var DefaultPool = Pool{MaxConns: DefaultMaxConns, MaxIdleTime: 5 * time.Minute, MaxLifetime: time.Hour}
+
+// Open connects to the database at url (postgres://...) with DefaultPool and migrates it.
 func Open(ctx context.Context, url string) (*sqlstore.Store, error) {
+	return OpenPool(ctx, url, DefaultPool)
+}
+
+// OpenPool is Open with a pool of the given size.
+func OpenPool(ctx context.Context, url string, pool Pool) (*sqlstore.Store, error) {
+	if pool.MaxConns < 1 {
+		return nil, fmt.Errorf("open postgres: a pool of %d connections: want at least 1", pool.MaxConns)
+	}
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	db.SetMaxOpenConns(20)
+	db.SetMaxOpenConns(pool.MaxConns)
+	// database/sql keeps only 2 idle connections by default: under steady load most requests then
+	// found none and opened a new one (issue 10, item 6).
+	db.SetMaxIdleConns(pool.MaxConns)
+	db.SetConnMaxIdleTime(pool.MaxIdleTime)
+	db.SetConnMaxLifetime(pool.MaxLifetime)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)

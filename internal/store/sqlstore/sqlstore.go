@@ -5,6 +5,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -385,6 +386,41 @@ func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w store.Workspa
 	return nil
 }
 
+// InsertWorkspaces inserts rows as insertWorkspace does, many to a statement, in one transaction,
+// without CreateWorkspace's name and quota checks and without waking the agents: for seeding a
+// store with many workspaces at once (the load generator, internal/loadgen).
+func (s *Store) InsertWorkspaces(ctx context.Context, rows []store.Workspace) error {
+	const cols = 19
+	per := s.d.BatchSize * 9 / cols // BatchSize is sized for 9 parameters a row
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for start := 0; start < len(rows); start += per {
+			chunk := rows[start:min(start+per, len(rows))]
+			var b strings.Builder
+			b.WriteString(`INSERT INTO workspaces (id, name, kube_name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
+				desired_state_updated_at, actual_state_updated_at, responded_to_agent_at, deployment_resource_version, error_type, error_message, url, created_at,
+				backend, template_id) VALUES `)
+			args := make([]any, 0, len(chunk)*cols)
+			row := "(" + placeholders(cols) + ")"
+			for i, w := range chunk {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(row)
+				backend := cmp.Or(w.Backend, store.KindKubernetes)
+				kubeName := cmp.Or(w.KubeName, workspace.KubeName(w.Name, w.ID))
+				args = append(args, w.ID, w.Name, kubeName, w.OwnerID, nullID(w.AgentID), w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
+					micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),
+					nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage, w.URL, micros(w.CreatedAt),
+					backend, nullID(w.TemplateID))
+			}
+			if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+				return fmt.Errorf("insert %d workspaces: %w", len(chunk), s.wrapUnique(err, "workspace"))
+			}
+		}
+		return nil
+	})
+}
+
 func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuota, perUserQuota int) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if agentQuota >= 0 || perUserQuota >= 0 {
@@ -609,6 +645,25 @@ func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, ref store.Workspa
 }
 
 func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn func([]store.Workspace) ([]store.Workspace, error)) error {
+	if !scope.Full && len(scope.KubeNames) == 0 {
+		// Most partial reconciles report nothing and find nothing pending. Then one read through
+		// the partial index answers, without a transaction, the agent's lock or (SQLite) the write
+		// lock: with no rows there is nothing to decide or write, and a user's change committed
+		// after this read is pending for the next reconcile, and wakes the agent's wait, as it
+		// would after a locked read that found nothing (docs/benchmarks.md, "Load: 1,000 agents ×
+		// 100 workspaces").
+		pending, err := s.HasPending(ctx, scope.AgentID)
+		if err != nil {
+			return err
+		}
+		if !pending {
+			changed, err := fn([]store.Workspace{})
+			if err == nil && len(changed) > 0 {
+				err = fmt.Errorf("reconcile: %d rows to write from no rows read", len(changed))
+			}
+			return err
+		}
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		// Reconciles of one agent run one at a time, and exclude single-workspace writers of the
 		// agent's workspaces (Postgres: the agent row's lock, see UpdateWorkspace; SQLite: the write

@@ -296,6 +296,13 @@ func testReconcileScope(t *testing.T, s store.Store) {
 	want("partial+names", read(store.ReconcileScope{AgentID: f.Agent.ID, KubeNames: []string{"quiet", "gone", "foreign", "unknown"}}), "never", "changed", "quiet", "gone")
 	want("full", read(store.ReconcileScope{AgentID: f.Agent.ID, Full: true}), "never", "changed", "quiet", "same-time")
 	want("full+names", read(store.ReconcileScope{AgentID: f.Agent.ID, Full: true, KubeNames: []string{"gone"}}), "never", "changed", "quiet", "same-time", "gone")
+	// An agent with nothing pending, reporting nothing (the store's read without a transaction).
+	settled := NewFixture(t, s, "settled")
+	q := settled.Workspace("settled-quiet")
+	q.ActualState, q.RespondedToAgentAt = workspace.Running, &r1
+	settled.Create(t, s, q)
+	want("partial, nothing pending", read(store.ReconcileScope{AgentID: settled.Agent.ID}))
+	want("partial, nothing pending, a name", read(store.ReconcileScope{AgentID: settled.Agent.ID, KubeNames: []string{q.KubeName}}), "settled-quiet")
 }
 
 func testReconcileRollback(t *testing.T, s store.Store) {
