@@ -139,6 +139,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil || pollInterval < time.Second {
 		return fmt.Errorf("--build-poll-interval: want a duration of at least 1s (like 30s), got %q", cfg.PollInterval)
 	}
+	if cfg.LifecycleInterval == "" {
+		cfg.LifecycleInterval = "1m"
+	}
 	lifecycleInterval, err := time.ParseDuration(cfg.LifecycleInterval)
 	if err != nil || (lifecycleInterval != 0 && lifecycleInterval < time.Second) {
 		return fmt.Errorf("--lifecycle-interval: want 0 (off) or a duration of at least 1s (like 1m), got %q", cfg.LifecycleInterval)
