@@ -72,6 +72,7 @@ func addCommands(root *cobra.Command, a *app) {
 		a.createCmd(),
 		a.listCmd(),
 		a.showCmd(),
+		a.scheduleCmd(),
 	}
 	for _, t := range transitions {
 		cmds = append(cmds, a.transitionCmd(t))

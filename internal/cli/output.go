@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -81,7 +83,6 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 	if ws.DeploymentResourceVersion != nil && *ws.DeploymentResourceVersion != "" {
 		deployment = "resourceVersion " + *ws.DeploymentResourceVersion
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	rows := [][2]string{
 		{"Name", ws.Name},
 		{"ID", ws.ID},
@@ -114,10 +115,69 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 			rows = append(rows[:4:4], append([][2]string{{"Apps", ws.AppsURL + " (any port the machine listens on)"}}, rows[4:]...)...)
 		}
 	}
+	rows = append(rows, a.scheduleRows(ws)...)
+	return a.printRows(w, rows)
+}
+
+// printRows prints "Label:  value" lines, aligned.
+func (a *app) printRows(w io.Writer, rows [][2]string) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
 	}
 	return tw.Flush()
+}
+
+// scheduleRows are a workspace's lifecycle lines: its schedule, the policy in force, what the
+// lifecycle executor will do next, and why it did what it did last.
+func (a *app) scheduleRows(ws sdk.Workspace) [][2]string {
+	autostart := "none"
+	if ws.Schedule.Autostart != "" {
+		autostart = fmt.Sprintf("%q (%s)", ws.Schedule.Autostart, cmp.Or(ws.Schedule.Timezone, "UTC"))
+	}
+	ttl := "the policy's"
+	if ws.Schedule.TTL != nil {
+		ttl = *ws.Schedule.TTL
+		if ttl == "0s" {
+			ttl = "off"
+		}
+	}
+	rows := [][2]string{{"Autostart", autostart}}
+	if au := ws.Automation; au != nil {
+		ttl += ", in force: " + cmp.Or(au.TTL, "none")
+		rows = append(rows, [2]string{"Autostop TTL", ttl}, [2]string{"Policy", policyText(au.Policy)})
+		if au.AutostopAt != nil {
+			rows = append(rows, [2]string{"Stops at", a.formatTime(*au.AutostopAt) + " unless used before"})
+		}
+		if au.NextAutostartAt != nil {
+			rows = append(rows, [2]string{"Starts at", a.formatTime(*au.NextAutostartAt)})
+		}
+	} else {
+		rows = append(rows, [2]string{"Autostop TTL", ttl})
+	}
+	if ws.DormantAt != nil {
+		rows = append(rows, [2]string{"Dormant", "since " + a.formatTime(*ws.DormantAt) + " (starting it wakes it)"})
+	}
+	if ws.DesiredStateReason != "" {
+		rows = append(rows, [2]string{"Changed by automation", ws.DesiredStateReason})
+	}
+	return rows
+}
+
+// policyText is a lifecycle policy on one line.
+func policyText(l sdk.Lifecycle) string {
+	var parts []string
+	for _, p := range [][2]string{{"default TTL", l.DefaultTTL}, {"max TTL", l.MaxTTL}, {"failure TTL", l.FailureTTL},
+		{"dormant after", l.DormancyThreshold}, {"deleted when dormant for", l.DormancyAutoDelete},
+		{"max active", l.MaxActive}, {"max stopped", l.MaxStopped}} {
+		if p[1] != "" {
+			parts = append(parts, p[0]+" "+p[1])
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func formatWorkspaceError(e *sdk.WorkspaceError) string {

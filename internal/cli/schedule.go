@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+)
+
+// The lifecycle commands: a workspace's schedule, a template's policy.
+
+func (a *app) scheduleCmd() *cobra.Command {
+	var autostart, timezone, ttl string
+	cmd := &cobra.Command{
+		Use:   "schedule NAME [--autostart CRON] [--timezone ZONE] [--ttl DURATION]",
+		Short: "Show or set a workspace's autostart schedule and autostop TTL",
+		Long: `Show or set a workspace's own lifecycle settings. Without flags it shows them; each flag given
+changes one and keeps the others.
+
+--autostart is a cron expression of five fields (minute hour day-of-month month day-of-week), or
+@daily, @weekly...: the stopped workspace is started then ("" or "off": no autostart). --timezone is
+its IANA zone (default UTC). --ttl stops the running workspace that long after its start or its last
+use, whichever is later ("0": never, where the policy allows; "default": the policy's).
+
+The policy of the workspace's template (terraform) or agent (kubernetes) bounds the TTL, and may
+also stop failed workspaces, and stop, mark dormant and then delete unused ones: hangar show NAME
+shows the policy in force and what will happen next.
+
+` + nameHelp,
+		Example: `  hangar schedule dev --autostart "0 9 * * 1-5" --timezone Europe/Paris --ttl 8h
+  hangar schedule dev --autostart off`,
+		Args: oneName("workspace"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, c, err := a.formatAndClient(cmd)
+			if err != nil {
+				return err
+			}
+			ws, err := c.Workspace(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			flags := cmd.Flags()
+			if flags.Changed("autostart") || flags.Changed("timezone") || flags.Changed("ttl") {
+				s := ws.Schedule
+				if flags.Changed("autostart") {
+					s.Autostart = autostart
+					if autostart == "off" {
+						s.Autostart, s.Timezone = "", ""
+					}
+				}
+				if flags.Changed("timezone") {
+					s.Timezone = timezone
+				}
+				if flags.Changed("ttl") {
+					s.TTL = &ttl
+					if ttl == "default" {
+						s.TTL = nil
+					}
+				}
+				if ws, err = c.SetSchedule(cmd.Context(), args[0], s); err != nil {
+					return err
+				}
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), ws)
+			}
+			return a.printRows(cmd.OutOrStdout(), a.scheduleRows(ws))
+		},
+	}
+	cmd.Flags().StringVar(&autostart, "autostart", "", "cron `EXPRESSION` at which the stopped workspace starts (\"off\": none)")
+	cmd.Flags().StringVar(&timezone, "timezone", "", "IANA time `ZONE` of --autostart (default UTC)")
+	cmd.Flags().StringVar(&ttl, "ttl", "", "autostop `DURATION` after start or last use (\"0\": never; \"default\": the policy's)")
+	return cmd
+}
+
+func (a *app) templateLifecycleCmd() *cobra.Command {
+	var l sdk.Lifecycle
+	cmd := &cobra.Command{
+		Use:   "lifecycle NAME [--default-ttl D] [--max-ttl D] [--failure-ttl D] [--dormancy D] [--dormancy-delete D] [--max-active D] [--max-stopped D]",
+		Short: "Set the lifecycle policy of a template's workspaces (admin only)",
+		Long: `Set what the lifecycle executor does to the workspaces of a terraform template without being
+asked; the flags replace the whole policy, and a rule not given (or 0) is off. Durations are Go's
+text: 90m, 8h, 720h.
+
+  --default-ttl      stop a running workspace this long after its start or last use (workspaces may
+                     set their own with hangar schedule)
+  --max-ttl          the most a workspace's own TTL may be; with it, no workspace turns autostop off
+  --failure-ttl      stop a workspace that stayed Failed this long
+  --dormancy         stop and mark dormant a workspace nobody used for this long
+  --dormancy-delete  delete a workspace dormant for this long, unless its owner starts it
+  --max-active       stop a workspace this long after it was started, used or not
+  --max-stopped      delete a workspace stopped for this long
+
+An agent's policy (kubernetes workspaces) is in its configuration: "lifecycle", with GitLab's
+max_active_hours_before_stop and max_stopped_hours_before_termination.`,
+		Example: `  hangar templates lifecycle vm --default-ttl 8h --failure-ttl 1h --dormancy 720h --dormancy-delete 720h`,
+		Args:    oneName("template"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, c, err := a.formatAndClient(cmd)
+			if err != nil {
+				return err
+			}
+			t, err := c.SetTemplateLifecycle(cmd.Context(), args[0], l)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			return a.printRows(cmd.OutOrStdout(), [][2]string{{"Template", t.Name}, {"Policy", policyText(t.Lifecycle)}})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&l.DefaultTTL, "default-ttl", "", "autostop `DURATION` of workspaces that set none")
+	f.StringVar(&l.MaxTTL, "max-ttl", "", "the longest `DURATION` a workspace's own TTL may be")
+	f.StringVar(&l.FailureTTL, "failure-ttl", "", "stop a Failed workspace after this `DURATION`")
+	f.StringVar(&l.DormancyThreshold, "dormancy", "", "stop and mark dormant a workspace unused for this `DURATION`")
+	f.StringVar(&l.DormancyAutoDelete, "dormancy-delete", "", "delete a workspace dormant for this `DURATION`")
+	f.StringVar(&l.MaxActive, "max-active", "", "stop a workspace this `DURATION` after its start")
+	f.StringVar(&l.MaxStopped, "max-stopped", "", "delete a workspace stopped for this `DURATION`")
+	return cmd
+}
