@@ -75,6 +75,16 @@ func ReadPolicies(ctx context.Context, st store.Store) (Policies, error) {
 	return p, nil
 }
 
+// PolicyOf reads the policy of w alone: its agent's or its template's.
+func PolicyOf(ctx context.Context, st store.Store, w store.Workspace) (workspace.Lifecycle, error) {
+	if w.Backend == store.KindTerraform {
+		t, err := st.TemplateByName(ctx, w.TemplateName)
+		return t.Lifecycle, err
+	}
+	a, err := st.AgentByName(ctx, w.AgentName)
+	return a.Config.WithDefaults().Policy(), err
+}
+
 // Of is the policy of w.
 func (p Policies) Of(w store.Workspace) workspace.Lifecycle {
 	if w.Backend == store.KindTerraform {

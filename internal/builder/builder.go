@@ -297,9 +297,6 @@ func applyState(w store.Workspace, b build.Build, now time.Time) store.Workspace
 // locked inside the build's transaction (backend.Decide). Asking for what the workspace already
 // is, or is becoming, changes nothing.
 func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide backend.Decide) (store.Workspace, error) {
-	if by.ID == store.AutomationUserID {
-		by.Username = store.AutomationUsername
-	}
 	var tmplActive string
 	var c backend.Change
 	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {

@@ -33,19 +33,26 @@ func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u store.Use
 	if err != nil {
 		return err
 	}
-	pol, err := autobuild.ReadPolicies(r.Context(), s.store)
+	// The policy is read before the change, outside its transaction: a workspace never changes
+	// agent or template, and a policy tightened meanwhile bounds the TTL at evaluation
+	// (workspace.TTL).
+	cur, err := s.store.Workspace(r.Context(), ref)
+	if err != nil {
+		return s.buildErr(r, err)
+	}
+	if !backend.Visible(u, cur) {
+		return s.buildErr(r, backend.ErrHidden)
+	}
+	pol, err := autobuild.PolicyOf(r.Context(), s.store, cur)
 	if err != nil {
 		return err
 	}
-	row, err := s.store.UpdateWorkspace(r.Context(), ref, func(cur store.Workspace) (store.Workspace, error) {
-		if !backend.Visible(u, cur) {
-			return cur, backend.ErrHidden
-		}
+	row, err := s.store.UpdateWorkspace(r.Context(), store.WorkspaceRef{ID: cur.ID}, func(cur store.Workspace) (store.Workspace, error) {
 		if cur.DesiredState == workspace.Terminated {
 			return cur, fmt.Errorf("workspace %q is being deleted: %w", cur.Name, workspace.ErrTerminated)
 		}
 		v := &workspace.ValidationError{}
-		lifecycle.CheckSchedule(sc, pol.Of(cur), s.clock.Now(), v)
+		lifecycle.CheckSchedule(sc, pol, s.clock.Now(), v)
 		if err := v.Err(); err != nil {
 			return cur, err
 		}
@@ -146,9 +153,8 @@ func toSDKSchedule(sc workspace.Schedule) sdk.WorkspaceSchedule {
 	return out
 }
 
-// automation fills out.Automation: the policy in force and what the executor will do next.
-func (s *Server) automation(pol autobuild.Policies, row store.Workspace, out *sdk.Workspace) {
-	p := pol.Of(row)
+// automation fills out.Automation: the policy in force, p, and what the executor will do next.
+func (s *Server) automation(p workspace.Lifecycle, row store.Workspace, out *sdk.Workspace) {
 	snap := autobuild.Snapshot(row, p, false)
 	a := &sdk.WorkspaceAutomation{Policy: toSDKLifecycle(p)}
 	if ttl := workspace.TTL(row.Schedule, p); ttl > 0 {
@@ -163,8 +169,8 @@ func (s *Server) automation(pol autobuild.Policies, row store.Workspace, out *sd
 	out.Automation = a
 }
 
-// policies reads the lifecycle policies for the answers about workspaces; on failure, the answers
-// go without their automation part rather than fail.
+// policies reads every lifecycle policy, for a list of workspaces; on failure, the answers go
+// without their automation part rather than fail.
 func (s *Server) policies(ctx context.Context) (autobuild.Policies, bool) {
 	pol, err := autobuild.ReadPolicies(ctx, s.store)
 	if err != nil {
@@ -172,4 +178,14 @@ func (s *Server) policies(ctx context.Context) (autobuild.Policies, bool) {
 		return pol, false
 	}
 	return pol, true
+}
+
+// withAutomation fills out.Automation for one workspace, reading its policy alone.
+func (s *Server) withAutomation(ctx context.Context, row store.Workspace, out *sdk.Workspace) {
+	p, err := autobuild.PolicyOf(ctx, s.store, row)
+	if err != nil {
+		s.log.Warn("read lifecycle policy", "workspace", row.Name, "err", err)
+		return
+	}
+	s.automation(p, row, out)
 }

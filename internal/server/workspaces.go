@@ -121,7 +121,7 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u store.
 	for _, row := range rows {
 		ws := s.toWorkspace(row)
 		if ok {
-			s.automation(pol, row, &ws)
+			s.automation(pol.Of(row), row, &ws)
 		}
 		out = append(out, ws)
 	}
@@ -135,9 +135,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u store.Us
 		return err
 	}
 	out := s.toWorkspace(row)
-	if pol, ok := s.policies(r.Context()); ok {
-		s.automation(pol, row, &out)
-	}
+	s.withAutomation(r.Context(), row, &out)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -162,9 +160,7 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 	s.used(r, row, u)
 	s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState, "by", u.Username)
 	out := s.toWorkspace(row)
-	if pol, ok := s.policies(r.Context()); ok {
-		s.automation(pol, row, &out)
-	}
+	s.withAutomation(r.Context(), row, &out)
 	if row.Backend == store.KindKubernetes {
 		// The devfile's warnings again, for whoever starts the workspace now (it was parsed at creation).
 		if df, err := s.kube.Devfile(r.Context(), row.ID); err == nil {

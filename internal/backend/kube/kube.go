@@ -130,7 +130,6 @@ func (s *Service) Create(ctx context.Context, u store.User, req CreateRequest) (
 // SetDesired changes the desired state in one transaction on the locked row; the agent applies it
 // at its next reconcile (backend.Service).
 func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide backend.Decide) (store.Workspace, error) {
-	var c backend.Change
 	row, err := s.st.UpdateWorkspace(ctx, ref, func(cur store.Workspace) (store.Workspace, error) {
 		if !backend.Visible(by, cur) {
 			return cur, backend.ErrHidden
@@ -138,8 +137,8 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 		if cur.Backend != store.KindKubernetes {
 			return cur, fmt.Errorf("workspace %q is a %s workspace: %w", cur.Name, cur.Backend, store.ErrConflict)
 		}
-		var err error
-		if c, err = decide(cur, false); err != nil || c.To == "" {
+		c, err := decide(cur, false)
+		if err != nil || c.To == "" {
 			return cur, err
 		}
 		if err := workspace.CheckDesiredChange(cur.DesiredState, cur.ActualState, c.To); err != nil {
@@ -161,14 +160,7 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 		}
 		return cur, nil
 	})
-	if err != nil {
-		return row, err
-	}
-	if c.To != "" {
-		s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState,
-			"by", cmp.Or(by.Username, store.AutomationUsername), "why", c.Reason)
-	}
-	return row, nil
+	return row, err // the caller logs the change: the handler a user's, the executor its own
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
