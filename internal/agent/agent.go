@@ -14,8 +14,10 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/hangar-dev/hangar/internal/apiclient"
 	"github.com/hangar-dev/hangar/internal/backoff"
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
 )
 
 // Options configure an agent.
@@ -75,8 +77,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.info = info
 			break
 		}
-		var se *StatusError
-		if errors.As(err, &se) && se.Code == 401 {
+		if apiclient.HasCode(err, sdk.CodeUnauthorized) {
 			return fmt.Errorf("the server refused the agent token: %w", err)
 		}
 		a.log.Warn("cannot reach the server yet", "err", err)
@@ -277,8 +278,9 @@ func (a *Agent) waitForChanges(ctx context.Context, wake chan<- struct{}) {
 	for ctx.Err() == nil {
 		pending, err := a.opts.Server.Wait(ctx, a.opts.WaitTimeout)
 		if err != nil {
+			// A server older than the endpoint answers a bare 404 (no code: codes came later).
 			var se *StatusError
-			if errors.As(err, &se) && se.Code == 404 {
+			if errors.As(err, &se) && se.Code == 404 && (se.ErrorCode == "" || se.ErrorCode == sdk.CodeUnknownEndpoint) {
 				a.log.Info("the server has no wait endpoint; reconciling on the interval only")
 				return
 			}

@@ -7,16 +7,38 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 )
 
-// StatusError is a non-2xx answer of the server.
+// StatusError is a non-2xx answer of the server. Match ErrorCode (HasCode), never Body's text.
 type StatusError struct {
+	// Code is the HTTP status.
 	Code int
 	Body string
+	// ErrorCode is the `code` of the server's error body (sdk.Code*: "not_found", "not_owner",
+	// ...); empty when the answer is not the server's own (a proxy's page, an older server).
+	ErrorCode string
+}
+
+// HasCode reports whether err is (or wraps) a *StatusError whose body has code.
+func HasCode(err error, code string) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.ErrorCode == code
+}
+
+// errorCode reads the `code` of an error body (sdk.Error), or "".
+func errorCode(body []byte) string {
+	var e struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Code
 }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Body) }
@@ -51,7 +73,7 @@ func Do(ctx context.Context, hc *http.Client, baseURL, token, method, path strin
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(b))}
+		return &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(b)), ErrorCode: errorCode(b)}
 	}
 	if out == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // for the connection's reuse

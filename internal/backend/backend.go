@@ -6,10 +6,10 @@ package backend
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
@@ -47,7 +47,7 @@ type Service interface {
 }
 
 // ErrHidden is a workspace the caller may not see: answered as "not found".
-var ErrHidden = errors.New("workspace not visible to the caller")
+var ErrHidden = errs.New(errs.NotFound, "workspace not visible to the caller")
 
 // Visible reports whether u may see w: its owner, or an admin (the automation is one).
 func Visible(u store.User, w store.Workspace) bool { return u.Admin || w.OwnerID == u.ID }

@@ -5,10 +5,10 @@
 package build
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -156,9 +156,9 @@ func InitialState(orphan bool, explicit []byte, previous *Build) ([]byte, StateS
 
 // Errors of the build rules; the server maps them to 409.
 var (
-	ErrBuildActive = errors.New("a build of this workspace is still running")
-	ErrDeleted     = errors.New("the workspace is deleted")
-	ErrNotActive   = errors.New("the build is not running")
+	ErrBuildActive = errs.New(errs.Conflict, "a build of this workspace is still running")
+	ErrDeleted     = errs.New(errs.Conflict, "the workspace is deleted")
+	ErrNotActive   = errs.New(errs.Conflict, "the build is not running")
 )
 
 // CheckNew says whether a workspace whose latest build is last may get a new build: not while one

@@ -3,8 +3,9 @@ package build
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+
+	"github.com/hangar-dev/hangar/internal/errs"
 )
 
 // StateMeta is what Hangar reads of a Terraform state: the fields that say what it is and how it
@@ -28,9 +29,18 @@ type StateError struct {
 func (e *StateError) Error() string { return e.Field + ": " + e.Detail }
 
 // ErrStateBehind is matched by every StateError with Behind set.
-var ErrStateBehind = errors.New("the pushed state does not follow the saved one")
+var ErrStateBehind = errs.New(errs.Conflict, "the pushed state does not follow the saved one")
 
 func (e *StateError) Is(target error) bool { return target == ErrStateBehind && e.Behind }
+
+// Code is Conflict for a state that does not follow the saved one (force overrides it), else
+// Invalid.
+func (e *StateError) Code() errs.Code {
+	if e.Behind {
+		return errs.Conflict
+	}
+	return errs.Invalid
+}
 
 // ParseState reads b as a Terraform state: one JSON object with a positive integer version, a
 // non-empty terraform_version, an integer serial of at least 0 and a non-empty lineage. `{}`, an

@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -127,9 +128,9 @@ var (
 	// ErrHidden is a workspace the user may not see: answered as not found.
 	ErrHidden = backend.ErrHidden
 	// ErrNotTerraform is a build request for a workspace an agent runs.
-	ErrNotTerraform = errors.New("the workspace is not built by Terraform")
+	ErrNotTerraform = errs.New(errs.Conflict, "the workspace is not built by Terraform")
 	// ErrBadRequest wraps a request the rules refuse for its content (orphan on a start, ...).
-	ErrBadRequest = errors.New("bad request")
+	ErrBadRequest = errs.New(errs.Invalid, "bad request")
 )
 
 // visible: the owner or an admin.

@@ -317,7 +317,7 @@ func printError(w io.Writer, err error) {
 	if ae.Body.Detail != "" {
 		msg += ": " + ae.Body.Detail
 	}
-	if ae.StatusCode == http.StatusUnauthorized {
+	if ae.Body.Code == sdk.CodeUnauthorized {
 		msg += " (log in with 'hangar login --url URL --token TOKEN', or set HANGAR_TOKEN)"
 	}
 	fmt.Fprintf(w, "error: %s%s\n", prefix, msg)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -207,7 +208,7 @@ func (a *app) learnHostKey(cmd *cobra.Command, addr string) error {
 		return keyErr
 	}
 	var ne net.Error
-	if err != nil && (errors.As(err, &ne) || strings.Contains(err.Error(), "connection refused")) {
+	if err != nil && (errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED)) {
 		return fmt.Errorf("connect to the proxy's SSH at %s: %w", addr, err)
 	}
 	return nil // refused authentication: expected, the key was seen

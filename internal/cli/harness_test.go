@@ -208,7 +208,7 @@ func (f *fakeAPI) handler() http.Handler {
 		var req sdk.CreateUserRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		if strings.ContainsAny(req.Username, "_ ") {
-			answer(w, 400, sdk.Error{Message: "invalid request", Validations: []sdk.Validation{{Field: "username", Detail: "must be a DNS label"}}})
+			answer(w, 400, sdk.Error{Code: sdk.CodeInvalid, Message: "invalid request", Validations: []sdk.Validation{{Field: "username", Detail: "must be a DNS label"}}})
 			return
 		}
 		answer(w, 201, sdk.User{ID: "u-" + req.Username, Username: req.Username, Admin: req.Admin, Token: "hgu_new", CreatedAt: t0})
@@ -260,7 +260,7 @@ func (f *fakeAPI) handler() http.Handler {
 		}
 		ws, ok := f.workspaces[name]
 		if !ok {
-			answer(w, 404, sdk.Error{Message: `workspace "` + name + `" not found`})
+			answer(w, 404, sdk.Error{Code: sdk.CodeNotFound, Message: `workspace "` + name + `" not found`})
 			return
 		}
 		answer(w, 200, ws)
@@ -273,11 +273,11 @@ func (f *fakeAPI) handler() http.Handler {
 		defer f.mu.Unlock()
 		ws, ok := f.workspaces[name]
 		if !ok {
-			answer(w, 404, sdk.Error{Message: `workspace "` + name + `" not found`})
+			answer(w, 404, sdk.Error{Code: sdk.CodeNotFound, Message: `workspace "` + name + `" not found`})
 			return
 		}
 		if ws.DesiredState == "Terminated" {
-			answer(w, 409, sdk.Error{Message: "illegal state change", Detail: "the workspace is terminated; termination is permanent"})
+			answer(w, 409, sdk.Error{Code: sdk.CodeConflict, Message: "illegal state change", Detail: "the workspace is terminated; termination is permanent"})
 			return
 		}
 		ws.DesiredState = req.DesiredState
@@ -295,7 +295,7 @@ func (f *fakeAPI) handler() http.Handler {
 		token := f.token
 		f.mu.Unlock()
 		if r.Header.Get("Authorization") != "Bearer "+token {
-			answer(w, 401, sdk.Error{Message: "invalid token"})
+			answer(w, 401, sdk.Error{Code: sdk.CodeUnauthorized, Message: "invalid token"})
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))

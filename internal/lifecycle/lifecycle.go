@@ -15,6 +15,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -140,6 +141,9 @@ func zoneName(tz string) string {
 
 var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// ErrUnknownZone is a time zone that is not an IANA name (ParseSchedule wraps it).
+var ErrUnknownZone = errs.New(errs.Invalid, "unknown time zone")
+
 // ParseSchedule reads an autostart schedule: a cron expression of five fields (minute hour
 // day-of-month month day-of-week, or @daily, @weekly...) in the IANA zone tz ("" is UTC).
 func ParseSchedule(expr, tz string) (cron.Schedule, error) {
@@ -151,7 +155,7 @@ func ParseSchedule(expr, tz string) (cron.Schedule, error) {
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil || strings.EqualFold(tz, "local") {
-		return nil, fmt.Errorf("unknown time zone %q: give an IANA name such as Europe/Paris", tz)
+		return nil, fmt.Errorf("%w %q: give an IANA name such as Europe/Paris", ErrUnknownZone, tz)
 	}
 	sched, err := parser.Parse(expr)
 	if err != nil {
@@ -169,7 +173,7 @@ func CheckSchedule(sc workspace.Schedule, p workspace.Lifecycle, now time.Time, 
 	if sc.Autostart != "" {
 		sched, err := ParseSchedule(sc.Autostart, sc.Timezone)
 		switch {
-		case err != nil && strings.HasPrefix(err.Error(), "unknown time zone"):
+		case errors.Is(err, ErrUnknownZone):
 			v.Add("timezone", "%s", err)
 		case err != nil:
 			v.Add("autostart", "%q: %s", sc.Autostart, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/apiclient"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -31,12 +32,12 @@ func (c *Client) do(ctx context.Context, path, jobID string, body, out any) erro
 	if !errors.As(err, &se) {
 		return err
 	}
-	if se.Code == http.StatusConflict && strings.Contains(se.Body, store.ErrNotOwner.Error()) {
+	if se.ErrorCode == sdk.CodeNotOwner {
 		return fmt.Errorf("%w (%v)", store.ErrNotOwner, se)
 	}
-	if se.Code == http.StatusNotFound && jobID != "" && strings.Contains(se.Body, `"message":"not found"`) {
-		// Only the server's own answer (a proxy's or an older server's 404 would otherwise
-		// drop the outcome).
+	if se.ErrorCode == sdk.CodeNotFound && jobID != "" {
+		// Only the server's own answer about the job: a proxy's 404 has no code, and a server
+		// without the endpoint answers unknown_endpoint (either would otherwise drop the outcome).
 		return fmt.Errorf("job %s: %w (%v)", jobID, store.ErrNotFound, se)
 	}
 	return err

@@ -29,11 +29,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hangar-dev/hangar/internal/agentcmd"
+	"github.com/hangar-dev/hangar/internal/apiclient"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/proxy"
+	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -285,8 +287,7 @@ func agentInfo(ctx context.Context, server *proxy.ServerClient, log *slog.Logger
 	delay := 500 * time.Millisecond
 	for {
 		info, err = server.Info(ctx)
-		var se *proxy.StatusError
-		if err == nil || errors.As(err, &se) && se.Code == http.StatusUnauthorized {
+		if err == nil || apiclient.HasCode(err, sdk.CodeUnauthorized) {
 			if err != nil {
 				return info, fmt.Errorf("the server refused the agent token: %w", err)
 			}

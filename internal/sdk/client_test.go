@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -236,29 +237,34 @@ func TestAPIError(t *testing.T) {
 		body    string
 		want    sdk.Error
 		wantMsg string
+		// code is the one code IsCode matches ("" for an answer that is not the server's own).
+		code string
 	}{
 		{
 			name:    "not found",
 			status:  404,
-			body:    `{"message":"workspace \"x\" not found"}`,
-			want:    sdk.Error{Message: `workspace "x" not found`},
+			body:    `{"code":"not_found","message":"workspace \"x\" not found"}`,
+			want:    sdk.Error{Code: sdk.CodeNotFound, Message: `workspace "x" not found`},
 			wantMsg: `404 Not Found: workspace "x" not found`,
+			code:    sdk.CodeNotFound,
 		},
 		{
 			name:   "validations",
 			status: 400,
-			body:   `{"message":"invalid request","validations":[{"field":"name","detail":"must be a DNS label"},{"field":"agent","detail":"is required"}]}`,
-			want: sdk.Error{Message: "invalid request", Validations: []sdk.Validation{
+			body:   `{"code":"invalid","message":"invalid request","validations":[{"field":"name","detail":"must be a DNS label"},{"field":"agent","detail":"is required"}]}`,
+			want: sdk.Error{Code: sdk.CodeInvalid, Message: "invalid request", Validations: []sdk.Validation{
 				{Field: "name", Detail: "must be a DNS label"}, {Field: "agent", Detail: "is required"},
 			}},
 			wantMsg: `400 Bad Request: invalid request: name: must be a DNS label; agent: is required`,
+			code:    sdk.CodeInvalid,
 		},
 		{
 			name:    "detail",
 			status:  409,
-			body:    `{"message":"illegal state change","detail":"the workspace is terminated"}`,
-			want:    sdk.Error{Message: "illegal state change", Detail: "the workspace is terminated"},
+			body:    `{"code":"conflict","message":"illegal state change","detail":"the workspace is terminated"}`,
+			want:    sdk.Error{Code: sdk.CodeConflict, Message: "illegal state change", Detail: "the workspace is terminated"},
 			wantMsg: `409 Conflict: illegal state change: the workspace is terminated`,
+			code:    sdk.CodeConflict,
 		},
 		{
 			name:    "html from a proxy",
@@ -288,6 +294,11 @@ func TestAPIError(t *testing.T) {
 			}
 			if err.Error() != tt.wantMsg {
 				t.Errorf("Error() = %q\nwant      %q", err.Error(), tt.wantMsg)
+			}
+			for _, code := range sdk.Codes {
+				if got := sdk.IsCode(fmt.Errorf("context: %w", err), code); got != (code == tt.code) {
+					t.Errorf("IsCode(err, %q) = %v, want %v", code, got, !got)
+				}
 			}
 		})
 	}

@@ -116,6 +116,8 @@ type CreateAgentRequest struct {
 
 // Error is every error body of the API.
 type Error struct {
+	// Code says what kind of error it is (CodeNotFound, ...): match it, never Message.
+	Code        string       `json:"code"`
 	Message     string       `json:"message"`
 	Detail      string       `json:"detail,omitempty"`
 	Validations []Validation `json:"validations,omitempty"`

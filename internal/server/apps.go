@@ -160,7 +160,7 @@ func asStatusError(err error) error {
 		return nil
 	}
 	if status, body := statusOf(err); status < 500 {
-		return &apiclient.StatusError{Code: status, Body: body.Message}
+		return &apiclient.StatusError{Code: status, Body: body.Message, ErrorCode: body.Code}
 	}
 	return err
 }

@@ -428,7 +428,7 @@ func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User)
 
 func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
-		return &apiError{status: http.StatusUnsupportedMediaType, body: sdk.Error{Message: "unsupported content type", Detail: "send application/json, got " + ct}}
+		return errUnsupportedMediaType(ct)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, sdk.MaxStateBytes))
 	if err != nil {
@@ -471,7 +471,7 @@ func stateErr(err error) error {
 	}
 	v := sdk.Validation{Field: se.Field, Detail: se.Detail}
 	if se.Behind {
-		return &apiError{status: http.StatusConflict, body: sdk.Error{Message: "state conflict",
+		return &apiError{code: se.Code(), body: sdk.Error{Message: "state conflict",
 			Detail: "the pushed state does not follow the workspace's saved state (use force to replace it anyway)", Validations: []sdk.Validation{v}}}
 	}
 	return errBadRequest("invalid request", v)
@@ -510,9 +510,6 @@ func (s *Server) authProvisioner(h provisionerHandler) http.HandlerFunc {
 			s.log.Warn("cannot record provisioner activity", "provisioner", p.Name, "err", err)
 		}
 		if err := h(w, r, p); err != nil {
-			if errors.Is(err, store.ErrNotOwner) {
-				err = errConflict(store.ErrNotOwner.Error(), err.Error())
-			}
 			s.fail(w, r, err)
 		}
 	}

@@ -341,6 +341,9 @@ func wantError(t testing.TB, what string, status int, body []byte, wantStatus in
 		t.Fatalf("%s: %d %s, want %d", what, status, body, wantStatus)
 	}
 	e := apiError(t, body)
+	if server.StatusOfCode(e.Code) != status {
+		t.Errorf("%s: code %q is not the code of a %d (body %s)", what, e.Code, status, body)
+	}
 	if message != "" && e.Message != message {
 		t.Errorf("%s: message %q, want %q (body %s)", what, e.Message, message, body)
 	}

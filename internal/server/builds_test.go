@@ -8,12 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/apiclient"
+	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/provisioner"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -371,6 +374,19 @@ func TestProvisionerJobOwnership(t *testing.T) {
 			}
 			if ls := logLines(t, env, alice, "w", 1, ""); len(ls) != 0 {
 				t.Fatalf("others' log lines were kept: %+v", ls)
+			}
+
+			// The provisioner's client tells them by the answer's code: not the owner, no such job.
+			other := &provisioner.Client{URL: env.URL, Token: p2, HTTP: http.DefaultClient}
+			if _, err := other.Heartbeat(t.Context(), job.ID, "host-1", 0); !errors.Is(err, store.ErrNotOwner) {
+				t.Errorf("client heartbeat of another's job: %v, want ErrNotOwner", err)
+			}
+			if err := other.AppendLogs(t.Context(), "no-such-job", "host-1", nil); !errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNotOwner) {
+				t.Errorf("client logs of an unknown job: %v, want ErrNotFound", err)
+			}
+			gone := &provisioner.Client{URL: env.URL + "/api/v1/nothing-here", Token: p2, HTTP: http.DefaultClient}
+			if err := gone.AppendLogs(t.Context(), job.ID, "host-1", nil); errors.Is(err, store.ErrNotFound) || !apiclient.HasCode(err, sdk.CodeUnknownEndpoint) {
+				t.Errorf("client logs to a path the server does not serve: %v, want unknown_endpoint and not ErrNotFound", err)
 			}
 
 			// Unknown jobs are 404; wrong tokens 401.

@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -48,8 +48,8 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, c store.AgentConn
 				Message: "The Hangar server holding this workspace's connection cannot be reached right now. Try again in a moment."})
 			return
 		}
-		s.fail(w, r, &apiError{status: http.StatusBadGateway, body: sdk.Error{Message: "cannot reach the server replica holding the workspace's helper",
-			Detail: "replica " + c.Replica + ": " + detail}})
+		s.fail(w, r, errCode(errs.Unreachable, "cannot reach the server replica holding the workspace's helper",
+			"replica "+c.Replica+": "+detail))
 	}
 	target, err := url.Parse(c.RelayURL)
 	if err != nil || target.Host == "" {

@@ -26,6 +26,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/backend/kube"
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -249,7 +250,7 @@ func (s *Server) routes() {
 		s.mux.Handle(r.method+" "+r.pattern, r.handler)
 	}
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, errNotFound("no API endpoint %s %s", r.Method, r.URL.Path))
+		s.fail(w, r, errCode(errs.UnknownEndpoint, fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path), ""))
 	})
 }
 

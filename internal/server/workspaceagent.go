@@ -15,8 +15,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/protocol"
-	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
@@ -246,10 +246,9 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u store.Us
 			return nil
 		}
 		if c, err := s.store.WorkspaceAgentConnection(r.Context(), ws.ID); err == nil && c.Replica != s.replica {
-			return &apiError{status: http.StatusServiceUnavailable, body: sdk.Error{
-				Message: "the workspace's helper is connected to another server replica",
-				Detail: fmt.Sprintf("it connected to replica %s at %s, which takes no relayed connections (hangar server --relay-url) or relayed this one: reach that replica, or wait for the helper to reconnect",
-					c.Replica, c.ConnectedAt.Format(time.RFC3339))}}
+			return errCode(errs.Unavailable, "the workspace's helper is connected to another server replica",
+				fmt.Sprintf("it connected to replica %s at %s, which takes no relayed connections (hangar server --relay-url) or relayed this one: reach that replica, or wait for the helper to reconnect",
+					c.Replica, c.ConnectedAt.Format(time.RFC3339)))
 		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
@@ -263,7 +262,7 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u store.Us
 	case ac.slots <- struct{}{}:
 		defer func() { <-ac.slots }()
 	default:
-		return &apiError{status: http.StatusTooManyRequests, body: sdk.Error{Message: fmt.Sprintf("workspace %s has %d connections open, the most there may be", ref, maxStreamsPerHelper)}}
+		return errCode(errs.LimitReached, fmt.Sprintf("workspace %s has %d connections open, the most there may be", ref, maxStreamsPerHelper), "")
 	}
 	stream, err := ac.sess.OpenStream()
 	if err != nil {

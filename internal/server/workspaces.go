@@ -7,6 +7,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/backend/kube"
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -53,10 +54,9 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 	return nil
 }
 
-func isNotFound(err error) bool {
-	_, body := statusOf(err)
-	return body.Message == "not found"
-}
+// isNotFound reports whether err's code is NotFound (store.ErrNotFound, backend.ErrHidden,
+// errNotFound).
+func isNotFound(err error) bool { return errs.Is(err, errs.NotFound) }
 
 // visible reports whether u may see w: its owner, or an admin. Everything else is a 404, so that
 // workspace names of other users are not disclosed.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -170,4 +171,5 @@ var ErrNotOwner = errNotOwner{}
 
 type errNotOwner struct{}
 
-func (errNotOwner) Error() string { return "the job is not claimed by this provisioner, or has ended" }
+func (errNotOwner) Error() string   { return "the job is not claimed by this provisioner, or has ended" }
+func (errNotOwner) Code() errs.Code { return errs.NotOwner }

@@ -5,18 +5,18 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // Errors every adapter returns (wrapped) so that callers can map them to API answers.
 var (
-	ErrNotFound = errors.New("not found")
-	ErrConflict = errors.New("already exists")
+	ErrNotFound = errs.New(errs.NotFound, "not found")
+	ErrConflict = errs.New(errs.Conflict, "already exists")
 	// ErrQuota is returned by CreateWorkspace when a quota of the agent would be exceeded.
-	ErrQuota = errors.New("quota exceeded")
+	ErrQuota = errs.New(errs.Conflict, "quota exceeded")
 )
 
 // AutomationUserID is the system user that the lifecycle executor's changes and builds name as

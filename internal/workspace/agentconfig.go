@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hangar-dev/hangar/internal/errs"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -213,6 +214,9 @@ type FieldError struct {
 
 func (e FieldError) Error() string { return e.Field + ": " + e.Detail }
 
+// Code is Invalid.
+func (e FieldError) Code() errs.Code { return errs.Invalid }
+
 // ValidationError collects every problem found in one input.
 type ValidationError struct {
 	Problems []FieldError
@@ -225,6 +229,9 @@ func (e *ValidationError) Error() string {
 	}
 	return "invalid input: " + strings.Join(parts, "; ")
 }
+
+// Code is Invalid.
+func (e *ValidationError) Code() errs.Code { return errs.Invalid }
 
 // Add records a problem.
 func (e *ValidationError) Add(field, format string, args ...any) {

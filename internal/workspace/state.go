@@ -6,9 +6,10 @@
 package workspace
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/hangar-dev/hangar/internal/errs"
 )
 
 // State is a workspace state. Actual states use all eleven values; desired states use only
@@ -65,10 +66,10 @@ func join(ss []State) string {
 
 // ErrTerminated is returned for any change asked of a workspace whose desired state is Terminated:
 // termination is permanent.
-var ErrTerminated = errors.New("the workspace is terminated; termination is permanent")
+var ErrTerminated = errs.New(errs.Conflict, "the workspace is terminated; termination is permanent")
 
 // ErrIllegalTransition is returned for a desired-state change the domain refuses.
-var ErrIllegalTransition = errors.New("illegal desired state transition")
+var ErrIllegalTransition = errs.New(errs.Conflict, "illegal desired state transition")
 
 // CheckDesiredChange says whether a user may move a workspace from desired state `from` (with actual
 // state `actual`) to desired state `to`.
