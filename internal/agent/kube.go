@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,8 +26,6 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/yaml"
-
-	"github.com/hangar-dev/hangar/internal/devfile"
 )
 
 // FieldManager is the server-side-apply field manager of every object the agent applies.
@@ -206,8 +205,8 @@ func (k *Kube) resource(ref Ref) (dynamic.ResourceInterface, error) {
 // inventoryRef finds the inventory ConfigMap among a workspace's objects.
 func inventoryOf(objs []*unstructured.Unstructured) (*unstructured.Unstructured, []Ref) {
 	for _, o := range objs {
-		if o.GetKind() == "ConfigMap" && o.GetLabels()[devfile.LabelInventory] == "true" {
-			text, _, _ := unstructured.NestedString(o.Object, "data", devfile.InventoryKey)
+		if o.GetKind() == "ConfigMap" && o.GetLabels()[protocol.LabelInventory] == "true" {
+			text, _, _ := unstructured.NestedString(o.Object, "data", protocol.InventoryKey)
 			return o, ParseInventory(text)
 		}
 	}
@@ -241,7 +240,7 @@ func (k *Kube) Apply(ctx context.Context, objs []*unstructured.Unstructured, liv
 		// An unchanged inventory lists what it listed: nothing to prune, nothing to read.
 		cm, err := k.Clientset.CoreV1().ConfigMaps(inv.GetNamespace()).Get(ctx, inv.GetName(), metav1.GetOptions{})
 		if err == nil {
-			oldRefs = ParseInventory(cm.Data[devfile.InventoryKey])
+			oldRefs = ParseInventory(cm.Data[protocol.InventoryKey])
 		}
 	}
 	var stages [3][]*unstructured.Unstructured
@@ -376,7 +375,7 @@ func (k *Kube) Terminate(ctx context.Context, name, namespace string, known []Re
 	cm, err := k.Clientset.CoreV1().ConfigMaps(namespace).Get(ctx, invName, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		refs = append(refs, ParseInventory(cm.Data[devfile.InventoryKey])...)
+		refs = append(refs, ParseInventory(cm.Data[protocol.InventoryKey])...)
 		refs = append(refs, Ref{APIVersion: "v1", Kind: "ConfigMap", Namespace: namespace, Name: invName})
 	case apierrors.IsNotFound(err):
 	default:

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -91,7 +91,7 @@ func newLive(k *Kube, agentID string, deployments cache.SharedIndexInformer, sto
 		return l, nil
 	}
 	factory := metadatainformer.NewFilteredSharedInformerFactory(k.metadata, 0, metav1.NamespaceAll,
-		func(o *metav1.ListOptions) { o.LabelSelector = devfile.LabelAgentID + "=" + agentID })
+		func(o *metav1.ListOptions) { o.LabelSelector = protocol.LabelAgentID + "=" + agentID })
 	for gvk, kd := range knownKinds {
 		if gvk == deploymentKind {
 			continue

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/hangar-dev/hangar/internal/agent/errtrack"
-	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
@@ -68,15 +67,15 @@ type applyJob struct {
 func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID string, wake chan<- struct{}, applyConcurrency int) (*reconciler, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(kube.Clientset, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = devfile.LabelAgentID + "=" + agentID }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = protocol.LabelAgentID + "=" + agentID }))
 	inf := factory.Apps().V1().Deployments().Informer()
 	pods := factory.Core().V1().Pods().Informer()
 	if err := pods.AddIndexers(cache.Indexers{byWorkspace: func(obj any) ([]string, error) {
 		p, ok := obj.(*corev1.Pod)
-		if !ok || p.Labels[devfile.LabelWorkspaceName] == "" {
+		if !ok || p.Labels[protocol.LabelWorkspaceName] == "" {
 			return nil, nil
 		}
-		return []string{p.Namespace + "/" + p.Labels[devfile.LabelWorkspaceName]}, nil
+		return []string{p.Namespace + "/" + p.Labels[protocol.LabelWorkspaceName]}, nil
 	}}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("index pods: %w", err)
@@ -163,7 +162,7 @@ func (r *reconciler) close() {
 }
 
 func keyOf(d *appsv1.Deployment) (errtrack.Key, bool) {
-	name := d.Labels[devfile.LabelWorkspaceName]
+	name := d.Labels[protocol.LabelWorkspaceName]
 	if name == "" {
 		return errtrack.Key{}, false
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
 )
@@ -271,8 +272,8 @@ a pulled state). --force replaces the saved state with any Terraform state.
 			if err != nil {
 				return fmt.Errorf("read %s: %w", args[1], err)
 			}
-			if len(state) > sdk.MaxStateBytes {
-				return fmt.Errorf("read %s: the state is %d bytes, the server accepts at most %d", args[1], len(state), sdk.MaxStateBytes)
+			if len(state) > protocol.MaxStateBytes {
+				return fmt.Errorf("read %s: the state is %d bytes, the server accepts at most %d", args[1], len(state), protocol.MaxStateBytes)
 			}
 			c, err := a.client(cmd)
 			if err != nil {

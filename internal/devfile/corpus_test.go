@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -264,7 +265,7 @@ func checkFaithful(t *testing.T, data []byte, d *Devfile) {
 	}
 	publicPorts := map[string]bool{}
 	if g.service != nil {
-		for _, p := range strings.Split(g.service.Annotations[AnnotationPublicPorts], ",") {
+		for _, p := range strings.Split(g.service.Annotations[protocol.AnnotationPublicPorts], ",") {
 			publicPorts[p] = true
 		}
 	}
@@ -669,7 +670,7 @@ func checkHelper(t *testing.T, g generated, spec corev1.PodSpec, mainName string
 		mounts[m.Name] = m
 	}
 	hasPort := slices.ContainsFunc(main.Ports, func(p corev1.ContainerPort) bool {
-		return p.ContainerPort == HelperSSHPort && p.Name == HelperSSHPortName && p.Protocol == corev1.ProtocolTCP
+		return p.ContainerPort == HelperSSHPort && p.Name == protocol.HelperSSHPortName && p.Protocol == corev1.ProtocolTCP
 	})
 	volume := func(name string) *corev1.Volume {
 		for i := range spec.Volumes {
@@ -689,11 +690,11 @@ func checkHelper(t *testing.T, g generated, spec corev1.PodSpec, mainName string
 	// The proxy finds the pod through the Service's EndpointSlice: the port is on the Service, by
 	// its name, and only the NetworkPolicy's proxy rule admits it (checked below).
 	if g.service == nil || !slices.ContainsFunc(g.service.Spec.Ports, func(p corev1.ServicePort) bool {
-		return p.Port == HelperSSHPort && p.Name == HelperSSHPortName && p.TargetPort.IntValue() == HelperSSHPort
+		return p.Port == HelperSSHPort && p.Name == protocol.HelperSSHPortName && p.TargetPort.IntValue() == HelperSSHPort
 	}) {
-		t.Errorf("the Service has no port %s (%d) for the proxy to find the helper by", HelperSSHPortName, HelperSSHPort)
+		t.Errorf("the Service has no port %s (%d) for the proxy to find the helper by", protocol.HelperSSHPortName, HelperSSHPort)
 	}
-	if g.service != nil && slices.Contains(strings.Split(g.service.Annotations[AnnotationPublicPorts], ","), strconv.Itoa(HelperSSHPort)) {
+	if g.service != nil && slices.Contains(strings.Split(g.service.Annotations[protocol.AnnotationPublicPorts], ","), strconv.Itoa(HelperSSHPort)) {
 		t.Errorf("the helper's port %d is a public port", HelperSSHPort)
 	}
 	tools := spec.InitContainers[0]
@@ -721,7 +722,7 @@ func checkHelper(t *testing.T, g generated, spec corev1.PodSpec, mainName string
 		t.Errorf("main container's helper environment %q %q %q, want :60022, %s/authorized_keys, %s", env["HANGAR_HELPER_SSH_ADDR"], env["HANGAR_HELPER_AUTHORIZED_KEYS_FILE"], env["HANGAR_HELPER_STATE_DIR"], HelperSSHDir, wantState)
 	}
 	if !hasPort {
-		t.Errorf("main container ports %v, want %d named %s", main.Ports, HelperSSHPort, HelperSSHPortName)
+		t.Errorf("main container ports %v, want %d named %s", main.Ports, HelperSSHPort, protocol.HelperSSHPortName)
 	}
 	if !fromProxy || fromCluster {
 		t.Errorf("the helper's port: proxy may reach %v, others %v; want true, false", fromProxy, fromCluster)
@@ -746,7 +747,7 @@ func checkEditor(t *testing.T, g generated, spec corev1.PodSpec, asking string) 
 		t.Fatalf("containers %v: want %s", spec.Containers, asking)
 	}
 	inService := g.service != nil && slices.ContainsFunc(g.service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == EditorPort })
-	public := g.service != nil && slices.Contains(strings.Split(g.service.Annotations[AnnotationPublicPorts], ","), strconv.Itoa(EditorPort))
+	public := g.service != nil && slices.Contains(strings.Split(g.service.Annotations[protocol.AnnotationPublicPorts], ","), strconv.Itoa(EditorPort))
 	fromProxy, fromCluster := policyAdmits(g.policy, EditorPort)
 	if !inService || !public || !fromProxy || fromCluster {
 		t.Errorf("editor endpoint: service port %v, public %v, proxy may reach %v, others %v; want true, true, true, false", inService, public, fromProxy, fromCluster)

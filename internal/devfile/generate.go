@@ -25,30 +25,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-// Labels and annotations Hangar sets on every object of a workspace.
+// Labels and annotations Hangar sets on every object of a workspace, besides protocol's (which the
+// agent and the access proxy read back).
 const (
-	LabelManagedBy   = "app.kubernetes.io/managed-by"
-	ManagedByValue   = "hangar"
-	LabelAgentID     = workspace.ReservedPrefix + "agent-id"
-	LabelWorkspaceID = workspace.ReservedPrefix + "workspace-id"
-	// LabelWorkspaceName holds the workspace's cluster name (Params.KubeName), which the agent
-	// reports it by: unique in the cluster, unlike the name its owner gave it.
-	LabelWorkspaceName = workspace.ReservedPrefix + "workspace-name"
-	// LabelInventory marks the ConfigMap that lists a workspace's objects (data key InventoryKey).
-	LabelInventory = workspace.ReservedPrefix + "inventory"
-	InventoryKey   = "objects"
-	// AnnotationHostTemplate is what the proxy routes by: `{{.port}}-<name>--<owner>.<dns_zone>`
-	// (workspace.HostTemplate). A workspace whose name or owner cannot make a host (from before
-	// the naming rules: "--" in either, or too long together) has none, and no route.
-	AnnotationHostTemplate = workspace.ReservedPrefix + "host-template"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "hangar"
 	// AnnotationResourceHash on the pod template changes when the effective resources do.
 	AnnotationResourceHash = workspace.ReservedPrefix + "resource-hash"
-	// AnnotationPublicPorts on the Service lists the ports (comma-separated) of public endpoints:
-	// the only ones the proxy may route to. Internal endpoints have Service ports but no route.
-	AnnotationPublicPorts = workspace.ReservedPrefix + "public-ports"
 )
 
 // Params are the facts about one workspace that Generate needs beyond its devfile.
@@ -207,20 +194,20 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		labels[k] = v
 	}
 	labels[LabelManagedBy] = ManagedByValue
-	labels[LabelAgentID] = p.AgentID
-	labels[LabelWorkspaceID] = p.WorkspaceID
-	labels[LabelWorkspaceName] = name
+	labels[protocol.LabelAgentID] = p.AgentID
+	labels[protocol.LabelWorkspaceID] = p.WorkspaceID
+	labels[protocol.LabelWorkspaceName] = name
 	annotations := make(map[string]string, len(a.Annotations)+1)
 	for k, v := range a.Annotations {
 		annotations[k] = v
 	}
 	if hostTemplate != "" {
-		annotations[AnnotationHostTemplate] = hostTemplate
+		annotations[protocol.AnnotationHostTemplate] = hostTemplate
 	}
 	meta := func(n string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: n, Namespace: ns, Labels: labels, Annotations: annotations}
 	}
-	selector := map[string]string{LabelWorkspaceID: p.WorkspaceID}
+	selector := map[string]string{protocol.LabelWorkspaceID: p.WorkspaceID}
 
 	pod, err := d.podContainers(a, p.HelperHostKey != nil)
 	if err != nil {
@@ -281,7 +268,7 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	for k, v := range labels {
 		invLabels[k] = v
 	}
-	invLabels[LabelInventory] = "true"
+	invLabels[protocol.LabelInventory] = "true"
 	inventory := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-inventory", Namespace: ns, Labels: invLabels, Annotations: annotations},
@@ -470,12 +457,12 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	}
 	if d.helper {
 		// In the NetworkPolicy for the proxy only (below), never a public port.
-		ports = append(ports, corev1.ServicePort{Name: HelperSSHPortName, Protocol: corev1.ProtocolTCP, Port: HelperSSHPort, TargetPort: intstr.FromInt32(HelperSSHPort)})
+		ports = append(ports, corev1.ServicePort{Name: protocol.HelperSSHPortName, Protocol: corev1.ProtocolTCP, Port: HelperSSHPort, TargetPort: intstr.FromInt32(HelperSSHPort)})
 	}
 	if len(ports) > 0 {
 		svcMeta := meta(name)
 		svcMeta.Annotations = maps.Clone(serviceAnnotations)
-		svcMeta.Annotations[AnnotationPublicPorts] = strings.Join(public, ",")
+		svcMeta.Annotations[protocol.AnnotationPublicPorts] = strings.Join(public, ",")
 		add("v1", "Service", ns, name, &corev1.Service{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 			ObjectMeta: svcMeta,
@@ -515,7 +502,7 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		}
 	}
 	slices.Sort(lines)
-	inventory.Data = map[string]string{InventoryKey: strings.Join(lines, "\n") + "\n"}
+	inventory.Data = map[string]string{protocol.InventoryKey: strings.Join(lines, "\n") + "\n"}
 	return objs, nil
 }
 
@@ -600,8 +587,7 @@ const (
 	// HelperSSHPort is where the helper serves SSH (HANGAR_HELPER_SSH_ADDR): a port of the
 	// workspace's Service (the proxy finds the pod by it) admitted from the proxy's pods only, never
 	// public. High, so that it seldom clashes with a devfile's.
-	HelperSSHPort     = 60022
-	HelperSSHPortName = "hangar-ssh"
+	HelperSSHPort = 60022
 	// The Secret <name>-ssh, key AuthorizedKeysKey, is mounted read-only at HelperSSHDir.
 	sshVolume         = "hangar-ssh"
 	HelperSSHDir      = "/hangar/ssh"
@@ -940,7 +926,7 @@ func (c container) withHelper(hostKey bool) container {
 	c.mounts = append(slices.Clip(c.mounts),
 		corev1.VolumeMount{Name: toolsVolume, MountPath: HelperDir},
 		corev1.VolumeMount{Name: sshVolume, MountPath: HelperSSHDir, ReadOnly: true})
-	c.endpoints = append(slices.Clip(c.endpoints), endpoint{name: HelperSSHPortName, port: HelperSSHPort, protocol: corev1.ProtocolTCP, exposure: v1alpha2.NoneEndpointExposure})
+	c.endpoints = append(slices.Clip(c.endpoints), endpoint{name: protocol.HelperSSHPortName, port: HelperSSHPort, protocol: corev1.ProtocolTCP, exposure: v1alpha2.NoneEndpointExposure})
 	return c
 }
 

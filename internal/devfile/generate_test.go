@@ -18,6 +18,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -241,7 +242,7 @@ func TestGenerateParsesBack(t *testing.T) {
 					t.Errorf("%s %s has status", kind, name)
 				}
 				labels, _ := meta["labels"].(map[string]any)
-				want := map[string]string{LabelManagedBy: "hangar", LabelAgentID: p.AgentID, LabelWorkspaceID: p.WorkspaceID, LabelWorkspaceName: cmp.Or(p.KubeName, p.WorkspaceName)}
+				want := map[string]string{LabelManagedBy: "hangar", protocol.LabelAgentID: p.AgentID, protocol.LabelWorkspaceID: p.WorkspaceID, protocol.LabelWorkspaceName: cmp.Or(p.KubeName, p.WorkspaceName)}
 				for k, v := range p.Agent.Labels {
 					want[k] = v
 				}
@@ -251,8 +252,8 @@ func TestGenerateParsesBack(t *testing.T) {
 					}
 				}
 				ann, _ := meta["annotations"].(map[string]any)
-				if ann[AnnotationHostTemplate] != "{{.port}}-"+p.WorkspaceName+"--"+p.Owner+"."+p.Agent.DNSZone {
-					t.Errorf("%s %s host template = %v", kind, name, ann[AnnotationHostTemplate])
+				if ann[protocol.AnnotationHostTemplate] != "{{.port}}-"+p.WorkspaceName+"--"+p.Owner+"."+p.Agent.DNSZone {
+					t.Errorf("%s %s host template = %v", kind, name, ann[protocol.AnnotationHostTemplate])
 				}
 				switch kind {
 				case "Deployment":
@@ -265,8 +266,8 @@ func TestGenerateParsesBack(t *testing.T) {
 						t.Errorf("replicas = %v, want %v", replicas, want)
 					}
 				case "ConfigMap":
-					if labels[LabelInventory] == "true" {
-						s := u["data"].(map[string]any)[InventoryKey].(string)
+					if labels[protocol.LabelInventory] == "true" {
+						s := u["data"].(map[string]any)[protocol.InventoryKey].(string)
 						inventory = strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 					}
 				}
@@ -534,6 +535,17 @@ func BenchmarkGenerateSigsYAML(b *testing.B) {
 				b.Fatal(err)
 			}
 			out = append(out, y...)
+		}
+	}
+}
+
+// TestProtocolLabelsAreReserved: the labels and annotations the agent and the proxy read back are
+// under the prefix a devfile may not set, so that no devfile can forge them.
+func TestProtocolLabelsAreReserved(t *testing.T) {
+	for _, k := range []string{protocol.LabelAgentID, protocol.LabelWorkspaceID, protocol.LabelWorkspaceName,
+		protocol.LabelInventory, protocol.AnnotationHostTemplate, protocol.AnnotationPublicPorts} {
+		if !strings.HasPrefix(k, workspace.ReservedPrefix) {
+			t.Errorf("%s is not under %s", k, workspace.ReservedPrefix)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
 )
@@ -78,14 +78,14 @@ func TestTwoAgentsSeeOnlyTheirOwn(t *testing.T) {
 
 	// Each agent's Deployments carry its own agent id, and only its workspace's.
 	for _, s := range sides {
-		ds, err := cluster.Client.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: devfile.LabelAgentID + "=" + s.agentID})
+		ds, err := cluster.Client.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: protocol.LabelAgentID + "=" + s.agentID})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(ds.Items) != 1 || ds.Items[0].Name != kube[s.workspace] || ds.Items[0].Namespace != ns[s.workspace] {
 			t.Fatalf("Deployments labelled with agent %s's id %s: %v, want only %s/%s", s.agent, s.agentID, deploymentNames(ds.Items), ns[s.workspace], s.workspace)
 		}
-		if got := ds.Items[0].Labels[devfile.LabelWorkspaceName]; got != kube[s.workspace] {
+		if got := ds.Items[0].Labels[protocol.LabelWorkspaceName]; got != kube[s.workspace] {
 			t.Fatalf("Deployment %s has workspace-name label %q", s.workspace, got)
 		}
 	}
@@ -187,7 +187,7 @@ func TestTwoAgentsSeeOnlyTheirOwn(t *testing.T) {
 	}
 	waitFor(t, c, a.workspace, transition, "Terminated", state("Terminated", "Terminated"))
 	t.Logf("timing: %s delete→Terminated %v", a.workspace, time.Since(delAt).Round(time.Millisecond))
-	ds, err := cluster.Client.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: devfile.LabelAgentID + "=" + a.agentID})
+	ds, err := cluster.Client.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: protocol.LabelAgentID + "=" + a.agentID})
 	if err != nil || len(ds.Items) != 0 {
 		t.Fatalf("Deployments of agent %s after its workspace was deleted: %v (%v)", a.agent, deploymentNames(ds.Items), err)
 	}

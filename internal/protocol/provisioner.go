@@ -20,7 +20,8 @@ const (
 // MaxStateBytes, base64 in JSON).
 const MaxProvisionerBodyBytes = MaxStateBytes/3*4 + 1<<20
 
-// MaxStateBytes caps a Terraform state Hangar stores.
+// MaxStateBytes caps a Terraform state Hangar stores, whoever sends it: a provisioner's finish, a
+// user's build or state push (the SDK and the CLI check it too). Declared once, here.
 const MaxStateBytes = 64 << 20
 
 // AcquireRequest asks for a job; the server holds the request up to WaitSeconds (at most 60) for one

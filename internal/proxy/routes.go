@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -56,7 +56,7 @@ const (
 // NewRoutes watches the Services and EndpointSlices that carry the agent's label. The EndpointSlice
 // controller copies a Service's labels to its slices.
 func NewRoutes(client kubernetes.Interface, agentID string) (*Routes, error) {
-	sel := labels.SelectorFromSet(labels.Set{devfile.LabelAgentID: agentID}).String()
+	sel := labels.SelectorFromSet(labels.Set{protocol.LabelAgentID: agentID}).String()
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = sel
 	}))
@@ -66,7 +66,7 @@ func NewRoutes(client kubernetes.Interface, agentID string) (*Routes, error) {
 		if !ok {
 			return nil, nil
 		}
-		if t := svc.Annotations[devfile.AnnotationHostTemplate]; t != "" {
+		if t := svc.Annotations[protocol.AnnotationHostTemplate]; t != "" {
 			return []string{strings.ToLower(t)}, nil
 		}
 		return nil, nil
@@ -74,8 +74,8 @@ func NewRoutes(client kubernetes.Interface, agentID string) (*Routes, error) {
 		return nil, fmt.Errorf("index services: %w", err)
 	}
 	if err := r.services.AddIndexers(cache.Indexers{byWorkspace: func(obj any) ([]string, error) {
-		if svc, ok := obj.(*corev1.Service); ok && svc.Labels[devfile.LabelWorkspaceID] != "" {
-			return []string{svc.Labels[devfile.LabelWorkspaceID]}, nil
+		if svc, ok := obj.(*corev1.Service); ok && svc.Labels[protocol.LabelWorkspaceID] != "" {
+			return []string{svc.Labels[protocol.LabelWorkspaceID]}, nil
 		}
 		return nil, nil
 	}}); err != nil {
@@ -136,7 +136,7 @@ func (r *Routes) Lookup(host string) Route {
 // route is the route to svc's public port, if it has one.
 func (r *Routes) route(svc *corev1.Service, port int) (Route, bool) {
 	public := false
-	for _, p := range strings.Split(svc.Annotations[devfile.AnnotationPublicPorts], ",") {
+	for _, p := range strings.Split(svc.Annotations[protocol.AnnotationPublicPorts], ",") {
 		if n, err := strconv.Atoi(strings.TrimSpace(p)); err == nil && n == port {
 			public = true
 		}
@@ -153,7 +153,7 @@ func (r *Routes) route(svc *corev1.Service, port int) (Route, bool) {
 	if sp == nil {
 		return Route{}, false
 	}
-	route := Route{Known: true, Namespace: svc.Namespace, Service: svc.Name, WorkspaceID: svc.Labels[devfile.LabelWorkspaceID]}
+	route := Route{Known: true, Namespace: svc.Namespace, Service: svc.Name, WorkspaceID: svc.Labels[protocol.LabelWorkspaceID]}
 	route.Addr = r.readyAddr(svc, sp.Name)
 	return route, true
 }
@@ -167,7 +167,7 @@ func (r *Routes) SSHAddr(workspaceID string) string {
 	for _, obj := range objs {
 		svc := obj.(*corev1.Service)
 		for _, p := range svc.Spec.Ports {
-			if p.Name == devfile.HelperSSHPortName {
+			if p.Name == protocol.HelperSSHPortName {
 				if addr := r.readyAddr(svc, p.Name); addr != "" {
 					return addr
 				}

@@ -5,13 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/hangar-dev/hangar/internal/devfile"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -19,8 +18,8 @@ func ptr[T any](v T) *T { return &v }
 // service is what devfile.Generate makes for a workspace with public port 8080, internal 9000.
 func service(ns, name, agent, hostTemplate string) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{devfile.LabelAgentID: agent},
-			Annotations: map[string]string{devfile.AnnotationHostTemplate: hostTemplate, devfile.AnnotationPublicPorts: "8080"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{protocol.LabelAgentID: agent},
+			Annotations: map[string]string{protocol.AnnotationHostTemplate: hostTemplate, protocol.AnnotationPublicPorts: "8080"}},
 		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{
 			{Name: "web", Port: 8080, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)},
 			{Name: "api", Port: 9000, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(9000)},
@@ -31,7 +30,7 @@ func service(ns, name, agent, hostTemplate string) *corev1.Service {
 func slice(ns, svc, agent, ip string, ready bool) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc + "-abcde",
-			Labels: map[string]string{devfile.LabelAgentID: agent, discoveryv1.LabelServiceName: svc}},
+			Labels: map[string]string{protocol.LabelAgentID: agent, discoveryv1.LabelServiceName: svc}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports: []discoveryv1.EndpointPort{
 			{Name: ptr("web"), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)},

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
 // PushTemplateVersion pushes a new version of a template (admin only), creating the template on
@@ -106,7 +108,7 @@ func (c *Client) PullState(ctx context.Context, workspace string, number int) ([
 		return nil, 0, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxStateBytes+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, protocol.MaxStateBytes+1))
 	if err != nil {
 		return nil, 0, fmt.Errorf("read state: %w", err)
 	}

@@ -229,6 +229,4 @@ type CreateProvisionerRequest struct {
 const (
 	// MaxTemplateArchiveBytes caps a template version's module archive (gzipped).
 	MaxTemplateArchiveBytes = 16 << 20
-	// MaxStateBytes caps a Terraform state pushed by a user.
-	MaxStateBytes = 64 << 20
 )

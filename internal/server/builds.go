@@ -167,7 +167,7 @@ func (s *Server) terraformWorkspace(r *http.Request, u store.User) (store.Worksp
 
 func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.User) error {
 	var req sdk.CreateBuildRequest
-	if err := decodeJSON(w, r, sdk.MaxStateBytes/3*4+(1<<20), &req); err != nil {
+	if err := decodeJSON(w, r, protocol.MaxStateBytes/3*4+(1<<20), &req); err != nil {
 		return err
 	}
 	t, err := build.ParseTransition(req.Transition)
@@ -180,8 +180,8 @@ func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.Use
 	if req.State != nil && req.Orphan {
 		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: "an orphan delete runs no Terraform: it takes no state"})
 	}
-	if len(req.State) > sdk.MaxStateBytes {
-		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: fmt.Sprintf("is %d bytes, the limit is %d", len(req.State), sdk.MaxStateBytes)})
+	if len(req.State) > protocol.MaxStateBytes {
+		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: fmt.Sprintf("is %d bytes, the limit is %d", len(req.State), protocol.MaxStateBytes)})
 	}
 	if req.State != nil && !isStateJSON(req.State) {
 		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: "must be a Terraform state: a JSON object"})
@@ -430,7 +430,7 @@ func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User)
 	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 		return errUnsupportedMediaType(ct)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, sdk.MaxStateBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, protocol.MaxStateBytes))
 	if err != nil {
 		return err
 	}

@@ -212,8 +212,8 @@ func TestBuildBodyLimits(t *testing.T) {
 		limit                             int64
 	}{
 		{"template push", env.AdminToken, "POST", "/api/v1/templates/big/versions", `{"kind":"terraform","archive":"`, sdk.MaxTemplateArchiveBytes/3*4 + 1<<20},
-		{"build", alice, "POST", "/api/v1/workspaces/w/builds", `{"transition":"start","state":"`, sdk.MaxStateBytes/3*4 + 1<<20},
-		{"state push", alice, "PUT", "/api/v1/workspaces/w/state", `{"version":4,"pad":"`, sdk.MaxStateBytes},
+		{"build", alice, "POST", "/api/v1/workspaces/w/builds", `{"transition":"start","state":"`, protocol.MaxStateBytes/3*4 + 1<<20},
+		{"state push", alice, "PUT", "/api/v1/workspaces/w/state", `{"version":4,"pad":"`, protocol.MaxStateBytes},
 		{"provisioner", env.AdminToken, "POST", "/api/v1/provisioners", `{"name":"`, userLimit},
 		{"acquire", te.Prov, "POST", protocol.ProvisionerAcquirePath, `{"worker_id":"`, userLimit},
 		{"heartbeat", te.Prov, "POST", jobPath(protocol.ProvisionerHeartbeatPath), `{"worker_id":"`, userLimit},
