@@ -204,11 +204,7 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 		if req.Transition == build.Start && tmplActive == "" {
 			// Starts take the template's active version (so a fixed template helps the next start);
 			// stops and deletes run the module that created the resources (the last build's).
-			t, err := s.templateOf(ctx, w)
-			if err != nil {
-				return w, nil, err
-			}
-			tmplActive = t
+			tmplActive = rec.ActiveVersionID // read inside this transaction
 		}
 		b := s.newBuild(u, w, rec.Build, req, tmplActive)
 		nw := s.afterBuild(w, b, req)
@@ -229,14 +225,6 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 		s.ended(*b)
 	}
 	return w, *b, nil
-}
-
-func (s *Service) templateOf(ctx context.Context, w store.Workspace) (string, error) {
-	t, err := s.st.TemplateByName(ctx, w.TemplateName)
-	if err != nil {
-		return "", fmt.Errorf("template %q of workspace %q: %w", w.TemplateName, w.Name, err)
-	}
-	return t.ActiveVersionID, nil
 }
 
 func (s *Service) newBuild(u store.User, w store.Workspace, last *build.Build, req Request, activeVersion string) build.Build {
@@ -341,11 +329,7 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 			req.Reason = build.ReasonInitiator
 		}
 		if req.Transition == build.Start {
-			t, err := s.templateOf(ctx, w)
-			if err != nil {
-				return w, nil, err
-			}
-			tmplActive = t
+			tmplActive = rec.ActiveVersionID // read inside this transaction
 		}
 		b := s.newBuild(by, w, rec.Build, req, tmplActive)
 		nw := s.afterBuild(w, b, req)

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 
+	"github.com/hangar-dev/hangar/internal/backend/kube"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
 )
@@ -10,14 +11,7 @@ import (
 // agentInfo serves GET /api/v1/agent/info: who the agent is. The agent selects its Deployments by
 // this id (the label the generated objects carry) before its first reconcile.
 func (s *Server) agentInfo(w http.ResponseWriter, r *http.Request, agent store.Agent) error {
-	writeJSON(w, http.StatusOK, protocol.AgentInfo{ID: agent.ID, Name: agent.Name, Settings: settingsOf(agent),
+	writeJSON(w, http.StatusOK, protocol.AgentInfo{ID: agent.ID, Name: agent.Name, Settings: kube.Settings(agent),
 		DNSZone: agent.Config.DNSZone, ProxyURLScheme: agent.Config.ProxyURLScheme})
 	return nil
-}
-
-func settingsOf(agent store.Agent) protocol.Settings {
-	return protocol.Settings{
-		FullReconciliationIntervalSeconds:    agent.Config.FullReconcileIntervalSeconds,
-		PartialReconciliationIntervalSeconds: agent.Config.PartialReconcileIntervalSeconds,
-	}
 }

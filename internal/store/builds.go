@@ -59,6 +59,9 @@ type TemplateVersion struct {
 type BuildRecord struct {
 	Workspace Workspace
 	Build     *build.Build
+	// ActiveVersionID is the active version of the workspace's template, read in the same
+	// transaction (NewBuild only; "" in UpdateBuild, or for a workspace without a template).
+	ActiveVersionID string
 }
 
 // LogLine is one line of a build's log.

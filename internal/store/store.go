@@ -101,6 +101,12 @@ type ReconcileScope struct {
 	KubeNames []string
 }
 
+// ReconcileTx reads, inside a reconcile's transaction, what its decision needs beyond the rows.
+type ReconcileTx interface {
+	// WorkspaceDevfile reads the devfile a workspace was created with (Store.WorkspaceDevfile).
+	WorkspaceDevfile(id string) (string, error)
+}
+
 // WorkspaceRef names one workspace: by ID, or else by owner and name. A name may have been used
 // before by Terminated workspaces of the owner: it names the one that is not Terminated if there is
 // one, else the latest created.
@@ -157,9 +163,12 @@ type Store interface {
 	UpdateWorkspace(ctx context.Context, ref WorkspaceRef, fn func(w Workspace) (Workspace, error)) (Workspace, error)
 	// Reconcile reads the workspaces in scope, locked against concurrent writers, passes them to fn,
 	// and writes the rows fn returns (by ID), all in one transaction. A user's concurrent change to
-	// one of those workspaces waits for it, so neither update is lost. A partial scope without
-	// KubeNames that finds nothing pending calls fn with no rows, without a transaction.
-	Reconcile(ctx context.Context, scope ReconcileScope, fn func(rows []Workspace) (changed []Workspace, err error)) error
+	// one of those workspaces waits for it, so neither update is lost. fn reads anything else it
+	// needs through tx, inside the same transaction: never through the Store, whose other
+	// connection would wait for the transaction's locks (or, with a pool of one, for its
+	// connection). A partial scope without KubeNames that finds nothing pending calls fn with no
+	// rows, without a transaction.
+	Reconcile(ctx context.Context, scope ReconcileScope, fn func(tx ReconcileTx, rows []Workspace) (changed []Workspace, err error)) error
 	// UpdateWorkspacesBatch writes rows by ID in batches, outside any decision: the benchmarks'
 	// baseline and Reconcile's own writer.
 	UpdateWorkspacesBatch(ctx context.Context, rows []Workspace) error

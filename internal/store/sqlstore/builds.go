@@ -397,7 +397,14 @@ func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(re
 		if err != nil {
 			return err
 		}
-		nw, nb, err := fn(store.BuildRecord{Workspace: w, Build: last})
+		active := ""
+		if w.TemplateID != "" {
+			err := tx.QueryRowContext(ctx, s.q(`SELECT COALESCE(active_version_id, '') FROM templates WHERE id = ?`), w.TemplateID).Scan(&active)
+			if err != nil {
+				return fmt.Errorf("read template of workspace %q: %w", w.Name, notFound(err, "template "+w.TemplateName))
+			}
+		}
+		nw, nb, err := fn(store.BuildRecord{Workspace: w, Build: last, ActiveVersionID: active})
 		if err != nil {
 			return err
 		}

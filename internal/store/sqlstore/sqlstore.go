@@ -468,9 +468,25 @@ func (s *Store) WorkspaceByID(ctx context.Context, id string) (store.Workspace, 
 }
 
 func (s *Store) WorkspaceDevfile(ctx context.Context, id string) (string, error) {
+	return s.workspaceDevfile(ctx, s.db, id)
+}
+
+func (s *Store) workspaceDevfile(ctx context.Context, q querier, id string) (string, error) {
 	var text string
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT devfile FROM workspaces WHERE id = ?`), id).Scan(&text)
+	err := q.QueryRowContext(ctx, s.q(`SELECT devfile FROM workspaces WHERE id = ?`), id).Scan(&text)
 	return text, notFound(err, "workspace "+id)
+}
+
+// reconcileTx is store.ReconcileTx on q: the reconcile's transaction (or, when there is none, the
+// pool: no rows were read, so nothing is asked of it).
+type reconcileTx struct {
+	s   *Store
+	ctx context.Context
+	q   querier
+}
+
+func (t reconcileTx) WorkspaceDevfile(id string) (string, error) {
+	return t.s.workspaceDevfile(t.ctx, t.q, id)
 }
 
 func (s *Store) ListWorkspaces(ctx context.Context, f store.ListFilter) ([]store.Workspace, error) {
@@ -491,6 +507,7 @@ func (s *Store) ListWorkspaces(ctx context.Context, f store.ListFilter) ([]store
 
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 func (s *Store) queryWorkspaces(ctx context.Context, db querier, query string, args ...any) ([]store.Workspace, error) {
@@ -644,7 +661,7 @@ func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, ref store.Workspa
 	return ws[0], nil
 }
 
-func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn func([]store.Workspace) ([]store.Workspace, error)) error {
+func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn func(store.ReconcileTx, []store.Workspace) ([]store.Workspace, error)) error {
 	if !scope.Full && len(scope.KubeNames) == 0 {
 		// Most partial reconciles report nothing and find nothing pending. Then one read through
 		// the partial index answers, without a transaction, the agent's lock or (SQLite) the write
@@ -657,7 +674,7 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 			return err
 		}
 		if !pending {
-			changed, err := fn([]store.Workspace{})
+			changed, err := fn(reconcileTx{s, ctx, s.db}, []store.Workspace{})
 			if err == nil && len(changed) > 0 {
 				err = fmt.Errorf("reconcile: %d rows to write from no rows read", len(changed))
 			}
@@ -710,7 +727,7 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 			}
 			rows = append(rows, more...)
 		}
-		changed, err := fn(rows)
+		changed, err := fn(reconcileTx{s, ctx, tx}, rows)
 		if err != nil {
 			return err
 		}

@@ -294,7 +294,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 
 	// Never read by an agent's reconcile (it never answered it), nor pending for any agent.
 	for _, full := range []bool{false, true} {
-		if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: full, KubeNames: []string{"tf1"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
+		if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: full, KubeNames: []string{"tf1"}}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
 			if names := names(rows); len(names) != 1 || !names["k1"] {
 				t.Errorf("reconcile (full %v) read %v, want only k1", full, names)
 			}
@@ -381,6 +381,10 @@ func testNewBuild(t *testing.T, s store.Store) {
 	}
 	if seen.Build == nil || seen.Build.ID != b1.ID || seen.Workspace.ID != w.ID || seen.Build.InitiatorName != f.User.Username {
 		t.Fatalf("fn saw %+v", seen)
+	}
+	// fn sees the template's active version, read in the transaction (a start builds on it).
+	if seen.ActiveVersionID != f.Version.ID {
+		t.Fatalf("fn saw active version %q, want %q", seen.ActiveVersionID, f.Version.ID)
 	}
 	if bs, _ := s.ListBuilds(ctx, w.ID); len(bs) != 1 {
 		t.Fatalf("%d builds after a refused NewBuild, want 1", len(bs))

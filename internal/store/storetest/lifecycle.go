@@ -37,7 +37,7 @@ func testLifecycleColumns(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	// A reconcile writes its own columns only.
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
 		for i := range rows {
 			rows[i].ActualState, rows[i].DormantAt, rows[i].DesiredStateReason = workspace.Stopped, nil, "clobbered"
 		}

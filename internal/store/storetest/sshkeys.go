@@ -175,7 +175,7 @@ func testActivity(t *testing.T, s store.Store) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
 		for i := range rows {
 			responded := t0.Add(3 * time.Second)
 			rows[i].RespondedToAgentAt, rows[i].LastActivityAt = &responded, nil

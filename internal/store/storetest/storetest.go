@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Quotas", testQuotas},
 		{"ReconcileScope", testReconcileScope},
 		{"ReconcileRollsBackOnError", testReconcileRollback},
+		{"ReconcileReadsInItsTransaction", testReconcileTx},
 		{"ConcurrentUserAndAgentLoseNothing", testConcurrentWriters},
 		{"BatchUpdate", testBatchUpdate},
 		{"PendingAndNotifications", testPending},
@@ -272,7 +273,7 @@ func testReconcileScope(t *testing.T, s store.Store) {
 	var got []store.Workspace
 	read := func(scope store.ReconcileScope) map[string]bool {
 		t.Helper()
-		if err := s.Reconcile(ctx, scope, func(rows []store.Workspace) ([]store.Workspace, error) {
+		if err := s.Reconcile(ctx, scope, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
 			got = rows
 			return nil, nil
 		}); err != nil {
@@ -310,7 +311,7 @@ func testReconcileRollback(t *testing.T, s store.Store) {
 	f := NewFixture(t, s, "rb")
 	f.Create(t, s, f.Workspace("x"))
 	boom := errors.New("boom")
-	err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID}, func(rows []store.Workspace) ([]store.Workspace, error) {
+	err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
 		rows[0].ActualState = workspace.Running
 		return rows, boom
 	})
@@ -319,6 +320,35 @@ func testReconcileRollback(t *testing.T, s store.Store) {
 	}
 	if w, _ := s.Workspace(ctx, f.Ref("x")); w.ActualState != workspace.CreationRequested {
 		t.Fatalf("rolled-back reconcile wrote actual %s", w.ActualState)
+	}
+}
+
+// testReconcileTx: fn reads a workspace's devfile through its transaction, for the rows it was
+// given and for an unknown id (ErrNotFound, and the transaction goes on).
+func testReconcileTx(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "tx")
+	w := f.Workspace("x")
+	w.Devfile = "schemaVersion: 2.2.0\nmetadata:\n  name: x-devfile\n"
+	f.Create(t, s, w)
+	later := t0.Add(time.Minute)
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(tx store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+		if len(rows) != 1 {
+			return nil, fmt.Errorf("read %d rows, want 1", len(rows))
+		}
+		if text, err := tx.WorkspaceDevfile(rows[0].ID); err != nil || text != w.Devfile {
+			return nil, fmt.Errorf("WorkspaceDevfile in the transaction = %q, %v; want %q", text, err, w.Devfile)
+		}
+		if _, err := tx.WorkspaceDevfile(uuid.NewString()); !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("WorkspaceDevfile of an unknown id: %v, want ErrNotFound", err)
+		}
+		rows[0].RespondedToAgentAt = &later
+		return rows, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Workspace(ctx, f.Ref("x")); got.RespondedToAgentAt == nil || !got.RespondedToAgentAt.Equal(later) {
+		t.Fatalf("after the reconcile: responded %v, want %v", got.RespondedToAgentAt, later)
 	}
 }
 
@@ -351,7 +381,7 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < n; i++ {
-				if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, KubeNames: []string{"hot"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
+				if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, KubeNames: []string{"hot"}}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
 					for j := range rows {
 						v := 0
 						if rows[j].DeploymentResourceVersion != nil {
@@ -548,7 +578,7 @@ func testPending(t *testing.T, s store.Store) {
 
 	// A reconcile answers the workspace: nothing pending.
 	later := answered.Add(time.Minute)
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID}, func(rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
 		for i := range rows {
 			rows[i].RespondedToAgentAt = &later
 		}
@@ -600,7 +630,7 @@ func testNamesPerOwner(t *testing.T, s store.Store) {
 		t.Fatalf("stopping b's dev changed a's: %s", got.DesiredState)
 	}
 	// An agent names them by cluster name: each report reads its own row.
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: a.Agent.ID, Full: true, KubeNames: []string{gb.KubeName}}, func(rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: a.Agent.ID, Full: true, KubeNames: []string{gb.KubeName}}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
 		if len(rows) != 2 {
 			t.Errorf("full reconcile read %d rows, want both dev", len(rows))
 		}

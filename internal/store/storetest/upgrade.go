@@ -76,7 +76,7 @@ func UpgradeFromV1(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 	if p, err := s.HasPending(ctx, agentID); err != nil || !p {
 		t.Fatalf("HasPending after the upgrade = %v, %v; want true (never answered)", p, err)
 	}
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: agentID, KubeNames: []string{"answered"}}, func(rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: agentID, KubeNames: []string{"answered"}}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
 		if n := names(rows); len(n) != 2 || !n["never"] || !n["answered"] {
 			t.Errorf("partial reconcile after the upgrade read %v, want never, and answered by its cluster name", n)
 		}

@@ -1,0 +1,75 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/reconcile"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// Reconcile answers an agent's reconcile (req, already validated) in one store transaction
+// (Store.Reconcile): the agent's rows in scope read locked, reconcile.Decide, the configs of the
+// workspaces that need one generated from their devfiles — read inside the same transaction on a
+// cache miss, never on a second connection — and the decided rows written. The answer is built
+// before the commit: if a config cannot be generated, nothing is written and the agent retries,
+// instead of responded_to_agent_at claiming a config that never went out. It returns the answer
+// and the decision (for the caller's logs and metrics).
+func (s *Service) Reconcile(ctx context.Context, agent store.Agent, req protocol.ReconcileRequest) (protocol.ReconcileResponse, reconcile.Output, error) {
+	// The agent names a workspace by its cluster name (protocol.WorkspaceAgentInfo.Name).
+	names := make([]string, len(req.WorkspaceAgentInfos))
+	for i, info := range req.WorkspaceAgentInfos {
+		names[i] = info.Name
+	}
+	cfg := agent.Config
+	settings := Settings(agent)
+	pullSecrets := make([]protocol.ImagePullSecret, len(cfg.ImagePullSecrets))
+	for i, p := range cfg.ImagePullSecrets {
+		pullSecrets[i] = protocol.ImagePullSecret{Name: p.Name, Namespace: p.Namespace}
+	}
+	var resp protocol.ReconcileResponse
+	var out reconcile.Output
+	scope := store.ReconcileScope{AgentID: agent.ID, Full: req.UpdateType == protocol.UpdateFull, KubeNames: names}
+	err := s.st.Reconcile(ctx, scope, func(tx store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+		out = reconcile.Decide(reconcile.Input{UpdateType: req.UpdateType, Rows: rows, Infos: req.WorkspaceAgentInfos, Now: s.clock.Now()})
+		var err error
+		resp, err = reconcile.Response(out, settings, pullSecrets, func(ws store.Workspace) (string, error) {
+			return s.config(tx, ws, agent)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out.Changed, nil
+	})
+	return resp, out, err
+}
+
+// Settings are the intervals an agent reconciles at, from its configuration (in every reconcile
+// answer and in GET /api/v1/agent/info).
+func Settings(agent store.Agent) protocol.Settings {
+	return protocol.Settings{
+		FullReconciliationIntervalSeconds:    agent.Config.FullReconcileIntervalSeconds,
+		PartialReconciliationIntervalSeconds: agent.Config.PartialReconcileIntervalSeconds,
+	}
+}
+
+// config generates the config_to_apply of a workspace, its devfile read through tx on a miss of
+// the cache.
+func (s *Service) config(tx store.ReconcileTx, ws store.Workspace, agent store.Agent) (string, error) {
+	df, err := s.devfiles.get(ws.ID, func() (string, error) { return tx.WorkspaceDevfile(ws.ID) })
+	if err != nil {
+		return "", fmt.Errorf("parse stored devfile of workspace %s: %w", ws.Name, err)
+	}
+	cfg, err := devfile.Generate(df, devfile.Params{
+		WorkspaceID: ws.ID, WorkspaceName: ws.Name, KubeName: ws.KubeName, Owner: ws.OwnerName, AgentID: agent.ID,
+		Namespace: ws.Namespace, DesiredState: ws.DesiredState, Agent: agent.Config,
+		HelperHostKey: workspace.HelperHostKey(agent.TokenHash, ws.ID),
+	})
+	if err != nil {
+		return "", fmt.Errorf("generate config of workspace %s: %w", ws.Name, err)
+	}
+	return cfg, nil
+}
