@@ -30,15 +30,15 @@ func HasCode(err error, code string) bool {
 	return errors.As(err, &se) && se.ErrorCode == code
 }
 
-// errorCode reads the `code` of an error body (sdk.Error), or "".
+// errorCode reads the `code` of an error body (sdk.Error), or "". The key is matched exactly (not
+// case-insensitively, as encoding/json matches struct fields).
 func errorCode(body []byte) string {
-	var e struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal(body, &e) != nil {
+	var e map[string]json.RawMessage
+	var code string
+	if json.Unmarshal(body, &e) != nil || json.Unmarshal(e["code"], &code) != nil {
 		return ""
 	}
-	return e.Code
+	return code
 }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Body) }
