@@ -138,6 +138,9 @@ func zoneName(tz string) string {
 	return tz
 }
 
+// ErrUnknownZone is a schedule's time zone that is not an IANA name.
+var ErrUnknownZone = errors.New("unknown time zone")
+
 var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // ParseSchedule reads an autostart schedule: a cron expression of five fields (minute hour
@@ -151,7 +154,7 @@ func ParseSchedule(expr, tz string) (cron.Schedule, error) {
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil || strings.EqualFold(tz, "local") {
-		return nil, fmt.Errorf("unknown time zone %q: give an IANA name such as Europe/Paris", tz)
+		return nil, fmt.Errorf("%w %q: give an IANA name such as Europe/Paris", ErrUnknownZone, tz)
 	}
 	sched, err := parser.Parse(expr)
 	if err != nil {
@@ -169,7 +172,7 @@ func CheckSchedule(sc workspace.Schedule, p workspace.Lifecycle, now time.Time, 
 	if sc.Autostart != "" {
 		sched, err := ParseSchedule(sc.Autostart, sc.Timezone)
 		switch {
-		case err != nil && strings.HasPrefix(err.Error(), "unknown time zone"):
+		case errors.Is(err, ErrUnknownZone):
 			v.Add("timezone", "%s", err)
 		case err != nil:
 			v.Add("autostart", "%q: %s", sc.Autostart, err)
