@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // The commands of the Terraform backend: templates, builds, logs, cancel, state, provisioners.
@@ -42,7 +42,7 @@ checks they parse and records the variables they declare. A kubernetes template 
 			case (dir == "") == (devfileName == ""):
 				return usageError{errors.New("give exactly one of --directory (terraform) or --devfile (kubernetes)")}
 			case dir != "":
-				archive, err := terraform.Pack(dir)
+				archive, err := tfmodule.Pack(dir)
 				if err != nil {
 					return fmt.Errorf("pack --directory %s: %w", dir, err)
 				}

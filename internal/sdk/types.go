@@ -5,6 +5,8 @@ package sdk
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
 // Workspace is a workspace as the user API shows it.
@@ -227,6 +229,6 @@ type CreateProvisionerRequest struct {
 const (
 	// MaxTemplateArchiveBytes caps a template version's module archive (gzipped).
 	MaxTemplateArchiveBytes = 16 << 20
-	// MaxStateBytes caps a Terraform state pushed by a user.
-	MaxStateBytes = 64 << 20
+	// MaxStateBytes caps a Terraform state pushed by a user: the cap of every state Hangar stores.
+	MaxStateBytes = protocol.MaxStateBytes
 )

@@ -21,9 +21,9 @@ import (
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/protocol"
-	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -53,7 +53,7 @@ func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u s
 		case len(req.Archive) > sdk.MaxTemplateArchiveBytes:
 			v.Add("archive", "is %d bytes, the limit is %d", len(req.Archive), sdk.MaxTemplateArchiveBytes)
 		default:
-			m, err := terraform.Inspect(req.Archive)
+			m, err := tfmodule.Inspect(req.Archive)
 			if err != nil {
 				v.Add("archive", "%v", err)
 			}

@@ -1,3 +1,8 @@
+// Package terraform runs the real terraform binary for one workspace build of `hangar provisioner`
+// (seed terraform-state-management.md): it unpacks the template version's module (package
+// tfmodule), writes the build's input state, runs init and apply (start, stop) or destroy (delete)
+// through terraform-exec, streams terraform's output line by line, and hands back the state
+// terraform wrote, also after a failure or an interrupt.
 package terraform
 
 import (
@@ -16,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // Stages of a run, the Stage of every Line.
@@ -444,7 +450,7 @@ func (x *run) terraform() error {
 	if err := os.Mkdir(jobDir, 0o700); err != nil {
 		return fmt.Errorf("creating the work directory: %w", err)
 	}
-	if err := Extract(x.req.Archive, x.moduleDir); err != nil {
+	if err := tfmodule.Extract(x.req.Archive, x.moduleDir); err != nil {
 		return err
 	}
 	// The state comes from the request only, never from the archive.
@@ -510,7 +516,7 @@ func (x *run) terraform() error {
 	if err := x.command("init", func(ctx context.Context) error { return tf.Init(ctx) }); err != nil {
 		return err
 	}
-	mod, err := Inspect(x.req.Archive)
+	mod, err := tfmodule.Inspect(x.req.Archive)
 	if err != nil {
 		return err
 	}

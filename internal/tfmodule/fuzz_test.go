@@ -1,4 +1,4 @@
-package terraform
+package tfmodule
 
 import (
 	"archive/tar"
@@ -10,7 +10,7 @@ import (
 
 func FuzzExtract(f *testing.F) {
 	for _, dir := range []string{"markers", "slow", "syntaxerror"} {
-		archive, err := Pack(filepath.Join("testdata", dir))
+		archive, err := Pack(filepath.Join("..", "provisioner", "terraform", "testdata", dir))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func FuzzExtract(f *testing.F) {
 
 func FuzzInspect(f *testing.F) {
 	for _, dir := range []string{"markers", "onlycount", "slow", "syntaxerror", "missingprovider"} {
-		src, err := os.ReadFile(filepath.Join("testdata", dir, "main.tf"))
+		src, err := os.ReadFile(filepath.Join("..", "provisioner", "terraform", "testdata", dir, "main.tf"))
 		if err != nil {
 			f.Fatal(err)
 		}
