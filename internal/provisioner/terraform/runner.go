@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
@@ -529,9 +530,20 @@ func (x *run) terraform() error {
 	sort.Strings(names)
 	// Variables are secrets: they go to terraform in a file only the provisioner's user may read,
 	// never on its command line (which every local user sees in /proc).
-	values := make(map[string]string, len(names))
+	// A value of a variable whose type is a collection or an object is JSON (package parameter):
+	// it goes into the file as JSON, so terraform reads it with its type.
+	complexType := map[string]bool{}
+	for _, d := range mod.Declared {
+		complexType[d.Name] = !parameter.Primitive(d.CtyType())
+	}
+	values := make(map[string]any, len(names))
 	for _, n := range names {
-		values[n] = x.req.Variables[n]
+		v := x.req.Variables[n]
+		if complexType[n] && json.Valid([]byte(v)) {
+			values[n] = json.RawMessage(v)
+		} else {
+			values[n] = v
+		}
 	}
 	varsJSON, err := json.Marshal(values)
 	if err != nil {
