@@ -150,7 +150,9 @@ func formatPath(p cty.Path) string {
 		case cty.GetAttrStep:
 			b.WriteString("." + s.Name)
 		case cty.IndexStep:
-			if s.Key.Type() == cty.String {
+			if !s.Key.IsKnown() || s.Key.IsNull() {
+				b.WriteString("[?]")
+			} else if s.Key.Type() == cty.String {
 				fmt.Fprintf(&b, "[%q]", s.Key.AsString())
 			} else if s.Key.Type() == cty.Number {
 				fmt.Fprintf(&b, "[%s]", s.Key.AsBigFloat().String())
@@ -221,7 +223,7 @@ var functions = map[string]function.Function{
 	"contains": stdlib.ContainsFunc, "distinct": stdlib.DistinctFunc, "element": stdlib.ElementFunc,
 	"flatten": stdlib.FlattenFunc, "floor": stdlib.FloorFunc, "format": stdlib.FormatFunc, "index": stdlib.IndexFunc,
 	"join": stdlib.JoinFunc, "jsondecode": stdlib.JSONDecodeFunc, "jsonencode": stdlib.JSONEncodeFunc,
-	"keys": stdlib.KeysFunc, "length": stdlib.LengthFunc, "lookup": stdlib.LookupFunc, "lower": stdlib.LowerFunc,
+	"keys": stdlib.KeysFunc, "length": lengthFunc, "lookup": stdlib.LookupFunc, "lower": stdlib.LowerFunc,
 	"max": stdlib.MaxFunc, "merge": stdlib.MergeFunc, "min": stdlib.MinFunc, "parseint": stdlib.ParseIntFunc,
 	"range": stdlib.RangeFunc, "regex": stdlib.RegexFunc, "regexall": stdlib.RegexAllFunc, "replace": stdlib.ReplaceFunc,
 	"reverse": stdlib.ReverseListFunc, "signum": stdlib.SignumFunc, "slice": stdlib.SliceFunc, "sort": stdlib.SortFunc,
@@ -229,6 +231,18 @@ var functions = map[string]function.Function{
 	"trim": stdlib.TrimFunc, "trimprefix": stdlib.TrimPrefixFunc, "trimspace": stdlib.TrimSpaceFunc,
 	"trimsuffix": stdlib.TrimSuffixFunc, "try": tryfunc.TryFunc, "upper": stdlib.UpperFunc, "values": stdlib.ValuesFunc,
 }
+
+// lengthFunc is Terraform's length: of a collection, a structure, or a string (in characters).
+var lengthFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "value", Type: cty.DynamicPseudoType, AllowDynamicType: true, AllowUnknown: true, AllowMarked: true}},
+	Type:   function.StaticReturnType(cty.Number),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		if args[0].Type() == cty.String {
+			return stdlib.Strlen(args[0])
+		}
+		return stdlib.Length(args[0])
+	},
+})
 
 // Field names the request field of a parameter in validation errors.
 func Field(name string) string { return "parameters." + name }

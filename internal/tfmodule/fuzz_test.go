@@ -57,6 +57,8 @@ func FuzzInspect(f *testing.F) {
 	f.Add([]byte(`{"variable": {"a": }`), true)
 	f.Add([]byte("variable \"${x}\" {}\nvariable \"a\" {\n  default = <<EOT\nx\nEOT\n}\n"), false)
 	f.Add([]byte("variable {\n"), false)
+	f.Add([]byte("# hangar:mutable\nvariable \"n\" {\n  type = list(object({a = number}))\n  default = [{a = 1}]\n  sensitive = true\n  validation {\n    condition = length(var.n) > 0\n    error_message = \"x\"\n  }\n}\n"), false)
+	f.Add([]byte(`{"variable": {"z": {"type": "map(string)", "default": {"a": "b"}, "validation": [{"condition": "${var.z != {}}", "error_message": "e"}]}}}`), true)
 	for _, d := range deepFiles() { // nested 100,000 deep: refused before parsing
 		f.Add([]byte(d.body), d.json)
 	}
