@@ -27,6 +27,7 @@ var buildTests = []struct {
 }{
 	{"Templates", testTemplates},
 	{"TemplateFirstPushRace", testTemplateFirstPushRace},
+	{"TemplateVersions", testTemplateVersions},
 	{"TerraformWorkspace", testTerraformWorkspace},
 	{"NewBuild", testNewBuild},
 	{"UpdateBuildRoundTrip", testUpdateBuildRoundTrip},
