@@ -38,6 +38,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/testutil/pgtest"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 const (
@@ -723,7 +724,7 @@ func tfbStartServer(b *testing.B, bin, postgresURL string, provisioners int, ter
 }
 
 func tfbPushTemplate(b *testing.B, c *sdk.Client, name, dir string) {
-	archive, err := terraform.Pack(dir)
+	archive, err := tfmodule.Pack(dir)
 	if err != nil {
 		b.Fatal(err)
 	}

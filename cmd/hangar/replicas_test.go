@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
-	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/testutil/pgtest"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // TestTwoServerProcessesWakeEachOther runs two `hangar server` processes on one Postgres database.
@@ -289,7 +289,7 @@ func TestBuildQueuedOnOneReplicaRunsOnAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	archive, err := terraform.Pack("testdata/markers")
+	archive, err := tfmodule.Pack("testdata/markers")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // module is a template whose start fails while the file failMarker names exists: a failure the test
@@ -90,7 +91,7 @@ func newTFWorld(t *testing.T, engine string) *tfWorld {
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), fmt.Appendf(nil, module, w.marker), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	archive, err := terraform.Pack(dir)
+	archive, err := tfmodule.Pack(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,13 +17,13 @@ import (
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
-	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/testutil/pgtest"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // TestReplicasChangeOnce: two server replicas on one Postgres database tick at the same moment
@@ -66,7 +66,7 @@ func TestReplicasChangeOnce(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mod, "main.tf"), []byte("variable \"start_count\" {\n  type = number\n}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	archive, err := terraform.Pack(mod)
+	archive, err := tfmodule.Pack(mod)
 	if err != nil {
 		t.Fatal(err)
 	}

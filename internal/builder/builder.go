@@ -22,6 +22,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/errs"
+	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -137,14 +138,31 @@ var (
 func visible(u store.User, w store.Workspace) bool { return backend.Visible(u, w) }
 
 // CreateWorkspace creates a workspace from a terraform template, with its first build (a start
-// from no state: seed, "API Operations", POST /workspaces).
+// from no state: seed, "API Operations", POST /workspaces), without parameter values.
 func (s *Service) CreateWorkspace(ctx context.Context, u store.User, name string, t store.Template) (store.Workspace, build.Build, error) {
+	return s.Create(ctx, u, name, t, nil)
+}
+
+// Create creates a workspace from a terraform template with the parameter values given, checked
+// against the template's active version before anything is written (a *workspace.ValidationError
+// naming each parameter refused), and its first build.
+func (s *Service) Create(ctx context.Context, u store.User, name string, t store.Template, params map[string]string) (store.Workspace, build.Build, error) {
+	v, err := s.st.TemplateVersionInfo(ctx, t.ActiveVersionID)
+	if err != nil {
+		return store.Workspace{}, build.Build{}, fmt.Errorf("template %q: its active version: %w", t.Name, err)
+	}
+	values, err := parameter.Resolve(v.Parameters, nil, params, true)
+	if err != nil {
+		return store.Workspace{}, build.Build{}, err
+	}
 	now := s.now()
 	id := uuid.NewString()
 	w := store.Workspace{
 		ID: id, Name: name, KubeName: workspace.KubeName(name, id), OwnerID: u.ID, OwnerName: u.Username,
 		DesiredState: workspace.Running, ActualState: workspace.Starting, DesiredStateUpdatedAt: now, ActualStateUpdatedAt: &now,
 		CreatedAt: now, Backend: store.KindTerraform, TemplateID: t.ID, TemplateName: t.Name,
+		TemplateVersionID: t.ActiveVersionID, TemplateVersion: t.ActiveVersion, TemplateActiveVersionID: t.ActiveVersionID,
+		Parameters: values,
 	}
 	state, source := build.InitialState(false, nil, nil)
 	b := build.Build{
@@ -157,7 +175,8 @@ func (s *Service) CreateWorkspace(ctx context.Context, u store.User, name string
 	if err := s.st.CreateBuildWorkspace(ctx, w, b); err != nil {
 		return w, b, err
 	}
-	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "build", 1)
+	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "version", t.ActiveVersion,
+		"build", 1, "parameters", names(values))
 	return w, b, nil
 }
 
@@ -204,7 +223,11 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 		if req.Transition == build.Start && tmplActive == "" {
 			// Starts take the template's active version (so a fixed template helps the next start);
 			// stops and deletes run the module that created the resources (the last build's).
-			tmplActive = rec.ActiveVersionID // read inside this transaction
+			t, err := startVersion(rec)
+			if err != nil {
+				return w, nil, err
+			}
+			tmplActive = t
 		}
 		b := s.newBuild(u, w, rec.Build, req, tmplActive)
 		nw := s.afterBuild(w, b, req)
@@ -225,6 +248,112 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 		s.ended(*b)
 	}
 	return w, *b, nil
+}
+
+// startVersion is the version a start of the workspace takes, its template's active one (read by
+// the store inside the build's transaction), once its parameter values are checked against it (a
+// failing check writes nothing).
+func startVersion(rec store.BuildRecord) (string, error) {
+	w, v := rec.Workspace, rec.ActiveVersion
+	if v.ID == "" {
+		return "", fmt.Errorf("template %q of workspace %q: its active version: %w", w.TemplateName, w.Name, store.ErrNotFound)
+	}
+	if v.ID == w.TemplateVersionID {
+		return v.ID, nil // checked when they were given
+	}
+	if _, err := parameter.Resolve(v.Parameters, w.Parameters, nil, false); err != nil {
+		// A version promoted since declares a new required parameter, or checks a value
+		// differently: 'hangar update NAME --parameter' gives the values and starts it.
+		return "", fmt.Errorf("workspace %q on version %d of template %q (give the values with 'hangar update %s --parameter NAME=VALUE'): %w",
+			w.Name, v.Number, w.TemplateName, w.Name, err)
+	}
+	return v.ID, nil
+}
+
+// names lists the names of values, for logs (never the values).
+func names(values []parameter.Value) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = v.Name
+	}
+	return out
+}
+
+// UpdateResult says what Update did.
+type UpdateResult string
+
+const (
+	// UpdateUpToDate: the workspace already runs the active version with these values; nothing
+	// was built.
+	UpdateUpToDate UpdateResult = "up-to-date"
+	// UpdateRestart: the workspace was started, so it is stopped, then started on the active
+	// version (the start is queued when the stop succeeds, as for a restart).
+	UpdateRestart UpdateResult = "restart"
+	// UpdateStart: the workspace was stopped: it is started on the active version.
+	UpdateStart UpdateResult = "start"
+)
+
+// Update moves a terraform workspace to its template's active version and to new parameter
+// values (seed, "CLI Operations", coder update): a stop if its latest build is a start (the
+// resources may exist), then a start on the active version; the state comes from the last build.
+// The values given are checked against the active version first (immutable ones may not change,
+// new required ones must be given), and written with the first build in one transaction. An
+// up-to-date workspace with unchanged values is left as it is (UpdateUpToDate), started or not.
+func (s *Service) Update(ctx context.Context, u store.User, ref store.WorkspaceRef, params map[string]string) (store.Workspace, UpdateResult, error) {
+	var result UpdateResult
+	var active store.TemplateVersion
+	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+		w := rec.Workspace
+		if !visible(u, w) {
+			return w, nil, ErrHidden
+		}
+		if w.Backend != store.KindTerraform {
+			return w, nil, fmt.Errorf("workspace %q: %w (an agent runs it from the devfile it was created with: there is no version to update to)", w.Name, ErrNotTerraform)
+		}
+		if w.DesiredState == workspace.Terminated {
+			return w, nil, fmt.Errorf("workspace %q: %w", w.Name, workspace.ErrTerminated)
+		}
+		if rec.Build != nil && rec.Build.Job.Status().Active() {
+			return w, nil, build.CheckNew(rec.Build, build.Start)
+		}
+		if active = rec.ActiveVersion; active.ID == "" { // read inside this transaction
+			return w, nil, fmt.Errorf("template %q: its active version: %w", w.TemplateName, store.ErrNotFound)
+		}
+		values, err := parameter.Resolve(active.Parameters, w.Parameters, params, false)
+		if err != nil {
+			return w, nil, err
+		}
+		if w.TemplateVersionID == active.ID && !parameter.Changed(w.Parameters, values) {
+			result = UpdateUpToDate
+			return w, nil, nil
+		}
+		w.Parameters = values
+		req := Request{Transition: build.Start, Reason: build.ReasonInitiator}
+		result = UpdateStart
+		if rec.Build != nil && rec.Build.Transition == build.Start {
+			req.Transition, req.Desired, result = build.Stop, workspace.RestartRequested, UpdateRestart
+		}
+		if err := build.CheckNew(rec.Build, req.Transition); err != nil {
+			return w, nil, err
+		}
+		version := active.ID
+		if req.Transition == build.Stop {
+			version = "" // a stop runs the module that created the resources (the last build's)
+		}
+		b := s.newBuild(u, w, rec.Build, req, version)
+		nw := s.afterBuild(w, b, req)
+		nw.DesiredStateReason = ""
+		nw.DormantAt = nil // its owner's update wakes a dormant workspace
+		return nw, &b, nil
+	})
+	if err != nil {
+		return w, "", err
+	}
+	if b != nil {
+		s.log.Info("workspace update queued", "workspace", w.Name, "owner", w.OwnerName, "by", u.Username, "build", b.Number,
+			"transition", b.Transition, "to_version", active.Number, "parameters", names(w.Parameters))
+	}
+	return w, result, nil
 }
 
 func (s *Service) newBuild(u store.User, w store.Workspace, last *build.Build, req Request, activeVersion string) build.Build {
@@ -329,7 +458,11 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 			req.Reason = build.ReasonInitiator
 		}
 		if req.Transition == build.Start {
-			tmplActive = rec.ActiveVersionID // read inside this transaction
+			t, err := startVersion(rec)
+			if err != nil {
+				return w, nil, err
+			}
+			tmplActive = t
 		}
 		b := s.newBuild(by, w, rec.Build, req, tmplActive)
 		nw := s.afterBuild(w, b, req)
@@ -506,7 +639,7 @@ func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.Prov
 	s.log.Info("build started", "workspace", w.Name, "build", b.Number, "transition", b.Transition, "worker", b.Job.WorkerID)
 	job := &protocol.ProvisionerJob{
 		ID: b.Job.ID, WorkspaceID: w.ID, WorkspaceName: w.Name, BuildNumber: b.Number, Transition: string(b.Transition),
-		Archive: v.Archive, State: b.State, Variables: Variables(w, b),
+		Archive: v.Archive, State: b.State, Variables: buildVariables(w, b),
 	}
 	if s.opts.AccessURL != nil {
 		if u := s.opts.AccessURL(); u != "" {
@@ -534,6 +667,25 @@ func Variables(w store.Workspace, b build.Build) map[string]string {
 		"is_prebuild":          "false",
 		"is_prebuild_claim":    "false",
 	}
+}
+
+// VariableNames are the names of Variables: Hangar supplies these, so they are never parameters.
+func VariableNames() map[string]bool {
+	out := map[string]bool{}
+	for n := range Variables(store.Workspace{}, build.Build{}) {
+		out[n] = true
+	}
+	return out
+}
+
+// buildVariables are what a build offers the module: the workspace's parameter values, and
+// Hangar's own Variables.
+func buildVariables(w store.Workspace, b build.Build) map[string]string {
+	vars := parameter.Map(w.Parameters)
+	for k, v := range Variables(w, b) {
+		vars[k] = v
+	}
+	return vars
 }
 
 // Heartbeat records that workerID runs the job and waits up to wait for it to be canceled; it

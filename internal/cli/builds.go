@@ -15,22 +15,29 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
-	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // The commands of the Terraform backend: templates, builds, logs, cancel, state, provisioners.
 
 func (a *app) templatesCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "templates", Short: "Push and list templates", Args: noSubcommand, RunE: showHelp}
+	cmd := &cobra.Command{Use: "templates", Short: "Push, list, promote and pull templates", Args: noSubcommand, RunE: showHelp}
 	var dir, devfileName string
+	activate := true
 	push := &cobra.Command{
-		Use:   "push NAME (--directory DIR | --devfile FILE)",
+		Use:   "push NAME (--directory DIR | --devfile FILE) [--activate=false]",
 		Short: "Push a new version of a template (admin only)",
 		Long: `Push a new version of a template, creating the template on its first push. A terraform
 template is a module directory (--directory): its *.tf files are packed and sent; the server
-checks they parse and records the variables they declare. A kubernetes template is a devfile
-(--devfile). New workspaces and the next start of existing ones use the newest version.`,
+checks they parse and records the variables they declare: those Hangar does not supply become the
+template's parameters, which users give at create (hangar create --parameter). A kubernetes
+template is a devfile (--devfile). New workspaces and the next start of existing ones use the
+active version: the one pushed, unless --activate=false stores it for a later 'hangar templates
+promote' (a new template's first version is always active).
+
+A parameter is immutable unless the line right above its variable block is the comment
+"# hangar:mutable"; 'sensitive = true' keeps its value from being shown anywhere.`,
 		Example: `  hangar templates push markers --directory ./templates/markers`,
 		Args:    oneName("template"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -43,7 +50,7 @@ checks they parse and records the variables they declare. A kubernetes template 
 			case (dir == "") == (devfileName == ""):
 				return usageError{errors.New("give exactly one of --directory (terraform) or --devfile (kubernetes)")}
 			case dir != "":
-				archive, err := terraform.Pack(dir)
+				archive, err := tfmodule.Pack(dir)
 				if err != nil {
 					return fmt.Errorf("pack --directory %s: %w", dir, err)
 				}
@@ -58,6 +65,9 @@ checks they parse and records the variables they declare. A kubernetes template 
 				}
 				req = sdk.CreateTemplateVersionRequest{Kind: "kubernetes", Devfile: string(b)}
 			}
+			if !activate {
+				req.Activate = &activate
+			}
 			c, err := a.client(cmd)
 			if err != nil {
 				return err
@@ -69,17 +79,30 @@ checks they parse and records the variables they declare. A kubernetes template 
 			if format == "json" {
 				return printJSON(cmd.OutOrStdout(), t)
 			}
-			vars := "none"
-			if len(t.Versions) > 0 && len(t.Versions[0].Variables) > 0 {
-				vars = strings.Join(t.Versions[0].Variables, ", ")
+			vars, params, number, active := "none", "none", t.ActiveVersion, true
+			if len(t.Versions) > 0 {
+				v := t.Versions[0]
+				number, active = v.Number, v.Active
+				if len(v.Variables) > 0 {
+					vars = strings.Join(v.Variables, ", ")
+				}
+				if len(v.Parameters) > 0 {
+					params = describeParameters(v.Parameters)
+				}
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Pushed %s template %s version %d (variables: %s).\n", t.Kind, t.Name, t.ActiveVersion, vars)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Pushed %s template %s version %d (variables: %s; parameters: %s).\n", t.Kind, t.Name, number, vars, params)
+			if err == nil && !active {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Version %d is not active (version %d is): 'hangar templates promote %s %d' activates it.\n",
+					number, t.ActiveVersion, t.Name, number)
+			}
 			return err
 		},
 	}
 	push.Flags().StringVar(&dir, "directory", "", "Terraform module `DIR` (a terraform template)")
 	push.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (a kubernetes template; \"-\" for standard input)")
-	cmd.AddCommand(push, listCommand(a, "List templates", (*sdk.Client).ListTemplates, printTemplates), a.templateLifecycleCmd())
+	push.Flags().BoolVar(&activate, "activate", true, "make the version the active one (false: store it for a later promote)")
+	cmd.AddCommand(push, listCommand(a, "List templates", (*sdk.Client).ListTemplates, printTemplates), a.templateLifecycleCmd(),
+		a.templateVersionsCmd(), a.templatePromoteCmd(), a.templatePullCmd())
 	return cmd
 }
 

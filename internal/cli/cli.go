@@ -77,6 +77,7 @@ func addCommands(root *cobra.Command, a *app) {
 	for _, t := range transitions {
 		cmds = append(cmds, a.transitionCmd(t))
 	}
+	cmds = append(cmds, a.updateCmd())
 	cmds = append(cmds, a.sshCmd(), a.portForwardCmd(), a.configSSHCmd())
 	cmds = append(cmds, a.templatesCmd(), a.buildsCmd(), a.logsCmd(), a.cancelCmd(), a.stateCmd(), a.provisionersCmd())
 	for _, c := range cmds {

@@ -22,6 +22,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // The commands that follow the builds of terraform workspaces, against the real server (SQLite)
@@ -45,7 +46,7 @@ func newTFServer(t *testing.T) *tfServer {
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte("variable \"start_count\" {\n  type = number\n}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	archive, err := terraform.Pack(dir)
+	archive, err := tfmodule.Pack(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,10 @@ func printWorkspaces(w io.Writer, wss []sdk.Workspace) error {
 	for _, ws := range wss {
 		agent := ws.Agent
 		if ws.Backend == "terraform" {
-			agent = "(terraform: " + ws.Template + ")"
+			agent = fmt.Sprintf("(terraform: %s v%d)", ws.Template, ws.TemplateVersion)
+			if ws.Outdated {
+				agent = fmt.Sprintf("(terraform: %s v%d, outdated)", ws.Template, ws.TemplateVersion)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dash(ws.Owner), ws.Name, agent, ws.DesiredState, ws.ActualState, dash(ws.URL))
 	}
@@ -111,8 +114,9 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 			{"Last used", lastUsed},
 			{"Created", a.formatTime(ws.CreatedAt)},
 		}
+		rows = append(rows[:4:4], append(parameterRows(ws), rows[4:]...)...)
 		if ws.AppsURL != "" {
-			rows = append(rows[:4:4], append([][2]string{{"Apps", ws.AppsURL + " (any port the machine listens on)"}}, rows[4:]...)...)
+			rows = append(rows[:6:6], append([][2]string{{"Apps", ws.AppsURL + " (any port the machine listens on)"}}, rows[6:]...)...)
 		}
 	}
 	rows = append(rows, a.scheduleRows(ws)...)

@@ -28,14 +28,18 @@ func (f *waitFlags) add(cmd *cobra.Command, goal string) {
 func (a *app) createCmd() *cobra.Command {
 	var agent, devfileName, template string
 	var wf waitFlags
+	var params parameterFlag
 	cmd := &cobra.Command{
-		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE) [--wait]",
+		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE [--parameter NAME=VALUE ...]) [--wait]",
 		Short: "Create a workspace",
 		Long: `Create a workspace, desired state Running: on the cluster of an agent, from a devfile
 (schemaVersion 2.2.0; without --devfile the server's default devfile) or a kubernetes template; or
-from a terraform template, which provisioners build (no agent).`,
+from a terraform template, which provisioners build (no agent). A terraform template's parameters
+are given with --parameter NAME=VALUE (a string, number or bool as text, a list or map as JSON);
+on a terminal, the required ones not given are asked for (sensitive ones without echo). The values
+are checked before any build.`,
 		Example: `  hangar create my-ws --agent eu --devfile devfile.yaml --wait
-  hangar create my-vm --template markers --wait`,
+  hangar create my-vm --template markers --parameter size=2 --wait`,
 		Args: oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)
@@ -60,6 +64,14 @@ from a terraform template, which provisioners build (no agent).`,
 			if err != nil {
 				return err
 			}
+			if template != "" && a.isTerminal(cmd.InOrStdin()) {
+				if t, err := c.Template(cmd.Context(), template); err == nil && t.Kind == "terraform" {
+					if err := a.askParameters(cmd, c, template, nil, &params); err != nil {
+						return err
+					}
+				}
+			}
+			req.Parameters = params.values
 			ws, err := c.CreateWorkspace(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -71,6 +83,7 @@ from a terraform template, which provisioners build (no agent).`,
 	cmd.Flags().StringVar(&agent, "agent", "", "the `AGENT` whose cluster runs the workspace")
 	cmd.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (YAML; \"-\" for standard input)")
 	cmd.Flags().StringVar(&template, "template", "", "create from `TEMPLATE` (see hangar templates list)")
+	params.add(cmd, "value of a terraform template's parameter (repeatable)")
 	wf.add(cmd, "Running")
 	return cmd
 }

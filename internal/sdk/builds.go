@@ -22,6 +22,51 @@ func (c *Client) PushTemplateVersion(ctx context.Context, name string, req Creat
 }
 
 // ListTemplates lists the templates.
+// ListTemplateVersions lists a template's versions, newest first.
+func (c *Client) ListTemplateVersions(ctx context.Context, name string) ([]TemplateVersion, error) {
+	var vs []TemplateVersion
+	err := c.do(ctx, http.MethodGet, []string{"templates", name, "versions"}, nil, &vs)
+	return vs, err
+}
+
+// PromoteTemplateVersion makes version number the template's active version.
+func (c *Client) PromoteTemplateVersion(ctx context.Context, name string, number int) (Template, error) {
+	var t Template
+	err := c.do(ctx, http.MethodPost, []string{"templates", name, "versions", strconv.Itoa(number), "promote"}, nil, &t)
+	return t, err
+}
+
+// PullTemplateVersion downloads a version's content (number 0: the active version): a terraform
+// module as a gzipped tar, or a devfile. It returns the version's number too.
+func (c *Client) PullTemplateVersion(ctx context.Context, name string, number int) ([]byte, int, error) {
+	v := "active"
+	if number > 0 {
+		v = strconv.Itoa(number)
+	}
+	resp, err := c.raw(ctx, http.MethodGet, c.endpoint([]string{"templates", name, "versions", v, "archive"}, nil), nil, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxTemplateArchiveBytes+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read template version: %w", err)
+	}
+	if len(b) > MaxTemplateArchiveBytes {
+		return nil, 0, fmt.Errorf("read template version: more than %d bytes", MaxTemplateArchiveBytes)
+	}
+	n, _ := strconv.Atoi(resp.Header.Get("Hangar-Template-Version"))
+	return b, n, nil
+}
+
+// UpdateWorkspaceVersion moves a terraform workspace to its template's active version and to new
+// parameter values (hangar update).
+func (c *Client) UpdateWorkspaceVersion(ctx context.Context, workspace string, req UpdateWorkspaceVersionRequest) (UpdateWorkspaceVersionResponse, error) {
+	var out UpdateWorkspaceVersionResponse
+	err := c.do(ctx, http.MethodPost, []string{"workspaces", workspace, "update"}, req, &out)
+	return out, err
+}
+
 func (c *Client) ListTemplates(ctx context.Context) ([]Template, error) {
 	var ts []Template
 	err := c.do(ctx, http.MethodGet, []string{"templates"}, nil, &ts)

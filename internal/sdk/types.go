@@ -5,6 +5,8 @@ package sdk
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
 // Workspace is a workspace as the user API shows it.
@@ -43,6 +45,12 @@ type Workspace struct {
 	// DormantAt is when the workspace went dormant (no use for its policy's dormancy threshold);
 	// null when it is not. Starting it wakes it.
 	DormantAt *time.Time `json:"dormant_at"`
+	// TemplateVersion is the template version of the workspace's latest build (terraform);
+	// Outdated says it is not the template's active version (hangar update moves it).
+	TemplateVersion int  `json:"template_version,omitempty"`
+	Outdated        bool `json:"outdated,omitempty"`
+	// Parameters are the workspace's parameter values (terraform); sensitive ones without value.
+	Parameters []WorkspaceParameter `json:"parameters,omitempty"`
 	// Automation is what the lifecycle executor will do, in the answers about one workspace and in
 	// lists.
 	Automation *WorkspaceAutomation `json:"automation,omitempty"`
@@ -73,6 +81,30 @@ type CreateWorkspaceRequest struct {
 	Devfile string `json:"devfile,omitempty"`
 	// Template names a template: a terraform one needs no agent; a kubernetes one gives the devfile.
 	Template string `json:"template,omitempty"`
+	// Parameters are the values of the template's parameters (terraform), by name: a string,
+	// number or bool as text, any other type as JSON.
+	Parameters map[string]string `json:"parameters,omitempty"`
+}
+
+// WorkspaceParameter is a workspace's value of one parameter; a sensitive one's value is never
+// sent (empty).
+type WorkspaceParameter struct {
+	Name      string `json:"name"`
+	Value     string `json:"value,omitempty"`
+	Sensitive bool   `json:"sensitive,omitempty"`
+}
+
+// UpdateWorkspaceVersionRequest is the body of POST /api/v1/workspaces/{name}/update.
+type UpdateWorkspaceVersionRequest struct {
+	// Parameters are new values: of mutable parameters, or of parameters the active version adds.
+	Parameters map[string]string `json:"parameters,omitempty"`
+}
+
+// UpdateWorkspaceVersionResponse answers an update: Result is "up-to-date" (nothing was built),
+// "restart" (a stop, then a start on the active version) or "start".
+type UpdateWorkspaceVersionResponse struct {
+	Result    string    `json:"result"`
+	Workspace Workspace `json:"workspace"`
 }
 
 // UpdateWorkspaceRequest is the body of PATCH /api/v1/workspaces/{name}.
@@ -154,11 +186,29 @@ type Template struct {
 
 // TemplateVersion is one pushed version of a template.
 type TemplateVersion struct {
-	Number    int       `json:"number"`
-	Hash      string    `json:"hash"`
-	Variables []string  `json:"variables"`
-	CreatedBy string    `json:"created_by"`
-	CreatedAt time.Time `json:"created_at"`
+	Number    int      `json:"number"`
+	Hash      string   `json:"hash"`
+	Variables []string `json:"variables"`
+	// Active: new workspaces, starts and updates take this version.
+	Active bool `json:"active"`
+	// Parameters are the variables users give values for.
+	Parameters []TemplateParameter `json:"parameters"`
+	CreatedBy  string              `json:"created_by"`
+	CreatedAt  time.Time           `json:"created_at"`
+}
+
+// TemplateParameter is one parameter of a template version.
+type TemplateParameter struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required"`
+	// Default is the module's default (as a value's text), left out when sensitive.
+	Default   string `json:"default,omitempty"`
+	Sensitive bool   `json:"sensitive,omitempty"`
+	Mutable   bool   `json:"mutable,omitempty"`
+	// Validations counts the module's validation blocks, checked before any build.
+	Validations int `json:"validations,omitempty"`
 }
 
 // CreateTemplateVersionRequest is the body of POST /api/v1/templates/{name}/versions: a terraform
@@ -167,6 +217,9 @@ type CreateTemplateVersionRequest struct {
 	Kind    string `json:"kind"`
 	Archive []byte `json:"archive,omitempty"`
 	Devfile string `json:"devfile,omitempty"`
+	// Activate makes the version the active one (the default); false stores it for a later
+	// promote. A new template's first version is always active.
+	Activate *bool `json:"activate,omitempty"`
 }
 
 // Build is one transition of a terraform workspace and its provisioner job.
@@ -229,4 +282,6 @@ type CreateProvisionerRequest struct {
 const (
 	// MaxTemplateArchiveBytes caps a template version's module archive (gzipped).
 	MaxTemplateArchiveBytes = 16 << 20
+	// MaxStateBytes caps a Terraform state pushed by a user: the cap of every state Hangar stores.
+	MaxStateBytes = protocol.MaxStateBytes
 )

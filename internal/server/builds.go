@@ -20,10 +20,11 @@ import (
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/protocol"
-	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -44,6 +45,7 @@ func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u s
 		v.Add("name", "must be 1 to %d lower-case letters, digits or '-', starting and ending with a letter or digit, got %q", MaxTemplateNameLength, name)
 	}
 	var vars []string
+	var params []parameter.Parameter
 	content := req.Archive
 	switch req.Kind {
 	case store.KindTerraform:
@@ -53,11 +55,12 @@ func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u s
 		case len(req.Archive) > sdk.MaxTemplateArchiveBytes:
 			v.Add("archive", "is %d bytes, the limit is %d", len(req.Archive), sdk.MaxTemplateArchiveBytes)
 		default:
-			m, err := terraform.Inspect(req.Archive)
+			m, err := tfmodule.Inspect(req.Archive)
 			if err != nil {
 				v.Add("archive", "%v", err)
 			}
 			vars = m.Variables
+			params = moduleParameters(m, v)
 		}
 		if req.Devfile != "" {
 			v.Add("devfile", "is for kubernetes templates; a terraform template is a module archive")
@@ -85,13 +88,15 @@ func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u s
 	}
 	t, ver, err := s.store.CreateTemplateVersion(r.Context(),
 		store.Template{ID: uuid.NewString(), Name: name, Kind: req.Kind, CreatedBy: u.Username, CreatedAt: now, UpdatedAt: now},
-		store.TemplateVersion{ID: uuid.NewString(), Archive: content, Hash: hex.EncodeToString(sum[:]), Variables: vars, CreatedBy: u.Username, CreatedAt: now})
+		store.TemplateVersion{ID: uuid.NewString(), Archive: content, Hash: hex.EncodeToString(sum[:]), Variables: vars, Parameters: params,
+			CreatedBy: u.Username, CreatedAt: now, Inactive: req.Activate != nil && !*req.Activate})
 	if err != nil {
 		return err
 	}
-	s.log.Info("template version pushed", "template", name, "kind", t.Kind, "version", ver.Number, "by", u.Username, "bytes", len(content))
+	s.log.Info("template version pushed", "template", name, "kind", t.Kind, "version", ver.Number, "active", t.ActiveVersionID == ver.ID,
+		"by", u.Username, "bytes", len(content))
 	out := toTemplate(t)
-	out.Versions = []sdk.TemplateVersion{toTemplateVersion(ver)}
+	out.Versions = []sdk.TemplateVersion{toTemplateVersion(t, ver)}
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
@@ -124,9 +129,139 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request, _ store.Use
 	}
 	out := toTemplate(t)
 	for _, v := range vs {
-		out.Versions = append(out.Versions, toTemplateVersion(v))
+		out.Versions = append(out.Versions, toTemplateVersion(t, v))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// moduleParameters are the module's variables that users give values for: every one Hangar does
+// not supply itself (builder.VariableNames). A module with more than parameter.MaxParameters is
+// refused, and so is a required variable Hangar can never supply: one whose type a user cannot
+// give as a value (a type containing `any` inside a collection or object has no JSON shape to
+// check a value against).
+func moduleParameters(m tfmodule.Module, v *workspace.ValidationError) []parameter.Parameter {
+	hangar := builder.VariableNames()
+	params := []parameter.Parameter{}
+	for _, p := range m.Declared {
+		if hangar[p.Name] {
+			continue
+		}
+		if ty := p.CtyType(); p.Required() && !parameter.Primitive(ty) && ty.HasDynamicTypes() {
+			v.Add("archive", "variable %q (type %s) is required, and no value of that type can be given: give it a default, or a type without `any` inside", p.Name, p.Type)
+			continue
+		}
+		params = append(params, p)
+	}
+	if len(params) > parameter.MaxParameters {
+		v.Add("archive", "the module has %d parameters (variables without one of Hangar's names), the limit is %d", len(params), parameter.MaxParameters)
+	}
+	return params
+}
+
+// templateNamed reads a template by name, or answers 404.
+func (s *Server) templateNamed(r *http.Request) (store.Template, error) {
+	name := r.PathValue("name")
+	t, err := s.store.TemplateByName(r.Context(), name)
+	if isNotFound(err) {
+		return t, errNotFound("template %q not found", name)
+	}
+	return t, err
+}
+
+// templateVersionOf reads the version the path's {number} names ("active" for the active one).
+func (s *Server) templateVersionOf(r *http.Request, t store.Template, withArchive bool) (store.TemplateVersion, error) {
+	text := r.PathValue("number")
+	number := t.ActiveVersion
+	if text != "active" {
+		n, err := strconv.Atoi(text)
+		if err != nil || n < 1 {
+			return store.TemplateVersion{}, errBadRequest("invalid request", sdk.Validation{Field: "number", Detail: fmt.Sprintf("must be a version number (1, 2, ...) or \"active\", got %q", text)})
+		}
+		number = n
+	}
+	v, err := s.store.TemplateVersionByNumber(r.Context(), t.ID, number, withArchive)
+	if isNotFound(err) {
+		return v, errNotFound("template %q has no version %d", t.Name, number)
+	}
+	return v, err
+}
+
+func (s *Server) listTemplateVersions(w http.ResponseWriter, r *http.Request, _ store.User) error {
+	t, err := s.templateNamed(r)
+	if err != nil {
+		return err
+	}
+	vs, err := s.store.ListTemplateVersions(r.Context(), t.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]sdk.TemplateVersion, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, toTemplateVersion(t, v))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) promoteTemplateVersion(w http.ResponseWriter, r *http.Request, u store.User) error {
+	t, err := s.templateNamed(r)
+	if err != nil {
+		return err
+	}
+	v, err := s.templateVersionOf(r, t, false)
+	if err != nil {
+		return err
+	}
+	t, err = s.store.PromoteTemplateVersion(r.Context(), t.Name, v.Number, s.clock.Now())
+	if err != nil {
+		return err
+	}
+	s.log.Info("template version promoted", "template", t.Name, "version", v.Number, "by", u.Username)
+	writeJSON(w, http.StatusOK, toTemplate(t))
+	return nil
+}
+
+// pullTemplateVersion answers a version's content: the module archive (application/gzip) or the
+// devfile (application/yaml). Admins only: a module may hold what its authors would not show every
+// user (the same people may push).
+func (s *Server) pullTemplateVersion(w http.ResponseWriter, r *http.Request, _ store.User) error {
+	t, err := s.templateNamed(r)
+	if err != nil {
+		return err
+	}
+	v, err := s.templateVersionOf(r, t, true)
+	if err != nil {
+		return err
+	}
+	ct := "application/gzip"
+	if t.Kind == store.KindKubernetes {
+		ct = "application/yaml"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Hangar-Template-Version", strconv.Itoa(v.Number))
+	w.Header().Set("Content-Length", strconv.Itoa(len(v.Archive)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(v.Archive)
+	return nil
+}
+
+// updateWorkspaceVersion is hangar update: the workspace moves to its template's active version
+// and to the parameter values given (builder.Update).
+func (s *Server) updateWorkspaceVersion(w http.ResponseWriter, r *http.Request, u store.User) error {
+	var req sdk.UpdateWorkspaceVersionRequest
+	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	ws, err := s.terraformWorkspace(r, u)
+	if err != nil {
+		return err
+	}
+	nw, result, err := s.builder.Update(r.Context(), u, store.WorkspaceRef{ID: ws.ID}, req.Parameters)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sdk.UpdateWorkspaceVersionResponse{Result: string(result), Workspace: s.toWorkspace(nw)})
 	return nil
 }
 
@@ -136,7 +271,7 @@ func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request
 		return errBadRequest("invalid request", sdk.Validation{Field: "template",
 			Detail: fmt.Sprintf("%q is a terraform template: provisioners build it, so agent and devfile do not apply", t.Name)})
 	}
-	ws, _, err := s.builder.CreateWorkspace(r.Context(), u, req.Name, t)
+	ws, _, err := s.builder.Create(r.Context(), u, req.Name, t, req.Parameters)
 	if err != nil {
 		return err
 	}

@@ -17,10 +17,10 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/protocol"
-	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // The Terraform backend's test kit: a server with a terraform template and a provisioner, and the
@@ -43,7 +43,7 @@ func tfModule(t testing.TB) []byte {
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(tfModuleSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	archive, err := terraform.Pack(dir)
+	archive, err := tfmodule.Pack(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func tfArchive(t testing.TB, files map[string]string) []byte {
 			t.Fatal(err)
 		}
 	}
-	archive, err := terraform.Pack(dir)
+	archive, err := tfmodule.Pack(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

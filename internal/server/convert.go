@@ -49,6 +49,15 @@ func (s *Server) toWorkspace(w store.Workspace) sdk.Workspace {
 	}
 	if w.Backend == store.KindTerraform {
 		out.AppsURL = s.appsURLTemplate(w)
+		out.TemplateVersion = w.TemplateVersion
+		out.Outdated = w.TemplateVersionID != "" && w.TemplateActiveVersionID != "" && w.TemplateVersionID != w.TemplateActiveVersionID
+		for _, p := range w.Parameters {
+			wp := sdk.WorkspaceParameter{Name: p.Name, Value: p.Value, Sensitive: p.Sensitive}
+			if p.Sensitive {
+				wp.Value = "" // never echoed
+			}
+			out.Parameters = append(out.Parameters, wp)
+		}
 	}
 	if w.ErrorType != "" || w.ErrorMessage != "" {
 		out.Error = &sdk.WorkspaceError{Type: w.ErrorType, Message: w.ErrorMessage}
@@ -73,12 +82,23 @@ func toTemplate(t store.Template) sdk.Template {
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Lifecycle: toSDKLifecycle(t.Lifecycle)}
 }
 
-func toTemplateVersion(v store.TemplateVersion) sdk.TemplateVersion {
+// toTemplateVersion converts a version of template t.
+func toTemplateVersion(t store.Template, v store.TemplateVersion) sdk.TemplateVersion {
 	vars := v.Variables
 	if vars == nil {
 		vars = []string{}
 	}
-	return sdk.TemplateVersion{Number: v.Number, Hash: v.Hash, Variables: vars, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt}
+	params := make([]sdk.TemplateParameter, 0, len(v.Parameters))
+	for _, p := range v.Parameters {
+		tp := sdk.TemplateParameter{Name: p.Name, Type: p.Type, Description: p.Description, Required: p.Required(),
+			Default: p.Default, Sensitive: p.Sensitive, Mutable: p.Mutable, Validations: len(p.Validations)}
+		if p.Sensitive {
+			tp.Default = ""
+		}
+		params = append(params, tp)
+	}
+	return sdk.TemplateVersion{Number: v.Number, Hash: v.Hash, Variables: vars, Active: v.ID == t.ActiveVersionID, Parameters: params,
+		CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt}
 }
 
 // toBuild converts a build; versions maps template version ids to their numbers.

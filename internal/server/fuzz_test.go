@@ -81,6 +81,10 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(uint8(23), []byte(`{"activity":[{"workspace_id":"","kind":"ftp"}]}`))
 	f.Add(uint8(24), []byte(fuzzFingerprint))
 	f.Add(uint8(24), []byte(`SHA256:/../x`))
+	// Parameters: at create (endpoint 1) and update (endpoint 25).
+	f.Add(uint8(1), []byte(`{"name":"pw","template":"tf","parameters":{"size":"3","tags":"[\"a\"]"}}`))
+	f.Add(uint8(25), []byte(`{"parameters":{"start_count":"x"}}`))
+	f.Add(uint8(25), []byte(`{}`))
 
 	// Waits (acquire, heartbeat) end at once, whatever wait_seconds says.
 	now := func(time.Duration) <-chan time.Time {
@@ -179,6 +183,7 @@ func FuzzDecoders(f *testing.F) {
 		{agentToken, "POST", protocol.ProxySSHCheckPath},
 		{agentToken, "POST", protocol.ProxyActivityPath},
 		{admin, "DELETE", "/api/v1/users/me/ssh-keys/{ref}"},
+		{admin, "POST", "/api/v1/workspaces/{tw}/update"},
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		e := endpoints[int(which)%len(endpoints)]

@@ -16,7 +16,8 @@ import (
 )
 
 // TestDecisionsReadInsideTheirTransaction: a reconcile reads the devfiles it generates configs
-// from, and a start build reads its template's active version, inside their own transaction. The
+// from, and a start build or an update reads its template's active version, inside their own
+// transaction. The
 // store has a pool of one connection: a read through the store while the transaction holds that
 // connection would wait for it until the request's deadline, and the request would fail (the
 // timeout handler answers 503). The reconciling server is a second one, whose devfile cache is
@@ -56,6 +57,13 @@ func TestDecisionsReadInsideTheirTransaction(t *testing.T) {
 	mustCall(t, second, dev, "PATCH", "/api/v1/workspaces/tf", map[string]any{"desired_state": "Stopped"}, http.StatusOK, nil)
 	prov.run("tf", 2, protocol.FinishRequest{State: tfState(2)})
 	mustCall(t, second, dev, "PATCH", "/api/v1/workspaces/tf", map[string]any{"desired_state": "Running"}, http.StatusOK, nil)
+	prov.run("tf", 3, protocol.FinishRequest{State: tfState(3)})
+	// An update reads the active version and its parameters in its build's transaction too.
+	var up sdk.UpdateWorkspaceVersionResponse
+	mustCall(t, second, dev, "POST", "/api/v1/workspaces/tf/update", map[string]any{}, http.StatusOK, &up)
+	if up.Result != "up-to-date" {
+		t.Errorf("update of a workspace on the active version: %q, want up-to-date", up.Result)
+	}
 	for n := 1; n <= 3; n += 2 {
 		if b := getBuild(t, second, dev, "tf", n); b.Transition != "start" || b.TemplateVersion != tmpl.ActiveVersion {
 			t.Errorf("build #%d: %s on version %d, want a start on the active version %d", n, b.Transition, b.TemplateVersion, tmpl.ActiveVersion)

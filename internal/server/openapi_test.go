@@ -542,6 +542,17 @@ func oaTerraformBackend(t *testing.T, c *oaChecker, dev string) {
 	c.do(admin, "PUT", "/api/v1/templates/tf/lifecycle", map[string]any{"default_ttl": "1s"}, 400, true)
 	c.do(dev, "PUT", "/api/v1/templates/tf/lifecycle", map[string]any{"default_ttl": "8h"}, 403, true)
 	c.do(admin, "PUT", "/api/v1/templates/nope/lifecycle", map[string]any{}, 404, true)
+	c.do(dev, "GET", "/api/v1/templates/tf/versions", nil, 200, true)
+	c.do(dev, "GET", "/api/v1/templates/nope/versions", nil, 404, true)
+	c.do(admin, "POST", "/api/v1/templates/tf/versions", map[string]any{"kind": "terraform", "archive": archive, "activate": false}, 201, true)
+	c.do(admin, "POST", "/api/v1/templates/tf/versions/2/promote", nil, 200, true)
+	c.do(admin, "POST", "/api/v1/templates/tf/versions/first/promote", nil, 400, true)
+	c.do(admin, "POST", "/api/v1/templates/tf/versions/9/promote", nil, 404, true)
+	c.do(dev, "POST", "/api/v1/templates/tf/versions/2/promote", nil, 403, true)
+	c.do(admin, "GET", "/api/v1/templates/tf/versions/2/archive", nil, 200, true)
+	c.do(admin, "GET", "/api/v1/templates/kube/versions/active/archive", nil, 200, true)
+	c.do(admin, "GET", "/api/v1/templates/tf/versions/9/archive", nil, 404, true)
+	c.do(dev, "GET", "/api/v1/templates/tf/versions/2/archive", nil, 403, true)
 
 	// Provisioners.
 	var prov sdk.Provisioner
@@ -642,6 +653,10 @@ func oaTerraformBackend(t *testing.T, c *oaChecker, dev string) {
 	c.do(dev, "PUT", "/api/v1/workspaces/tfw/state", oaBody{"text/plain", tfState(2)}, 415, false)
 	c.do(dev, "PUT", "/api/v1/workspaces/tfw/state", oaBody{"application/json", []byte(`[1]`)}, 400, false)
 	c.do(dev, "PUT", "/api/v1/workspaces/tfw/state", oaBody{"application/json", []byte(`{"version":4,`)}, 400, false)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/update", map[string]any{}, 200, true)
+	c.do(dev, "POST", "/api/v1/workspaces/tfw/update", map[string]any{"parameters": map[string]string{"nope": "1"}}, 400, true)
+	c.do(dev, "POST", "/api/v1/workspaces/nope/update", map[string]any{}, 404, true)
+	c.do(dev, "POST", "/api/v1/workspaces/other/update", map[string]any{}, 409, true)
 	c.do(dev, "PUT", "/api/v1/workspaces/nope/state", oaBody{"application/json", tfState(2)}, 404, true)
 	c.do(dev, "PUT", "/api/v1/workspaces/other/state", oaBody{"application/json", tfState(2)}, 409, true)
 

@@ -222,9 +222,13 @@ func (s *Server) routeTable() []routeEntry {
 		{"PATCH", "/api/v1/workspaces/{name}", s.authUser(s.updateWorkspace)},
 		{"GET", "/api/v1/workspaces/{name}/ssh", s.authUser(s.workspaceSSH)},
 		{"PUT", "/api/v1/workspaces/{name}/schedule", s.authUser(s.setSchedule)},
+		{"POST", "/api/v1/workspaces/{name}/update", s.authUser(s.updateWorkspaceVersion)},
 		{"GET", protocol.WorkspaceAgentConnectPath, http.HandlerFunc(s.workspaceAgentConnect)},
 
 		{"POST", "/api/v1/templates/{name}/versions", s.authUser(s.adminOnly(s.pushTemplateVersion))},
+		{"GET", "/api/v1/templates/{name}/versions", s.authUser(s.listTemplateVersions)},
+		{"POST", "/api/v1/templates/{name}/versions/{number}/promote", s.authUser(s.adminOnly(s.promoteTemplateVersion))},
+		{"GET", "/api/v1/templates/{name}/versions/{number}/archive", s.authUser(s.adminOnly(s.pullTemplateVersion))},
 		{"GET", "/api/v1/templates", s.authUser(s.listTemplates)},
 		{"GET", "/api/v1/templates/{name}", s.authUser(s.getTemplate)},
 		{"PUT", "/api/v1/templates/{name}/lifecycle", s.authUser(s.adminOnly(s.setTemplateLifecycle))},

@@ -41,6 +41,9 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 		}
 		tmpl = &t
 	}
+	if len(req.Parameters) > 0 {
+		v.Add("parameters", "are for terraform templates: a Kubernetes workspace has none")
+	}
 	if err := v.Err(); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/errs"
+	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -28,7 +29,8 @@ type Template struct {
 	ID   string
 	Name string
 	Kind string
-	// ActiveVersionID is the version new workspaces get: the latest pushed.
+	// ActiveVersionID is the version new workspaces and every start get: the latest pushed,
+	// unless pushed inactive, or another version promoted since (PromoteTemplateVersion).
 	ActiveVersionID string
 	ActiveVersion   int    // its number, filled on reads
 	CreatedBy       string // the username of the first pusher
@@ -50,8 +52,13 @@ type TemplateVersion struct {
 	Hash string
 	// Variables are the input variables the module declares (terraform): Hangar passes only these.
 	Variables []string
-	CreatedBy string
-	CreatedAt time.Time
+	// Parameters are the variables users give values for (those Hangar does not supply itself).
+	Parameters []parameter.Parameter
+	CreatedBy  string
+	CreatedAt  time.Time
+	// Inactive, at CreateTemplateVersion only: the version is stored without becoming the
+	// template's active version (the first version of a template always becomes active).
+	Inactive bool
 }
 
 // BuildRecord is a terraform workspace, locked, with its latest build (nil for none): what the build
@@ -59,9 +66,10 @@ type TemplateVersion struct {
 type BuildRecord struct {
 	Workspace Workspace
 	Build     *build.Build
-	// ActiveVersionID is the active version of the workspace's template, read in the same
-	// transaction (NewBuild only; "" in UpdateBuild, or for a workspace without a template).
-	ActiveVersionID string
+	// ActiveVersion is the active version of the workspace's template (without its archive), read
+	// in the same transaction: NewBuild only (zero in UpdateBuild), zero for a workspace without a
+	// template or a template without an active version.
+	ActiveVersion TemplateVersion
 }
 
 // LogLine is one line of a build's log.
@@ -88,9 +96,15 @@ type Provisioner struct {
 // workspaces table with Backend "terraform" and no agent.
 type BuildStore interface {
 	// CreateTemplateVersion stores v as the next version of the template named t.Name, creating
-	// the template (kind t.Kind) if it does not exist, and makes it the active version. A template
+	// the template (kind t.Kind) if it does not exist, and makes it the active version unless
+	// v.Inactive (a new template's first version is active whatever v.Inactive says). A template
 	// of another kind of the same name is ErrConflict. v.Number and v.TemplateID are assigned.
 	CreateTemplateVersion(ctx context.Context, t Template, v TemplateVersion) (Template, TemplateVersion, error)
+	// PromoteTemplateVersion makes version number of the template name names its active version
+	// (ErrNotFound for either missing).
+	PromoteTemplateVersion(ctx context.Context, name string, number int, now time.Time) (Template, error)
+	// TemplateVersionByNumber reads one version of a template, with its archive when withArchive.
+	TemplateVersionByNumber(ctx context.Context, templateID string, number int, withArchive bool) (TemplateVersion, error)
 	TemplateByName(ctx context.Context, name string) (Template, error)
 	// SetTemplateLifecycle replaces the lifecycle policy of the template name names.
 	SetTemplateLifecycle(ctx context.Context, name string, l workspace.Lifecycle) (Template, error)
@@ -99,6 +113,8 @@ type BuildStore interface {
 	ListTemplateVersions(ctx context.Context, templateID string) ([]TemplateVersion, error)
 	// TemplateVersionByID reads one version with its archive.
 	TemplateVersionByID(ctx context.Context, id string) (TemplateVersion, error)
+	// TemplateVersionInfo reads one version without its archive.
+	TemplateVersionInfo(ctx context.Context, id string) (TemplateVersion, error)
 
 	// CreateBuildWorkspace inserts a terraform workspace with its first build and job, in one
 	// transaction (ErrConflict if its owner has a workspace of that name that is not Terminated),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/errs"
+	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -75,6 +76,16 @@ type Workspace struct {
 	Backend      string
 	TemplateID   string
 	TemplateName string // filled on reads
+	// TemplateVersionID is the template version of the workspace's latest build (terraform);
+	// builds write it (CreateBuildWorkspace, NewBuild). TemplateVersion is its number and
+	// TemplateActiveVersionID the template's active version, filled on reads: the workspace is
+	// outdated when they differ.
+	TemplateVersionID       string
+	TemplateVersion         int
+	TemplateActiveVersionID string
+	// Parameters are the workspace's parameter values (terraform): what its builds pass. Builds
+	// write them (CreateBuildWorkspace, NewBuild); sensitive values are never shown.
+	Parameters []parameter.Value
 	// LastActivityAt is the latest use of the workspace through the access proxy its proxies
 	// reported (nil: never). Only RecordActivity and RecordWorkspaceActivity write it, never moving
 	// it back; UpdateWorkspace and Reconcile leave it.

@@ -1,3 +1,8 @@
+// Package terraform runs the real terraform binary for one workspace build of `hangar provisioner`
+// (seed terraform-state-management.md): it unpacks the template version's module (package
+// tfmodule), writes the build's input state, runs init and apply (start, stop) or destroy (delete)
+// through terraform-exec, streams terraform's output line by line, and hands back the state
+// terraform wrote, also after a failure or an interrupt.
 package terraform
 
 import (
@@ -16,6 +21,8 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/parameter"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // Stages of a run, the Stage of every Line.
@@ -444,7 +451,7 @@ func (x *run) terraform() error {
 	if err := os.Mkdir(jobDir, 0o700); err != nil {
 		return fmt.Errorf("creating the work directory: %w", err)
 	}
-	if err := Extract(x.req.Archive, x.moduleDir); err != nil {
+	if err := tfmodule.Extract(x.req.Archive, x.moduleDir); err != nil {
 		return err
 	}
 	// The state comes from the request only, never from the archive.
@@ -510,7 +517,7 @@ func (x *run) terraform() error {
 	if err := x.command("init", func(ctx context.Context) error { return tf.Init(ctx) }); err != nil {
 		return err
 	}
-	mod, err := Inspect(x.req.Archive)
+	mod, err := tfmodule.Inspect(x.req.Archive)
 	if err != nil {
 		return err
 	}
@@ -523,9 +530,20 @@ func (x *run) terraform() error {
 	sort.Strings(names)
 	// Variables are secrets: they go to terraform in a file only the provisioner's user may read,
 	// never on its command line (which every local user sees in /proc).
-	values := make(map[string]string, len(names))
+	// A value of a variable whose type is a collection or an object is JSON (package parameter):
+	// it goes into the file as JSON, so terraform reads it with its type.
+	complexType := map[string]bool{}
+	for _, d := range mod.Declared {
+		complexType[d.Name] = !parameter.Primitive(d.CtyType())
+	}
+	values := make(map[string]any, len(names))
 	for _, n := range names {
-		values[n] = x.req.Variables[n]
+		v := x.req.Variables[n]
+		if complexType[n] && json.Valid([]byte(v)) {
+			values[n] = json.RawMessage(v)
+		} else {
+			values[n] = v
+		}
 	}
 	varsJSON, err := json.Marshal(values)
 	if err != nil {

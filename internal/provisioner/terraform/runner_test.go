@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // testTimeout bounds every wait of these tests; terraform runs in well under a second per command
@@ -36,7 +37,7 @@ func newRunner(t *testing.T) *Runner {
 
 func packTestdata(t *testing.T, dir string) []byte {
 	t.Helper()
-	archive, err := Pack(filepath.Join("testdata", dir))
+	archive, err := tfmodule.Pack(filepath.Join("testdata", dir))
 	if err != nil {
 		t.Fatal(err)
 	}

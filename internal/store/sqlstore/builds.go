@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/build"
+	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
@@ -111,6 +112,13 @@ func (s *Store) CreateTemplateVersion(ctx context.Context, t store.Template, v s
 	if err != nil {
 		return t, v, fmt.Errorf("encode variables: %w", err)
 	}
+	if v.Parameters == nil {
+		v.Parameters = []parameter.Parameter{}
+	}
+	params, err := json.Marshal(v.Parameters)
+	if err != nil {
+		return t, v, fmt.Errorf("encode parameters: %w", err)
+	}
 	created := t.CreatedAt
 	if created.IsZero() {
 		created = v.CreatedAt
@@ -142,12 +150,16 @@ func (s *Store) CreateTemplateVersion(ctx context.Context, t store.Template, v s
 			return fmt.Errorf("number the version of template %q: %w", t.Name, err)
 		}
 		v.TemplateID, v.Number = out.ID, last+1
-		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO template_versions (id, template_id, number, archive, hash, variables, created_by, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-			v.ID, v.TemplateID, v.Number, v.Archive, v.Hash, string(vars), v.CreatedBy, micros(v.CreatedAt))
+		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO template_versions (id, template_id, number, archive, hash, variables, parameters, created_by, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			v.ID, v.TemplateID, v.Number, v.Archive, v.Hash, string(vars), string(params), v.CreatedBy, micros(v.CreatedAt))
 		if err = s.wrapUnique(err, fmt.Sprintf("version %d of template %q", v.Number, t.Name)); err != nil {
 			return fmt.Errorf("create template version: %w", err)
 		}
+		if v.Inactive && out.ActiveVersionID != "" {
+			return nil // stored; the active version stays
+		}
+		v.Inactive = false
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE templates SET active_version_id = ?, updated_at = ? WHERE id = ?`),
 			v.ID, micros(v.CreatedAt), out.ID); err != nil {
 			return fmt.Errorf("activate version %d of template %q: %w", v.Number, t.Name, err)
@@ -172,9 +184,9 @@ func (s *Store) ListTemplates(ctx context.Context) ([]store.Template, error) {
 
 func scanTemplateVersion(row scanner, archive bool) (store.TemplateVersion, error) {
 	var v store.TemplateVersion
-	var vars string
+	var vars, params string
 	var created int64
-	dest := []any{&v.ID, &v.TemplateID, &v.Number, &v.Hash, &vars, &v.CreatedBy, &created}
+	dest := []any{&v.ID, &v.TemplateID, &v.Number, &v.Hash, &vars, &params, &v.CreatedBy, &created}
 	if archive {
 		dest = append(dest, &v.Archive)
 	}
@@ -184,11 +196,14 @@ func scanTemplateVersion(row scanner, archive bool) (store.TemplateVersion, erro
 	if err := json.Unmarshal([]byte(vars), &v.Variables); err != nil {
 		return v, fmt.Errorf("decode variables of template version %s: %w", v.ID, err)
 	}
+	if err := json.Unmarshal([]byte(params), &v.Parameters); err != nil {
+		return v, fmt.Errorf("decode parameters of template version %s: %w", v.ID, err)
+	}
 	v.CreatedAt = fromMicros(created)
 	return v, nil
 }
 
-const versionCols = `id, template_id, number, hash, variables, created_by, created_at`
+const versionCols = `id, template_id, number, hash, variables, parameters, created_by, created_at`
 
 func (s *Store) ListTemplateVersions(ctx context.Context, templateID string) ([]store.TemplateVersion, error) {
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+versionCols+` FROM template_versions WHERE template_id = ? ORDER BY number DESC`), templateID)
@@ -210,6 +225,44 @@ func (s *Store) ListTemplateVersions(ctx context.Context, templateID string) ([]
 func (s *Store) TemplateVersionByID(ctx context.Context, id string) (store.TemplateVersion, error) {
 	v, err := scanTemplateVersion(s.db.QueryRowContext(ctx, s.q(`SELECT `+versionCols+`, archive FROM template_versions WHERE id = ?`), id), true)
 	return v, notFound(err, "template version "+id)
+}
+
+func (s *Store) TemplateVersionInfo(ctx context.Context, id string) (store.TemplateVersion, error) {
+	v, err := scanTemplateVersion(s.db.QueryRowContext(ctx, s.q(`SELECT `+versionCols+` FROM template_versions WHERE id = ?`), id), false)
+	return v, notFound(err, "template version "+id)
+}
+
+func (s *Store) TemplateVersionByNumber(ctx context.Context, templateID string, number int, withArchive bool) (store.TemplateVersion, error) {
+	cols := versionCols
+	if withArchive {
+		cols += ", archive"
+	}
+	v, err := scanTemplateVersion(s.db.QueryRowContext(ctx, s.q(`SELECT `+cols+` FROM template_versions WHERE template_id = ? AND number = ?`),
+		templateID, number), withArchive)
+	return v, notFound(err, fmt.Sprintf("version %d", number))
+}
+
+func (s *Store) PromoteTemplateVersion(ctx context.Context, name string, number int, now time.Time) (store.Template, error) {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var templateID, versionID string
+		err := tx.QueryRowContext(ctx, s.q(`SELECT t.id, COALESCE(v.id, '') FROM templates t
+			LEFT JOIN template_versions v ON v.template_id = t.id AND v.number = ? WHERE t.name = ?`), number, name).Scan(&templateID, &versionID)
+		if err != nil {
+			return fmt.Errorf("template %q: %w", name, notFound(err, "template"))
+		}
+		if versionID == "" {
+			return fmt.Errorf("template %q has no version %d: %w", name, number, store.ErrNotFound)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE templates SET active_version_id = ?, updated_at = ? WHERE id = ?`),
+			versionID, micros(now), templateID); err != nil {
+			return fmt.Errorf("promote version %d of template %q: %w", number, name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Template{}, err
+	}
+	return s.TemplateByName(ctx, name)
 }
 
 // --- builds and their jobs
@@ -340,15 +393,31 @@ func newJobTopics(b build.Build) []string {
 
 // writeBuildWorkspace writes the columns of a terraform workspace that builds change.
 func (s *Store) writeBuildWorkspace(ctx context.Context, tx *sql.Tx, id string, w store.Workspace) error {
-	_, err := tx.ExecContext(ctx, s.q(`UPDATE workspaces SET desired_state = ?, actual_state = ?, desired_state_updated_at = ?,
-		actual_state_updated_at = ?, error_type = ?, error_message = ? WHERE id = ?`),
+	params, err := encodeValues(w.Parameters)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, s.q(`UPDATE workspaces SET desired_state = ?, actual_state = ?, desired_state_updated_at = ?,
+		actual_state_updated_at = ?, error_type = ?, error_message = ?, template_version_id = ?, parameters = ? WHERE id = ?`),
 		string(w.DesiredState), string(w.ActualState), micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt),
-		w.ErrorType, w.ErrorMessage, id)
+		w.ErrorType, w.ErrorMessage, nullID(w.TemplateVersionID), params, id)
 	if err != nil {
 		return fmt.Errorf("update workspace %q: %w", w.Name, err)
 	}
 	w.ID = id
 	return s.writeLifecycle(ctx, tx, w)
+}
+
+// encodeValues is a workspace's parameter values as stored.
+func encodeValues(vs []parameter.Value) (string, error) {
+	if vs == nil {
+		vs = []parameter.Value{}
+	}
+	b, err := json.Marshal(vs)
+	if err != nil {
+		return "", fmt.Errorf("encode parameters: %w", err)
+	}
+	return string(b), nil
 }
 
 func (s *Store) initiatorName(ctx context.Context, tx *sql.Tx, id string) (string, error) {
@@ -375,6 +444,14 @@ func (s *Store) CreateBuildWorkspace(ctx context.Context, w store.Workspace, b b
 		if err := s.insertBuild(ctx, tx, w.ID, b); err != nil {
 			return err
 		}
+		params, err := encodeValues(w.Parameters)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE workspaces SET template_version_id = ?, parameters = ? WHERE id = ?`),
+			nullID(b.TemplateVersionID), params, w.ID); err != nil {
+			return fmt.Errorf("create workspace %q: %w", w.Name, err)
+		}
 		topics = newJobTopics(b)
 		return s.notifyTx(ctx, tx, topics...)
 	})
@@ -397,14 +474,18 @@ func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(re
 		if err != nil {
 			return err
 		}
-		active := ""
+		var active store.TemplateVersion
 		if w.TemplateID != "" {
-			err := tx.QueryRowContext(ctx, s.q(`SELECT COALESCE(active_version_id, '') FROM templates WHERE id = ?`), w.TemplateID).Scan(&active)
+			active, err = scanTemplateVersion(tx.QueryRowContext(ctx, s.q(`SELECT `+versionCols+` FROM template_versions
+				WHERE id = (SELECT active_version_id FROM templates WHERE id = ?)`), w.TemplateID), false)
+			if errors.Is(err, sql.ErrNoRows) {
+				active, err = store.TemplateVersion{}, nil // no active version: fn says what that means
+			}
 			if err != nil {
-				return fmt.Errorf("read template of workspace %q: %w", w.Name, notFound(err, "template "+w.TemplateName))
+				return fmt.Errorf("read the active version of workspace %q's template: %w", w.Name, err)
 			}
 		}
-		nw, nb, err := fn(store.BuildRecord{Workspace: w, Build: last, ActiveVersionID: active})
+		nw, nb, err := fn(store.BuildRecord{Workspace: w, Build: last, ActiveVersion: active})
 		if err != nil {
 			return err
 		}
@@ -425,8 +506,14 @@ func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(re
 		if err := s.pruneStates(ctx, tx, w.ID, b.Number); err != nil {
 			return err
 		}
+		nw.TemplateVersionID = b.TemplateVersionID // a workspace's version is its latest build's
 		if err := s.writeBuildWorkspace(ctx, tx, w.ID, nw); err != nil {
 			return err
+		}
+		if again, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.id = ?`, w.ID); err != nil {
+			return err
+		} else if len(again) == 1 {
+			nw.TemplateVersion, nw.TemplateActiveVersionID = again[0].TemplateVersion, again[0].TemplateActiveVersionID
 		}
 		if b.InitiatorName, err = s.initiatorName(ctx, tx, b.InitiatorID); err != nil {
 			return fmt.Errorf("read initiator of build #%d: %w", b.Number, err)

@@ -314,11 +314,13 @@ const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, COALESCE(w.ag
 	w.desired_state, w.actual_state, w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at,
 	w.deployment_resource_version, w.error_type, w.error_message, w.url, w.created_at, w.backend,
 	COALESCE(w.template_id, ''), COALESCE(t.name, ''), w.last_activity_at,
-	w.autostart_schedule, w.autostart_timezone, w.ttl_ms, w.dormant_at, w.desired_state_reason`
+	w.autostart_schedule, w.autostart_timezone, w.ttl_ms, w.dormant_at, w.desired_state_reason,
+	COALESCE(w.template_version_id, ''), COALESCE(tv.number, 0), COALESCE(t.active_version_id, ''), w.parameters`
 
-// wsFrom joins the owner, and the agent (kubernetes) or template (terraform) a workspace may have.
+// wsFrom joins the owner, and the agent (kubernetes) or template and version (terraform) a
+// workspace may have.
 const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id LEFT JOIN agents a ON a.id = w.agent_id
-	LEFT JOIN templates t ON t.id = w.template_id`
+	LEFT JOIN templates t ON t.id = w.template_id LEFT JOIN template_versions tv ON tv.id = w.template_version_id`
 
 func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error) {
 	var w store.Workspace
@@ -326,11 +328,18 @@ func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error)
 	var desiredAt, created int64
 	var actualAt, respondedAt, activityAt, ttl, dormantAt sql.NullInt64
 	var rv sql.NullString
+	var params string
 	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
 		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created,
 		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt,
-		&w.Schedule.Autostart, &w.Schedule.Timezone, &ttl, &dormantAt, &w.DesiredStateReason); err != nil {
+		&w.Schedule.Autostart, &w.Schedule.Timezone, &ttl, &dormantAt, &w.DesiredStateReason,
+		&w.TemplateVersionID, &w.TemplateVersion, &w.TemplateActiveVersionID, &params); err != nil {
 		return w, err
+	}
+	if params != "[]" && params != "" {
+		if err := json.Unmarshal([]byte(params), &w.Parameters); err != nil {
+			return w, fmt.Errorf("decode parameters of workspace %s: %w", w.ID, err)
+		}
 	}
 	if ttl.Valid {
 		d := time.Duration(ttl.Int64) * time.Millisecond

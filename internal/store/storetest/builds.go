@@ -27,6 +27,7 @@ var buildTests = []struct {
 }{
 	{"Templates", testTemplates},
 	{"TemplateFirstPushRace", testTemplateFirstPushRace},
+	{"TemplateVersions", testTemplateVersions},
 	{"TerraformWorkspace", testTerraformWorkspace},
 	{"NewBuild", testNewBuild},
 	{"UpdateBuildRoundTrip", testUpdateBuildRoundTrip},
@@ -383,8 +384,8 @@ func testNewBuild(t *testing.T, s store.Store) {
 		t.Fatalf("fn saw %+v", seen)
 	}
 	// fn sees the template's active version, read in the transaction (a start builds on it).
-	if seen.ActiveVersionID != f.Version.ID {
-		t.Fatalf("fn saw active version %q, want %q", seen.ActiveVersionID, f.Version.ID)
+	if seen.ActiveVersion.ID != f.Version.ID || seen.ActiveVersion.Number != f.Version.Number {
+		t.Fatalf("fn saw active version %+v, want %+v", seen.ActiveVersion, f.Version)
 	}
 	if bs, _ := s.ListBuilds(ctx, w.ID); len(bs) != 1 {
 		t.Fatalf("%d builds after a refused NewBuild, want 1", len(bs))

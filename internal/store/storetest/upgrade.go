@@ -186,7 +186,8 @@ func UpgradeFromV2(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 		t.Fatalf("b--c's x after the upgrade = %+v, %v; want no URL (its owner's name holds the separator)", x, err)
 	}
 	vm, err := s.Workspace(ctx, store.WorkspaceRef{ID: tfID})
-	if err != nil || vm.Backend != store.KindTerraform || vm.TemplateName != "vm" || vm.KubeName != "vm1" {
+	if err != nil || vm.Backend != store.KindTerraform || vm.TemplateName != "vm" || vm.KubeName != "vm1" ||
+		vm.TemplateVersionID != verID || vm.TemplateVersion != 1 || vm.TemplateActiveVersionID != verID {
 		t.Fatalf("terraform workspace after the upgrade = %+v, %v", vm, err)
 	}
 	if b, err := s.BuildByNumber(ctx, tfID, 1); err != nil || b.ID != buildID || b.Job.ID != jobID {

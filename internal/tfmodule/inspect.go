@@ -1,4 +1,4 @@
-package terraform
+package tfmodule
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 )
@@ -16,6 +17,9 @@ import (
 type Module struct {
 	// Variables are the names of the module's input variables, sorted.
 	Variables []string
+	// Declared are the same variables in full (type, default, description, sensitive, validation
+	// blocks, and whether a `# hangar:mutable` comment marks them mutable), in the same order.
+	Declared []parameter.Parameter
 }
 
 var variableSchema = &hcl.BodySchema{
@@ -61,28 +65,31 @@ func Inspect(archive []byte) (Module, error) {
 	seen := map[string]bool{}
 	var m Module
 	for _, s := range sources {
-		names, err := fileVariables(p, s.name, s.src, s.json)
+		vars, err := fileVariables(p, s.name, s.src, s.json)
 		if err != nil {
 			return Module{}, fmt.Errorf("inspect module: %w", err)
 		}
-		for _, n := range names {
-			if !seen[n] {
-				seen[n] = true
-				m.Variables = append(m.Variables, n)
+		for _, v := range vars {
+			if !seen[v.Name] {
+				seen[v.Name] = true
+				m.Declared = append(m.Declared, v)
 			}
 		}
 	}
-	sort.Strings(m.Variables)
+	sort.Slice(m.Declared, func(i, j int) bool { return m.Declared[i].Name < m.Declared[j].Name })
+	for _, v := range m.Declared {
+		m.Variables = append(m.Variables, v.Name)
+	}
 	return m, nil
 }
 
 // fileVariables returns the variables one file declares.
-func fileVariables(p *hclparse.Parser, name string, src []byte, isJSON bool) (names []string, err error) {
+func fileVariables(p *hclparse.Parser, name string, src []byte, isJSON bool) (vars []parameter.Parameter, err error) {
 	defer func() {
 		// The parser is not expected to panic; if it does on hostile input, the module is refused
 		// rather than the provisioner brought down.
 		if r := recover(); r != nil {
-			names, err = nil, fmt.Errorf("%s: cannot be parsed (parser failure: %v)", name, r)
+			vars, err = nil, fmt.Errorf("%s: cannot be parsed (parser failure: %v)", name, r)
 		}
 	}()
 	// Bounded before parsing: a stack overflow in the parser is fatal, not a panic to recover.
@@ -114,10 +121,14 @@ func fileVariables(p *hclparse.Parser, name string, src []byte, isJSON bool) (na
 			continue
 		}
 		if len(b.Labels) == 1 {
-			names = append(names, b.Labels[0])
+			v, err := readVariable(name, src, isJSON, b)
+			if err != nil {
+				return nil, err
+			}
+			vars = append(vars, v)
 		}
 	}
-	return names, nil
+	return vars, nil
 }
 
 // backendSchema finds where a terraform block would send the state elsewhere.

@@ -1,12 +1,9 @@
-// Package terraform runs the real terraform binary for one workspace build of `hangar provisioner`
-// (../shared/seeds/terraform-state-management.md): it unpacks the template version's module, writes
-// the build's input state, runs init and apply (start, stop) or destroy (delete) through
-// terraform-exec, streams terraform's output line by line, and hands back the state terraform wrote,
-// also after a failure or an interrupt.
-//
-// Modules travel as gzipped tar archives: Pack makes one from a directory, Extract unpacks one
-// safely, Inspect lists the input variables a module declares.
-package terraform
+// Package tfmodule is the Terraform module as Hangar moves and reads it, shared by the CLI (which
+// packs a directory at push), the server (which inspects a pushed module) and the provisioner's
+// runner (which extracts it): modules travel as gzipped tar archives; Pack makes one from a
+// directory, Extract unpacks one safely, Inspect reads the input variables a module declares,
+// bounded before any parsing (MaxNesting).
+package tfmodule
 
 import (
 	"archive/tar"

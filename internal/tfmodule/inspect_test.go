@@ -1,7 +1,9 @@
-package terraform
+package tfmodule
 
 import (
 	"archive/tar"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,7 +90,7 @@ func TestInspectTestdata(t *testing.T) {
 		"onlycount": {"start_count"},
 		"slow":      {"marker_dir"},
 	} {
-		archive, err := Pack("testdata/" + dir)
+		archive, err := Pack("../provisioner/terraform/testdata/" + dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,5 +101,35 @@ func TestInspectTestdata(t *testing.T) {
 		if !slices.Equal(m.Variables, want) {
 			t.Errorf("%s: Variables = %v, want %v", dir, m.Variables, want)
 		}
+	}
+}
+
+// TestInspectRefusesBackends: a module that keeps its state elsewhere is refused at push, naming
+// the file and line.
+func TestInspectRefusesBackends(t *testing.T) {
+	for name, src := range map[string]string{
+		"backend": "variable \"start_count\" {}\nterraform {\n  backend \"local\" {\n    path = \"/tmp/elsewhere.tfstate\"\n  }\n}\n",
+		"cloud":   "terraform {\n  cloud {\n    organization = \"x\"\n  }\n}\n",
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		archive, err := Pack(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Inspect(archive); err == nil || !strings.Contains(err.Error(), "main.tf:") || !strings.Contains(err.Error(), "Hangar keeps the Terraform state") {
+			t.Errorf("%s: Inspect = %v", name, err)
+		}
+	}
+	// A terraform block without a backend is fine (required_providers).
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte("terraform {\n  required_version = \">= 1.0\"\n}\nvariable \"start_count\" {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	archive, _ := Pack(dir)
+	if m, err := Inspect(archive); err != nil || len(m.Variables) != 1 {
+		t.Errorf("plain terraform block: %+v %v", m, err)
 	}
 }

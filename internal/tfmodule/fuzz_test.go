@@ -1,4 +1,4 @@
-package terraform
+package tfmodule
 
 import (
 	"archive/tar"
@@ -10,7 +10,7 @@ import (
 
 func FuzzExtract(f *testing.F) {
 	for _, dir := range []string{"markers", "slow", "syntaxerror"} {
-		archive, err := Pack(filepath.Join("testdata", dir))
+		archive, err := Pack(filepath.Join("..", "provisioner", "terraform", "testdata", dir))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func FuzzExtract(f *testing.F) {
 
 func FuzzInspect(f *testing.F) {
 	for _, dir := range []string{"markers", "onlycount", "slow", "syntaxerror", "missingprovider"} {
-		src, err := os.ReadFile(filepath.Join("testdata", dir, "main.tf"))
+		src, err := os.ReadFile(filepath.Join("..", "provisioner", "terraform", "testdata", dir, "main.tf"))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -57,6 +57,8 @@ func FuzzInspect(f *testing.F) {
 	f.Add([]byte(`{"variable": {"a": }`), true)
 	f.Add([]byte("variable \"${x}\" {}\nvariable \"a\" {\n  default = <<EOT\nx\nEOT\n}\n"), false)
 	f.Add([]byte("variable {\n"), false)
+	f.Add([]byte("# hangar:mutable\nvariable \"n\" {\n  type = list(object({a = number}))\n  default = [{a = 1}]\n  sensitive = true\n  validation {\n    condition = length(var.n) > 0\n    error_message = \"x\"\n  }\n}\n"), false)
+	f.Add([]byte(`{"variable": {"z": {"type": "map(string)", "default": {"a": "b"}, "validation": [{"condition": "${var.z != {}}", "error_message": "e"}]}}}`), true)
 	for _, d := range deepFiles() { // nested 100,000 deep: refused before parsing
 		f.Add([]byte(d.body), d.json)
 	}
