@@ -124,6 +124,7 @@ type Store interface {
 	SSHKeyStore
 	ActivityStore
 	AgentTokenStore
+	AuditStore
 
 	Close() error
 	// Ping checks the database answers (readiness).
