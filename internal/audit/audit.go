@@ -114,7 +114,9 @@ type Pending struct {
 type ctxKey struct{}
 
 // With returns ctx carrying p.
-func With(ctx context.Context, p *Pending) context.Context { return context.WithValue(ctx, ctxKey{}, p) }
+func With(ctx context.Context, p *Pending) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
 
 // From returns the entry pending in ctx, or nil.
 func From(ctx context.Context) *Pending {
@@ -307,3 +309,69 @@ var Actions = []Action{WorkspaceCreate, WorkspaceTransition, WorkspaceDormant, W
 
 // Kinds lists every target kind.
 var Kinds = []string{KindWorkspace, KindUser, KindAgent, KindTemplate, KindProvisioner, KindSSHKey}
+
+// Workspace is the target of an action on a workspace.
+func Workspace(id, owner, name string) Target {
+	return Target{Kind: KindWorkspace, ID: id, Name: owner + "/" + name}
+}
+
+// Pruner deletes old entries (store.Store).
+type Pruner interface {
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// Retention bounds the audit log: entries older than Keep are deleted, PruneBatch at a time and at
+// most PruneBatches batches a pass, so that a pass never holds the database for long; what is left
+// goes at the next pass.
+type Retention struct {
+	Store Pruner
+	Now   func() time.Time
+	// Keep is how long entries are kept; 0 keeps them forever.
+	Keep time.Duration
+	Log  *slog.Logger
+}
+
+// Prune bounds.
+const (
+	PruneBatch   = 1000
+	PruneBatches = 10
+)
+
+// Prune deletes the entries older than Keep, at most PruneBatch*PruneBatches of them, and returns
+// how many it deleted.
+func (r Retention) Prune(ctx context.Context) (int, error) {
+	if r.Keep <= 0 {
+		return 0, nil
+	}
+	before := r.Now().Add(-r.Keep)
+	total := 0
+	for range PruneBatches {
+		n, err := r.Store.PruneAudit(ctx, before, PruneBatch)
+		total += n
+		if err != nil || n < PruneBatch {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// Run prunes at once and then every interval until ctx ends; after makes the waits (time.After).
+func (r Retention) Run(ctx context.Context, interval time.Duration, after func(time.Duration) <-chan time.Time) {
+	if r.Keep <= 0 {
+		return
+	}
+	for {
+		n, err := r.Prune(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.Log.Warn("audit retention: prune failed", "err", err)
+		case n > 0:
+			r.Log.Info("audit retention: pruned", "entries", n, "older_than", r.Keep)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-after(interval):
+		}
+	}
+}

@@ -25,11 +25,14 @@ func (f *waitFlags) add(cmd *cobra.Command, goal string) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up --wait after `DURATION` (e.g. 90s, 5m)")
 }
 
+// logLevelUsage is the help of --log-level.
+const logLevelUsage = "terraform workspaces: `LEVEL` of the builds' Terraform log, info or debug (debug runs Terraform with TF_LOG=DEBUG for these builds only; 'hangar logs' shows its lines)"
+
 func (a *app) createCmd() *cobra.Command {
-	var agent, devfileName, template string
+	var agent, devfileName, template, logLevel string
 	var wf waitFlags
 	cmd := &cobra.Command{
-		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE) [--wait]",
+		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE [--log-level debug]) [--wait]",
 		Short: "Create a workspace",
 		Long: `Create a workspace, desired state Running: on the cluster of an agent, from a devfile
 (schemaVersion 2.2.0; without --devfile the server's default devfile) or a kubernetes template; or
@@ -42,7 +45,7 @@ from a terraform template, which provisioners build (no agent).`,
 			if err != nil {
 				return err
 			}
-			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent, Template: template}
+			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent, Template: template, LogLevel: logLevel}
 			if agent == "" && template == "" {
 				return usageError{errors.New("give --agent (a cluster) or --template (a template)")}
 			}
@@ -71,6 +74,7 @@ from a terraform template, which provisioners build (no agent).`,
 	cmd.Flags().StringVar(&agent, "agent", "", "the `AGENT` whose cluster runs the workspace")
 	cmd.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (YAML; \"-\" for standard input)")
 	cmd.Flags().StringVar(&template, "template", "", "create from `TEMPLATE` (see hangar templates list)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "", logLevelUsage)
 	wf.add(cmd, "Running")
 	return cmd
 }
@@ -117,9 +121,10 @@ again.`},
 func (a *app) transitionCmd(t transition) *cobra.Command {
 	var wf waitFlags
 	var orphan bool
+	var logLevel string
 	g := goals[t.to]
 	cmd := &cobra.Command{
-		Use:   t.use + " NAME [--wait]" + map[bool]string{true: " [--orphan]"}[t.to == workspace.Terminated],
+		Use:   t.use + " NAME [--wait] [--log-level debug]" + map[bool]string{true: " [--orphan]"}[t.to == workspace.Terminated],
 		Short: t.short,
 		Long:  cmp.Or(t.long, t.short+".") + "\n\n" + nameHelp,
 		Args:  oneName("workspace"),
@@ -138,7 +143,7 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 				}
 				return a.finishBuild(cmd, c, format, wf, args[0], b)
 			}
-			ws, err := c.UpdateWorkspace(cmd.Context(), args[0], sdk.UpdateWorkspaceRequest{DesiredState: string(t.to)})
+			ws, err := c.UpdateWorkspace(cmd.Context(), args[0], sdk.UpdateWorkspaceRequest{DesiredState: string(t.to), LogLevel: logLevel})
 			if err != nil {
 				return err
 			}
@@ -149,6 +154,7 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 		},
 	}
 	wf.add(cmd, g.describe)
+	cmd.Flags().StringVar(&logLevel, "log-level", "", logLevelUsage)
 	if t.to == workspace.Terminated {
 		cmd.Flags().BoolVar(&orphan, "orphan", false, "terraform workspaces: delete without running Terraform, leaving every resource in place")
 	}
