@@ -23,6 +23,9 @@ func FuzzAuditQuery(f *testing.F) {
 	createUser(f, env, "alice")
 	mustCall(f, env, env.AdminToken, "POST", "/api/v1/users", map[string]any{"username": "alice"}, http.StatusConflict, nil)
 	f.Fuzz(func(t *testing.T, raw string) {
+		if strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '#' }) {
+			return // a client percent-encodes these; sent raw, the HTTP server refuses the request line
+		}
 		req, err := http.NewRequest("GET", env.URL+"/api/v1/audit?"+raw, nil)
 		if err != nil {
 			return // not a URL a client can send
