@@ -136,8 +136,26 @@ type Build struct {
 	// latest builds of a workspace keep theirs; store.KeptBuildStates).
 	StatePruned bool
 	Orphan      bool
-	CreatedAt   time.Time
-	Job         Job
+	// LogLevel is the Terraform log level the build runs with: "" (info) or LogDebug (TF_LOG=DEBUG
+	// for this build only; seed, "Debug Logging").
+	LogLevel  string
+	CreatedAt time.Time
+	Job       Job
+}
+
+// LogDebug is the log level of a build whose Terraform runs with TF_LOG=DEBUG.
+const LogDebug = "debug"
+
+// ParseLogLevel reads a requested log level: "" and "info" are the normal level (""), "debug" is
+// LogDebug.
+func ParseLogLevel(s string) (string, error) {
+	switch s {
+	case "", "info":
+		return "", nil
+	case LogDebug:
+		return LogDebug, nil
+	}
+	return "", fmt.Errorf("must be \"info\" or \"debug\", got %q", s)
 }
 
 // InitialState resolves the state a new build starts from, in the seed's order: orphan → none,

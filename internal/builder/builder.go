@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/clock"
@@ -137,15 +138,16 @@ var (
 func visible(u store.User, w store.Workspace) bool { return backend.Visible(u, w) }
 
 // CreateWorkspace creates a workspace from a terraform template, with its first build (a start
-// from no state: seed, "API Operations", POST /workspaces), without parameter values.
+// from no state: seed, "API Operations", POST /workspaces), without parameter values, at the
+// default log level.
 func (s *Service) CreateWorkspace(ctx context.Context, u store.User, name string, t store.Template) (store.Workspace, build.Build, error) {
-	return s.Create(ctx, u, name, t, nil)
+	return s.Create(ctx, u, name, t, nil, "")
 }
 
 // Create creates a workspace from a terraform template with the parameter values given, checked
 // against the template's active version before anything is written (a *workspace.ValidationError
-// naming each parameter refused), and its first build.
-func (s *Service) Create(ctx context.Context, u store.User, name string, t store.Template, params map[string]string) (store.Workspace, build.Build, error) {
+// naming each parameter refused), and its first build at logLevel ("" or "debug": TF_LOG=DEBUG).
+func (s *Service) Create(ctx context.Context, u store.User, name string, t store.Template, params map[string]string, logLevel string) (store.Workspace, build.Build, error) {
 	v, err := s.st.TemplateVersionInfo(ctx, t.ActiveVersionID)
 	if err != nil {
 		return store.Workspace{}, build.Build{}, fmt.Errorf("template %q: its active version: %w", t.Name, err)
@@ -167,10 +169,15 @@ func (s *Service) Create(ctx context.Context, u store.User, name string, t store
 	b := build.Build{
 		ID: uuid.NewString(), WorkspaceID: w.ID, Number: 1, Transition: build.Start, Reason: build.ReasonInitiator,
 		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: t.ActiveVersionID,
-		State: state, StateSource: source, CreatedAt: now,
+		State: state, StateSource: source, LogLevel: logLevel, CreatedAt: now,
 		Job: build.Job{ID: uuid.NewString(), CreatedAt: now},
 	}
 	b.Job.BuildID = b.ID
+	entry := audit.From(ctx)
+	entry.SetTarget(audit.Workspace(w.ID, u.Username, name))
+	entry.Set("backend", store.KindTerraform)
+	entry.Set("template", t.Name)
+	auditBuild(entry, b)
 	if err := s.st.CreateBuildWorkspace(ctx, w, b); err != nil {
 		return w, b, err
 	}
@@ -190,6 +197,8 @@ type Request struct {
 	// restart's stop).
 	Desired workspace.State
 	Reason  build.Reason
+	// LogLevel is the build's Terraform log level ("" or build.LogDebug).
+	LogLevel string
 }
 
 // NewBuild starts a build of the workspace ref names. It refuses while a build is active, after a
@@ -208,6 +217,8 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 		if !visible(u, w) {
 			return w, nil, ErrHidden
 		}
+		entry := audit.From(ctx)
+		entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
 		if w.Backend != store.KindTerraform {
 			return w, nil, fmt.Errorf("workspace %q: %w (an agent runs it: change its desired state instead)", name, ErrNotTerraform)
 		}
@@ -229,6 +240,7 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 			tmplActive = t
 		}
 		b := s.newBuild(u, w, rec.Build, req, tmplActive)
+		auditBuild(entry, b)
 		nw := s.afterBuild(w, b, req)
 		nw.DesiredStateReason = "" // a user's request
 		if req.Transition == build.Start {
@@ -247,6 +259,23 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 		s.ended(*b)
 	}
 	return w, *b, nil
+}
+
+// auditBuild adds a build to the pending audit entry: the seed's transition and
+// template_version_id ("Audit Log Fields"), its number, reason and where its state comes from —
+// never the state itself.
+func auditBuild(entry *audit.Pending, b build.Build) {
+	entry.Set("build_number", b.Number)
+	entry.Set("transition", string(b.Transition))
+	entry.Set("template_version_id", b.TemplateVersionID)
+	entry.Set("build_reason", string(b.Reason))
+	entry.Set("state_source", string(b.StateSource))
+	if b.Orphan {
+		entry.Set("orphan", true)
+	}
+	if b.LogLevel != "" {
+		entry.Set("log_level", b.LogLevel)
+	}
 }
 
 func (s *Service) templateOf(ctx context.Context, w store.Workspace) (string, error) {
@@ -385,7 +414,7 @@ func (s *Service) newBuild(u store.User, w store.Workspace, last *build.Build, r
 	b := build.Build{
 		ID: uuid.NewString(), WorkspaceID: w.ID, Number: number, Transition: req.Transition, Reason: req.Reason,
 		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: version,
-		State: state, StateSource: source, Orphan: req.Orphan, CreatedAt: now,
+		State: state, StateSource: source, Orphan: req.Orphan, LogLevel: req.LogLevel, CreatedAt: now,
 		Job: build.Job{ID: uuid.NewString(), CreatedAt: now},
 	}
 	b.Job.BuildID = b.ID
@@ -438,6 +467,8 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 		if !visible(by, w) {
 			return w, nil, ErrHidden
 		}
+		entry := audit.From(ctx)
+		entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
 		if w.Backend != store.KindTerraform {
 			return w, nil, fmt.Errorf("workspace %q: %w (an agent runs it)", w.Name, ErrNotTerraform)
 		}
@@ -446,7 +477,8 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 		if c, err = decide(w, busy); err != nil || c.To == "" {
 			return w, nil, err
 		}
-		req := Request{Reason: c.BuildReason}
+		backend.AuditChange(entry, w, c)
+		req := Request{Reason: c.BuildReason, LogLevel: c.LogLevel}
 		switch c.To {
 		case workspace.Running:
 			req.Transition = build.Start
@@ -481,6 +513,7 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 			tmplActive = t
 		}
 		b := s.newBuild(by, w, rec.Build, req, tmplActive)
+		auditBuild(entry, b)
 		nw := s.afterBuild(w, b, req)
 		nw.DesiredStateReason = c.Reason
 		switch {
@@ -513,6 +546,10 @@ func (s *Service) Cancel(ctx context.Context, u store.User, ref store.WorkspaceR
 	if err != nil {
 		return b, err
 	}
+	entry := audit.From(ctx)
+	entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
+	entry.Set("build_number", b.Number)
+	entry.Set("transition", string(b.Transition))
 	rec, err := s.st.UpdateBuild(ctx, b.Job.ID, func(rec store.BuildRecord) (store.BuildRecord, error) {
 		nb, err := build.Cancel(*rec.Build, u.Username, s.now())
 		if err != nil {
@@ -549,6 +586,10 @@ func (s *Service) PushState(ctx context.Context, u store.User, ref store.Workspa
 	if err != nil {
 		return err
 	}
+	entry := audit.From(ctx)
+	entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
+	entry.Set("with_build", false)
+	entry.Set("force", force)
 	if w.Backend != store.KindTerraform {
 		return fmt.Errorf("workspace %q: %w", w.Name, ErrNotTerraform)
 	}
@@ -556,6 +597,13 @@ func (s *Service) PushState(ctx context.Context, u store.User, ref store.Workspa
 	if err := s.st.PutBuildState(ctx, w.ID, state, func(saved []byte) error {
 		m, err := build.CheckPush(saved, state, force)
 		meta = m
+		// What identifies the state, never the state (seed, "Audit Log Fields": provisioner_state
+		// is not tracked).
+		if m.Lineage != "" {
+			entry.Set("serial", m.Serial)
+			entry.Set("lineage", m.Lineage)
+		}
+		entry.Set("bytes", len(state))
 		return err
 	}); err != nil {
 		return err
@@ -655,7 +703,7 @@ func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.Prov
 	s.log.Info("build started", "workspace", w.Name, "build", b.Number, "transition", b.Transition, "worker", b.Job.WorkerID)
 	job := &protocol.ProvisionerJob{
 		ID: b.Job.ID, WorkspaceID: w.ID, WorkspaceName: w.Name, BuildNumber: b.Number, Transition: string(b.Transition),
-		Archive: v.Archive, State: b.State, Variables: buildVariables(w, b),
+		Archive: v.Archive, State: b.State, Variables: buildVariables(w, b), LogLevel: b.LogLevel,
 	}
 	if s.opts.AccessURL != nil {
 		if u := s.opts.AccessURL(); u != "" {
@@ -807,7 +855,8 @@ func (s *Service) continueRestart(ctx context.Context, rec store.BuildRecord) {
 
 func (s *Service) queueRestartStart(ctx context.Context, w store.Workspace, stop build.Build) {
 	initiator := store.User{ID: stop.InitiatorID, Username: stop.InitiatorName, Admin: true}
-	if _, _, err := s.NewBuild(ctx, initiator, store.WorkspaceRef{ID: w.ID}, Request{Transition: build.Start, Reason: build.ReasonRestart}); err != nil {
+	// The start runs at the stop's log level: a restart asked with --log-level debug is debugged whole.
+	if _, _, err := s.NewBuild(ctx, initiator, store.WorkspaceRef{ID: w.ID}, Request{Transition: build.Start, Reason: build.ReasonRestart, LogLevel: stop.LogLevel}); err != nil {
 		s.log.Warn("restart: the stop succeeded but the start could not be queued; the reaper tries again", "workspace", w.Name, "owner", w.OwnerName, "err", err)
 	}
 }

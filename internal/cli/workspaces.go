@@ -25,12 +25,15 @@ func (f *waitFlags) add(cmd *cobra.Command, goal string) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up --wait after `DURATION` (e.g. 90s, 5m)")
 }
 
+// logLevelUsage is the help of --log-level.
+const logLevelUsage = "terraform workspaces: `LEVEL` of the builds' Terraform log, info or debug (debug runs Terraform with TF_LOG=DEBUG for these builds only; 'hangar logs' shows its lines)"
+
 func (a *app) createCmd() *cobra.Command {
-	var agent, devfileName, template string
+	var agent, devfileName, template, logLevel string
 	var wf waitFlags
 	var params parameterFlag
 	cmd := &cobra.Command{
-		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE [--parameter NAME=VALUE ...]) [--wait]",
+		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE [--parameter NAME=VALUE ...] [--log-level debug]) [--wait]",
 		Short: "Create a workspace",
 		Long: `Create a workspace, desired state Running: on the cluster of an agent, from a devfile
 (schemaVersion 2.2.0; without --devfile the server's default devfile) or a kubernetes template; or
@@ -46,7 +49,7 @@ are checked before any build.`,
 			if err != nil {
 				return err
 			}
-			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent, Template: template}
+			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent, Template: template, LogLevel: logLevel}
 			if agent == "" && template == "" {
 				return usageError{errors.New("give --agent (a cluster) or --template (a template)")}
 			}
@@ -84,6 +87,7 @@ are checked before any build.`,
 	cmd.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (YAML; \"-\" for standard input)")
 	cmd.Flags().StringVar(&template, "template", "", "create from `TEMPLATE` (see hangar templates list)")
 	params.add(cmd, "value of a terraform template's parameter (repeatable)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "", logLevelUsage)
 	wf.add(cmd, "Running")
 	return cmd
 }
@@ -130,9 +134,10 @@ again.`},
 func (a *app) transitionCmd(t transition) *cobra.Command {
 	var wf waitFlags
 	var orphan bool
+	var logLevel string
 	g := goals[t.to]
 	cmd := &cobra.Command{
-		Use:   t.use + " NAME [--wait]" + map[bool]string{true: " [--orphan]"}[t.to == workspace.Terminated],
+		Use:   t.use + " NAME [--wait] [--log-level debug]" + map[bool]string{true: " [--orphan]"}[t.to == workspace.Terminated],
 		Short: t.short,
 		Long:  cmp.Or(t.long, t.short+".") + "\n\n" + nameHelp,
 		Args:  oneName("workspace"),
@@ -151,7 +156,7 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 				}
 				return a.finishBuild(cmd, c, format, wf, args[0], b)
 			}
-			ws, err := c.UpdateWorkspace(cmd.Context(), args[0], sdk.UpdateWorkspaceRequest{DesiredState: string(t.to)})
+			ws, err := c.UpdateWorkspace(cmd.Context(), args[0], sdk.UpdateWorkspaceRequest{DesiredState: string(t.to), LogLevel: logLevel})
 			if err != nil {
 				return err
 			}
@@ -162,6 +167,7 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 		},
 	}
 	wf.add(cmd, g.describe)
+	cmd.Flags().StringVar(&logLevel, "log-level", "", logLevelUsage)
 	if t.to == workspace.Terminated {
 		cmd.Flags().BoolVar(&orphan, "orphan", false, "terraform workspaces: delete without running Terraform, leaving every resource in place")
 	}

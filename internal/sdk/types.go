@@ -84,6 +84,9 @@ type CreateWorkspaceRequest struct {
 	// Parameters are the values of the template's parameters (terraform), by name: a string,
 	// number or bool as text, any other type as JSON.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// LogLevel is the first build's Terraform log level (terraform templates): "" or "info", or
+	// "debug" (TF_LOG=DEBUG for that build only).
+	LogLevel string `json:"log_level,omitempty"`
 }
 
 // WorkspaceParameter is a workspace's value of one parameter; a sensitive one's value is never
@@ -110,6 +113,9 @@ type UpdateWorkspaceVersionResponse struct {
 // UpdateWorkspaceRequest is the body of PATCH /api/v1/workspaces/{name}.
 type UpdateWorkspaceRequest struct {
 	DesiredState string `json:"desired_state"`
+	// LogLevel is "" or "info", or "debug": the builds of a Terraform workspace's change run with
+	// TF_LOG=DEBUG (refused for a workspace an agent runs).
+	LogLevel string `json:"log_level,omitempty"`
 }
 
 // User is a user. Token is set only in the answer to its creation.
@@ -232,8 +238,10 @@ type Build struct {
 	StateCapturedOnCancel bool   `json:"state_captured_on_cancel"`
 	// StatePruned: the build's state was removed because newer builds followed it (the server
 	// keeps the state of a workspace's latest builds only).
-	StatePruned bool       `json:"state_pruned"`
-	Orphan      bool       `json:"orphan"`
+	StatePruned bool `json:"state_pruned"`
+	Orphan      bool `json:"orphan"`
+	// LogLevel is "debug" for a build run with TF_LOG=DEBUG ("" otherwise).
+	LogLevel    string     `json:"log_level,omitempty"`
 	Status      string     `json:"status"`
 	Error       string     `json:"error,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
@@ -248,6 +256,9 @@ type CreateBuildRequest struct {
 	Transition string `json:"transition"`
 	Orphan     bool   `json:"orphan,omitempty"`
 	State      []byte `json:"state,omitempty"`
+	// LogLevel is "" or "info", or "debug": Terraform runs with TF_LOG=DEBUG for this build only,
+	// and its debug lines are in the build's log.
+	LogLevel string `json:"log_level,omitempty"`
 }
 
 // BuildLog is one line of a build log. Logs are streamed as one JSON object per line; a followed

@@ -106,7 +106,7 @@ func toBuild(b build.Build, versions map[string]int) sdk.Build {
 	return sdk.Build{
 		Number: b.Number, Transition: string(b.Transition), Reason: string(b.Reason), Initiator: b.InitiatorName,
 		TemplateVersion: versions[b.TemplateVersionID], StateSource: string(b.StateSource), HasState: b.State != nil || b.HasState,
-		StateCapturedOnCancel: b.StateCapturedOnCancel, StatePruned: b.StatePruned, Orphan: b.Orphan, Status: string(b.Job.Status()), Error: b.Job.Error,
+		StateCapturedOnCancel: b.StateCapturedOnCancel, StatePruned: b.StatePruned, Orphan: b.Orphan, LogLevel: b.LogLevel, Status: string(b.Job.Status()), Error: b.Job.Error,
 		CreatedAt: b.CreatedAt, StartedAt: b.Job.StartedAt, CompletedAt: b.Job.CompletedAt, CanceledAt: b.Job.CanceledAt,
 	}
 }

@@ -451,6 +451,16 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	oaTerraformBackend(t, c, dev.Token)
 	oaWorkspaceAgent(t, c, dev.Token)
 
+	// The audit log of all the above (admins).
+	var page sdk.AuditPage
+	c.decode(c.do(admin, "GET", "/api/v1/audit?limit=5", nil, 200, true), &page)
+	if len(page.Entries) != 5 || page.NextBeforeID == 0 {
+		t.Errorf("the audit log's first page: %+v", page)
+	}
+	c.do(admin, "GET", "/api/v1/audit?actor=dev&action=workspace.transition&outcome=failure&target=my-ws&target_kind=workspace&since=2026-01-01T00:00:00Z", nil, 200, true)
+	c.do(admin, "GET", "/api/v1/audit?limit=0", nil, 400, false)
+	c.do(dev.Token, "GET", "/api/v1/audit", nil, 403, true)
+
 	// Every operation of the document was seen succeeding.
 	doc := loadOpenAPI(t)
 	for path, item := range doc.Paths.Map() {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/autobuild"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/backend/kube"
@@ -58,6 +59,9 @@ type Options struct {
 	// Apps configures the serving of Terraform workspaces' apps (apps.go); its zero value serves
 	// none.
 	Apps AppsOptions
+	// AuditRetention is how long audit entries are kept (0: forever); AuditRetention().Run
+	// enforces it.
+	AuditRetention time.Duration
 }
 
 // Server serves Hangar's HTTP API.
@@ -74,6 +78,10 @@ type Server struct {
 	backends backend.Router
 	// lifecycle is the lifecycle executor over backends (run by Run; tests Tick it).
 	lifecycle *autobuild.Executor
+	// auditor records the actions made through the API and by the executor (audit.go);
+	// retention bounds what it keeps.
+	auditor   *audit.Recorder
+	retention audit.Retention
 
 	// agents are the Terraform workspaces' helpers connected to this process.
 	agents       agentRegistry
@@ -126,8 +134,10 @@ func New(opts Options) *Server {
 		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
 	s.backends = backend.Router{Store: opts.Store, Kubernetes: opts.Kube, Terraform: opts.Builder}
 	s.metrics = newMetrics(opts.Store, opts.Builder)
+	s.auditor = &audit.Recorder{W: opts.Store, Now: opts.Clock.Now, Log: opts.Logger.With("component", "audit")}
+	s.retention = audit.Retention{Store: opts.Store, Now: opts.Clock.Now, Keep: opts.AuditRetention, Log: opts.Logger.With("component", "audit")}
 	s.lifecycle = &autobuild.Executor{Store: opts.Store, Backends: s.backends, Clock: opts.Clock, Log: opts.Logger.With("component", "lifecycle"),
-		Observe: s.metrics.observeLifecycle}
+		Observe: s.metrics.observeLifecycle, Audit: s.auditor}
 	s.relayURL, s.relayTransport = opts.RelayURL, newRelayTransport()
 	s.apps = s.newApps(opts.Apps)
 	s.mux = http.NewServeMux()
@@ -141,6 +151,10 @@ func (s *Server) Backends() backend.Router { return s.backends }
 // Lifecycle returns the lifecycle executor, which changes workspaces over Backends as their
 // schedules and policies say (its Run is the server's background loop; tests call Tick).
 func (s *Server) Lifecycle() *autobuild.Executor { return s.lifecycle }
+
+// AuditRetention returns the retention of the audit log (its Run is a background loop of the
+// server; tests call Prune).
+func (s *Server) AuditRetention() audit.Retention { return s.retention }
 
 // Handler returns the root handler.
 func (s *Server) Handler() http.Handler {
@@ -215,6 +229,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"POST", "/api/v1/users/{username}/token", s.authUser(s.rotateToken)},
 		{"POST", "/api/v1/agents", s.authUser(s.adminOnly(s.createAgent))},
 		{"GET", "/api/v1/agents", s.authUser(s.listAgents)},
+		{"GET", "/api/v1/audit", s.authUser(s.adminOnly(s.listAudit))},
 		{"POST", "/api/v1/workspaces", s.authUser(s.createWorkspace)},
 		{"GET", "/api/v1/workspaces", s.authUser(s.listWorkspaces)},
 		{"GET", "/api/v1/workspaces/{name}", s.authUser(s.getWorkspace)},

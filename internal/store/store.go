@@ -135,6 +135,7 @@ type Store interface {
 	SSHKeyStore
 	ActivityStore
 	AgentTokenStore
+	AuditStore
 
 	Close() error
 	// Ping checks the database answers (readiness).

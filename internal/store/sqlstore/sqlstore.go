@@ -195,12 +195,14 @@ func (s *Store) wrapUnique(err error, what string) error {
 // --- users
 
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`),
-		u.ID, u.Username, u.Admin, u.TokenHash, micros(u.CreatedAt))
-	if err = s.wrapUnique(err, fmt.Sprintf("user %q", u.Username)); err != nil {
-		return fmt.Errorf("create user: %w", err)
-	}
-	return nil
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`),
+			u.ID, u.Username, u.Admin, u.TokenHash, micros(u.CreatedAt))
+		if err = s.wrapUnique(err, fmt.Sprintf("user %q", u.Username)); err != nil {
+			return fmt.Errorf("create user: %w", err)
+		}
+		return nil
+	})
 }
 
 const userCols = `id, username, admin, token_hash, created_at`
@@ -233,14 +235,16 @@ func (s *Store) UserByUsername(ctx context.Context, username string) (store.User
 }
 
 func (s *Store) SetUserToken(ctx context.Context, userID string, hash []byte) error {
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE users SET token_hash = ? WHERE id = ? AND NOT system`), hash, userID)
-	if err = s.wrapUnique(err, "user token"); err != nil {
-		return fmt.Errorf("set user token: %w", err)
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return fmt.Errorf("user %s: %w", userID, store.ErrNotFound)
-	}
-	return nil
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE users SET token_hash = ? WHERE id = ? AND NOT system`), hash, userID)
+		if err = s.wrapUnique(err, "user token"); err != nil {
+			return fmt.Errorf("set user token: %w", err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return fmt.Errorf("user %s: %w", userID, store.ErrNotFound)
+		}
+		return nil
+	})
 }
 
 func (s *Store) CountUsers(ctx context.Context) (int, error) {
@@ -256,12 +260,14 @@ func (s *Store) CreateAgent(ctx context.Context, a store.Agent) error {
 	if err != nil {
 		return fmt.Errorf("encode agent config: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO agents (id, name, token_hash, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
-		a.ID, a.Name, a.TokenHash, string(cfg), micros(a.CreatedAt), micros(a.UpdatedAt))
-	if err = s.wrapUnique(err, fmt.Sprintf("agent %q", a.Name)); err != nil {
-		return fmt.Errorf("create agent: %w", err)
-	}
-	return nil
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO agents (id, name, token_hash, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
+			a.ID, a.Name, a.TokenHash, string(cfg), micros(a.CreatedAt), micros(a.UpdatedAt))
+		if err = s.wrapUnique(err, fmt.Sprintf("agent %q", a.Name)); err != nil {
+			return fmt.Errorf("create agent: %w", err)
+		}
+		return nil
+	})
 }
 
 const agentCols = `id, name, token_hash, config, created_at, updated_at`
@@ -431,7 +437,7 @@ func (s *Store) InsertWorkspaces(ctx context.Context, rows []store.Workspace) er
 }
 
 func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuota, perUserQuota int) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		if agentQuota >= 0 || perUserQuota >= 0 {
 			// Lock the agent row so that two creations cannot both pass the count (Postgres); SQLite's
 			// transaction already holds the write lock.
@@ -530,7 +536,7 @@ func (s *Store) lockClause() string {
 func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn func(store.Workspace) (store.Workspace, error)) (store.Workspace, error) {
 	var out store.Workspace
 	woken := "" // the agent to wake after the commit
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		// Locking protocol (Postgres): a reconcile holds its agent's row FOR UPDATE and reads the
 		// agent's workspaces without row locks; a single-workspace writer holds the agent's row FOR
 		// SHARE, then the workspace row FOR UPDATE. So a user's change waits for a running reconcile

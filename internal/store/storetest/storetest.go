@@ -45,6 +45,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LifecycleColumns", testLifecycleColumns},
 		{"TemplateLifecycle", testTemplateLifecycle},
 		{"AutomationUser", testAutomationUser},
+		{"AuditListFilterPage", testAuditList},
+		{"AuditInTheActionsTransaction", testAuditInTx},
+		{"AuditPrune", testAuditPrune},
+		{"BuildLogLevel", testBuildLogLevel},
 	}
 	tests = append(tests, buildTests...)
 	for _, tc := range tests {
