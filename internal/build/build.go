@@ -52,6 +52,9 @@ const (
 	ReasonAutodelete Reason = "autodelete"  // it stayed dormant for the auto-delete period
 	ReasonMaxActive  Reason = "max_active"  // it ran for its policy's max active lifetime
 	ReasonMaxStopped Reason = "max_stopped" // it stayed stopped for its policy's max stopped lifetime
+	// ReasonPrebuild: the prebuild reconciler keeps a preset's pool (package prebuilds): the create
+	// of a prebuilt workspace, or the delete of one no longer wanted.
+	ReasonPrebuild Reason = "prebuild"
 )
 
 // JobStatus is a provisioner job's status, derived from its timestamps and error as the reference
@@ -136,8 +139,13 @@ type Build struct {
 	// latest builds of a workspace keep theirs; store.KeptBuildStates).
 	StatePruned bool
 	Orphan      bool
-	CreatedAt   time.Time
-	Job         Job
+	// IsPrebuild marks the create of a prebuilt workspace, IsPrebuildClaim the start that hands
+	// one to its user (seed, "Prebuild State Isolation"): the module sees them as the variables
+	// is_prebuild and is_prebuild_claim, and the hangar_workspace data source as attributes.
+	IsPrebuild      bool
+	IsPrebuildClaim bool
+	CreatedAt       time.Time
+	Job             Job
 }
 
 // InitialState resolves the state a new build starts from, in the seed's order: orphan → none,

@@ -7,6 +7,7 @@
 package builder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -136,27 +137,48 @@ var (
 func visible(u store.User, w store.Workspace) bool { return backend.Visible(u, w) }
 
 // CreateWorkspace creates a workspace from a terraform template, with its first build (a start
-// from no state: seed, "API Operations", POST /workspaces).
+// from no state: seed, "API Operations", POST /workspaces) on the template's active version.
 func (s *Service) CreateWorkspace(ctx context.Context, u store.User, name string, t store.Template) (store.Workspace, build.Build, error) {
+	return s.Create(ctx, u, name, t, Spec{})
+}
+
+// Spec is what a workspace is made from besides its template.
+type Spec struct {
+	// VersionID is the template version of the first build ("": the template's active one).
+	VersionID string
+	// Parameters are passed to every build of the workspace (Variables).
+	Parameters map[string]string
+	// PresetID names the preset it comes from; IsPrebuild makes it a prebuilt workspace's create.
+	PresetID   string
+	IsPrebuild bool
+	// Reason of the first build (build.ReasonInitiator when empty).
+	Reason build.Reason
+}
+
+// Create creates a workspace from a terraform template as spec says, with its first build (a start
+// from no state).
+func (s *Service) Create(ctx context.Context, u store.User, name string, t store.Template, spec Spec) (store.Workspace, build.Build, error) {
 	now := s.now()
 	id := uuid.NewString()
 	w := store.Workspace{
 		ID: id, Name: name, KubeName: workspace.KubeName(name, id), OwnerID: u.ID, OwnerName: u.Username,
 		DesiredState: workspace.Running, ActualState: workspace.Starting, DesiredStateUpdatedAt: now, ActualStateUpdatedAt: &now,
 		CreatedAt: now, Backend: store.KindTerraform, TemplateID: t.ID, TemplateName: t.Name,
+		PresetID: spec.PresetID, Parameters: spec.Parameters,
 	}
 	state, source := build.InitialState(false, nil, nil)
 	b := build.Build{
-		ID: uuid.NewString(), WorkspaceID: w.ID, Number: 1, Transition: build.Start, Reason: build.ReasonInitiator,
-		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: t.ActiveVersionID,
-		State: state, StateSource: source, CreatedAt: now,
+		ID: uuid.NewString(), WorkspaceID: w.ID, Number: 1, Transition: build.Start, Reason: cmp.Or(spec.Reason, build.ReasonInitiator),
+		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: cmp.Or(spec.VersionID, t.ActiveVersionID),
+		State: state, StateSource: source, IsPrebuild: spec.IsPrebuild, CreatedAt: now,
 		Job: build.Job{ID: uuid.NewString(), CreatedAt: now},
 	}
 	b.Job.BuildID = b.ID
 	if err := s.st.CreateBuildWorkspace(ctx, w, b); err != nil {
 		return w, b, err
 	}
-	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "build", 1)
+	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "build", 1, "preset", spec.PresetID,
+		"is_prebuild", spec.IsPrebuild)
 	return w, b, nil
 }
 
@@ -536,20 +558,32 @@ func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.Prov
 }
 
 // Variables are the module variables Hangar offers a build (each passed only if the module
-// declares it): start_count (seed, "Workspace Transitions"), the workspace's id, name and owner,
-// the transition, and the prebuild flags of the seed ("Prebuild State Isolation"; always false
-// until prebuilt pools exist).
+// declares it): the workspace's parameters (a preset's), then Hangar's own, which no parameter
+// overrides: start_count (seed, "Workspace Transitions"), the workspace's id, name and owner, the
+// transition, and the prebuild flags of the seed ("Prebuild State Isolation": is_prebuild on a
+// prebuilt workspace's create, is_prebuild_claim on the start that hands it to its user).
 func Variables(w store.Workspace, b build.Build) map[string]string {
-	return map[string]string{
+	out := make(map[string]string, len(w.Parameters)+len(ReservedVariables))
+	for k, v := range w.Parameters {
+		out[k] = v
+	}
+	for k, v := range map[string]string{
 		"start_count":          strconv.Itoa(b.Transition.StartCount()),
 		"workspace_id":         w.ID,
 		"workspace_name":       w.Name,
 		"workspace_owner":      w.OwnerName,
 		"workspace_transition": string(b.Transition),
-		"is_prebuild":          "false",
-		"is_prebuild_claim":    "false",
+		"is_prebuild":          strconv.FormatBool(b.IsPrebuild),
+		"is_prebuild_claim":    strconv.FormatBool(b.IsPrebuildClaim),
+	} {
+		out[k] = v
 	}
+	return out
 }
+
+// ReservedVariables are the variables Hangar sets itself (Variables): no parameter may be named so.
+var ReservedVariables = []string{"start_count", "workspace_id", "workspace_name", "workspace_owner", "workspace_transition",
+	"is_prebuild", "is_prebuild_claim"}
 
 // Heartbeat records that workerID runs the job and waits up to wait for it to be canceled; it
 // answers at once if it is.

@@ -17,8 +17,10 @@ type Workspace struct {
 	// "hangar-" when it has one of its own: unique to this workspace.
 	KubeName string `json:"kube_name,omitempty"`
 	// Backend is "kubernetes" (an agent runs it) or "terraform" (builds run it).
-	Backend                   string          `json:"backend"`
-	Template                  string          `json:"template,omitempty"`
+	Backend  string `json:"backend"`
+	Template string `json:"template,omitempty"`
+	// Preset is the preset the workspace was made from (claimed or built), if any.
+	Preset                    string          `json:"preset,omitempty"`
 	Namespace                 string          `json:"namespace"`
 	DesiredState              string          `json:"desired_state"`
 	ActualState               string          `json:"actual_state"`
@@ -73,6 +75,10 @@ type CreateWorkspaceRequest struct {
 	Devfile string `json:"devfile,omitempty"`
 	// Template names a template: a terraform one needs no agent; a kubernetes one gives the devfile.
 	Template string `json:"template,omitempty"`
+	// Preset names a preset of the terraform template: a ready prebuilt workspace of it is
+	// claimed when there is one, else the workspace is built with the preset's version and
+	// parameters.
+	Preset string `json:"preset,omitempty"`
 }
 
 // UpdateWorkspaceRequest is the body of PATCH /api/v1/workspaces/{name}.
@@ -179,14 +185,18 @@ type Build struct {
 	StateCapturedOnCancel bool   `json:"state_captured_on_cancel"`
 	// StatePruned: the build's state was removed because newer builds followed it (the server
 	// keeps the state of a workspace's latest builds only).
-	StatePruned bool       `json:"state_pruned"`
-	Orphan      bool       `json:"orphan"`
-	Status      string     `json:"status"`
-	Error       string     `json:"error,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	StartedAt   *time.Time `json:"started_at"`
-	CompletedAt *time.Time `json:"completed_at"`
-	CanceledAt  *time.Time `json:"canceled_at"`
+	StatePruned bool `json:"state_pruned"`
+	Orphan      bool `json:"orphan"`
+	// IsPrebuild marks the create of a prebuilt workspace, IsPrebuildClaim the start that handed
+	// it to its user (its state is the prebuilt workspace's).
+	IsPrebuild      bool       `json:"is_prebuild,omitempty"`
+	IsPrebuildClaim bool       `json:"is_prebuild_claim,omitempty"`
+	Status          string     `json:"status"`
+	Error           string     `json:"error,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at"`
+	CompletedAt     *time.Time `json:"completed_at"`
+	CanceledAt      *time.Time `json:"canceled_at"`
 }
 
 // CreateBuildRequest is the body of POST /api/v1/workspaces/{name}/builds. State, when present, is

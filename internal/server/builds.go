@@ -136,10 +136,17 @@ func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request
 		return errBadRequest("invalid request", sdk.Validation{Field: "template",
 			Detail: fmt.Sprintf("%q is a terraform template: provisioners build it, so agent and devfile do not apply", t.Name)})
 	}
-	ws, _, err := s.builder.CreateWorkspace(r.Context(), u, req.Name, t)
+	var ws store.Workspace
+	var err error
+	if req.Preset != "" {
+		ws, err = s.createFromPreset(r.Context(), u, req.Name, t, req.Preset)
+	} else {
+		ws, _, err = s.builder.CreateWorkspace(r.Context(), u, req.Name, t)
+	}
 	if err != nil {
 		return err
 	}
+	s.used(r, ws, u)
 	writeJSON(w, http.StatusCreated, s.toWorkspace(ws))
 	return nil
 }

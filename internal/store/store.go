@@ -87,6 +87,13 @@ type Workspace struct {
 	Schedule           workspace.Schedule
 	DormantAt          *time.Time
 	DesiredStateReason string
+
+	// Prebuilt pools (package prebuild). PresetID is the preset the workspace was made from
+	// ("" for none): a prebuilt workspace, owned by PrebuildsUserID until claimed, or one created
+	// with the preset. Parameters are passed to the module's builds (terraform), set at creation.
+	PresetID   string
+	PresetName string // filled on reads
+	Parameters map[string]string
 }
 
 // ReconcileScope says which of an agent's workspaces a reconcile reads.
@@ -115,6 +122,9 @@ type ListFilter struct {
 	OwnerID string // "" lists every owner's
 	// Terminated lists the Terminated workspaces too (actual state Terminated: deleted).
 	Terminated bool
+	// Prebuilds lists the unclaimed prebuilt workspaces too (owned by PrebuildsUserID): they are
+	// left out otherwise.
+	Prebuilds bool
 }
 
 // Store is Hangar's persistence.
@@ -124,6 +134,7 @@ type Store interface {
 	SSHKeyStore
 	ActivityStore
 	AgentTokenStore
+	PresetStore
 
 	Close() error
 	// Ping checks the database answers (readiness).

@@ -314,11 +314,12 @@ const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, COALESCE(w.ag
 	w.desired_state, w.actual_state, w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at,
 	w.deployment_resource_version, w.error_type, w.error_message, w.url, w.created_at, w.backend,
 	COALESCE(w.template_id, ''), COALESCE(t.name, ''), w.last_activity_at,
-	w.autostart_schedule, w.autostart_timezone, w.ttl_ms, w.dormant_at, w.desired_state_reason`
+	w.autostart_schedule, w.autostart_timezone, w.ttl_ms, w.dormant_at, w.desired_state_reason,
+	COALESCE(w.preset_id, ''), COALESCE(pr.name, ''), w.parameters`
 
 // wsFrom joins the owner, and the agent (kubernetes) or template (terraform) a workspace may have.
 const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id LEFT JOIN agents a ON a.id = w.agent_id
-	LEFT JOIN templates t ON t.id = w.template_id`
+	LEFT JOIN templates t ON t.id = w.template_id LEFT JOIN template_presets pr ON pr.id = w.preset_id`
 
 func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error) {
 	var w store.Workspace
@@ -326,11 +327,16 @@ func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error)
 	var desiredAt, created int64
 	var actualAt, respondedAt, activityAt, ttl, dormantAt sql.NullInt64
 	var rv sql.NullString
+	var params string
 	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
 		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created,
 		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt,
-		&w.Schedule.Autostart, &w.Schedule.Timezone, &ttl, &dormantAt, &w.DesiredStateReason); err != nil {
+		&w.Schedule.Autostart, &w.Schedule.Timezone, &ttl, &dormantAt, &w.DesiredStateReason,
+		&w.PresetID, &w.PresetName, &params); err != nil {
 		return w, err
+	}
+	if err := decodeParameters(params, &w.Parameters); err != nil {
+		return w, fmt.Errorf("decode parameters of workspace %s: %w", w.ID, err)
 	}
 	if ttl.Valid {
 		d := time.Duration(ttl.Int64) * time.Millisecond
@@ -371,15 +377,19 @@ func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w store.Workspa
 	if kubeName == "" {
 		kubeName = workspace.KubeName(w.Name, w.ID)
 	}
-	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, kube_name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
+	params, err := encodeParameters(w.Parameters)
+	if err != nil {
+		return fmt.Errorf("create workspace %q: %w", w.Name, err)
+	}
+	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, kube_name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
 		desired_state_updated_at, actual_state_updated_at, responded_to_agent_at, deployment_resource_version, error_type, error_message, url, created_at,
-		backend, template_id, autostart_schedule, autostart_timezone, ttl_ms, dormant_at, desired_state_reason)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		backend, template_id, autostart_schedule, autostart_timezone, ttl_ms, dormant_at, desired_state_reason, preset_id, parameters)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		w.ID, w.Name, kubeName, w.OwnerID, nullID(w.AgentID), w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
 		micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),
 		nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage, w.URL, micros(w.CreatedAt),
 		backend, nullID(w.TemplateID), w.Schedule.Autostart, w.Schedule.Timezone, nullMillis(w.Schedule.TTL), nullMicros(w.DormantAt),
-		w.DesiredStateReason)
+		w.DesiredStateReason, nullID(w.PresetID), params)
 	if err = s.wrapUnique(err, fmt.Sprintf("workspace %q of this owner", w.Name)); err != nil {
 		return fmt.Errorf("create workspace: %w", err)
 	}
@@ -481,6 +491,9 @@ func (s *Store) ListWorkspaces(ctx context.Context, f store.ListFilter) ([]store
 	}
 	if !f.Terminated {
 		conds = append(conds, `w.actual_state <> 'Terminated'`)
+	}
+	if !f.Prebuilds {
+		conds, args = append(conds, `w.owner_id <> ?`), append(args, store.PrebuildsUserID)
 	}
 	where := ""
 	if len(conds) > 0 {
