@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AutomationUser", testAutomationUser},
 	}
 	tests = append(tests, buildTests...)
+	tests = append(tests, presetTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}
