@@ -78,7 +78,8 @@ checks they parse and records the variables they declare. A kubernetes template 
 	}
 	push.Flags().StringVar(&dir, "directory", "", "Terraform module `DIR` (a terraform template)")
 	push.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (a kubernetes template; \"-\" for standard input)")
-	cmd.AddCommand(push, listCommand(a, "List templates", (*sdk.Client).ListTemplates, printTemplates), a.templateLifecycleCmd())
+	cmd.AddCommand(push, listCommand(a, "List templates", (*sdk.Client).ListTemplates, printTemplates), a.templateLifecycleCmd(),
+		a.presetsCmd(), a.presetCmd())
 	return cmd
 }
 
