@@ -7,6 +7,7 @@
 package builder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -138,21 +139,38 @@ var (
 func visible(u store.User, w store.Workspace) bool { return backend.Visible(u, w) }
 
 // CreateWorkspace creates a workspace from a terraform template, with its first build (a start
-// from no state: seed, "API Operations", POST /workspaces), without parameter values, at the
-// default log level.
+// from no state: seed, "API Operations", POST /workspaces) on the template's active version,
+// without parameter values, at the default log level.
 func (s *Service) CreateWorkspace(ctx context.Context, u store.User, name string, t store.Template) (store.Workspace, build.Build, error) {
-	return s.Create(ctx, u, name, t, nil, "")
+	return s.Create(ctx, u, name, t, Spec{})
 }
 
-// Create creates a workspace from a terraform template with the parameter values given, checked
-// against the template's active version before anything is written (a *workspace.ValidationError
-// naming each parameter refused), and its first build at logLevel ("" or "debug": TF_LOG=DEBUG).
-func (s *Service) Create(ctx context.Context, u store.User, name string, t store.Template, params map[string]string, logLevel string) (store.Workspace, build.Build, error) {
-	v, err := s.st.TemplateVersionInfo(ctx, t.ActiveVersionID)
+// Spec is what a workspace is made from besides its template.
+type Spec struct {
+	// VersionID is the template version of the first build ("": the template's active one).
+	VersionID string
+	// Parameters are the values given for the version's parameters, checked against it before
+	// anything is written (parameter.Resolve).
+	Parameters map[string]string
+	// PresetID names the preset it comes from; IsPrebuild makes it a prebuilt workspace's create.
+	PresetID   string
+	IsPrebuild bool
+	// Reason of the first build (build.ReasonInitiator when empty).
+	Reason build.Reason
+	// LogLevel of the first build: "" or build.LogDebug (TF_LOG=DEBUG).
+	LogLevel string
+}
+
+// Create creates a workspace from a terraform template as spec says, with its first build (a start
+// from no state). A parameter value the version refuses is a *workspace.ValidationError naming
+// each, and nothing is written.
+func (s *Service) Create(ctx context.Context, u store.User, name string, t store.Template, spec Spec) (store.Workspace, build.Build, error) {
+	versionID := cmp.Or(spec.VersionID, t.ActiveVersionID)
+	v, err := s.st.TemplateVersionInfo(ctx, versionID)
 	if err != nil {
-		return store.Workspace{}, build.Build{}, fmt.Errorf("template %q: its active version: %w", t.Name, err)
+		return store.Workspace{}, build.Build{}, fmt.Errorf("template %q: its version: %w", t.Name, err)
 	}
-	values, err := parameter.Resolve(v.Parameters, nil, params, true)
+	values, err := parameter.Resolve(v.Parameters, nil, spec.Parameters, true)
 	if err != nil {
 		return store.Workspace{}, build.Build{}, err
 	}
@@ -162,14 +180,14 @@ func (s *Service) Create(ctx context.Context, u store.User, name string, t store
 		ID: id, Name: name, KubeName: workspace.KubeName(name, id), OwnerID: u.ID, OwnerName: u.Username,
 		DesiredState: workspace.Running, ActualState: workspace.Starting, DesiredStateUpdatedAt: now, ActualStateUpdatedAt: &now,
 		CreatedAt: now, Backend: store.KindTerraform, TemplateID: t.ID, TemplateName: t.Name,
-		TemplateVersionID: t.ActiveVersionID, TemplateVersion: t.ActiveVersion, TemplateActiveVersionID: t.ActiveVersionID,
-		Parameters: values,
+		TemplateVersionID: versionID, TemplateVersion: v.Number, TemplateActiveVersionID: t.ActiveVersionID,
+		PresetID: spec.PresetID, Parameters: values,
 	}
 	state, source := build.InitialState(false, nil, nil)
 	b := build.Build{
-		ID: uuid.NewString(), WorkspaceID: w.ID, Number: 1, Transition: build.Start, Reason: build.ReasonInitiator,
-		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: t.ActiveVersionID,
-		State: state, StateSource: source, LogLevel: logLevel, CreatedAt: now,
+		ID: uuid.NewString(), WorkspaceID: w.ID, Number: 1, Transition: build.Start, Reason: cmp.Or(spec.Reason, build.ReasonInitiator),
+		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: versionID,
+		State: state, StateSource: source, LogLevel: spec.LogLevel, IsPrebuild: spec.IsPrebuild, CreatedAt: now,
 		Job: build.Job{ID: uuid.NewString(), CreatedAt: now},
 	}
 	b.Job.BuildID = b.ID
@@ -181,8 +199,8 @@ func (s *Service) Create(ctx context.Context, u store.User, name string, t store
 	if err := s.st.CreateBuildWorkspace(ctx, w, b); err != nil {
 		return w, b, err
 	}
-	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "version", t.ActiveVersion,
-		"build", 1, "parameters", names(values))
+	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "version", v.Number,
+		"build", 1, "parameters", names(values), "preset", spec.PresetID, "is_prebuild", spec.IsPrebuild)
 	return w, b, nil
 }
 
@@ -703,7 +721,7 @@ func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.Prov
 	s.log.Info("build started", "workspace", w.Name, "build", b.Number, "transition", b.Transition, "worker", b.Job.WorkerID)
 	job := &protocol.ProvisionerJob{
 		ID: b.Job.ID, WorkspaceID: w.ID, WorkspaceName: w.Name, BuildNumber: b.Number, Transition: string(b.Transition),
-		Archive: v.Archive, State: b.State, Variables: buildVariables(w, b), LogLevel: b.LogLevel,
+		Archive: v.Archive, State: b.State, Variables: Variables(w, b), LogLevel: b.LogLevel,
 	}
 	if s.opts.AccessURL != nil {
 		if u := s.opts.AccessURL(); u != "" {
@@ -718,38 +736,36 @@ func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.Prov
 }
 
 // Variables are the module variables Hangar offers a build (each passed only if the module
-// declares it): start_count (seed, "Workspace Transitions"), the workspace's id, name and owner,
-// the transition, and the prebuild flags of the seed ("Prebuild State Isolation"; always false
-// until prebuilt pools exist).
+// declares it): the workspace's parameter values, then Hangar's own, which no parameter overrides: start_count (seed, "Workspace Transitions"), the workspace's id, name and owner, the
+// transition, and the prebuild flags of the seed ("Prebuild State Isolation": is_prebuild on a
+// prebuilt workspace's create, is_prebuild_claim on the start that hands it to its user).
 func Variables(w store.Workspace, b build.Build) map[string]string {
-	return map[string]string{
+	out := parameter.Map(w.Parameters)
+	for k, v := range map[string]string{
 		"start_count":          strconv.Itoa(b.Transition.StartCount()),
 		"workspace_id":         w.ID,
 		"workspace_name":       w.Name,
 		"workspace_owner":      w.OwnerName,
 		"workspace_transition": string(b.Transition),
-		"is_prebuild":          "false",
-		"is_prebuild_claim":    "false",
-	}
-}
-
-// VariableNames are the names of Variables: Hangar supplies these, so they are never parameters.
-func VariableNames() map[string]bool {
-	out := map[string]bool{}
-	for n := range Variables(store.Workspace{}, build.Build{}) {
-		out[n] = true
+		"is_prebuild":          strconv.FormatBool(b.IsPrebuild),
+		"is_prebuild_claim":    strconv.FormatBool(b.IsPrebuildClaim),
+	} {
+		out[k] = v
 	}
 	return out
 }
 
-// buildVariables are what a build offers the module: the workspace's parameter values, and
-// Hangar's own Variables.
-func buildVariables(w store.Workspace, b build.Build) map[string]string {
-	vars := parameter.Map(w.Parameters)
-	for k, v := range Variables(w, b) {
-		vars[k] = v
+// ReservedVariables are the variables Hangar sets itself (Variables): no parameter may be named so.
+var ReservedVariables = []string{"start_count", "workspace_id", "workspace_name", "workspace_owner", "workspace_transition",
+	"is_prebuild", "is_prebuild_claim"}
+
+// VariableNames are the names of Variables: Hangar supplies these, so they are never parameters.
+func VariableNames() map[string]bool {
+	out := make(map[string]bool, len(ReservedVariables))
+	for _, n := range ReservedVariables {
+		out[n] = true
 	}
-	return vars
+	return out
 }
 
 // Heartbeat records that workerID runs the job and waits up to wait for it to be canceled; it

@@ -29,27 +29,33 @@ func (f *waitFlags) add(cmd *cobra.Command, goal string) {
 const logLevelUsage = "terraform workspaces: `LEVEL` of the builds' Terraform log, info or debug (debug runs Terraform with TF_LOG=DEBUG for these builds only; 'hangar logs' shows its lines)"
 
 func (a *app) createCmd() *cobra.Command {
-	var agent, devfileName, template, logLevel string
+	var agent, devfileName, template, logLevel, preset string
 	var wf waitFlags
 	var params parameterFlag
 	cmd := &cobra.Command{
-		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE [--parameter NAME=VALUE ...] [--log-level debug]) [--wait]",
+		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE [--parameter NAME=VALUE ... | --preset PRESET] [--log-level debug]) [--wait]",
 		Short: "Create a workspace",
 		Long: `Create a workspace, desired state Running: on the cluster of an agent, from a devfile
 (schemaVersion 2.2.0; without --devfile the server's default devfile) or a kubernetes template; or
 from a terraform template, which provisioners build (no agent). A terraform template's parameters
 are given with --parameter NAME=VALUE (a string, number or bool as text, a list or map as JSON);
 on a terminal, the required ones not given are asked for (sensitive ones without echo). The values
-are checked before any build.`,
+are checked before any build. With --preset, a ready prebuilt workspace of the template's preset
+is claimed (it is yours at once, with a start that completes what the prebuild left for its user);
+without a ready one, the workspace is built with the preset's version and parameters.`,
 		Example: `  hangar create my-ws --agent eu --devfile devfile.yaml --wait
-  hangar create my-vm --template markers --parameter size=2 --wait`,
+  hangar create my-vm --template markers --parameter size=2 --wait
+  hangar create my-vm --template vm --preset small --wait`,
 		Args: oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)
 			if err != nil {
 				return err
 			}
-			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent, Template: template, LogLevel: logLevel}
+			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent, Template: template, LogLevel: logLevel, Preset: preset}
+			if preset != "" && template == "" {
+				return usageError{errors.New("--preset names a preset of --template: give --template too")}
+			}
 			if agent == "" && template == "" {
 				return usageError{errors.New("give --agent (a cluster) or --template (a template)")}
 			}
@@ -88,19 +94,22 @@ are checked before any build.`,
 	cmd.Flags().StringVar(&template, "template", "", "create from `TEMPLATE` (see hangar templates list)")
 	params.add(cmd, "value of a terraform template's parameter (repeatable)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "", logLevelUsage)
+	cmd.Flags().StringVar(&preset, "preset", "", "claim a prebuilt workspace of the template's `PRESET`, or build with its settings (see hangar templates presets)")
 	wf.add(cmd, "Running")
 	return cmd
 }
 
 func (a *app) listCmd() *cobra.Command {
-	var all bool
+	var all, prebuilds bool
 	cmd := listCommand(a, "List workspaces (an admin sees every user's)", func(c *sdk.Client, ctx context.Context) ([]sdk.Workspace, error) {
-		return c.ListWorkspacesWith(ctx, sdk.ListWorkspacesOptions{All: all})
+		return c.ListWorkspacesWith(ctx, sdk.ListWorkspacesOptions{All: all, Prebuilds: prebuilds})
 	}, printWorkspaces)
-	cmd.Use = "list [--all]"
+	cmd.Use = "list [--all] [--prebuilds]"
 	cmd.Long = `List workspaces: yours, or, for an admin, every user's (OWNER says whose). Deleted (Terminated)
-workspaces are left out; --all lists them too.`
+workspaces are left out; --all lists them too. An admin's --prebuilds lists the unclaimed prebuilt
+workspaces too (owner hangar-prebuilds; see hangar templates presets).`
 	cmd.Flags().BoolVar(&all, "all", false, "list Terminated (deleted) workspaces too")
+	cmd.Flags().BoolVar(&prebuilds, "prebuilds", false, "list the unclaimed prebuilt workspaces too (admins)")
 	return cmd
 }
 

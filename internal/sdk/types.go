@@ -19,8 +19,10 @@ type Workspace struct {
 	// "hangar-" when it has one of its own: unique to this workspace.
 	KubeName string `json:"kube_name,omitempty"`
 	// Backend is "kubernetes" (an agent runs it) or "terraform" (builds run it).
-	Backend                   string          `json:"backend"`
-	Template                  string          `json:"template,omitempty"`
+	Backend  string `json:"backend"`
+	Template string `json:"template,omitempty"`
+	// Preset is the preset the workspace was made from (claimed or built), if any.
+	Preset                    string          `json:"preset,omitempty"`
 	Namespace                 string          `json:"namespace"`
 	DesiredState              string          `json:"desired_state"`
 	ActualState               string          `json:"actual_state"`
@@ -87,6 +89,10 @@ type CreateWorkspaceRequest struct {
 	// LogLevel is the first build's Terraform log level (terraform templates): "" or "info", or
 	// "debug" (TF_LOG=DEBUG for that build only).
 	LogLevel string `json:"log_level,omitempty"`
+	// Preset names a preset of the terraform template: a ready prebuilt workspace of it is
+	// claimed when there is one, else the workspace is built with the preset's version and
+	// parameters.
+	Preset string `json:"preset,omitempty"`
 }
 
 // WorkspaceParameter is a workspace's value of one parameter; a sensitive one's value is never
@@ -241,13 +247,17 @@ type Build struct {
 	StatePruned bool `json:"state_pruned"`
 	Orphan      bool `json:"orphan"`
 	// LogLevel is "debug" for a build run with TF_LOG=DEBUG ("" otherwise).
-	LogLevel    string     `json:"log_level,omitempty"`
-	Status      string     `json:"status"`
-	Error       string     `json:"error,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	StartedAt   *time.Time `json:"started_at"`
-	CompletedAt *time.Time `json:"completed_at"`
-	CanceledAt  *time.Time `json:"canceled_at"`
+	LogLevel string `json:"log_level,omitempty"`
+	// IsPrebuild marks the create of a prebuilt workspace, IsPrebuildClaim the start that handed
+	// it to its user (its state is the prebuilt workspace's).
+	IsPrebuild      bool       `json:"is_prebuild,omitempty"`
+	IsPrebuildClaim bool       `json:"is_prebuild_claim,omitempty"`
+	Status          string     `json:"status"`
+	Error           string     `json:"error,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at"`
+	CompletedAt     *time.Time `json:"completed_at"`
+	CanceledAt      *time.Time `json:"canceled_at"`
 }
 
 // CreateBuildRequest is the body of POST /api/v1/workspaces/{name}/builds. State, when present, is

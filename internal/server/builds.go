@@ -282,10 +282,20 @@ func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request
 		return errBadRequest("invalid request", sdk.Validation{Field: "template",
 			Detail: fmt.Sprintf("%q is a terraform template: provisioners build it, so agent and devfile do not apply", t.Name)})
 	}
-	ws, _, err := s.builder.Create(r.Context(), u, req.Name, t, req.Parameters, logLevel)
+	if req.Preset != "" && len(req.Parameters) > 0 {
+		return errBadRequest("invalid request", sdk.Validation{Field: "parameters", Detail: "a preset gives the parameters: give either preset or parameters"})
+	}
+	var ws store.Workspace
+	var err error
+	if req.Preset != "" {
+		ws, err = s.createFromPreset(r.Context(), u, req.Name, t, req.Preset, logLevel)
+	} else {
+		ws, _, err = s.builder.Create(r.Context(), u, req.Name, t, builder.Spec{Parameters: req.Parameters, LogLevel: logLevel})
+	}
 	if err != nil {
 		return err
 	}
+	s.used(r, ws, u)
 	writeJSON(w, http.StatusCreated, s.toWorkspace(ws))
 	return nil
 }

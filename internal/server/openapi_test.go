@@ -564,6 +564,28 @@ func oaTerraformBackend(t *testing.T, c *oaChecker, dev string) {
 	c.do(admin, "GET", "/api/v1/templates/tf/versions/9/archive", nil, 404, true)
 	c.do(dev, "GET", "/api/v1/templates/tf/versions/2/archive", nil, 403, true)
 
+	// Presets (pools of prebuilt workspaces).
+	var preset sdk.Preset
+	c.decode(c.do(admin, "PUT", "/api/v1/templates/tf/presets/small", map[string]any{"instances": 2,
+		"schedule": []map[string]any{{"cron": "* 8-18 * * 1-5", "instances": 3}}, "timezone": "Europe/Paris"}, 200, true), &preset)
+	if preset.Name != "small" || preset.Instances != 2 || preset.Pool.Version != 2 || len(preset.Schedule) != 1 || preset.Pool.Ready != 0 {
+		t.Errorf("preset %+v", preset)
+	}
+	c.do(admin, "PUT", "/api/v1/templates/tf/presets/small", map[string]any{"instances": 101, "parameters": map[string]string{"nope": "x"}}, 400, false)
+	c.do(admin, "PUT", "/api/v1/templates/tf/presets/Bad_Name", map[string]any{"instances": 1}, 400, true)
+	c.do(dev, "PUT", "/api/v1/templates/tf/presets/small", map[string]any{"instances": 1}, 403, true)
+	c.do(admin, "PUT", "/api/v1/templates/nope/presets/small", map[string]any{"instances": 1}, 404, true)
+	var presets []sdk.Preset
+	c.decode(c.do(dev, "GET", "/api/v1/templates/tf/presets", nil, 200, true), &presets)
+	if len(presets) != 1 || presets[0].Name != "small" {
+		t.Errorf("presets %+v", presets)
+	}
+	c.do(dev, "GET", "/api/v1/workspaces?prebuilds=true", nil, 403, true)
+	c.do(admin, "GET", "/api/v1/workspaces?prebuilds=true", nil, 200, true)
+	c.do(dev, "DELETE", "/api/v1/templates/tf/presets/small", nil, 403, true)
+	c.do(admin, "DELETE", "/api/v1/templates/tf/presets/small", nil, 204, true)
+	c.do(admin, "DELETE", "/api/v1/templates/tf/presets/small", nil, 404, true)
+
 	// Provisioners.
 	var prov sdk.Provisioner
 	c.decode(c.do(admin, "POST", "/api/v1/provisioners", map[string]any{"name": "p1"}, 201, true), &prov)

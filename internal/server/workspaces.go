@@ -53,6 +53,9 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 	if logLevel != "" {
 		v.Add("log_level", "applies to Terraform workspaces only: an agent runs this one, with no Terraform")
 	}
+	if req.Preset != "" {
+		v.Add("preset", "applies to a terraform template (presets are pools of prebuilt terraform workspaces)")
+	}
 	if err := v.Err(); err != nil {
 		return err
 	}
@@ -90,6 +93,10 @@ func (s *Server) workspaceRef(r *http.Request, u store.User) (store.WorkspaceRef
 	if !u.Admin {
 		return store.WorkspaceRef{}, errNotFound("workspace %q not found", raw)
 	}
+	if ref.Owner == store.PrebuildsUsername {
+		// The prebuilt workspaces' system user, found by no username lookup: an admin names them so.
+		return store.WorkspaceRef{OwnerID: store.PrebuildsUserID, Name: ref.Name}, nil
+	}
 	owner, err := s.store.UserByUsername(r.Context(), ref.Owner)
 	if isNotFound(err) {
 		return store.WorkspaceRef{}, errNotFound("workspace %q not found", raw)
@@ -124,6 +131,16 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u store.
 			return errBadRequest("invalid request", sdk.Validation{Field: "all", Detail: fmt.Sprintf("must be true or false, got %q", v)})
 		}
 		f.Terminated = all
+	}
+	if v := r.URL.Query().Get("prebuilds"); v != "" {
+		pb, err := strconv.ParseBool(v)
+		if err != nil {
+			return errBadRequest("invalid request", sdk.Validation{Field: "prebuilds", Detail: fmt.Sprintf("must be true or false, got %q", v)})
+		}
+		if pb && !u.Admin {
+			return errForbidden("only an admin may list the prebuilt workspaces")
+		}
+		f.Prebuilds = pb
 	}
 	rows, err := s.store.ListWorkspaces(r.Context(), f)
 	if err != nil {

@@ -282,6 +282,7 @@ func buildSelect(withState bool) string {
 	}
 	return `SELECT b.id, b.workspace_id, b.build_number, b.transition, b.reason, b.initiator_id, COALESCE(u.username, ''),
 	b.template_version_id, ` + state + `, b.state IS NOT NULL, b.state_source, b.state_captured_on_cancel, b.state_pruned, b.orphan, b.created_at, b.log_level,
+	b.is_prebuild, b.is_prebuild_claim,
 	j.id, j.build_id, j.worker_id, j.created_at, j.started_at, j.heartbeat_at, j.canceled_at, j.completed_at, j.error
 	FROM workspace_builds b JOIN provisioner_jobs j ON j.build_id = b.id LEFT JOIN users u ON u.id = b.initiator_id`
 }
@@ -291,7 +292,8 @@ func scanBuild(row scanner) (build.Build, error) {
 	var transition, reason, source string
 	var created int64
 	dest := append([]any{&b.ID, &b.WorkspaceID, &b.Number, &transition, &reason, &b.InitiatorID, &b.InitiatorName,
-		&b.TemplateVersionID, &b.State, &b.HasState, &source, &b.StateCapturedOnCancel, &b.StatePruned, &b.Orphan, &created, &b.LogLevel}, jobDest(&b.Job)...)
+		&b.TemplateVersionID, &b.State, &b.HasState, &source, &b.StateCapturedOnCancel, &b.StatePruned, &b.Orphan, &created, &b.LogLevel,
+		&b.IsPrebuild, &b.IsPrebuildClaim}, jobDest(&b.Job)...)
 	if err := row.Scan(dest...); err != nil {
 		return b, err
 	}
@@ -357,10 +359,10 @@ func (s *Store) insertBuild(ctx context.Context, tx *sql.Tx, workspaceID string,
 		return fmt.Errorf("create build: it belongs to workspace %s, not %s", b.WorkspaceID, workspaceID)
 	}
 	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspace_builds (id, workspace_id, build_number, transition, reason, initiator_id,
-		template_version_id, state, state_source, state_captured_on_cancel, orphan, created_at, log_level)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		template_version_id, state, state_source, state_captured_on_cancel, orphan, created_at, log_level, is_prebuild, is_prebuild_claim)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		b.ID, workspaceID, b.Number, string(b.Transition), string(b.Reason), b.InitiatorID, b.TemplateVersionID,
-		nullBytes(b.State), string(b.StateSource), b.StateCapturedOnCancel, b.Orphan, micros(b.CreatedAt), b.LogLevel)
+		nullBytes(b.State), string(b.StateSource), b.StateCapturedOnCancel, b.Orphan, micros(b.CreatedAt), b.LogLevel, b.IsPrebuild, b.IsPrebuildClaim)
 	if err = s.wrapUnique(err, fmt.Sprintf("build #%d", b.Number)); err != nil {
 		return fmt.Errorf("create build: %w", err)
 	}

@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BuildLogLevel", testBuildLogLevel},
 	}
 	tests = append(tests, buildTests...)
+	tests = append(tests, presetTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}
