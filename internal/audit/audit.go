@@ -46,6 +46,10 @@ const (
 	TemplateLifecycle   Action = "template.lifecycle"
 	TemplatePromote     Action = "template.promote" // details: version
 	WorkspaceUpdate     Action = "workspace.update" // hangar update: to the active version, with new parameter values
+	PresetPut           Action = "preset.put"
+	PresetDelete        Action = "preset.delete"
+	PrebuildCreate      Action = "prebuild.create" // the prebuild reconciler built a prebuilt workspace
+	PrebuildDelete      Action = "prebuild.delete" // details: why (outdated, failed, extra, preset deleted), orphan
 	SignIn              Action = "signin"           // the server's sign-in page (a token)
 	SignInWorkspace     Action = "signin.workspace" // a proxy exchanged a one-time code for a workspace session
 	SSHKeyAdd           Action = "ssh_key.add"
@@ -60,6 +64,7 @@ const (
 	KindTemplate    = "template"
 	KindProvisioner = "provisioner"
 	KindSSHKey      = "ssh_key"
+	KindPreset      = "preset" // named TEMPLATE/PRESET
 )
 
 // Outcome is how the action ended.
@@ -310,7 +315,7 @@ var Actions = []Action{WorkspaceCreate, WorkspaceTransition, WorkspaceDormant, W
 	AgentCreate, UserCreate, UserToken, ProvisionerCreate, TemplatePush, TemplateLifecycle, SignIn, SignInWorkspace, SSHKeyAdd, SSHKeyRemove}
 
 // Kinds lists every target kind.
-var Kinds = []string{KindWorkspace, KindUser, KindAgent, KindTemplate, KindProvisioner, KindSSHKey}
+var Kinds = []string{KindWorkspace, KindUser, KindAgent, KindTemplate, KindProvisioner, KindSSHKey, KindPreset}
 
 // Workspace is the target of an action on a workspace.
 func Workspace(id, owner, name string) Target {

@@ -19,9 +19,10 @@ func (a *app) auditCmd() *cobra.Command {
 		Use:   "audit [--actor USER] [--action ACTION] [--target NAME] [--since DURATION|TIME] [--limit N]",
 		Short: "Show the audit log (admin only)",
 		Long: `Show the audit log, newest first: who did what to which workspace, user, agent, template,
-provisioner or SSH key, when, and whether it succeeded (a refused action shows its refusal). The
-lifecycle automation acts as hangar-automation. Builds show their transition and template version;
-a Terraform state is never in the log. Entries older than the server's --audit-retention are gone.
+provisioner, SSH key or preset, when, and whether it succeeded (a refused action shows its
+refusal). The lifecycle automation acts as hangar-automation, the prebuild reconciler as
+hangar-prebuilds. Builds show their transition and template version; a Terraform state is never in
+the log. Entries older than the server's --audit-retention are gone.
 
 --target matches a target's name; a workspace is OWNER/NAME, and a name alone matches every owner's
 workspace of that name. --since and --until take an RFC 3339 time or a duration back from now.
@@ -55,7 +56,7 @@ When more entries match than --limit, the last line says how to read the next pa
 	f.StringVar(&q.Actor, "actor", "", "only the actions of `USER` (hangar-automation: the lifecycle automation)")
 	f.StringVar(&q.Action, "action", "", "only `ACTION` (workspace.create, workspace.transition, build.create, build.cancel, state.push, signin, ...)")
 	f.StringVar(&q.Target, "target", "", "only actions on `NAME` (a workspace is OWNER/NAME; NAME alone matches every owner's)")
-	f.StringVar(&q.TargetKind, "target-kind", "", "only actions on a `KIND`: workspace, user, agent, template, provisioner or ssh_key")
+	f.StringVar(&q.TargetKind, "target-kind", "", "only actions on a `KIND`: workspace, user, agent, template, provisioner, ssh_key or preset")
 	f.StringVar(&q.Outcome, "outcome", "", "only `OUTCOME`: success or failure")
 	f.StringVar(&q.Since, "since", "", "only entries since `WHEN`: a duration back from now (24h) or an RFC 3339 time")
 	f.StringVar(&q.Until, "until", "", "only entries before `WHEN`: a duration back from now or an RFC 3339 time")

@@ -231,6 +231,22 @@ func TestPrebuildTable(t *testing.T) {
 				}
 				homes[out["home_id"]] = p.Name
 			}
+			// The audit log names the admin's preset and the reconciler's creates, each with the
+			// workspace it made.
+			if page, err := w.Admin.ListAudit(ctx, sdk.AuditQuery{Action: "preset.put", Target: "tf/small"}); err != nil ||
+				len(page.Entries) != 1 || page.Entries[0].Actor != "admin" || page.Entries[0].Outcome != "success" {
+				t.Fatalf("preset.put entries %+v (%v)", page.Entries, err)
+			}
+			page, err := w.Admin.ListAudit(ctx, sdk.AuditQuery{Action: "prebuild.create"})
+			if err != nil || len(page.Entries) != 2 {
+				t.Fatalf("prebuild.create entries %+v (%v), want 2", page.Entries, err)
+			}
+			for _, e := range page.Entries {
+				if e.Actor != "hangar-prebuilds" || e.Outcome != "success" || !strings.HasPrefix(e.TargetName, "hangar-prebuilds/prebuild-") ||
+					e.Details["preset"] != "tf/small" || e.Details["transition"] != "start" {
+					t.Fatalf("prebuild.create entry %+v", e)
+				}
+			}
 			// Users do not see them.
 			if ws, err := w.Dev.ListWorkspaces(ctx); err != nil || len(ws) != 0 {
 				t.Fatalf("dev lists %+v (%v), want nothing", ws, err)

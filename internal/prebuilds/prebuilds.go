@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
@@ -48,6 +49,19 @@ type Reconciler struct {
 	Lease time.Duration
 	// Created, when set, is called for each prebuilt workspace created (metrics).
 	Created func(p store.Preset)
+	// Audit records each create and delete, or its failure, as the hangar-prebuilds user's
+	// (nil: none).
+	Audit *audit.Recorder
+}
+
+// begin starts the audit entry of an action on a prebuilt workspace of p.
+func (r *Reconciler) begin(ctx context.Context, action audit.Action, p store.Preset, target audit.Target) (context.Context, *audit.Pending) {
+	if r.Audit == nil {
+		return ctx, nil
+	}
+	ctx, e := r.Audit.Begin(ctx, audit.Actor{ID: store.PrebuildsUserID, Name: store.PrebuildsUsername}, action, target)
+	e.Set("preset", p.TemplateName+"/"+p.Name)
+	return ctx, e
 }
 
 // Result counts what a tick did.
@@ -199,7 +213,9 @@ func (r *Reconciler) reconcile(ctx context.Context, now time.Time, p store.Prese
 			continue
 		}
 		*budget--
-		w, err := r.Builder.CreatePrebuild(ctx, p, snap.VersionID)
+		actx, e := r.begin(ctx, audit.PrebuildCreate, p, audit.Target{Kind: audit.KindWorkspace})
+		w, err := r.Builder.CreatePrebuild(actx, p, snap.VersionID)
+		r.Audit.End(actx, e, err)
 		if err != nil {
 			res.Failed++
 			r.Log.Warn("prebuilt workspace not created", "preset", p.Name, "template", p.TemplateName, "err", err)
@@ -215,7 +231,14 @@ func (r *Reconciler) reconcile(ctx context.Context, now time.Time, p store.Prese
 }
 
 func (r *Reconciler) delete(ctx context.Context, p store.Preset, id, why string, orphan bool, res *Result) {
-	done, err := r.Builder.DeletePrebuild(ctx, id, why, orphan)
+	actx, e := r.begin(ctx, audit.PrebuildDelete, p, audit.Target{Kind: audit.KindWorkspace, ID: id})
+	e.Set("why", why)
+	e.Set("orphan", orphan)
+	done, err := r.Builder.DeletePrebuild(actx, id, why, orphan)
+	if !done && err == nil {
+		e.Discard() // claimed meanwhile, or no longer pending: nothing was done
+	}
+	r.Audit.End(actx, e, err)
 	switch {
 	case err != nil:
 		res.Failed++

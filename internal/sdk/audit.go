@@ -17,7 +17,7 @@ type AuditEntry struct {
 	Actor   string `json:"actor"`
 	ActorID string `json:"actor_id,omitempty"`
 	Action  string `json:"action"`
-	// TargetKind is workspace, user, agent, template, provisioner or ssh_key; TargetName what a
+	// TargetKind is workspace, user, agent, template, provisioner, ssh_key or preset; TargetName what a
 	// person calls it (a workspace's "owner/name").
 	TargetKind string `json:"target_kind,omitempty"`
 	TargetID   string `json:"target_id,omitempty"`

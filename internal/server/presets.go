@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/prebuild"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
@@ -119,11 +120,12 @@ func versionText(n int) string {
 }
 
 // putPreset is PUT /api/v1/templates/{name}/presets/{preset} (admins).
-func (s *Server) putPreset(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) putPreset(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	var req sdk.PutPresetRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
 	}
+	defer s.audit(&r, u, audit.PresetPut, presetTarget(r))(&err)
 	t, err := s.terraformTemplate(r)
 	if err != nil {
 		return err
@@ -137,6 +139,8 @@ func (s *Server) putPreset(w http.ResponseWriter, r *http.Request, u store.User)
 		return err
 	}
 	p.CreatedBy = u.Username
+	audit.From(r.Context()).Set("instances", p.Pool.Instances)
+	audit.From(r.Context()).Set("version", p.VersionNumber)
 	p, err = s.store.PutPreset(r.Context(), p)
 	if err != nil {
 		return err
@@ -175,7 +179,8 @@ func (s *Server) listPresets(w http.ResponseWriter, r *http.Request, _ store.Use
 
 // deletePreset is DELETE /api/v1/templates/{name}/presets/{preset} (admins). Its unclaimed
 // prebuilt workspaces are deleted by the reconciler, then the preset's row.
-func (s *Server) deletePreset(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) deletePreset(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+	defer s.audit(&r, u, audit.PresetDelete, presetTarget(r))(&err)
 	t, err := s.terraformTemplate(r)
 	if err != nil {
 		return err
@@ -190,6 +195,11 @@ func (s *Server) deletePreset(w http.ResponseWriter, r *http.Request, u store.Us
 	s.log.Info("preset deleted", "template", t.Name, "preset", name, "by", u.Username)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// presetTarget is the preset the path names, as TEMPLATE/PRESET.
+func presetTarget(r *http.Request) audit.Target {
+	return audit.Target{Kind: audit.KindPreset, Name: r.PathValue("name") + "/" + r.PathValue("preset")}
 }
 
 // toPreset converts a preset with its pool as it is now.

@@ -142,7 +142,7 @@ func New(opts Options) *Server {
 	s.lifecycle = &autobuild.Executor{Store: opts.Store, Backends: s.backends, Clock: opts.Clock, Log: opts.Logger.With("component", "lifecycle"),
 		Observe: s.metrics.observeLifecycle, Audit: s.auditor}
 	s.prebuilds = &prebuilds.Reconciler{Store: opts.Store, Builder: opts.Builder, Clock: opts.Clock, Log: opts.Logger.With("component", "prebuilds"),
-		Replica: opts.ReplicaID, Created: s.metrics.observePrebuildCreated}
+		Replica: opts.ReplicaID, Created: s.metrics.observePrebuildCreated, Audit: s.auditor}
 	s.relayURL, s.relayTransport = opts.RelayURL, newRelayTransport()
 	s.apps = s.newApps(opts.Apps)
 	s.mux = http.NewServeMux()
