@@ -48,8 +48,8 @@ const (
 	WorkspaceUpdate     Action = "workspace.update" // hangar update: to the active version, with new parameter values
 	PresetPut           Action = "preset.put"
 	PresetDelete        Action = "preset.delete"
-	PrebuildCreate      Action = "prebuild.create" // the prebuild reconciler built a prebuilt workspace
-	PrebuildDelete      Action = "prebuild.delete" // details: why (outdated, failed, extra, preset deleted), orphan
+	PrebuildCreate      Action = "prebuild.create"  // the prebuild reconciler built a prebuilt workspace
+	PrebuildDelete      Action = "prebuild.delete"  // details: why (outdated, failed, extra, preset deleted), orphan
 	SignIn              Action = "signin"           // the server's sign-in page (a token)
 	SignInWorkspace     Action = "signin.workspace" // a proxy exchanged a one-time code for a workspace session
 	SSHKeyAdd           Action = "ssh_key.add"
