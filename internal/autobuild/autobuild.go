@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/lifecycle"
@@ -35,10 +36,16 @@ type Executor struct {
 	MaxPerTick int
 	// Observe, when set, is called with each change made (metrics).
 	Observe func(lifecycle.Action)
+	// Audit records each change made, or that failed, as the automation's (nil: none). A change
+	// found not due any more on the locked row is no action and is not recorded.
+	Audit *audit.Recorder
 }
 
 // Automation is the user the executor acts as.
 var Automation = store.User{ID: store.AutomationUserID, Username: store.AutomationUsername, Admin: true}
+
+// automationActor is Automation in the audit log.
+var automationActor = audit.Actor{ID: store.AutomationUserID, Name: store.AutomationUsername}
 
 // Result counts what a tick did.
 type Result struct {
@@ -159,14 +166,21 @@ func (e *Executor) Tick(ctx context.Context) (Result, error) {
 
 // apply makes d's change, deciding again on the locked row; it returns the action made (none when
 // the row no longer calls for it).
-func (e *Executor) apply(ctx context.Context, now time.Time, p workspace.Lifecycle, d due) (lifecycle.Action, error) {
-	var made lifecycle.Action
+func (e *Executor) apply(ctx context.Context, now time.Time, p workspace.Lifecycle, d due) (made lifecycle.Action, err error) {
 	ref := store.WorkspaceRef{ID: d.w.ID}
+	action := audit.WorkspaceTransition
+	if d.a.To == "" {
+		action = audit.WorkspaceDormant
+	}
+	ctx, entry := e.Audit.Begin(ctx, automationActor, action, audit.Workspace(d.w.ID, d.w.OwnerName, d.w.Name))
+	entry.Set("reason", d.a.Text())
+	defer func() { e.Audit.End(ctx, entry, err) }()
 	if d.a.To == "" {
 		// Marking dormant alone changes no desired state: one row update, decided again under its lock.
 		_, err := e.Store.UpdateWorkspace(ctx, ref, func(w store.Workspace) (store.Workspace, error) {
 			a := lifecycle.Decide(now, Snapshot(w, p, false))
 			if a.To != "" || !a.MarkDormant || w.DormantAt != nil {
+				entry.Discard()
 				return w, nil
 			}
 			made = a
@@ -182,6 +196,7 @@ func (e *Executor) apply(ctx context.Context, now time.Time, p workspace.Lifecyc
 	_, err = svc.SetDesired(ctx, Automation, ref, func(w store.Workspace, busy bool) (backend.Change, error) {
 		a := lifecycle.Decide(now, Snapshot(w, p, busy))
 		if a.To != d.a.To {
+			entry.Discard()
 			return backend.Change{}, nil
 		}
 		made = a

@@ -3,22 +3,14 @@ package autobuild_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
-	"github.com/hangar-dev/hangar/internal/provisioner"
-	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
-	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
-	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // module is a template whose start fails while the file failMarker names exists: a failure the test
@@ -45,81 +37,24 @@ resource "terraform_data" "home" {
 `
 
 // tfWorld is a server on the fake clock whose builds run real terraform in an in-process
-// provisioner, with the template "tf" pushed and the user "dev".
+// provisioner (servertest.TF), with the template "tf" pushed and the user "dev".
 type tfWorld struct {
-	*servertest.Env
+	*servertest.TF
 	t      *testing.T
 	ctx    context.Context
 	admin  *sdk.Client
 	dev    *sdk.Client
-	ended  chan build.Build
 	marker string // while this file exists, starts fail
 }
 
 func newTFWorld(t *testing.T, engine string) *tfWorld {
-	tfPath, err := exec.LookPath("terraform")
-	if err != nil {
-		t.Fatalf("this test runs the real terraform, which is not on PATH: %v", err)
-	}
-	w := &tfWorld{t: t, ended: make(chan build.Build, 64), marker: filepath.Join(t.TempDir(), "fail")}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w.ctx = ctx
-	var bld *builder.Service
-	w.Env = servertest.NewWith(t, engine, func(o *server.Options) {
-		bld = builder.New(builder.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger})
-		bld.Observe(func(b build.Build) { w.ended <- b })
-		o.Builder = bld
-	})
-	d := &provisioner.Daemon{Coord: bld, Runner: &terraform.Runner{TerraformPath: tfPath, WorkRoot: t.TempDir(), GracePeriod: time.Minute},
-		WorkerID: "test", Logger: slog.New(slog.NewTextHandler(discard{}, nil))}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	if w.admin, err = sdk.New(w.URL, w.AdminToken); err != nil {
-		t.Fatal(err)
-	}
-	u, err := w.admin.CreateUser(ctx, sdk.CreateUserRequest{Username: "dev"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.dev, err = sdk.New(w.URL, u.Token); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), fmt.Appendf(nil, module, w.marker), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	archive, err := tfmodule.Pack(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.admin.PushTemplateVersion(ctx, "tf", sdk.CreateTemplateVersionRequest{Kind: "terraform", Archive: archive}); err != nil {
-		t.Fatal(err)
-	}
+	tf := servertest.NewTF(t, engine, 1)
+	w := &tfWorld{TF: tf, t: t, ctx: tf.Ctx, admin: tf.Admin, dev: tf.Dev, marker: filepath.Join(t.TempDir(), "fail")}
+	tf.PushModule("tf", map[string]string{"main.tf": fmt.Sprintf(module, w.marker)})
 	return w
 }
 
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
-// waitBuilds waits for n builds to end (terraform runs for real: this waits on its completion, it
-// does not sleep), and returns them.
-func (w *tfWorld) waitBuilds(n int) []build.Build {
-	w.t.Helper()
-	var out []build.Build
-	for len(out) < n {
-		select {
-		case b := <-w.ended:
-			out = append(out, b)
-		case <-time.After(3 * time.Minute):
-			w.t.Fatalf("waited 3 minutes for %d builds to end; %d did", n, len(out))
-		}
-	}
-	return out
-}
+func (w *tfWorld) waitBuilds(n int) { w.WaitBuilds(n) }
 
 func (w *tfWorld) tick() int {
 	w.t.Helper()

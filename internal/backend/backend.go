@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -24,6 +25,9 @@ type Change struct {
 	BuildReason build.Reason
 	// Dormant marks the workspace dormant with the change (dormancy).
 	Dormant bool
+	// LogLevel is the Terraform log level of the builds the change makes ("" or build.LogDebug);
+	// a workspace an agent runs refuses any.
+	LogLevel string
 }
 
 // Decide returns the change to make, given the workspace's row as it is locked inside the change's
@@ -35,6 +39,18 @@ type Decide func(w store.Workspace, busy bool) (Change, error)
 // To is the Decide of a user's request: the state to, whatever the row.
 func To(to workspace.State) Decide {
 	return func(store.Workspace, bool) (Change, error) { return Change{To: to}, nil }
+}
+
+// AuditChange adds a desired-state change to the pending audit entry: from, to and the reason.
+func AuditChange(entry *audit.Pending, cur store.Workspace, c Change) {
+	entry.Set("from", string(cur.DesiredState))
+	entry.Set("to", string(c.To))
+	if c.Reason != "" {
+		entry.Set("reason", c.Reason)
+	}
+	if c.Dormant {
+		entry.Set("dormant", true)
+	}
 }
 
 // Service is one backend's use cases.

@@ -52,6 +52,9 @@ const (
 	ReasonAutodelete Reason = "autodelete"  // it stayed dormant for the auto-delete period
 	ReasonMaxActive  Reason = "max_active"  // it ran for its policy's max active lifetime
 	ReasonMaxStopped Reason = "max_stopped" // it stayed stopped for its policy's max stopped lifetime
+	// ReasonPrebuild: the prebuild reconciler keeps a preset's pool (package prebuilds): the create
+	// of a prebuilt workspace, or the delete of one no longer wanted.
+	ReasonPrebuild Reason = "prebuild"
 )
 
 // JobStatus is a provisioner job's status, derived from its timestamps and error as the reference
@@ -136,8 +139,31 @@ type Build struct {
 	// latest builds of a workspace keep theirs; store.KeptBuildStates).
 	StatePruned bool
 	Orphan      bool
-	CreatedAt   time.Time
-	Job         Job
+	// LogLevel is the Terraform log level the build runs with: "" (info) or LogDebug (TF_LOG=DEBUG
+	// for this build only; seed, "Debug Logging").
+	LogLevel string
+	// IsPrebuild marks the create of a prebuilt workspace, IsPrebuildClaim the start that hands
+	// one to its user (seed, "Prebuild State Isolation"): the module sees them as the variables
+	// is_prebuild and is_prebuild_claim, and the hangar_workspace data source as attributes.
+	IsPrebuild      bool
+	IsPrebuildClaim bool
+	CreatedAt       time.Time
+	Job             Job
+}
+
+// LogDebug is the log level of a build whose Terraform runs with TF_LOG=DEBUG.
+const LogDebug = "debug"
+
+// ParseLogLevel reads a requested log level: "" and "info" are the normal level (""), "debug" is
+// LogDebug.
+func ParseLogLevel(s string) (string, error) {
+	switch s {
+	case "", "info":
+		return "", nil
+	case LogDebug:
+		return LogDebug, nil
+	}
+	return "", fmt.Errorf("must be \"info\" or \"debug\", got %q", s)
 }
 
 // InitialState resolves the state a new build starts from, in the seed's order: orphan → none,

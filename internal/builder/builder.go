@@ -7,6 +7,7 @@
 package builder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/clock"
@@ -138,20 +140,38 @@ var (
 func visible(u store.User, w store.Workspace) bool { return backend.Visible(u, w) }
 
 // CreateWorkspace creates a workspace from a terraform template, with its first build (a start
-// from no state: seed, "API Operations", POST /workspaces), without parameter values.
+// from no state: seed, "API Operations", POST /workspaces) on the template's active version,
+// without parameter values, at the default log level.
 func (s *Service) CreateWorkspace(ctx context.Context, u store.User, name string, t store.Template) (store.Workspace, build.Build, error) {
-	return s.Create(ctx, u, name, t, nil)
+	return s.Create(ctx, u, name, t, Spec{})
 }
 
-// Create creates a workspace from a terraform template with the parameter values given, checked
-// against the template's active version before anything is written (a *workspace.ValidationError
-// naming each parameter refused), and its first build.
-func (s *Service) Create(ctx context.Context, u store.User, name string, t store.Template, params map[string]string) (store.Workspace, build.Build, error) {
-	v, err := s.st.TemplateVersionInfo(ctx, t.ActiveVersionID)
+// Spec is what a workspace is made from besides its template.
+type Spec struct {
+	// VersionID is the template version of the first build ("": the template's active one).
+	VersionID string
+	// Parameters are the values given for the version's parameters, checked against it before
+	// anything is written (parameter.Resolve).
+	Parameters map[string]string
+	// PresetID names the preset it comes from; IsPrebuild makes it a prebuilt workspace's create.
+	PresetID   string
+	IsPrebuild bool
+	// Reason of the first build (build.ReasonInitiator when empty).
+	Reason build.Reason
+	// LogLevel of the first build: "" or build.LogDebug (TF_LOG=DEBUG).
+	LogLevel string
+}
+
+// Create creates a workspace from a terraform template as spec says, with its first build (a start
+// from no state). A parameter value the version refuses is a *workspace.ValidationError naming
+// each, and nothing is written.
+func (s *Service) Create(ctx context.Context, u store.User, name string, t store.Template, spec Spec) (store.Workspace, build.Build, error) {
+	versionID := cmp.Or(spec.VersionID, t.ActiveVersionID)
+	v, err := s.st.TemplateVersionInfo(ctx, versionID)
 	if err != nil {
-		return store.Workspace{}, build.Build{}, fmt.Errorf("template %q: its active version: %w", t.Name, err)
+		return store.Workspace{}, build.Build{}, fmt.Errorf("template %q: its version: %w", t.Name, err)
 	}
-	values, err := parameter.Resolve(v.Parameters, nil, params, true)
+	values, err := parameter.Resolve(v.Parameters, nil, spec.Parameters, true)
 	if err != nil {
 		return store.Workspace{}, build.Build{}, err
 	}
@@ -161,22 +181,27 @@ func (s *Service) Create(ctx context.Context, u store.User, name string, t store
 		ID: id, Name: name, KubeName: workspace.KubeName(name, id), OwnerID: u.ID, OwnerName: u.Username,
 		DesiredState: workspace.Running, ActualState: workspace.Starting, DesiredStateUpdatedAt: now, ActualStateUpdatedAt: &now,
 		CreatedAt: now, Backend: store.KindTerraform, TemplateID: t.ID, TemplateName: t.Name,
-		TemplateVersionID: t.ActiveVersionID, TemplateVersion: t.ActiveVersion, TemplateActiveVersionID: t.ActiveVersionID,
-		Parameters: values,
+		TemplateVersionID: versionID, TemplateVersion: v.Number, TemplateActiveVersionID: t.ActiveVersionID,
+		PresetID: spec.PresetID, Parameters: values,
 	}
 	state, source := build.InitialState(false, nil, nil)
 	b := build.Build{
-		ID: uuid.NewString(), WorkspaceID: w.ID, Number: 1, Transition: build.Start, Reason: build.ReasonInitiator,
-		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: t.ActiveVersionID,
-		State: state, StateSource: source, CreatedAt: now,
+		ID: uuid.NewString(), WorkspaceID: w.ID, Number: 1, Transition: build.Start, Reason: cmp.Or(spec.Reason, build.ReasonInitiator),
+		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: versionID,
+		State: state, StateSource: source, LogLevel: spec.LogLevel, IsPrebuild: spec.IsPrebuild, CreatedAt: now,
 		Job: build.Job{ID: uuid.NewString(), CreatedAt: now},
 	}
 	b.Job.BuildID = b.ID
+	entry := audit.From(ctx)
+	entry.SetTarget(audit.Workspace(w.ID, u.Username, name))
+	entry.Set("backend", store.KindTerraform)
+	entry.Set("template", t.Name)
+	auditBuild(entry, b)
 	if err := s.st.CreateBuildWorkspace(ctx, w, b); err != nil {
 		return w, b, err
 	}
-	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "version", t.ActiveVersion,
-		"build", 1, "parameters", names(values))
+	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "version", v.Number,
+		"build", 1, "parameters", names(values), "preset", spec.PresetID, "is_prebuild", spec.IsPrebuild)
 	return w, b, nil
 }
 
@@ -191,6 +216,8 @@ type Request struct {
 	// restart's stop).
 	Desired workspace.State
 	Reason  build.Reason
+	// LogLevel is the build's Terraform log level ("" or build.LogDebug).
+	LogLevel string
 }
 
 // NewBuild starts a build of the workspace ref names. It refuses while a build is active, after a
@@ -209,6 +236,8 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 		if !visible(u, w) {
 			return w, nil, ErrHidden
 		}
+		entry := audit.From(ctx)
+		entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
 		if w.Backend != store.KindTerraform {
 			return w, nil, fmt.Errorf("workspace %q: %w (an agent runs it: change its desired state instead)", name, ErrNotTerraform)
 		}
@@ -230,6 +259,7 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 			tmplActive = t
 		}
 		b := s.newBuild(u, w, rec.Build, req, tmplActive)
+		auditBuild(entry, b)
 		nw := s.afterBuild(w, b, req)
 		nw.DesiredStateReason = "" // a user's request
 		if req.Transition == build.Start {
@@ -248,6 +278,23 @@ func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.Workspac
 		s.ended(*b)
 	}
 	return w, *b, nil
+}
+
+// auditBuild adds a build to the pending audit entry: the seed's transition and
+// template_version_id ("Audit Log Fields"), its number, reason and where its state comes from —
+// never the state itself.
+func auditBuild(entry *audit.Pending, b build.Build) {
+	entry.Set("build_number", b.Number)
+	entry.Set("transition", string(b.Transition))
+	entry.Set("template_version_id", b.TemplateVersionID)
+	entry.Set("build_reason", string(b.Reason))
+	entry.Set("state_source", string(b.StateSource))
+	if b.Orphan {
+		entry.Set("orphan", true)
+	}
+	if b.LogLevel != "" {
+		entry.Set("log_level", b.LogLevel)
+	}
 }
 
 // startVersion is the version a start of the workspace takes, its template's active one (read by
@@ -369,7 +416,7 @@ func (s *Service) newBuild(u store.User, w store.Workspace, last *build.Build, r
 	b := build.Build{
 		ID: uuid.NewString(), WorkspaceID: w.ID, Number: number, Transition: req.Transition, Reason: req.Reason,
 		InitiatorID: u.ID, InitiatorName: u.Username, TemplateVersionID: version,
-		State: state, StateSource: source, Orphan: req.Orphan, CreatedAt: now,
+		State: state, StateSource: source, Orphan: req.Orphan, LogLevel: req.LogLevel, CreatedAt: now,
 		Job: build.Job{ID: uuid.NewString(), CreatedAt: now},
 	}
 	b.Job.BuildID = b.ID
@@ -422,6 +469,8 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 		if !visible(by, w) {
 			return w, nil, ErrHidden
 		}
+		entry := audit.From(ctx)
+		entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
 		if w.Backend != store.KindTerraform {
 			return w, nil, fmt.Errorf("workspace %q: %w (an agent runs it)", w.Name, ErrNotTerraform)
 		}
@@ -430,7 +479,8 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 		if c, err = decide(w, busy); err != nil || c.To == "" {
 			return w, nil, err
 		}
-		req := Request{Reason: c.BuildReason}
+		backend.AuditChange(entry, w, c)
+		req := Request{Reason: c.BuildReason, LogLevel: c.LogLevel}
 		switch c.To {
 		case workspace.Running:
 			req.Transition = build.Start
@@ -465,6 +515,7 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 			tmplActive = t
 		}
 		b := s.newBuild(by, w, rec.Build, req, tmplActive)
+		auditBuild(entry, b)
 		nw := s.afterBuild(w, b, req)
 		nw.DesiredStateReason = c.Reason
 		switch {
@@ -497,6 +548,10 @@ func (s *Service) Cancel(ctx context.Context, u store.User, ref store.WorkspaceR
 	if err != nil {
 		return b, err
 	}
+	entry := audit.From(ctx)
+	entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
+	entry.Set("build_number", b.Number)
+	entry.Set("transition", string(b.Transition))
 	rec, err := s.st.UpdateBuild(ctx, b.Job.ID, func(rec store.BuildRecord) (store.BuildRecord, error) {
 		nb, err := build.Cancel(*rec.Build, u.Username, s.now())
 		if err != nil {
@@ -533,6 +588,10 @@ func (s *Service) PushState(ctx context.Context, u store.User, ref store.Workspa
 	if err != nil {
 		return err
 	}
+	entry := audit.From(ctx)
+	entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
+	entry.Set("with_build", false)
+	entry.Set("force", force)
 	if w.Backend != store.KindTerraform {
 		return fmt.Errorf("workspace %q: %w", w.Name, ErrNotTerraform)
 	}
@@ -540,6 +599,13 @@ func (s *Service) PushState(ctx context.Context, u store.User, ref store.Workspa
 	if err := s.st.PutBuildState(ctx, w.ID, state, func(saved []byte) error {
 		m, err := build.CheckPush(saved, state, force)
 		meta = m
+		// What identifies the state, never the state (seed, "Audit Log Fields": provisioner_state
+		// is not tracked).
+		if m.Lineage != "" {
+			entry.Set("serial", m.Serial)
+			entry.Set("lineage", m.Lineage)
+		}
+		entry.Set("bytes", len(state))
 		return err
 	}); err != nil {
 		return err
@@ -639,7 +705,7 @@ func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.Prov
 	s.log.Info("build started", "workspace", w.Name, "build", b.Number, "transition", b.Transition, "worker", b.Job.WorkerID)
 	job := &protocol.ProvisionerJob{
 		ID: b.Job.ID, WorkspaceID: w.ID, WorkspaceName: w.Name, BuildNumber: b.Number, Transition: string(b.Transition),
-		Archive: v.Archive, State: b.State, Variables: buildVariables(w, b),
+		Archive: v.Archive, State: b.State, Variables: Variables(w, b), LogLevel: b.LogLevel,
 	}
 	if s.opts.AccessURL != nil {
 		if u := s.opts.AccessURL(); u != "" {
@@ -654,38 +720,36 @@ func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.Prov
 }
 
 // Variables are the module variables Hangar offers a build (each passed only if the module
-// declares it): start_count (seed, "Workspace Transitions"), the workspace's id, name and owner,
-// the transition, and the prebuild flags of the seed ("Prebuild State Isolation"; always false
-// until prebuilt pools exist).
+// declares it): the workspace's parameter values, then Hangar's own, which no parameter overrides: start_count (seed, "Workspace Transitions"), the workspace's id, name and owner, the
+// transition, and the prebuild flags of the seed ("Prebuild State Isolation": is_prebuild on a
+// prebuilt workspace's create, is_prebuild_claim on the start that hands it to its user).
 func Variables(w store.Workspace, b build.Build) map[string]string {
-	return map[string]string{
+	out := parameter.Map(w.Parameters)
+	for k, v := range map[string]string{
 		"start_count":          strconv.Itoa(b.Transition.StartCount()),
 		"workspace_id":         w.ID,
 		"workspace_name":       w.Name,
 		"workspace_owner":      w.OwnerName,
 		"workspace_transition": string(b.Transition),
-		"is_prebuild":          "false",
-		"is_prebuild_claim":    "false",
-	}
-}
-
-// VariableNames are the names of Variables: Hangar supplies these, so they are never parameters.
-func VariableNames() map[string]bool {
-	out := map[string]bool{}
-	for n := range Variables(store.Workspace{}, build.Build{}) {
-		out[n] = true
+		"is_prebuild":          strconv.FormatBool(b.IsPrebuild),
+		"is_prebuild_claim":    strconv.FormatBool(b.IsPrebuildClaim),
+	} {
+		out[k] = v
 	}
 	return out
 }
 
-// buildVariables are what a build offers the module: the workspace's parameter values, and
-// Hangar's own Variables.
-func buildVariables(w store.Workspace, b build.Build) map[string]string {
-	vars := parameter.Map(w.Parameters)
-	for k, v := range Variables(w, b) {
-		vars[k] = v
+// ReservedVariables are the variables Hangar sets itself (Variables): no parameter may be named so.
+var ReservedVariables = []string{"start_count", "workspace_id", "workspace_name", "workspace_owner", "workspace_transition",
+	"is_prebuild", "is_prebuild_claim"}
+
+// VariableNames are the names of Variables: Hangar supplies these, so they are never parameters.
+func VariableNames() map[string]bool {
+	out := make(map[string]bool, len(ReservedVariables))
+	for _, n := range ReservedVariables {
+		out[n] = true
 	}
-	return vars
+	return out
 }
 
 // Heartbeat records that workerID runs the job and waits up to wait for it to be canceled; it
@@ -791,7 +855,8 @@ func (s *Service) continueRestart(ctx context.Context, rec store.BuildRecord) {
 
 func (s *Service) queueRestartStart(ctx context.Context, w store.Workspace, stop build.Build) {
 	initiator := store.User{ID: stop.InitiatorID, Username: stop.InitiatorName, Admin: true}
-	if _, _, err := s.NewBuild(ctx, initiator, store.WorkspaceRef{ID: w.ID}, Request{Transition: build.Start, Reason: build.ReasonRestart}); err != nil {
+	// The start runs at the stop's log level: a restart asked with --log-level debug is debugged whole.
+	if _, _, err := s.NewBuild(ctx, initiator, store.WorkspaceRef{ID: w.ID}, Request{Transition: build.Start, Reason: build.ReasonRestart, LogLevel: stop.LogLevel}); err != nil {
 		s.log.Warn("restart: the stop succeeded but the start could not be queued; the reaper tries again", "workspace", w.Name, "owner", w.OwnerName, "err", err)
 	}
 }

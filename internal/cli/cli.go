@@ -73,6 +73,7 @@ func addCommands(root *cobra.Command, a *app) {
 		a.listCmd(),
 		a.showCmd(),
 		a.scheduleCmd(),
+		a.auditCmd(),
 	}
 	for _, t := range transitions {
 		cmds = append(cmds, a.transitionCmd(t))

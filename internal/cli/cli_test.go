@@ -17,7 +17,7 @@ func TestHelp(t *testing.T) {
 	commands := []string{
 		"", "login", "users", "users create", "agents", "agents create", "agents list",
 		"create", "list", "show", "start", "stop", "restart", "delete",
-		"ssh-keys", "ssh-keys add", "ssh-keys list", "ssh-keys remove", "ssh", "port-forward", "config-ssh",
+		"ssh-keys", "ssh-keys add", "ssh-keys list", "ssh-keys remove", "ssh", "port-forward", "config-ssh", "audit",
 	}
 	for _, c := range commands {
 		name := strings.ReplaceAll(c, " ", "-")

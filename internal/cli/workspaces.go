@@ -25,28 +25,37 @@ func (f *waitFlags) add(cmd *cobra.Command, goal string) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up --wait after `DURATION` (e.g. 90s, 5m)")
 }
 
+// logLevelUsage is the help of --log-level.
+const logLevelUsage = "terraform workspaces: `LEVEL` of the builds' Terraform log, info or debug (debug runs Terraform with TF_LOG=DEBUG for these builds only; 'hangar logs' shows its lines)"
+
 func (a *app) createCmd() *cobra.Command {
-	var agent, devfileName, template string
+	var agent, devfileName, template, logLevel, preset string
 	var wf waitFlags
 	var params parameterFlag
 	cmd := &cobra.Command{
-		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE [--parameter NAME=VALUE ...]) [--wait]",
+		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE [--parameter NAME=VALUE ... | --preset PRESET] [--log-level debug]) [--wait]",
 		Short: "Create a workspace",
 		Long: `Create a workspace, desired state Running: on the cluster of an agent, from a devfile
 (schemaVersion 2.2.0; without --devfile the server's default devfile) or a kubernetes template; or
 from a terraform template, which provisioners build (no agent). A terraform template's parameters
 are given with --parameter NAME=VALUE (a string, number or bool as text, a list or map as JSON);
 on a terminal, the required ones not given are asked for (sensitive ones without echo). The values
-are checked before any build.`,
+are checked before any build. With --preset, a ready prebuilt workspace of the template's preset
+is claimed (it is yours at once, with a start that completes what the prebuild left for its user);
+without a ready one, the workspace is built with the preset's version and parameters.`,
 		Example: `  hangar create my-ws --agent eu --devfile devfile.yaml --wait
-  hangar create my-vm --template markers --parameter size=2 --wait`,
+  hangar create my-vm --template markers --parameter size=2 --wait
+  hangar create my-vm --template vm --preset small --wait`,
 		Args: oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)
 			if err != nil {
 				return err
 			}
-			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent, Template: template}
+			req := sdk.CreateWorkspaceRequest{Name: args[0], Agent: agent, Template: template, LogLevel: logLevel, Preset: preset}
+			if preset != "" && template == "" {
+				return usageError{errors.New("--preset names a preset of --template: give --template too")}
+			}
 			if agent == "" && template == "" {
 				return usageError{errors.New("give --agent (a cluster) or --template (a template)")}
 			}
@@ -84,19 +93,23 @@ are checked before any build.`,
 	cmd.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (YAML; \"-\" for standard input)")
 	cmd.Flags().StringVar(&template, "template", "", "create from `TEMPLATE` (see hangar templates list)")
 	params.add(cmd, "value of a terraform template's parameter (repeatable)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "", logLevelUsage)
+	cmd.Flags().StringVar(&preset, "preset", "", "claim a prebuilt workspace of the template's `PRESET`, or build with its settings (see hangar templates presets)")
 	wf.add(cmd, "Running")
 	return cmd
 }
 
 func (a *app) listCmd() *cobra.Command {
-	var all bool
+	var all, prebuilds bool
 	cmd := listCommand(a, "List workspaces (an admin sees every user's)", func(c *sdk.Client, ctx context.Context) ([]sdk.Workspace, error) {
-		return c.ListWorkspacesWith(ctx, sdk.ListWorkspacesOptions{All: all})
+		return c.ListWorkspacesWith(ctx, sdk.ListWorkspacesOptions{All: all, Prebuilds: prebuilds})
 	}, printWorkspaces)
-	cmd.Use = "list [--all]"
+	cmd.Use = "list [--all] [--prebuilds]"
 	cmd.Long = `List workspaces: yours, or, for an admin, every user's (OWNER says whose). Deleted (Terminated)
-workspaces are left out; --all lists them too.`
+workspaces are left out; --all lists them too. An admin's --prebuilds lists the unclaimed prebuilt
+workspaces too (owner hangar-prebuilds; see hangar templates presets).`
 	cmd.Flags().BoolVar(&all, "all", false, "list Terminated (deleted) workspaces too")
+	cmd.Flags().BoolVar(&prebuilds, "prebuilds", false, "list the unclaimed prebuilt workspaces too (admins)")
 	return cmd
 }
 
@@ -130,9 +143,10 @@ again.`},
 func (a *app) transitionCmd(t transition) *cobra.Command {
 	var wf waitFlags
 	var orphan bool
+	var logLevel string
 	g := goals[t.to]
 	cmd := &cobra.Command{
-		Use:   t.use + " NAME [--wait]" + map[bool]string{true: " [--orphan]"}[t.to == workspace.Terminated],
+		Use:   t.use + " NAME [--wait] [--log-level debug]" + map[bool]string{true: " [--orphan]"}[t.to == workspace.Terminated],
 		Short: t.short,
 		Long:  cmp.Or(t.long, t.short+".") + "\n\n" + nameHelp,
 		Args:  oneName("workspace"),
@@ -151,7 +165,7 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 				}
 				return a.finishBuild(cmd, c, format, wf, args[0], b)
 			}
-			ws, err := c.UpdateWorkspace(cmd.Context(), args[0], sdk.UpdateWorkspaceRequest{DesiredState: string(t.to)})
+			ws, err := c.UpdateWorkspace(cmd.Context(), args[0], sdk.UpdateWorkspaceRequest{DesiredState: string(t.to), LogLevel: logLevel})
 			if err != nil {
 				return err
 			}
@@ -162,6 +176,7 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 		},
 	}
 	wf.add(cmd, g.describe)
+	cmd.Flags().StringVar(&logLevel, "log-level", "", logLevelUsage)
 	if t.to == workspace.Terminated {
 		cmd.Flags().BoolVar(&orphan, "orphan", false, "terraform workspaces: delete without running Terraform, leaving every resource in place")
 	}

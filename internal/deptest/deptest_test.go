@@ -36,10 +36,11 @@ var rules = []rule{
 	{pkg: "internal/parameter", why: "the domain imports nothing of Hangar but the domain", allow: domain},
 	{pkg: "internal/prebuild", why: "the domain imports nothing of Hangar but the domain", allow: domain},
 	// The reconcile decision decides over the agent's report (protocol) and, today, over the
-	// store's rows: store.Workspace is still the workspace entity. When the entities move into
-	// the domain (design-next.md, step 1), store leaves this list and reconcile joins domain.
+	// store's rows: store.Workspace is still the workspace entity (and the store brings the audit
+	// entry's types with it). When the entities move into the domain (design-next.md, step 1),
+	// store and audit leave this list and reconcile joins domain.
 	{pkg: "internal/reconcile", why: "the reconcile decision is pure: the domain, the agent's report, the entity it decides on",
-		allow: append([]string{"internal/protocol", "internal/store"}, domain...)},
+		allow: append([]string{"internal/protocol", "internal/store", "internal/audit"}, domain...)},
 
 	// The wire contracts stand alone: any client can take them.
 	{pkg: "internal/protocol", why: "the agent's, proxy's and provisioner's protocol is a contract of its own", allow: []string{}},

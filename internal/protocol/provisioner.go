@@ -54,6 +54,11 @@ type ProvisionerJob struct {
 	// the server's URL the helper connects out to; both reach the provider through its environment.
 	AgentToken string `json:"agent_token,omitempty"`
 	AgentURL   string `json:"agent_url,omitempty"`
+	// LogLevel is "debug" for a build whose terraform runs with TF_LOG=DEBUG, its debug lines
+	// shipped with the log (level "debug"); absent otherwise. The provisioner protocol has no
+	// version: a provisioner that predates the field ignores it and runs the build at the normal
+	// level.
+	LogLevel string `json:"log_level,omitempty"`
 }
 
 // HeartbeatRequest says the worker still runs the job; the server answers at once if the job is

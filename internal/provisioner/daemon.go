@@ -151,7 +151,7 @@ func (d *Daemon) runJob(ctx context.Context, job *protocol.ProvisionerJob) {
 	d.execute(ctx, job.ID, log, func(ctx context.Context, cancel <-chan struct{}, logf func(terraform.Line)) terraform.Result {
 		return d.Runner.Run(ctx, cancel, terraform.Request{
 			JobID: job.ID, Transition: build.Transition(job.Transition), Archive: job.Archive, State: job.State,
-			Variables: job.Variables, Env: tfprovider.JobEnv(job), Log: logf,
+			Variables: job.Variables, Env: tfprovider.JobEnv(job), LogLevel: job.LogLevel, Log: logf,
 		})
 	})
 }

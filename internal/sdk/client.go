@@ -135,6 +135,8 @@ func (c *Client) ListWorkspaces(ctx context.Context) ([]Workspace, error) {
 type ListWorkspacesOptions struct {
 	// All lists Terminated (deleted) workspaces too.
 	All bool
+	// Prebuilds lists the unclaimed prebuilt workspaces too (admins).
+	Prebuilds bool
 }
 
 // ListWorkspacesWith lists the workspaces the caller may see, as opts say.
@@ -143,6 +145,9 @@ func (c *Client) ListWorkspacesWith(ctx context.Context, opts ListWorkspacesOpti
 	q := url.Values{}
 	if opts.All {
 		q.Set("all", "true")
+	}
+	if opts.Prebuilds {
+		q.Set("prebuilds", "true")
 	}
 	err := c.doQuery(ctx, http.MethodGet, []string{"workspaces"}, q, nil, &ws)
 	return ws, err

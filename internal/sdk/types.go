@@ -19,8 +19,10 @@ type Workspace struct {
 	// "hangar-" when it has one of its own: unique to this workspace.
 	KubeName string `json:"kube_name,omitempty"`
 	// Backend is "kubernetes" (an agent runs it) or "terraform" (builds run it).
-	Backend                   string          `json:"backend"`
-	Template                  string          `json:"template,omitempty"`
+	Backend  string `json:"backend"`
+	Template string `json:"template,omitempty"`
+	// Preset is the preset the workspace was made from (claimed or built), if any.
+	Preset                    string          `json:"preset,omitempty"`
 	Namespace                 string          `json:"namespace"`
 	DesiredState              string          `json:"desired_state"`
 	ActualState               string          `json:"actual_state"`
@@ -84,6 +86,13 @@ type CreateWorkspaceRequest struct {
 	// Parameters are the values of the template's parameters (terraform), by name: a string,
 	// number or bool as text, any other type as JSON.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// LogLevel is the first build's Terraform log level (terraform templates): "" or "info", or
+	// "debug" (TF_LOG=DEBUG for that build only).
+	LogLevel string `json:"log_level,omitempty"`
+	// Preset names a preset of the terraform template: a ready prebuilt workspace of it is
+	// claimed when there is one, else the workspace is built with the preset's version and
+	// parameters.
+	Preset string `json:"preset,omitempty"`
 }
 
 // WorkspaceParameter is a workspace's value of one parameter; a sensitive one's value is never
@@ -110,6 +119,9 @@ type UpdateWorkspaceVersionResponse struct {
 // UpdateWorkspaceRequest is the body of PATCH /api/v1/workspaces/{name}.
 type UpdateWorkspaceRequest struct {
 	DesiredState string `json:"desired_state"`
+	// LogLevel is "" or "info", or "debug": the builds of a Terraform workspace's change run with
+	// TF_LOG=DEBUG (refused for a workspace an agent runs).
+	LogLevel string `json:"log_level,omitempty"`
 }
 
 // User is a user. Token is set only in the answer to its creation.
@@ -234,14 +246,20 @@ type Build struct {
 	StateCapturedOnCancel bool   `json:"state_captured_on_cancel"`
 	// StatePruned: the build's state was removed because newer builds followed it (the server
 	// keeps the state of a workspace's latest builds only).
-	StatePruned bool       `json:"state_pruned"`
-	Orphan      bool       `json:"orphan"`
-	Status      string     `json:"status"`
-	Error       string     `json:"error,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	StartedAt   *time.Time `json:"started_at"`
-	CompletedAt *time.Time `json:"completed_at"`
-	CanceledAt  *time.Time `json:"canceled_at"`
+	StatePruned bool `json:"state_pruned"`
+	Orphan      bool `json:"orphan"`
+	// LogLevel is "debug" for a build run with TF_LOG=DEBUG ("" otherwise).
+	LogLevel string `json:"log_level,omitempty"`
+	// IsPrebuild marks the create of a prebuilt workspace, IsPrebuildClaim the start that handed
+	// it to its user (its state is the prebuilt workspace's).
+	IsPrebuild      bool       `json:"is_prebuild,omitempty"`
+	IsPrebuildClaim bool       `json:"is_prebuild_claim,omitempty"`
+	Status          string     `json:"status"`
+	Error           string     `json:"error,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at"`
+	CompletedAt     *time.Time `json:"completed_at"`
+	CanceledAt      *time.Time `json:"canceled_at"`
 }
 
 // CreateBuildRequest is the body of POST /api/v1/workspaces/{name}/builds. State, when present, is
@@ -250,6 +268,9 @@ type CreateBuildRequest struct {
 	Transition string `json:"transition"`
 	Orphan     bool   `json:"orphan,omitempty"`
 	State      []byte `json:"state,omitempty"`
+	// LogLevel is "" or "info", or "debug": Terraform runs with TF_LOG=DEBUG for this build only,
+	// and its debug lines are in the build's log.
+	LogLevel string `json:"log_level,omitempty"`
 }
 
 // BuildLog is one line of a build log. Logs are streamed as one JSON object per line; a followed

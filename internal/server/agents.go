@@ -7,17 +7,20 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/audit"
+
 	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, _ store.User) error {
+func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	var req sdk.CreateAgentRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
 	}
+	defer s.audit(&r, u, audit.AgentCreate, audit.Target{Kind: audit.KindAgent, Name: req.Name})(&err)
 	v := &workspace.ValidationError{}
 	if !workspace.IsDNSLabel(req.Name, 63) {
 		v.Add("name", "must be 1 to 63 lower-case letters, digits or '-', starting and ending with a letter or digit, got %q", req.Name)
@@ -43,6 +46,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, _ store.Use
 	token := NewToken(agentTokenPrefix)
 	now := s.clock.Now()
 	a := store.Agent{ID: uuid.NewString(), Name: req.Name, TokenHash: HashToken(token), Config: cfg, CreatedAt: now, UpdatedAt: now}
+	audit.From(r.Context()).SetTarget(audit.Target{Kind: audit.KindAgent, ID: a.ID, Name: a.Name})
 	if err := s.store.CreateAgent(r.Context(), a); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/devfile"
@@ -34,12 +35,13 @@ import (
 // MaxTemplateNameLength bounds template names (DNS labels, like workspace names).
 const MaxTemplateNameLength = 63
 
-func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	name := r.PathValue("name")
 	var req sdk.CreateTemplateVersionRequest
 	if err := decodeJSON(w, r, sdk.MaxTemplateArchiveBytes/3*4+(1<<20), &req); err != nil {
 		return err
 	}
+	defer s.audit(&r, u, audit.TemplatePush, audit.Target{Kind: audit.KindTemplate, Name: name})(&err)
 	v := &workspace.ValidationError{}
 	if !workspace.IsDNSLabel(name, MaxTemplateNameLength) {
 		v.Add("name", "must be 1 to %d lower-case letters, digits or '-', starting and ending with a letter or digit, got %q", MaxTemplateNameLength, name)
@@ -86,9 +88,14 @@ func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u s
 	if vars == nil {
 		vars = []string{}
 	}
+	versionID := uuid.NewString()
+	entry := audit.From(r.Context())
+	entry.Set("kind", req.Kind)
+	entry.Set("template_version_id", versionID)
+	entry.Set("hash", hex.EncodeToString(sum[:]))
 	t, ver, err := s.store.CreateTemplateVersion(r.Context(),
 		store.Template{ID: uuid.NewString(), Name: name, Kind: req.Kind, CreatedBy: u.Username, CreatedAt: now, UpdatedAt: now},
-		store.TemplateVersion{ID: uuid.NewString(), Archive: content, Hash: hex.EncodeToString(sum[:]), Variables: vars, Parameters: params,
+		store.TemplateVersion{ID: versionID, Archive: content, Hash: hex.EncodeToString(sum[:]), Variables: vars, Parameters: params,
 			CreatedBy: u.Username, CreatedAt: now, Inactive: req.Activate != nil && !*req.Activate})
 	if err != nil {
 		return err
@@ -204,7 +211,8 @@ func (s *Server) listTemplateVersions(w http.ResponseWriter, r *http.Request, _ 
 	return nil
 }
 
-func (s *Server) promoteTemplateVersion(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) promoteTemplateVersion(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+	defer s.audit(&r, u, audit.TemplatePromote, audit.Target{Kind: audit.KindTemplate, Name: r.PathValue("name")})(&err)
 	t, err := s.templateNamed(r)
 	if err != nil {
 		return err
@@ -213,6 +221,8 @@ func (s *Server) promoteTemplateVersion(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
+	audit.From(r.Context()).SetTarget(audit.Target{Kind: audit.KindTemplate, ID: t.ID, Name: t.Name})
+	audit.From(r.Context()).Set("version", v.Number)
 	t, err = s.store.PromoteTemplateVersion(r.Context(), t.Name, v.Number, s.clock.Now())
 	if err != nil {
 		return err
@@ -248,11 +258,12 @@ func (s *Server) pullTemplateVersion(w http.ResponseWriter, r *http.Request, _ s
 
 // updateWorkspaceVersion is hangar update: the workspace moves to its template's active version
 // and to the parameter values given (builder.Update).
-func (s *Server) updateWorkspaceVersion(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) updateWorkspaceVersion(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	var req sdk.UpdateWorkspaceVersionRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
 	}
+	defer s.audit(&r, u, audit.WorkspaceUpdate, workspaceTarget(r, u))(&err)
 	ws, err := s.terraformWorkspace(r, u)
 	if err != nil {
 		return err
@@ -266,15 +277,25 @@ func (s *Server) updateWorkspaceVersion(w http.ResponseWriter, r *http.Request, 
 }
 
 // createTerraformWorkspace is POST /workspaces with a terraform template.
-func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request, u store.User, req sdk.CreateWorkspaceRequest, t store.Template) error {
+func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request, u store.User, req sdk.CreateWorkspaceRequest, t store.Template, logLevel string) error {
 	if req.Agent != "" || req.Devfile != "" {
 		return errBadRequest("invalid request", sdk.Validation{Field: "template",
 			Detail: fmt.Sprintf("%q is a terraform template: provisioners build it, so agent and devfile do not apply", t.Name)})
 	}
-	ws, _, err := s.builder.Create(r.Context(), u, req.Name, t, req.Parameters)
+	if req.Preset != "" && len(req.Parameters) > 0 {
+		return errBadRequest("invalid request", sdk.Validation{Field: "parameters", Detail: "a preset gives the parameters: give either preset or parameters"})
+	}
+	var ws store.Workspace
+	var err error
+	if req.Preset != "" {
+		ws, err = s.createFromPreset(r.Context(), u, req.Name, t, req.Preset, logLevel)
+	} else {
+		ws, _, err = s.builder.Create(r.Context(), u, req.Name, t, builder.Spec{Parameters: req.Parameters, LogLevel: logLevel})
+	}
 	if err != nil {
 		return err
 	}
+	s.used(r, ws, u)
 	writeJSON(w, http.StatusCreated, s.toWorkspace(ws))
 	return nil
 }
@@ -300,10 +321,24 @@ func (s *Server) terraformWorkspace(r *http.Request, u store.User) (store.Worksp
 	return ws, nil
 }
 
-func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	var req sdk.CreateBuildRequest
 	if err := decodeJSON(w, r, protocol.MaxStateBytes/3*4+(1<<20), &req); err != nil {
 		return err
+	}
+	// A build that starts from a pushed state is a state push (with a build); the state itself is
+	// never in the entry.
+	action := audit.BuildCreate
+	if req.State != nil {
+		action = audit.StatePush
+	}
+	defer s.audit(&r, u, action, workspaceTarget(r, u))(&err)
+	if req.State != nil {
+		audit.From(r.Context()).Set("with_build", true)
+	}
+	logLevel, err := build.ParseLogLevel(req.LogLevel)
+	if err != nil {
+		return errBadRequest("invalid request", sdk.Validation{Field: "log_level", Detail: err.Error()})
 	}
 	t, err := build.ParseTransition(req.Transition)
 	if err != nil {
@@ -325,7 +360,7 @@ func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.Use
 	if err != nil {
 		return err
 	}
-	ws, b, err := s.builder.NewBuild(r.Context(), u, ref, builder.Request{Transition: t, Orphan: req.Orphan, State: req.State})
+	ws, b, err := s.builder.NewBuild(r.Context(), u, ref, builder.Request{Transition: t, Orphan: req.Orphan, State: req.State, LogLevel: logLevel})
 	if err != nil {
 		return s.buildErr(r, err)
 	}
@@ -443,7 +478,8 @@ func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, u store.User) 
 	return nil
 }
 
-func (s *Server) cancelBuild(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) cancelBuild(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+	defer s.audit(&r, u, audit.BuildCancel, workspaceTarget(r, u))(&err)
 	ws, b, err := s.buildOf(r, u)
 	if err != nil {
 		return err
@@ -561,7 +597,8 @@ func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User)
 	return nil
 }
 
-func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+	defer s.audit(&r, u, audit.StatePush, workspaceTarget(r, u))(&err)
 	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 		return errUnsupportedMediaType(ct)
 	}
@@ -650,16 +687,18 @@ func (s *Server) authProvisioner(h provisionerHandler) http.HandlerFunc {
 	}
 }
 
-func (s *Server) createProvisioner(w http.ResponseWriter, r *http.Request, _ store.User) error {
+func (s *Server) createProvisioner(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	var req sdk.CreateProvisionerRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
 	}
+	defer s.audit(&r, u, audit.ProvisionerCreate, audit.Target{Kind: audit.KindProvisioner, Name: req.Name})(&err)
 	if !workspace.IsDNSLabel(req.Name, 63) {
 		return errBadRequest("invalid request", sdk.Validation{Field: "name", Detail: fmt.Sprintf("must be a DNS label (lower-case letters, digits, '-'), got %q", req.Name)})
 	}
 	token := NewToken(provisionerTokenPrefix)
 	p := store.Provisioner{ID: uuid.NewString(), Name: req.Name, TokenHash: HashToken(token), CreatedAt: s.clock.Now()}
+	audit.From(r.Context()).SetTarget(audit.Target{Kind: audit.KindProvisioner, ID: p.ID, Name: p.Name})
 	if err := s.store.CreateProvisioner(r.Context(), p); err != nil {
 		return err
 	}

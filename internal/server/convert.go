@@ -33,6 +33,7 @@ func (s *Server) toWorkspace(w store.Workspace) sdk.Workspace {
 		Agent:                     w.AgentName,
 		Backend:                   w.Backend,
 		Template:                  w.TemplateName,
+		Preset:                    w.PresetName,
 		Namespace:                 w.Namespace,
 		DesiredState:              string(w.DesiredState),
 		ActualState:               string(w.ActualState),
@@ -106,7 +107,8 @@ func toBuild(b build.Build, versions map[string]int) sdk.Build {
 	return sdk.Build{
 		Number: b.Number, Transition: string(b.Transition), Reason: string(b.Reason), Initiator: b.InitiatorName,
 		TemplateVersion: versions[b.TemplateVersionID], StateSource: string(b.StateSource), HasState: b.State != nil || b.HasState,
-		StateCapturedOnCancel: b.StateCapturedOnCancel, StatePruned: b.StatePruned, Orphan: b.Orphan, Status: string(b.Job.Status()), Error: b.Job.Error,
+		StateCapturedOnCancel: b.StateCapturedOnCancel, StatePruned: b.StatePruned, Orphan: b.Orphan, LogLevel: b.LogLevel,
+		IsPrebuild: b.IsPrebuild, IsPrebuildClaim: b.IsPrebuildClaim, Status: string(b.Job.Status()), Error: b.Job.Error,
 		CreatedAt: b.CreatedAt, StartedAt: b.Job.StartedAt, CompletedAt: b.Job.CompletedAt, CanceledAt: b.Job.CanceledAt,
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/autobuild"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/lifecycle"
@@ -16,10 +17,17 @@ import (
 
 // setSchedule is PUT /api/v1/workspaces/{name}/schedule: the workspace's own lifecycle settings,
 // checked against its template's or agent's policy.
-func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	var req sdk.WorkspaceSchedule
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
+	}
+	defer s.audit(&r, u, audit.WorkspaceSchedule, workspaceTarget(r, u))(&err)
+	entry := audit.From(r.Context())
+	entry.Set("autostart", req.Autostart)
+	entry.Set("timezone", req.Timezone)
+	if req.TTL != nil {
+		entry.Set("ttl", *req.TTL)
 	}
 	sc := workspace.Schedule{Autostart: req.Autostart, Timezone: req.Timezone}
 	if req.TTL != nil {
@@ -43,6 +51,7 @@ func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u store.Use
 	if !backend.Visible(u, cur) {
 		return s.buildErr(r, backend.ErrHidden)
 	}
+	entry.SetTarget(audit.Workspace(cur.ID, cur.OwnerName, cur.Name))
 	pol, err := autobuild.PolicyOf(r.Context(), s.store, cur)
 	if err != nil {
 		return err
@@ -72,11 +81,13 @@ func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u store.Use
 }
 
 // setTemplateLifecycle is PUT /api/v1/templates/{name}/lifecycle (admins).
-func (s *Server) setTemplateLifecycle(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) setTemplateLifecycle(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	var req sdk.Lifecycle
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
 	}
+	defer s.audit(&r, u, audit.TemplateLifecycle, audit.Target{Kind: audit.KindTemplate, Name: r.PathValue("name")})(&err)
+	audit.From(r.Context()).Set("lifecycle", req)
 	l, err := fromSDKLifecycle(req)
 	if err != nil {
 		return err

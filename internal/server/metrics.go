@@ -12,6 +12,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/lifecycle"
+	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -26,10 +27,13 @@ type metrics struct {
 	jobTime   *prometheus.HistogramVec
 	builds    *prometheus.CounterVec
 	lifecycle *prometheus.CounterVec
+	// Prebuilt pools, by template and preset (an admin's presets: a bounded set).
+	prebuildsCreated, prebuildsClaimed, prebuildsFailed *prometheus.CounterVec
+	store                                               store.Store
 }
 
-func newMetrics(st store.Store, b *builder.Service) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+func newMetrics(st store.Store, b *builder.Service, now func() time.Time) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), store: st}
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "hangar_reconcile_duration_seconds", Help: "Time to serve an agent reconcile request, by update type.",
 		Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
@@ -65,8 +69,18 @@ func newMetrics(st store.Store, b *builder.Service) *metrics {
 		build.ReasonAutodelete, build.ReasonMaxActive, build.ReasonMaxStopped} {
 		m.lifecycle.WithLabelValues(string(r))
 	}
+	m.prebuildsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hangar_prebuilds_created_total", Help: "Prebuilt workspaces the prebuild reconciler created, by template and preset.",
+	}, []string{"template", "preset"})
+	m.prebuildsClaimed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hangar_prebuilds_claimed_total", Help: "Prebuilt workspaces users claimed at create, by template and preset.",
+	}, []string{"template", "preset"})
+	m.prebuildsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hangar_prebuilds_failed_total", Help: "Prebuilt workspaces whose create failed, by template and preset.",
+	}, []string{"template", "preset"})
 	b.Observe(m.observeBuild)
 	m.reg.MustRegister(m.waits, m.waiters, m.duration, m.reqBytes, m.respBytes, m.orphans, m.jobTime, m.builds, m.lifecycle,
+		m.prebuildsCreated, m.prebuildsClaimed, m.prebuildsFailed, &poolCollector{store: st, now: now},
 		&stateCollector{store: st}, &jobCollector{store: st, builder: b},
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
@@ -80,7 +94,18 @@ func (m *metrics) observeLifecycle(a lifecycle.Action) {
 	m.lifecycle.WithLabelValues(string(a.Reason)).Inc()
 }
 
+func (m *metrics) observePrebuildCreated(p store.Preset) {
+	m.prebuildsCreated.WithLabelValues(p.TemplateName, p.Name).Inc()
+}
+
 func (m *metrics) observeBuild(b build.Build) {
+	if b.IsPrebuild && b.Job.Status() == build.Failed {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if w, err := m.store.WorkspaceByID(ctx, b.WorkspaceID); err == nil {
+			m.prebuildsFailed.WithLabelValues(w.TemplateName, w.PresetName).Inc()
+		}
+	}
 	result := string(b.Job.Status())
 	m.builds.WithLabelValues(string(b.Transition), result).Inc()
 	if b.Job.StartedAt != nil && b.Job.CompletedAt != nil {
@@ -164,4 +189,30 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.ResponseWriter.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// poolCollector reports each preset's pool at scrape time: desired, ready and building instances.
+type poolCollector struct {
+	store store.Store
+	now   func() time.Time
+}
+
+var poolDesc = prometheus.NewDesc("hangar_prebuild_pool", "Prebuilt workspaces of each preset's pool by status: desired (wanted now), ready (claimable), building (pending or running creates).",
+	[]string{"template", "preset", "status"}, nil)
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- poolDesc }
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pools, err := prebuilds.Pools(ctx, c.store, c.now())
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(poolDesc, err)
+		return
+	}
+	for _, p := range pools {
+		for status, n := range map[string]int{"desired": p.Actions.Desired, "ready": p.Actions.Ready, "building": p.Actions.Building} {
+			ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(n), p.Preset.TemplateName, p.Preset.Name, status)
+		}
+	}
 }

@@ -451,6 +451,16 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	oaTerraformBackend(t, c, dev.Token)
 	oaWorkspaceAgent(t, c, dev.Token)
 
+	// The audit log of all the above (admins).
+	var page sdk.AuditPage
+	c.decode(c.do(admin, "GET", "/api/v1/audit?limit=5", nil, 200, true), &page)
+	if len(page.Entries) != 5 || page.NextBeforeID == 0 {
+		t.Errorf("the audit log's first page: %+v", page)
+	}
+	c.do(admin, "GET", "/api/v1/audit?actor=dev&action=workspace.transition&outcome=failure&target=my-ws&target_kind=workspace&since=2026-01-01T00:00:00Z", nil, 200, true)
+	c.do(admin, "GET", "/api/v1/audit?limit=0", nil, 400, false)
+	c.do(dev.Token, "GET", "/api/v1/audit", nil, 403, true)
+
 	// Every operation of the document was seen succeeding.
 	doc := loadOpenAPI(t)
 	for path, item := range doc.Paths.Map() {
@@ -553,6 +563,28 @@ func oaTerraformBackend(t *testing.T, c *oaChecker, dev string) {
 	c.do(admin, "GET", "/api/v1/templates/kube/versions/active/archive", nil, 200, true)
 	c.do(admin, "GET", "/api/v1/templates/tf/versions/9/archive", nil, 404, true)
 	c.do(dev, "GET", "/api/v1/templates/tf/versions/2/archive", nil, 403, true)
+
+	// Presets (pools of prebuilt workspaces).
+	var preset sdk.Preset
+	c.decode(c.do(admin, "PUT", "/api/v1/templates/tf/presets/small", map[string]any{"instances": 2,
+		"schedule": []map[string]any{{"cron": "* 8-18 * * 1-5", "instances": 3}}, "timezone": "Europe/Paris"}, 200, true), &preset)
+	if preset.Name != "small" || preset.Instances != 2 || preset.Pool.Version != 2 || len(preset.Schedule) != 1 || preset.Pool.Ready != 0 {
+		t.Errorf("preset %+v", preset)
+	}
+	c.do(admin, "PUT", "/api/v1/templates/tf/presets/small", map[string]any{"instances": 101, "parameters": map[string]string{"nope": "x"}}, 400, false)
+	c.do(admin, "PUT", "/api/v1/templates/tf/presets/Bad_Name", map[string]any{"instances": 1}, 400, true)
+	c.do(dev, "PUT", "/api/v1/templates/tf/presets/small", map[string]any{"instances": 1}, 403, true)
+	c.do(admin, "PUT", "/api/v1/templates/nope/presets/small", map[string]any{"instances": 1}, 404, true)
+	var presets []sdk.Preset
+	c.decode(c.do(dev, "GET", "/api/v1/templates/tf/presets", nil, 200, true), &presets)
+	if len(presets) != 1 || presets[0].Name != "small" {
+		t.Errorf("presets %+v", presets)
+	}
+	c.do(dev, "GET", "/api/v1/workspaces?prebuilds=true", nil, 403, true)
+	c.do(admin, "GET", "/api/v1/workspaces?prebuilds=true", nil, 200, true)
+	c.do(dev, "DELETE", "/api/v1/templates/tf/presets/small", nil, 403, true)
+	c.do(admin, "DELETE", "/api/v1/templates/tf/presets/small", nil, 204, true)
+	c.do(admin, "DELETE", "/api/v1/templates/tf/presets/small", nil, 404, true)
 
 	// Provisioners.
 	var prov sdk.Provisioner

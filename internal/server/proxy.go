@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/redirect"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -263,22 +264,32 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
+	// The sign-in's entry: its user once known; a refused token names nobody.
+	ctx, entry := s.auditor.Begin(r.Context(), audit.Actor{}, audit.SignIn, audit.Target{})
+	entry.Set("remote", r.RemoteAddr)
+	var failed error
+	defer func() { s.auditor.End(ctx, entry, failed) }()
 	u, err := s.store.UserByTokenHash(r.Context(), HashToken(token))
 	if token == "" || errors.Is(err, store.ErrNotFound) {
+		failed = errors.New("invalid token")
 		s.log.Info("sign-in refused", "reason", "invalid token", "remote", r.RemoteAddr)
 		writePage(w, http.StatusUnauthorized, page{Title: "Sign in to Hangar", Message: "That token is not valid.", ReturnTo: returnTo, Form: true,
 			FormTargets: s.formTargets(r.Context(), returnTo)})
 		return
 	}
 	if err != nil {
+		failed = err
 		s.log.Error("sign-in", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})
 		return
 	}
+	entry.SetActor(actorOf(u))
+	entry.SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
 	now := s.clock.Now()
 	secret := NewToken(sessionTokenPrefix)
-	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: HashToken(secret), Kind: store.SessionServer, UserID: u.ID,
+	if err := s.store.CreateSession(ctx, store.Session{IDHash: HashToken(secret), Kind: store.SessionServer, UserID: u.ID,
 		UserTokenHash: u.TokenHash, CreatedAt: now, ExpiresAt: now.Add(SessionLifetime)}); err != nil {
+		failed = err
 		s.log.Error("sign-in: create session", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})
 		return
@@ -481,7 +492,11 @@ func (s *Server) proxyExchange(w http.ResponseWriter, r *http.Request, agent sto
 
 // exchangeCode turns a one-time code into a workspace session (proxyExchange, and the server's
 // apps handler in process).
-func (s *Server) exchangeCode(ctx context.Context, scope accessScope, req protocol.ProxyExchangeRequest) (protocol.ProxyExchangeResponse, error) {
+func (s *Server) exchangeCode(ctx context.Context, scope accessScope, req protocol.ProxyExchangeRequest) (_ protocol.ProxyExchangeResponse, err error) {
+	// The sign-in's entry: its user and workspace once known; a refused code names nobody.
+	ctx, entry := s.auditor.Begin(ctx, audit.Actor{}, audit.SignInWorkspace, audit.Target{Kind: audit.KindWorkspace})
+	entry.Set("host", clip(req.Host))
+	defer func() { s.auditor.End(ctx, entry, auditErr(err)) }()
 	v := &workspace.ValidationError{}
 	if !strings.HasPrefix(req.Code, codePrefix) || len(req.Code) > 128 {
 		v.Add("code", "must be a code the server issued (%s...)", codePrefix)
@@ -503,12 +518,16 @@ func (s *Server) exchangeCode(ctx context.Context, scope accessScope, req protoc
 	} else if err != nil {
 		return protocol.ProxyExchangeResponse{}, err
 	}
+	entry.SetActor(actorOf(u))
 	if code.Host != host {
 		return protocol.ProxyExchangeResponse{}, errUnauthorized("the code was issued for another host")
 	}
 	t, err := s.proxyAccess(ctx, scope, host, u)
 	if err != nil {
 		return protocol.ProxyExchangeResponse{}, err
+	}
+	if t.ws.ID != "" {
+		entry.SetTarget(audit.Workspace(t.ws.ID, t.ws.OwnerName, t.ws.Name))
 	}
 	if t.reason != "" || t.ws.ID != code.WorkspaceID {
 		return protocol.ProxyExchangeResponse{}, errForbidden("the code's user may no longer enter this workspace")

@@ -247,6 +247,13 @@ func TestProxyAuthorizeExchangeCheck(t *testing.T) {
 			if !strings.HasPrefix(ex.Session, "hgw_") || ex.User != "alice" || ex.Workspace != "alice/dev" || !ex.ExpiresAt.Equal(servertest.Start.Add(server.SessionLifetime)) {
 				t.Errorf("exchange answered %+v", ex)
 			}
+			// The exchanges are sign-ins in the audit log: alice's into alice/dev, and the refused
+			// ones (another agent, another host, a used code) by nobody known or alice.
+			ins := auditPage(t, env, "action=signin.workspace").Entries
+			if len(ins) != 4 || ins[1].Actor != "alice" || ins[1].TargetName != "alice/dev" || ins[1].Outcome != "success" ||
+				ins[0].Outcome != "failure" || ins[0].Actor != "" || ins[2].Outcome != "failure" || ins[3].Outcome != "failure" {
+				t.Errorf("workspace sign-ins in the audit log: %+v", ins)
+			}
 			late, _ := ab.authorize(host)
 			env.Clock.Advance(server.CodeLifetime)
 			mustCall(t, env, k1, "POST", protocol.ProxyExchangePath, protocol.ProxyExchangeRequest{Code: late, Host: host, Nonce: testNonce}, http.StatusUnauthorized, nil)

@@ -21,12 +21,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/autobuild"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/backend/kube"
 	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/errs"
+	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -59,6 +61,9 @@ type Options struct {
 	// Apps configures the serving of Terraform workspaces' apps (apps.go); its zero value serves
 	// none.
 	Apps AppsOptions
+	// AuditRetention is how long audit entries are kept (0: forever); AuditRetention().Run
+	// enforces it.
+	AuditRetention time.Duration
 }
 
 // Server serves Hangar's HTTP API.
@@ -75,6 +80,12 @@ type Server struct {
 	backends backend.Router
 	// lifecycle is the lifecycle executor over backends (run by Run; tests Tick it).
 	lifecycle *autobuild.Executor
+	// auditor records the actions made through the API and by the executor (audit.go);
+	// retention bounds what it keeps.
+	auditor   *audit.Recorder
+	retention audit.Retention
+	// prebuilds is the prebuild reconciler (its Run is a background loop; tests Tick it).
+	prebuilds *prebuilds.Reconciler
 
 	// agents are the Terraform workspaces' helpers connected to this process.
 	agents       agentRegistry
@@ -126,9 +137,13 @@ func New(opts Options) *Server {
 		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection(),
 		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
 	s.backends = backend.Router{Store: opts.Store, Kubernetes: opts.Kube, Terraform: opts.Builder}
-	s.metrics = newMetrics(opts.Store, opts.Builder)
+	s.metrics = newMetrics(opts.Store, opts.Builder, opts.Clock.Now)
+	s.auditor = &audit.Recorder{W: opts.Store, Now: opts.Clock.Now, Log: opts.Logger.With("component", "audit")}
+	s.retention = audit.Retention{Store: opts.Store, Now: opts.Clock.Now, Keep: opts.AuditRetention, Log: opts.Logger.With("component", "audit")}
 	s.lifecycle = &autobuild.Executor{Store: opts.Store, Backends: s.backends, Clock: opts.Clock, Log: opts.Logger.With("component", "lifecycle"),
-		Observe: s.metrics.observeLifecycle}
+		Observe: s.metrics.observeLifecycle, Audit: s.auditor}
+	s.prebuilds = &prebuilds.Reconciler{Store: opts.Store, Builder: opts.Builder, Clock: opts.Clock, Log: opts.Logger.With("component", "prebuilds"),
+		Replica: opts.ReplicaID, Created: s.metrics.observePrebuildCreated, Audit: s.auditor}
 	s.relayURL, s.relayTransport = opts.RelayURL, newRelayTransport()
 	s.apps = s.newApps(opts.Apps)
 	s.mux = http.NewServeMux()
@@ -142,6 +157,14 @@ func (s *Server) Backends() backend.Router { return s.backends }
 // Lifecycle returns the lifecycle executor, which changes workspaces over Backends as their
 // schedules and policies say (its Run is the server's background loop; tests call Tick).
 func (s *Server) Lifecycle() *autobuild.Executor { return s.lifecycle }
+
+// AuditRetention returns the retention of the audit log (its Run is a background loop of the
+// server; tests call Prune).
+func (s *Server) AuditRetention() audit.Retention { return s.retention }
+
+// Prebuilds returns the prebuild reconciler, which keeps the presets' pools of prebuilt workspaces
+// (its Run is the server's background loop; tests call Tick).
+func (s *Server) Prebuilds() *prebuilds.Reconciler { return s.prebuilds }
 
 // Handler returns the root handler.
 func (s *Server) Handler() http.Handler {
@@ -216,6 +239,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"POST", "/api/v1/users/{username}/token", s.authUser(s.rotateToken)},
 		{"POST", "/api/v1/agents", s.authUser(s.adminOnly(s.createAgent))},
 		{"GET", "/api/v1/agents", s.authUser(s.listAgents)},
+		{"GET", "/api/v1/audit", s.authUser(s.adminOnly(s.listAudit))},
 		{"POST", "/api/v1/workspaces", s.authUser(s.createWorkspace)},
 		{"GET", "/api/v1/workspaces", s.authUser(s.listWorkspaces)},
 		{"GET", "/api/v1/workspaces/{name}", s.authUser(s.getWorkspace)},
@@ -232,6 +256,9 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", "/api/v1/templates", s.authUser(s.listTemplates)},
 		{"GET", "/api/v1/templates/{name}", s.authUser(s.getTemplate)},
 		{"PUT", "/api/v1/templates/{name}/lifecycle", s.authUser(s.adminOnly(s.setTemplateLifecycle))},
+		{"GET", "/api/v1/templates/{name}/presets", s.authUser(s.listPresets)},
+		{"PUT", "/api/v1/templates/{name}/presets/{preset}", s.authUser(s.adminOnly(s.putPreset))},
+		{"DELETE", "/api/v1/templates/{name}/presets/{preset}", s.authUser(s.adminOnly(s.deletePreset))},
 		{"POST", "/api/v1/workspaces/{name}/builds", s.authUser(s.createBuild)},
 		{"GET", "/api/v1/workspaces/{name}/builds", s.authUser(s.listBuilds)},
 		{"GET", "/api/v1/workspaces/{name}/builds/{number}", s.authUser(s.getBuild)},

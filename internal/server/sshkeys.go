@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -123,11 +124,12 @@ func (s *Server) listSSHKeys(w http.ResponseWriter, r *http.Request, u store.Use
 }
 
 // addSSHKey serves POST /api/v1/users/me/ssh-keys.
-func (s *Server) addSSHKey(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) addSSHKey(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	var req sdk.AddSSHKeyRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
 	}
+	defer s.audit(&r, u, audit.SSHKeyAdd, audit.Target{Kind: audit.KindSSHKey})(&err)
 	v := &workspace.ValidationError{}
 	key, comment, problem := parseSSHKey(req.PublicKey)
 	if problem != "" {
@@ -144,7 +146,10 @@ func (s *Server) addSSHKey(w http.ResponseWriter, r *http.Request, u store.User)
 	}
 	k := store.SSHKey{ID: uuid.NewString(), UserID: u.ID, Name: name, Fingerprint: ssh.FingerprintSHA256(key),
 		PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), CreatedAt: s.clock.Now()}
-	err := s.store.CreateSSHKey(r.Context(), k, MaxSSHKeysPerUser)
+	audit.From(r.Context()).SetTarget(audit.Target{Kind: audit.KindSSHKey, ID: k.ID, Name: k.Fingerprint})
+	audit.From(r.Context()).Set("name", k.Name)
+	audit.From(r.Context()).Set("type", key.Type())
+	err = s.store.CreateSSHKey(r.Context(), k, MaxSSHKeysPerUser)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		// Whose it is stays unsaid: a key identifies one user, and anyone may try any public key.
@@ -161,8 +166,9 @@ func (s *Server) addSSHKey(w http.ResponseWriter, r *http.Request, u store.User)
 }
 
 // removeSSHKey serves DELETE /api/v1/users/me/ssh-keys/{key}: key is the id or the fingerprint.
-func (s *Server) removeSSHKey(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) removeSSHKey(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	ref := r.PathValue("key")
+	defer s.audit(&r, u, audit.SSHKeyRemove, audit.Target{Kind: audit.KindSSHKey, Name: clip(ref)})(&err)
 	k, err := s.store.DeleteSSHKey(r.Context(), u.ID, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		return errNotFound("you have no SSH key %q (name it by its id or its fingerprint, SHA256:...)", ref)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -227,6 +228,23 @@ func TestTemplateVersionsAndParameters(t *testing.T) {
 			}
 			if strings.Contains(te.Log.String(), secret) {
 				t.Error("the server log holds the sensitive value")
+			}
+
+			// The audit log has the promotes and the updates, with the version promoted, and
+			// never a sensitive value.
+			promotes := auditPage(t, env, "action=template.promote&outcome=success").Entries
+			if len(promotes) == 0 || promotes[len(promotes)-1].Details["version"] != float64(2) {
+				t.Fatalf("promote entries %+v, want the first for version 2", promotes)
+			}
+			wantEntry(t, promotes[0], "admin", "template.promote", "template", "tf", "success")
+			updates := auditPage(t, env, "action=workspace.update&target=w").Entries
+			if len(updates) == 0 {
+				t.Fatal("no audit entry for the updates of w")
+			}
+			wantEntry(t, updates[0], "alice", "workspace.update", "workspace", "alice/w", "success")
+			all, err := json.Marshal(auditPage(t, env, "limit=1000"))
+			if err != nil || strings.Contains(string(all), secret) {
+				t.Errorf("the audit log holds the sensitive value (%v)", err)
 			}
 		})
 	}

@@ -5,20 +5,27 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/backend/kube"
+	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	var req sdk.CreateWorkspaceRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
 	}
+	defer s.audit(&r, u, audit.WorkspaceCreate, audit.Target{Kind: audit.KindWorkspace, Name: u.Username + "/" + req.Name})(&err)
 	v := &workspace.ValidationError{}
+	logLevel, err := build.ParseLogLevel(req.LogLevel)
+	if err != nil {
+		v.Add("log_level", "%v", err)
+	}
 	// The name, and with the owner's username one URL label (docs/decisions.md, "Workspace names,
 	// cluster names and URLs"), for both backends.
 	if msg := workspace.CheckNameForOwner(req.Name, u.Username); msg != "" {
@@ -37,12 +44,18 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 			if err := v.Err(); err != nil {
 				return err
 			}
-			return s.createTerraformWorkspace(w, r, u, req, t)
+			return s.createTerraformWorkspace(w, r, u, req, t, logLevel)
 		}
 		tmpl = &t
 	}
 	if len(req.Parameters) > 0 {
 		v.Add("parameters", "are for terraform templates: a Kubernetes workspace has none")
+	}
+	if logLevel != "" {
+		v.Add("log_level", "applies to Terraform workspaces only: an agent runs this one, with no Terraform")
+	}
+	if req.Preset != "" {
+		v.Add("preset", "applies to a terraform template (presets are pools of prebuilt terraform workspaces)")
 	}
 	if err := v.Err(); err != nil {
 		return err
@@ -80,6 +93,10 @@ func (s *Server) workspaceRef(r *http.Request, u store.User) (store.WorkspaceRef
 	if !u.Admin {
 		return store.WorkspaceRef{}, errNotFound("workspace %q not found", raw)
 	}
+	if ref.Owner == store.PrebuildsUsername {
+		// The prebuilt workspaces' system user, found by no username lookup: an admin names them so.
+		return store.WorkspaceRef{OwnerID: store.PrebuildsUserID, Name: ref.Name}, nil
+	}
 	owner, err := s.store.UserByUsername(r.Context(), ref.Owner)
 	if isNotFound(err) {
 		return store.WorkspaceRef{}, errNotFound("workspace %q not found", raw)
@@ -115,6 +132,16 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u store.
 		}
 		f.Terminated = all
 	}
+	if v := r.URL.Query().Get("prebuilds"); v != "" {
+		pb, err := strconv.ParseBool(v)
+		if err != nil {
+			return errBadRequest("invalid request", sdk.Validation{Field: "prebuilds", Detail: fmt.Sprintf("must be true or false, got %q", v)})
+		}
+		if pb && !u.Admin {
+			return errForbidden("only an admin may list the prebuilt workspaces")
+		}
+		f.Prebuilds = pb
+	}
 	rows, err := s.store.ListWorkspaces(r.Context(), f)
 	if err != nil {
 		return err
@@ -143,20 +170,27 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u store.Us
 	return nil
 }
 
-func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
 	var req sdk.UpdateWorkspaceRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
 	}
+	defer s.audit(&r, u, audit.WorkspaceTransition, workspaceTarget(r, u))(&err)
 	to, err := workspace.ParseDesired(req.DesiredState)
 	if err != nil {
 		return errBadRequest("invalid request", sdk.Validation{Field: "desired_state", Detail: err.Error()})
+	}
+	logLevel, err := build.ParseLogLevel(req.LogLevel)
+	if err != nil {
+		return errBadRequest("invalid request", sdk.Validation{Field: "log_level", Detail: err.Error()})
 	}
 	ref, err := s.workspaceRef(r, u)
 	if err != nil {
 		return err
 	}
-	row, err := s.backends.SetDesired(r.Context(), u, ref, backend.To(to))
+	row, err := s.backends.SetDesired(r.Context(), u, ref, func(store.Workspace, bool) (backend.Change, error) {
+		return backend.Change{To: to, LogLevel: logLevel}, nil
+	})
 	if err != nil {
 		return s.buildErr(r, err)
 	}

@@ -68,7 +68,17 @@ type Config struct {
 	RelayURL string
 	// LifecycleInterval is how often the lifecycle executor looks for changes due ("0": never).
 	LifecycleInterval string
+	// AuditRetention is how long audit entries are kept ("0": forever; "": the default).
+	AuditRetention string
+	// PrebuildInterval is how often the prebuild reconciler keeps the presets' pools ("0": never).
+	PrebuildInterval string
 }
+
+// DefaultAuditRetention is how long audit entries are kept unless --audit-retention says otherwise.
+const DefaultAuditRetention = "8760h"
+
+// auditPruneInterval is how often the audit log's retention is enforced.
+const auditPruneInterval = time.Hour
 
 func defaultDataDir() string {
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
@@ -96,6 +106,8 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.AppsZone, "apps-zone", "HANGAR_APPS_ZONE", "auto", "DNS zone whose hosts <port>-<workspace>--<owner>.<zone> the server serves as Terraform workspaces' apps in the browser, through their helpers (a wildcard DNS record *.<zone> must lead to the server); the scheme and port are the access URL's. auto: apps.localhost when the access URL is a loopback one, else none; none: no apps"),
 		cmdopt.String(&cfg.RelayURL, "relay-url", "HANGAR_RELAY_URL", "", "with several replicas: this replica's own URL as the other replicas reach it (such as http://$(POD_IP):7080); they relay to it the users' connections to the Terraform workspaces whose helpers are connected here. Empty: they answer 503 and name this replica instead"),
 		cmdopt.String(&cfg.LifecycleInterval, "lifecycle-interval", "HANGAR_LIFECYCLE_INTERVAL", "1m", "how often the lifecycle executor applies autostart schedules, autostop TTLs, failure TTLs, dormancy and the agents' lifetimes (0: never; every replica runs it, each change is made once)"),
+		cmdopt.String(&cfg.AuditRetention, "audit-retention", "HANGAR_AUDIT_RETENTION", DefaultAuditRetention, "how long the audit log keeps an entry (a duration such as 8760h, one year; 0 keeps every entry forever); older entries are deleted hourly, in bounded batches, by every replica"),
+		cmdopt.String(&cfg.PrebuildInterval, "prebuild-interval", "HANGAR_PREBUILD_INTERVAL", "1m", "how often the prebuild reconciler creates and deletes prebuilt workspaces to keep the presets' pools (0: never; every replica runs it, each preset is reconciled by one replica at a time)"),
 		cmdopt.String(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
@@ -145,6 +157,20 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	lifecycleInterval, err := time.ParseDuration(cfg.LifecycleInterval)
 	if err != nil || (lifecycleInterval != 0 && lifecycleInterval < time.Second) {
 		return fmt.Errorf("--lifecycle-interval: want 0 (off) or a duration of at least 1s (like 1m), got %q", cfg.LifecycleInterval)
+	}
+	if cfg.AuditRetention == "" {
+		cfg.AuditRetention = DefaultAuditRetention
+	}
+	auditRetention, err := time.ParseDuration(cfg.AuditRetention)
+	if err != nil || auditRetention < 0 || (auditRetention != 0 && auditRetention < time.Hour) {
+		return fmt.Errorf("--audit-retention: want 0 (keep forever) or a duration of at least 1h (like 8760h), got %q", cfg.AuditRetention)
+	}
+	if cfg.PrebuildInterval == "" {
+		cfg.PrebuildInterval = "1m"
+	}
+	prebuildInterval, err := time.ParseDuration(cfg.PrebuildInterval)
+	if err != nil || (prebuildInterval != 0 && prebuildInterval < time.Second) {
+		return fmt.Errorf("--prebuild-interval: want 0 (off) or a duration of at least 1s (like 1m), got %q", cfg.PrebuildInterval)
 	}
 	if cfg.AccessURL != "" {
 		u, err := neturl.Parse(cfg.AccessURL)
@@ -198,7 +224,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	bld := builder.New(builder.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
 		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
 		AccessURL: func() string { return cfg.AccessURL }})
-	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL})
+	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL,
+		AuditRetention: auditRetention})
 	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
 	if err != nil {
 		return err
@@ -239,6 +266,20 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		go func() {
 			defer background.Done()
 			srv.Lifecycle().Run(bctx, lifecycleInterval, time.After)
+		}()
+	}
+	if auditRetention > 0 {
+		background.Add(1)
+		go func() {
+			defer background.Done()
+			srv.AuditRetention().Run(bctx, auditPruneInterval, time.After)
+		}()
+	}
+	if prebuildInterval > 0 {
+		background.Add(1)
+		go func() {
+			defer background.Done()
+			srv.Prebuilds().Run(bctx, prebuildInterval, time.After)
 		}()
 	}
 	if nprov > 0 {

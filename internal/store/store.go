@@ -98,6 +98,12 @@ type Workspace struct {
 	Schedule           workspace.Schedule
 	DormantAt          *time.Time
 	DesiredStateReason string
+
+	// Prebuilt pools (package prebuild). PresetID is the preset the workspace was made from
+	// ("" for none): a prebuilt workspace, owned by PrebuildsUserID until claimed, or one created
+	// with the preset (its Parameters are the preset's).
+	PresetID   string
+	PresetName string // filled on reads
 }
 
 // ReconcileScope says which of an agent's workspaces a reconcile reads.
@@ -132,6 +138,9 @@ type ListFilter struct {
 	OwnerID string // "" lists every owner's
 	// Terminated lists the Terminated workspaces too (actual state Terminated: deleted).
 	Terminated bool
+	// Prebuilds lists the unclaimed prebuilt workspaces too (owned by PrebuildsUserID): they are
+	// left out otherwise.
+	Prebuilds bool
 }
 
 // Store is Hangar's persistence.
@@ -141,6 +150,8 @@ type Store interface {
 	SSHKeyStore
 	ActivityStore
 	AgentTokenStore
+	AuditStore
+	PresetStore
 
 	Close() error
 	// Ping checks the database answers (readiness).

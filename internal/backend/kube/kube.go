@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/devfile"
@@ -119,6 +120,14 @@ func (s *Service) Create(ctx context.Context, u store.User, req CreateRequest) (
 	if req.Template != nil {
 		ws.TemplateID, ws.TemplateName = req.Template.ID, req.Template.Name
 	}
+	entry := audit.From(ctx)
+	entry.SetTarget(audit.Workspace(ws.ID, u.Username, ws.Name))
+	entry.Set("backend", store.KindKubernetes)
+	entry.Set("agent", agent.Name)
+	if req.Template != nil {
+		entry.Set("template", req.Template.Name)
+		entry.Set("template_version_id", req.Template.ActiveVersionID)
+	}
 	if err := s.st.CreateWorkspace(ctx, ws, *cfg.WorkspacesQuota, *cfg.WorkspacesPerUserQuota); err != nil {
 		return store.Workspace{}, nil, err
 	}
@@ -134,12 +143,20 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 		if !backend.Visible(by, cur) {
 			return cur, backend.ErrHidden
 		}
+		entry := audit.From(ctx)
+		entry.SetTarget(audit.Workspace(cur.ID, cur.OwnerName, cur.Name))
 		if cur.Backend != store.KindKubernetes {
 			return cur, fmt.Errorf("workspace %q is a %s workspace: %w", cur.Name, cur.Backend, store.ErrConflict)
 		}
 		c, err := decide(cur, false)
 		if err != nil || c.To == "" {
 			return cur, err
+		}
+		backend.AuditChange(entry, cur, c)
+		if c.LogLevel != "" {
+			v := &workspace.ValidationError{}
+			v.Add("log_level", "applies to Terraform workspaces only: an agent runs %q, with no Terraform", cur.Name)
+			return cur, v.Err()
 		}
 		if err := workspace.CheckDesiredChange(cur.DesiredState, cur.ActualState, c.To); err != nil {
 			return cur, fmt.Errorf("workspace %q from desired %s to %s: %w", cur.Name, cur.DesiredState, c.To, err)

@@ -2,6 +2,7 @@ package terraform
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"sync"
 )
@@ -11,6 +12,8 @@ const (
 	LevelInfo  = "info"
 	LevelWarn  = "warn"
 	LevelError = "error"
+	// LevelDebug is a line of terraform's own log (TF_LOG), in a debug build.
+	LevelDebug = "debug"
 )
 
 // maxLineBytes caps a line; a longer one is passed on in pieces.
@@ -108,6 +111,12 @@ func (w *lineWriter) flush() {
 
 func (w *lineWriter) line(s string) {
 	s = strings.TrimSuffix(s, "\r")
+	if w.stderr && tfLogLine.MatchString(s) {
+		// terraform's own log (TF_LOG, a debug build): not an error, and not kept for the run's
+		// error message.
+		w.log.emit(LevelDebug, s)
+		return
+	}
 	if w.stderr {
 		if t := undecorate(s); t != "" {
 			w.last = append(w.last, t)
@@ -124,6 +133,10 @@ func (w *lineWriter) line(s string) {
 	}
 	w.log.emit(level, s)
 }
+
+// tfLogLine matches a line of terraform's log: a timestamp and a level in brackets
+// ("2026-01-01T05:00:00.123Z [DEBUG] provider: ...").
+var tfLogLine = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T[0-9:.]+(Z|[+-]\d{2}:?\d{2})? \[(TRACE|DEBUG|INFO|WARN|ERROR)\] `)
 
 // lastLines returns the kept stderr lines and forgets them.
 func (w *lineWriter) lastLines() []string {

@@ -50,3 +50,27 @@ func TestLineWriter(t *testing.T) {
 		t.Errorf("long line split into %d lines", len(got))
 	}
 }
+
+// TestLineWriterDebugLines: terraform's own log lines (TF_LOG, a debug build) on stderr are
+// level debug and are not kept for the run's error; its other stderr lines stay errors.
+func TestLineWriterDebugLines(t *testing.T) {
+	var got []Line
+	l := &logger{fn: func(line Line) { got = append(got, line) }, stage: StageApply}
+	errw := &lineWriter{log: l, stderr: true}
+	errw.Write([]byte("2026-01-01T05:00:00.123Z [DEBUG] provider: starting plugin\n" +
+		"2026-01-01T05:00:00.124+0100 [TRACE] graph walk\n" +
+		"│ Error: boom\n" +
+		"2026-01-01 [DEBUG] not a log line\n"))
+	want := []Line{
+		{StageApply, LevelDebug, "2026-01-01T05:00:00.123Z [DEBUG] provider: starting plugin"},
+		{StageApply, LevelDebug, "2026-01-01T05:00:00.124+0100 [TRACE] graph walk"},
+		{StageApply, LevelError, "│ Error: boom"},
+		{StageApply, LevelError, "2026-01-01 [DEBUG] not a log line"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("lines\n%q\nwant\n%q", got, want)
+	}
+	if last := errw.lastLines(); !slices.Equal(last, []string{"Error: boom", "2026-01-01 [DEBUG] not a log line"}) {
+		t.Errorf("kept for the error: %q", last)
+	}
+}

@@ -67,8 +67,11 @@ type Request struct {
 	// values are treated as secrets and never logged.
 	Variables map[string]string
 	// Env is added to terraform's environment (the facts Hangar's own provider reads). Like
-	// Variables, its values are never logged.
+	// Variables, its values are never logged. TF_* variables are dropped.
 	Env map[string]string
+	// LogLevel "debug" runs terraform with TF_LOG=DEBUG (this run only): its log lines come on
+	// stderr and are logged at LevelDebug. Anything else: no terraform log.
+	LogLevel string
 	// Log, if not nil, gets every line of the run in order, from one goroutine at a time, and
 	// never after Run returns.
 	Log func(Line)
@@ -509,6 +512,18 @@ func (x *run) terraform() error {
 		return fmt.Errorf("terraform %q does not answer `terraform version`: %s", tfPath, firstLine(err))
 	}
 	x.log.emit(LevelInfo, "Terraform v"+v.String())
+	if x.req.LogLevel == LevelDebug {
+		// terraform-exec empties TF_LOG unless a log path is set: the path is terraform's own
+		// stderr, which the log ships (the shim appends to its stderr file, so both writers of it
+		// keep their lines).
+		if err := tf.SetLog("DEBUG"); err != nil {
+			return fmt.Errorf("terraform debug log: %w", err)
+		}
+		if err := tf.SetLogPath("/dev/stderr"); err != nil {
+			return fmt.Errorf("terraform debug log: %w", err)
+		}
+		x.log.emit(LevelInfo, "Terraform log level: DEBUG (TF_LOG=DEBUG for this build)")
+	}
 	tf.SetStdout(x.stdout)
 	tf.SetStderr(x.stderr)
 

@@ -81,7 +81,7 @@ func survive(tf, dir string, args, env []string) (int, error) {
 	}
 	// sh traps INT and TERM so that an interrupt sent to the whole group stops terraform (which
 	// gets the default handling back when exec'd) and not the shell that records its status.
-	script := `trap : INT TERM; "$0" "$@" >"$HANGAR_RUN_DIR/` + runStdout + `" 2>"$HANGAR_RUN_DIR/` + runStderr + `" </dev/null
+	script := `trap : INT TERM; "$0" "$@" >"$HANGAR_RUN_DIR/` + runStdout + `" 2>>"$HANGAR_RUN_DIR/` + runStderr + `" </dev/null
 echo $? >"$HANGAR_RUN_DIR/` + runExit + `.tmp" && mv "$HANGAR_RUN_DIR/` + runExit + `.tmp" "$HANGAR_RUN_DIR/` + runExit + `"`
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, tf}, args...)...)
 	cmd.Env = append(env, "HANGAR_RUN_DIR="+dir)

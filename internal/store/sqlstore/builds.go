@@ -81,12 +81,18 @@ func (s *Store) SetTemplateLifecycle(ctx context.Context, name string, l workspa
 	if err != nil {
 		return store.Template{}, err
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE templates SET lifecycle = ? WHERE name = ?`), string(text), name)
+	err = s.actionTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE templates SET lifecycle = ? WHERE name = ?`), string(text), name)
+		if err != nil {
+			return fmt.Errorf("set lifecycle of template %q: %w", name, err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return fmt.Errorf("template %q: %w", name, store.ErrNotFound)
+		}
+		return nil
+	})
 	if err != nil {
-		return store.Template{}, fmt.Errorf("set lifecycle of template %q: %w", name, err)
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return store.Template{}, fmt.Errorf("template %q: %w", name, store.ErrNotFound)
+		return store.Template{}, err
 	}
 	return s.TemplateByName(ctx, name)
 }
@@ -124,7 +130,7 @@ func (s *Store) CreateTemplateVersion(ctx context.Context, t store.Template, v s
 		created = v.CreatedAt
 	}
 	var out store.Template
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.actionTx(ctx, func(tx *sql.Tx) error {
 		// Two first pushes of one name at once: one inserts, the other waits for it and adds a
 		// version to the same template.
 		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO templates (id, name, kind, active_version_id, created_by, created_at, updated_at)
@@ -243,7 +249,7 @@ func (s *Store) TemplateVersionByNumber(ctx context.Context, templateID string, 
 }
 
 func (s *Store) PromoteTemplateVersion(ctx context.Context, name string, number int, now time.Time) (store.Template, error) {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		var templateID, versionID string
 		err := tx.QueryRowContext(ctx, s.q(`SELECT t.id, COALESCE(v.id, '') FROM templates t
 			LEFT JOIN template_versions v ON v.template_id = t.id AND v.number = ? WHERE t.name = ?`), number, name).Scan(&templateID, &versionID)
@@ -275,7 +281,8 @@ func buildSelect(withState bool) string {
 		state = "b.state"
 	}
 	return `SELECT b.id, b.workspace_id, b.build_number, b.transition, b.reason, b.initiator_id, COALESCE(u.username, ''),
-	b.template_version_id, ` + state + `, b.state IS NOT NULL, b.state_source, b.state_captured_on_cancel, b.state_pruned, b.orphan, b.created_at,
+	b.template_version_id, ` + state + `, b.state IS NOT NULL, b.state_source, b.state_captured_on_cancel, b.state_pruned, b.orphan, b.created_at, b.log_level,
+	b.is_prebuild, b.is_prebuild_claim,
 	j.id, j.build_id, j.worker_id, j.created_at, j.started_at, j.heartbeat_at, j.canceled_at, j.completed_at, j.error
 	FROM workspace_builds b JOIN provisioner_jobs j ON j.build_id = b.id LEFT JOIN users u ON u.id = b.initiator_id`
 }
@@ -285,7 +292,8 @@ func scanBuild(row scanner) (build.Build, error) {
 	var transition, reason, source string
 	var created int64
 	dest := append([]any{&b.ID, &b.WorkspaceID, &b.Number, &transition, &reason, &b.InitiatorID, &b.InitiatorName,
-		&b.TemplateVersionID, &b.State, &b.HasState, &source, &b.StateCapturedOnCancel, &b.StatePruned, &b.Orphan, &created}, jobDest(&b.Job)...)
+		&b.TemplateVersionID, &b.State, &b.HasState, &source, &b.StateCapturedOnCancel, &b.StatePruned, &b.Orphan, &created, &b.LogLevel,
+		&b.IsPrebuild, &b.IsPrebuildClaim}, jobDest(&b.Job)...)
 	if err := row.Scan(dest...); err != nil {
 		return b, err
 	}
@@ -351,10 +359,10 @@ func (s *Store) insertBuild(ctx context.Context, tx *sql.Tx, workspaceID string,
 		return fmt.Errorf("create build: it belongs to workspace %s, not %s", b.WorkspaceID, workspaceID)
 	}
 	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspace_builds (id, workspace_id, build_number, transition, reason, initiator_id,
-		template_version_id, state, state_source, state_captured_on_cancel, orphan, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		template_version_id, state, state_source, state_captured_on_cancel, orphan, created_at, log_level, is_prebuild, is_prebuild_claim)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		b.ID, workspaceID, b.Number, string(b.Transition), string(b.Reason), b.InitiatorID, b.TemplateVersionID,
-		nullBytes(b.State), string(b.StateSource), b.StateCapturedOnCancel, b.Orphan, micros(b.CreatedAt))
+		nullBytes(b.State), string(b.StateSource), b.StateCapturedOnCancel, b.Orphan, micros(b.CreatedAt), b.LogLevel, b.IsPrebuild, b.IsPrebuildClaim)
 	if err = s.wrapUnique(err, fmt.Sprintf("build #%d", b.Number)); err != nil {
 		return fmt.Errorf("create build: %w", err)
 	}
@@ -437,7 +445,7 @@ func (s *Store) CreateBuildWorkspace(ctx context.Context, w store.Workspace, b b
 		return fmt.Errorf("create workspace %q: a workspace with builds is a terraform workspace, without agent", w.Name)
 	}
 	var topics []string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		if err := s.insertWorkspace(ctx, tx, w); err != nil {
 			return err
 		}
@@ -465,7 +473,7 @@ func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(re
 	var outW store.Workspace
 	var outB *build.Build
 	var topics []string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		w, err := s.lockWorkspace(ctx, tx, ref)
 		if err != nil {
 			return err
@@ -531,7 +539,7 @@ func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(re
 func (s *Store) UpdateBuild(ctx context.Context, jobID string, fn func(rec store.BuildRecord) (store.BuildRecord, error)) (store.BuildRecord, error) {
 	var out store.BuildRecord
 	var topics []string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		// Lock order (Postgres), as NewBuild and PutBuildState: the workspace row, then the job's.
 		// A build never moves to another workspace, so its workspace is found unlocked first.
 		var workspaceID string
@@ -634,7 +642,7 @@ func (s *Store) BuildByJob(ctx context.Context, jobID string) (build.Build, erro
 }
 
 func (s *Store) PutBuildState(ctx context.Context, workspaceID string, state []byte, check func(current []byte) error) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
 		// The workspace's lock keeps a new build from starting meanwhile; the latest build's job, if
 		// it has ended, cannot become active again.
 		w, err := s.lockWorkspace(ctx, tx, store.WorkspaceRef{ID: workspaceID})
@@ -881,12 +889,14 @@ func (s *Store) CountJobs(ctx context.Context) (map[build.JobStatus]int, error) 
 // --- provisioners
 
 func (s *Store) CreateProvisioner(ctx context.Context, p store.Provisioner) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO provisioners (id, name, token_hash, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?)`),
-		p.ID, p.Name, p.TokenHash, micros(p.CreatedAt), nullMicros(p.LastSeenAt))
-	if err = s.wrapUnique(err, fmt.Sprintf("provisioner %q", p.Name)); err != nil {
-		return fmt.Errorf("create provisioner: %w", err)
-	}
-	return nil
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO provisioners (id, name, token_hash, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?)`),
+			p.ID, p.Name, p.TokenHash, micros(p.CreatedAt), nullMicros(p.LastSeenAt))
+		if err = s.wrapUnique(err, fmt.Sprintf("provisioner %q", p.Name)); err != nil {
+			return fmt.Errorf("create provisioner: %w", err)
+		}
+		return nil
+	})
 }
 
 const provisionerCols = `id, name, token_hash, created_at, last_seen_at`

@@ -23,7 +23,7 @@ func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
 }
 
 func (s *Store) CreateSession(ctx context.Context, ss store.Session) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM sessions WHERE expires_at < ?`), micros(ss.CreatedAt)); err != nil {
 			return fmt.Errorf("remove expired sessions: %w", err)
 		}

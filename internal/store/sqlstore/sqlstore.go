@@ -195,12 +195,14 @@ func (s *Store) wrapUnique(err error, what string) error {
 // --- users
 
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`),
-		u.ID, u.Username, u.Admin, u.TokenHash, micros(u.CreatedAt))
-	if err = s.wrapUnique(err, fmt.Sprintf("user %q", u.Username)); err != nil {
-		return fmt.Errorf("create user: %w", err)
-	}
-	return nil
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`),
+			u.ID, u.Username, u.Admin, u.TokenHash, micros(u.CreatedAt))
+		if err = s.wrapUnique(err, fmt.Sprintf("user %q", u.Username)); err != nil {
+			return fmt.Errorf("create user: %w", err)
+		}
+		return nil
+	})
 }
 
 const userCols = `id, username, admin, token_hash, created_at`
@@ -233,14 +235,16 @@ func (s *Store) UserByUsername(ctx context.Context, username string) (store.User
 }
 
 func (s *Store) SetUserToken(ctx context.Context, userID string, hash []byte) error {
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE users SET token_hash = ? WHERE id = ? AND NOT system`), hash, userID)
-	if err = s.wrapUnique(err, "user token"); err != nil {
-		return fmt.Errorf("set user token: %w", err)
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return fmt.Errorf("user %s: %w", userID, store.ErrNotFound)
-	}
-	return nil
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE users SET token_hash = ? WHERE id = ? AND NOT system`), hash, userID)
+		if err = s.wrapUnique(err, "user token"); err != nil {
+			return fmt.Errorf("set user token: %w", err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return fmt.Errorf("user %s: %w", userID, store.ErrNotFound)
+		}
+		return nil
+	})
 }
 
 func (s *Store) CountUsers(ctx context.Context) (int, error) {
@@ -256,12 +260,14 @@ func (s *Store) CreateAgent(ctx context.Context, a store.Agent) error {
 	if err != nil {
 		return fmt.Errorf("encode agent config: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO agents (id, name, token_hash, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
-		a.ID, a.Name, a.TokenHash, string(cfg), micros(a.CreatedAt), micros(a.UpdatedAt))
-	if err = s.wrapUnique(err, fmt.Sprintf("agent %q", a.Name)); err != nil {
-		return fmt.Errorf("create agent: %w", err)
-	}
-	return nil
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO agents (id, name, token_hash, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
+			a.ID, a.Name, a.TokenHash, string(cfg), micros(a.CreatedAt), micros(a.UpdatedAt))
+		if err = s.wrapUnique(err, fmt.Sprintf("agent %q", a.Name)); err != nil {
+			return fmt.Errorf("create agent: %w", err)
+		}
+		return nil
+	})
 }
 
 const agentCols = `id, name, token_hash, config, created_at, updated_at`
@@ -315,12 +321,14 @@ const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, COALESCE(w.ag
 	w.deployment_resource_version, w.error_type, w.error_message, w.url, w.created_at, w.backend,
 	COALESCE(w.template_id, ''), COALESCE(t.name, ''), w.last_activity_at,
 	w.autostart_schedule, w.autostart_timezone, w.ttl_ms, w.dormant_at, w.desired_state_reason,
-	COALESCE(w.template_version_id, ''), COALESCE(tv.number, 0), COALESCE(t.active_version_id, ''), w.parameters`
+	COALESCE(w.template_version_id, ''), COALESCE(tv.number, 0), COALESCE(t.active_version_id, ''), w.parameters,
+	COALESCE(w.preset_id, ''), COALESCE(pr.name, '')`
 
 // wsFrom joins the owner, and the agent (kubernetes) or template and version (terraform) a
 // workspace may have.
 const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id LEFT JOIN agents a ON a.id = w.agent_id
-	LEFT JOIN templates t ON t.id = w.template_id LEFT JOIN template_versions tv ON tv.id = w.template_version_id`
+	LEFT JOIN templates t ON t.id = w.template_id LEFT JOIN template_versions tv ON tv.id = w.template_version_id
+	LEFT JOIN template_presets pr ON pr.id = w.preset_id`
 
 func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error) {
 	var w store.Workspace
@@ -333,7 +341,8 @@ func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error)
 		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created,
 		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt,
 		&w.Schedule.Autostart, &w.Schedule.Timezone, &ttl, &dormantAt, &w.DesiredStateReason,
-		&w.TemplateVersionID, &w.TemplateVersion, &w.TemplateActiveVersionID, &params); err != nil {
+		&w.TemplateVersionID, &w.TemplateVersion, &w.TemplateActiveVersionID, &params,
+		&w.PresetID, &w.PresetName); err != nil {
 		return w, err
 	}
 	if params != "[]" && params != "" {
@@ -380,15 +389,19 @@ func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w store.Workspa
 	if kubeName == "" {
 		kubeName = workspace.KubeName(w.Name, w.ID)
 	}
-	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, kube_name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
+	params, err := encodeValues(w.Parameters)
+	if err != nil {
+		return fmt.Errorf("create workspace %q: %w", w.Name, err)
+	}
+	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, kube_name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
 		desired_state_updated_at, actual_state_updated_at, responded_to_agent_at, deployment_resource_version, error_type, error_message, url, created_at,
-		backend, template_id, autostart_schedule, autostart_timezone, ttl_ms, dormant_at, desired_state_reason)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		backend, template_id, autostart_schedule, autostart_timezone, ttl_ms, dormant_at, desired_state_reason, preset_id, parameters)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		w.ID, w.Name, kubeName, w.OwnerID, nullID(w.AgentID), w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
 		micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),
 		nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage, w.URL, micros(w.CreatedAt),
 		backend, nullID(w.TemplateID), w.Schedule.Autostart, w.Schedule.Timezone, nullMillis(w.Schedule.TTL), nullMicros(w.DormantAt),
-		w.DesiredStateReason)
+		w.DesiredStateReason, nullID(w.PresetID), params)
 	if err = s.wrapUnique(err, fmt.Sprintf("workspace %q of this owner", w.Name)); err != nil {
 		return fmt.Errorf("create workspace: %w", err)
 	}
@@ -431,7 +444,7 @@ func (s *Store) InsertWorkspaces(ctx context.Context, rows []store.Workspace) er
 }
 
 func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuota, perUserQuota int) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		if agentQuota >= 0 || perUserQuota >= 0 {
 			// Lock the agent row so that two creations cannot both pass the count (Postgres); SQLite's
 			// transaction already holds the write lock.
@@ -507,6 +520,9 @@ func (s *Store) ListWorkspaces(ctx context.Context, f store.ListFilter) ([]store
 	if !f.Terminated {
 		conds = append(conds, `w.actual_state <> 'Terminated'`)
 	}
+	if !f.Prebuilds {
+		conds, args = append(conds, `w.owner_id <> ?`), append(args, store.PrebuildsUserID)
+	}
 	where := ""
 	if len(conds) > 0 {
 		where = ` WHERE ` + strings.Join(conds, ` AND `)
@@ -547,7 +563,7 @@ func (s *Store) lockClause() string {
 func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn func(store.Workspace) (store.Workspace, error)) (store.Workspace, error) {
 	var out store.Workspace
 	woken := "" // the agent to wake after the commit
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		// Locking protocol (Postgres): a reconcile holds its agent's row FOR UPDATE and reads the
 		// agent's workspaces without row locks; a single-workspace writer holds the agent's row FOR
 		// SHARE, then the workspace row FOR UPDATE. So a user's change waits for a running reconcile

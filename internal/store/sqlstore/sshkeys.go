@@ -24,7 +24,7 @@ func scanSSHKey(row scanner, extra ...any) (store.SSHKey, error) {
 }
 
 func (s *Store) CreateSSHKey(ctx context.Context, k store.SSHKey, maxPerUser int) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
 		// Lock the user's row so that two additions cannot both pass the count (Postgres); SQLite's
 		// transaction already holds the write lock.
 		if s.d.ForUpdate != "" {
@@ -55,8 +55,12 @@ func (s *Store) SSHKeys(ctx context.Context, userID string) ([]store.SSHKey, err
 }
 
 func (s *Store) DeleteSSHKey(ctx context.Context, userID, idOrFingerprint string) (store.SSHKey, error) {
-	k, err := scanSSHKey(s.db.QueryRowContext(ctx, s.q(`DELETE FROM ssh_keys WHERE user_id = ? AND (id = ? OR fingerprint = ?)
+	var k store.SSHKey
+	err := s.actionTx(ctx, func(tx *sql.Tx) (err error) {
+		k, err = scanSSHKey(tx.QueryRowContext(ctx, s.q(`DELETE FROM ssh_keys WHERE user_id = ? AND (id = ? OR fingerprint = ?)
 		RETURNING `+sshKeyCols), userID, idOrFingerprint, idOrFingerprint))
+		return err
+	})
 	if err != nil {
 		return store.SSHKey{}, fmt.Errorf("delete: %w", notFound(err, fmt.Sprintf("ssh key %q", idOrFingerprint)))
 	}

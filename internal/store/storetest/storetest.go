@@ -46,8 +46,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LifecycleColumns", testLifecycleColumns},
 		{"TemplateLifecycle", testTemplateLifecycle},
 		{"AutomationUser", testAutomationUser},
+		{"AuditListFilterPage", testAuditList},
+		{"AuditInTheActionsTransaction", testAuditInTx},
+		{"AuditPrune", testAuditPrune},
+		{"BuildLogLevel", testBuildLogLevel},
 	}
 	tests = append(tests, buildTests...)
+	tests = append(tests, presetTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}
