@@ -318,7 +318,7 @@ func startVersion(rec store.BuildRecord) (string, error) {
 }
 
 // names lists the names of values, for logs (never the values).
-func names(values []parameter.Value) []string {
+func names(values []workspace.ParameterValue) []string {
 	out := make([]string, len(values))
 	for i, v := range values {
 		out[i] = v.Name

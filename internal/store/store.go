@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/errs"
-	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -85,7 +84,7 @@ type Workspace struct {
 	TemplateActiveVersionID string
 	// Parameters are the workspace's parameter values (terraform): what its builds pass. Builds
 	// write them (CreateBuildWorkspace, NewBuild); sensitive values are never shown.
-	Parameters []parameter.Value
+	Parameters []workspace.ParameterValue
 	// LastActivityAt is the latest use of the workspace through the access proxy its proxies
 	// reported (nil: never). Only RecordActivity and RecordWorkspaceActivity write it, never moving
 	// it back; UpdateWorkspace and Reconcile leave it.

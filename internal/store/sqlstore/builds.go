@@ -417,9 +417,9 @@ func (s *Store) writeBuildWorkspace(ctx context.Context, tx *sql.Tx, id string, 
 }
 
 // encodeValues is a workspace's parameter values as stored.
-func encodeValues(vs []parameter.Value) (string, error) {
+func encodeValues(vs []workspace.ParameterValue) (string, error) {
 	if vs == nil {
-		vs = []parameter.Value{}
+		vs = []workspace.ParameterValue{}
 	}
 	b, err := json.Marshal(vs)
 	if err != nil {

@@ -44,7 +44,7 @@ func (f BuildFixture) prebuilt(t testing.TB, s store.Store, p store.Preset, name
 	w := f.TerraformWorkspace(name)
 	w.OwnerID, w.OwnerName, w.PresetID, w.CreatedAt = store.PrebuildsUserID, store.PrebuildsUsername, p.ID, at
 	for k, v := range p.Parameters {
-		w.Parameters = append(w.Parameters, parameter.Value{Name: k, Value: v})
+		w.Parameters = append(w.Parameters, workspace.ParameterValue{Name: k, Value: v})
 	}
 	b := f.Build(w, 1, build.Start, at)
 	b.InitiatorID, b.Reason, b.IsPrebuild = store.PrebuildsUserID, build.ReasonPrebuild, true

@@ -12,6 +12,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // testTemplateVersions: a version pushed inactive leaves the active one; promote moves it; versions
@@ -60,7 +61,7 @@ func testTemplateVersions(t *testing.T, s store.Store) {
 
 	// A workspace on version 1, with parameter values.
 	w := f.TerraformWorkspace("vm")
-	w.Parameters = []parameter.Value{{Name: "size", Value: "2"}, {Name: "token", Value: "s3cret", Sensitive: true}}
+	w.Parameters = []workspace.ParameterValue{{Name: "size", Value: "2"}, {Name: "token", Value: "s3cret", Sensitive: true}}
 	b1 := f.Build(w, 1, build.Start, t0)
 	if err := s.CreateBuildWorkspace(ctx, w, b1); err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func testTemplateVersions(t *testing.T, s store.Store) {
 		b := f.Build(rec.Workspace, 2, build.Start, at)
 		b.TemplateVersionID = v2.ID
 		nw := afterBuild(rec.Workspace, b, at)
-		nw.Parameters = []parameter.Value{{Name: "size", Value: "3"}, {Name: "token", Value: "s3cret", Sensitive: true}}
+		nw.Parameters = []workspace.ParameterValue{{Name: "size", Value: "3"}, {Name: "token", Value: "s3cret", Sensitive: true}}
 		return nw, &b, nil
 	})
 	if err != nil || nb == nil || nw.TemplateVersionID != v2.ID || nw.TemplateVersion != 2 {
