@@ -34,15 +34,15 @@ type Change struct {
 // transaction and whether a build of it is queued or running (busy). Deciding on the locked row is
 // what makes an automated change happen once when several replicas decide at the same time: the
 // second finds the first's change and decides nothing.
-type Decide func(w store.Workspace, busy bool) (Change, error)
+type Decide func(w workspace.Workspace, busy bool) (Change, error)
 
 // To is the Decide of a user's request: the state to, whatever the row.
 func To(to workspace.State) Decide {
-	return func(store.Workspace, bool) (Change, error) { return Change{To: to}, nil }
+	return func(workspace.Workspace, bool) (Change, error) { return Change{To: to}, nil }
 }
 
 // AuditChange adds a desired-state change to the pending audit entry: from, to and the reason.
-func AuditChange(entry *audit.Pending, cur store.Workspace, c Change) {
+func AuditChange(entry *audit.Pending, cur workspace.Workspace, c Change) {
 	entry.Set("from", string(cur.DesiredState))
 	entry.Set("to", string(c.To))
 	if c.Reason != "" {
@@ -59,14 +59,14 @@ type Service interface {
 	// by (a user, or the automation's system user). A workspace by may not see is ErrHidden; a change
 	// the state rules refuse wraps workspace.ErrIllegalTransition or workspace.ErrTerminated.
 	// Asking for what the workspace already is, or is becoming, changes nothing.
-	SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide Decide) (store.Workspace, error)
+	SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide Decide) (workspace.Workspace, error)
 }
 
 // ErrHidden is a workspace the caller may not see: answered as "not found".
 var ErrHidden = errs.New(errs.NotFound, "workspace not visible to the caller")
 
 // Visible reports whether u may see w: its owner, or an admin (the automation is one).
-func Visible(u store.User, w store.Workspace) bool { return u.Admin || w.OwnerID == u.ID }
+func Visible(u workspace.User, w workspace.Workspace) bool { return u.Admin || w.OwnerID == u.ID }
 
 // Router sends each change to the service of the workspace's backend.
 type Router struct {
@@ -91,7 +91,7 @@ func (r Router) For(kind string) (Service, error) {
 
 // SetDesired reads which backend runs the workspace (a workspace never changes backend, so this
 // read needs no lock) and hands the change to that backend's service.
-func (r Router) SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide Decide) (store.Workspace, error) {
+func (r Router) SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide Decide) (workspace.Workspace, error) {
 	w, err := r.Store.Workspace(ctx, ref)
 	if err != nil {
 		return w, err

@@ -32,6 +32,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // Options configure a Server.
@@ -189,8 +190,8 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-type userHandler func(w http.ResponseWriter, r *http.Request, u store.User) error
-type agentHandler func(w http.ResponseWriter, r *http.Request, a store.Agent) error
+type userHandler func(w http.ResponseWriter, r *http.Request, u workspace.User) error
+type agentHandler func(w http.ResponseWriter, r *http.Request, a workspace.Agent) error
 
 // Route is one endpoint the server serves.
 type Route struct {
@@ -361,7 +362,7 @@ func (s *Server) authUser(h userHandler) http.HandlerFunc {
 }
 
 func (s *Server) adminOnly(h userHandler) userHandler {
-	return func(w http.ResponseWriter, r *http.Request, u store.User) error {
+	return func(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 		if !u.Admin {
 			return errForbidden("only an admin may do this")
 		}
@@ -410,7 +411,7 @@ func (s *Server) Bootstrap(ctx context.Context, dataDir string) (string, bool, e
 	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
 		return path, false, fmt.Errorf("write admin token: %w", err)
 	}
-	err = s.store.CreateUser(ctx, store.User{ID: uuid.NewString(), Username: "admin", Admin: true, TokenHash: HashToken(token), CreatedAt: s.clock.Now()})
+	err = s.store.CreateUser(ctx, workspace.User{ID: uuid.NewString(), Username: "admin", Admin: true, TokenHash: HashToken(token), CreatedAt: s.clock.Now()})
 	if errors.Is(err, store.ErrConflict) {
 		// Another replica bootstrapped at the same moment; its token file is the valid one.
 		_ = os.Remove(path)

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-func agentToken(w store.Workspace, hash string, buildNumber int) store.WorkspaceAgentToken {
+func agentToken(w workspace.Workspace, hash string, buildNumber int) store.WorkspaceAgentToken {
 	return store.WorkspaceAgentToken{Hash: []byte(hash), WorkspaceID: w.ID, BuildNumber: buildNumber, CreatedAt: t0.Add(time.Duration(buildNumber)*time.Second + 3*time.Microsecond)}
 }
 

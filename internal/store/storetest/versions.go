@@ -90,7 +90,7 @@ func testTemplateVersions(t *testing.T, s store.Store) {
 
 	// A build on version 2 moves the workspace to it, with the values its transaction writes.
 	finish(t, s, acquire(t, s, "w1", at).Job.ID, build.Outcome{State: []byte(`{"version":4}`)}, at)
-	nw, nb, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	nw, nb, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		b := f.Build(rec.Workspace, 2, build.Start, at)
 		b.TemplateVersionID = v2.ID
 		nw := afterBuild(rec.Workspace, b, at)
