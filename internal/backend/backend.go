@@ -65,9 +65,6 @@ type Service interface {
 // ErrHidden is a workspace the caller may not see: answered as "not found".
 var ErrHidden = errs.New(errs.NotFound, "workspace not visible to the caller")
 
-// Visible reports whether u may see w: its owner, or an admin (the automation is one).
-func Visible(u workspace.User, w workspace.Workspace) bool { return u.Admin || w.OwnerID == u.ID }
-
 // Router sends each change to the service of the workspace's backend.
 type Router struct {
 	Store      store.Store

@@ -136,9 +136,6 @@ var (
 	ErrBadRequest = errs.New(errs.Invalid, "bad request")
 )
 
-// visible: the owner or an admin.
-func visible(u workspace.User, w workspace.Workspace) bool { return backend.Visible(u, w) }
-
 // CreateWorkspace creates a workspace from a terraform template, with its first build (a start
 // from no state: seed, "API Operations", POST /workspaces) on the template's active version,
 // without parameter values, at the default log level.
@@ -233,7 +230,7 @@ func (s *Service) NewBuild(ctx context.Context, u workspace.User, ref store.Work
 	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		w := rec.Workspace
 		name := w.Name
-		if !visible(u, w) {
+		if !workspace.Visible(u, w) {
 			return w, nil, ErrHidden
 		}
 		entry := audit.From(ctx)
@@ -351,7 +348,7 @@ func (s *Service) Update(ctx context.Context, u workspace.User, ref store.Worksp
 	var active store.TemplateVersion
 	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		w := rec.Workspace
-		if !visible(u, w) {
+		if !workspace.Visible(u, w) {
 			return w, nil, ErrHidden
 		}
 		if w.Backend != store.KindTerraform {
@@ -466,7 +463,7 @@ func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.W
 	var c backend.Change
 	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		w := rec.Workspace
-		if !visible(by, w) {
+		if !workspace.Visible(by, w) {
 			return w, nil, ErrHidden
 		}
 		entry := audit.From(ctx)
@@ -538,7 +535,7 @@ func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.W
 // Cancel cancels the workspace's build number (0: the latest).
 func (s *Service) Cancel(ctx context.Context, u workspace.User, ref store.WorkspaceRef, number int) (build.Build, error) {
 	w, err := s.st.Workspace(ctx, ref)
-	if err == nil && !visible(u, w) {
+	if err == nil && !workspace.Visible(u, w) {
 		err = ErrHidden
 	}
 	if err != nil {
@@ -582,7 +579,7 @@ func (s *Service) Cancel(ctx context.Context, u workspace.User, ref store.Worksp
 // and the write are one transaction, so two pushes cannot both pass against the same saved state.
 func (s *Service) PushState(ctx context.Context, u workspace.User, ref store.WorkspaceRef, state []byte, force bool) error {
 	w, err := s.st.Workspace(ctx, ref)
-	if err == nil && !visible(u, w) {
+	if err == nil && !workspace.Visible(u, w) {
 		err = ErrHidden
 	}
 	if err != nil {

@@ -78,7 +78,7 @@ func UserChangeTime(w workspace.Workspace, now time.Time) time.Time {
 }
 
 // Decide applies the rules. The agent names a workspace by its cluster name and namespace
-// (store.Workspace.KubeName, unique in the cluster): two owners' workspaces of one name never mix.
+// (workspace.Workspace.KubeName, unique in the cluster): two owners' workspaces of one name never mix.
 func Decide(in Input) Output {
 	type key struct{ name, namespace string }
 	reported := make(map[key]protocol.WorkspaceAgentInfo, len(in.Infos))

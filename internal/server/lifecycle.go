@@ -48,7 +48,7 @@ func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u workspace
 	if err != nil {
 		return s.buildErr(r, err)
 	}
-	if !backend.Visible(u, cur) {
+	if !workspace.Visible(u, cur) {
 		return s.buildErr(r, backend.ErrHidden)
 	}
 	entry.SetTarget(audit.Workspace(cur.ID, cur.OwnerName, cur.Name))

@@ -84,6 +84,10 @@ type Workspace struct {
 	PresetName string // filled on reads
 }
 
+// Visible reports whether u may see w: its owner, or an admin (the automation is one). A
+// workspace the caller may not see is answered as not found.
+func Visible(u User, w Workspace) bool { return u.Admin || w.OwnerID == u.ID }
+
 // ParameterValue is a workspace's value of one parameter (package parameter: the template
 // version's parameters, and the checks of their values).
 type ParameterValue struct {

@@ -140,7 +140,7 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 // at its next reconcile (backend.Service).
 func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide backend.Decide) (workspace.Workspace, error) {
 	row, err := s.st.UpdateWorkspace(ctx, ref, func(cur workspace.Workspace) (workspace.Workspace, error) {
-		if !backend.Visible(by, cur) {
+		if !workspace.Visible(by, cur) {
 			return cur, backend.ErrHidden
 		}
 		entry := audit.From(ctx)
