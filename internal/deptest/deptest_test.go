@@ -50,18 +50,18 @@ var rules = []rule{
 			"internal/store/sqlite", "internal/store/postgres", "internal/store/sqlstore"}},
 	{pkg: "internal/backend", why: "the backends' services are called by the server, not the other way",
 		forbid: []string{"internal/server", "internal/servercmd", "internal/agent", "internal/store/sqlite", "internal/store/postgres", "internal/store/sqlstore"}},
-	{pkg: "internal/builder", why: "the Terraform service is called by the server, not the other way",
+	{pkg: "internal/backend/tfbackend", why: "the Terraform service is called by the server, not the other way",
 		forbid: []string{"internal/server", "internal/servercmd", "internal/provisioner", "internal/store/sqlite", "internal/store/postgres", "internal/store/sqlstore"}},
 
 	// The agent and the access proxy speak protocol; the generator and the store are the server's.
 	{pkg: "internal/agent", why: "the agent reads protocol's labels and configs, not the generator; it talks to the server over HTTP",
-		forbid: []string{"internal/devfile", "internal/server", "internal/store", "internal/backend", "internal/builder", "internal/reconcile"}},
+		forbid: []string{"internal/devfile", "internal/server", "internal/store", "internal/backend", "internal/reconcile"}},
 	{pkg: "internal/proxy", why: "the access proxy asks the server over HTTP",
-		forbid: []string{"internal/devfile", "internal/server", "internal/store", "internal/backend", "internal/builder"}},
+		forbid: []string{"internal/devfile", "internal/server", "internal/store", "internal/backend"}},
 
 	// The CLI is a client of the user API.
 	{pkg: "internal/cli", why: "the CLI is a client of the user API (sdk)",
-		forbid: []string{"internal/server", "internal/store", "internal/backend", "internal/builder", "internal/agent", "internal/provisioner"}},
+		forbid: []string{"internal/server", "internal/store", "internal/backend", "internal/agent", "internal/provisioner"}},
 }
 
 // exceptions are dependencies that break a rule today, each with the reason; each must still be

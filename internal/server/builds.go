@@ -18,8 +18,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hangar-dev/hangar/internal/audit"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -30,7 +30,7 @@ import (
 )
 
 // The Terraform backend's user API: templates, builds, logs, state. The rules are in package build
-// and builder; these handlers authenticate, decode, call and encode.
+// and backend/tfbackend; these handlers authenticate, decode, call and encode.
 
 // MaxTemplateNameLength bounds template names (DNS labels, like workspace names).
 const MaxTemplateNameLength = 63
@@ -143,12 +143,12 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request, _ workspace
 }
 
 // moduleParameters are the module's variables that users give values for: every one Hangar does
-// not supply itself (builder.VariableNames). A module with more than parameter.MaxParameters is
+// not supply itself (tfbackend.VariableNames). A module with more than parameter.MaxParameters is
 // refused, and so is a required variable Hangar can never supply: one whose type a user cannot
 // give as a value (a type containing `any` inside a collection or object has no JSON shape to
 // check a value against).
 func moduleParameters(m tfmodule.Module, v *workspace.ValidationError) []parameter.Parameter {
-	hangar := builder.VariableNames()
+	hangar := tfbackend.VariableNames()
 	params := []parameter.Parameter{}
 	for _, p := range m.Declared {
 		if hangar[p.Name] {
@@ -257,7 +257,7 @@ func (s *Server) pullTemplateVersion(w http.ResponseWriter, r *http.Request, _ w
 }
 
 // updateWorkspaceVersion is hangar update: the workspace moves to its template's active version
-// and to the parameter values given (builder.Update).
+// and to the parameter values given (tfbackend.Update).
 func (s *Server) updateWorkspaceVersion(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.UpdateWorkspaceVersionRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
@@ -290,7 +290,7 @@ func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request
 	if req.Preset != "" {
 		ws, err = s.createFromPreset(r.Context(), u, req.Name, t, req.Preset, logLevel)
 	} else {
-		ws, _, err = s.builder.Create(r.Context(), u, req.Name, t, builder.Spec{Parameters: req.Parameters, LogLevel: logLevel})
+		ws, _, err = s.builder.Create(r.Context(), u, req.Name, t, tfbackend.Spec{Parameters: req.Parameters, LogLevel: logLevel})
 	}
 	if err != nil {
 		return err
@@ -360,7 +360,7 @@ func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u workspace
 	if err != nil {
 		return err
 	}
-	ws, b, err := s.builder.NewBuild(r.Context(), u, ref, builder.Request{Transition: t, Orphan: req.Orphan, State: req.State, LogLevel: logLevel})
+	ws, b, err := s.builder.NewBuild(r.Context(), u, ref, tfbackend.Request{Transition: t, Orphan: req.Orphan, State: req.State, LogLevel: logLevel})
 	if err != nil {
 		return s.buildErr(r, err)
 	}
@@ -411,11 +411,11 @@ func (s *Server) untilShutdown(r *http.Request) (context.Context, context.Cancel
 // buildErr maps the builder's errors to answers.
 func (s *Server) buildErr(r *http.Request, err error) error {
 	switch {
-	case errors.Is(err, builder.ErrHidden), isNotFound(err):
+	case errors.Is(err, tfbackend.ErrHidden), isNotFound(err):
 		return errNotFound("workspace %q not found", r.PathValue("name"))
-	case errors.Is(err, builder.ErrNotTerraform):
+	case errors.Is(err, tfbackend.ErrNotTerraform):
 		return errConflict("not a terraform workspace", err.Error())
-	case errors.Is(err, builder.ErrBadRequest):
+	case errors.Is(err, tfbackend.ErrBadRequest):
 		return errBadRequest(err.Error())
 	case errors.Is(err, build.ErrBuildActive), errors.Is(err, build.ErrDeleted), errors.Is(err, build.ErrNotActive):
 		return errConflict("build conflict", err.Error())

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hangar-dev/hangar/internal/audit"
-	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/prebuild"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -92,7 +92,7 @@ func presetFromRequest(name string, req sdk.PutPresetRequest, versions []store.T
 		field := "parameters." + k
 		val := req.Parameters[k]
 		switch {
-		case slices.Contains(builder.ReservedVariables, k):
+		case slices.Contains(tfbackend.ReservedVariables, k):
 			v.Add(field, "is set by Hangar itself; a preset cannot set it")
 		case !slices.Contains(declared, k):
 			v.Add(field, "the module (version %s) declares no variable %q", versionText(req.Version), k)
@@ -246,6 +246,6 @@ func (s *Server) createFromPreset(ctx context.Context, u workspace.User, name st
 		s.metrics.prebuildsClaimed.WithLabelValues(t.Name, p.Name).Inc()
 		return ws, nil
 	}
-	ws, _, err = s.builder.Create(ctx, u, name, t, builder.Spec{VersionID: versionID, Parameters: p.Parameters, PresetID: p.ID, LogLevel: logLevel})
+	ws, _, err = s.builder.Create(ctx, u, name, t, tfbackend.Spec{VersionID: versionID, Parameters: p.Parameters, PresetID: p.ID, LogLevel: logLevel})
 	return ws, err
 }

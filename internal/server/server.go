@@ -25,7 +25,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/autobuild"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/backend/kube"
-	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
@@ -44,7 +44,7 @@ type Options struct {
 	// time.After. Tests inject one they fire at will, and learn from its call that the wait blocks.
 	After func(time.Duration) <-chan time.Time
 	// Builder runs the Terraform backend (default: one over Store, Clock and Logger).
-	Builder *builder.Service
+	Builder *tfbackend.Service
 	// Kube is the Kubernetes backend's service (default: one over Store).
 	Kube *kube.Service
 	// RecheckInterval is how often open connections of Terraform workspaces' helpers and of their
@@ -76,7 +76,7 @@ type Server struct {
 	kube    *kube.Service
 	mux     *http.ServeMux
 	after   func(time.Duration) <-chan time.Time
-	builder *builder.Service
+	builder *tfbackend.Service
 	// backends sends desired-state changes to the service of each workspace's backend.
 	backends backend.Router
 	// lifecycle is the lifecycle executor over backends (run by Run; tests Tick it).
@@ -129,7 +129,7 @@ func New(opts Options) *Server {
 		opts.ReplicaID = host + "/" + uuid.NewString()[:8]
 	}
 	if opts.Builder == nil {
-		opts.Builder = builder.New(builder.Options{Store: opts.Store, Clock: opts.Clock, Logger: opts.Logger})
+		opts.Builder = tfbackend.New(tfbackend.Options{Store: opts.Store, Clock: opts.Clock, Logger: opts.Logger})
 	}
 	if opts.Kube == nil {
 		opts.Kube = kube.New(opts.Store, opts.Clock, opts.Logger)

@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/yamux"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -114,7 +114,7 @@ func (s *Server) helperWorkspace(ctx context.Context, token string) (workspace.W
 	if !strings.HasPrefix(token, protocol.WorkspaceAgentTokenPrefix) || len(token) > maxAgentTokenLen {
 		return workspace.Workspace{}, errUnauthorized("invalid helper token: want the token of a hangar_agent resource (" + protocol.WorkspaceAgentTokenPrefix + "...)")
 	}
-	t, err := s.store.WorkspaceAgentTokenByHash(ctx, builder.HashAgentToken(token))
+	t, err := s.store.WorkspaceAgentTokenByHash(ctx, tfbackend.HashAgentToken(token))
 	if errors.Is(err, store.ErrNotFound) {
 		return workspace.Workspace{}, errUnauthorized("invalid helper token: unknown, or no longer in the workspace's Terraform state")
 	} else if err != nil {

@@ -1,10 +1,10 @@
-// Package builder runs the Terraform backend's side of the server
-// (../shared/seeds/terraform-state-management.md): it turns users' requests into workspace builds
-// and provisioner jobs, hands jobs to provisioners, records how they end under the seed's state
-// rules (package build), and reaps jobs whose provisioner went silent. HTTP handlers and the
+// Package tfbackend is the Terraform backend's service (it was package builder), the server's side
+// of the seed terraform-state-management.md: it turns users' requests into workspace builds and
+// provisioner jobs, hands jobs to provisioners, records how they end under the seed's state rules
+// (package build), and reaps jobs whose provisioner went silent. HTTP handlers and the
 // in-process provisioner both call it; the decisions it applies are the pure functions of package
 // build, and every change is one store transaction.
-package builder
+package tfbackend
 
 import (
 	"cmp"
@@ -48,7 +48,7 @@ type Options struct {
 	AccessURL func() string
 }
 
-// Service is the builder.
+// Service is the Terraform backend's service.
 type Service struct {
 	opts Options
 	st   store.Store
