@@ -6,7 +6,9 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/build"
@@ -28,7 +30,15 @@ type Change struct {
 	// LogLevel is the Terraform log level of the builds the change makes ("" or build.LogDebug);
 	// a workspace an agent runs refuses any.
 	LogLevel string
+	// Use, when set, is the time of a use of the workspace by whoever asks: recorded with the
+	// change, in its transaction, when that is the owner (what autostop and dormancy count from;
+	// an admin's change is not the owner's use), whether or not the state changes.
+	Use *time.Time
 }
+
+// ErrOtherBackend is a workspace a service was asked to change that another backend runs. The
+// service changed nothing; Router tries the other.
+var ErrOtherBackend = errs.New(errs.Conflict, "the workspace is run by another backend")
 
 // Decide returns the change to make, given the workspace's row as it is locked inside the change's
 // transaction and whether a build of it is queued or running (busy). Deciding on the locked row is
@@ -89,8 +99,13 @@ func (r Router) For(kind string) (Service, error) {
 // SetDesired reads which backend runs the workspace (a workspace never changes backend, so this
 // read needs no lock) and hands the change to that backend's service.
 func (r Router) SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide Decide) (workspace.Workspace, error) {
-	w, err := r.Store.Workspace(ctx, ref)
-	if err != nil {
+	// Most changes are of Kubernetes workspaces (users' and the load's): their service is tried
+	// first, and its transaction reads the row by ref, locked, and gives it up at once when another
+	// backend runs it. So a change of a Kubernetes workspace reads its row once, where a read to
+	// choose the service first cost a round trip to the database on every change; a Terraform
+	// workspace's change pays one short transaction more, next to a build of seconds.
+	w, err := r.Kubernetes.SetDesired(ctx, by, ref, decide)
+	if !errors.Is(err, ErrOtherBackend) {
 		return w, err
 	}
 	svc, err := r.For(w.Backend)

@@ -188,13 +188,16 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u works
 	if err != nil {
 		return err
 	}
+	now := s.clock.Now()
 	row, err := s.backends.SetDesired(r.Context(), u, ref, func(workspace.Workspace, bool) (backend.Change, error) {
-		return backend.Change{To: to, LogLevel: logLevel}, nil
+		return backend.Change{To: to, LogLevel: logLevel, Use: &now}, nil
 	})
 	if err != nil {
 		return s.buildErr(r, err)
 	}
-	s.used(r, row, u)
+	if row.Backend != store.KindKubernetes {
+		s.used(r, row, u) // the Kubernetes service records the use in the change's transaction
+	}
 	s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState, "by", u.Username)
 	out := s.toWorkspace(row)
 	s.withAutomation(r.Context(), row, &out)

@@ -64,9 +64,9 @@ type Workspace struct {
 	// Parameters are the workspace's parameter values (terraform): what its builds pass. Builds
 	// write them (CreateBuildWorkspace, NewBuild); sensitive values are never shown.
 	Parameters []ParameterValue
-	// LastActivityAt is the latest use of the workspace through the access proxy its proxies
-	// reported (nil: never). Only the store's RecordActivity and RecordWorkspaceActivity write it,
-	// never moving it back; UpdateWorkspace and Reconcile leave it.
+	// LastActivityAt is the latest use of the workspace: through the access proxy its proxies
+	// reported, or its owner's own change (nil: never). The store's RecordActivity,
+	// RecordWorkspaceActivity and UpdateWorkspace write it, never moving it back; Reconcile leaves it.
 	LastActivityAt *time.Time
 
 	// Lifecycle automation (package lifecycle). Schedule is the workspace's own settings; DormantAt

@@ -139,18 +139,27 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 // SetDesired changes the desired state in one transaction on the locked row; the agent applies it
 // at its next reconcile (backend.Service).
 func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide backend.Decide) (workspace.Workspace, error) {
+	var other workspace.Workspace // the row, when another backend runs it
 	row, err := s.st.UpdateWorkspace(ctx, ref, func(cur workspace.Workspace) (workspace.Workspace, error) {
 		if !workspace.Visible(by, cur) {
 			return cur, backend.ErrHidden
 		}
+		if cur.Backend != store.KindKubernetes {
+			other = cur
+			return cur, fmt.Errorf("workspace %q is a %s workspace: %w", cur.Name, cur.Backend, backend.ErrOtherBackend)
+		}
 		entry := audit.From(ctx)
 		entry.SetTarget(audit.Workspace(cur.ID, cur.OwnerName, cur.Name))
-		if cur.Backend != store.KindKubernetes {
-			return cur, fmt.Errorf("workspace %q is a %s workspace: %w", cur.Name, cur.Backend, store.ErrConflict)
-		}
 		c, err := decide(cur, false)
-		if err != nil || c.To == "" {
+		if err != nil {
 			return cur, err
+		}
+		if c.Use != nil && by.ID == cur.OwnerID && (cur.LastActivityAt == nil || cur.LastActivityAt.Before(*c.Use)) {
+			use := *c.Use
+			cur.LastActivityAt = &use
+		}
+		if c.To == "" {
+			return cur, nil
 		}
 		backend.AuditChange(entry, cur, c)
 		if c.LogLevel != "" {
@@ -177,6 +186,9 @@ func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.W
 		}
 		return cur, nil
 	})
+	if errors.Is(err, backend.ErrOtherBackend) {
+		return other, err
+	}
 	return row, err // the caller logs the change: the handler a user's, the executor its own
 }
 

@@ -578,20 +578,16 @@ func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn 
 		if err != nil {
 			return err
 		}
-		if err := s.updateBatch(ctx, tx, []workspace.Workspace{next}); err != nil {
+		out = next
+		notify := ""
+		if !next.DesiredStateUpdatedAt.Equal(w.DesiredStateUpdatedAt) && w.AgentID != "" {
+			notify = w.AgentID // the desired state changed: the agent is told
+		}
+		if err := s.updateOne(ctx, tx, next, notify); err != nil {
 			return err
 		}
-		if lifecycleChanged(w, next) {
-			if err := s.writeLifecycle(ctx, tx, next); err != nil {
-				return err
-			}
-		}
-		out = next
-		if next.DesiredStateUpdatedAt.Equal(w.DesiredStateUpdatedAt) || w.AgentID == "" {
-			return nil // the desired state did not change, or no agent: nothing for an agent
-		}
-		woken = w.AgentID
-		return s.notifyTx(ctx, tx, w.AgentID)
+		woken = notify
+		return nil
 	})
 	if err == nil && woken != "" {
 		s.committed(woken)
@@ -599,17 +595,35 @@ func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn 
 	return out, err
 }
 
-// lifecycleChanged reports whether the columns of lifecycle automation differ between a and b
-// (the reconcile's batch writer leaves them).
-func lifecycleChanged(a, b workspace.Workspace) bool {
-	return a.Schedule.Autostart != b.Schedule.Autostart || a.Schedule.Timezone != b.Schedule.Timezone ||
-		!equalPtr(a.Schedule.TTL, b.Schedule.TTL) || !equalTimePtr(a.DormantAt, b.DormantAt) ||
-		a.DesiredStateReason != b.DesiredStateReason
-}
-
 func equalPtr[T comparable](a, b *T) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
 func equalTimePtr(a, b *time.Time) bool { return (a == nil) == (b == nil) && (a == nil || a.Equal(*b)) }
+
+// updateOne writes one workspace's row as a user's or the automation's change leaves it, in one
+// statement: the columns a reconcile writes, those of lifecycle automation, and its last use
+// (only ever moved forward). With notify set (an agent's id) on Postgres, the same statement sends
+// the agent's notification: a user's change is then BEGIN, the locks, this and COMMIT.
+func (s *Store) updateOne(ctx context.Context, tx *sql.Tx, w workspace.Workspace, notify string) error {
+	q := `UPDATE workspaces SET desired_state = ?, actual_state = ?, desired_state_updated_at = ?, actual_state_updated_at = ?,
+		responded_to_agent_at = ?, deployment_resource_version = ?, error_type = ?, error_message = ?,
+		autostart_schedule = ?, autostart_timezone = ?, ttl_ms = ?, dormant_at = ?, desired_state_reason = ?,
+		last_activity_at = CASE WHEN last_activity_at IS NULL OR last_activity_at < ?` + s.d.BigintCast + ` THEN ?` + s.d.BigintCast + ` ELSE last_activity_at END
+		WHERE id = ?`
+	args := []any{string(w.DesiredState), string(w.ActualState), micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt),
+		nullMicros(w.RespondedToAgentAt), nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage,
+		w.Schedule.Autostart, w.Schedule.Timezone, nullMillis(w.Schedule.TTL), nullMicros(w.DormantAt), w.DesiredStateReason,
+		nullMicros(w.LastActivityAt), nullMicros(w.LastActivityAt), w.ID}
+	if notify != "" && s.d.Notify != "" {
+		// A data-modifying WITH runs whatever the outer statement reads; the notification is sent
+		// at commit, as notifyTx's.
+		q = `WITH u AS (` + q + ` RETURNING 1) ` + s.d.Notify + ` FROM u`
+		args = append(args, notify)
+	}
+	if _, err := tx.ExecContext(ctx, s.q(q), args...); err != nil {
+		return fmt.Errorf("update workspace %q: %w", w.Name, err)
+	}
+	return nil
+}
 
 // writeLifecycle writes w's columns of lifecycle automation.
 func (s *Store) writeLifecycle(ctx context.Context, tx *sql.Tx, w workspace.Workspace) error {
@@ -652,30 +666,26 @@ func refString(ref store.WorkspaceRef) string {
 // SQLite's transaction already holds the write lock.
 func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, ref store.WorkspaceRef) (workspace.Workspace, error) {
 	what := refString(ref)
-	if ref.ID == "" && s.d.ForShare != "" {
-		// Choose the row once, then lock by id: Postgres does not order again after waiting for a
-		// lock, so a name's two locking reads could each pick a different namesake under a
-		// concurrent create or terminate.
-		var id string
+	if s.d.ForShare != "" {
+		// Postgres: the agent's row FOR SHARE first (the locking protocol above), in the statement
+		// that chooses the row. A name is chosen once, then locked by id: Postgres does not order
+		// again after waiting for a lock, so a name's two locking reads could each pick a different
+		// namesake under a concurrent create or terminate. No agent (terraform): the workspace's
+		// own row lock is enough.
 		where, args, order := refQuery(ref)
-		err := tx.QueryRowContext(ctx, s.q(`SELECT w.id FROM workspaces w WHERE `+where+order), args...).Scan(&id)
+		var id string
+		var agentID sql.NullString
+		err := tx.QueryRowContext(ctx, s.q(`SELECT c.id, (SELECT a.id FROM agents a WHERE a.id = c.agent_id`+s.d.ForShare+`)
+			FROM (SELECT w.id, w.agent_id FROM workspaces w WHERE `+where+order+`) c`), args...).Scan(&id, &agentID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return workspace.Workspace{}, fmt.Errorf("%s: %w", what, store.ErrNotFound)
 		}
 		if err != nil {
-			return workspace.Workspace{}, fmt.Errorf("find %s: %w", what, err)
+			return workspace.Workspace{}, fmt.Errorf("lock agent of %s: %w", what, err)
 		}
 		ref = store.WorkspaceRef{ID: id}
 	}
 	where, args, order := refQuery(ref)
-	if s.d.ForShare != "" {
-		// No row: no such workspace, or one without an agent, whose own row lock is enough.
-		var agentID string
-		err := tx.QueryRowContext(ctx, s.q(`SELECT a.id FROM workspaces w JOIN agents a ON a.id = w.agent_id WHERE `+where+order+` FOR SHARE OF a`), args...).Scan(&agentID)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return workspace.Workspace{}, fmt.Errorf("lock agent of %s: %w", what, err)
-		}
-	}
 	ws, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE `+where+order+s.lockClause(), args...)
 	if err != nil {
 		return workspace.Workspace{}, err

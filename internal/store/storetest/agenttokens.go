@@ -61,8 +61,8 @@ func testAgentTokens(t *testing.T, s store.Store) {
 	}
 }
 
-// testWorkspaceActivity: RecordWorkspaceActivity keeps the latest time of a workspace of either
-// backend, never moving it back.
+// testWorkspaceActivity: RecordWorkspaceActivity and UpdateWorkspace keep the latest time of a
+// workspace of either backend, never moving it back.
 func testWorkspaceActivity(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	f := NewBuildFixture(t, s, "alice")
@@ -79,6 +79,21 @@ func testWorkspaceActivity(t *testing.T, s store.Store) {
 	}
 	if err := s.RecordWorkspaceActivity(ctx, "no-such-workspace", at); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("activity of an unknown workspace: %v, want ErrNotFound", err)
+	}
+
+	// UpdateWorkspace writes the row's use with the change, in its transaction, and likewise only
+	// forward: an earlier time, or none, leaves the later one.
+	later := at.Add(time.Minute)
+	for _, a := range []*time.Time{&later, nil, &at} {
+		if _, err := s.UpdateWorkspace(ctx, store.WorkspaceRef{ID: w.ID}, func(cur workspace.Workspace) (workspace.Workspace, error) {
+			cur.LastActivityAt = a
+			return cur, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.WorkspaceByID(ctx, w.ID); err != nil || got.LastActivityAt == nil || !got.LastActivityAt.Equal(later) {
+			t.Fatalf("after UpdateWorkspace with use %v: last activity %v (%v), want %v", a, got.LastActivityAt, err, later)
+		}
 	}
 }
 
