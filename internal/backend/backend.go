@@ -1,7 +1,7 @@
 // Package backend is the one interface through which Hangar changes a workspace's desired state,
 // whatever runs it: the Kubernetes service (package backend/kube: an agent applies the change) or
-// the Terraform service (package backend/tfbackend: the change becomes a build). The server's handlers, the
-// lifecycle executor (package autobuild) and, later, the prebuild reconciler call it.
+// the Terraform service (package backend/tfbackend: the change becomes a build). The server's
+// handlers, the lifecycle executor (package autobuild) and, later, the prebuild reconciler call it.
 package backend
 
 import (

@@ -434,7 +434,7 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
 		return
 	}
-	if ws := t.notPublic; ws != nil && (u.Admin || u.ID == ws.OwnerID) {
+	if ws := t.notPublic; ws != nil && workspace.Visible(u, *ws) {
 		s.log.Info("proxy authorize refused", "user", u.Username, "host", host, "reason", "not a public endpoint")
 		writePage(w, http.StatusBadRequest, page{Title: "Not a public endpoint", SignedIn: true,
 			Message: fmt.Sprintf("Port %d of workspace %s/%s is not a public endpoint: only endpoints with exposure public are served through the proxy.", t.port, ws.OwnerName, ws.Name)})

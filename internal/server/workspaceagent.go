@@ -326,7 +326,7 @@ func (s *Server) stillAllowed(ctx context.Context, r *http.Request, token string
 	} else if err != nil {
 		return ""
 	}
-	if !visible(now, ws) {
+	if !workspace.Visible(now, ws) {
 		return "the workspace is no longer the user's"
 	}
 	if ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {

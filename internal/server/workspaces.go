@@ -74,10 +74,6 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u works
 // errNotFound).
 func isNotFound(err error) bool { return errs.Is(err, errs.NotFound) }
 
-// visible reports whether u may see w: its owner, or an admin. Everything else is a 404, so that
-// workspace names of other users are not disclosed.
-func visible(u workspace.User, w workspace.Workspace) bool { return u.Admin || w.OwnerID == u.ID }
-
 // workspaceRef reads the {name} path value, `name` (the caller's own) or `owner/name`, into the
 // store's reference. A malformed value is 400 naming the field; another owner is 404 unless the
 // caller is an admin (a user does not learn which usernames or names exist).
@@ -114,7 +110,7 @@ func (s *Server) readWorkspace(r *http.Request, u workspace.User) (workspace.Wor
 		return workspace.Workspace{}, err
 	}
 	row, err := s.store.Workspace(r.Context(), ref)
-	if (err == nil && !visible(u, row)) || isNotFound(err) {
+	if (err == nil && !workspace.Visible(u, row)) || isNotFound(err) {
 		return row, errNotFound("workspace %q not found", r.PathValue("name"))
 	}
 	return row, err
