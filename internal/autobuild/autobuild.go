@@ -42,7 +42,7 @@ type Executor struct {
 }
 
 // Automation is the user the executor acts as.
-var Automation = store.User{ID: store.AutomationUserID, Username: store.AutomationUsername, Admin: true}
+var Automation = workspace.User{ID: store.AutomationUserID, Username: store.AutomationUsername, Admin: true}
 
 // automationActor is Automation in the audit log.
 var automationActor = audit.Actor{ID: store.AutomationUserID, Name: store.AutomationUsername}
@@ -83,7 +83,7 @@ func ReadPolicies(ctx context.Context, st store.Store) (Policies, error) {
 }
 
 // PolicyOf reads the policy of w alone: its agent's or its template's.
-func PolicyOf(ctx context.Context, st store.Store, w store.Workspace) (workspace.Lifecycle, error) {
+func PolicyOf(ctx context.Context, st store.Store, w workspace.Workspace) (workspace.Lifecycle, error) {
 	if w.Backend == store.KindTerraform {
 		t, err := st.TemplateByName(ctx, w.TemplateName)
 		return t.Lifecycle, err
@@ -93,7 +93,7 @@ func PolicyOf(ctx context.Context, st store.Store, w store.Workspace) (workspace
 }
 
 // Of is the policy of w.
-func (p Policies) Of(w store.Workspace) workspace.Lifecycle {
+func (p Policies) Of(w workspace.Workspace) workspace.Lifecycle {
 	if w.Backend == store.KindTerraform {
 		return p.Templates[w.TemplateID]
 	}
@@ -101,7 +101,7 @@ func (p Policies) Of(w store.Workspace) workspace.Lifecycle {
 }
 
 // Snapshot is what lifecycle.Decide reads of w under policy p.
-func Snapshot(w store.Workspace, p workspace.Lifecycle, busy bool) lifecycle.Snapshot {
+func Snapshot(w workspace.Workspace, p workspace.Lifecycle, busy bool) lifecycle.Snapshot {
 	use := w.CreatedAt
 	if w.LastActivityAt != nil && w.LastActivityAt.After(use) {
 		use = *w.LastActivityAt
@@ -111,7 +111,7 @@ func Snapshot(w store.Workspace, p workspace.Lifecycle, busy bool) lifecycle.Sna
 }
 
 type due struct {
-	w store.Workspace
+	w workspace.Workspace
 	a lifecycle.Action
 }
 
@@ -177,7 +177,7 @@ func (e *Executor) apply(ctx context.Context, now time.Time, p workspace.Lifecyc
 	defer func() { e.Audit.End(ctx, entry, err) }()
 	if d.a.To == "" {
 		// Marking dormant alone changes no desired state: one row update, decided again under its lock.
-		_, err := e.Store.UpdateWorkspace(ctx, ref, func(w store.Workspace) (store.Workspace, error) {
+		_, err := e.Store.UpdateWorkspace(ctx, ref, func(w workspace.Workspace) (workspace.Workspace, error) {
 			a := lifecycle.Decide(now, Snapshot(w, p, false))
 			if a.To != "" || !a.MarkDormant || w.DormantAt != nil {
 				entry.Discard()
@@ -193,7 +193,7 @@ func (e *Executor) apply(ctx context.Context, now time.Time, p workspace.Lifecyc
 	if err != nil {
 		return made, err
 	}
-	_, err = svc.SetDesired(ctx, Automation, ref, func(w store.Workspace, busy bool) (backend.Change, error) {
+	_, err = svc.SetDesired(ctx, Automation, ref, func(w workspace.Workspace, busy bool) (backend.Change, error) {
 		a := lifecycle.Decide(now, Snapshot(w, p, busy))
 		if a.To != d.a.To {
 			entry.Discard()

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/autobuild"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
@@ -35,14 +35,14 @@ func TestReplicasChangeOnce(t *testing.T) {
 	clk := clock.NewFake(servertest.Start)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var srvs [2]*server.Server
-	var blds [2]*builder.Service
+	var blds [2]*tfbackend.Service
 	for i := range srvs {
 		st, err := postgres.Open(ctx, url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		blds[i] = builder.New(builder.Options{Store: st, Clock: clk, Logger: log})
+		blds[i] = tfbackend.New(tfbackend.Options{Store: st, Clock: clk, Logger: log})
 		srvs[i] = server.New(server.Options{Store: st, Clock: clk, Logger: log, Builder: blds[i], ReplicaID: fmt.Sprintf("r%d", i)})
 	}
 	dir := t.TempDir()

@@ -1,7 +1,7 @@
 // Package backend is the one interface through which Hangar changes a workspace's desired state,
 // whatever runs it: the Kubernetes service (package backend/kube: an agent applies the change) or
-// the Terraform service (package builder: the change becomes a build). The server's handlers, the
-// lifecycle executor (package autobuild) and, later, the prebuild reconciler call it.
+// the Terraform service (package backend/tfbackend: the change becomes a build). The server's
+// handlers, the lifecycle executor (package autobuild) and, later, the prebuild reconciler call it.
 package backend
 
 import (
@@ -44,15 +44,15 @@ var ErrOtherBackend = errs.New(errs.Conflict, "the workspace is run by another b
 // transaction and whether a build of it is queued or running (busy). Deciding on the locked row is
 // what makes an automated change happen once when several replicas decide at the same time: the
 // second finds the first's change and decides nothing.
-type Decide func(w store.Workspace, busy bool) (Change, error)
+type Decide func(w workspace.Workspace, busy bool) (Change, error)
 
 // To is the Decide of a user's request: the state to, whatever the row.
 func To(to workspace.State) Decide {
-	return func(store.Workspace, bool) (Change, error) { return Change{To: to}, nil }
+	return func(workspace.Workspace, bool) (Change, error) { return Change{To: to}, nil }
 }
 
 // AuditChange adds a desired-state change to the pending audit entry: from, to and the reason.
-func AuditChange(entry *audit.Pending, cur store.Workspace, c Change) {
+func AuditChange(entry *audit.Pending, cur workspace.Workspace, c Change) {
 	entry.Set("from", string(cur.DesiredState))
 	entry.Set("to", string(c.To))
 	if c.Reason != "" {
@@ -69,14 +69,11 @@ type Service interface {
 	// by (a user, or the automation's system user). A workspace by may not see is ErrHidden; a change
 	// the state rules refuse wraps workspace.ErrIllegalTransition or workspace.ErrTerminated.
 	// Asking for what the workspace already is, or is becoming, changes nothing.
-	SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide Decide) (store.Workspace, error)
+	SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide Decide) (workspace.Workspace, error)
 }
 
 // ErrHidden is a workspace the caller may not see: answered as "not found".
 var ErrHidden = errs.New(errs.NotFound, "workspace not visible to the caller")
-
-// Visible reports whether u may see w: its owner, or an admin (the automation is one).
-func Visible(u store.User, w store.Workspace) bool { return u.Admin || w.OwnerID == u.ID }
 
 // Router sends each change to the service of the workspace's backend.
 type Router struct {
@@ -101,7 +98,7 @@ func (r Router) For(kind string) (Service, error) {
 
 // SetDesired reads which backend runs the workspace (a workspace never changes backend, so this
 // read needs no lock) and hands the change to that backend's service.
-func (r Router) SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide Decide) (store.Workspace, error) {
+func (r Router) SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide Decide) (workspace.Workspace, error) {
 	// Most changes are of Kubernetes workspaces (users' and the load's): their service is tried
 	// first, and its transaction reads the row by ref, locked, and gives it up at once when another
 	// backend runs it. So a change of a Kubernetes workspace reads its row once, where a read to

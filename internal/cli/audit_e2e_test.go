@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/provisioner"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -29,9 +29,9 @@ func TestDebugLogsAndAuditEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("this test runs the real terraform, which is not on PATH: %v", err)
 	}
-	var bld *builder.Service
+	var bld *tfbackend.Service
 	env := servertest.NewWith(t, "sqlite", func(o *server.Options) {
-		bld = builder.New(builder.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger})
+		bld = tfbackend.New(tfbackend.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger})
 		o.Builder = bld
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -32,14 +32,14 @@ import (
 // the provisioner's coordinator.
 type tfServer struct {
 	*servertest.Env
-	builder *builder.Service
+	builder *tfbackend.Service
 }
 
 func newTFServer(t *testing.T) *tfServer {
 	t.Helper()
 	ts := &tfServer{}
 	ts.Env = servertest.NewWith(t, "sqlite", func(o *server.Options) {
-		ts.builder = builder.New(builder.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger})
+		ts.builder = tfbackend.New(tfbackend.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger})
 		o.Builder = ts.builder
 	})
 	dir := t.TempDir()

@@ -42,7 +42,7 @@ import (
 
 // Seeder inserts workspaces in bulk (sqlstore.Store.InsertWorkspaces).
 type Seeder interface {
-	InsertWorkspaces(ctx context.Context, rows []store.Workspace) error
+	InsertWorkspaces(ctx context.Context, rows []workspace.Workspace) error
 }
 
 // Config says what load to generate, against what.
@@ -367,7 +367,7 @@ func (r *run) setUp(ctx context.Context, rep *Report) error {
 	now = now.UTC().Truncate(time.Microsecond)
 	before := now.Add(-time.Minute)
 	rv := "1"
-	rows := make([]store.Workspace, 0, min(cfg.Agents*cfg.WorkspacesPerAgent, 20000))
+	rows := make([]workspace.Workspace, 0, min(cfg.Agents*cfg.WorkspacesPerAgent, 20000))
 	flush := func() error {
 		if len(rows) == 0 {
 			return nil
@@ -384,7 +384,7 @@ func (r *run) setUp(ctx context.Context, rep *Report) error {
 			name := fmt.Sprintf("ws-%04d", k)
 			kube := workspace.KubeName(name, id)
 			ns := workspace.Namespace(kube)
-			rows = append(rows, store.Workspace{ID: id, Name: name, KubeName: kube, OwnerID: users[i].ID, AgentID: a.id, Namespace: ns,
+			rows = append(rows, workspace.Workspace{ID: id, Name: name, KubeName: kube, OwnerID: users[i].ID, AgentID: a.id, Namespace: ns,
 				Devfile: text, DesiredState: workspace.Running, ActualState: workspace.Running, DesiredStateUpdatedAt: before,
 				ActualStateUpdatedAt: &before, RespondedToAgentAt: &now, DeploymentResourceVersion: &rv, CreatedAt: before,
 				Backend: store.KindKubernetes})

@@ -71,13 +71,6 @@ type Validation struct {
 	ErrorMessage string `json:"error_message"`
 }
 
-// Value is a workspace's value of one parameter.
-type Value struct {
-	Name      string `json:"name"`
-	Value     string `json:"value"`
-	Sensitive bool   `json:"sensitive,omitempty"`
-}
-
 // Required reports whether the user must give a value.
 func (p Parameter) Required() bool { return !p.HasDefault }
 
@@ -254,7 +247,7 @@ func Field(name string) string { return "parameters." + name }
 // previous value the version still declares is checked again; values of names the version no
 // longer declares are kept (a stop runs the previous version's module, which may still need
 // them). Defaults are not stored: terraform applies the module's own.
-func Resolve(defs []Parameter, previous []Value, given map[string]string, creating bool) ([]Value, error) {
+func Resolve(defs []Parameter, previous []workspace.ParameterValue, given map[string]string, creating bool) ([]workspace.ParameterValue, error) {
 	v := &workspace.ValidationError{}
 	if len(given) > MaxParameters {
 		v.Add("parameters", "has %d values, the limit is %d", len(given), MaxParameters)
@@ -278,11 +271,11 @@ func Resolve(defs []Parameter, previous []Value, given map[string]string, creati
 			v.Add(Field(n), "the template version has no such parameter (its parameters: %s)", list(defs))
 		}
 	}
-	prev := make(map[string]Value, len(previous))
+	prev := make(map[string]workspace.ParameterValue, len(previous))
 	for _, pv := range previous {
 		prev[pv.Name] = pv
 	}
-	out := make([]Value, 0, len(defs))
+	out := make([]workspace.ParameterValue, 0, len(defs))
 	for _, p := range defs {
 		old, had := prev[p.Name]
 		delete(prev, p.Name)
@@ -308,7 +301,7 @@ func Resolve(defs []Parameter, previous []Value, given map[string]string, creati
 			}
 			continue
 		}
-		out = append(out, Value{Name: p.Name, Value: text, Sensitive: p.Sensitive})
+		out = append(out, workspace.ParameterValue{Name: p.Name, Value: text, Sensitive: p.Sensitive})
 	}
 	if err := v.Err(); err != nil {
 		return nil, err
@@ -342,7 +335,7 @@ func list(defs []Parameter) string {
 }
 
 // Map returns the values as a map (the variables a build passes).
-func Map(values []Value) map[string]string {
+func Map(values []workspace.ParameterValue) map[string]string {
 	out := make(map[string]string, len(values))
 	for _, v := range values {
 		out[v.Name] = v.Value
@@ -351,7 +344,7 @@ func Map(values []Value) map[string]string {
 }
 
 // Changed reports whether after differs from before.
-func Changed(before, after []Value) bool {
+func Changed(before, after []workspace.ParameterValue) bool {
 	a, b := Map(before), Map(after)
 	if len(a) != len(b) {
 		return true

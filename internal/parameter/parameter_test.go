@@ -70,7 +70,7 @@ func TestResolve(t *testing.T) {
 	defs := []Parameter{size, zone, token}
 	defs[0].HasDefault, defs[0].Default = true, "1"
 
-	fields := func(_ []Value, err error) map[string]string {
+	fields := func(_ []workspace.ParameterValue, err error) map[string]string {
 		var ve *workspace.ValidationError
 		if !errors.As(err, &ve) {
 			t.Fatalf("want a ValidationError, got %v", err)
@@ -88,7 +88,7 @@ func TestResolve(t *testing.T) {
 		t.Errorf("missing and unknown: %v", f)
 	}
 	got, err := Resolve(defs, nil, map[string]string{"zone": "eu", "token": "s3cret"}, true)
-	if err != nil || len(got) != 2 || got[0] != (Value{Name: "token", Value: "s3cret", Sensitive: true}) || got[1] != (Value{Name: "zone", Value: "eu"}) {
+	if err != nil || len(got) != 2 || got[0] != (workspace.ParameterValue{Name: "token", Value: "s3cret", Sensitive: true}) || got[1] != (workspace.ParameterValue{Name: "zone", Value: "eu"}) {
 		t.Fatalf("create = %+v, %v (defaults are not stored)", got, err)
 	}
 	// Update: a mutable one changes, an immutable one may not, the same value is fine.

@@ -1,6 +1,6 @@
 // Package prebuilds is the prebuild reconciler: at each tick it reads each preset's pool of
 // prebuilt workspaces (a snapshot of the store), asks package prebuild what to create and delete,
-// and applies the answer through the Terraform backend (package builder) as the system user
+// and applies the answer through the Terraform backend (package backend/tfbackend) as the system user
 // hangar-prebuilds. Several replicas may tick at once: a preset is reconciled by the replica that
 // holds its lease (store.LeasePreset) for the whole read-decide-apply, so two replicas never act on
 // the same snapshot; each delete is decided again on the locked row (a claim may have taken the
@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/audit"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/prebuild"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -36,7 +36,7 @@ const (
 // Reconciler keeps every preset's pool.
 type Reconciler struct {
 	Store   store.Store
-	Builder *builder.Service
+	Builder *tfbackend.Service
 	Clock   clock.Clock
 	Log     *slog.Logger
 	// Replica names this process in the presets' leases.

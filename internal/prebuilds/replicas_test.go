@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -34,7 +34,7 @@ func TestReplicasOnePostgres(t *testing.T) {
 	clk := clock.NewFake(servertest.Start)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var srvs [2]*server.Server
-	var blds [2]*builder.Service
+	var blds [2]*tfbackend.Service
 	var urls [2]string
 	for i := range srvs {
 		st, err := postgres.Open(ctx, url)
@@ -42,7 +42,7 @@ func TestReplicasOnePostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		blds[i] = builder.New(builder.Options{Store: st, Clock: clk, Logger: log})
+		blds[i] = tfbackend.New(tfbackend.Options{Store: st, Clock: clk, Logger: log})
 		srvs[i] = server.New(server.Options{Store: st, Clock: clk, Logger: log, Builder: blds[i], ReplicaID: fmt.Sprintf("r%d", i)})
 		hs := httptest.NewServer(srvs[i].Handler())
 		t.Cleanup(hs.Close)

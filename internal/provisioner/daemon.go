@@ -24,7 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/tfprovider"
 )
 
-// Coordinator is the server's side of the protocol (protocol/provisioner.go): builder.Service in
+// Coordinator is the server's side of the protocol (protocol/provisioner.go): tfbackend.Service in
 // process, Client over HTTP.
 type Coordinator interface {
 	// Acquire claims a job, waiting up to wait for one; nil when none came.

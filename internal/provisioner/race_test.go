@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
@@ -22,7 +22,7 @@ import (
 // answers the heartbeat the outcome ended with "not the owner" before the daemon hears that its
 // outcome was taken — as happens over HTTP when the two answers cross.
 type raceCoord struct {
-	*builder.Service
+	*tfbackend.Service
 	heartbeats chan error // the result of each heartbeat
 	acquired   int
 	idle       chan struct{} // closed when the daemon asks for work again after its job
@@ -83,7 +83,7 @@ func TestHeartbeatRacingTheReportIsNotAWarning(t *testing.T) {
 
 	var logs syncLog
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	coord := &raceCoord{Service: builder.New(builder.Options{Store: st, Logger: logger}), heartbeats: make(chan error, 100), idle: make(chan struct{})}
+	coord := &raceCoord{Service: tfbackend.New(tfbackend.Options{Store: st, Logger: logger}), heartbeats: make(chan error, 100), idle: make(chan struct{})}
 	r := &fakeRunner{quick: true, started: make(chan struct{})}
 	d := &Daemon{Coord: coord, Runner: r, WorkerID: "w1", Logger: logger, FlushEvery: time.Hour, HeartbeatWait: time.Minute}
 	dctx, stop := context.WithCancel(ctx)

@@ -8,13 +8,12 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
-	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 var t0 = time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)
 
-func genRow(t *rapid.T, i int) store.Workspace {
+func genRow(t *rapid.T, i int) workspace.Workspace {
 	desired := rapid.SampledFrom(workspace.DesiredStates).Draw(t, "desired")
 	actual := rapid.SampledFrom(workspace.ActualStates).Draw(t, "actual")
 	// Names repeat (two owners' dev, or a dev created again): the agent names workspaces by their
@@ -22,7 +21,7 @@ func genRow(t *rapid.T, i int) store.Workspace {
 	name := rapid.SampledFrom([]string{"dev", "app"}).Draw(t, "name")
 	kube := fmt.Sprintf("%s-%d", name, i)
 	ns := rapid.SampledFrom([]string{"hangar-" + kube, "shared"}).Draw(t, "namespace")
-	w := store.Workspace{ID: fmt.Sprint(i), Name: name, KubeName: kube, Namespace: ns,
+	w := workspace.Workspace{ID: fmt.Sprint(i), Name: name, KubeName: kube, Namespace: ns,
 		DesiredState: desired, ActualState: actual,
 		DesiredStateUpdatedAt: t0.Add(time.Duration(rapid.IntRange(0, 5).Draw(t, "desiredAt")) * time.Minute)}
 	if rapid.Bool().Draw(t, "responded") {
@@ -55,7 +54,7 @@ func genInfo(t *rapid.T, name, ns string) protocol.WorkspaceAgentInfo {
 func TestDecideProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(0, 8).Draw(t, "rows")
-		var rows []store.Workspace
+		var rows []workspace.Workspace
 		var infos []protocol.WorkspaceAgentInfo
 		for i := 0; i < n; i++ {
 			w := genRow(t, i)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
-	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -23,14 +22,14 @@ type Input struct {
 	// Rows are the agent's workspaces in the request's scope (store.ReconcileScope): for partial, those
 	// never answered or changed since the last answer; for full, all not fully terminated; in both
 	// cases, plus every workspace the agent reported.
-	Rows  []store.Workspace
+	Rows  []workspace.Workspace
 	Infos []protocol.WorkspaceAgentInfo
 	Now   time.Time
 }
 
 // Item is one workspace of the answer.
 type Item struct {
-	Workspace store.Workspace // as written
+	Workspace workspace.Workspace // as written
 	// IncludeConfig says config_to_apply must be generated for this workspace.
 	IncludeConfig bool
 }
@@ -44,7 +43,7 @@ type Orphan struct {
 
 // Output is what to write and what to answer.
 type Output struct {
-	Changed []store.Workspace
+	Changed []workspace.Workspace
 	Items   []Item
 	Orphans []Orphan
 	// Transitions lists the state changes this report caused, for the log.
@@ -64,14 +63,14 @@ type Transition struct {
 // The seed writes it `desired_state_updated_at >= responded_to_agent_at`; Hangar compares strictly
 // and stamps every user change strictly after the last response (see docs/decisions.md, "Strict
 // comparison"), which is the same for every user action and right for the restart row at 05:07.
-func ChangedSinceResponse(w store.Workspace) bool {
+func ChangedSinceResponse(w workspace.Workspace) bool {
 	return w.RespondedToAgentAt == nil || w.DesiredStateUpdatedAt.After(*w.RespondedToAgentAt)
 }
 
 // UserChangeTime is the time to stamp on a desired-state change a user makes at now: now, or just
 // after the last response if the clock says otherwise (clock skew between replicas, or a change in
 // the same microsecond as a response), so that the change is never taken as already answered.
-func UserChangeTime(w store.Workspace, now time.Time) time.Time {
+func UserChangeTime(w workspace.Workspace, now time.Time) time.Time {
 	if w.RespondedToAgentAt != nil && !now.After(*w.RespondedToAgentAt) {
 		return w.RespondedToAgentAt.Add(time.Microsecond)
 	}
@@ -79,7 +78,7 @@ func UserChangeTime(w store.Workspace, now time.Time) time.Time {
 }
 
 // Decide applies the rules. The agent names a workspace by its cluster name and namespace
-// (store.Workspace.KubeName, unique in the cluster): two owners' workspaces of one name never mix.
+// (workspace.Workspace.KubeName, unique in the cluster): two owners' workspaces of one name never mix.
 func Decide(in Input) Output {
 	type key struct{ name, namespace string }
 	reported := make(map[key]protocol.WorkspaceAgentInfo, len(in.Infos))
@@ -160,7 +159,7 @@ func WantedReplicas(desired workspace.State) int32 {
 
 // drifted reports whether what the agent has for a workspace contradicts its desired state: the
 // agent did not report it at all, or its Deployment has the wrong replica count.
-func drifted(w store.Workspace, info protocol.WorkspaceAgentInfo, reported bool) bool {
+func drifted(w workspace.Workspace, info protocol.WorkspaceAgentInfo, reported bool) bool {
 	if !reported {
 		return true
 	}
@@ -172,7 +171,7 @@ func drifted(w store.Workspace, info protocol.WorkspaceAgentInfo, reported bool)
 }
 
 // applyReport folds one agent report into a row.
-func applyReport(w *store.Workspace, info protocol.WorkspaceAgentInfo, errorAllowed bool, now time.Time) {
+func applyReport(w *workspace.Workspace, info protocol.WorkspaceAgentInfo, errorAllowed bool, now time.Time) {
 	if d := info.LatestK8sDeploymentInfo; d != nil {
 		rv := d.Metadata.ResourceVersion
 		w.DeploymentResourceVersion = &rv
@@ -198,7 +197,7 @@ func applyReport(w *store.Workspace, info protocol.WorkspaceAgentInfo, errorAllo
 }
 
 // Response builds the wire answer from a decision; config returns the config_to_apply of a workspace.
-func Response(out Output, settings protocol.Settings, imagePullSecrets []protocol.ImagePullSecret, config func(store.Workspace) (string, error)) (protocol.ReconcileResponse, error) {
+func Response(out Output, settings protocol.Settings, imagePullSecrets []protocol.ImagePullSecret, config func(workspace.Workspace) (string, error)) (protocol.ReconcileResponse, error) {
 	resp := protocol.ReconcileResponse{
 		WorkspaceRailsInfos: make([]protocol.WorkspaceRailsInfo, 0, len(out.Items)+len(out.Orphans)),
 		Settings:            settings,

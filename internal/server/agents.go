@@ -11,11 +11,10 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/sdk"
-	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.CreateAgentRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -45,7 +44,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, u store.Use
 	}
 	token := NewToken(agentTokenPrefix)
 	now := s.clock.Now()
-	a := store.Agent{ID: uuid.NewString(), Name: req.Name, TokenHash: HashToken(token), Config: cfg, CreatedAt: now, UpdatedAt: now}
+	a := workspace.Agent{ID: uuid.NewString(), Name: req.Name, TokenHash: HashToken(token), Config: cfg, CreatedAt: now, UpdatedAt: now}
 	audit.From(r.Context()).SetTarget(audit.Target{Kind: audit.KindAgent, ID: a.ID, Name: a.Name})
 	if err := s.store.CreateAgent(r.Context(), a); err != nil {
 		return err
@@ -60,7 +59,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, u store.Use
 	return nil
 }
 
-func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, _ store.User) error {
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, _ workspace.User) error {
 	agents, err := s.store.ListAgents(r.Context())
 	if err != nil {
 		return err

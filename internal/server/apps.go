@@ -85,7 +85,7 @@ func (a *apps) serves(r *http.Request) bool {
 
 // appsURLTemplate is the address of a Terraform workspace's apps, with {port} for the port, ""
 // when the server serves no apps.
-func (s *Server) appsURLTemplate(ws store.Workspace) string {
+func (s *Server) appsURLTemplate(ws workspace.Workspace) string {
 	if s.apps == nil {
 		return ""
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/sdk"
-	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // The audit log: recording the actions of the API (audit.go in package audit says how), and
@@ -29,13 +29,13 @@ import (
 //
 // (err being the handler's named result). Code under the handler that learns more adds it to the
 // pending entry: audit.From(ctx).Set("build_number", n), audit.From(ctx).SetTarget(...).
-func (s *Server) audit(r **http.Request, u store.User, action audit.Action, target audit.Target) func(*error) {
+func (s *Server) audit(r **http.Request, u workspace.User, action audit.Action, target audit.Target) func(*error) {
 	ctx, p := s.auditor.Begin((*r).Context(), actorOf(u), action, target)
 	*r = (*r).WithContext(ctx)
 	return func(err *error) { s.auditor.End(ctx, p, auditErr(*err)) }
 }
 
-func actorOf(u store.User) audit.Actor { return audit.Actor{ID: u.ID, Name: u.Username} }
+func actorOf(u workspace.User) audit.Actor { return audit.Actor{ID: u.ID, Name: u.Username} }
 
 // auditErr is the error an entry keeps: the answer's message, detail and validations, as the
 // caller saw them (a 500's real cause: the audit log is for admins).
@@ -52,7 +52,7 @@ func auditErr(err error) error {
 
 // workspaceTarget is the workspace the {name} path value names, as "owner/name" (the caller's own
 // when it names no owner); the action fills in its id once it has read it.
-func workspaceTarget(r *http.Request, u store.User) audit.Target {
+func workspaceTarget(r *http.Request, u workspace.User) audit.Target {
 	name := r.PathValue("name")
 	if !strings.Contains(name, "/") {
 		name = u.Username + "/" + name
@@ -61,7 +61,7 @@ func workspaceTarget(r *http.Request, u store.User) audit.Target {
 }
 
 // listAudit is GET /api/v1/audit (admins).
-func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ store.User) error {
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, _ workspace.User) error {
 	f, err := parseAuditQuery(r.URL.Query(), s.clock.Now())
 	if err != nil {
 		return err

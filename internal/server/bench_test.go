@@ -26,9 +26,9 @@ import (
 type benchEnv struct {
 	env        *servertest.Env
 	agentToken string
-	agent      store.Agent
-	owner      store.User
-	rows       []store.Workspace
+	agent      workspace.Agent
+	owner      workspace.User
+	rows       []workspace.Workspace
 }
 
 // seed creates an agent with n workspaces, all answered and reported Running at resource version 1.
@@ -60,7 +60,7 @@ func seedBench(b *testing.B, engine string, n int) *benchEnv {
 			be.rows = append(be.rows, w)
 			continue
 		}
-		w := store.Workspace{ID: uuid.NewString(), Name: name, OwnerID: owner.ID, OwnerName: owner.Username, AgentID: agent.ID, AgentName: agent.Name,
+		w := workspace.Workspace{ID: uuid.NewString(), Name: name, OwnerID: owner.ID, OwnerName: owner.Username, AgentID: agent.ID, AgentName: agent.Name,
 			Namespace: "hangar-" + name, Devfile: devfileText, DesiredState: workspace.Running, ActualState: workspace.CreationRequested,
 			DesiredStateUpdatedAt: now, CreatedAt: now}
 		if err := env.Store.CreateWorkspace(ctx, w, -1, -1); err != nil {
@@ -105,7 +105,7 @@ func (be *benchEnv) serve(b *testing.B, body []byte) protocol.ReconcileResponse 
 	return resp
 }
 
-func runningInfos(rows []store.Workspace) []protocol.WorkspaceAgentInfo {
+func runningInfos(rows []workspace.Workspace) []protocol.WorkspaceAgentInfo {
 	infos := make([]protocol.WorkspaceAgentInfo, len(rows))
 	for i, w := range rows {
 		infos[i] = protocol.WorkspaceAgentInfo{Name: w.KubeName, Namespace: w.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 1)}
@@ -148,7 +148,7 @@ func BenchmarkPartial100Changed(b *testing.B) {
 					to = workspace.Running
 				}
 				for _, w := range changed {
-					if _, err := be.env.Store.UpdateWorkspace(ctx, store.WorkspaceRef{ID: w.ID}, func(cur store.Workspace) (store.Workspace, error) {
+					if _, err := be.env.Store.UpdateWorkspace(ctx, store.WorkspaceRef{ID: w.ID}, func(cur workspace.Workspace) (workspace.Workspace, error) {
 						cur.DesiredState, cur.DesiredStateUpdatedAt = to, be.env.Clock.Now()
 						return cur, nil
 					}); err != nil {

@@ -18,8 +18,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hangar-dev/hangar/internal/audit"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -30,12 +30,12 @@ import (
 )
 
 // The Terraform backend's user API: templates, builds, logs, state. The rules are in package build
-// and builder; these handlers authenticate, decode, call and encode.
+// and backend/tfbackend; these handlers authenticate, decode, call and encode.
 
 // MaxTemplateNameLength bounds template names (DNS labels, like workspace names).
 const MaxTemplateNameLength = 63
 
-func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	name := r.PathValue("name")
 	var req sdk.CreateTemplateVersionRequest
 	if err := decodeJSON(w, r, sdk.MaxTemplateArchiveBytes/3*4+(1<<20), &req); err != nil {
@@ -108,7 +108,7 @@ func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u s
 	return nil
 }
 
-func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request, _ store.User) error {
+func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request, _ workspace.User) error {
 	ts, err := s.store.ListTemplates(r.Context())
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request, _ store.U
 	return nil
 }
 
-func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request, _ store.User) error {
+func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request, _ workspace.User) error {
 	name := r.PathValue("name")
 	t, err := s.store.TemplateByName(r.Context(), name)
 	if isNotFound(err) {
@@ -143,12 +143,12 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request, _ store.Use
 }
 
 // moduleParameters are the module's variables that users give values for: every one Hangar does
-// not supply itself (builder.VariableNames). A module with more than parameter.MaxParameters is
+// not supply itself (tfbackend.VariableNames). A module with more than parameter.MaxParameters is
 // refused, and so is a required variable Hangar can never supply: one whose type a user cannot
 // give as a value (a type containing `any` inside a collection or object has no JSON shape to
 // check a value against).
 func moduleParameters(m tfmodule.Module, v *workspace.ValidationError) []parameter.Parameter {
-	hangar := builder.VariableNames()
+	hangar := tfbackend.VariableNames()
 	params := []parameter.Parameter{}
 	for _, p := range m.Declared {
 		if hangar[p.Name] {
@@ -194,7 +194,7 @@ func (s *Server) templateVersionOf(r *http.Request, t store.Template, withArchiv
 	return v, err
 }
 
-func (s *Server) listTemplateVersions(w http.ResponseWriter, r *http.Request, _ store.User) error {
+func (s *Server) listTemplateVersions(w http.ResponseWriter, r *http.Request, _ workspace.User) error {
 	t, err := s.templateNamed(r)
 	if err != nil {
 		return err
@@ -211,7 +211,7 @@ func (s *Server) listTemplateVersions(w http.ResponseWriter, r *http.Request, _ 
 	return nil
 }
 
-func (s *Server) promoteTemplateVersion(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) promoteTemplateVersion(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	defer s.audit(&r, u, audit.TemplatePromote, audit.Target{Kind: audit.KindTemplate, Name: r.PathValue("name")})(&err)
 	t, err := s.templateNamed(r)
 	if err != nil {
@@ -235,7 +235,7 @@ func (s *Server) promoteTemplateVersion(w http.ResponseWriter, r *http.Request, 
 // pullTemplateVersion answers a version's content: the module archive (application/gzip) or the
 // devfile (application/yaml). Admins only: a module may hold what its authors would not show every
 // user (the same people may push).
-func (s *Server) pullTemplateVersion(w http.ResponseWriter, r *http.Request, _ store.User) error {
+func (s *Server) pullTemplateVersion(w http.ResponseWriter, r *http.Request, _ workspace.User) error {
 	t, err := s.templateNamed(r)
 	if err != nil {
 		return err
@@ -257,8 +257,8 @@ func (s *Server) pullTemplateVersion(w http.ResponseWriter, r *http.Request, _ s
 }
 
 // updateWorkspaceVersion is hangar update: the workspace moves to its template's active version
-// and to the parameter values given (builder.Update).
-func (s *Server) updateWorkspaceVersion(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+// and to the parameter values given (tfbackend.Update).
+func (s *Server) updateWorkspaceVersion(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.UpdateWorkspaceVersionRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -277,7 +277,7 @@ func (s *Server) updateWorkspaceVersion(w http.ResponseWriter, r *http.Request, 
 }
 
 // createTerraformWorkspace is POST /workspaces with a terraform template.
-func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request, u store.User, req sdk.CreateWorkspaceRequest, t store.Template, logLevel string) error {
+func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request, u workspace.User, req sdk.CreateWorkspaceRequest, t store.Template, logLevel string) error {
 	if req.Agent != "" || req.Devfile != "" {
 		return errBadRequest("invalid request", sdk.Validation{Field: "template",
 			Detail: fmt.Sprintf("%q is a terraform template: provisioners build it, so agent and devfile do not apply", t.Name)})
@@ -285,12 +285,12 @@ func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request
 	if req.Preset != "" && len(req.Parameters) > 0 {
 		return errBadRequest("invalid request", sdk.Validation{Field: "parameters", Detail: "a preset gives the parameters: give either preset or parameters"})
 	}
-	var ws store.Workspace
+	var ws workspace.Workspace
 	var err error
 	if req.Preset != "" {
 		ws, err = s.createFromPreset(r.Context(), u, req.Name, t, req.Preset, logLevel)
 	} else {
-		ws, _, err = s.builder.Create(r.Context(), u, req.Name, t, builder.Spec{Parameters: req.Parameters, LogLevel: logLevel})
+		ws, _, err = s.builder.Create(r.Context(), u, req.Name, t, tfbackend.Spec{Parameters: req.Parameters, LogLevel: logLevel})
 	}
 	if err != nil {
 		return err
@@ -301,14 +301,14 @@ func (s *Server) createTerraformWorkspace(w http.ResponseWriter, r *http.Request
 }
 
 // visibleWorkspace reads a workspace the user may see, or answers 404.
-func (s *Server) visibleWorkspace(r *http.Request, u store.User) (store.Workspace, error) {
+func (s *Server) visibleWorkspace(r *http.Request, u workspace.User) (workspace.Workspace, error) {
 	return s.readWorkspace(r, u)
 }
 
 // terraformWorkspace reads a workspace the user may see that builds run (a terraform workspace).
 // A Kubernetes workspace is a 409 that says it has no builds and what to use instead, not "no
 // build latest".
-func (s *Server) terraformWorkspace(r *http.Request, u store.User) (store.Workspace, error) {
+func (s *Server) terraformWorkspace(r *http.Request, u workspace.User) (workspace.Workspace, error) {
 	ws, err := s.visibleWorkspace(r, u)
 	if err != nil {
 		return ws, err
@@ -321,7 +321,7 @@ func (s *Server) terraformWorkspace(r *http.Request, u store.User) (store.Worksp
 	return ws, nil
 }
 
-func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.CreateBuildRequest
 	if err := decodeJSON(w, r, protocol.MaxStateBytes/3*4+(1<<20), &req); err != nil {
 		return err
@@ -360,7 +360,7 @@ func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.Use
 	if err != nil {
 		return err
 	}
-	ws, b, err := s.builder.NewBuild(r.Context(), u, ref, builder.Request{Transition: t, Orphan: req.Orphan, State: req.State, LogLevel: logLevel})
+	ws, b, err := s.builder.NewBuild(r.Context(), u, ref, tfbackend.Request{Transition: t, Orphan: req.Orphan, State: req.State, LogLevel: logLevel})
 	if err != nil {
 		return s.buildErr(r, err)
 	}
@@ -371,7 +371,7 @@ func (s *Server) createBuild(w http.ResponseWriter, r *http.Request, u store.Use
 
 // versionNumbers maps the workspace's template version ids to their numbers (for display; empty
 // when they cannot be read).
-func (s *Server) versionNumbers(r *http.Request, ws store.Workspace) map[string]int {
+func (s *Server) versionNumbers(r *http.Request, ws workspace.Workspace) map[string]int {
 	out := map[string]int{}
 	if ws.TemplateID == "" {
 		return out
@@ -411,11 +411,11 @@ func (s *Server) untilShutdown(r *http.Request) (context.Context, context.Cancel
 // buildErr maps the builder's errors to answers.
 func (s *Server) buildErr(r *http.Request, err error) error {
 	switch {
-	case errors.Is(err, builder.ErrHidden), isNotFound(err):
+	case errors.Is(err, tfbackend.ErrHidden), isNotFound(err):
 		return errNotFound("workspace %q not found", r.PathValue("name"))
-	case errors.Is(err, builder.ErrNotTerraform):
+	case errors.Is(err, tfbackend.ErrNotTerraform):
 		return errConflict("not a terraform workspace", err.Error())
-	case errors.Is(err, builder.ErrBadRequest):
+	case errors.Is(err, tfbackend.ErrBadRequest):
 		return errBadRequest(err.Error())
 	case errors.Is(err, build.ErrBuildActive), errors.Is(err, build.ErrDeleted), errors.Is(err, build.ErrNotActive):
 		return errConflict("build conflict", err.Error())
@@ -423,7 +423,7 @@ func (s *Server) buildErr(r *http.Request, err error) error {
 	return err
 }
 
-func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 	ws, err := s.visibleWorkspace(r, u)
 	if err != nil {
 		return err
@@ -442,7 +442,7 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, u store.User
 }
 
 // buildOf reads the build named by the {number} path value ("latest" or 0 for the latest).
-func (s *Server) buildOf(r *http.Request, u store.User) (store.Workspace, build.Build, error) {
+func (s *Server) buildOf(r *http.Request, u workspace.User) (workspace.Workspace, build.Build, error) {
 	ws, err := s.terraformWorkspace(r, u)
 	if err != nil {
 		return ws, build.Build{}, err
@@ -469,7 +469,7 @@ func buildNumber(s string) (int, error) {
 	return n, nil
 }
 
-func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 	ws, b, err := s.buildOf(r, u)
 	if err != nil {
 		return err
@@ -478,7 +478,7 @@ func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, u store.User) 
 	return nil
 }
 
-func (s *Server) cancelBuild(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) cancelBuild(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	defer s.audit(&r, u, audit.BuildCancel, workspaceTarget(r, u))(&err)
 	ws, b, err := s.buildOf(r, u)
 	if err != nil {
@@ -494,7 +494,7 @@ func (s *Server) cancelBuild(w http.ResponseWriter, r *http.Request, u store.Use
 
 // buildLogs streams a build's log as JSON lines. With follow=true it keeps the response open until
 // the build ends, then writes a last line {"end": true, "status": ...}.
-func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 	_, b, err := s.buildOf(r, u)
 	if err != nil {
 		return err
@@ -565,7 +565,7 @@ func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u store.User)
 	}
 }
 
-func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 	ws, err := s.terraformWorkspace(r, u)
 	if err != nil {
 		return err
@@ -597,7 +597,7 @@ func (s *Server) pullState(w http.ResponseWriter, r *http.Request, u store.User)
 	return nil
 }
 
-func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	defer s.audit(&r, u, audit.StatePush, workspaceTarget(r, u))(&err)
 	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 		return errUnsupportedMediaType(ct)
@@ -687,7 +687,7 @@ func (s *Server) authProvisioner(h provisionerHandler) http.HandlerFunc {
 	}
 }
 
-func (s *Server) createProvisioner(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) createProvisioner(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.CreateProvisionerRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -707,7 +707,7 @@ func (s *Server) createProvisioner(w http.ResponseWriter, r *http.Request, u sto
 	return nil
 }
 
-func (s *Server) listProvisioners(w http.ResponseWriter, r *http.Request, _ store.User) error {
+func (s *Server) listProvisioners(w http.ResponseWriter, r *http.Request, _ workspace.User) error {
 	ps, err := s.store.ListProvisioners(r.Context())
 	if err != nil {
 		return err

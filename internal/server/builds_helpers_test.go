@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
@@ -111,7 +111,7 @@ func (s *syncBuffer) String() string {
 // pushed, the provisioner "p1" registered, and its log (debug level) captured.
 type tfEnv struct {
 	*servertest.Env
-	Builder *builder.Service
+	Builder *tfbackend.Service
 	Log     *syncBuffer
 	Archive []byte
 	Prov    string // p1's token
@@ -122,7 +122,7 @@ func newTFEnv(t testing.TB, engine string, opts ...servertest.Option) *tfEnv {
 	te := &tfEnv{Log: &syncBuffer{}}
 	capture := func(o *server.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(te.Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		te.Builder = builder.New(builder.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger,
+		te.Builder = tfbackend.New(tfbackend.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger,
 			HeartbeatTimeout: 5 * time.Minute, PendingTimeout: 30 * time.Minute})
 		o.Builder = te.Builder
 	}

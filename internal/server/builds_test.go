@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/apiclient"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/provisioner"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -746,7 +746,7 @@ func TestBuildVisibility(t *testing.T) {
 	}
 }
 
-// TestBuildReaper: builder.Service.Reap with an injected clock fails a running job whose heartbeat
+// TestBuildReaper: tfbackend.Service.Reap with an injected clock fails a running job whose heartbeat
 // is stale and a pending job nobody claimed, each with a log line saying why, keeping the state.
 func TestBuildReaper(t *testing.T) {
 	for _, engine := range servertest.Engines {
@@ -1159,7 +1159,7 @@ func TestReaperWaitsAfterStart(t *testing.T) {
 	mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "rw", "template": "tf"}, http.StatusCreated, nil)
 	p.mustAcquire("rw", 1)
 	env.Clock.Advance(20 * time.Minute) // the server was down; nobody could heartbeat
-	restarted := builder.New(builder.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: 30 * time.Minute})
+	restarted := tfbackend.New(tfbackend.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: 30 * time.Minute})
 	if n, err := restarted.Reap(t.Context()); err != nil || n != 0 {
 		t.Fatalf("reap right after the start: %d %v, want 0", n, err)
 	}
@@ -1181,8 +1181,8 @@ func TestReaperPendingTimeoutFromTheStart(t *testing.T) {
 			env := te.Env
 			ctx := t.Context()
 			p := worker{t, env, te.Prov, "host-1"}
-			started := builder.New(builder.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: time.Minute})
-			reap := func(s *builder.Service, want int) {
+			started := tfbackend.New(tfbackend.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: time.Minute})
+			reap := func(s *tfbackend.Service, want int) {
 				t.Helper()
 				if n, err := s.Reap(ctx); err != nil || n != want {
 					t.Fatalf("reap: %d %v, want %d", n, err, want)
@@ -1207,7 +1207,7 @@ func TestReaperPendingTimeoutFromTheStart(t *testing.T) {
 			// Queued, then the server is down for ten minutes and starts again.
 			mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": "pq", "template": "tf"}, http.StatusCreated, nil)
 			env.Clock.Advance(10 * time.Minute)
-			restarted := builder.New(builder.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: time.Minute})
+			restarted := tfbackend.New(tfbackend.Options{Store: env.Store, Clock: env.Clock, HeartbeatTimeout: 5 * time.Minute, PendingTimeout: time.Minute})
 			reap(restarted, 0)
 			env.Clock.Advance(time.Minute + time.Second)
 			reap(restarted, 1)

@@ -114,7 +114,7 @@ func runScenario(t *testing.T, env *servertest.Env, agentToken, userToken, name 
 			// The table's premise: a workspace whose row holds these values.
 			env.Clock.Set(clockAt(t, "04:00"))
 			mustCall(t, env, userToken, "POST", "/api/v1/workspaces", map[string]any{"name": name, "agent": "agent"}, http.StatusCreated, nil)
-			_, err := env.Store.UpdateWorkspace(t.Context(), store.WorkspaceRef{ID: stored(t, env, name).ID}, func(w store.Workspace) (store.Workspace, error) {
+			_, err := env.Store.UpdateWorkspace(t.Context(), store.WorkspaceRef{ID: stored(t, env, name).ID}, func(w workspace.Workspace) (workspace.Workspace, error) {
 				w.DesiredState, w.ActualState = workspace.State(row.desired), workspace.State(row.actual)
 				w.DesiredStateUpdatedAt = clockAt(t, row.desiredAt)
 				r := clockAt(t, row.respondedAt)

@@ -7,15 +7,16 @@ import (
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // This file is the only place store rows become API types.
 
-func toUser(u store.User, token string) sdk.User {
+func toUser(u workspace.User, token string) sdk.User {
 	return sdk.User{ID: u.ID, Username: u.Username, Admin: u.Admin, Token: token, CreatedAt: u.CreatedAt}
 }
 
-func toAgent(a store.Agent, token string) (sdk.Agent, error) {
+func toAgent(a workspace.Agent, token string) (sdk.Agent, error) {
 	cfg, err := json.Marshal(a.Config)
 	if err != nil {
 		return sdk.Agent{}, fmt.Errorf("encode agent config: %w", err)
@@ -23,7 +24,7 @@ func toAgent(a store.Agent, token string) (sdk.Agent, error) {
 	return sdk.Agent{ID: a.ID, Name: a.Name, Token: token, Config: cfg, CreatedAt: a.CreatedAt}, nil
 }
 
-func (s *Server) toWorkspace(w store.Workspace) sdk.Workspace {
+func (s *Server) toWorkspace(w workspace.Workspace) sdk.Workspace {
 	desiredAt := w.DesiredStateUpdatedAt
 	out := sdk.Workspace{
 		ID:                        w.ID,
@@ -67,7 +68,7 @@ func (s *Server) toWorkspace(w store.Workspace) sdk.Workspace {
 }
 
 // kubeNameOf is the cluster name a kubernetes workspace shows (terraform ones have no cluster).
-func kubeNameOf(w store.Workspace) string {
+func kubeNameOf(w workspace.Workspace) string {
 	if w.Backend == store.KindTerraform {
 		return ""
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/hangar-dev/hangar/internal/backend"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -63,7 +63,7 @@ func TestStatusOfDomainErrors(t *testing.T) {
 		// Coded errors no case names: the code's status and general text, the error as detail.
 		{fmt.Errorf("b: %w", build.ErrBuildActive), errs.Conflict, 409, "conflict"},
 		{fmt.Errorf("w: %w", backend.ErrHidden), errs.NotFound, 404, "not found"},
-		{fmt.Errorf("w: %w", builder.ErrNotTerraform), errs.Conflict, 409, "conflict"},
+		{fmt.Errorf("w: %w", tfbackend.ErrNotTerraform), errs.Conflict, 409, "conflict"},
 		{&build.StateError{Field: "serial", Detail: "is behind", Behind: true}, errs.Conflict, 409, "conflict"},
 		{&build.StateError{Field: "lineage", Detail: "is missing"}, errs.Invalid, 400, "invalid request"},
 		// Anything else is the server's failure, and says nothing of it.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
@@ -92,9 +92,9 @@ func FuzzDecoders(f *testing.F) {
 		ch <- time.Time{}
 		return ch
 	}
-	var svc *builder.Service
+	var svc *tfbackend.Service
 	env := servertest.NewWith(f, "sqlite", func(o *server.Options) {
-		svc = builder.New(builder.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger, After: now})
+		svc = tfbackend.New(tfbackend.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger, After: now})
 		o.Builder = svc
 	})
 	admin := env.AdminToken

@@ -145,13 +145,13 @@ func deploymentIn(st string, rv int) *protocol.DeploymentInfo {
 
 // stored reads the workspace named name that is not Terminated (the newest if all are), whoever
 // owns it: tests give each workspace a name of its own unless they test names per owner.
-func stored(t testing.TB, env *servertest.Env, name string) store.Workspace {
+func stored(t testing.TB, env *servertest.Env, name string) workspace.Workspace {
 	t.Helper()
 	all, err := env.Store.ListWorkspaces(context.Background(), store.ListFilter{Terminated: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found *store.Workspace
+	var found *workspace.Workspace
 	for i, w := range all {
 		if w.Name != name {
 			continue

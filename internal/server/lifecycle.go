@@ -17,7 +17,7 @@ import (
 
 // setSchedule is PUT /api/v1/workspaces/{name}/schedule: the workspace's own lifecycle settings,
 // checked against its template's or agent's policy.
-func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.WorkspaceSchedule
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -48,7 +48,7 @@ func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u store.Use
 	if err != nil {
 		return s.buildErr(r, err)
 	}
-	if !backend.Visible(u, cur) {
+	if !workspace.Visible(u, cur) {
 		return s.buildErr(r, backend.ErrHidden)
 	}
 	entry.SetTarget(audit.Workspace(cur.ID, cur.OwnerName, cur.Name))
@@ -56,7 +56,7 @@ func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u store.Use
 	if err != nil {
 		return err
 	}
-	row, err := s.store.UpdateWorkspace(r.Context(), store.WorkspaceRef{ID: cur.ID}, func(cur store.Workspace) (store.Workspace, error) {
+	row, err := s.store.UpdateWorkspace(r.Context(), store.WorkspaceRef{ID: cur.ID}, func(cur workspace.Workspace) (workspace.Workspace, error) {
 		if cur.DesiredState == workspace.Terminated {
 			return cur, fmt.Errorf("workspace %q is being deleted: %w", cur.Name, workspace.ErrTerminated)
 		}
@@ -81,7 +81,7 @@ func (s *Server) setSchedule(w http.ResponseWriter, r *http.Request, u store.Use
 }
 
 // setTemplateLifecycle is PUT /api/v1/templates/{name}/lifecycle (admins).
-func (s *Server) setTemplateLifecycle(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) setTemplateLifecycle(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.Lifecycle
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -165,7 +165,7 @@ func toSDKSchedule(sc workspace.Schedule) sdk.WorkspaceSchedule {
 }
 
 // automation fills out.Automation: the policy in force, p, and what the executor will do next.
-func (s *Server) automation(p workspace.Lifecycle, row store.Workspace, out *sdk.Workspace) {
+func (s *Server) automation(p workspace.Lifecycle, row workspace.Workspace, out *sdk.Workspace) {
 	snap := autobuild.Snapshot(row, p, false)
 	a := &sdk.WorkspaceAutomation{Policy: toSDKLifecycle(p)}
 	if ttl := workspace.TTL(row.Schedule, p); ttl > 0 {
@@ -192,7 +192,7 @@ func (s *Server) policies(ctx context.Context) (autobuild.Policies, bool) {
 }
 
 // withAutomation fills out.Automation for one workspace, reading its policy alone.
-func (s *Server) withAutomation(ctx context.Context, row store.Workspace, out *sdk.Workspace) {
+func (s *Server) withAutomation(ctx context.Context, row workspace.Workspace, out *sdk.Workspace) {
 	p, err := autobuild.PolicyOf(ctx, s.store, row)
 	if err != nil {
 		s.log.Warn("read lifecycle policy", "workspace", row.Name, "err", err)

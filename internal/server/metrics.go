@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/lifecycle"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -32,7 +32,7 @@ type metrics struct {
 	store                                               store.Store
 }
 
-func newMetrics(st store.Store, b *builder.Service, now func() time.Time) *metrics {
+func newMetrics(st store.Store, b *tfbackend.Service, now func() time.Time) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), store: st}
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "hangar_reconcile_duration_seconds", Help: "Time to serve an agent reconcile request, by update type.",
@@ -117,7 +117,7 @@ func (m *metrics) observeBuild(b build.Build) {
 // time.
 type jobCollector struct {
 	store   store.Store
-	builder *builder.Service
+	builder *tfbackend.Service
 }
 
 var (

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hangar-dev/hangar/internal/audit"
-	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/prebuild"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -92,7 +92,7 @@ func presetFromRequest(name string, req sdk.PutPresetRequest, versions []store.T
 		field := "parameters." + k
 		val := req.Parameters[k]
 		switch {
-		case slices.Contains(builder.ReservedVariables, k):
+		case slices.Contains(tfbackend.ReservedVariables, k):
 			v.Add(field, "is set by Hangar itself; a preset cannot set it")
 		case !slices.Contains(declared, k):
 			v.Add(field, "the module (version %s) declares no variable %q", versionText(req.Version), k)
@@ -120,7 +120,7 @@ func versionText(n int) string {
 }
 
 // putPreset is PUT /api/v1/templates/{name}/presets/{preset} (admins).
-func (s *Server) putPreset(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) putPreset(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.PutPresetRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -156,7 +156,7 @@ func (s *Server) putPreset(w http.ResponseWriter, r *http.Request, u store.User)
 }
 
 // listPresets is GET /api/v1/templates/{name}/presets.
-func (s *Server) listPresets(w http.ResponseWriter, r *http.Request, _ store.User) error {
+func (s *Server) listPresets(w http.ResponseWriter, r *http.Request, _ workspace.User) error {
 	t, err := s.terraformTemplate(r)
 	if err != nil {
 		return err
@@ -179,7 +179,7 @@ func (s *Server) listPresets(w http.ResponseWriter, r *http.Request, _ store.Use
 
 // deletePreset is DELETE /api/v1/templates/{name}/presets/{preset} (admins). Its unclaimed
 // prebuilt workspaces are deleted by the reconciler, then the preset's row.
-func (s *Server) deletePreset(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) deletePreset(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	defer s.audit(&r, u, audit.PresetDelete, presetTarget(r))(&err)
 	t, err := s.terraformTemplate(r)
 	if err != nil {
@@ -229,13 +229,13 @@ func (s *Server) toPreset(ctx context.Context, p store.Preset, t store.Template)
 // createFromPreset is POST /workspaces with a terraform template and a preset: a ready prebuilt
 // workspace of the preset is claimed when there is one (the seed's "Claim prebuild"), else the
 // workspace is built from scratch with the preset's version and parameters.
-func (s *Server) createFromPreset(ctx context.Context, u store.User, name string, t store.Template, presetName, logLevel string) (store.Workspace, error) {
+func (s *Server) createFromPreset(ctx context.Context, u workspace.User, name string, t store.Template, presetName, logLevel string) (workspace.Workspace, error) {
 	p, err := s.store.PresetByName(ctx, t.ID, presetName)
 	if isNotFound(err) {
-		return store.Workspace{}, errBadRequest("invalid request", sdk.Validation{Field: "preset", Detail: fmt.Sprintf("template %q has no preset %q", t.Name, presetName)})
+		return workspace.Workspace{}, errBadRequest("invalid request", sdk.Validation{Field: "preset", Detail: fmt.Sprintf("template %q has no preset %q", t.Name, presetName)})
 	}
 	if err != nil {
-		return store.Workspace{}, err
+		return workspace.Workspace{}, err
 	}
 	versionID := prebuilds.VersionOf(p, t)
 	ws, _, ok, err := s.builder.ClaimPrebuild(ctx, u, name, p, versionID)
@@ -246,6 +246,6 @@ func (s *Server) createFromPreset(ctx context.Context, u store.User, name string
 		s.metrics.prebuildsClaimed.WithLabelValues(t.Name, p.Name).Inc()
 		return ws, nil
 	}
-	ws, _, err = s.builder.Create(ctx, u, name, t, builder.Spec{VersionID: versionID, Parameters: p.Parameters, PresetID: p.ID, LogLevel: logLevel})
+	ws, _, err = s.builder.Create(ctx, u, name, t, tfbackend.Spec{VersionID: versionID, Parameters: p.Parameters, PresetID: p.ID, LogLevel: logLevel})
 	return ws, err
 }

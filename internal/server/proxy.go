@@ -157,28 +157,28 @@ func parseWorkspaceHost(host string) (workspaceHost, bool) {
 }
 
 // hostWorkspace is the workspace h names (store.ErrNotFound when its owner or it is unknown).
-func (s *Server) hostWorkspace(ctx context.Context, h workspaceHost) (store.Workspace, error) {
+func (s *Server) hostWorkspace(ctx context.Context, h workspaceHost) (workspace.Workspace, error) {
 	owner, err := s.store.UserByUsername(ctx, h.owner)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return store.Workspace{}, err
+			return workspace.Workspace{}, err
 		}
-		return store.Workspace{}, fmt.Errorf("read owner %q: %w", h.owner, err)
+		return workspace.Workspace{}, fmt.Errorf("read owner %q: %w", h.owner, err)
 	}
 	ws, err := s.store.Workspace(ctx, store.WorkspaceRef{OwnerID: owner.ID, Name: h.name})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return store.Workspace{}, fmt.Errorf("read workspace %s/%s: %w", h.owner, h.name, err)
+		return workspace.Workspace{}, fmt.Errorf("read workspace %s/%s: %w", h.owner, h.name, err)
 	}
 	return ws, err
 }
 
 // inZoneOf reports whether the host is in the agent's DNS zone.
-func (h workspaceHost) inZoneOf(a store.Agent) bool {
+func (h workspaceHost) inZoneOf(a workspace.Agent) bool {
 	return strings.EqualFold(h.zone, strings.TrimSuffix(a.Config.DNSZone, "."))
 }
 
 // proxyScheme is how browsers reach an agent's proxy: https unless its config says http.
-func proxyScheme(a store.Agent) string {
+func proxyScheme(a workspace.Agent) string {
 	if a.Config.ProxyURLScheme == "http" {
 		return "http"
 	}
@@ -205,15 +205,15 @@ func sessionCookie(r *http.Request) string {
 }
 
 // browserUser returns the user of the request's server session, and the session's IDHash.
-func (s *Server) browserUser(r *http.Request) (store.User, []byte, bool, error) {
+func (s *Server) browserUser(r *http.Request) (workspace.User, []byte, bool, error) {
 	c, err := r.Cookie(sessionCookie(r))
 	if err != nil || c.Value == "" {
-		return store.User{}, nil, false, nil
+		return workspace.User{}, nil, false, nil
 	}
 	idHash := HashToken(c.Value)
 	_, u, err := s.store.Session(r.Context(), idHash, store.SessionServer, s.clock.Now())
 	if errors.Is(err, store.ErrNotFound) {
-		return store.User{}, nil, false, nil
+		return workspace.User{}, nil, false, nil
 	}
 	return u, idHash, err == nil, err
 }
@@ -324,13 +324,13 @@ type accessScope struct {
 
 // proxyTarget is the workspace a host names, once proxyAccess found it.
 type proxyTarget struct {
-	ws     store.Workspace
+	ws     workspace.Workspace
 	scheme string // how browsers reach the host: its agent's proxy's, or the server's apps' scheme
 	host   string // with its port, if any
 	reason string // "" when the user may enter
 	// notPublic is the workspace the host names when it is live but the host's port is not one of
 	// its public endpoints (reason not found), for a clearer page to its owner; port is that port.
-	notPublic *store.Workspace
+	notPublic *workspace.Workspace
 	port      int
 }
 
@@ -338,7 +338,7 @@ type proxyTarget struct {
 // endpoint of a live Kubernetes workspace in its agent's DNS zone, or any port of a live Terraform
 // workspace in the server's apps zone (apps.go), within scope; and u its owner or an admin. Store
 // errors are returned (the caller fails closed).
-func (s *Server) proxyAccess(ctx context.Context, scope accessScope, host string, u store.User) (proxyTarget, error) {
+func (s *Server) proxyAccess(ctx context.Context, scope accessScope, host string, u workspace.User) (proxyTarget, error) {
 	notFound := proxyTarget{reason: protocol.ProxyNotFound}
 	h, ok := parseWorkspaceHost(host)
 	if !ok {
@@ -434,7 +434,7 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
 		return
 	}
-	if ws := t.notPublic; ws != nil && (u.Admin || u.ID == ws.OwnerID) {
+	if ws := t.notPublic; ws != nil && workspace.Visible(u, *ws) {
 		s.log.Info("proxy authorize refused", "user", u.Username, "host", host, "reason", "not a public endpoint")
 		writePage(w, http.StatusBadRequest, page{Title: "Not a public endpoint", SignedIn: true,
 			Message: fmt.Sprintf("Port %d of workspace %s/%s is not a public endpoint: only endpoints with exposure public are served through the proxy.", t.port, ws.OwnerName, ws.Name)})
@@ -477,7 +477,7 @@ func codeKey(code, nonce string) []byte { return HashToken(code + "\x00" + nonce
 
 // proxyExchange serves POST /api/v1/proxy/exchange (agent token): a code, once, for a workspace
 // session bound to the same user, workspace and host.
-func (s *Server) proxyExchange(w http.ResponseWriter, r *http.Request, agent store.Agent) error {
+func (s *Server) proxyExchange(w http.ResponseWriter, r *http.Request, agent workspace.Agent) error {
 	var req protocol.ProxyExchangeRequest
 	if err := decodeJSON(w, r, protocol.MaxProxyBodyBytes, &req); err != nil {
 		return err
@@ -545,7 +545,7 @@ func (s *Server) exchangeCode(ctx context.Context, scope accessScope, req protoc
 // proxyCheck serves POST /api/v1/proxy/check (agent token): may this workspace session or this
 // user token enter host? Refusals are answers (200, allowed false), so that the proxy can tell them
 // from failures, on which it refuses too.
-func (s *Server) proxyCheck(w http.ResponseWriter, r *http.Request, agent store.Agent) error {
+func (s *Server) proxyCheck(w http.ResponseWriter, r *http.Request, agent workspace.Agent) error {
 	var req protocol.ProxyCheckRequest
 	if err := decodeJSON(w, r, protocol.MaxProxyBodyBytes, &req); err != nil {
 		return err
@@ -578,14 +578,14 @@ func (s *Server) checkAccess(ctx context.Context, scope accessScope, req protoco
 	if err := v.Err(); err != nil {
 		return protocol.ProxyCheckResponse{}, err
 	}
-	refuse := func(reason string, t proxyTarget, u store.User) (protocol.ProxyCheckResponse, error) {
+	refuse := func(reason string, t proxyTarget, u workspace.User) (protocol.ProxyCheckResponse, error) {
 		resp := protocol.ProxyCheckResponse{Reason: reason, User: u.Username}
 		if t.ws.ID != "" {
 			resp.Workspace, resp.Status = t.ws.OwnerName+"/"+t.ws.Name, string(t.ws.ActualState)
 		}
 		return resp, nil
 	}
-	var u store.User
+	var u workspace.User
 	var boundTo string // the workspace a session is bound to
 	var err error
 	if req.Session != "" {
@@ -599,7 +599,7 @@ func (s *Server) checkAccess(ctx context.Context, scope accessScope, req protoco
 		u, err = s.store.UserByTokenHash(ctx, HashToken(req.Token))
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return refuse(protocol.ProxyUnauthenticated, proxyTarget{}, store.User{})
+		return refuse(protocol.ProxyUnauthenticated, proxyTarget{}, workspace.User{})
 	} else if err != nil {
 		return protocol.ProxyCheckResponse{}, err
 	}
@@ -609,11 +609,11 @@ func (s *Server) checkAccess(ctx context.Context, scope accessScope, req protoco
 	}
 	if t.reason == "" && boundTo != "" && t.ws.ID != boundTo {
 		// The host now names another workspace (deleted and created again): sign in again.
-		return refuse(protocol.ProxyUnauthenticated, proxyTarget{}, store.User{})
+		return refuse(protocol.ProxyUnauthenticated, proxyTarget{}, workspace.User{})
 	}
 	if t.reason != "" {
 		if t.reason == protocol.ProxyForbidden {
-			t.ws = store.Workspace{} // tell nobody else's workspace's state
+			t.ws = workspace.Workspace{} // tell nobody else's workspace's state
 		}
 		return refuse(t.reason, t, u)
 	}

@@ -41,7 +41,7 @@ const (
 // key, or of this user token, enter this workspace by SSH? Refusals are answers (200, allowed
 // false), as for proxyCheck. A stopped workspace is allowed, with its state, so that the proxy can
 // say so.
-func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent store.Agent) error {
+func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent workspace.Agent) error {
 	var req protocol.ProxySSHCheckRequest
 	if err := decodeJSON(w, r, maxSSHCheckBodyBytes, &req); err != nil {
 		return err
@@ -69,12 +69,12 @@ func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent sto
 		return err
 	}
 
-	refuse := func(reason string, u store.User) error {
+	refuse := func(reason string, u workspace.User) error {
 		s.log.Debug("ssh check refused", "agent", agent.Name, "workspace", req.Workspace, "user", u.Username, "reason", reason)
 		writeJSON(w, http.StatusOK, protocol.ProxySSHCheckResponse{Reason: reason, User: u.Username})
 		return nil
 	}
-	var u store.User
+	var u workspace.User
 	var err error
 	if key != nil {
 		u, _, err = s.store.UserBySSHKey(r.Context(), ssh.FingerprintSHA256(key))
@@ -82,7 +82,7 @@ func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent sto
 		u, err = s.store.UserByTokenHash(r.Context(), HashToken(req.Token))
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return refuse(protocol.ProxyUnauthenticated, store.User{})
+		return refuse(protocol.ProxyUnauthenticated, workspace.User{})
 	} else if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ type activityResponse struct {
 // workspaces were last used. Per workspace of the calling agent the server keeps the latest time
 // (never moving it back); other workspaces are ignored. A time more than a minute ahead of the
 // server's clock is taken as now.
-func (s *Server) proxyActivity(w http.ResponseWriter, r *http.Request, agent store.Agent) error {
+func (s *Server) proxyActivity(w http.ResponseWriter, r *http.Request, agent workspace.Agent) error {
 	var req protocol.ProxyActivityRequest
 	if err := decodeJSON(w, r, maxActivityBodyBytes, &req); err != nil {
 		return err

@@ -7,14 +7,14 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/reconcile"
-	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // reconcile serves POST /api/v1/agent/reconcile: the Kubernetes service reads the agent's rows in
 // scope (locked), decides with reconcile.Decide, writes, and answers, all in one transaction, so
 // that a user's concurrent change is either seen by this decision or made after its write, never
 // lost (kube.Service.Reconcile).
-func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent store.Agent) error {
+func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent workspace.Agent) error {
 	start := time.Now()
 	var req protocol.ReconcileRequest
 	counted := &countingReader{r: r.Body}

@@ -25,13 +25,14 @@ import (
 	"github.com/hangar-dev/hangar/internal/autobuild"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/backend/kube"
-	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // Options configure a Server.
@@ -43,7 +44,7 @@ type Options struct {
 	// time.After. Tests inject one they fire at will, and learn from its call that the wait blocks.
 	After func(time.Duration) <-chan time.Time
 	// Builder runs the Terraform backend (default: one over Store, Clock and Logger).
-	Builder *builder.Service
+	Builder *tfbackend.Service
 	// Kube is the Kubernetes backend's service (default: one over Store).
 	Kube *kube.Service
 	// RecheckInterval is how often open connections of Terraform workspaces' helpers and of their
@@ -75,7 +76,7 @@ type Server struct {
 	kube    *kube.Service
 	mux     *http.ServeMux
 	after   func(time.Duration) <-chan time.Time
-	builder *builder.Service
+	builder *tfbackend.Service
 	// backends sends desired-state changes to the service of each workspace's backend.
 	backends backend.Router
 	// lifecycle is the lifecycle executor over backends (run by Run; tests Tick it).
@@ -128,7 +129,7 @@ func New(opts Options) *Server {
 		opts.ReplicaID = host + "/" + uuid.NewString()[:8]
 	}
 	if opts.Builder == nil {
-		opts.Builder = builder.New(builder.Options{Store: opts.Store, Clock: opts.Clock, Logger: opts.Logger})
+		opts.Builder = tfbackend.New(tfbackend.Options{Store: opts.Store, Clock: opts.Clock, Logger: opts.Logger})
 	}
 	if opts.Kube == nil {
 		opts.Kube = kube.New(opts.Store, opts.Clock, opts.Logger)
@@ -189,8 +190,8 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-type userHandler func(w http.ResponseWriter, r *http.Request, u store.User) error
-type agentHandler func(w http.ResponseWriter, r *http.Request, a store.Agent) error
+type userHandler func(w http.ResponseWriter, r *http.Request, u workspace.User) error
+type agentHandler func(w http.ResponseWriter, r *http.Request, a workspace.Agent) error
 
 // Route is one endpoint the server serves.
 type Route struct {
@@ -361,7 +362,7 @@ func (s *Server) authUser(h userHandler) http.HandlerFunc {
 }
 
 func (s *Server) adminOnly(h userHandler) userHandler {
-	return func(w http.ResponseWriter, r *http.Request, u store.User) error {
+	return func(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 		if !u.Admin {
 			return errForbidden("only an admin may do this")
 		}
@@ -410,7 +411,7 @@ func (s *Server) Bootstrap(ctx context.Context, dataDir string) (string, bool, e
 	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
 		return path, false, fmt.Errorf("write admin token: %w", err)
 	}
-	err = s.store.CreateUser(ctx, store.User{ID: uuid.NewString(), Username: "admin", Admin: true, TokenHash: HashToken(token), CreatedAt: s.clock.Now()})
+	err = s.store.CreateUser(ctx, workspace.User{ID: uuid.NewString(), Username: "admin", Admin: true, TokenHash: HashToken(token), CreatedAt: s.clock.Now()})
 	if errors.Is(err, store.ErrConflict) {
 		// Another replica bootstrapped at the same moment; its token file is the valid one.
 		_ = os.Remove(path)

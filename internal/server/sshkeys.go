@@ -110,7 +110,7 @@ func sshKeyName(name, comment string, key ssh.PublicKey) (string, string) {
 }
 
 // listSSHKeys serves GET /api/v1/users/me/ssh-keys.
-func (s *Server) listSSHKeys(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) listSSHKeys(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 	keys, err := s.store.SSHKeys(r.Context(), u.ID)
 	if err != nil {
 		return err
@@ -124,7 +124,7 @@ func (s *Server) listSSHKeys(w http.ResponseWriter, r *http.Request, u store.Use
 }
 
 // addSSHKey serves POST /api/v1/users/me/ssh-keys.
-func (s *Server) addSSHKey(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) addSSHKey(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.AddSSHKeyRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -166,7 +166,7 @@ func (s *Server) addSSHKey(w http.ResponseWriter, r *http.Request, u store.User)
 }
 
 // removeSSHKey serves DELETE /api/v1/users/me/ssh-keys/{key}: key is the id or the fingerprint.
-func (s *Server) removeSSHKey(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) removeSSHKey(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	ref := r.PathValue("key")
 	defer s.audit(&r, u, audit.SSHKeyRemove, audit.Target{Kind: audit.KindSSHKey, Name: clip(ref)})(&err)
 	k, err := s.store.DeleteSSHKey(r.Context(), u.ID, ref)

@@ -13,12 +13,12 @@ import (
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-func (s *Server) me(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) me(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 	writeJSON(w, http.StatusOK, toUser(u, ""))
 	return nil
 }
 
-func (s *Server) createUser(w http.ResponseWriter, r *http.Request, caller store.User) (err error) {
+func (s *Server) createUser(w http.ResponseWriter, r *http.Request, caller workspace.User) (err error) {
 	var req sdk.CreateUserRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -33,7 +33,7 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request, caller store
 		return err
 	}
 	token := NewToken(userTokenPrefix)
-	u := store.User{ID: uuid.NewString(), Username: req.Username, Admin: req.Admin, TokenHash: HashToken(token), CreatedAt: s.clock.Now()}
+	u := workspace.User{ID: uuid.NewString(), Username: req.Username, Admin: req.Admin, TokenHash: HashToken(token), CreatedAt: s.clock.Now()}
 	audit.From(r.Context()).SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
 	if err := s.store.CreateUser(r.Context(), u); err != nil {
 		return err
@@ -46,7 +46,7 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request, caller store
 // rotateToken serves POST /api/v1/users/{username}/token: a new token for the user (an admin for
 // anyone, a user for itself). The old token stops working at once, and with it every browser and
 // workspace session begun with it; proxies notice within their decision cache's lifetime.
-func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, caller store.User) (err error) {
+func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, caller workspace.User) (err error) {
 	name := r.PathValue("username")
 	if name == "me" {
 		name = caller.Username

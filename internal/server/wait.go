@@ -7,7 +7,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
-	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // Bounds of GET /api/v1/agent/wait's timeout_seconds.
@@ -24,7 +24,7 @@ const (
 // to look again. It subscribes before it looks, so a change committed between the two is not missed,
 // and looks again on every wake-up, so a spurious one (another agent's change, a listener's
 // reconnect) does not end the wait.
-func (s *Server) wait(w http.ResponseWriter, r *http.Request, agent store.Agent) error {
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, agent workspace.Agent) error {
 	secs := defaultWaitSeconds
 	if v := r.URL.Query().Get("timeout_seconds"); v != "" {
 		n, err := strconv.Atoi(v)

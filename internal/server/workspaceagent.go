@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/yamux"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -110,24 +110,24 @@ func (g *agentRegistry) get(workspaceID string) *agentConn {
 }
 
 // helperWorkspace is the workspace a helper token admits, or why it admits none.
-func (s *Server) helperWorkspace(ctx context.Context, token string) (store.Workspace, error) {
+func (s *Server) helperWorkspace(ctx context.Context, token string) (workspace.Workspace, error) {
 	if !strings.HasPrefix(token, protocol.WorkspaceAgentTokenPrefix) || len(token) > maxAgentTokenLen {
-		return store.Workspace{}, errUnauthorized("invalid helper token: want the token of a hangar_agent resource (" + protocol.WorkspaceAgentTokenPrefix + "...)")
+		return workspace.Workspace{}, errUnauthorized("invalid helper token: want the token of a hangar_agent resource (" + protocol.WorkspaceAgentTokenPrefix + "...)")
 	}
-	t, err := s.store.WorkspaceAgentTokenByHash(ctx, builder.HashAgentToken(token))
+	t, err := s.store.WorkspaceAgentTokenByHash(ctx, tfbackend.HashAgentToken(token))
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Workspace{}, errUnauthorized("invalid helper token: unknown, or no longer in the workspace's Terraform state")
+		return workspace.Workspace{}, errUnauthorized("invalid helper token: unknown, or no longer in the workspace's Terraform state")
 	} else if err != nil {
-		return store.Workspace{}, err
+		return workspace.Workspace{}, err
 	}
 	ws, err := s.store.WorkspaceByID(ctx, t.WorkspaceID)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Workspace{}, errUnauthorized("invalid helper token: its workspace is gone")
+		return workspace.Workspace{}, errUnauthorized("invalid helper token: its workspace is gone")
 	} else if err != nil {
-		return store.Workspace{}, err
+		return workspace.Workspace{}, err
 	}
 	if ws.Backend != store.KindTerraform || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
-		return store.Workspace{}, errUnauthorized("invalid helper token: its workspace is deleted")
+		return workspace.Workspace{}, errUnauthorized("invalid helper token: its workspace is deleted")
 	}
 	return ws, nil
 }
@@ -227,7 +227,7 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 
 // workspaceSSH serves GET /api/v1/workspaces/{name}/ssh: a WebSocket relayed to a new stream of
 // the workspace's helper, on which the client speaks SSH with the helper.
-func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 	ws, err := s.readWorkspace(r, u)
 	if err != nil {
 		return err
@@ -313,7 +313,7 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u store.Us
 
 // stillAllowed tells why the user of an open connection may no longer use the workspace ("": they
 // may): their token was rotated, or the workspace deleted.
-func (s *Server) stillAllowed(ctx context.Context, r *http.Request, token string, u store.User, workspaceID string) string {
+func (s *Server) stillAllowed(ctx context.Context, r *http.Request, token string, u workspace.User, workspaceID string) string {
 	now, err := s.store.UserByTokenHash(ctx, HashToken(token))
 	if errors.Is(err, store.ErrNotFound) || err == nil && now.ID != u.ID {
 		return "the token was replaced"
@@ -326,7 +326,7 @@ func (s *Server) stillAllowed(ctx context.Context, r *http.Request, token string
 	} else if err != nil {
 		return ""
 	}
-	if !visible(now, ws) {
+	if !workspace.Visible(now, ws) {
 		return "the workspace is no longer the user's"
 	}
 	if ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {

@@ -21,7 +21,7 @@ import (
 	"github.com/hashicorp/yamux"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/hangar-dev/hangar/internal/builder"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
@@ -99,7 +99,7 @@ func newAgentEnv(t testing.TB, engine string, more ...servertest.Option) *agentE
 	ae := &agentEnv{rechecks: &rechecks{cur: make(chan time.Time)}}
 	var url string
 	mint := func(o *server.Options) {
-		o.Builder = builder.New(builder.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger, AccessURL: func() string { return url }})
+		o.Builder = tfbackend.New(tfbackend.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger, AccessURL: func() string { return url }})
 		o.RecheckAfter = ae.rechecks.after
 	}
 	ae.tfEnv = newTFEnv(t, engine, append([]servertest.Option{mint}, more...)...)
@@ -345,7 +345,7 @@ func oaWorkspaceAgent(t *testing.T, c *oaChecker, dev string) {
 	}
 	c.decode(c.do(dev, "POST", "/api/v1/workspaces", map[string]any{"name": "tfa", "template": "tf"}, 201, true), &ws)
 	token := protocol.WorkspaceAgentTokenPrefix + "openapi-test"
-	if err := env.Store.CreateWorkspaceAgentToken(context.Background(), store.WorkspaceAgentToken{Hash: builder.HashAgentToken(token), WorkspaceID: ws.ID, BuildNumber: 1, CreatedAt: env.Clock.Now()}); err != nil {
+	if err := env.Store.CreateWorkspaceAgentToken(context.Background(), store.WorkspaceAgentToken{Hash: tfbackend.HashAgentToken(token), WorkspaceID: ws.ID, BuildNumber: 1, CreatedAt: env.Clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	c.do(dev, "GET", "/api/v1/workspaces/tfa/ssh", nil, 409, true)

@@ -15,7 +15,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.CreateWorkspaceRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -74,14 +74,10 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u store
 // errNotFound).
 func isNotFound(err error) bool { return errs.Is(err, errs.NotFound) }
 
-// visible reports whether u may see w: its owner, or an admin. Everything else is a 404, so that
-// workspace names of other users are not disclosed.
-func visible(u store.User, w store.Workspace) bool { return u.Admin || w.OwnerID == u.ID }
-
 // workspaceRef reads the {name} path value, `name` (the caller's own) or `owner/name`, into the
 // store's reference. A malformed value is 400 naming the field; another owner is 404 unless the
 // caller is an admin (a user does not learn which usernames or names exist).
-func (s *Server) workspaceRef(r *http.Request, u store.User) (store.WorkspaceRef, error) {
+func (s *Server) workspaceRef(r *http.Request, u workspace.User) (store.WorkspaceRef, error) {
 	raw := r.PathValue("name")
 	ref, err := workspace.ParseRef("name", raw)
 	if err != nil {
@@ -108,19 +104,19 @@ func (s *Server) workspaceRef(r *http.Request, u store.User) (store.WorkspaceRef
 }
 
 // readWorkspace reads the workspace the {name} path value names, if the caller may see it.
-func (s *Server) readWorkspace(r *http.Request, u store.User) (store.Workspace, error) {
+func (s *Server) readWorkspace(r *http.Request, u workspace.User) (workspace.Workspace, error) {
 	ref, err := s.workspaceRef(r, u)
 	if err != nil {
-		return store.Workspace{}, err
+		return workspace.Workspace{}, err
 	}
 	row, err := s.store.Workspace(r.Context(), ref)
-	if (err == nil && !visible(u, row)) || isNotFound(err) {
+	if (err == nil && !workspace.Visible(u, row)) || isNotFound(err) {
 		return row, errNotFound("workspace %q not found", r.PathValue("name"))
 	}
 	return row, err
 }
 
-func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 	f := store.ListFilter{OwnerID: u.ID}
 	if u.Admin {
 		f.OwnerID = ""
@@ -159,7 +155,7 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, u store.
 	return nil
 }
 
-func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u store.User) error {
+func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 	row, err := s.readWorkspace(r, u)
 	if err != nil {
 		return err
@@ -170,7 +166,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u store.Us
 	return nil
 }
 
-func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store.User) (err error) {
+func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.UpdateWorkspaceRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
@@ -189,7 +185,7 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 		return err
 	}
 	now := s.clock.Now()
-	row, err := s.backends.SetDesired(r.Context(), u, ref, func(store.Workspace, bool) (backend.Change, error) {
+	row, err := s.backends.SetDesired(r.Context(), u, ref, func(workspace.Workspace, bool) (backend.Change, error) {
 		return backend.Change{To: to, LogLevel: logLevel, Use: &now}, nil
 	})
 	if err != nil {
@@ -213,7 +209,7 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u store
 
 // used records a user's change of the workspace as its use (what dormancy and autostop count
 // from), when the user is its owner: an admin's change is not the owner's use.
-func (s *Server) used(r *http.Request, row store.Workspace, u store.User) {
+func (s *Server) used(r *http.Request, row workspace.Workspace, u workspace.User) {
 	if row.OwnerID != u.ID {
 		return
 	}

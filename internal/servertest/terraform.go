@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/builder"
 	"github.com/hangar-dev/hangar/internal/provisioner"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -27,7 +27,7 @@ type TF struct {
 	*Env
 	T       testing.TB
 	Ctx     context.Context
-	Builder *builder.Service
+	Builder *tfbackend.Service
 	Admin   *sdk.Client
 	Dev     *sdk.Client
 	// Ended receives every build that ends.
@@ -51,7 +51,7 @@ func NewTF(t testing.TB, engine string, provisioners int) *TF {
 	t.Cleanup(cancel)
 	w.Ctx = ctx
 	w.Env = NewWith(t, engine, func(o *server.Options) {
-		w.Builder = builder.New(builder.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger})
+		w.Builder = tfbackend.New(tfbackend.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger})
 		w.Builder.Observe(func(b build.Build) { w.Ended <- b })
 		o.Builder = w.Builder
 	})

@@ -64,7 +64,7 @@ type TemplateVersion struct {
 // BuildRecord is a terraform workspace, locked, with its latest build (nil for none): what the build
 // rules read and write together in one transaction.
 type BuildRecord struct {
-	Workspace Workspace
+	Workspace workspace.Workspace
 	Build     *build.Build
 	// ActiveVersion is the active version of the workspace's template (without its archive), read
 	// in the same transaction: NewBuild only (zero in UpdateBuild), zero for a workspace without a
@@ -119,12 +119,12 @@ type BuildStore interface {
 	// CreateBuildWorkspace inserts a terraform workspace with its first build and job, in one
 	// transaction (ErrConflict if its owner has a workspace of that name that is not Terminated),
 	// and announces the job.
-	CreateBuildWorkspace(ctx context.Context, w Workspace, b build.Build) error
+	CreateBuildWorkspace(ctx context.Context, w workspace.Workspace, b build.Build) error
 	// NewBuild reads the workspace ref names (locked) with its latest build and passes them to fn; if
 	// fn returns a build, it is inserted with its job, the workspace row fn returns is written,
 	// and the job is announced — all in one transaction. fn may return an error to write nothing.
 	// The builds older than the latest KeptBuildStates lose their state in that transaction.
-	NewBuild(ctx context.Context, ref WorkspaceRef, fn func(rec BuildRecord) (Workspace, *build.Build, error)) (Workspace, *build.Build, error)
+	NewBuild(ctx context.Context, ref WorkspaceRef, fn func(rec BuildRecord) (workspace.Workspace, *build.Build, error)) (workspace.Workspace, *build.Build, error)
 	// UpdateBuild reads the build of the job (locked) with its workspace and passes them to fn;
 	// the build (its state and job columns) and the workspace row fn returns are written in one
 	// transaction, and the job's followers are woken.
@@ -138,7 +138,7 @@ type BuildStore interface {
 	// BuildByJob reads the build of a job, with its state.
 	BuildByJob(ctx context.Context, jobID string) (build.Build, error)
 	// WorkspaceByID reads one workspace (either backend).
-	WorkspaceByID(ctx context.Context, id string) (Workspace, error)
+	WorkspaceByID(ctx context.Context, id string) (workspace.Workspace, error)
 	// PutBuildState replaces the state of the workspace's latest build, unless a build is active
 	// (build.ErrBuildActive) or check, given the latest build's current state in the same
 	// transaction, returns an error (returned as is; nothing is written).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/prebuild"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // PrebuildsUserID is the system user that owns prebuilt workspaces until a user claims one, and
@@ -40,7 +41,7 @@ type Preset struct {
 
 // PrebuildInstance is an unclaimed prebuilt workspace with its latest build (without its state).
 type PrebuildInstance struct {
-	Workspace Workspace
+	Workspace workspace.Workspace
 	Build     *build.Build
 }
 
@@ -76,5 +77,5 @@ type PresetStore interface {
 	// fn, which returns the workspace row (its new owner and name) and the claim's build. The row,
 	// the build and its job are written and the job announced; ErrConflict if the new owner has a
 	// workspace of that name that is not Terminated. ok is false when no instance is ready.
-	ClaimPrebuild(ctx context.Context, presetID, versionID string, fn func(rec BuildRecord) (Workspace, *build.Build, error)) (w Workspace, b *build.Build, ok bool, err error)
+	ClaimPrebuild(ctx context.Context, presetID, versionID string, fn func(rec BuildRecord) (workspace.Workspace, *build.Build, error)) (w workspace.Workspace, b *build.Build, ok bool, err error)
 }

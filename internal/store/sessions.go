@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // Session kinds (docs/decisions.md, "The access proxy").
@@ -39,10 +41,10 @@ type SessionStore interface {
 	CreateSession(ctx context.Context, s Session) error
 	// Session reads the session of that hash and kind with its user, if it has not expired at now,
 	// its user still exists and the user's token is the one it began with; else ErrNotFound.
-	Session(ctx context.Context, idHash []byte, kind string, now time.Time) (Session, User, error)
+	Session(ctx context.Context, idHash []byte, kind string, now time.Time) (Session, workspace.User, error)
 	// ConsumeSession is Session that also removes the session, so that only one caller gets it
 	// (one-time codes).
-	ConsumeSession(ctx context.Context, idHash []byte, kind string, now time.Time) (Session, User, error)
+	ConsumeSession(ctx context.Context, idHash []byte, kind string, now time.Time) (Session, workspace.User, error)
 	// DeleteSession removes a session and the sessions whose ParentHash it is (sign-out);
 	// removing none is not an error.
 	DeleteSession(ctx context.Context, idHash []byte) error

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // SSHKey is a public key a user registered to reach their workspaces by SSH through the access
@@ -38,7 +40,7 @@ type SSHKeyStore interface {
 	DeleteSSHKey(ctx context.Context, userID, idOrFingerprint string) (SSHKey, error)
 	// UserBySSHKey finds the user a key of that fingerprint belongs to; ErrNotFound when nobody
 	// registered it.
-	UserBySSHKey(ctx context.Context, fingerprint string) (User, SSHKey, error)
+	UserBySSHKey(ctx context.Context, fingerprint string) (workspace.User, SSHKey, error)
 }
 
 // ActivityStore keeps when workspaces were last used.

@@ -5,10 +5,8 @@ package store
 
 import (
 	"context"
-	"time"
 
 	"github.com/hangar-dev/hangar/internal/errs"
-	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -26,85 +24,6 @@ const AutomationUserID = "00000000-0000-4000-8000-00000000a070"
 
 // AutomationUsername is its name, shown as the initiator of what it did.
 const AutomationUsername = "hangar-automation"
-
-// User is a person or robot that calls the user API.
-type User struct {
-	ID        string
-	Username  string
-	Admin     bool
-	TokenHash []byte
-	CreatedAt time.Time
-}
-
-// Agent is a registered `hangar agent`.
-type Agent struct {
-	ID        string
-	Name      string
-	TokenHash []byte
-	Config    workspace.AgentConfig
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
-
-// Workspace is a workspace row. Times are UTC with microsecond precision; nil means never set.
-type Workspace struct {
-	ID   string
-	Name string // unique per owner among the workspaces that are not Terminated
-	// KubeName is the workspace's name in the cluster (workspace.KubeName; for workspaces from
-	// before schema version 3, its name): its objects' name, its namespace's after "hangar-", and
-	// the name the agent reports it by. Unique across every workspace ever stored.
-	KubeName                  string
-	OwnerID                   string
-	OwnerName                 string // filled on reads
-	AgentID                   string
-	AgentName                 string // filled on reads
-	Namespace                 string
-	Devfile                   string // written on creation; reads leave it empty (WorkspaceDevfile)
-	DesiredState              workspace.State
-	ActualState               workspace.State
-	DesiredStateUpdatedAt     time.Time
-	ActualStateUpdatedAt      *time.Time
-	RespondedToAgentAt        *time.Time
-	DeploymentResourceVersion *string
-	ErrorType                 string
-	ErrorMessage              string
-	// URL is where the workspace's main endpoint is served (set at creation).
-	URL       string
-	CreatedAt time.Time
-	// Backend is KindKubernetes (an agent reconciles it) or KindTerraform (builds run it; AgentID,
-	// Namespace and Devfile are empty, TemplateID is set).
-	Backend      string
-	TemplateID   string
-	TemplateName string // filled on reads
-	// TemplateVersionID is the template version of the workspace's latest build (terraform);
-	// builds write it (CreateBuildWorkspace, NewBuild). TemplateVersion is its number and
-	// TemplateActiveVersionID the template's active version, filled on reads: the workspace is
-	// outdated when they differ.
-	TemplateVersionID       string
-	TemplateVersion         int
-	TemplateActiveVersionID string
-	// Parameters are the workspace's parameter values (terraform): what its builds pass. Builds
-	// write them (CreateBuildWorkspace, NewBuild); sensitive values are never shown.
-	Parameters []parameter.Value
-	// LastActivityAt is the latest use of the workspace: through the access proxy its proxies
-	// reported, or its owner's own change (nil: never). RecordActivity, RecordWorkspaceActivity and
-	// UpdateWorkspace write it, never moving it back; Reconcile leaves it.
-	LastActivityAt *time.Time
-
-	// Lifecycle automation (package lifecycle). Schedule is the workspace's own settings; DormantAt
-	// is when it went dormant (nil: it is not); DesiredStateReason says why the desired state is
-	// what it is: "" for a user's change, else the automation's reason. CreateWorkspace and
-	// UpdateWorkspace write them; a reconcile leaves them.
-	Schedule           workspace.Schedule
-	DormantAt          *time.Time
-	DesiredStateReason string
-
-	// Prebuilt pools (package prebuild). PresetID is the preset the workspace was made from
-	// ("" for none): a prebuilt workspace, owned by PrebuildsUserID until claimed, or one created
-	// with the preset (its Parameters are the preset's).
-	PresetID   string
-	PresetName string // filled on reads
-}
 
 // ReconcileScope says which of an agent's workspaces a reconcile reads.
 type ReconcileScope struct {
@@ -157,32 +76,32 @@ type Store interface {
 	// Ping checks the database answers (readiness).
 	Ping(ctx context.Context) error
 
-	CreateUser(ctx context.Context, u User) error
-	UserByTokenHash(ctx context.Context, hash []byte) (User, error)
-	UserByUsername(ctx context.Context, username string) (User, error)
+	CreateUser(ctx context.Context, u workspace.User) error
+	UserByTokenHash(ctx context.Context, hash []byte) (workspace.User, error)
+	UserByUsername(ctx context.Context, username string) (workspace.User, error)
 	CountUsers(ctx context.Context) (int, error)
 	// SetUserToken replaces a user's token hash: the old token, and every session begun with it,
 	// stop working at once.
 	SetUserToken(ctx context.Context, userID string, hash []byte) error
 
-	CreateAgent(ctx context.Context, a Agent) error
-	AgentByTokenHash(ctx context.Context, hash []byte) (Agent, error)
-	AgentByName(ctx context.Context, name string) (Agent, error)
-	ListAgents(ctx context.Context) ([]Agent, error)
+	CreateAgent(ctx context.Context, a workspace.Agent) error
+	AgentByTokenHash(ctx context.Context, hash []byte) (workspace.Agent, error)
+	AgentByName(ctx context.Context, name string) (workspace.Agent, error)
+	ListAgents(ctx context.Context) ([]workspace.Agent, error)
 
 	// CreateWorkspace inserts w unless its owner has a workspace of that name that is not Terminated
 	// (ErrConflict) or the agent's quotas would be exceeded (ErrQuota); both checks and the insert
 	// happen in one transaction.
-	CreateWorkspace(ctx context.Context, w Workspace, agentQuota, perUserQuota int) error
+	CreateWorkspace(ctx context.Context, w workspace.Workspace, agentQuota, perUserQuota int) error
 	// Workspace reads one workspace.
-	Workspace(ctx context.Context, ref WorkspaceRef) (Workspace, error)
+	Workspace(ctx context.Context, ref WorkspaceRef) (workspace.Workspace, error)
 	// WorkspaceDevfile reads the devfile a workspace was created with (it never changes).
 	WorkspaceDevfile(ctx context.Context, id string) (string, error)
 	// ListWorkspaces lists workspaces by owner and name, then newest first.
-	ListWorkspaces(ctx context.Context, f ListFilter) ([]Workspace, error)
+	ListWorkspaces(ctx context.Context, f ListFilter) ([]workspace.Workspace, error)
 	// UpdateWorkspace reads the workspace ref names, locked against concurrent writers, passes it to
 	// fn and writes what fn returns, all in one transaction. fn may return an error to write nothing.
-	UpdateWorkspace(ctx context.Context, ref WorkspaceRef, fn func(w Workspace) (Workspace, error)) (Workspace, error)
+	UpdateWorkspace(ctx context.Context, ref WorkspaceRef, fn func(w workspace.Workspace) (workspace.Workspace, error)) (workspace.Workspace, error)
 	// Reconcile reads the workspaces in scope, locked against concurrent writers, passes them to fn,
 	// and writes the rows fn returns (by ID), all in one transaction. A user's concurrent change to
 	// one of those workspaces waits for it, so neither update is lost. fn reads anything else it
@@ -190,10 +109,10 @@ type Store interface {
 	// connection would wait for the transaction's locks (or, with a pool of one, for its
 	// connection). A partial scope without KubeNames that finds nothing pending calls fn with no
 	// rows, without a transaction.
-	Reconcile(ctx context.Context, scope ReconcileScope, fn func(tx ReconcileTx, rows []Workspace) (changed []Workspace, err error)) error
+	Reconcile(ctx context.Context, scope ReconcileScope, fn func(tx ReconcileTx, rows []workspace.Workspace) (changed []workspace.Workspace, err error)) error
 	// UpdateWorkspacesBatch writes rows by ID in batches, outside any decision: the benchmarks'
 	// baseline and Reconcile's own writer.
-	UpdateWorkspacesBatch(ctx context.Context, rows []Workspace) error
+	UpdateWorkspacesBatch(ctx context.Context, rows []workspace.Workspace) error
 	// HasPending reports whether a workspace of the agent was never answered or changed its desired
 	// state since its last answer: what a partial reconcile would pick up (the partial scope of
 	// ReconcileScope, served by the partial index workspaces_pending). It reads the database, so its

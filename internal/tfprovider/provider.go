@@ -43,7 +43,7 @@ const (
 )
 
 // Env is the environment the data source reads, from the variables Hangar offers a build
-// (builder.Variables).
+// (tfbackend.Variables).
 func Env(vars map[string]string) map[string]string {
 	return map[string]string{
 		EnvWorkspaceID: vars["workspace_id"], EnvWorkspaceName: vars["workspace_name"], EnvWorkspaceOwner: vars["workspace_owner"],

@@ -57,7 +57,7 @@ type CreateRequest struct {
 // Create creates the workspace, desired Running, after checking that the agent exists and that its
 // limits accept the devfile (generated once now, so that a devfile the agent's limits refuse is
 // refused with the reason at creation, not after the agent fails to apply it).
-func (s *Service) Create(ctx context.Context, u store.User, req CreateRequest) (store.Workspace, *devfile.Devfile, error) {
+func (s *Service) Create(ctx context.Context, u workspace.User, req CreateRequest) (workspace.Workspace, *devfile.Devfile, error) {
 	v := &workspace.ValidationError{}
 	if req.Template != nil && req.Devfile != "" {
 		v.Add("devfile", "comes from the template %q: give one or the other", req.Template.Name)
@@ -69,21 +69,21 @@ func (s *Service) Create(ctx context.Context, u store.User, req CreateRequest) (
 		v.Add("devfile", "is %d bytes, the limit is %d", len(req.Devfile), sdk.MaxDevfileBytes)
 	}
 	if err := v.Err(); err != nil {
-		return store.Workspace{}, nil, err
+		return workspace.Workspace{}, nil, err
 	}
 	agent, err := s.st.AgentByName(ctx, req.Agent)
 	if err != nil {
 		if isNotFound(err) {
 			v.Add("agent", "no agent is named %q", req.Agent)
-			return store.Workspace{}, nil, v.Err()
+			return workspace.Workspace{}, nil, v.Err()
 		}
-		return store.Workspace{}, nil, err
+		return workspace.Workspace{}, nil, err
 	}
 	text := []byte(req.Devfile)
 	if req.Template != nil {
 		ver, err := s.st.TemplateVersionByID(ctx, req.Template.ActiveVersionID)
 		if err != nil {
-			return store.Workspace{}, nil, fmt.Errorf("read template %q: %w", req.Template.Name, err)
+			return workspace.Workspace{}, nil, fmt.Errorf("read template %q: %w", req.Template.Name, err)
 		}
 		text = ver.Archive
 	} else if req.Devfile == "" {
@@ -91,7 +91,7 @@ func (s *Service) Create(ctx context.Context, u store.User, req CreateRequest) (
 	}
 	df, err := devfile.Parse(text)
 	if err != nil {
-		return store.Workspace{}, nil, err
+		return workspace.Workspace{}, nil, err
 	}
 	cfg := agent.Config
 	now := s.clock.Now()
@@ -109,9 +109,9 @@ func (s *Service) Create(ctx context.Context, u store.User, req CreateRequest) (
 	}
 	if _, err := devfile.Generate(df, devfile.Params{WorkspaceID: id, WorkspaceName: req.Name, KubeName: kubeName, Owner: u.Username, AgentID: agent.ID,
 		Namespace: ns, DesiredState: workspace.Running, Agent: cfg}); err != nil {
-		return store.Workspace{}, nil, err
+		return workspace.Workspace{}, nil, err
 	}
-	ws := store.Workspace{
+	ws := workspace.Workspace{
 		ID: id, Name: req.Name, KubeName: kubeName, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
 		Namespace: ns, Devfile: string(text),
 		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: now,
@@ -129,7 +129,7 @@ func (s *Service) Create(ctx context.Context, u store.User, req CreateRequest) (
 		entry.Set("template_version_id", req.Template.ActiveVersionID)
 	}
 	if err := s.st.CreateWorkspace(ctx, ws, *cfg.WorkspacesQuota, *cfg.WorkspacesPerUserQuota); err != nil {
-		return store.Workspace{}, nil, err
+		return workspace.Workspace{}, nil, err
 	}
 	s.devfiles.put(ws.ID, df)
 	s.log.Info("workspace created", "workspace", ws.Name, "owner", u.Username, "agent", agent.Name, "kube_name", kubeName)
@@ -138,10 +138,10 @@ func (s *Service) Create(ctx context.Context, u store.User, req CreateRequest) (
 
 // SetDesired changes the desired state in one transaction on the locked row; the agent applies it
 // at its next reconcile (backend.Service).
-func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide backend.Decide) (store.Workspace, error) {
-	var other store.Workspace // the row, when another backend runs it
-	row, err := s.st.UpdateWorkspace(ctx, ref, func(cur store.Workspace) (store.Workspace, error) {
-		if !backend.Visible(by, cur) {
+func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide backend.Decide) (workspace.Workspace, error) {
+	var other workspace.Workspace // the row, when another backend runs it
+	row, err := s.st.UpdateWorkspace(ctx, ref, func(cur workspace.Workspace) (workspace.Workspace, error) {
+		if !workspace.Visible(by, cur) {
 			return cur, backend.ErrHidden
 		}
 		if cur.Backend != store.KindKubernetes {

@@ -18,7 +18,7 @@ import (
 // before the commit: if a config cannot be generated, nothing is written and the agent retries,
 // instead of responded_to_agent_at claiming a config that never went out. It returns the answer
 // and the decision (for the caller's logs and metrics).
-func (s *Service) Reconcile(ctx context.Context, agent store.Agent, req protocol.ReconcileRequest) (protocol.ReconcileResponse, reconcile.Output, error) {
+func (s *Service) Reconcile(ctx context.Context, agent workspace.Agent, req protocol.ReconcileRequest) (protocol.ReconcileResponse, reconcile.Output, error) {
 	// The agent names a workspace by its cluster name (protocol.WorkspaceAgentInfo.Name).
 	names := make([]string, len(req.WorkspaceAgentInfos))
 	for i, info := range req.WorkspaceAgentInfos {
@@ -33,10 +33,10 @@ func (s *Service) Reconcile(ctx context.Context, agent store.Agent, req protocol
 	var resp protocol.ReconcileResponse
 	var out reconcile.Output
 	scope := store.ReconcileScope{AgentID: agent.ID, Full: req.UpdateType == protocol.UpdateFull, KubeNames: names}
-	err := s.st.Reconcile(ctx, scope, func(tx store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+	err := s.st.Reconcile(ctx, scope, func(tx store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 		out = reconcile.Decide(reconcile.Input{UpdateType: req.UpdateType, Rows: rows, Infos: req.WorkspaceAgentInfos, Now: s.clock.Now()})
 		var err error
-		resp, err = reconcile.Response(out, settings, pullSecrets, func(ws store.Workspace) (string, error) {
+		resp, err = reconcile.Response(out, settings, pullSecrets, func(ws workspace.Workspace) (string, error) {
 			return s.config(tx, ws, agent)
 		})
 		if err != nil {
@@ -49,7 +49,7 @@ func (s *Service) Reconcile(ctx context.Context, agent store.Agent, req protocol
 
 // Settings are the intervals an agent reconciles at, from its configuration (in every reconcile
 // answer and in GET /api/v1/agent/info).
-func Settings(agent store.Agent) protocol.Settings {
+func Settings(agent workspace.Agent) protocol.Settings {
 	return protocol.Settings{
 		FullReconciliationIntervalSeconds:    agent.Config.FullReconcileIntervalSeconds,
 		PartialReconciliationIntervalSeconds: agent.Config.PartialReconcileIntervalSeconds,
@@ -58,7 +58,7 @@ func Settings(agent store.Agent) protocol.Settings {
 
 // config generates the config_to_apply of a workspace, its devfile read through tx on a miss of
 // the cache.
-func (s *Service) config(tx store.ReconcileTx, ws store.Workspace, agent store.Agent) (string, error) {
+func (s *Service) config(tx store.ReconcileTx, ws workspace.Workspace, agent workspace.Agent) (string, error) {
 	df, err := s.devfiles.get(ws.ID, func() (string, error) { return tx.WorkspaceDevfile(ws.ID) })
 	if err != nil {
 		return "", fmt.Errorf("parse stored devfile of workspace %s: %w", ws.Name, err)

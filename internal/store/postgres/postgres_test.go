@@ -62,7 +62,7 @@ func TestReplicaNotifications(t *testing.T) {
 	if settle(); !storetest.Quiet(otherCh) {
 		t.Fatal("a creation for one agent woke another agent's subscriber on replica b")
 	}
-	if _, err := a.UpdateWorkspace(ctx, f.Ref("w"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := a.UpdateWorkspace(ctx, f.Ref("w"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredState, w.DesiredStateUpdatedAt = workspace.Stopped, w.DesiredStateUpdatedAt.Add(time.Second)
 		return w, nil
 	}); err != nil {

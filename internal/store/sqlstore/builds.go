@@ -400,7 +400,7 @@ func newJobTopics(b build.Build) []string {
 }
 
 // writeBuildWorkspace writes the columns of a terraform workspace that builds change.
-func (s *Store) writeBuildWorkspace(ctx context.Context, tx *sql.Tx, id string, w store.Workspace) error {
+func (s *Store) writeBuildWorkspace(ctx context.Context, tx *sql.Tx, id string, w workspace.Workspace) error {
 	params, err := encodeValues(w.Parameters)
 	if err != nil {
 		return err
@@ -417,9 +417,9 @@ func (s *Store) writeBuildWorkspace(ctx context.Context, tx *sql.Tx, id string, 
 }
 
 // encodeValues is a workspace's parameter values as stored.
-func encodeValues(vs []parameter.Value) (string, error) {
+func encodeValues(vs []workspace.ParameterValue) (string, error) {
 	if vs == nil {
-		vs = []parameter.Value{}
+		vs = []workspace.ParameterValue{}
 	}
 	b, err := json.Marshal(vs)
 	if err != nil {
@@ -437,7 +437,7 @@ func (s *Store) initiatorName(ctx context.Context, tx *sql.Tx, id string) (strin
 	return name, err
 }
 
-func (s *Store) CreateBuildWorkspace(ctx context.Context, w store.Workspace, b build.Build) error {
+func (s *Store) CreateBuildWorkspace(ctx context.Context, w workspace.Workspace, b build.Build) error {
 	if w.Backend == "" {
 		w.Backend = store.KindTerraform
 	}
@@ -469,8 +469,8 @@ func (s *Store) CreateBuildWorkspace(ctx context.Context, w store.Workspace, b b
 	return err
 }
 
-func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(rec store.BuildRecord) (store.Workspace, *build.Build, error)) (store.Workspace, *build.Build, error) {
-	var outW store.Workspace
+func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error)) (workspace.Workspace, *build.Build, error) {
+	var outW workspace.Workspace
 	var outB *build.Build
 	var topics []string
 	err := s.actionTx(ctx, func(tx *sql.Tx) error {
@@ -530,7 +530,7 @@ func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(re
 		return s.notifyTx(ctx, tx, topics...)
 	})
 	if err != nil {
-		return store.Workspace{}, nil, err
+		return workspace.Workspace{}, nil, err
 	}
 	s.committed(topics...)
 	return outW, outB, nil

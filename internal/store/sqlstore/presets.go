@@ -11,6 +11,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/prebuild"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // The persistence of prebuilt pools (store.PresetStore).
@@ -211,8 +212,8 @@ func (s *Store) PresetFailures(ctx context.Context, presetID string, limit int) 
 
 var errNoneReady = errors.New("no ready prebuilt instance")
 
-func (s *Store) ClaimPrebuild(ctx context.Context, presetID, versionID string, fn func(rec store.BuildRecord) (store.Workspace, *build.Build, error)) (store.Workspace, *build.Build, bool, error) {
-	var outW store.Workspace
+func (s *Store) ClaimPrebuild(ctx context.Context, presetID, versionID string, fn func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error)) (workspace.Workspace, *build.Build, bool, error) {
+	var outW workspace.Workspace
 	var outB *build.Build
 	var topics []string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -273,10 +274,10 @@ func (s *Store) ClaimPrebuild(ctx context.Context, presetID, versionID string, f
 		return s.notifyTx(ctx, tx, topics...)
 	})
 	if errors.Is(err, errNoneReady) {
-		return store.Workspace{}, nil, false, nil
+		return workspace.Workspace{}, nil, false, nil
 	}
 	if err != nil {
-		return store.Workspace{}, nil, false, err
+		return workspace.Workspace{}, nil, false, err
 	}
 	s.committed(topics...)
 	return outW, outB, true, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 const sessionCols = `id_hash, kind, user_id, user_token_hash, workspace_id, host, parent_hash, created_at, expires_at`
@@ -36,17 +37,17 @@ func (s *Store) CreateSession(ctx context.Context, ss store.Session) error {
 	})
 }
 
-func (s *Store) Session(ctx context.Context, idHash []byte, kind string, now time.Time) (store.Session, store.User, error) {
+func (s *Store) Session(ctx context.Context, idHash []byte, kind string, now time.Time) (store.Session, workspace.User, error) {
 	ss, err := scanSession(s.db.QueryRowContext(ctx, s.q(`SELECT `+sessionCols+` FROM sessions WHERE id_hash = ? AND kind = ?`), idHash, kind))
 	if err != nil {
-		return store.Session{}, store.User{}, notFound(err, kind+" session")
+		return store.Session{}, workspace.User{}, notFound(err, kind+" session")
 	}
 	return s.sessionUser(ctx, s.db, ss, now)
 }
 
-func (s *Store) ConsumeSession(ctx context.Context, idHash []byte, kind string, now time.Time) (store.Session, store.User, error) {
+func (s *Store) ConsumeSession(ctx context.Context, idHash []byte, kind string, now time.Time) (store.Session, workspace.User, error) {
 	var ss store.Session
-	var u store.User
+	var u workspace.User
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		ss, err = scanSession(tx.QueryRowContext(ctx, s.q(`DELETE FROM sessions WHERE id_hash = ? AND kind = ? RETURNING `+sessionCols), idHash, kind))
@@ -59,22 +60,22 @@ func (s *Store) ConsumeSession(ctx context.Context, idHash []byte, kind string, 
 	if err != nil {
 		// An invalid session is left in place (the transaction rolled back): it is of no use, and
 		// CreateSession removes it once it expires.
-		return store.Session{}, store.User{}, err
+		return store.Session{}, workspace.User{}, err
 	}
 	return ss, u, nil
 }
 
 // sessionUser checks ss is still valid at now and reads its user.
-func (s *Store) sessionUser(ctx context.Context, db rowQuerier, ss store.Session, now time.Time) (store.Session, store.User, error) {
+func (s *Store) sessionUser(ctx context.Context, db rowQuerier, ss store.Session, now time.Time) (store.Session, workspace.User, error) {
 	if !now.Before(ss.ExpiresAt) {
-		return store.Session{}, store.User{}, fmt.Errorf("%s session expired: %w", ss.Kind, store.ErrNotFound)
+		return store.Session{}, workspace.User{}, fmt.Errorf("%s session expired: %w", ss.Kind, store.ErrNotFound)
 	}
 	u, err := scanUser(db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE id = ?`), ss.UserID))
 	if err != nil {
-		return store.Session{}, store.User{}, notFound(err, "the session's user")
+		return store.Session{}, workspace.User{}, notFound(err, "the session's user")
 	}
 	if !bytes.Equal(u.TokenHash, ss.UserTokenHash) {
-		return store.Session{}, store.User{}, fmt.Errorf("%s session: the user's token changed since: %w", ss.Kind, store.ErrNotFound)
+		return store.Session{}, workspace.User{}, fmt.Errorf("%s session: the user's token changed since: %w", ss.Kind, store.ErrNotFound)
 	}
 	return ss, u, nil
 }

@@ -194,7 +194,7 @@ func (s *Store) wrapUnique(err error, what string) error {
 
 // --- users
 
-func (s *Store) CreateUser(ctx context.Context, u store.User) error {
+func (s *Store) CreateUser(ctx context.Context, u workspace.User) error {
 	return s.actionTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`),
 			u.ID, u.Username, u.Admin, u.TokenHash, micros(u.CreatedAt))
@@ -207,8 +207,8 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 
 const userCols = `id, username, admin, token_hash, created_at`
 
-func scanUser(row interface{ Scan(...any) error }) (store.User, error) {
-	var u store.User
+func scanUser(row interface{ Scan(...any) error }) (workspace.User, error) {
+	var u workspace.User
 	var created int64
 	if err := row.Scan(&u.ID, &u.Username, &u.Admin, &u.TokenHash, &created); err != nil {
 		return u, err
@@ -224,12 +224,12 @@ func notFound(err error, what string) error {
 	return err
 }
 
-func (s *Store) UserByTokenHash(ctx context.Context, hash []byte) (store.User, error) {
+func (s *Store) UserByTokenHash(ctx context.Context, hash []byte) (workspace.User, error) {
 	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE token_hash = ? AND NOT system`), hash))
 	return u, notFound(err, "user")
 }
 
-func (s *Store) UserByUsername(ctx context.Context, username string) (store.User, error) {
+func (s *Store) UserByUsername(ctx context.Context, username string) (workspace.User, error) {
 	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE username = ? AND NOT system`), username))
 	return u, notFound(err, fmt.Sprintf("user %q", username))
 }
@@ -255,7 +255,7 @@ func (s *Store) CountUsers(ctx context.Context) (int, error) {
 
 // --- agents
 
-func (s *Store) CreateAgent(ctx context.Context, a store.Agent) error {
+func (s *Store) CreateAgent(ctx context.Context, a workspace.Agent) error {
 	cfg, err := json.Marshal(a.Config)
 	if err != nil {
 		return fmt.Errorf("encode agent config: %w", err)
@@ -272,8 +272,8 @@ func (s *Store) CreateAgent(ctx context.Context, a store.Agent) error {
 
 const agentCols = `id, name, token_hash, config, created_at, updated_at`
 
-func scanAgent(row interface{ Scan(...any) error }) (store.Agent, error) {
-	var a store.Agent
+func scanAgent(row interface{ Scan(...any) error }) (workspace.Agent, error) {
+	var a workspace.Agent
 	var cfg string
 	var created, updated int64
 	if err := row.Scan(&a.ID, &a.Name, &a.TokenHash, &cfg, &created, &updated); err != nil {
@@ -287,23 +287,23 @@ func scanAgent(row interface{ Scan(...any) error }) (store.Agent, error) {
 	return a, nil
 }
 
-func (s *Store) AgentByTokenHash(ctx context.Context, hash []byte) (store.Agent, error) {
+func (s *Store) AgentByTokenHash(ctx context.Context, hash []byte) (workspace.Agent, error) {
 	a, err := scanAgent(s.db.QueryRowContext(ctx, s.q(`SELECT `+agentCols+` FROM agents WHERE token_hash = ?`), hash))
 	return a, notFound(err, "agent")
 }
 
-func (s *Store) AgentByName(ctx context.Context, name string) (store.Agent, error) {
+func (s *Store) AgentByName(ctx context.Context, name string) (workspace.Agent, error) {
 	a, err := scanAgent(s.db.QueryRowContext(ctx, s.q(`SELECT `+agentCols+` FROM agents WHERE name = ?`), name))
 	return a, notFound(err, fmt.Sprintf("agent %q", name))
 }
 
-func (s *Store) ListAgents(ctx context.Context) ([]store.Agent, error) {
+func (s *Store) ListAgents(ctx context.Context) ([]workspace.Agent, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+agentCols+` FROM agents ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	defer rows.Close()
-	out := []store.Agent{}
+	out := []workspace.Agent{}
 	for rows.Next() {
 		a, err := scanAgent(rows)
 		if err != nil {
@@ -330,8 +330,8 @@ const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id LEFT JOIN a
 	LEFT JOIN templates t ON t.id = w.template_id LEFT JOIN template_versions tv ON tv.id = w.template_version_id
 	LEFT JOIN template_presets pr ON pr.id = w.preset_id`
 
-func scanWorkspace(row interface{ Scan(...any) error }) (store.Workspace, error) {
-	var w store.Workspace
+func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, error) {
+	var w workspace.Workspace
 	var desired, actual string
 	var desiredAt, created int64
 	var actualAt, respondedAt, activityAt, ttl, dormantAt sql.NullInt64
@@ -380,7 +380,7 @@ func nullID(id string) sql.NullString {
 }
 
 // insertWorkspace inserts w (its backend "kubernetes" unless set).
-func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w store.Workspace) error {
+func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w workspace.Workspace) error {
 	backend := w.Backend
 	if backend == "" {
 		backend = store.KindKubernetes
@@ -411,7 +411,7 @@ func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w store.Workspa
 // InsertWorkspaces inserts rows as insertWorkspace does, many to a statement, in one transaction,
 // without CreateWorkspace's name and quota checks and without waking the agents: for seeding a
 // store with many workspaces at once (the load generator, internal/loadgen).
-func (s *Store) InsertWorkspaces(ctx context.Context, rows []store.Workspace) error {
+func (s *Store) InsertWorkspaces(ctx context.Context, rows []workspace.Workspace) error {
 	const cols = 19
 	per := s.d.BatchSize * 9 / cols // BatchSize is sized for 9 parameters a row
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -443,7 +443,7 @@ func (s *Store) InsertWorkspaces(ctx context.Context, rows []store.Workspace) er
 	})
 }
 
-func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuota, perUserQuota int) error {
+func (s *Store) CreateWorkspace(ctx context.Context, w workspace.Workspace, agentQuota, perUserQuota int) error {
 	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		if agentQuota >= 0 || perUserQuota >= 0 {
 			// Lock the agent row so that two creations cannot both pass the count (Postgres); SQLite's
@@ -478,13 +478,13 @@ func (s *Store) CreateWorkspace(ctx context.Context, w store.Workspace, agentQuo
 	return err
 }
 
-func (s *Store) Workspace(ctx context.Context, ref store.WorkspaceRef) (store.Workspace, error) {
+func (s *Store) Workspace(ctx context.Context, ref store.WorkspaceRef) (workspace.Workspace, error) {
 	where, args, order := refQuery(ref)
 	w, err := scanWorkspace(s.db.QueryRowContext(ctx, s.q(`SELECT `+wsCols+wsFrom+` WHERE `+where+order), args...))
 	return w, notFound(err, refString(ref))
 }
 
-func (s *Store) WorkspaceByID(ctx context.Context, id string) (store.Workspace, error) {
+func (s *Store) WorkspaceByID(ctx context.Context, id string) (workspace.Workspace, error) {
 	w, err := scanWorkspace(s.db.QueryRowContext(ctx, s.q(`SELECT `+wsCols+wsFrom+` WHERE w.id = ?`), id))
 	return w, notFound(err, "workspace "+id)
 }
@@ -511,7 +511,7 @@ func (t reconcileTx) WorkspaceDevfile(id string) (string, error) {
 	return t.s.workspaceDevfile(t.ctx, t.q, id)
 }
 
-func (s *Store) ListWorkspaces(ctx context.Context, f store.ListFilter) ([]store.Workspace, error) {
+func (s *Store) ListWorkspaces(ctx context.Context, f store.ListFilter) ([]workspace.Workspace, error) {
 	var conds []string
 	var args []any
 	if f.OwnerID != "" {
@@ -535,13 +535,13 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func (s *Store) queryWorkspaces(ctx context.Context, db querier, query string, args ...any) ([]store.Workspace, error) {
+func (s *Store) queryWorkspaces(ctx context.Context, db querier, query string, args ...any) ([]workspace.Workspace, error) {
 	rows, err := db.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read workspaces: %w", err)
 	}
 	defer rows.Close()
-	out := []store.Workspace{}
+	out := []workspace.Workspace{}
 	for rows.Next() {
 		w, err := scanWorkspace(rows)
 		if err != nil {
@@ -560,8 +560,8 @@ func (s *Store) lockClause() string {
 	return s.d.ForUpdate + " OF w"
 }
 
-func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn func(store.Workspace) (store.Workspace, error)) (store.Workspace, error) {
-	var out store.Workspace
+func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn func(workspace.Workspace) (workspace.Workspace, error)) (workspace.Workspace, error) {
+	var out workspace.Workspace
 	woken := "" // the agent to wake after the commit
 	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		// Locking protocol (Postgres): a reconcile holds its agent's row FOR UPDATE and reads the
@@ -603,7 +603,7 @@ func equalTimePtr(a, b *time.Time) bool { return (a == nil) == (b == nil) && (a 
 // statement: the columns a reconcile writes, those of lifecycle automation, and its last use
 // (only ever moved forward). With notify set (an agent's id) on Postgres, the same statement sends
 // the agent's notification: a user's change is then BEGIN, the locks, this and COMMIT.
-func (s *Store) updateOne(ctx context.Context, tx *sql.Tx, w store.Workspace, notify string) error {
+func (s *Store) updateOne(ctx context.Context, tx *sql.Tx, w workspace.Workspace, notify string) error {
 	q := `UPDATE workspaces SET desired_state = ?, actual_state = ?, desired_state_updated_at = ?, actual_state_updated_at = ?,
 		responded_to_agent_at = ?, deployment_resource_version = ?, error_type = ?, error_message = ?,
 		autostart_schedule = ?, autostart_timezone = ?, ttl_ms = ?, dormant_at = ?, desired_state_reason = ?,
@@ -626,7 +626,7 @@ func (s *Store) updateOne(ctx context.Context, tx *sql.Tx, w store.Workspace, no
 }
 
 // writeLifecycle writes w's columns of lifecycle automation.
-func (s *Store) writeLifecycle(ctx context.Context, tx *sql.Tx, w store.Workspace) error {
+func (s *Store) writeLifecycle(ctx context.Context, tx *sql.Tx, w workspace.Workspace) error {
 	_, err := tx.ExecContext(ctx, s.q(`UPDATE workspaces SET autostart_schedule = ?, autostart_timezone = ?, ttl_ms = ?, dormant_at = ?,
 		desired_state_reason = ? WHERE id = ?`),
 		w.Schedule.Autostart, w.Schedule.Timezone, nullMillis(w.Schedule.TTL), nullMicros(w.DormantAt), w.DesiredStateReason, w.ID)
@@ -664,7 +664,7 @@ func refString(ref store.WorkspaceRef) string {
 // lockWorkspace reads the workspace ref names, locked against concurrent writers (Postgres): first
 // its agent's row FOR SHARE if it has an agent (see UpdateWorkspace), then its own row FOR UPDATE.
 // SQLite's transaction already holds the write lock.
-func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, ref store.WorkspaceRef) (store.Workspace, error) {
+func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, ref store.WorkspaceRef) (workspace.Workspace, error) {
 	what := refString(ref)
 	if s.d.ForShare != "" {
 		// Postgres: the agent's row FOR SHARE first (the locking protocol above), in the statement
@@ -678,25 +678,25 @@ func (s *Store) lockWorkspace(ctx context.Context, tx *sql.Tx, ref store.Workspa
 		err := tx.QueryRowContext(ctx, s.q(`SELECT c.id, (SELECT a.id FROM agents a WHERE a.id = c.agent_id`+s.d.ForShare+`)
 			FROM (SELECT w.id, w.agent_id FROM workspaces w WHERE `+where+order+`) c`), args...).Scan(&id, &agentID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return store.Workspace{}, fmt.Errorf("%s: %w", what, store.ErrNotFound)
+			return workspace.Workspace{}, fmt.Errorf("%s: %w", what, store.ErrNotFound)
 		}
 		if err != nil {
-			return store.Workspace{}, fmt.Errorf("lock agent of %s: %w", what, err)
+			return workspace.Workspace{}, fmt.Errorf("lock agent of %s: %w", what, err)
 		}
 		ref = store.WorkspaceRef{ID: id}
 	}
 	where, args, order := refQuery(ref)
 	ws, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE `+where+order+s.lockClause(), args...)
 	if err != nil {
-		return store.Workspace{}, err
+		return workspace.Workspace{}, err
 	}
 	if len(ws) == 0 {
-		return store.Workspace{}, fmt.Errorf("%s: %w", what, store.ErrNotFound)
+		return workspace.Workspace{}, fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
 	return ws[0], nil
 }
 
-func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn func(store.ReconcileTx, []store.Workspace) ([]store.Workspace, error)) error {
+func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn func(store.ReconcileTx, []workspace.Workspace) ([]workspace.Workspace, error)) error {
 	if !scope.Full && len(scope.KubeNames) == 0 {
 		// Most partial reconciles report nothing and find nothing pending. Then one read through
 		// the partial index answers, without a transaction, the agent's lock or (SQLite) the write
@@ -709,7 +709,7 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 			return err
 		}
 		if !pending {
-			changed, err := fn(reconcileTx{s, ctx, s.db}, []store.Workspace{})
+			changed, err := fn(reconcileTx{s, ctx, s.db}, []workspace.Workspace{})
 			if err == nil && len(changed) > 0 {
 				err = fmt.Errorf("reconcile: %d rows to write from no rows read", len(changed))
 			}
@@ -726,7 +726,7 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 				return fmt.Errorf("lock agent: %w", notFound(err, "agent"))
 			}
 		}
-		var rows []store.Workspace
+		var rows []workspace.Workspace
 		var err error
 		if scope.Full {
 			rows, err = s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.agent_id = ?
@@ -768,11 +768,11 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 		}
 		// Most rows of a reconcile change only responded_to_agent_at; they take one narrow UPDATE
 		// per batch instead of the whole row's.
-		before := make(map[string]store.Workspace, len(rows))
+		before := make(map[string]workspace.Workspace, len(rows))
 		for _, r := range rows {
 			before[r.ID] = r
 		}
-		var full []store.Workspace
+		var full []workspace.Workspace
 		stamped := map[int64][]string{}
 		for _, w := range changed {
 			if b, ok := before[w.ID]; ok && w.RespondedToAgentAt != nil && onlyRespondedDiffers(b, w) {
@@ -792,7 +792,7 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 }
 
 // onlyRespondedDiffers reports whether b and w differ in no written column but responded_to_agent_at.
-func onlyRespondedDiffers(b, w store.Workspace) bool {
+func onlyRespondedDiffers(b, w workspace.Workspace) bool {
 	return b.DesiredState == w.DesiredState && b.ActualState == w.ActualState &&
 		b.DesiredStateUpdatedAt.Equal(w.DesiredStateUpdatedAt) && timesEqual(b.ActualStateUpdatedAt, w.ActualStateUpdatedAt) &&
 		stringsEqual(b.DeploymentResourceVersion, w.DeploymentResourceVersion) &&
@@ -828,13 +828,13 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-func (s *Store) UpdateWorkspacesBatch(ctx context.Context, rows []store.Workspace) error {
+func (s *Store) UpdateWorkspacesBatch(ctx context.Context, rows []workspace.Workspace) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error { return s.updateBatch(ctx, tx, rows) })
 }
 
 // updateBatch writes the mutable columns of rows by ID with one UPDATE ... FROM (VALUES ...) per
 // batch. Both engines support it (SQLite since 3.33).
-func (s *Store) updateBatch(ctx context.Context, tx *sql.Tx, rows []store.Workspace) error {
+func (s *Store) updateBatch(ctx context.Context, tx *sql.Tx, rows []workspace.Workspace) error {
 	const cols = 9
 	for start := 0; start < len(rows); start += s.d.BatchSize {
 		chunk := rows[start:min(start+s.d.BatchSize, len(rows))]

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 const sshKeyCols = `id, user_id, name, fingerprint, public_key, created_at`
@@ -67,14 +68,14 @@ func (s *Store) DeleteSSHKey(ctx context.Context, userID, idOrFingerprint string
 	return k, nil
 }
 
-func (s *Store) UserBySSHKey(ctx context.Context, fingerprint string) (store.User, store.SSHKey, error) {
-	var u store.User
+func (s *Store) UserBySSHKey(ctx context.Context, fingerprint string) (workspace.User, store.SSHKey, error) {
+	var u workspace.User
 	var created int64
 	k, err := scanSSHKey(s.db.QueryRowContext(ctx, s.q(`SELECT k.id, k.user_id, k.name, k.fingerprint, k.public_key, k.created_at, u.id, u.username, u.admin, u.token_hash, u.created_at
 		FROM ssh_keys k JOIN users u ON u.id = k.user_id WHERE k.fingerprint = ?`), fingerprint),
 		&u.ID, &u.Username, &u.Admin, &u.TokenHash, &created)
 	if err != nil {
-		return store.User{}, store.SSHKey{}, notFound(err, "user of ssh key "+fingerprint)
+		return workspace.User{}, store.SSHKey{}, notFound(err, "user of ssh key "+fingerprint)
 	}
 	u.CreatedAt = fromMicros(created)
 	return u, k, nil

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-func agentToken(w store.Workspace, hash string, buildNumber int) store.WorkspaceAgentToken {
+func agentToken(w workspace.Workspace, hash string, buildNumber int) store.WorkspaceAgentToken {
 	return store.WorkspaceAgentToken{Hash: []byte(hash), WorkspaceID: w.ID, BuildNumber: buildNumber, CreatedAt: t0.Add(time.Duration(buildNumber)*time.Second + 3*time.Microsecond)}
 }
 
@@ -84,7 +85,7 @@ func testWorkspaceActivity(t *testing.T, s store.Store) {
 	// forward: an earlier time, or none, leaves the later one.
 	later := at.Add(time.Minute)
 	for _, a := range []*time.Time{&later, nil, &at} {
-		if _, err := s.UpdateWorkspace(ctx, store.WorkspaceRef{ID: w.ID}, func(cur store.Workspace) (store.Workspace, error) {
+		if _, err := s.UpdateWorkspace(ctx, store.WorkspaceRef{ID: w.ID}, func(cur workspace.Workspace) (workspace.Workspace, error) {
 			cur.LastActivityAt = a
 			return cur, nil
 		}); err != nil {

@@ -142,7 +142,7 @@ func testAuditInTx(t *testing.T, s store.Store) {
 
 	// Committed: one success, written by UpdateWorkspace; End writes nothing more.
 	ctx, p := rec.Begin(context.Background(), actor, audit.WorkspaceTransition, target)
-	_, err := s.UpdateWorkspace(ctx, f.Ref("ws"), func(w store.Workspace) (store.Workspace, error) {
+	_, err := s.UpdateWorkspace(ctx, f.Ref("ws"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		audit.From(ctx).Set("to", "Stopped")
 		w.DesiredState = workspace.Stopped
 		return w, nil
@@ -161,7 +161,7 @@ func testAuditInTx(t *testing.T, s store.Store) {
 	// Refused: the transaction writes nothing, End writes the failure.
 	refused := errors.New("illegal state change")
 	ctx, p = rec.Begin(context.Background(), actor, audit.WorkspaceTransition, target)
-	_, err = s.UpdateWorkspace(ctx, f.Ref("ws"), func(w store.Workspace) (store.Workspace, error) {
+	_, err = s.UpdateWorkspace(ctx, f.Ref("ws"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredState = workspace.Running
 		return w, refused
 	})
@@ -182,7 +182,7 @@ func testAuditInTx(t *testing.T, s store.Store) {
 
 	// Discarded: nothing.
 	ctx, p = rec.Begin(context.Background(), actor, audit.WorkspaceTransition, target)
-	if _, err := s.UpdateWorkspace(ctx, f.Ref("ws"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("ws"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		audit.From(ctx).Discard()
 		return w, nil
 	}); err != nil {
@@ -226,12 +226,12 @@ func testAuditInTx(t *testing.T, s store.Store) {
 	// Each audited create writes the entry with it (one of them here: CreateUser), and not when
 	// it fails (a taken name).
 	ctx, p = rec.Begin(context.Background(), actor, audit.UserCreate, audit.Target{Kind: audit.KindUser, Name: "dave"})
-	if err := s.CreateUser(ctx, store.User{ID: uuid.NewString(), Username: "dave", TokenHash: []byte("dave"), CreatedAt: t0}); err != nil {
+	if err := s.CreateUser(ctx, workspace.User{ID: uuid.NewString(), Username: "dave", TokenHash: []byte("dave"), CreatedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	rec.End(ctx, p, nil)
 	ctx, p = rec.Begin(context.Background(), actor, audit.UserCreate, audit.Target{Kind: audit.KindUser, Name: "dave"})
-	err = s.CreateUser(ctx, store.User{ID: uuid.NewString(), Username: "dave", TokenHash: []byte("dave2"), CreatedAt: t0})
+	err = s.CreateUser(ctx, workspace.User{ID: uuid.NewString(), Username: "dave", TokenHash: []byte("dave2"), CreatedAt: t0})
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a second dave: %v", err)
 	}
@@ -283,7 +283,7 @@ func testBuildLogLevel(t *testing.T, s store.Store) {
 	if err != nil || !ok || got.LogLevel != build.LogDebug {
 		t.Fatalf("the debug build acquired: %q, %v, %v", got.LogLevel, ok, err)
 	}
-	_, nb, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	_, nb, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		return rec.Workspace, nil, nil
 	})
 	if err != nil || nb != nil {

@@ -67,8 +67,8 @@ func NewBuildFixture(t testing.TB, s store.Store, name string) BuildFixture {
 }
 
 // TerraformWorkspace returns a new terraform workspace row, desired Running, actual Starting.
-func (f BuildFixture) TerraformWorkspace(name string) store.Workspace {
-	return store.Workspace{
+func (f BuildFixture) TerraformWorkspace(name string) workspace.Workspace {
+	return workspace.Workspace{
 		ID: uuid.NewString(), Name: name, OwnerID: f.User.ID, OwnerName: f.User.Username, DesiredState: workspace.Running,
 		ActualState: workspace.Starting, DesiredStateUpdatedAt: t0, CreatedAt: t0,
 		Backend: store.KindTerraform, TemplateID: f.Template.ID, TemplateName: f.Template.Name,
@@ -76,7 +76,7 @@ func (f BuildFixture) TerraformWorkspace(name string) store.Workspace {
 }
 
 // Build returns build number n of w, with a pending job created at at.
-func (f BuildFixture) Build(w store.Workspace, n int, tr build.Transition, at time.Time) build.Build {
+func (f BuildFixture) Build(w workspace.Workspace, n int, tr build.Transition, at time.Time) build.Build {
 	id := uuid.NewString()
 	return build.Build{
 		ID: id, WorkspaceID: w.ID, Number: n, Transition: tr, Reason: build.ReasonInitiator, InitiatorID: f.User.ID,
@@ -86,7 +86,7 @@ func (f BuildFixture) Build(w store.Workspace, n int, tr build.Transition, at ti
 }
 
 // Create inserts a terraform workspace with its first build (a start, pending, created at at).
-func (f BuildFixture) Create(t testing.TB, s store.Store, name string, at time.Time) (store.Workspace, build.Build) {
+func (f BuildFixture) Create(t testing.TB, s store.Store, name string, at time.Time) (workspace.Workspace, build.Build) {
 	t.Helper()
 	w := f.TerraformWorkspace(name)
 	b := f.Build(w, 1, build.Start, at)
@@ -125,7 +125,7 @@ func finish(t testing.TB, s store.Store, jobID string, o build.Outcome, at time.
 	return rec
 }
 
-func afterBuild(w store.Workspace, b build.Build, at time.Time) store.Workspace {
+func afterBuild(w workspace.Workspace, b build.Build, at time.Time) workspace.Workspace {
 	prev := time.Time{}
 	if w.ActualStateUpdatedAt != nil {
 		prev = *w.ActualStateUpdatedAt
@@ -295,7 +295,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 
 	// Never read by an agent's reconcile (it never answered it), nor pending for any agent.
 	for _, full := range []bool{false, true} {
-		if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: full, KubeNames: []string{"tf1"}}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+		if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: full, KubeNames: []string{"tf1"}}, func(_ store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 			if names := names(rows); len(names) != 1 || !names["k1"] {
 				t.Errorf("reconcile (full %v) read %v, want only k1", full, names)
 			}
@@ -305,7 +305,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 		}
 	}
 	at := t0.Add(time.Minute)
-	if _, err := s.UpdateWorkspace(ctx, f.Ref("k1"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("k1"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.RespondedToAgentAt = &at
 		return w, nil
 	}); err != nil {
@@ -322,7 +322,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	}
 
 	// UpdateWorkspace serves a terraform workspace too (no agent to lock or wake).
-	if _, err := s.UpdateWorkspace(ctx, f.Ref("tf1"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("tf1"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredState, w.DesiredStateUpdatedAt = workspace.Stopped, at
 		return w, nil
 	}); err != nil {
@@ -338,7 +338,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 		t.Fatalf("terraform workspace named like a kubernetes one: %v, want ErrConflict", err)
 	}
 	// A kubernetes workspace has no builds: fn sees it (and may refuse first), a build is refused.
-	if _, _, err := s.NewBuild(ctx, f.Ref("k1"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("k1"), func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		if rec.Workspace.Backend != store.KindKubernetes || rec.Build != nil {
 			t.Errorf("fn saw %+v, %+v", rec.Workspace, rec.Build)
 		}
@@ -350,7 +350,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	if kw, _ := s.Workspace(ctx, f.Ref("k1")); kw.Backend != store.KindKubernetes {
 		t.Fatalf("k1 after a refused build: %+v", kw)
 	}
-	if _, _, err := s.NewBuild(ctx, f.Ref("nope"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("nope"), func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		return rec.Workspace, nil, nil
 	}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("NewBuild of an unknown workspace: %v, want ErrNotFound", err)
@@ -372,7 +372,7 @@ func testNewBuild(t *testing.T, s store.Store) {
 	// fn's error writes nothing.
 	refused := errors.New("refused")
 	var seen store.BuildRecord
-	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		seen = rec
 		nb := f.Build(rec.Workspace, rec.Build.Number+1, build.Stop, t0.Add(time.Second))
 		rec.Workspace.DesiredState = workspace.Stopped
@@ -394,7 +394,7 @@ func testNewBuild(t *testing.T, s store.Store) {
 		t.Fatalf("a refused NewBuild wrote the workspace: %s", got.DesiredState)
 	}
 	// No build: nothing written either.
-	if _, nb, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, nb, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		rec.Workspace.DesiredState = workspace.Stopped
 		return rec.Workspace, nil, nil
 	}); err != nil || nb != nil {
@@ -411,7 +411,7 @@ func testNewBuild(t *testing.T, s store.Store) {
 	// Build numbers follow the latest; fn sees the latest build with its state.
 	for i, tr := range []build.Transition{build.Stop, build.Start, build.Delete} {
 		at := t0.Add(time.Duration(10+i) * time.Minute)
-		gotW, gotB, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+		gotW, gotB, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 			if rec.Build == nil || rec.Build.Number != i+1 || !bytes.Equal(rec.Build.State, state1) {
 				return rec.Workspace, nil, fmt.Errorf("fn saw latest build %+v", rec.Build)
 			}
@@ -464,7 +464,7 @@ func testNewBuild(t *testing.T, s store.Store) {
 	}
 
 	// A number taken (a racing replica's build) is ErrConflict, and writes nothing.
-	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		nb := f.Build(rec.Workspace, rec.Build.Number, build.Start, t0.Add(time.Hour))
 		rec.Workspace.DesiredState = workspace.Running
 		return rec.Workspace, &nb, nil
@@ -1026,7 +1026,7 @@ func testJobNotifications(t *testing.T, s store.Store) {
 		t.Fatalf("heartbeat by another worker: %v", err)
 	}
 	refused := errors.New("refused")
-	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		nb := f.Build(rec.Workspace, 2, build.Stop, t0)
 		return rec.Workspace, &nb, refused
 	}); !errors.Is(err, refused) {
@@ -1055,7 +1055,7 @@ func testJobNotifications(t *testing.T, s store.Store) {
 		t.Fatal("the end of a job woke SubscribeJobs")
 	}
 	// A new build's job is announced.
-	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, f.Ref("tf"), func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		nb := f.Build(rec.Workspace, rec.Build.Number+1, build.Start, t0.Add(time.Minute))
 		return rec.Workspace, &nb, nil
 	}); err != nil {
@@ -1098,7 +1098,7 @@ func testStateRetention(t *testing.T, s store.Store) {
 	total := store.KeptBuildStates + 3
 	for n := 2; n <= total; n++ {
 		at = at.Add(time.Minute)
-		_, nb, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+		_, nb, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 			b := f.Build(rec.Workspace, n, build.Start, at)
 			b.State, b.StateSource = build.InitialState(false, nil, rec.Build)
 			return rec.Workspace, &b, nil

@@ -28,7 +28,7 @@ func testLifecycleColumns(t *testing.T, s store.Store) {
 		t.Fatalf("created: %+v, %v", got, err)
 	}
 	dormant := t0.Add(time.Hour)
-	if _, err := s.UpdateWorkspace(ctx, f.Ref("sched"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("sched"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredState, w.DesiredStateUpdatedAt = workspace.Stopped, dormant
 		w.DormantAt, w.DesiredStateReason = &dormant, "dormancy: unused for 1h0m0s"
 		w.Schedule.TTL = nil
@@ -37,7 +37,7 @@ func testLifecycleColumns(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	// A reconcile writes its own columns only.
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(_ store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 		for i := range rows {
 			rows[i].ActualState, rows[i].DormantAt, rows[i].DesiredStateReason = workspace.Stopped, nil, "clobbered"
 		}
@@ -54,7 +54,7 @@ func testLifecycleColumns(t *testing.T, s store.Store) {
 	// Builds write the reason and dormancy of the row they were given.
 	bf := NewBuildFixture(t, s, "lcb")
 	tw, _ := bf.Create(t, s, "tf", t0)
-	if _, _, err := s.NewBuild(ctx, store.WorkspaceRef{ID: tw.ID}, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, store.WorkspaceRef{ID: tw.ID}, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		b := bf.Build(rec.Workspace, 2, build.Stop, t0)
 		w := rec.Workspace
 		w.DesiredState, w.DesiredStateReason = workspace.Stopped, "autostop: TTL 1h0m0s"
@@ -104,14 +104,14 @@ func testAutomationUser(t *testing.T, s store.Store) {
 	if err := s.SetUserToken(ctx, store.AutomationUserID, []byte("h")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("SetUserToken(automation): %v, want ErrNotFound", err)
 	}
-	u := store.User{ID: uuid.NewString(), Username: store.AutomationUsername, TokenHash: []byte("x"), CreatedAt: t0}
+	u := workspace.User{ID: uuid.NewString(), Username: store.AutomationUsername, TokenHash: []byte("x"), CreatedAt: t0}
 	if err := s.CreateUser(ctx, u); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a person named %s: %v, want ErrConflict", store.AutomationUsername, err)
 	}
 	// A build it initiates names it.
 	bf := NewBuildFixture(t, s, "au")
 	tw, _ := bf.Create(t, s, "tf", t0)
-	_, b, err := s.NewBuild(ctx, store.WorkspaceRef{ID: tw.ID}, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	_, b, err := s.NewBuild(ctx, store.WorkspaceRef{ID: tw.ID}, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		b := bf.Build(rec.Workspace, 2, build.Stop, t0)
 		b.InitiatorID, b.Reason = store.AutomationUserID, build.ReasonAutostop
 		return rec.Workspace, &b, nil

@@ -39,12 +39,12 @@ func (f BuildFixture) preset(t testing.TB, s store.Store, name string, instances
 }
 
 // prebuilt inserts a prebuilt workspace of the preset, its create ended as o (nil: pending).
-func (f BuildFixture) prebuilt(t testing.TB, s store.Store, p store.Preset, name string, at time.Time, o *build.Outcome) store.Workspace {
+func (f BuildFixture) prebuilt(t testing.TB, s store.Store, p store.Preset, name string, at time.Time, o *build.Outcome) workspace.Workspace {
 	t.Helper()
 	w := f.TerraformWorkspace(name)
 	w.OwnerID, w.OwnerName, w.PresetID, w.CreatedAt = store.PrebuildsUserID, store.PrebuildsUsername, p.ID, at
 	for k, v := range p.Parameters {
-		w.Parameters = append(w.Parameters, parameter.Value{Name: k, Value: v})
+		w.Parameters = append(w.Parameters, workspace.ParameterValue{Name: k, Value: v})
 	}
 	b := f.Build(w, 1, build.Start, at)
 	b.InitiatorID, b.Reason, b.IsPrebuild = store.PrebuildsUserID, build.ReasonPrebuild, true
@@ -102,7 +102,7 @@ func testPresets(t *testing.T, s store.Store) {
 		t.Fatalf("purged with an instance left: %v, %v", ok, err)
 	}
 	// Its instance terminated (an orphan delete), the row goes.
-	if _, _, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	if _, _, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		b := f.Build(rec.Workspace, 2, build.Delete, t0)
 		b.Orphan, b.Job.StartedAt, b.Job.CompletedAt = true, &t0, &t0
 		return afterBuild(rec.Workspace, b, t0), &b, nil
@@ -177,7 +177,7 @@ func testPrebuildsUser(t *testing.T, s store.Store) {
 	if n, err := s.CountUsers(ctx); err != nil || n != 0 {
 		t.Fatalf("CountUsers = %d, %v", n, err)
 	}
-	if err := s.CreateUser(ctx, store.User{ID: uuid.NewString(), Username: store.PrebuildsUsername, TokenHash: []byte("x"), CreatedAt: t0}); !errors.Is(err, store.ErrConflict) {
+	if err := s.CreateUser(ctx, workspace.User{ID: uuid.NewString(), Username: store.PrebuildsUsername, TokenHash: []byte("x"), CreatedAt: t0}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a person named %s: %v, want ErrConflict", store.PrebuildsUsername, err)
 	}
 }
@@ -237,8 +237,8 @@ func testPrebuildInstances(t *testing.T, s store.Store) {
 		t.Fatalf("ListWorkspaces with prebuilds: %d, %v", len(ws), err)
 	}
 
-	claim := func(owner store.User, name, version string) (store.Workspace, *build.Build, bool, error) {
-		return s.ClaimPrebuild(ctx, p.ID, version, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	claim := func(owner workspace.User, name, version string) (workspace.Workspace, *build.Build, bool, error) {
+		return s.ClaimPrebuild(ctx, p.ID, version, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 			w := rec.Workspace
 			w.OwnerID, w.OwnerName, w.Name = owner.ID, owner.Username, name
 			b := f.Build(w, rec.Build.Number+1, build.Start, t0.Add(time.Hour))
@@ -291,7 +291,7 @@ func testClaimConcurrent(t *testing.T, s store.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w, _, ok, err := s.ClaimPrebuild(ctx, p.ID, f.Version.ID, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+			w, _, ok, err := s.ClaimPrebuild(ctx, p.ID, f.Version.ID, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 				w := rec.Workspace
 				w.OwnerID, w.OwnerName, w.Name = f.User.ID, f.User.Username, fmt.Sprintf("c%d", i)
 				b := f.Build(w, 2, build.Start, t0)

@@ -169,13 +169,13 @@ func testActivity(t *testing.T, s store.Store) {
 	record(0)
 
 	// The user's and the agent's writes leave it as it is, whatever their rows say.
-	if _, err := s.UpdateWorkspace(ctx, f.Ref("w1"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("w1"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredState, w.DesiredStateUpdatedAt, w.LastActivityAt = workspace.Stopped, t0.Add(time.Second), nil
 		return w, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(_ store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 		for i := range rows {
 			responded := t0.Add(3 * time.Second)
 			rows[i].RespondedToAgentAt, rows[i].LastActivityAt = &responded, nil

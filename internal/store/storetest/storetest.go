@@ -60,19 +60,19 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 
 // Fixture holds a user and an agent to hang workspaces on.
 type Fixture struct {
-	User  store.User
-	Agent store.Agent
+	User  workspace.User
+	Agent workspace.Agent
 }
 
 // NewFixture creates a user and an agent with default config.
 func NewFixture(t testing.TB, s store.Store, name string) Fixture {
 	t.Helper()
 	ctx := context.Background()
-	u := store.User{ID: uuid.NewString(), Username: "user-" + name, TokenHash: []byte("u" + name), CreatedAt: t0}
+	u := workspace.User{ID: uuid.NewString(), Username: "user-" + name, TokenHash: []byte("u" + name), CreatedAt: t0}
 	if err := s.CreateUser(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	a := store.Agent{ID: uuid.NewString(), Name: "agent-" + name, TokenHash: []byte("a" + name), Config: workspace.AgentConfig{}.WithDefaults(), CreatedAt: t0, UpdatedAt: t0}
+	a := workspace.Agent{ID: uuid.NewString(), Name: "agent-" + name, TokenHash: []byte("a" + name), Config: workspace.AgentConfig{}.WithDefaults(), CreatedAt: t0, UpdatedAt: t0}
 	if err := s.CreateAgent(ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +80,8 @@ func NewFixture(t testing.TB, s store.Store, name string) Fixture {
 }
 
 // Workspace returns a new workspace row of the fixture, desired Running, actual CreationRequested.
-func (f Fixture) Workspace(name string) store.Workspace {
-	return store.Workspace{
+func (f Fixture) Workspace(name string) workspace.Workspace {
+	return workspace.Workspace{
 		ID: uuid.NewString(), Name: name, KubeName: name, OwnerID: f.User.ID, OwnerName: f.User.Username, AgentID: f.Agent.ID, AgentName: f.Agent.Name,
 		Namespace: "hangar-" + name, Devfile: "schemaVersion: 2.2.0", DesiredState: workspace.Running, ActualState: workspace.CreationRequested,
 		DesiredStateUpdatedAt: t0, URL: "https://3000-" + name + ".example.com/", CreatedAt: t0,
@@ -94,7 +94,7 @@ func (f Fixture) Ref(name string) store.WorkspaceRef {
 }
 
 // Create inserts workspaces with no quota.
-func (f Fixture) Create(t testing.TB, s store.Store, ws ...store.Workspace) {
+func (f Fixture) Create(t testing.TB, s store.Store, ws ...workspace.Workspace) {
 	t.Helper()
 	for _, w := range ws {
 		if err := s.CreateWorkspace(context.Background(), w, -1, -1); err != nil {
@@ -108,7 +108,7 @@ func testUsers(t *testing.T, s store.Store) {
 	if n, err := s.CountUsers(ctx); err != nil || n != 0 {
 		t.Fatalf("CountUsers = %d, %v; want 0", n, err)
 	}
-	u := store.User{ID: uuid.NewString(), Username: "alice", Admin: true, TokenHash: []byte("hash-a"), CreatedAt: t0}
+	u := workspace.User{ID: uuid.NewString(), Username: "alice", Admin: true, TokenHash: []byte("hash-a"), CreatedAt: t0}
 	if err := s.CreateUser(ctx, u); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func testUsers(t *testing.T, s store.Store) {
 func testAgents(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	cfg := workspace.AgentConfig{DNSZone: "ws.example.com", Labels: map[string]string{"team": "a"}}.WithDefaults()
-	a := store.Agent{ID: uuid.NewString(), Name: "k1", TokenHash: []byte("t1"), Config: cfg, CreatedAt: t0, UpdatedAt: t0}
+	a := workspace.Agent{ID: uuid.NewString(), Name: "k1", TokenHash: []byte("t1"), Config: cfg, CreatedAt: t0, UpdatedAt: t0}
 	if err := s.CreateAgent(ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func testWorkspaceRoundTrip(t *testing.T, s store.Store) {
 	}
 	at := t0.Add(90*time.Second + 123*time.Microsecond)
 	rv := "42"
-	updated, err := s.UpdateWorkspace(ctx, f.Ref("alpha"), func(w store.Workspace) (store.Workspace, error) {
+	updated, err := s.UpdateWorkspace(ctx, f.Ref("alpha"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredState, w.ActualState, w.RespondedToAgentAt, w.DeploymentResourceVersion = workspace.Stopped, workspace.Stopping, &at, &rv
 		w.ErrorType, w.ErrorMessage = "applier", "boom"
 		return w, nil
@@ -196,7 +196,7 @@ func testWorkspaceRoundTrip(t *testing.T, s store.Store) {
 		t.Fatalf("after update: %+v", got)
 	}
 	refused := errors.New("refused")
-	if _, err := s.UpdateWorkspace(ctx, f.Ref("alpha"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("alpha"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredState = workspace.Terminated
 		return w, refused
 	}); !errors.Is(err, refused) {
@@ -205,7 +205,7 @@ func testWorkspaceRoundTrip(t *testing.T, s store.Store) {
 	if got, _ := s.Workspace(ctx, f.Ref("alpha")); got.DesiredState != workspace.Stopped {
 		t.Fatalf("a refused update was written: %s", got.DesiredState)
 	}
-	if _, err := s.UpdateWorkspace(ctx, f.Ref("nope"), func(w store.Workspace) (store.Workspace, error) { return w, nil }); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("nope"), func(w workspace.Workspace) (workspace.Workspace, error) { return w, nil }); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("update of unknown workspace: %v", err)
 	}
 	list, err := s.ListWorkspaces(ctx, store.ListFilter{OwnerID: f.User.ID})
@@ -234,7 +234,7 @@ func testQuotas(t *testing.T, s store.Store) {
 		t.Fatalf("per-user quota 1: %v, want ErrQuota", err)
 	}
 	// A terminated workspace no longer counts.
-	if _, err := s.UpdateWorkspace(ctx, f.Ref("a"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("a"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredState = workspace.Terminated
 		return w, nil
 	}); err != nil {
@@ -248,7 +248,7 @@ func testQuotas(t *testing.T, s store.Store) {
 	}
 }
 
-func names(ws []store.Workspace) map[string]bool {
+func names(ws []workspace.Workspace) map[string]bool {
 	m := map[string]bool{}
 	for _, w := range ws {
 		m[w.Name] = true
@@ -261,7 +261,7 @@ func testReconcileScope(t *testing.T, s store.Store) {
 	f := NewFixture(t, s, "sc")
 	other := NewFixture(t, s, "other")
 	r1 := t0.Add(time.Minute)
-	mk := func(name string, desired, actual workspace.State, desiredAt time.Time, responded *time.Time) store.Workspace {
+	mk := func(name string, desired, actual workspace.State, desiredAt time.Time, responded *time.Time) workspace.Workspace {
 		w := f.Workspace(name)
 		w.DesiredState, w.ActualState, w.DesiredStateUpdatedAt, w.RespondedToAgentAt = desired, actual, desiredAt, responded
 		return w
@@ -275,10 +275,10 @@ func testReconcileScope(t *testing.T, s store.Store) {
 	)
 	other.Create(t, s, other.Workspace("foreign"))
 
-	var got []store.Workspace
+	var got []workspace.Workspace
 	read := func(scope store.ReconcileScope) map[string]bool {
 		t.Helper()
-		if err := s.Reconcile(ctx, scope, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+		if err := s.Reconcile(ctx, scope, func(_ store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 			got = rows
 			return nil, nil
 		}); err != nil {
@@ -316,7 +316,7 @@ func testReconcileRollback(t *testing.T, s store.Store) {
 	f := NewFixture(t, s, "rb")
 	f.Create(t, s, f.Workspace("x"))
 	boom := errors.New("boom")
-	err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+	err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID}, func(_ store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 		rows[0].ActualState = workspace.Running
 		return rows, boom
 	})
@@ -337,7 +337,7 @@ func testReconcileTx(t *testing.T, s store.Store) {
 	w.Devfile = "schemaVersion: 2.2.0\nmetadata:\n  name: x-devfile\n"
 	f.Create(t, s, w)
 	later := t0.Add(time.Minute)
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(tx store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(tx store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 		if len(rows) != 1 {
 			return nil, fmt.Errorf("read %d rows, want 1", len(rows))
 		}
@@ -373,7 +373,7 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < n; i++ {
-				if _, err := s.UpdateWorkspace(ctx, f.Ref("hot"), func(w store.Workspace) (store.Workspace, error) {
+				if _, err := s.UpdateWorkspace(ctx, f.Ref("hot"), func(w workspace.Workspace) (workspace.Workspace, error) {
 					w.DesiredState = workspace.Stopped
 					w.DesiredStateUpdatedAt = w.DesiredStateUpdatedAt.Add(time.Second)
 					return w, nil
@@ -386,7 +386,7 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < n; i++ {
-				if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, KubeNames: []string{"hot"}}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+				if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, KubeNames: []string{"hot"}}, func(_ store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 					for j := range rows {
 						v := 0
 						if rows[j].DeploymentResourceVersion != nil {
@@ -425,7 +425,7 @@ func testBatchUpdate(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	f := NewFixture(t, s, "bu")
 	const n = 2500 // more than one batch on SQLite
-	ws := make([]store.Workspace, n)
+	ws := make([]workspace.Workspace, n)
 	for i := range ws {
 		ws[i] = f.Workspace(fmt.Sprintf("w%04d", i))
 	}
@@ -532,7 +532,7 @@ func testPending(t *testing.T, s store.Store) {
 	answered := t0.Add(time.Minute)
 	answer := func(at time.Time) {
 		t.Helper()
-		if _, err := s.UpdateWorkspace(ctx, f.Ref("p1"), func(w store.Workspace) (store.Workspace, error) {
+		if _, err := s.UpdateWorkspace(ctx, f.Ref("p1"), func(w workspace.Workspace) (workspace.Workspace, error) {
 			w.RespondedToAgentAt = &at
 			return w, nil
 		}); err != nil {
@@ -548,7 +548,7 @@ func testPending(t *testing.T, s store.Store) {
 	// Strictly after the answer is pending; at the same microsecond is not (docs/decisions.md).
 	desire := func(st workspace.State, at time.Time) {
 		t.Helper()
-		if _, err := s.UpdateWorkspace(ctx, f.Ref("p1"), func(w store.Workspace) (store.Workspace, error) {
+		if _, err := s.UpdateWorkspace(ctx, f.Ref("p1"), func(w workspace.Workspace) (workspace.Workspace, error) {
 			w.DesiredState, w.DesiredStateUpdatedAt = st, at
 			return w, nil
 		}); err != nil {
@@ -571,7 +571,7 @@ func testPending(t *testing.T, s store.Store) {
 
 	// A refused update wakes nobody.
 	refused := errors.New("refused")
-	if _, err := s.UpdateWorkspace(ctx, f.Ref("p1"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("p1"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredStateUpdatedAt = w.DesiredStateUpdatedAt.Add(time.Hour)
 		return w, refused
 	}); !errors.Is(err, refused) {
@@ -583,7 +583,7 @@ func testPending(t *testing.T, s store.Store) {
 
 	// A reconcile answers the workspace: nothing pending.
 	later := answered.Add(time.Minute)
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID}, func(_ store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 		for i := range rows {
 			rows[i].RespondedToAgentAt = &later
 		}
@@ -625,7 +625,7 @@ func testNamesPerOwner(t *testing.T, s store.Store) {
 	if ga.KubeName != workspace.KubeName("dev", wa.ID) || gb.KubeName != workspace.KubeName("dev", wb.ID) || ga.KubeName == gb.KubeName {
 		t.Fatalf("cluster names %q and %q: want distinct, from name and id", ga.KubeName, gb.KubeName)
 	}
-	if _, err := s.UpdateWorkspace(ctx, b.Ref("dev"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, b.Ref("dev"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredState = workspace.Stopped
 		return w, nil
 	}); err != nil {
@@ -635,7 +635,7 @@ func testNamesPerOwner(t *testing.T, s store.Store) {
 		t.Fatalf("stopping b's dev changed a's: %s", got.DesiredState)
 	}
 	// An agent names them by cluster name: each report reads its own row.
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: a.Agent.ID, Full: true, KubeNames: []string{gb.KubeName}}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: a.Agent.ID, Full: true, KubeNames: []string{gb.KubeName}}, func(_ store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 		if len(rows) != 2 {
 			t.Errorf("full reconcile read %d rows, want both dev", len(rows))
 		}
@@ -672,7 +672,7 @@ func testNameFreeOnceTerminated(t *testing.T, s store.Store) {
 	f.Fixture.Create(t, s, old)
 	terminate := func(actual workspace.State) {
 		t.Helper()
-		if _, err := s.UpdateWorkspace(ctx, f.Ref("dev"), func(w store.Workspace) (store.Workspace, error) {
+		if _, err := s.UpdateWorkspace(ctx, f.Ref("dev"), func(w workspace.Workspace) (workspace.Workspace, error) {
 			w.DesiredState, w.ActualState = workspace.Terminated, actual
 			return w, nil
 		}); err != nil {
@@ -700,7 +700,7 @@ func testNameFreeOnceTerminated(t *testing.T, s store.Store) {
 	}
 	// Terraform: a delete that succeeded frees the name as well.
 	tw, _ := f.Create(t, s, "vm", t0)
-	if _, err := s.UpdateWorkspace(ctx, f.Ref("vm"), func(w store.Workspace) (store.Workspace, error) {
+	if _, err := s.UpdateWorkspace(ctx, f.Ref("vm"), func(w workspace.Workspace) (workspace.Workspace, error) {
 		w.DesiredState, w.ActualState = workspace.Terminated, workspace.Terminated
 		return w, nil
 	}); err != nil {

@@ -76,7 +76,7 @@ func UpgradeFromV1(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 	if p, err := s.HasPending(ctx, agentID); err != nil || !p {
 		t.Fatalf("HasPending after the upgrade = %v, %v; want true (never answered)", p, err)
 	}
-	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: agentID, KubeNames: []string{"answered"}}, func(_ store.ReconcileTx, rows []store.Workspace) ([]store.Workspace, error) {
+	if err := s.Reconcile(ctx, store.ReconcileScope{AgentID: agentID, KubeNames: []string{"answered"}}, func(_ store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 		if n := names(rows); len(n) != 2 || !n["never"] || !n["answered"] {
 			t.Errorf("partial reconcile after the upgrade read %v, want never, and answered by its cluster name", n)
 		}
@@ -209,7 +209,7 @@ func UpgradeFromV2(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 		}
 	}
 	// vm1 is Terminated: alice may use the name again; she may not have two dev.
-	again := store.Workspace{ID: uuid.NewString(), Name: "vm1", OwnerID: alice, DesiredState: workspace.Running, ActualState: workspace.Starting,
+	again := workspace.Workspace{ID: uuid.NewString(), Name: "vm1", OwnerID: alice, DesiredState: workspace.Running, ActualState: workspace.Starting,
 		DesiredStateUpdatedAt: t0, CreatedAt: t0, Backend: store.KindTerraform, TemplateID: tmplID}
 	b := build.Build{ID: uuid.NewString(), WorkspaceID: again.ID, Number: 1, Transition: build.Start, Reason: build.ReasonInitiator, InitiatorID: alice,
 		TemplateVersionID: verID, StateSource: build.SourceNone, CreatedAt: t0}
@@ -217,7 +217,7 @@ func UpgradeFromV2(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 	if err := s.CreateBuildWorkspace(ctx, again, b); err != nil {
 		t.Fatalf("vm1 again after its Terminated namesake: %v", err)
 	}
-	twice := store.Workspace{ID: uuid.NewString(), Name: "dev", OwnerID: alice, AgentID: agentID, Namespace: "hangar-x", Devfile: "schemaVersion: 2.2.0",
+	twice := workspace.Workspace{ID: uuid.NewString(), Name: "dev", OwnerID: alice, AgentID: agentID, Namespace: "hangar-x", Devfile: "schemaVersion: 2.2.0",
 		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: t0, CreatedAt: t0}
 	if err := s.CreateWorkspace(ctx, twice, -1, -1); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a second dev of alice after the upgrade: %v, want ErrConflict", err)

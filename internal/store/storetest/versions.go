@@ -12,6 +12,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // testTemplateVersions: a version pushed inactive leaves the active one; promote moves it; versions
@@ -60,7 +61,7 @@ func testTemplateVersions(t *testing.T, s store.Store) {
 
 	// A workspace on version 1, with parameter values.
 	w := f.TerraformWorkspace("vm")
-	w.Parameters = []parameter.Value{{Name: "size", Value: "2"}, {Name: "token", Value: "s3cret", Sensitive: true}}
+	w.Parameters = []workspace.ParameterValue{{Name: "size", Value: "2"}, {Name: "token", Value: "s3cret", Sensitive: true}}
 	b1 := f.Build(w, 1, build.Start, t0)
 	if err := s.CreateBuildWorkspace(ctx, w, b1); err != nil {
 		t.Fatal(err)
@@ -89,11 +90,11 @@ func testTemplateVersions(t *testing.T, s store.Store) {
 
 	// A build on version 2 moves the workspace to it, with the values its transaction writes.
 	finish(t, s, acquire(t, s, "w1", at).Job.ID, build.Outcome{State: []byte(`{"version":4}`)}, at)
-	nw, nb, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	nw, nb, err := s.NewBuild(ctx, store.WorkspaceRef{ID: w.ID}, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		b := f.Build(rec.Workspace, 2, build.Start, at)
 		b.TemplateVersionID = v2.ID
 		nw := afterBuild(rec.Workspace, b, at)
-		nw.Parameters = []parameter.Value{{Name: "size", Value: "3"}, {Name: "token", Value: "s3cret", Sensitive: true}}
+		nw.Parameters = []workspace.ParameterValue{{Name: "size", Value: "3"}, {Name: "token", Value: "s3cret", Sensitive: true}}
 		return nw, &b, nil
 	})
 	if err != nil || nb == nil || nw.TemplateVersionID != v2.ID || nw.TemplateVersion != 2 {

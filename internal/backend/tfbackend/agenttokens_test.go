@@ -1,4 +1,4 @@
-package builder
+package tfbackend
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package builder
+package tfbackend
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // The Terraform backend's side of prebuilt pools (the seed's "Prebuild Operations"): create a
@@ -16,7 +17,7 @@ import (
 
 // PrebuildsUser is the system user that owns prebuilt workspaces until claimed and initiates the
 // reconciler's builds.
-var PrebuildsUser = store.User{ID: store.PrebuildsUserID, Username: store.PrebuildsUsername, Admin: true}
+var PrebuildsUser = workspace.User{ID: store.PrebuildsUserID, Username: store.PrebuildsUsername, Admin: true}
 
 // prebuildName is a new prebuilt workspace's name: prebuild- and 10 random letters or digits.
 func prebuildName() string {
@@ -31,17 +32,17 @@ func prebuildName() string {
 
 // CreatePrebuild creates a prebuilt workspace of the preset on the template version versionID: a
 // start with is_prebuild from empty state (the seed's "Create prebuild").
-func (s *Service) CreatePrebuild(ctx context.Context, p store.Preset, versionID string) (store.Workspace, error) {
+func (s *Service) CreatePrebuild(ctx context.Context, p store.Preset, versionID string) (workspace.Workspace, error) {
 	t := store.Template{ID: p.TemplateID, Name: p.TemplateName}
 	spec := Spec{VersionID: versionID, Parameters: p.Parameters, PresetID: p.ID, IsPrebuild: true, Reason: build.ReasonPrebuild}
 	var err error
 	for range 3 { // a name already taken: another random one
-		var w store.Workspace
+		var w workspace.Workspace
 		if w, _, err = s.Create(ctx, PrebuildsUser, prebuildName(), t, spec); !errors.Is(err, store.ErrConflict) {
 			return w, err
 		}
 	}
-	return store.Workspace{}, err
+	return workspace.Workspace{}, err
 }
 
 // DeletePrebuild deletes an unclaimed prebuilt workspace, why saying why. orphan: its create is
@@ -79,7 +80,7 @@ func (s *Service) DeletePrebuild(ctx context.Context, workspaceID, why string, o
 			store.PrebuildsUsername, why))
 	}
 	req := Request{Transition: build.Delete, Orphan: orphan, Reason: build.ReasonPrebuild}
-	w, b, err := s.st.NewBuild(ctx, store.WorkspaceRef{ID: workspaceID}, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	w, b, err := s.st.NewBuild(ctx, store.WorkspaceRef{ID: workspaceID}, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		w := rec.Workspace
 		if w.OwnerID != store.PrebuildsUserID || build.CheckNew(rec.Build, build.Delete) != nil {
 			return w, nil, nil // claimed, busy or deleted: nothing now
@@ -105,8 +106,8 @@ func (s *Service) DeletePrebuild(ctx context.Context, workspaceID, why string, o
 // u under name: in one transaction it becomes u's and gets a start build with is_prebuild_claim
 // whose state is the prebuilt workspace's last (the seed's "Claim prebuild"). ok is false when no
 // instance is ready; a name u already uses is store.ErrConflict.
-func (s *Service) ClaimPrebuild(ctx context.Context, u store.User, name string, p store.Preset, versionID string) (store.Workspace, build.Build, bool, error) {
-	w, b, ok, err := s.st.ClaimPrebuild(ctx, p.ID, versionID, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+func (s *Service) ClaimPrebuild(ctx context.Context, u workspace.User, name string, p store.Preset, versionID string) (workspace.Workspace, build.Build, bool, error) {
+	w, b, ok, err := s.st.ClaimPrebuild(ctx, p.ID, versionID, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		w := rec.Workspace
 		if err := build.CheckNew(rec.Build, build.Start); err != nil {
 			return w, nil, err

@@ -1,10 +1,10 @@
-// Package builder runs the Terraform backend's side of the server
-// (../shared/seeds/terraform-state-management.md): it turns users' requests into workspace builds
-// and provisioner jobs, hands jobs to provisioners, records how they end under the seed's state
-// rules (package build), and reaps jobs whose provisioner went silent. HTTP handlers and the
+// Package tfbackend is the Terraform backend's service (it was package builder), the server's side
+// of the seed terraform-state-management.md: it turns users' requests into workspace builds and
+// provisioner jobs, hands jobs to provisioners, records how they end under the seed's state rules
+// (package build), and reaps jobs whose provisioner went silent. HTTP handlers and the
 // in-process provisioner both call it; the decisions it applies are the pure functions of package
 // build, and every change is one store transaction.
-package builder
+package tfbackend
 
 import (
 	"cmp"
@@ -48,7 +48,7 @@ type Options struct {
 	AccessURL func() string
 }
 
-// Service is the builder.
+// Service is the Terraform backend's service.
 type Service struct {
 	opts Options
 	st   store.Store
@@ -136,13 +136,10 @@ var (
 	ErrBadRequest = errs.New(errs.Invalid, "bad request")
 )
 
-// visible: the owner or an admin.
-func visible(u store.User, w store.Workspace) bool { return backend.Visible(u, w) }
-
 // CreateWorkspace creates a workspace from a terraform template, with its first build (a start
 // from no state: seed, "API Operations", POST /workspaces) on the template's active version,
 // without parameter values, at the default log level.
-func (s *Service) CreateWorkspace(ctx context.Context, u store.User, name string, t store.Template) (store.Workspace, build.Build, error) {
+func (s *Service) CreateWorkspace(ctx context.Context, u workspace.User, name string, t store.Template) (workspace.Workspace, build.Build, error) {
 	return s.Create(ctx, u, name, t, Spec{})
 }
 
@@ -165,19 +162,19 @@ type Spec struct {
 // Create creates a workspace from a terraform template as spec says, with its first build (a start
 // from no state). A parameter value the version refuses is a *workspace.ValidationError naming
 // each, and nothing is written.
-func (s *Service) Create(ctx context.Context, u store.User, name string, t store.Template, spec Spec) (store.Workspace, build.Build, error) {
+func (s *Service) Create(ctx context.Context, u workspace.User, name string, t store.Template, spec Spec) (workspace.Workspace, build.Build, error) {
 	versionID := cmp.Or(spec.VersionID, t.ActiveVersionID)
 	v, err := s.st.TemplateVersionInfo(ctx, versionID)
 	if err != nil {
-		return store.Workspace{}, build.Build{}, fmt.Errorf("template %q: its version: %w", t.Name, err)
+		return workspace.Workspace{}, build.Build{}, fmt.Errorf("template %q: its version: %w", t.Name, err)
 	}
 	values, err := parameter.Resolve(v.Parameters, nil, spec.Parameters, true)
 	if err != nil {
-		return store.Workspace{}, build.Build{}, err
+		return workspace.Workspace{}, build.Build{}, err
 	}
 	now := s.now()
 	id := uuid.NewString()
-	w := store.Workspace{
+	w := workspace.Workspace{
 		ID: id, Name: name, KubeName: workspace.KubeName(name, id), OwnerID: u.ID, OwnerName: u.Username,
 		DesiredState: workspace.Running, ActualState: workspace.Starting, DesiredStateUpdatedAt: now, ActualStateUpdatedAt: &now,
 		CreatedAt: now, Backend: store.KindTerraform, TemplateID: t.ID, TemplateName: t.Name,
@@ -222,18 +219,18 @@ type Request struct {
 
 // NewBuild starts a build of the workspace ref names. It refuses while a build is active, after a
 // successful delete, and for workspaces the user may not see (ErrHidden).
-func (s *Service) NewBuild(ctx context.Context, u store.User, ref store.WorkspaceRef, req Request) (store.Workspace, build.Build, error) {
+func (s *Service) NewBuild(ctx context.Context, u workspace.User, ref store.WorkspaceRef, req Request) (workspace.Workspace, build.Build, error) {
 	if req.Orphan && req.Transition != build.Delete {
-		return store.Workspace{}, build.Build{}, fmt.Errorf("%w: orphan applies to delete only", ErrBadRequest)
+		return workspace.Workspace{}, build.Build{}, fmt.Errorf("%w: orphan applies to delete only", ErrBadRequest)
 	}
 	if req.Reason == "" {
 		req.Reason = build.ReasonInitiator
 	}
 	var tmplActive string
-	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		w := rec.Workspace
 		name := w.Name
-		if !visible(u, w) {
+		if !workspace.Visible(u, w) {
 			return w, nil, ErrHidden
 		}
 		entry := audit.From(ctx)
@@ -318,7 +315,7 @@ func startVersion(rec store.BuildRecord) (string, error) {
 }
 
 // names lists the names of values, for logs (never the values).
-func names(values []parameter.Value) []string {
+func names(values []workspace.ParameterValue) []string {
 	out := make([]string, len(values))
 	for i, v := range values {
 		out[i] = v.Name
@@ -346,12 +343,12 @@ const (
 // The values given are checked against the active version first (immutable ones may not change,
 // new required ones must be given), and written with the first build in one transaction. An
 // up-to-date workspace with unchanged values is left as it is (UpdateUpToDate), started or not.
-func (s *Service) Update(ctx context.Context, u store.User, ref store.WorkspaceRef, params map[string]string) (store.Workspace, UpdateResult, error) {
+func (s *Service) Update(ctx context.Context, u workspace.User, ref store.WorkspaceRef, params map[string]string) (workspace.Workspace, UpdateResult, error) {
 	var result UpdateResult
 	var active store.TemplateVersion
-	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		w := rec.Workspace
-		if !visible(u, w) {
+		if !workspace.Visible(u, w) {
 			return w, nil, ErrHidden
 		}
 		if w.Backend != store.KindTerraform {
@@ -403,7 +400,7 @@ func (s *Service) Update(ctx context.Context, u store.User, ref store.WorkspaceR
 	return w, result, nil
 }
 
-func (s *Service) newBuild(u store.User, w store.Workspace, last *build.Build, req Request, activeVersion string) build.Build {
+func (s *Service) newBuild(u workspace.User, w workspace.Workspace, last *build.Build, req Request, activeVersion string) build.Build {
 	now := s.now()
 	number, version := 1, activeVersion
 	if last != nil {
@@ -429,7 +426,7 @@ func (s *Service) newBuild(u store.User, w store.Workspace, last *build.Build, r
 }
 
 // afterBuild is the workspace row once build b is queued (or, for an orphan delete, done).
-func (s *Service) afterBuild(w store.Workspace, b build.Build, req Request) store.Workspace {
+func (s *Service) afterBuild(w workspace.Workspace, b build.Build, req Request) workspace.Workspace {
 	now := s.now()
 	desired := build.Desired(b.Transition)
 	if req.Desired != "" {
@@ -441,7 +438,7 @@ func (s *Service) afterBuild(w store.Workspace, b build.Build, req Request) stor
 	return applyState(w, b, now)
 }
 
-func applyState(w store.Workspace, b build.Build, now time.Time) store.Workspace {
+func applyState(w workspace.Workspace, b build.Build, now time.Time) workspace.Workspace {
 	at := time.Time{}
 	if w.ActualStateUpdatedAt != nil {
 		at = *w.ActualStateUpdatedAt
@@ -461,12 +458,12 @@ func applyState(w store.Workspace, b build.Build, now time.Time) store.Workspace
 // RestartRequested → stop, then a start when the stop succeeds. decide is called on the workspace
 // locked inside the build's transaction (backend.Decide). Asking for what the workspace already
 // is, or is becoming, changes nothing.
-func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.WorkspaceRef, decide backend.Decide) (store.Workspace, error) {
+func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide backend.Decide) (workspace.Workspace, error) {
 	var tmplActive string
 	var c backend.Change
-	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (store.Workspace, *build.Build, error) {
+	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		w := rec.Workspace
-		if !visible(by, w) {
+		if !workspace.Visible(by, w) {
 			return w, nil, ErrHidden
 		}
 		entry := audit.From(ctx)
@@ -536,9 +533,9 @@ func (s *Service) SetDesired(ctx context.Context, by store.User, ref store.Works
 }
 
 // Cancel cancels the workspace's build number (0: the latest).
-func (s *Service) Cancel(ctx context.Context, u store.User, ref store.WorkspaceRef, number int) (build.Build, error) {
+func (s *Service) Cancel(ctx context.Context, u workspace.User, ref store.WorkspaceRef, number int) (build.Build, error) {
 	w, err := s.st.Workspace(ctx, ref)
-	if err == nil && !visible(u, w) {
+	if err == nil && !workspace.Visible(u, w) {
 		err = ErrHidden
 	}
 	if err != nil {
@@ -580,9 +577,9 @@ func (s *Service) Cancel(ctx context.Context, u store.User, ref store.WorkspaceR
 // --no-build: seed, PUT /workspacebuilds/{id}/state). The state must be a Terraform state that
 // follows the saved one (build.CheckPush: same lineage, greater serial), unless force; the check
 // and the write are one transaction, so two pushes cannot both pass against the same saved state.
-func (s *Service) PushState(ctx context.Context, u store.User, ref store.WorkspaceRef, state []byte, force bool) error {
+func (s *Service) PushState(ctx context.Context, u workspace.User, ref store.WorkspaceRef, state []byte, force bool) error {
 	w, err := s.st.Workspace(ctx, ref)
-	if err == nil && !visible(u, w) {
+	if err == nil && !workspace.Visible(u, w) {
 		err = ErrHidden
 	}
 	if err != nil {
@@ -723,7 +720,7 @@ func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.Prov
 // declares it): the workspace's parameter values, then Hangar's own, which no parameter overrides: start_count (seed, "Workspace Transitions"), the workspace's id, name and owner, the
 // transition, and the prebuild flags of the seed ("Prebuild State Isolation": is_prebuild on a
 // prebuilt workspace's create, is_prebuild_claim on the start that hands it to its user).
-func Variables(w store.Workspace, b build.Build) map[string]string {
+func Variables(w workspace.Workspace, b build.Build) map[string]string {
 	out := parameter.Map(w.Parameters)
 	for k, v := range map[string]string{
 		"start_count":          strconv.Itoa(b.Transition.StartCount()),
@@ -853,8 +850,8 @@ func (s *Service) continueRestart(ctx context.Context, rec store.BuildRecord) {
 	s.queueRestartStart(ctx, rec.Workspace, *rec.Build)
 }
 
-func (s *Service) queueRestartStart(ctx context.Context, w store.Workspace, stop build.Build) {
-	initiator := store.User{ID: stop.InitiatorID, Username: stop.InitiatorName, Admin: true}
+func (s *Service) queueRestartStart(ctx context.Context, w workspace.Workspace, stop build.Build) {
+	initiator := workspace.User{ID: stop.InitiatorID, Username: stop.InitiatorName, Admin: true}
 	// The start runs at the stop's log level: a restart asked with --log-level debug is debugged whole.
 	if _, _, err := s.NewBuild(ctx, initiator, store.WorkspaceRef{ID: w.ID}, Request{Transition: build.Start, Reason: build.ReasonRestart, LogLevel: stop.LogLevel}); err != nil {
 		s.log.Warn("restart: the stop succeeded but the start could not be queued; the reaper tries again", "workspace", w.Name, "owner", w.OwnerName, "err", err)

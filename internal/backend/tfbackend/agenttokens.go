@@ -1,4 +1,4 @@
-package builder
+package tfbackend
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // Tokens of Terraform workspaces' helpers (docs/decisions.md, "Terraform workspaces: the helper
@@ -32,7 +33,7 @@ func HashAgentToken(token string) []byte {
 	return h[:]
 }
 
-func (s *Service) mintAgentToken(ctx context.Context, w store.Workspace, b build.Build) (string, error) {
+func (s *Service) mintAgentToken(ctx context.Context, w workspace.Workspace, b build.Build) (string, error) {
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", fmt.Errorf("mint a helper token: %w", err)

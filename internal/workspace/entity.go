@@ -1,0 +1,97 @@
+package workspace
+
+import "time"
+
+// The entities: what Hangar keeps (package store persists them; the store's reads fill the
+// fields marked "filled on reads").
+
+// User is a person or robot that calls the user API.
+type User struct {
+	ID        string
+	Username  string
+	Admin     bool
+	TokenHash []byte
+	CreatedAt time.Time
+}
+
+// Agent is a registered `hangar agent`.
+type Agent struct {
+	ID        string
+	Name      string
+	TokenHash []byte
+	Config    AgentConfig
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Workspace is a workspace row. Times are UTC with microsecond precision; nil means never set.
+type Workspace struct {
+	ID   string
+	Name string // unique per owner among the workspaces that are not Terminated
+	// KubeName is the workspace's name in the cluster (func KubeName; for workspaces from
+	// before schema version 3, its name): its objects' name, its namespace's after "hangar-", and
+	// the name the agent reports it by. Unique across every workspace ever stored.
+	KubeName                  string
+	OwnerID                   string
+	OwnerName                 string // filled on reads
+	AgentID                   string
+	AgentName                 string // filled on reads
+	Namespace                 string
+	Devfile                   string // written on creation; reads leave it empty (WorkspaceDevfile)
+	DesiredState              State
+	ActualState               State
+	DesiredStateUpdatedAt     time.Time
+	ActualStateUpdatedAt      *time.Time
+	RespondedToAgentAt        *time.Time
+	DeploymentResourceVersion *string
+	ErrorType                 string
+	ErrorMessage              string
+	// URL is where the workspace's main endpoint is served (set at creation).
+	URL       string
+	CreatedAt time.Time
+	// Backend is store.KindKubernetes (an agent reconciles it) or store.KindTerraform (builds run
+	// it; AgentID, Namespace and Devfile are empty, TemplateID is set).
+	Backend      string
+	TemplateID   string
+	TemplateName string // filled on reads
+	// TemplateVersionID is the template version of the workspace's latest build (terraform);
+	// builds write it (the store's CreateBuildWorkspace, NewBuild). TemplateVersion is its number
+	// and TemplateActiveVersionID the template's active version, filled on reads: the workspace is
+	// outdated when they differ.
+	TemplateVersionID       string
+	TemplateVersion         int
+	TemplateActiveVersionID string
+	// Parameters are the workspace's parameter values (terraform): what its builds pass. Builds
+	// write them (CreateBuildWorkspace, NewBuild); sensitive values are never shown.
+	Parameters []ParameterValue
+	// LastActivityAt is the latest use of the workspace: through the access proxy its proxies
+	// reported, or its owner's own change (nil: never). The store's RecordActivity,
+	// RecordWorkspaceActivity and UpdateWorkspace write it, never moving it back; Reconcile leaves it.
+	LastActivityAt *time.Time
+
+	// Lifecycle automation (package lifecycle). Schedule is the workspace's own settings; DormantAt
+	// is when it went dormant (nil: it is not); DesiredStateReason says why the desired state is
+	// what it is: "" for a user's change, else the automation's reason. CreateWorkspace and
+	// UpdateWorkspace write them; a reconcile leaves them.
+	Schedule           Schedule
+	DormantAt          *time.Time
+	DesiredStateReason string
+
+	// Prebuilt pools (package prebuild). PresetID is the preset the workspace was made from
+	// ("" for none): a prebuilt workspace, owned by store.PrebuildsUserID until claimed, or one
+	// created with the preset (its Parameters are the preset's).
+	PresetID   string
+	PresetName string // filled on reads
+}
+
+// Visible reports whether u may see w: its owner, or an admin (the automation is one). A
+// workspace the caller may not see is answered as not found.
+func Visible(u User, w Workspace) bool { return u.Admin || w.OwnerID == u.ID }
+
+// ParameterValue is a workspace's value of one parameter (package parameter: the template
+// version's parameters, and the checks of their values).
+type ParameterValue struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Sensitive bool   `json:"sensitive,omitempty"`
+}
