@@ -46,6 +46,7 @@ const (
 	TemplateLifecycle   Action = "template.lifecycle"
 	TemplatePromote     Action = "template.promote" // details: version
 	WorkspaceUpdate     Action = "workspace.update" // hangar update: to the active version, with new parameter values
+	Forbidden           Action = "api.forbidden"    // a user tried an admin's action (target: METHOD PATH)
 	PresetPut           Action = "preset.put"
 	PresetDelete        Action = "preset.delete"
 	PrebuildCreate      Action = "prebuild.create"  // the prebuild reconciler built a prebuilt workspace

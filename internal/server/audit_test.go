@@ -205,6 +205,14 @@ func TestAuditLog(t *testing.T) {
 			if status, _ = call(t, env, "", "GET", "/api/v1/audit", nil); status != http.StatusUnauthorized {
 				t.Errorf("no token: %d", status)
 			}
+			// A user's attempt at an admin's action is refused and recorded, with what was tried.
+			status, body = call(t, env, alice, "POST", "/api/v1/users", map[string]any{"username": "mallory"})
+			wantError(t, "alice creates a user", status, body, http.StatusForbidden, "only an admin may do this")
+			e = oneEntry(t, env, "action=api.forbidden")
+			if e.Actor != "alice" || e.Outcome != "failure" || e.TargetName != "POST /api/v1/users" || e.Details["route"] != "POST /api/v1/users" ||
+				!strings.Contains(e.Error, "only an admin may do this") {
+				t.Fatalf("forbidden attempt entry %+v", e)
+			}
 
 			// Filters and pages.
 			all := auditPage(t, env, "limit=1000").Entries

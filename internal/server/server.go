@@ -364,7 +364,13 @@ func (s *Server) authUser(h userHandler) http.HandlerFunc {
 func (s *Server) adminOnly(h userHandler) userHandler {
 	return func(w http.ResponseWriter, r *http.Request, u workspace.User) error {
 		if !u.Admin {
-			return errForbidden("only an admin may do this")
+			err := errForbidden("only an admin may do this")
+			if r.Method != http.MethodGet {
+				// A refused attempt at an admin's action is recorded: who tried what.
+				s.auditor.Record(r.Context(), actorOf(u), audit.Forbidden, audit.Target{Name: r.Method + " " + r.URL.Path}, auditErr(err),
+					map[string]any{"route": r.Pattern})
+			}
+			return err
 		}
 		return h(w, r, u)
 	}
