@@ -84,7 +84,7 @@ func ReadPolicies(ctx context.Context, st store.Store) (Policies, error) {
 
 // PolicyOf reads the policy of w alone: its agent's or its template's.
 func PolicyOf(ctx context.Context, st store.Store, w workspace.Workspace) (workspace.Lifecycle, error) {
-	if w.Backend == store.KindTerraform {
+	if w.Backend == workspace.KindTerraform {
 		t, err := st.TemplateByName(ctx, w.TemplateName)
 		return t.Lifecycle, err
 	}
@@ -94,7 +94,7 @@ func PolicyOf(ctx context.Context, st store.Store, w workspace.Workspace) (works
 
 // Of is the policy of w.
 func (p Policies) Of(w workspace.Workspace) workspace.Lifecycle {
-	if w.Backend == store.KindTerraform {
+	if w.Backend == workspace.KindTerraform {
 		return p.Templates[w.TemplateID]
 	}
 	return p.Agents[w.AgentID]

@@ -20,10 +20,10 @@ import (
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
-	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/testutil/pgtest"
 	"github.com/hangar-dev/hangar/internal/tfmodule"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // TestReplicasChangeOnce: two server replicas on one Postgres database tick at the same moment
@@ -126,7 +126,7 @@ func TestReplicasChangeOnce(t *testing.T) {
 		if w.DesiredState != "Stopped" || w.DesiredStateReason == "" {
 			t.Errorf("%s: desired %s (%q), want Stopped by autostop", w.Name, w.DesiredState, w.DesiredStateReason)
 		}
-		if w.Backend != store.KindTerraform {
+		if w.Backend != workspace.KindTerraform {
 			continue
 		}
 		bs, err := admin.ListBuilds(ctx, w.Ref())

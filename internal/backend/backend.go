@@ -85,9 +85,9 @@ type Router struct {
 // For returns the service of backend kind.
 func (r Router) For(kind string) (Service, error) {
 	switch kind {
-	case store.KindKubernetes, "":
+	case workspace.KindKubernetes, "":
 		return r.Kubernetes, nil
-	case store.KindTerraform:
+	case workspace.KindTerraform:
 		if r.Terraform == nil {
 			return nil, fmt.Errorf("no terraform backend in this server")
 		}

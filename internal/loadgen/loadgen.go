@@ -36,7 +36,6 @@ import (
 	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
-	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -387,7 +386,7 @@ func (r *run) setUp(ctx context.Context, rep *Report) error {
 			rows = append(rows, workspace.Workspace{ID: id, Name: name, KubeName: kube, OwnerID: users[i].ID, AgentID: a.id, Namespace: ns,
 				Devfile: text, DesiredState: workspace.Running, ActualState: workspace.Running, DesiredStateUpdatedAt: before,
 				ActualStateUpdatedAt: &before, RespondedToAgentAt: &now, DeploymentResourceVersion: &rv, CreatedAt: before,
-				Backend: store.KindKubernetes})
+				Backend: workspace.KindKubernetes})
 			a.ws[kube] = &deployment{namespace: ns, running: true, rv: 1, echoed: true}
 			r.wss = append(r.wss, &userWorkspace{ref: users[i].Username + "/" + name, token: users[i].Token,
 				server: cfg.Servers[len(r.wss)%len(cfg.Servers)], running: true})

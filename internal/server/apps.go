@@ -205,7 +205,7 @@ func (s *Server) appsElsewhere(r *http.Request) (store.AgentConnection, bool) {
 		return store.AgentConnection{}, false
 	}
 	ws, err := s.hostWorkspace(r.Context(), h)
-	if err != nil || ws.Backend != store.KindTerraform {
+	if err != nil || ws.Backend != workspace.KindTerraform {
 		return store.AgentConnection{}, false
 	}
 	return s.remoteHelper(r.Context(), r, ws.ID)

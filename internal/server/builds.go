@@ -50,7 +50,7 @@ func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u w
 	var params []parameter.Parameter
 	content := req.Archive
 	switch req.Kind {
-	case store.KindTerraform:
+	case workspace.KindTerraform:
 		switch {
 		case len(req.Archive) == 0:
 			v.Add("archive", "is required for a terraform template: the module directory as a gzipped tar")
@@ -67,7 +67,7 @@ func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u w
 		if req.Devfile != "" {
 			v.Add("devfile", "is for kubernetes templates; a terraform template is a module archive")
 		}
-	case store.KindKubernetes:
+	case workspace.KindKubernetes:
 		if len(req.Archive) > 0 {
 			v.Add("archive", "is for terraform templates; a kubernetes template is a devfile")
 		}
@@ -78,7 +78,7 @@ func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u w
 		}
 		content = []byte(req.Devfile)
 	default:
-		v.Add("kind", "must be %q or %q, got %q", store.KindTerraform, store.KindKubernetes, req.Kind)
+		v.Add("kind", "must be %q or %q, got %q", workspace.KindTerraform, workspace.KindKubernetes, req.Kind)
 	}
 	if err := v.Err(); err != nil {
 		return err
@@ -245,7 +245,7 @@ func (s *Server) pullTemplateVersion(w http.ResponseWriter, r *http.Request, _ w
 		return err
 	}
 	ct := "application/gzip"
-	if t.Kind == store.KindKubernetes {
+	if t.Kind == workspace.KindKubernetes {
 		ct = "application/yaml"
 	}
 	w.Header().Set("Content-Type", ct)
@@ -313,7 +313,7 @@ func (s *Server) terraformWorkspace(r *http.Request, u workspace.User) (workspac
 	if err != nil {
 		return ws, err
 	}
-	if ws.Backend != store.KindTerraform {
+	if ws.Backend != workspace.KindTerraform {
 		return ws, errConflict("not a terraform workspace", fmt.Sprintf(
 			"workspace %q is a Kubernetes workspace (agent %s): it has no builds, build logs or Terraform state; "+
 				"'hangar show %s' shows its state and last error, and the agent's cluster has its pods' logs", ws.Name, ws.AgentName, r.PathValue("name")))

@@ -49,7 +49,7 @@ func (s *Server) toWorkspace(w workspace.Workspace) sdk.Workspace {
 		DesiredStateReason:        w.DesiredStateReason,
 		DormantAt:                 w.DormantAt,
 	}
-	if w.Backend == store.KindTerraform {
+	if w.Backend == workspace.KindTerraform {
 		out.AppsURL = s.appsURLTemplate(w)
 		out.TemplateVersion = w.TemplateVersion
 		out.Outdated = w.TemplateVersionID != "" && w.TemplateActiveVersionID != "" && w.TemplateVersionID != w.TemplateActiveVersionID
@@ -69,7 +69,7 @@ func (s *Server) toWorkspace(w workspace.Workspace) sdk.Workspace {
 
 // kubeNameOf is the cluster name a kubernetes workspace shows (terraform ones have no cluster).
 func kubeNameOf(w workspace.Workspace) string {
-	if w.Backend == store.KindTerraform {
+	if w.Backend == workspace.KindTerraform {
 		return ""
 	}
 	return w.KubeName

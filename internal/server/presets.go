@@ -38,7 +38,7 @@ func (s *Server) terraformTemplate(r *http.Request) (store.Template, error) {
 	if err != nil {
 		return t, err
 	}
-	if t.Kind != store.KindTerraform {
+	if t.Kind != workspace.KindTerraform {
 		return t, errConflict("not a terraform template", fmt.Sprintf("template %q is a %s template: only terraform templates have presets", name, t.Kind))
 	}
 	return t, nil

@@ -360,14 +360,14 @@ func (s *Server) proxyAccess(ctx context.Context, scope accessScope, host string
 		}
 		return t
 	}
-	if ws.Backend == store.KindTerraform {
+	if ws.Backend == workspace.KindTerraform {
 		// Any port: the owner reaches every port of the machine with port-forward already.
 		if scope.agentID != "" || !s.apps.inZone(h) {
 			return notFound, nil
 		}
 		return allow(proxyTarget{ws: ws, scheme: s.apps.scheme, host: h.withPort}), nil
 	}
-	if ws.Backend != store.KindKubernetes || scope.terraform || (scope.agentID != "" && ws.AgentID != scope.agentID) {
+	if ws.Backend != workspace.KindKubernetes || scope.terraform || (scope.agentID != "" && ws.AgentID != scope.agentID) {
 		return notFound, nil
 	}
 	agent, err := s.store.AgentByName(ctx, ws.AgentName)

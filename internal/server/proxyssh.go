@@ -110,7 +110,7 @@ func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent wor
 	} else if err != nil {
 		return fmt.Errorf("read workspace %s/%s: %w", owner.Username, ref.Name, err)
 	}
-	if ws.Backend != store.KindKubernetes || ws.AgentID != agent.ID || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
+	if ws.Backend != workspace.KindKubernetes || ws.AgentID != agent.ID || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
 		return refuse(protocol.ProxyNotFound, u)
 	}
 	writeJSON(w, http.StatusOK, protocol.ProxySSHCheckResponse{Allowed: true, User: u.Username, Workspace: ws.OwnerName + "/" + ws.Name,

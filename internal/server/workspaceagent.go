@@ -126,7 +126,7 @@ func (s *Server) helperWorkspace(ctx context.Context, token string) (workspace.W
 	} else if err != nil {
 		return workspace.Workspace{}, err
 	}
-	if ws.Backend != store.KindTerraform || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
+	if ws.Backend != workspace.KindTerraform || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
 		return workspace.Workspace{}, errUnauthorized("invalid helper token: its workspace is deleted")
 	}
 	return ws, nil
@@ -233,7 +233,7 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u workspac
 		return err
 	}
 	ref := ws.OwnerName + "/" + ws.Name
-	if ws.Backend != store.KindTerraform {
+	if ws.Backend != workspace.KindTerraform {
 		return errConflict("workspace "+ref+" runs on Kubernetes", "its SSH is the access proxy's (hangar ssh finds it); this endpoint reaches Terraform workspaces' helpers")
 	}
 	if ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {

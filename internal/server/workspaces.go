@@ -40,7 +40,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u works
 		if err != nil {
 			return err
 		}
-		if t.Kind == store.KindTerraform {
+		if t.Kind == workspace.KindTerraform {
 			if err := v.Err(); err != nil {
 				return err
 			}
@@ -191,13 +191,13 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u works
 	if err != nil {
 		return s.buildErr(r, err)
 	}
-	if row.Backend != store.KindKubernetes {
+	if row.Backend != workspace.KindKubernetes {
 		s.used(r, row, u) // the Kubernetes service records the use in the change's transaction
 	}
 	s.log.Info("desired state changed", "workspace", row.Name, "owner", row.OwnerName, "desired_state", row.DesiredState, "by", u.Username)
 	out := s.toWorkspace(row)
 	s.withAutomation(r.Context(), row, &out)
-	if row.Backend == store.KindKubernetes {
+	if row.Backend == workspace.KindKubernetes {
 		// The devfile's warnings again, for whoever starts the workspace now (it was parsed at creation).
 		if df, err := s.kube.Devfile(r.Context(), row.ID); err == nil {
 			out.Warnings = df.Warnings()

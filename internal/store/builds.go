@@ -10,12 +10,6 @@ import (
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-// Template kinds.
-const (
-	KindKubernetes = "kubernetes" // a devfile, run by an agent
-	KindTerraform  = "terraform"  // a Terraform module, run by provisioners
-)
-
 // KeptBuildStates is how many of a workspace's latest builds keep their Terraform state. Each build
 // starts from a copy of the previous build's state, so keeping every build's would grow storage
 // without bound; when a build is created, the builds older than the latest KeptBuildStates (the

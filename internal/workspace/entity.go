@@ -5,6 +5,12 @@ import "time"
 // The entities: what Hangar keeps (package store persists them; the store's reads fill the
 // fields marked "filled on reads").
 
+// Backends of a workspace, and kinds of a template (the backend its workspaces get).
+const (
+	KindKubernetes = "kubernetes" // a devfile, run by an agent
+	KindTerraform  = "terraform"  // a Terraform module, run by provisioners
+)
+
 // User is a person or robot that calls the user API.
 type User struct {
 	ID        string
@@ -49,7 +55,7 @@ type Workspace struct {
 	// URL is where the workspace's main endpoint is served (set at creation).
 	URL       string
 	CreatedAt time.Time
-	// Backend is store.KindKubernetes (an agent reconciles it) or store.KindTerraform (builds run
+	// Backend is KindKubernetes (an agent reconciles it) or KindTerraform (builds run
 	// it; AgentID, Namespace and Devfile are empty, TemplateID is set).
 	Backend      string
 	TemplateID   string

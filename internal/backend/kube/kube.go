@@ -115,14 +115,14 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 		ID: id, Name: req.Name, KubeName: kubeName, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
 		Namespace: ns, Devfile: string(text),
 		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: now,
-		URL: url, CreatedAt: now, Backend: store.KindKubernetes, Schedule: req.Schedule,
+		URL: url, CreatedAt: now, Backend: workspace.KindKubernetes, Schedule: req.Schedule,
 	}
 	if req.Template != nil {
 		ws.TemplateID, ws.TemplateName = req.Template.ID, req.Template.Name
 	}
 	entry := audit.From(ctx)
 	entry.SetTarget(audit.Workspace(ws.ID, u.Username, ws.Name))
-	entry.Set("backend", store.KindKubernetes)
+	entry.Set("backend", workspace.KindKubernetes)
 	entry.Set("agent", agent.Name)
 	if req.Template != nil {
 		entry.Set("template", req.Template.Name)
@@ -144,7 +144,7 @@ func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.W
 		if !workspace.Visible(by, cur) {
 			return cur, backend.ErrHidden
 		}
-		if cur.Backend != store.KindKubernetes {
+		if cur.Backend != workspace.KindKubernetes {
 			other = cur
 			return cur, fmt.Errorf("workspace %q is a %s workspace: %w", cur.Name, cur.Backend, backend.ErrOtherBackend)
 		}

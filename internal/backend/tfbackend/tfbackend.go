@@ -177,7 +177,7 @@ func (s *Service) Create(ctx context.Context, u workspace.User, name string, t s
 	w := workspace.Workspace{
 		ID: id, Name: name, KubeName: workspace.KubeName(name, id), OwnerID: u.ID, OwnerName: u.Username,
 		DesiredState: workspace.Running, ActualState: workspace.Starting, DesiredStateUpdatedAt: now, ActualStateUpdatedAt: &now,
-		CreatedAt: now, Backend: store.KindTerraform, TemplateID: t.ID, TemplateName: t.Name,
+		CreatedAt: now, Backend: workspace.KindTerraform, TemplateID: t.ID, TemplateName: t.Name,
 		TemplateVersionID: versionID, TemplateVersion: v.Number, TemplateActiveVersionID: t.ActiveVersionID,
 		PresetID: spec.PresetID, Parameters: values,
 	}
@@ -191,7 +191,7 @@ func (s *Service) Create(ctx context.Context, u workspace.User, name string, t s
 	b.Job.BuildID = b.ID
 	entry := audit.From(ctx)
 	entry.SetTarget(audit.Workspace(w.ID, u.Username, name))
-	entry.Set("backend", store.KindTerraform)
+	entry.Set("backend", workspace.KindTerraform)
 	entry.Set("template", t.Name)
 	auditBuild(entry, b)
 	if err := s.st.CreateBuildWorkspace(ctx, w, b); err != nil {
@@ -235,7 +235,7 @@ func (s *Service) NewBuild(ctx context.Context, u workspace.User, ref store.Work
 		}
 		entry := audit.From(ctx)
 		entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
-		if w.Backend != store.KindTerraform {
+		if w.Backend != workspace.KindTerraform {
 			return w, nil, fmt.Errorf("workspace %q: %w (an agent runs it: change its desired state instead)", name, ErrNotTerraform)
 		}
 		if err := build.CheckNew(rec.Build, req.Transition); err != nil {
@@ -351,7 +351,7 @@ func (s *Service) Update(ctx context.Context, u workspace.User, ref store.Worksp
 		if !workspace.Visible(u, w) {
 			return w, nil, ErrHidden
 		}
-		if w.Backend != store.KindTerraform {
+		if w.Backend != workspace.KindTerraform {
 			return w, nil, fmt.Errorf("workspace %q: %w (an agent runs it from the devfile it was created with: there is no version to update to)", w.Name, ErrNotTerraform)
 		}
 		if w.DesiredState == workspace.Terminated {
@@ -468,7 +468,7 @@ func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.W
 		}
 		entry := audit.From(ctx)
 		entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
-		if w.Backend != store.KindTerraform {
+		if w.Backend != workspace.KindTerraform {
 			return w, nil, fmt.Errorf("workspace %q: %w (an agent runs it)", w.Name, ErrNotTerraform)
 		}
 		busy := rec.Build != nil && rec.Build.Job.Status().Active()
@@ -589,7 +589,7 @@ func (s *Service) PushState(ctx context.Context, u workspace.User, ref store.Wor
 	entry.SetTarget(audit.Workspace(w.ID, w.OwnerName, w.Name))
 	entry.Set("with_build", false)
 	entry.Set("force", force)
-	if w.Backend != store.KindTerraform {
+	if w.Backend != workspace.KindTerraform {
 		return fmt.Errorf("workspace %q: %w", w.Name, ErrNotTerraform)
 	}
 	var meta build.StateMeta

@@ -98,7 +98,7 @@ func (s *Store) SetTemplateLifecycle(ctx context.Context, name string, l workspa
 }
 
 func (s *Store) CreateTemplateVersion(ctx context.Context, t store.Template, v store.TemplateVersion) (store.Template, store.TemplateVersion, error) {
-	if t.Kind != store.KindKubernetes && t.Kind != store.KindTerraform {
+	if t.Kind != workspace.KindKubernetes && t.Kind != workspace.KindTerraform {
 		return t, v, fmt.Errorf("create template %q: unknown kind %q", t.Name, t.Kind)
 	}
 	if t.ID == "" || v.ID == "" {
@@ -439,9 +439,9 @@ func (s *Store) initiatorName(ctx context.Context, tx *sql.Tx, id string) (strin
 
 func (s *Store) CreateBuildWorkspace(ctx context.Context, w workspace.Workspace, b build.Build) error {
 	if w.Backend == "" {
-		w.Backend = store.KindTerraform
+		w.Backend = workspace.KindTerraform
 	}
-	if w.Backend != store.KindTerraform || w.AgentID != "" {
+	if w.Backend != workspace.KindTerraform || w.AgentID != "" {
 		return fmt.Errorf("create workspace %q: a workspace with builds is a terraform workspace, without agent", w.Name)
 	}
 	var topics []string
@@ -503,7 +503,7 @@ func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(re
 		}
 		// fn decides what to refuse first (a workspace the caller may not see, ...); a build of a
 		// workspace an agent runs is refused here whatever fn says.
-		if w.Backend != store.KindTerraform {
+		if w.Backend != workspace.KindTerraform {
 			return fmt.Errorf("workspace %q is a %s workspace, which has no builds: %w", w.Name, w.Backend, store.ErrConflict)
 		}
 		b := *nb

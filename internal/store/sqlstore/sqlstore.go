@@ -383,7 +383,7 @@ func nullID(id string) sql.NullString {
 func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w workspace.Workspace) error {
 	backend := w.Backend
 	if backend == "" {
-		backend = store.KindKubernetes
+		backend = workspace.KindKubernetes
 	}
 	kubeName := w.KubeName
 	if kubeName == "" {
@@ -428,7 +428,7 @@ func (s *Store) InsertWorkspaces(ctx context.Context, rows []workspace.Workspace
 					b.WriteString(", ")
 				}
 				b.WriteString(row)
-				backend := cmp.Or(w.Backend, store.KindKubernetes)
+				backend := cmp.Or(w.Backend, workspace.KindKubernetes)
 				kubeName := cmp.Or(w.KubeName, workspace.KubeName(w.Name, w.ID))
 				args = append(args, w.ID, w.Name, kubeName, w.OwnerID, nullID(w.AgentID), w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
 					micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),

@@ -58,7 +58,7 @@ func NewBuildFixture(t testing.TB, s store.Store, name string) BuildFixture {
 	f := BuildFixture{Fixture: NewFixture(t, s, name)}
 	var err error
 	f.Template, f.Version, err = s.CreateTemplateVersion(context.Background(),
-		store.Template{ID: uuid.NewString(), Name: "tf-" + name, Kind: store.KindTerraform, CreatedBy: f.User.ID, CreatedAt: t0},
+		store.Template{ID: uuid.NewString(), Name: "tf-" + name, Kind: workspace.KindTerraform, CreatedBy: f.User.ID, CreatedAt: t0},
 		store.TemplateVersion{ID: uuid.NewString(), Archive: []byte("module " + name), Variables: []string{"region"}, CreatedBy: f.User.ID, CreatedAt: t0})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func (f BuildFixture) TerraformWorkspace(name string) workspace.Workspace {
 	return workspace.Workspace{
 		ID: uuid.NewString(), Name: name, OwnerID: f.User.ID, OwnerName: f.User.Username, DesiredState: workspace.Running,
 		ActualState: workspace.Starting, DesiredStateUpdatedAt: t0, CreatedAt: t0,
-		Backend: store.KindTerraform, TemplateID: f.Template.ID, TemplateName: f.Template.Name,
+		Backend: workspace.KindTerraform, TemplateID: f.Template.ID, TemplateName: f.Template.Name,
 	}
 }
 
@@ -152,7 +152,7 @@ func acquire(t testing.TB, s store.Store, worker string, at time.Time) build.Bui
 func testTemplates(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	f := NewFixture(t, s, "tpl")
-	tmpl := store.Template{ID: uuid.NewString(), Name: "docker", Kind: store.KindTerraform, CreatedBy: f.User.ID, CreatedAt: t0}
+	tmpl := store.Template{ID: uuid.NewString(), Name: "docker", Kind: workspace.KindTerraform, CreatedBy: f.User.ID, CreatedAt: t0}
 	archive := []byte("gzipped tar \x00\x01\x02")
 	got, v1, err := s.CreateTemplateVersion(ctx, tmpl, store.TemplateVersion{ID: uuid.NewString(), Archive: archive,
 		Variables: []string{"image", "region"}, CreatedBy: f.User.ID, CreatedAt: t0})
@@ -166,7 +166,7 @@ func testTemplates(t *testing.T, s store.Store) {
 	}
 	// The second push: a new version of the same template (the id passed is ignored).
 	at := t0.Add(time.Hour)
-	got, v2, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: "docker", Kind: store.KindTerraform, CreatedBy: f.User.ID, CreatedAt: at},
+	got, v2, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: "docker", Kind: workspace.KindTerraform, CreatedBy: f.User.ID, CreatedAt: at},
 		store.TemplateVersion{ID: uuid.NewString(), Archive: []byte("v2"), CreatedBy: f.User.ID, CreatedAt: at})
 	if err != nil {
 		t.Fatal(err)
@@ -175,12 +175,12 @@ func testTemplates(t *testing.T, s store.Store) {
 		t.Fatalf("second version: template %+v, version %+v", got, v2)
 	}
 	// Another kind under the same name is refused, and writes nothing.
-	if _, _, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: "docker", Kind: store.KindKubernetes, CreatedBy: f.User.ID, CreatedAt: at},
+	if _, _, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: "docker", Kind: workspace.KindKubernetes, CreatedBy: f.User.ID, CreatedAt: at},
 		store.TemplateVersion{ID: uuid.NewString(), Archive: []byte("schemaVersion: 2.2.0"), CreatedBy: f.User.ID, CreatedAt: at}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("another kind: %v, want ErrConflict", err)
 	}
 	read, err := s.TemplateByName(ctx, "docker")
-	if err != nil || read.ActiveVersion != 2 || read.ActiveVersionID != v2.ID || read.Kind != store.KindTerraform || read.CreatedBy != f.User.ID ||
+	if err != nil || read.ActiveVersion != 2 || read.ActiveVersionID != v2.ID || read.Kind != workspace.KindTerraform || read.CreatedBy != f.User.ID ||
 		!read.CreatedAt.Equal(t0) || !read.UpdatedAt.Equal(at) {
 		t.Fatalf("TemplateByName = %+v, %v", read, err)
 	}
@@ -188,7 +188,7 @@ func testTemplates(t *testing.T, s store.Store) {
 		t.Fatalf("unknown template: %v, want ErrNotFound", err)
 	}
 	// A kubernetes template of another name lives alongside.
-	if _, _, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: "devfile", Kind: store.KindKubernetes, CreatedBy: f.User.ID, CreatedAt: at},
+	if _, _, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: "devfile", Kind: workspace.KindKubernetes, CreatedBy: f.User.ID, CreatedAt: at},
 		store.TemplateVersion{ID: uuid.NewString(), Archive: []byte("schemaVersion: 2.2.0"), CreatedBy: f.User.ID, CreatedAt: at}); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func testTemplateFirstPushRace(t *testing.T, s store.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, v, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: "raced", Kind: store.KindTerraform, CreatedBy: f.User.ID, CreatedAt: t0},
+			_, v, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: "raced", Kind: workspace.KindTerraform, CreatedBy: f.User.ID, CreatedAt: t0},
 				store.TemplateVersion{ID: uuid.NewString(), Archive: []byte(fmt.Sprint(i)), CreatedBy: f.User.ID, CreatedAt: t0})
 			if err != nil {
 				errs <- err
@@ -268,7 +268,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != w.ID || got.Backend != store.KindTerraform || got.AgentID != "" || got.AgentName != "" || got.Namespace != "" ||
+	if got.ID != w.ID || got.Backend != workspace.KindTerraform || got.AgentID != "" || got.AgentName != "" || got.Namespace != "" ||
 		got.TemplateID != f.Template.ID || got.TemplateName != f.Template.Name || got.OwnerName != f.User.Username ||
 		got.DesiredState != workspace.Running || got.ActualState != workspace.Starting || got.RespondedToAgentAt != nil {
 		t.Fatalf("terraform workspace read back: %+v", got)
@@ -279,11 +279,11 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	if _, err := s.WorkspaceByID(ctx, uuid.NewString()); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("WorkspaceByID(unknown): %v", err)
 	}
-	if kw, err := s.Workspace(ctx, f.Ref("k1")); err != nil || kw.Backend != store.KindKubernetes || kw.AgentName != f.Agent.Name || kw.TemplateID != "" {
+	if kw, err := s.Workspace(ctx, f.Ref("k1")); err != nil || kw.Backend != workspace.KindKubernetes || kw.AgentName != f.Agent.Name || kw.TemplateID != "" {
 		t.Fatalf("kubernetes workspace read back: %+v, %v", kw, err)
 	}
 	list, err := s.ListWorkspaces(ctx, store.ListFilter{OwnerID: f.User.ID})
-	if err != nil || len(list) != 2 || list[0].Name != "k1" || list[1].Name != "tf1" || list[1].Backend != store.KindTerraform {
+	if err != nil || len(list) != 2 || list[0].Name != "k1" || list[1].Name != "tf1" || list[1].Backend != workspace.KindTerraform {
 		t.Fatalf("ListWorkspaces = %+v, %v", list, err)
 	}
 	if all, _ := s.ListWorkspaces(ctx, store.ListFilter{}); len(all) != 2 {
@@ -328,7 +328,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Workspace(ctx, f.Ref("tf1")); got.DesiredState != workspace.Stopped || got.Backend != store.KindTerraform {
+	if got, _ := s.Workspace(ctx, f.Ref("tf1")); got.DesiredState != workspace.Stopped || got.Backend != workspace.KindTerraform {
 		t.Fatalf("after UpdateWorkspace: %+v", got)
 	}
 
@@ -339,7 +339,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	}
 	// A kubernetes workspace has no builds: fn sees it (and may refuse first), a build is refused.
 	if _, _, err := s.NewBuild(ctx, f.Ref("k1"), func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
-		if rec.Workspace.Backend != store.KindKubernetes || rec.Build != nil {
+		if rec.Workspace.Backend != workspace.KindKubernetes || rec.Build != nil {
 			t.Errorf("fn saw %+v, %+v", rec.Workspace, rec.Build)
 		}
 		nb := f.Build(rec.Workspace, 1, build.Start, t0)
@@ -347,7 +347,7 @@ func testTerraformWorkspace(t *testing.T, s store.Store) {
 	}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("NewBuild of a kubernetes workspace: %v, want ErrConflict", err)
 	}
-	if kw, _ := s.Workspace(ctx, f.Ref("k1")); kw.Backend != store.KindKubernetes {
+	if kw, _ := s.Workspace(ctx, f.Ref("k1")); kw.Backend != workspace.KindKubernetes {
 		t.Fatalf("k1 after a refused build: %+v", kw)
 	}
 	if _, _, err := s.NewBuild(ctx, f.Ref("nope"), func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {

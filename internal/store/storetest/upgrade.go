@@ -63,7 +63,7 @@ func UpgradeFromV1(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 		w.RespondedToAgentAt == nil || !w.RespondedToAgentAt.Equal(responded) || w.DeploymentResourceVersion == nil ||
 		*w.DeploymentResourceVersion != "17" || w.ErrorType != "applier" || w.ErrorMessage != "boom" ||
 		w.URL != "https://answered--old-user.example.com/" || w.KubeName != "answered" ||
-		!w.CreatedAt.Equal(t0) || w.Backend != store.KindKubernetes || w.TemplateID != "" {
+		!w.CreatedAt.Equal(t0) || w.Backend != workspace.KindKubernetes || w.TemplateID != "" {
 		t.Fatalf("a version 1 workspace after the upgrade: %+v", w)
 	}
 	if text, err := s.WorkspaceDevfile(ctx, neverID); err != nil || text != "schemaVersion: 2.3.0" {
@@ -186,7 +186,7 @@ func UpgradeFromV2(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 		t.Fatalf("b--c's x after the upgrade = %+v, %v; want no URL (its owner's name holds the separator)", x, err)
 	}
 	vm, err := s.Workspace(ctx, store.WorkspaceRef{ID: tfID})
-	if err != nil || vm.Backend != store.KindTerraform || vm.TemplateName != "vm" || vm.KubeName != "vm1" ||
+	if err != nil || vm.Backend != workspace.KindTerraform || vm.TemplateName != "vm" || vm.KubeName != "vm1" ||
 		vm.TemplateVersionID != verID || vm.TemplateVersion != 1 || vm.TemplateActiveVersionID != verID {
 		t.Fatalf("terraform workspace after the upgrade = %+v, %v", vm, err)
 	}
@@ -210,7 +210,7 @@ func UpgradeFromV2(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 	}
 	// vm1 is Terminated: alice may use the name again; she may not have two dev.
 	again := workspace.Workspace{ID: uuid.NewString(), Name: "vm1", OwnerID: alice, DesiredState: workspace.Running, ActualState: workspace.Starting,
-		DesiredStateUpdatedAt: t0, CreatedAt: t0, Backend: store.KindTerraform, TemplateID: tmplID}
+		DesiredStateUpdatedAt: t0, CreatedAt: t0, Backend: workspace.KindTerraform, TemplateID: tmplID}
 	b := build.Build{ID: uuid.NewString(), WorkspaceID: again.ID, Number: 1, Transition: build.Start, Reason: build.ReasonInitiator, InitiatorID: alice,
 		TemplateVersionID: verID, StateSource: build.SourceNone, CreatedAt: t0}
 	b.Job = build.Job{ID: uuid.NewString(), BuildID: b.ID, CreatedAt: t0}

@@ -22,7 +22,7 @@ func testTemplateVersions(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	f := NewBuildFixture(t, s, "vers")
 	// The first version of a new template is active even when pushed inactive.
-	first, v1, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: "fresh", Kind: store.KindTerraform, CreatedBy: f.User.ID, CreatedAt: t0},
+	first, v1, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: "fresh", Kind: workspace.KindTerraform, CreatedBy: f.User.ID, CreatedAt: t0},
 		store.TemplateVersion{ID: uuid.NewString(), Archive: []byte("v1"), CreatedBy: f.User.ID, CreatedAt: t0, Inactive: true})
 	if err != nil || first.ActiveVersionID != v1.ID || first.ActiveVersion != 1 {
 		t.Fatalf("first version pushed inactive: %+v %+v %v; want it active", first, v1, err)
@@ -34,7 +34,7 @@ func testTemplateVersions(t *testing.T, s store.Store) {
 			Validations: []parameter.Validation{{Condition: `length(var.token) > 3`, ErrorMessage: "too short"}}},
 	}
 	at := t0.Add(time.Minute)
-	tmpl, v2, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: f.Template.Name, Kind: store.KindTerraform, CreatedBy: f.User.ID, CreatedAt: at},
+	tmpl, v2, err := s.CreateTemplateVersion(ctx, store.Template{ID: uuid.NewString(), Name: f.Template.Name, Kind: workspace.KindTerraform, CreatedBy: f.User.ID, CreatedAt: at},
 		store.TemplateVersion{ID: uuid.NewString(), Archive: []byte("module v2"), Parameters: params, CreatedBy: f.User.ID, CreatedAt: at, Inactive: true})
 	if err != nil {
 		t.Fatal(err)
