@@ -293,6 +293,13 @@ func TestPrebuildTable(t *testing.T) {
 				t.Fatalf("a second mine: %v", err)
 			}
 			w.wantPool("small", 2, 1, 0)
+			// The audit log has the claim as dev's create, with its claim build, and the refused
+			// second one as a failure.
+			page, err = w.Admin.ListAudit(ctx, sdk.AuditQuery{Action: "workspace.create", Target: "dev/mine"})
+			if err != nil || len(page.Entries) != 2 || page.Entries[1].Outcome != "success" || page.Entries[1].Actor != "dev" ||
+				page.Entries[1].Details["build_number"] != float64(2) || page.Entries[0].Outcome != "failure" {
+				t.Fatalf("the claim's audit entries %+v (%v)", page.Entries, err)
+			}
 			if m := w.metric("hangar_prebuilds_claimed_total"); !strings.Contains(m, `hangar_prebuilds_claimed_total{preset="small",template="tf"} 1`) {
 				t.Fatalf("claimed metric:\n%s", m)
 			}

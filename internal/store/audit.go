@@ -13,8 +13,8 @@ import (
 // ctx carries a pending entry (audit.From), they insert it, as a success, in their own
 // transaction, so that it commits with the action or not at all. They are CreateUser,
 // SetUserToken, CreateAgent, CreateWorkspace, UpdateWorkspace, CreateTemplateVersion,
-// SetTemplateLifecycle, PromoteTemplateVersion, CreateBuildWorkspace, NewBuild, UpdateBuild, PutBuildState,
-// CreateProvisioner, CreateSession, CreateSSHKey and DeleteSSHKey. Other writes (logs,
+// SetTemplateLifecycle, PromoteTemplateVersion, CreateBuildWorkspace, NewBuild, UpdateBuild,
+// PutBuildState, ClaimPrebuild, CreateProvisioner, CreateSession, CreateSSHKey and DeleteSSHKey. Other writes (logs,
 // heartbeats, reconciles, activity) never write a pending entry.
 type AuditStore interface {
 	// InsertAudit writes one entry (its ID is assigned).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -113,9 +114,16 @@ func (s *Service) ClaimPrebuild(ctx context.Context, u workspace.User, name stri
 			return w, nil, err
 		}
 		req := Request{Transition: build.Start, Reason: build.ReasonInitiator}
+		claimed := w.Name
 		w.OwnerID, w.OwnerName, w.Name = u.ID, u.Username, name
 		b := s.newBuild(u, w, rec.Build, req, versionID)
 		b.IsPrebuildClaim = true
+		entry := audit.From(ctx)
+		entry.SetTarget(audit.Workspace(w.ID, u.Username, name))
+		entry.Set("claimed", store.PrebuildsUsername+"/"+claimed)
+		entry.Set("preset", p.TemplateName+"/"+p.Name)
+		entry.Set("is_prebuild_claim", true)
+		auditBuild(entry, b)
 		nw := s.afterBuild(w, b, req)
 		nw.DesiredStateReason = ""
 		return nw, &b, nil

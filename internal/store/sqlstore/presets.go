@@ -216,7 +216,7 @@ func (s *Store) ClaimPrebuild(ctx context.Context, presetID, versionID string, f
 	var outW workspace.Workspace
 	var outB *build.Build
 	var topics []string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
 		// Postgres: concurrent claims skip the instances others hold, and a row whose owner changed
 		// while this one waited is checked again, so no two claims take one instance. SQLite: the
 		// transaction holds the single write lock.
