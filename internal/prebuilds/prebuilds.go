@@ -79,12 +79,17 @@ type Result struct {
 // StatusOf is where an unclaimed prebuilt workspace stands, from its latest build b: its create
 // pending, running, succeeded (ready) or failed; a delete queued, running or failed, or a stop,
 // take it out of the pool (Deleting).
-func StatusOf(b *build.Build) prebuild.Status {
+func StatusOf(b *build.Build, now time.Time) prebuild.Status {
 	if b == nil {
 		return prebuild.Failed
 	}
 	st := b.Job.Status()
 	if b.Transition != build.Start {
+		// A delete that failed is tried again once RetryDelete has passed since (Failed: Decide
+		// deletes it): its resources may still run, and the pool's count is wrong until it goes.
+		if b.Transition == build.Delete && st == build.Failed && b.Job.CompletedAt != nil && !now.Before(b.Job.CompletedAt.Add(RetryDelete)) {
+			return prebuild.Failed
+		}
 		return prebuild.Deleting
 	}
 	switch st {
@@ -98,16 +103,21 @@ func StatusOf(b *build.Build) prebuild.Status {
 	return prebuild.Failed
 }
 
+// RetryDelete is how long after a prebuilt workspace's delete failed it is tried again: a destroy
+// that fails every minute would only pile up builds, one that is never tried again leaves
+// resources running until an admin notices.
+const RetryDelete = time.Hour
+
 // VersionOf is the template version the preset's pool runs: its own, or its template's active one.
 func VersionOf(p store.Preset, t store.Template) string {
 	return cmp.Or(p.VersionID, t.ActiveVersionID)
 }
 
 // Instances are the preset's instances as prebuild.Decide reads them.
-func Instances(in []store.PrebuildInstance) []prebuild.Instance {
+func Instances(in []store.PrebuildInstance, now time.Time) []prebuild.Instance {
 	out := make([]prebuild.Instance, 0, len(in))
 	for _, i := range in {
-		pi := prebuild.Instance{WorkspaceID: i.Workspace.ID, Name: i.Workspace.Name, Status: StatusOf(i.Build), CreatedAt: i.Workspace.CreatedAt}
+		pi := prebuild.Instance{WorkspaceID: i.Workspace.ID, Name: i.Workspace.Name, Status: StatusOf(i.Build, now), CreatedAt: i.Workspace.CreatedAt}
 		if i.Build != nil {
 			pi.VersionID = i.Build.TemplateVersionID
 		}
@@ -175,7 +185,7 @@ func (r *Reconciler) reconcile(ctx context.Context, now time.Time, p store.Prese
 	if err != nil {
 		return err
 	}
-	snap := prebuild.Snapshot{Pool: p.Pool, VersionID: VersionOf(p, t), Instances: Instances(in), Failures: failures}
+	snap := prebuild.Snapshot{Pool: p.Pool, VersionID: VersionOf(p, t), Instances: Instances(in, now), Failures: failures}
 	if p.DeletedAt != nil {
 		snap.Pool = prebuild.Pool{} // a deleted preset wants none
 	}
@@ -300,7 +310,7 @@ func Pools(ctx context.Context, st store.Store, now time.Time) ([]Pool, error) {
 	}
 	out := make([]Pool, 0, len(presets))
 	for _, p := range presets {
-		snap := prebuild.Snapshot{Pool: p.Pool, VersionID: VersionOf(p, active[p.TemplateID]), Instances: Instances(byPreset[p.ID])}
+		snap := prebuild.Snapshot{Pool: p.Pool, VersionID: VersionOf(p, active[p.TemplateID]), Instances: Instances(byPreset[p.ID], now)}
 		out = append(out, Pool{Preset: p, Actions: prebuild.Decide(now, snap, prebuild.DefaultOptions)})
 	}
 	return out, nil

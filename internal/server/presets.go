@@ -209,7 +209,7 @@ func (s *Server) toPreset(ctx context.Context, p store.Preset, t store.Template)
 		return sdk.Preset{}, err
 	}
 	versionID := prebuilds.VersionOf(p, t)
-	a := prebuild.Decide(s.clock.Now(), prebuild.Snapshot{Pool: p.Pool, VersionID: versionID, Instances: prebuilds.Instances(in)}, prebuild.DefaultOptions)
+	a := prebuild.Decide(s.clock.Now(), prebuild.Snapshot{Pool: p.Pool, VersionID: versionID, Instances: prebuilds.Instances(in, s.clock.Now())}, prebuild.DefaultOptions)
 	out := sdk.Preset{Name: p.Name, Template: t.Name, Version: p.VersionNumber, Parameters: p.Parameters, Instances: p.Pool.Instances,
 		Schedule: []sdk.PresetScheduleRule{}, Timezone: p.Pool.Timezone, CreatedBy: p.CreatedBy, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 		Pool: sdk.PresetPool{Desired: a.Desired, Ready: a.Ready, Building: a.Building, Other: len(in) - a.Ready - a.Building, ReconciledAt: p.ReconciledAt}}
