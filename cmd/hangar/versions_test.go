@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // markersV2 is version 2 of the marker template: the same resources, named after two parameters
@@ -187,7 +190,7 @@ func TestTemplateVersionsEndToEnd(t *testing.T) {
 	transcript := runOnTerminal(t, h, []string{"update", "tf1", "--wait", "--timeout", "2m"}, map[string]string{
 		"flavor (string: small or large): ": "large",
 		"api_key (string): ":                "key-" + secret,
-	})
+	}, "api_key (string): ")
 	if strings.Contains(transcript, secret) {
 		t.Fatalf("the terminal shows the sensitive answer:\n%s", transcript)
 	}
@@ -206,7 +209,10 @@ func TestTemplateVersionsEndToEnd(t *testing.T) {
 
 // runOnTerminal runs the CLI with a terminal as stdin, answering each prompt, and returns what the
 // terminal showed (its echo included) with the command's output.
-func runOnTerminal(t *testing.T, h *harness, args []string, answers map[string]string) string {
+// runOnTerminal runs the CLI with a pseudo-terminal as its standard input, answering each prompt
+// as it appears. The answers to the hidden prompts are typed only once the terminal's echo is off,
+// as a person types after the prompt: typed ahead, any terminal would echo them.
+func runOnTerminal(t *testing.T, h *harness, args []string, answers map[string]string, hidden ...string) string {
 	t.Helper()
 	cmd := exec.Command(h.bin, args...)
 	cmd.Env = h.env
@@ -248,6 +254,9 @@ func runOnTerminal(t *testing.T, h *harness, args []string, answers map[string]s
 		for prompt, answer := range answers {
 			if !answered[prompt] && strings.HasSuffix(seen.String(), prompt) {
 				answered[prompt] = true
+				if slices.Contains(hidden, prompt) {
+					waitEchoOff(t, term)
+				}
 				if _, err := io.WriteString(term, answer+"\n"); err != nil {
 					t.Fatal(err)
 				}
@@ -265,4 +274,24 @@ func runOnTerminal(t *testing.T, h *harness, args []string, answers map[string]s
 		t.Fatalf("%v: asked %v of %d questions:\n%s", args, answered, len(answers), all)
 	}
 	return all
+}
+
+// waitEchoOff waits until the terminal's echo is turned off (the CLI reading a hidden answer). On
+// Linux the master side's termios are the terminal's own.
+func waitEchoOff(t *testing.T, term *os.File) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tio, err := unix.IoctlGetTermios(int(term.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatalf("read the terminal's settings: %v", err)
+		}
+		if tio.Lflag&unix.ECHO == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the CLI never turned the terminal's echo off for a hidden answer")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
