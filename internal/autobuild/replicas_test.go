@@ -3,26 +3,14 @@ package autobuild_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/autobuild"
-	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/sdk"
-	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
-	"github.com/hangar-dev/hangar/internal/store/postgres"
-	"github.com/hangar-dev/hangar/internal/testutil/pgtest"
-	"github.com/hangar-dev/hangar/internal/tfmodule"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -31,48 +19,11 @@ import (
 // one change per Kubernetes workspace), the other replica finding it made on the locked row.
 func TestReplicasChangeOnce(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	clk := clock.NewFake(servertest.Start)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var srvs [2]*server.Server
-	var blds [2]*tfbackend.Service
-	for i := range srvs {
-		st, err := postgres.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		blds[i] = tfbackend.New(tfbackend.Options{Store: st, Clock: clk, Logger: log})
-		srvs[i] = server.New(server.Options{Store: st, Clock: clk, Logger: log, Builder: blds[i], ReplicaID: fmt.Sprintf("r%d", i)})
-	}
-	dir := t.TempDir()
-	tokenFile, _, err := srvs[0].Bootstrap(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := os.ReadFile(tokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srvs[0].Handler())
-	t.Cleanup(hs.Close)
-	admin, err := sdk.New(hs.URL, strings.TrimSpace(string(token)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := servertest.NewReplicas(t, 2)
+	srvs, blds, clk, admin := r.Servers, r.Backends, r.Clock, r.Admin
 
 	// A Terraform template and an agent, both with a TTL of 1h.
-	mod := t.TempDir()
-	if err := os.WriteFile(filepath.Join(mod, "main.tf"), []byte("variable \"start_count\" {\n  type = number\n}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	archive, err := tfmodule.Pack(mod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.PushTemplateVersion(ctx, "tf", sdk.CreateTemplateVersionRequest{Kind: "terraform", Archive: archive}); err != nil {
-		t.Fatal(err)
-	}
+	r.PushStartCountModule(t, "tf")
 	if _, err := admin.SetTemplateLifecycle(ctx, "tf", sdk.Lifecycle{DefaultTTL: "1h"}); err != nil {
 		t.Fatal(err)
 	}

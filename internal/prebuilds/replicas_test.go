@@ -3,25 +3,13 @@ package prebuilds_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/build"
-	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/sdk"
-	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
-	"github.com/hangar-dev/hangar/internal/store/postgres"
-	"github.com/hangar-dev/hangar/internal/testutil/pgtest"
-	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
 
 // TestReplicasOnePostgres: two server replicas on one Postgres database. Ticking at the same
@@ -30,47 +18,10 @@ import (
 // one get a workspace built from scratch; the refill after the claims is made once too.
 func TestReplicasOnePostgres(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	clk := clock.NewFake(servertest.Start)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var srvs [2]*server.Server
-	var blds [2]*tfbackend.Service
-	var urls [2]string
-	for i := range srvs {
-		st, err := postgres.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		blds[i] = tfbackend.New(tfbackend.Options{Store: st, Clock: clk, Logger: log})
-		srvs[i] = server.New(server.Options{Store: st, Clock: clk, Logger: log, Builder: blds[i], ReplicaID: fmt.Sprintf("r%d", i)})
-		hs := httptest.NewServer(srvs[i].Handler())
-		t.Cleanup(hs.Close)
-		urls[i] = hs.URL
-	}
-	tokenFile, _, err := srvs[0].Bootstrap(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := os.ReadFile(tokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := sdk.New(urls[0], strings.TrimSpace(string(token)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod := t.TempDir()
-	if err := os.WriteFile(filepath.Join(mod, "main.tf"), []byte("variable \"start_count\" {\n  type = number\n}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	archive, err := tfmodule.Pack(mod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.PushTemplateVersion(ctx, "tf", sdk.CreateTemplateVersionRequest{Kind: "terraform", Archive: archive}); err != nil {
-		t.Fatal(err)
-	}
+	r := servertest.NewReplicas(t, 2)
+	srvs, blds, admin := r.Servers, r.Backends, r.Admin
+	urls := r.URLs
+	r.PushStartCountModule(t, "tf")
 	const n = 10
 	if _, err := admin.PutPreset(ctx, "tf", "p", sdk.PutPresetRequest{Instances: n}); err != nil {
 		t.Fatal(err)
