@@ -510,6 +510,11 @@ func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u workspace.U
 	jobID := b.Job.ID
 	var wake <-chan struct{}
 	if follow {
+		release, err := s.openStream(w, r, "user:"+u.ID, 0)
+		if err != nil {
+			return err
+		}
+		defer release()
 		ch, unsubscribe := s.store.SubscribeJob(jobID)
 		defer unsubscribe()
 		wake = ch
@@ -758,6 +763,11 @@ func (s *Server) provisionerAcquire(w http.ResponseWriter, r *http.Request, p st
 	if err != nil {
 		return err
 	}
+	release, err := s.openStream(w, r, "provisioner:"+p.ID, waitOf(req.WaitSeconds)+streamSlack)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var job *protocol.ProvisionerJob
 	if err := s.longPoll(r, func(ctx context.Context) (err error) {
 		job, err = s.builder.Acquire(ctx, worker, waitOf(req.WaitSeconds))
@@ -775,6 +785,11 @@ func (s *Server) provisionerHeartbeat(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
+	release, err := s.openStream(w, r, "provisioner:"+p.ID, waitOf(req.WaitSeconds)+streamSlack)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var canceled bool
 	if err := s.longPoll(r, func(ctx context.Context) (err error) {
 		canceled, err = s.builder.Heartbeat(ctx, r.PathValue("id"), worker, waitOf(req.WaitSeconds))

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +66,11 @@ type Options struct {
 	// AuditRetention is how long audit entries are kept (0: forever); AuditRetention().Run
 	// enforces it.
 	AuditRetention time.Duration
+	// Hardening: the proxies whose X-Forwarded-For is believed, the failed-authentication rate
+	// limit and the caps on long-polls and streams (limits.go; zero values: the defaults).
+	TrustedProxies []netip.Prefix
+	AuthLimit      AuthLimit
+	StreamLimits   StreamLimits
 }
 
 // Server serves Hangar's HTTP API.
@@ -105,6 +111,11 @@ type Server struct {
 
 	shutdownMu sync.Mutex
 	shutdowns  map[*http.Server]chan struct{} // see shutdownOf
+
+	// trustedProxies, authFailures and streams: limits.go.
+	trustedProxies []netip.Prefix
+	authFailures   *authLimiter
+	streams        *streamLimiter
 }
 
 // New returns a server.
@@ -147,6 +158,8 @@ func New(opts Options) *Server {
 		Replica: opts.ReplicaID, Created: s.metrics.observePrebuildCreated, Audit: s.auditor}
 	s.relayURL, s.relayTransport = opts.RelayURL, newRelayTransport()
 	s.apps = s.newApps(opts.Apps)
+	s.trustedProxies, s.streams = opts.TrustedProxies, newStreamLimiter(opts.StreamLimits)
+	s.authFailures = newAuthLimiter(opts.AuthLimit, opts.Clock.Now, opts.Logger.With("component", "limits"))
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -173,12 +186,21 @@ func (s *Server) Handler() http.Handler {
 		if s.apps.serves(r) {
 			// A workspace's app: never the server's own pages or API, which that workspace's
 			// pages could otherwise call as the same origin.
+			release, err := s.openStream(w, r, "", 0) // an app's request may be a download, a WebSocket
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			defer release()
 			if c, ok := s.appsElsewhere(r); ok {
 				s.relay(w, r, c, true)
 				return
 			}
 			s.apps.handler.ServeHTTP(w, r)
 			return
+		}
+		if w = s.harden(w, r); w == nil {
+			return // headers.go
 		}
 		// No name or parameter of the API may hold a NUL character, and Postgres refuses them in
 		// text: answer the request here instead of with a database error.

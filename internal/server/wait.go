@@ -34,6 +34,11 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, agent workspace.Ag
 		}
 		secs = n
 	}
+	release, err := s.openStream(w, r, "agent:"+agent.ID, time.Duration(secs)*time.Second+streamSlack)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx := r.Context()
 	changes, unsubscribe := s.store.SubscribeAgent(agent.ID)
 	defer unsubscribe()

@@ -161,6 +161,12 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errBadRequest("this endpoint takes a WebSocket: the helper's connection (hangar workspace-helper --connect-url)"))
 		return
 	}
+	release, err := s.openStream(w, r, "helper:"+ws.ID, 0)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer release()
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.WorkspaceAgentSubprotocol}})
 	if err != nil {
 		return // Accept answered
@@ -239,6 +245,11 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u workspac
 	if ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
 		return errConflict("workspace "+ref+" is deleted", "")
 	}
+	release, err := s.openStream(w, r, "user:"+u.ID, 0) // relayed or served here, it stays open
+	if err != nil {
+		return err
+	}
+	defer release()
 	ac := s.agents.get(ws.ID)
 	if ac == nil {
 		if c, ok := s.remoteHelper(r.Context(), r, ws.ID); ok {

@@ -72,6 +72,8 @@ type Config struct {
 	AuditRetention string
 	// PrebuildInterval is how often the prebuild reconciler keeps the presets' pools ("0": never).
 	PrebuildInterval string
+	// Hardening: TLS, trusted proxies, caps per client (harden.go).
+	Hardening HardeningConfig
 }
 
 // DefaultAuditRetention is how long audit entries are kept unless --audit-retention says otherwise.
@@ -102,7 +104,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary the in-process provisioners run"),
 		cmdopt.String(&cfg.HeartbeatTimeout, "build-heartbeat-timeout", "HANGAR_BUILD_HEARTBEAT_TIMEOUT", "5m", "fail a running build whose provisioner has not reported for this long"),
 		cmdopt.String(&cfg.PendingTimeout, "build-pending-timeout", "HANGAR_BUILD_PENDING_TIMEOUT", "30m", "fail a build no provisioner has picked up for this long"),
-		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as the machines of Terraform workspaces reach it: their helpers (hangar_agent) connect out to it (default: http:// and the listen address)"),
+		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as the machines of Terraform workspaces reach it: their helpers (hangar_agent) connect out to it (default: http:// and the listen address, https:// with --tls-cert-file)"),
 		cmdopt.String(&cfg.AppsZone, "apps-zone", "HANGAR_APPS_ZONE", "auto", "DNS zone whose hosts <port>-<workspace>--<owner>.<zone> the server serves as Terraform workspaces' apps in the browser, through their helpers (a wildcard DNS record *.<zone> must lead to the server); the scheme and port are the access URL's. auto: apps.localhost when the access URL is a loopback one, else none; none: no apps"),
 		cmdopt.String(&cfg.RelayURL, "relay-url", "HANGAR_RELAY_URL", "", "with several replicas: this replica's own URL as the other replicas reach it (such as http://$(POD_IP):7080); they relay to it the users' connections to the Terraform workspaces whose helpers are connected here. Empty: they answer 503 and name this replica instead"),
 		cmdopt.String(&cfg.LifecycleInterval, "lifecycle-interval", "HANGAR_LIFECYCLE_INTERVAL", "1m", "how often the lifecycle executor applies autostart schedules, autostop TTLs, failure TTLs, dormancy and the agents' lifetimes (0: never; every replica runs it, each change is made once)"),
@@ -125,13 +127,17 @@ func Command() *cobra.Command {
 			return Run(ctx, cfg, cmd.OutOrStdout())
 		},
 	}
-	cmdopt.Register(cmd, opts)
+	cmdopt.Register(cmd, append(opts, hardeningOptions(&cfg.Hardening)...))
 	return cmd
 }
 
 // Run serves until ctx ends. It prints where to go next on out.
 func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	log, err := logging.New(cfg.LogLevel, cfg.LogFormat, os.Stderr)
+	if err != nil {
+		return err
+	}
+	hard, err := readHardening(cfg.Hardening, clock.Real{}, log)
 	if err != nil {
 		return err
 	}
@@ -197,6 +203,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
 	}
+	warnOpenDataDir(cfg.DataDir, log)
 	var st store.Store
 	if cfg.PostgresURL != "" {
 		st, err = postgres.OpenPool(ctx, cfg.PostgresURL, pool)
@@ -213,7 +220,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	defer ln.Close()
-	url := "http://" + displayAddr(ln.Addr().String())
+	url := hard.scheme() + "://" + displayAddr(ln.Addr().String())
 	if cfg.AccessURL == "" {
 		cfg.AccessURL = url // before the provisioners start, below
 	}
@@ -225,12 +232,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
 		AccessURL: func() string { return cfg.AccessURL }})
 	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL,
-		AuditRetention: auditRetention})
+		AuditRetention: auditRetention, TrustedProxies: hard.trusted, StreamLimits: hard.streams})
 	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := hard.httpServer(srv.Handler(), log)
 	storeName := "SQLite at " + filepath.Join(cfg.DataDir, "hangar.db")
 	if cfg.PostgresURL != "" {
 		storeName = "Postgres"
@@ -329,7 +336,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hard.serve(hs, ln) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
