@@ -31,6 +31,9 @@ var Dialect = sqlstore.Dialect{
 
 // Open opens (creating if needed) the database file at path and migrates it.
 func Open(ctx context.Context, path string) (*sqlstore.Store, error) {
+	if err := privateFiles(path); err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
 	q := url.Values{}
 	q.Set("_txlock", "immediate")
 	q.Add("_pragma", "journal_mode(WAL)")
