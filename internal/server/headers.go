@@ -2,6 +2,8 @@ package server
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/base64"
 	"net"
 	"net/http"
 	"net/netip"
@@ -108,3 +110,12 @@ func (w *authWatch) Flush() { _ = http.NewResponseController(w.ResponseWriter).F
 func (w *authWatch) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
+
+// pageStyle is the style of the server's own pages (writePage), allowed by its hash
+// (pageStyleSource) rather than by allowing inline styles.
+const pageStyle = "body{font-family:sans-serif;max-width:32em;margin:4em auto}"
+
+var pageStyleSource = func() string {
+	h := sha256.Sum256([]byte(pageStyle))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(h[:]) + "'"
+}()

@@ -44,8 +44,8 @@ const (
 
 var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-<title>{{.Title}} · Hangar</title></head>
-<body style="font-family:sans-serif;max-width:32em;margin:4em auto">
+<title>{{.Title}} · Hangar</title><style>` + pageStyle + `</style></head>
+<body>
 <h1>{{.Title}}</h1>
 {{if .Message}}<p>{{.Message}}</p>{{end}}
 {{if .Form}}<form method="post" action="/signin">
@@ -75,7 +75,7 @@ func writePage(w http.ResponseWriter, status int, p page) {
 	_ = pageTemplate.Execute(w, p)
 }
 
-// contentSecurityPolicy allows the pages nothing but inline styles and their own forms, whose
+// contentSecurityPolicy allows the pages nothing but their own style element and their own forms, whose
 // submissions may also end up, through redirects, at the origins in formTargets. Chrome applies
 // form-action to each redirect of a form's submission, so the sign-in on the way to a workspace
 // (POST /signin → 303 /proxy/authorize → 302 the workspace's /.hangar/callback) needs the
@@ -86,7 +86,7 @@ func contentSecurityPolicy(formTargets []string) string {
 	for _, o := range formTargets {
 		formAction += " " + o
 	}
-	return "default-src 'none'; style-src 'unsafe-inline'; form-action " + formAction + "; frame-ancestors 'none'"
+	return "default-src 'none'; style-src " + pageStyleSource + "; form-action " + formAction + "; frame-ancestors 'none'"
 }
 
 // formTargets returns the origins a sign-in form with this return_to may be redirected to: when

@@ -477,7 +477,7 @@ func TestSignInPageAllowsTheRedirectToTheWorkspace(t *testing.T) {
 			t.Errorf("a failed sign-in with return_to=%q: %d, form-action %q, want %q", returnTo, resp.StatusCode, got, want)
 		}
 	}
-	if csp := b.do("GET", "/signin", nil).Header.Get("Content-Security-Policy"); csp != "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'" {
+	if csp := b.do("GET", "/signin", nil).Header.Get("Content-Security-Policy"); csp != "default-src 'none'; style-src "+server.PageStyleSource+"; form-action 'self'; frame-ancestors 'none'" {
 		t.Errorf("CSP %q", csp)
 	}
 }

@@ -59,7 +59,9 @@ func newConnLimiter(max int, trusted []netip.Prefix, log *slog.Logger) *connLimi
 }
 
 // listener wraps ln so that its connections are counted.
-func (l *connLimiter) listener(ln net.Listener) net.Listener { return &limitedListener{Listener: ln, l: l} }
+func (l *connLimiter) listener(ln net.Listener) net.Listener {
+	return &limitedListener{Listener: ln, l: l}
+}
 
 type limitedListener struct {
 	net.Listener

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/cmdopt"
@@ -42,10 +43,12 @@ type hardening struct {
 	conns   *connLimiter
 	trusted []netip.Prefix
 	streams server.StreamLimits
+	// The http.Server's timeouts (conns.go's constants; tests shorten them).
+	readHeaderTimeout, readTimeout, writeTimeout, idleTimeout time.Duration
 }
 
 func readHardening(cfg HardeningConfig, clk clock.Clock, log *slog.Logger) (hardening, error) {
-	var h hardening
+	h := hardening{readHeaderTimeout: ReadHeaderTimeout, readTimeout: ReadTimeout, writeTimeout: WriteTimeout, idleTimeout: IdleTimeout}
 	var err error
 	if h.trusted, err = server.ParseTrustedProxies(cfg.TrustedProxies); err != nil {
 		return h, fmt.Errorf("--trusted-proxies: %w", err)
@@ -87,8 +90,8 @@ func (h hardening) scheme() string {
 
 // httpServer is the server's http.Server: with its timeouts, the connection cap's hook, and TLS.
 func (h hardening) httpServer(handler http.Handler, log *slog.Logger) *http.Server {
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout,
-		IdleTimeout: IdleTimeout, MaxHeaderBytes: 64 << 10, ConnState: h.conns.connState,
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: h.readHeaderTimeout, ReadTimeout: h.readTimeout, WriteTimeout: h.writeTimeout,
+		IdleTimeout: h.idleTimeout, MaxHeaderBytes: 64 << 10, ConnState: h.conns.connState,
 		ErrorLog: slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelDebug)}
 	if h.tls != nil {
 		hs.TLSConfig = h.tls.config()
