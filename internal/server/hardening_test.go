@@ -299,3 +299,69 @@ func TestStreamCaps(t *testing.T) {
 		}
 	})
 }
+
+// deadlineWriter records the deadlines a handler sets through http.ResponseController.
+type deadlineWriter struct {
+	*httptest.ResponseRecorder
+	set chan [2]time.Time // the read and the write deadline, once the write one is set
+	rd  time.Time
+}
+
+func (w *deadlineWriter) SetReadDeadline(d time.Time) error { w.rd = d; return nil }
+func (w *deadlineWriter) SetWriteDeadline(d time.Time) error {
+	w.set <- [2]time.Time{w.rd, d}
+	return nil
+}
+
+// Long-polls lift the server's read and write timeouts for their own request, to their own timeout
+// and some; ordinary requests keep them.
+func TestStreamsLiftTimeouts(t *testing.T) {
+	timers := newFakeTimers()
+	env := servertest.NewWith(t, "sqlite", timers.option)
+	agent := createAgent(t, env, "k1", nil)
+	prov := createProvisioner(t, env, "p1")
+	for _, c := range []struct {
+		name, method, path, token, body string
+		want                            time.Duration // -1: none may be set
+	}{
+		{"an ordinary request", "GET", "/api/v1/users/me", env.AdminToken, "", -1},
+		{"the agent's wait", "GET", protocol.WaitPath + "?timeout_seconds=5", agent, "", 35 * time.Second},
+		{"a provisioner's acquire", "POST", protocol.ProvisionerAcquirePath, prov, `{"worker_id":"w","wait_seconds":20}`, 50 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			req := httptest.NewRequestWithContext(ctx, c.method, c.path, strings.NewReader(c.body))
+			req.Header.Set("Authorization", "Bearer "+c.token)
+			if c.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			w := &deadlineWriter{ResponseRecorder: httptest.NewRecorder(), set: make(chan [2]time.Time, 1)}
+			done := make(chan struct{})
+			start := time.Now()
+			go func() { env.Server.Handler().ServeHTTP(w, req); close(done) }()
+			if c.want < 0 {
+				<-done
+				if len(w.set) != 0 {
+					t.Errorf("an ordinary request lifted its deadlines: %v", <-w.set)
+				}
+				return
+			}
+			var got [2]time.Time
+			select {
+			case got = <-w.set:
+			case <-done:
+				t.Fatalf("answered %d %s without lifting its deadlines", w.Code, w.Body)
+			case <-time.After(deadline):
+				t.Fatal("no deadline set")
+			}
+			for i, d := range got {
+				if d.Before(start.Add(c.want)) || d.After(time.Now().Add(c.want)) {
+					t.Errorf("deadline %d: %v from the start, want %v", i, d.Sub(start), c.want)
+				}
+			}
+			cancel()
+			<-done
+		})
+	}
+}
