@@ -381,8 +381,10 @@ type fakeConn struct {
 	closed bool
 }
 
-func (c *fakeConn) RemoteAddr() net.Addr { return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(c.addr)) }
-func (c *fakeConn) Close() error         { c.closed = true; return nil }
+func (c *fakeConn) RemoteAddr() net.Addr {
+	return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(c.addr))
+}
+func (c *fakeConn) Close() error { c.closed = true; return nil }
 
 // At the cap, the oldest idle connection goes; when none is idle, the new one is refused; trusted
 // proxies are not capped.
