@@ -201,7 +201,7 @@ func startLoggedIn(t *testing.T, env ...string) *harness {
 	var url, tokenFile string
 	for lines.Scan() && (url == "" || tokenFile == "") {
 		line := lines.Text()
-		if m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(line); m != nil {
+		if m := regexp.MustCompile(`listening on (https?://\S+)`).FindStringSubmatch(line); m != nil {
 			url = m[1]
 		}
 		if m := regexp.MustCompile(`token is in (\S+) `).FindStringSubmatch(line); m != nil {
