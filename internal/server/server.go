@@ -65,6 +65,8 @@ type Options struct {
 	// AuditRetention is how long audit entries are kept (0: forever); AuditRetention().Run
 	// enforces it.
 	AuditRetention time.Duration
+	// OIDC configures sign-in through an OpenID Connect provider (oidc.go); nil: none.
+	OIDC *OIDCOptions
 }
 
 // Server serves Hangar's HTTP API.
@@ -99,6 +101,9 @@ type Server struct {
 
 	// apps serves Terraform workspaces' apps on their own hosts (nil: none).
 	apps *apps
+
+	// oidc is the OpenID Connect provider users sign in with (nil: none).
+	oidc *oidcSignIn
 
 	// csrf guards the browser's form posts (sign-in, sign-out).
 	csrf *http.CrossOriginProtection
@@ -147,6 +152,7 @@ func New(opts Options) *Server {
 		Replica: opts.ReplicaID, Created: s.metrics.observePrebuildCreated, Audit: s.auditor}
 	s.relayURL, s.relayTransport = opts.RelayURL, newRelayTransport()
 	s.apps = s.newApps(opts.Apps)
+	s.oidc = newOIDCSignIn(opts.OIDC)
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -231,6 +237,8 @@ func (s *Server) routeTable() []routeEntry {
 		{"POST", "/signin", s.csrf.Handler(http.HandlerFunc(s.signin))},
 		{"POST", "/signout", s.csrf.Handler(http.HandlerFunc(s.signout))},
 		{"GET", protocol.ProxyAuthorizePath, http.HandlerFunc(s.proxyAuthorize)},
+		{"GET", OIDCLoginPath, http.HandlerFunc(s.oidcLogin)},
+		{"GET", OIDCCallbackPath, http.HandlerFunc(s.oidcCallback)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
 		{"GET", "/api/v1/users/me/ssh-keys", s.authUser(s.listSSHKeys)},

@@ -30,7 +30,8 @@ type OIDCSignIn struct {
 type OIDCStore interface {
 	// SignInOIDC finds the user linked to (Issuer, Subject), sets its admin flag to in.Admin and
 	// records the sign-in; or, when none is linked, creates the user (Username made unique) and the
-	// link. All in one transaction. created says which. Audited: the pending entry (the sign-in)
-	// is written in that transaction, and, when the user is created, a user.create entry too.
+	// link. All in one transaction. created says which. A user it creates is recorded in the same
+	// transaction (a user.create entry, method oidc); the sign-in's own entry is written with the
+	// session it begins (CreateSession).
 	SignInOIDC(ctx context.Context, in OIDCSignIn) (u workspace.User, created bool, err error)
 }

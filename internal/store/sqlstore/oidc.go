@@ -17,7 +17,7 @@ const maxUsernameTries = 100
 func (s *Store) SignInOIDC(ctx context.Context, in store.OIDCSignIn) (workspace.User, bool, error) {
 	var u workspace.User
 	var created bool
-	err := s.actionTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		u, created = workspace.User{}, false
 		var userID string
 		err := tx.QueryRowContext(ctx, s.q(`SELECT user_id FROM oidc_identities WHERE issuer = ? AND subject = ?`), in.Issuer, in.Subject).Scan(&userID)
@@ -58,11 +58,6 @@ func (s *Store) SignInOIDC(ctx context.Context, in store.OIDCSignIn) (workspace.
 		default:
 			return fmt.Errorf("find the OIDC identity: %w", err)
 		}
-		p := audit.From(ctx)
-		p.SetActor(audit.Actor{ID: u.ID, Name: u.Username})
-		p.SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
-		p.Set("admin", u.Admin)
-		p.Set("created", created)
 		return nil
 	})
 	if err != nil {
