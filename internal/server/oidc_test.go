@@ -44,16 +44,62 @@ func no() *bool  { b := false; return &b }
 // clock is set to the real time: the provider (zitadel) dates its tokens by the real clock.
 func newOIDCEnv(t *testing.T, engine string, more ...func(*server.OIDCOptions)) (*servertest.Env, *oidctest.Provider) {
 	t.Helper()
+	p := newOIDCProvider(t)
+	env := servertest.NewWith(t, engine, withOIDC(p, more...))
+	env.Clock.Set(time.Now())
+	registerOIDCClient(env, p)
+	return env, p
+}
+
+// newOIDCProvider starts a provider with a few users.
+func newOIDCProvider(t *testing.T) *oidctest.Provider {
 	p := oidctest.New(t, oidctest.Options{})
 	p.AddUser(oidctest.User{Subject: "sub-alice", Email: "alice@example.com", EmailVerified: yes(), PreferredUsername: "Alice.Smith", Groups: []string{"devs"}})
 	p.AddUser(oidctest.User{Subject: "sub-boss", Email: "boss@example.com", PreferredUsername: "boss", Groups: []string{"devs", "hangar-admins"}})
 	p.AddUser(oidctest.User{Subject: "sub-listed", Email: "listed@example.com", EmailVerified: yes()})
 	p.AddUser(oidctest.User{Subject: "sub-unverified", Email: "mallory@example.com", EmailVerified: no(), PreferredUsername: "mallory"})
 	p.AddUser(oidctest.User{Subject: "sub-other", Email: "someone@elsewhere.example", EmailVerified: yes()})
-	env := servertest.NewWith(t, engine, withOIDC(p, more...))
-	env.Clock.Set(time.Now())
+	return p
+}
+
+// registerOIDCClient registers the server at the provider, with its redirect URI.
+func registerOIDCClient(env *servertest.Env, p *oidctest.Provider) {
 	p.AddClient(oidctest.Client{ID: oidcClientID, Secret: oidcClientSecret, RedirectURIs: []string{env.URL + server.OIDCCallbackPath}})
-	return env, p
+}
+
+// oaOIDC goes through the OIDC sign-in with the document's checker on the server's side.
+func oaOIDC(t *testing.T, c *oaChecker, p *oidctest.Provider) {
+	t.Helper()
+	c.do("", "GET", server.OIDCLoginPath+"?return_to="+url.QueryEscape("//evil.example.com/"), nil, 400, true)
+	c.do("", "GET", server.OIDCLoginPath+"?return_to="+url.QueryEscape("/signin"), nil, 302, true)
+	var login string
+	for _, sc := range c.lastHeader.Values("Set-Cookie") {
+		if v, ok := strings.CutPrefix(sc, server.OIDCLoginCookie+"="); ok {
+			login, _, _ = strings.Cut(v, ";")
+		}
+	}
+	// The provider's part, in a browser of its own; stopped before the callback.
+	b := newOIDCBrowser(t)
+	b.stopAt = server.OIDCCallbackPath
+	page, _ := b.get(c.lastHeader.Get("Location"))
+	resp, err := p.LogIn(b.c, page, "sub-alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cb, err := resp.Location()
+	if login == "" || err != nil || cb.Path != server.OIDCCallbackPath {
+		t.Fatalf("login cookie %q, callback %v (%v)", login, cb, err)
+	}
+	c.do("", "GET", cb.RequestURI(), nil, 400, true) // without the sign-in cookie
+	saved := c.cookie
+	defer func() { c.cookie = saved }()
+	c.cookie = server.OIDCLoginCookie + "=" + login
+	c.do("", "GET", cb.RequestURI(), nil, 303, true)
+	if c.lastHeader.Get("Location") != "/signin" {
+		t.Errorf("the callback redirects to %q", c.lastHeader.Get("Location"))
+	}
+	c.do("", "GET", server.OIDCCallbackPath+"?error=access_denied&state=x", nil, 401, true)
 }
 
 // oidcBrowser is a browser with its own cookie jar that follows redirects and remembers the
