@@ -56,7 +56,7 @@ func TestOIDCOptions(t *testing.T) {
 		{with(func(c *OIDCConfig) { c.ClientSecret = "" }), "--oidc-client-secret-file"},
 		{with(func(c *OIDCConfig) { c.ClientSecretFile = secretFile }), "--oidc-client-secret-file"},
 		{with(func(c *OIDCConfig) { c.ClientSecret, c.ClientSecretFile = "", empty }), "--oidc-client-secret-file"},
-		{with(func(c *OIDCConfig) { c.ClientSecret, c.ClientSecretFile = "", empty + ".missing" }), "--oidc-client-secret-file"},
+		{with(func(c *OIDCConfig) { c.ClientSecret, c.ClientSecretFile = "", empty+".missing" }), "--oidc-client-secret-file"},
 		{with(func(c *OIDCConfig) { c.Scopes = `openid,"email"` }), "--oidc-scopes"},
 		{with(func(c *OIDCConfig) { c.GroupsClaim = "" }), "--oidc-groups-claim"},
 		{with(func(c *OIDCConfig) { c.AdminEmails = "boss" }), "--oidc-admin-emails"},
