@@ -394,7 +394,7 @@ type oidcClaims struct {
 // strings or one string. A claim of another type is an error naming it.
 func parseOIDCClaims(payload []byte, groupsClaim string) (oidcClaims, error) {
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &m); err != nil {
+	if err := json.Unmarshal(payload, &m); err != nil || m == nil {
 		return oidcClaims{}, fmt.Errorf("claims: not a JSON object")
 	}
 	var c oidcClaims
