@@ -51,7 +51,7 @@ const (
 	PresetDelete        Action = "preset.delete"
 	PrebuildCreate      Action = "prebuild.create"  // the prebuild reconciler built a prebuilt workspace
 	PrebuildDelete      Action = "prebuild.delete"  // details: why (outdated, failed, extra, preset deleted), orphan
-	SignIn              Action = "signin"           // the server's sign-in page (a token)
+	SignIn              Action = "signin"           // the server's sign-in (details: method token or oidc)
 	SignInWorkspace     Action = "signin.workspace" // a proxy exchanged a one-time code for a workspace session
 	SSHKeyAdd           Action = "ssh_key.add"
 	SSHKeyRemove        Action = "ssh_key.remove"

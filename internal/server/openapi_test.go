@@ -280,9 +280,12 @@ func (c *oaChecker) decode(data []byte, out any) {
 // response against the document.
 func TestOpenAPIMatchesResponses(t *testing.T) {
 	timers := newFakeTimers()
-	env := servertest.NewWith(t, "sqlite", timers.option)
+	idp := newOIDCProvider(t)
+	env := servertest.NewWith(t, "sqlite", timers.option, withOIDC(idp))
+	registerOIDCClient(env, idp)
 	c := newOAChecker(t, env)
 	admin := env.AdminToken
+	oaOIDC(t, c, idp)
 
 	// Operations.
 	c.do("", "GET", "/healthz", nil, 200, true)

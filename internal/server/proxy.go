@@ -54,6 +54,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <button type="submit">Sign in</button>
 </form>
 <p><small>Your token is what <code>hangar login</code> uses (an admin creates it with <code>hangar users create</code>).</small></p>{{end}}
+{{if .OIDCLink}}<p><a href="{{.OIDCLink}}" id="oidc-signin" style="display:inline-block;padding:.5em 1em;border:1px solid #333;border-radius:4px;color:#000;text-decoration:none">Sign in with {{.OIDCName}}</a></p>{{end}}
 {{if .SignedIn}}<form method="post" action="/signout"><button type="submit">Sign out</button></form>{{end}}
 </body></html>
 `))
@@ -61,6 +62,9 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 type page struct {
 	Title, Message, ReturnTo string
 	Form, SignedIn           bool
+	// OIDCName and OIDCLink are the "Sign in with <name>" link, when OIDC is configured
+	// (oidcButton).
+	OIDCName, OIDCLink string
 	// FormTargets are origins, besides this server's, where the form's submission may end up
 	// through redirects (formTargets); they are not shown.
 	FormTargets []string
@@ -239,7 +243,7 @@ func (s *Server) signinPage(w http.ResponseWriter, r *http.Request) {
 		writePage(w, http.StatusOK, page{Title: "Signed in", Message: "You are signed in to Hangar as " + u.Username + ".", SignedIn: true})
 		return
 	}
-	writePage(w, http.StatusOK, page{Title: "Sign in to Hangar", ReturnTo: returnTo, Form: true, FormTargets: s.formTargets(r.Context(), returnTo)})
+	writePage(w, http.StatusOK, s.oidcButton(page{Title: "Sign in to Hangar", ReturnTo: returnTo, Form: true, FormTargets: s.formTargets(r.Context(), returnTo)}))
 }
 
 // signin serves POST /signin (a form: token, return_to). CSRF: the route is wrapped in
@@ -266,6 +270,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	// The sign-in's entry: its user once known; a refused token names nobody.
 	ctx, entry := s.auditor.Begin(r.Context(), audit.Actor{}, audit.SignIn, audit.Target{})
+	entry.Set("method", "token")
 	entry.Set("remote", r.RemoteAddr)
 	var failed error
 	defer func() { s.auditor.End(ctx, entry, failed) }()
@@ -273,8 +278,8 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	if token == "" || errors.Is(err, store.ErrNotFound) {
 		failed = errors.New("invalid token")
 		s.log.Info("sign-in refused", "reason", "invalid token", "remote", r.RemoteAddr)
-		writePage(w, http.StatusUnauthorized, page{Title: "Sign in to Hangar", Message: "That token is not valid.", ReturnTo: returnTo, Form: true,
-			FormTargets: s.formTargets(r.Context(), returnTo)})
+		writePage(w, http.StatusUnauthorized, s.oidcButton(page{Title: "Sign in to Hangar", Message: "That token is not valid.", ReturnTo: returnTo, Form: true,
+			FormTargets: s.formTargets(r.Context(), returnTo)}))
 		return
 	}
 	if err != nil {
@@ -285,19 +290,29 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	entry.SetActor(actorOf(u))
 	entry.SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
-	now := s.clock.Now()
-	secret := NewToken(sessionTokenPrefix)
-	if err := s.store.CreateSession(ctx, store.Session{IDHash: HashToken(secret), Kind: store.SessionServer, UserID: u.ID,
-		UserTokenHash: u.TokenHash, CreatedAt: now, ExpiresAt: now.Add(SessionLifetime)}); err != nil {
+	if err := s.beginServerSession(ctx, w, r, u, u.TokenHash); err != nil {
 		failed = err
 		s.log.Error("sign-in: create session", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: secret, Path: "/", Expires: now.Add(SessionLifetime),
-		MaxAge: int(SessionLifetime / time.Second), HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
 	s.log.Info("signed in", "user", u.Username)
 	http.Redirect(w, r, returnTo, http.StatusSeeOther)
+}
+
+// beginServerSession stores a new server session of u (bound to tokenHash, the token it was begun
+// with; nil for none: an OIDC sign-in) and sets its cookie. The pending audit entry in ctx (the
+// sign-in) is written in the session's transaction.
+func (s *Server) beginServerSession(ctx context.Context, w http.ResponseWriter, r *http.Request, u workspace.User, tokenHash []byte) error {
+	now := s.clock.Now()
+	secret := NewToken(sessionTokenPrefix)
+	if err := s.store.CreateSession(ctx, store.Session{IDHash: HashToken(secret), Kind: store.SessionServer, UserID: u.ID,
+		UserTokenHash: tokenHash, CreatedAt: now, ExpiresAt: now.Add(SessionLifetime)}); err != nil {
+		return err
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: secret, Path: "/", Expires: now.Add(SessionLifetime),
+		MaxAge: int(SessionLifetime / time.Second), HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
+	return nil
 }
 
 // signout serves POST /signout: the session is removed with the codes and workspace sessions

@@ -71,6 +71,8 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	AuthLimit      AuthLimit
 	StreamLimits   StreamLimits
+	// OIDC configures sign-in through an OpenID Connect provider (oidc.go); nil: none.
+	OIDC *OIDCOptions
 }
 
 // Server serves Hangar's HTTP API.
@@ -105,6 +107,9 @@ type Server struct {
 
 	// apps serves Terraform workspaces' apps on their own hosts (nil: none).
 	apps *apps
+
+	// oidc is the OpenID Connect provider users sign in with (nil: none).
+	oidc *oidcSignIn
 
 	// csrf guards the browser's form posts (sign-in, sign-out).
 	csrf *http.CrossOriginProtection
@@ -160,6 +165,7 @@ func New(opts Options) *Server {
 	s.apps = s.newApps(opts.Apps)
 	s.trustedProxies, s.streams = opts.TrustedProxies, newStreamLimiter(opts.StreamLimits)
 	s.authFailures = newAuthLimiter(opts.AuthLimit, opts.Clock.Now, opts.Logger.With("component", "limits"))
+	s.oidc = newOIDCSignIn(opts.OIDC)
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -253,6 +259,8 @@ func (s *Server) routeTable() []routeEntry {
 		{"POST", "/signin", s.csrf.Handler(http.HandlerFunc(s.signin))},
 		{"POST", "/signout", s.csrf.Handler(http.HandlerFunc(s.signout))},
 		{"GET", protocol.ProxyAuthorizePath, http.HandlerFunc(s.proxyAuthorize)},
+		{"GET", OIDCLoginPath, http.HandlerFunc(s.oidcLogin)},
+		{"GET", OIDCCallbackPath, http.HandlerFunc(s.oidcCallback)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
 		{"GET", "/api/v1/users/me/ssh-keys", s.authUser(s.listSSHKeys)},

@@ -74,6 +74,8 @@ type Config struct {
 	PrebuildInterval string
 	// Hardening: TLS, trusted proxies, caps per client (harden.go).
 	Hardening HardeningConfig
+	// OIDC configures sign-in with an OpenID Connect provider (oidc.go).
+	OIDC OIDCConfig
 }
 
 // DefaultAuditRetention is how long audit entries are kept unless --audit-retention says otherwise.
@@ -104,13 +106,22 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary the in-process provisioners run"),
 		cmdopt.String(&cfg.HeartbeatTimeout, "build-heartbeat-timeout", "HANGAR_BUILD_HEARTBEAT_TIMEOUT", "5m", "fail a running build whose provisioner has not reported for this long"),
 		cmdopt.String(&cfg.PendingTimeout, "build-pending-timeout", "HANGAR_BUILD_PENDING_TIMEOUT", "30m", "fail a build no provisioner has picked up for this long"),
-		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as the machines of Terraform workspaces reach it: their helpers (hangar_agent) connect out to it (default: http:// and the listen address, https:// with --tls-cert-file)"),
+		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as the machines of Terraform workspaces and browsers reach it: their helpers (hangar_agent) connect out to it, and the OIDC provider sends browsers back to <access URL>/oidc/callback (default: http:// and the listen address, https:// with --tls-cert-file)"),
 		cmdopt.String(&cfg.AppsZone, "apps-zone", "HANGAR_APPS_ZONE", "auto", "DNS zone whose hosts <port>-<workspace>--<owner>.<zone> the server serves as Terraform workspaces' apps in the browser, through their helpers (a wildcard DNS record *.<zone> must lead to the server); the scheme and port are the access URL's. auto: apps.localhost when the access URL is a loopback one, else none; none: no apps"),
 		cmdopt.String(&cfg.RelayURL, "relay-url", "HANGAR_RELAY_URL", "", "with several replicas: this replica's own URL as the other replicas reach it (such as http://$(POD_IP):7080); they relay to it the users' connections to the Terraform workspaces whose helpers are connected here. Empty: they answer 503 and name this replica instead"),
 		cmdopt.String(&cfg.LifecycleInterval, "lifecycle-interval", "HANGAR_LIFECYCLE_INTERVAL", "1m", "how often the lifecycle executor applies autostart schedules, autostop TTLs, failure TTLs, dormancy and the agents' lifetimes (0: never; every replica runs it, each change is made once)"),
 		cmdopt.String(&cfg.AuditRetention, "audit-retention", "HANGAR_AUDIT_RETENTION", DefaultAuditRetention, "how long the audit log keeps an entry (a duration such as 8760h, one year; 0 keeps every entry forever); older entries are deleted hourly, in bounded batches, by every replica"),
 		cmdopt.String(&cfg.PrebuildInterval, "prebuild-interval", "HANGAR_PREBUILD_INTERVAL", "1m", "how often the prebuild reconciler creates and deletes prebuilt workspaces to keep the presets' pools (0: never; every replica runs it, each preset is reconciled by one replica at a time)"),
 		cmdopt.String(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
+		cmdopt.String(&cfg.OIDC.IssuerURL, "oidc-issuer-url", "HANGAR_OIDC_ISSUER_URL", "", "sign users in with this OpenID Connect provider (its issuer URL, https://); its client must allow the redirect URI <access URL>/oidc/callback. Without it, users sign in with a token only"),
+		cmdopt.String(&cfg.OIDC.ClientID, "oidc-client-id", "HANGAR_OIDC_CLIENT_ID", "", "with --oidc-issuer-url: the client id the provider gave Hangar"),
+		cmdopt.String(&cfg.OIDC.ClientSecretFile, "oidc-client-secret-file", "HANGAR_OIDC_CLIENT_SECRET_FILE", "", "with --oidc-issuer-url: a file holding the client secret (or set HANGAR_OIDC_CLIENT_SECRET, or --oidc-client-secret, which other users of the machine can see in the process list)"),
+		cmdopt.String(&cfg.OIDC.Scopes, "oidc-scopes", "HANGAR_OIDC_SCOPES", "openid,email,profile", "the scopes asked of the provider (add groups when the provider sends the groups claim only for it)"),
+		cmdopt.String(&cfg.OIDC.Name, "oidc-name", "HANGAR_OIDC_NAME", "", "the provider's name on the sign-in page's \"Sign in with <name>\" (default: the issuer's host)"),
+		cmdopt.String(&cfg.OIDC.AdminGroup, "oidc-admin-group", "HANGAR_OIDC_ADMIN_GROUP", "", "users whose groups claim holds this group are admins (evaluated again at every sign-in)"),
+		cmdopt.String(&cfg.OIDC.GroupsClaim, "oidc-groups-claim", "HANGAR_OIDC_GROUPS_CLAIM", server.DefaultOIDCGroupsClaim, "the ID token's claim listing the user's groups"),
+		cmdopt.String(&cfg.OIDC.AdminEmails, "oidc-admin-emails", "HANGAR_OIDC_ADMIN_EMAILS", "", "comma-separated email addresses of admins (evaluated again at every sign-in)"),
+		cmdopt.String(&cfg.OIDC.AllowedDomains, "oidc-allowed-domains", "HANGAR_OIDC_ALLOWED_DOMAINS", "", "comma-separated email domains: only users with an email address in one of them may sign in (default: anyone the provider signs in)"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
 	}
@@ -128,6 +139,13 @@ func Command() *cobra.Command {
 		},
 	}
 	cmdopt.Register(cmd, append(opts, hardeningOptions(&cfg.Hardening)...))
+	// Not through cmdopt: the environment variable would show as the flag's default in --help.
+	cmd.Flags().StringVar(&cfg.OIDC.ClientSecret, "oidc-client-secret", "", "with --oidc-issuer-url: the client secret (env HANGAR_OIDC_CLIENT_SECRET; prefer it or --oidc-client-secret-file, which the process list does not show)")
+	cmd.PreRun = func(*cobra.Command, []string) {
+		if cfg.OIDC.ClientSecret == "" {
+			cfg.OIDC.ClientSecret = os.Getenv("HANGAR_OIDC_CLIENT_SECRET")
+		}
+	}
 	return cmd
 }
 
@@ -228,11 +246,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	oidcOpts, err := OIDCOptions(cfg.OIDC, cfg.AccessURL)
+	if err != nil {
+		return err
+	}
 	bld := tfbackend.New(tfbackend.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
 		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
 		AccessURL: func() string { return cfg.AccessURL }})
 	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL,
-		AuditRetention: auditRetention, TrustedProxies: hard.trusted, StreamLimits: hard.streams})
+		AuditRetention: auditRetention, TrustedProxies: hard.trusted, StreamLimits: hard.streams, OIDC: oidcOpts})
 	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
 	if err != nil {
 		return err
@@ -252,6 +274,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		"      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster    (Kubernetes)\n"+
 		"      hangar templates push my-template --directory ./module && hangar create my-workspace --template my-template    (Terraform)\n",
 		url, tokenFile)
+	if oidcOpts != nil {
+		fmt.Fprintf(out, "Sign-in with OIDC: %s (client %s); its redirect URI: %s\n", oidcOpts.IssuerURL, oidcOpts.ClientID, oidcOpts.RedirectURL)
+	}
 	if appsOpts.Zone != "" {
 		fmt.Fprintf(out, "Terraform workspaces' apps: %s://<port>-<workspace>--<owner>.%s%s (any port the machine listens on, through its hangar_agent)\n",
 			appsOpts.Scheme, appsOpts.Zone, portSuffix(appsOpts.Port))

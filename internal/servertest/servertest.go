@@ -66,6 +66,15 @@ func NewWith(t testing.TB, engine string, opts ...Option) *Env {
 	for _, o := range opts {
 		o(&so)
 	}
+	// The address first: the OIDC redirect URL is the server's.
+	hs := httptest.NewUnstartedServer(nil)
+	t.Cleanup(hs.Close)
+	url := "http://" + hs.Listener.Addr().String()
+	if so.OIDC != nil && so.OIDC.RedirectURL == "" {
+		o := *so.OIDC
+		o.RedirectURL = url + server.OIDCCallbackPath
+		so.OIDC = &o
+	}
 	srv := server.New(so)
 	path, created, err := srv.Bootstrap(ctx, dir)
 	if err != nil || !created {
@@ -75,7 +84,7 @@ func NewWith(t testing.TB, engine string, opts ...Option) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return &Env{URL: hs.URL, AdminToken: token, Clock: clk, Store: st, Server: srv, DataDir: dir}
+	hs.Config.Handler = srv.Handler()
+	hs.Start()
+	return &Env{URL: url, AdminToken: token, Clock: clk, Store: st, Server: srv, DataDir: dir}
 }

@@ -24,7 +24,8 @@ type Session struct {
 	Kind   string
 	UserID string
 	// UserTokenHash is the user's token hash when the session began; a session whose user's token
-	// changed since is not found.
+	// changed since is not found. nil for a session begun without a token (an OIDC sign-in): it is
+	// valid while its user exists and it has not expired.
 	UserTokenHash []byte
 	WorkspaceID   string
 	Host          string
@@ -40,7 +41,8 @@ type SessionStore interface {
 	// CreateSession stores s, and removes the sessions that expired before s.CreatedAt.
 	CreateSession(ctx context.Context, s Session) error
 	// Session reads the session of that hash and kind with its user, if it has not expired at now,
-	// its user still exists and the user's token is the one it began with; else ErrNotFound.
+	// its user still exists and the user's token is the one it began with (when it began with
+	// one); else ErrNotFound.
 	Session(ctx context.Context, idHash []byte, kind string, now time.Time) (Session, workspace.User, error)
 	// ConsumeSession is Session that also removes the session, so that only one caller gets it
 	// (one-time codes).

@@ -20,6 +20,9 @@ func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
 		return ss, err
 	}
 	ss.CreatedAt, ss.ExpiresAt = fromMicros(created), fromMicros(expires)
+	if len(ss.UserTokenHash) == 0 {
+		ss.UserTokenHash = nil // a session without a token (an OIDC sign-in), stored empty
+	}
 	return ss, nil
 }
 
@@ -29,7 +32,7 @@ func (s *Store) CreateSession(ctx context.Context, ss store.Session) error {
 			return fmt.Errorf("remove expired sessions: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO sessions (`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			ss.IDHash, ss.Kind, ss.UserID, ss.UserTokenHash, ss.WorkspaceID, ss.Host, nullBytes(ss.ParentHash), micros(ss.CreatedAt), micros(ss.ExpiresAt))
+			ss.IDHash, ss.Kind, ss.UserID, tokenHashColumn(ss.UserTokenHash), ss.WorkspaceID, ss.Host, nullBytes(ss.ParentHash), micros(ss.CreatedAt), micros(ss.ExpiresAt))
 		if err = s.wrapUnique(err, "session"); err != nil {
 			return fmt.Errorf("create session: %w", err)
 		}
@@ -74,7 +77,7 @@ func (s *Store) sessionUser(ctx context.Context, db rowQuerier, ss store.Session
 	if err != nil {
 		return store.Session{}, workspace.User{}, notFound(err, "the session's user")
 	}
-	if !bytes.Equal(u.TokenHash, ss.UserTokenHash) {
+	if ss.UserTokenHash != nil && !bytes.Equal(u.TokenHash, ss.UserTokenHash) {
 		return store.Session{}, workspace.User{}, fmt.Errorf("%s session: the user's token changed since: %w", ss.Kind, store.ErrNotFound)
 	}
 	return ss, u, nil
@@ -85,6 +88,15 @@ func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	return nil
+}
+
+// tokenHashColumn is how a session's UserTokenHash is stored: a session begun without a token (nil:
+// an OIDC sign-in) has an empty one, the column being NOT NULL since migration 4.
+func tokenHashColumn(h []byte) []byte {
+	if h == nil {
+		return []byte{}
+	}
+	return h
 }
 
 type rowQuerier interface {

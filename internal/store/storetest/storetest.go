@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NamesPerOwner", testNamesPerOwner},
 		{"NameFreeOnceTerminated", testNameFreeOnceTerminated},
 		{"Sessions", testSessions},
+		{"OIDC", testOIDC},
 		{"SSHKeys", testSSHKeys},
 		{"Activity", testActivity},
 		{"AgentTokens", testAgentTokens},
