@@ -71,6 +71,7 @@ type Store interface {
 	AgentTokenStore
 	AuditStore
 	PresetStore
+	WorkspaceChangeStore
 
 	Close() error
 	// Ping checks the database answers (readiness).
