@@ -65,6 +65,9 @@ type Options struct {
 	// AuditRetention is how long audit entries are kept (0: forever); AuditRetention().Run
 	// enforces it.
 	AuditRetention time.Duration
+	// HeartbeatAfter makes the timers of the live workspace stream's heartbeats (events.go;
+	// default time.After; tests fire their own).
+	HeartbeatAfter func(time.Duration) <-chan time.Time
 }
 
 // Server serves Hangar's HTTP API.
@@ -102,6 +105,9 @@ type Server struct {
 
 	// csrf guards the browser's form posts (sign-in, sign-out).
 	csrf *http.CrossOriginProtection
+
+	// heartbeatAfter times the live workspace stream's heartbeats (events.go).
+	heartbeatAfter func(time.Duration) <-chan time.Time
 
 	shutdownMu sync.Mutex
 	shutdowns  map[*http.Server]chan struct{} // see shutdownOf
@@ -146,6 +152,10 @@ func New(opts Options) *Server {
 	s.prebuilds = &prebuilds.Reconciler{Store: opts.Store, Builder: opts.Builder, Clock: opts.Clock, Log: opts.Logger.With("component", "prebuilds"),
 		Replica: opts.ReplicaID, Created: s.metrics.observePrebuildCreated, Audit: s.auditor}
 	s.relayURL, s.relayTransport = opts.RelayURL, newRelayTransport()
+	s.heartbeatAfter = opts.HeartbeatAfter
+	if s.heartbeatAfter == nil {
+		s.heartbeatAfter = time.After
+	}
 	s.apps = s.newApps(opts.Apps)
 	s.mux = http.NewServeMux()
 	s.routes()
@@ -243,6 +253,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", "/api/v1/audit", s.authUser(s.adminOnly(s.listAudit))},
 		{"POST", "/api/v1/workspaces", s.authUser(s.createWorkspace)},
 		{"GET", "/api/v1/workspaces", s.authUser(s.listWorkspaces)},
+		{"GET", "/api/v1/workspaces/events", s.authUser(s.workspaceEvents)},
 		{"GET", "/api/v1/workspaces/{name}", s.authUser(s.getWorkspace)},
 		{"PATCH", "/api/v1/workspaces/{name}", s.authUser(s.updateWorkspace)},
 		{"GET", "/api/v1/workspaces/{name}/ssh", s.authUser(s.workspaceSSH)},
@@ -281,6 +292,7 @@ func (s *Server) routes() {
 	for _, r := range s.routeTable() {
 		s.mux.Handle(r.method+" "+r.pattern, r.handler)
 	}
+	s.webRoutes() // the web UI's pages and assets (web.go)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errCode(errs.UnknownEndpoint, fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path), ""))
 	})
@@ -343,7 +355,7 @@ func (s *Server) authUser(h userHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		token, ok := bearer(r)
 		if !ok {
-			s.fail(w, r, errUnauthorized("missing bearer token: send Authorization: Bearer <token>"))
+			s.authBrowser(w, r, h) // the web UI's session cookie (browserauth.go)
 			return
 		}
 		u, err := s.store.UserByTokenHash(r.Context(), HashToken(token))
