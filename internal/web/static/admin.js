@@ -1,7 +1,7 @@
 // The admin's pages (agents, templates, provisioners, users, audit) and every user's tokens. The
 // pages whose endpoints may be missing on an older server (tokens, users, PATCH agents) say so
 // instead of failing.
-import { h, clear, fmtTime, toast, confirmDialog } from './dom.js';
+import { h, clear, fill, fmtTime, toast, confirmDialog } from './dom.js';
 import { api, get, enc } from './api.js';
 
 const listOf = (v, key) => (Array.isArray(v) ? v : (v && v[key]) || []);
@@ -9,11 +9,11 @@ const listOf = (v, key) => (Array.isArray(v) ? v : (v && v[key]) || []);
 function missing(e) { return e && (e.status === 404 || e.status === 405); }
 
 function unavailable(main, title, what) {
-  clear(main).append(h('h1', {}, title), h('p', { class: 'note', testid: 'unavailable' }, what + ' is not available on this server (it answered 404). Upgrade the server, or use the hangar command line.'));
+  fill(main, h('h1', {}, title), h('p', { class: 'note', testid: 'unavailable' }, what + ' is not available on this server (it answered 404). Upgrade the server, or use the hangar command line.'));
 }
 
 function failed(main, title, e) {
-  clear(main).append(h('h1', {}, title), h('p', { class: 'error', role: 'alert' }, e.message));
+  fill(main, h('h1', {}, title), h('p', { class: 'error', role: 'alert' }, e.message));
 }
 
 function table(testid, cols, rows, rowFn) {
@@ -30,7 +30,7 @@ export async function agentsPage(main) {
   let agents;
   try { agents = listOf(await get('/api/v1/agents'), 'agents'); } catch (e) { return failed(main, 'Agents', e); }
   const connected = (a) => (a.connected === undefined ? 'unknown' : a.connected ? 'connected' : 'not connected');
-  clear(main).append(h('h1', {}, 'Agents'),
+  fill(main, h('h1', {}, 'Agents'),
     agents.length ? table('agents-table', ['Name', 'Connection', 'Last seen', 'Created', 'Config'], agents, (a) => {
       const cfg = h('textarea', { class: 'mono', rows: 6, 'aria-label': 'Configuration of ' + a.name, testid: 'agent-config' }, JSON.stringify(a.config, null, 2));
       const save = h('button', { testid: 'agent-save' }, 'Save config');
@@ -52,7 +52,7 @@ export async function agentsPage(main) {
 export async function templatesPage(main, me, nav) {
   let ts;
   try { ts = listOf(await get('/api/v1/templates'), 'templates'); } catch (e) { return failed(main, 'Templates', e); }
-  clear(main).append(h('h1', {}, 'Templates'),
+  fill(main, h('h1', {}, 'Templates'),
     ts.length ? table('templates-table', ['Name', 'Kind', 'Active version', 'Updated'], ts, (t) => h('tr', { testid: 'template-row', 'data-name': t.name },
       h('td', {}, h('a', { href: '/ui/admin/templates/' + enc(t.name), 'data-link': true }, t.name)), h('td', {}, t.kind), h('td', {}, t.active_version ? 'v' + t.active_version : ''), h('td', {}, fmtTime(t.updated_at))))
       : h('p', { class: 'muted' }, 'No template. Push one with ', h('code', {}, 'hangar templates push'), '.'));
@@ -63,7 +63,7 @@ export async function templatePage(main, me, nav, name) {
     let t;
     try { t = await get('/api/v1/templates/' + enc(name)); } catch (e) { return failed(main, name, e); }
     const versions = [...(t.versions || [])].sort((a, b) => b.number - a.number);
-    clear(main).append(h('h1', {}, 'Template ', name), h('p', { class: 'muted' }, t.kind + ' · created by ' + t.created_by + ' ' + fmtTime(t.created_at)),
+    fill(main, h('h1', {}, 'Template ', name), h('p', { class: 'muted' }, t.kind + ' · created by ' + t.created_by + ' ' + fmtTime(t.created_at)),
       h('h2', {}, 'Versions'),
       table('versions-table', ['Version', 'Created', 'Parameters', ''], versions, (v) => {
         const promote = h('button', { testid: 'version-promote', disabled: v.active }, v.active ? 'active' : 'Promote');
@@ -83,7 +83,7 @@ export async function templatePage(main, me, nav, name) {
 export async function provisionersPage(main) {
   let ps;
   try { ps = listOf(await get('/api/v1/provisioners'), 'provisioners'); } catch (e) { return failed(main, 'Provisioners', e); }
-  clear(main).append(h('h1', {}, 'Provisioners'),
+  fill(main, h('h1', {}, 'Provisioners'),
     ps.length ? table('provisioners-table', ['Name', 'Last seen', 'Created'], ps, (p) => h('tr', { testid: 'provisioner-row', 'data-name': p.name },
       h('td', {}, p.name), h('td', {}, p.last_seen_at ? fmtTime(p.last_seen_at) : 'never'), h('td', {}, fmtTime(p.created_at))))
       : h('p', { class: 'muted' }, 'No provisioner. Create one with ', h('code', {}, 'hangar provisioners create NAME'), '.'));
@@ -117,7 +117,7 @@ export function auditPage(main) {
   };
   form.addEventListener('submit', (e) => { e.preventDefault(); load(true); });
   more.addEventListener('click', () => load(false));
-  clear(main).append(h('h1', {}, 'Audit log'), form,
+  fill(main, h('h1', {}, 'Audit log'), form,
     h('table', { testid: 'audit-table' }, h('thead', {}, h('tr', {}, ['Time', 'Actor', 'Action', 'Target', 'Outcome'].map((c) => h('th', { scope: 'col' }, c)))), tbody), more);
   load(true);
 }
@@ -138,12 +138,12 @@ export async function usersPage(main, me) {
     h('label', { class: 'radio', for: 'new-user-admin' }, adminIn, 'admin'), h('button', { type: 'submit' }, 'Create user'));
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
-    try { const u = await api('POST', '/api/v1/users', { username: nameIn.value.trim(), admin: adminIn.checked }); clear(created).append(secretBox('Token of ' + u.username, u.token)); } catch (err) { toast(err.message); }
+    try { const u = await api('POST', '/api/v1/users', { username: nameIn.value.trim(), admin: adminIn.checked }); fill(created, secretBox('Token of ' + u.username, u.token)); } catch (err) { toast(err.message); }
   });
   const setSuspended = async (u, suspended) => {
     try { await api('PATCH', '/api/v1/users/' + enc(u.username), { suspended }); toast(u.username + (suspended ? ' suspended' : ' reactivated')); reload(); } catch (e) { toast(e.message); }
   };
-  clear(main).append(h('h1', {}, 'Users'), form, created,
+  fill(main, h('h1', {}, 'Users'), form, created,
     table('users-table', ['Username', 'Admin', 'Status', 'Created', ''], users, (u) => h('tr', { testid: 'user-row', 'data-name': u.username },
       h('td', {}, u.username), h('td', {}, u.admin ? 'admin' : ''), h('td', { testid: 'user-status' }, u.suspended ? 'suspended' : 'active'), h('td', {}, fmtTime(u.created_at)),
       h('td', { class: 'row' }, u.username === me.username ? h('span', { class: 'muted' }, 'you') : [
@@ -169,9 +169,9 @@ export async function tokensPage(main, me) {
   const form = h('form', { class: 'row', testid: 'token-create' }, h('label', { for: 'tok-name' }, 'Name', nameIn), h('label', { for: 'tok-ttl' }, 'Expires in', ttl), h('button', { type: 'submit' }, 'Create token'));
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
-    try { const t = await api('POST', '/api/v1/tokens', { name: nameIn.value.trim(), expires_in: ttl.value }); clear(created).append(secretBox('Token ' + (t.name || ''), t.token)); nameIn.value = ''; } catch (err) { toast(err.message); }
+    try { const t = await api('POST', '/api/v1/tokens', { name: nameIn.value.trim(), expires_in: ttl.value }); fill(created, secretBox('Token ' + (t.name || ''), t.token)); nameIn.value = ''; } catch (err) { toast(err.message); }
   });
-  clear(main).append(h('h1', {}, 'API tokens'), h('p', { class: 'muted' }, 'Tokens of ' + me.username + ' for the command line and scripts. Revoking one ends it at once, in the proxy and SSH too.'), form, created,
+  fill(main, h('h1', {}, 'API tokens'), h('p', { class: 'muted' }, 'Tokens of ' + me.username + ' for the command line and scripts. Revoking one ends it at once, in the proxy and SSH too.'), form, created,
     table('tokens-table', ['Name', 'Created', 'Expires', 'Last used', ''], tokens, (t) => h('tr', { testid: 'token-row', 'data-name': t.name },
       h('td', {}, t.name), h('td', {}, fmtTime(t.created_at)), h('td', {}, t.expires_at ? fmtTime(t.expires_at) : 'never'), h('td', {}, t.last_used_at ? fmtTime(t.last_used_at) : 'never'),
       h('td', {}, h('button', { class: 'danger', testid: 'token-revoke', onclick: async () => {

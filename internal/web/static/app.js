@@ -1,6 +1,6 @@
 // Hangar's web UI: one page routed by path under /ui/ (history API), so that every page has an
 // address to bookmark and the sign-in can send the browser back to it.
-import { h, clear } from './dom.js';
+import { h, fill } from './dom.js';
 import { get } from './api.js';
 import { startLive, listPage, workspacePage, createPage } from './workspaces.js';
 import { agentsPage, templatesPage, templatePage, provisionersPage, auditPage, usersPage, tokensPage } from './admin.js';
@@ -32,14 +32,14 @@ function render() {
     const m = path.match(re);
     if (!m) continue;
     if (adminOnly && !me.admin) {
-      clear(main).append(h('h1', {}, 'Not allowed'), h('p', {}, 'Only an admin may see this page.'));
+      fill(main, h('h1', {}, 'Not allowed'), h('p', {}, 'Only an admin may see this page.'));
       return;
     }
     const out = page(m);
     leave = typeof out === 'function' ? out : null;
     return;
   }
-  clear(main).append(h('h1', {}, 'Not found'), h('p', {}, 'No page here. ', h('a', { href: '/ui/', 'data-link': true }, 'Back to the workspaces'), '.'));
+  fill(main, h('h1', {}, 'Not found'), h('p', {}, 'No page here. ', h('a', { href: '/ui/', 'data-link': true }, 'Back to the workspaces'), '.'));
 }
 
 export function nav(path) {
@@ -60,7 +60,7 @@ window.addEventListener('popstate', render);
 
 async function boot() {
   try { me = await get('/api/v1/users/me'); } catch (e) {
-    clear(main).append(h('p', { class: 'error', role: 'alert' }, 'Cannot reach the server: ' + e.message));
+    fill(main, h('p', { class: 'error', role: 'alert' }, 'Cannot reach the server: ' + e.message));
     return;
   }
   document.getElementById('whoami').textContent = me.username + (me.admin ? ' (admin)' : '');

@@ -25,6 +25,9 @@ export function append(el, children) {
 
 export function clear(el) { el.replaceChildren(); return el; }
 
+// fill replaces el's children (null, false and nested arrays allowed, as in h()).
+export function fill(el, ...children) { el.replaceChildren(); return append(el, children); }
+
 export function fmtTime(s) {
   if (!s) return '';
   const d = new Date(s);

@@ -1,5 +1,5 @@
 // The user's pages: the live workspace list, a workspace, and the creation form.
-import { h, clear, fmtTime, toast, confirmDialog, stateChip } from './dom.js';
+import { h, clear, fill, fmtTime, toast, confirmDialog, stateChip } from './dom.js';
 import { api, get, enc, ndjson } from './api.js';
 
 // live holds every workspace the user may see, kept current by the server's event stream
@@ -52,7 +52,7 @@ export function listPage(main, me, nav) {
   const matches = (w) => { const q = filter.value.trim().toLowerCase(); return !q || w.name.toLowerCase().includes(q) || w.owner.toLowerCase().includes(q); };
   const setText = (el, v) => { if (el.textContent !== v) el.textContent = v; };
 
-  function fill(r, w) {
+  function fillRow(r, w) {
     const c = r.cells;
     c.name.firstChild.href = '/ui/w/' + enc(w.owner) + '/' + enc(w.name);
     setText(c.name.firstChild, w.name);
@@ -83,7 +83,7 @@ export function listPage(main, me, nav) {
       tr.append(td);
     }
     const r = { tr, cells, key: sortKey(w) };
-    fill(r, w);
+    fillRow(r, w);
     return r;
   }
 
@@ -106,7 +106,7 @@ export function listPage(main, me, nav) {
     } else {
       for (const w of ev.changed) {
         const r = rows.get(w.id);
-        if (r) { fill(r, w); continue; }
+        if (r) { fillRow(r, w); continue; }
         const n = make(w);
         rows.set(w.id, n);
         insert(n);
@@ -119,7 +119,7 @@ export function listPage(main, me, nav) {
 
   filter.addEventListener('input', () => { for (const [id, r] of rows) r.tr.hidden = !matches(live.byId.get(id)); });
   const head = h('tr', {}, COLS.map((k) => h('th', { scope: 'col', hidden: k === 'owner' && !me.admin }, k === 'actual' ? 'state' : k === 'desired' ? 'desired' : k)));
-  clear(main).append(
+  fill(main, 
     h('div', { class: 'row' }, h('h1', {}, 'Workspaces'), count),
     h('div', { class: 'row filter' }, h('label', { for: 'ws-filter', class: 'radio' }, 'Filter'), filter,
       h('a', { href: '/ui/new', 'data-link': true, class: 'button', testid: 'ws-new' }, 'New workspace')),
@@ -143,7 +143,7 @@ export function workspacePage(main, me, nav, owner, name) {
   const ssh = h('div', { testid: 'ws-ssh' });
   const logsBox = h('section', { testid: 'ws-builds' });
   const sched = h('section', {});
-  clear(main).append(h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, actions,
+  fill(main, h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, actions,
     h('h2', {}, 'Apps'), apps, h('h2', {}, 'SSH'), ssh, sched, logsBox);
 
   async function act(label, desired, confirmText) {
@@ -162,7 +162,7 @@ export function workspacePage(main, me, nav, owner, name) {
 
   function render(w) {
     current = w;
-    clear(state).append(
+    fill(state, 
       h('dt', {}, 'State'), h('dd', {}, stateChip(w.actual_state, 'ws-detail-state'), ' ', h('span', { class: 'muted' }, 'desired '), stateChip(w.desired_state, 'ws-detail-desired')),
       h('dt', {}, 'Backend'), h('dd', {}, w.backend + (w.agent ? ' (agent ' + w.agent + ')' : '') + (w.template ? ' · template ' + w.template + (w.template_version ? ' v' + w.template_version : '') : '')),
       w.outdated ? [h('dt', {}, 'Version'), h('dd', { testid: 'ws-outdated' }, 'A newer template version is active.')] : null,
@@ -175,7 +175,7 @@ export function workspacePage(main, me, nav, owner, name) {
     errorBox.textContent = w.error ? 'Failed: ' + w.error.type + ': ' + w.error.message : '';
     errorBox.hidden = !w.error;
     const running = w.actual_state === 'Running';
-    clear(actions).append(
+    fill(actions, 
       h('button', { testid: 'ws-start', onclick: () => act('Start', 'Running'), disabled: w.desired_state === 'Running' && !w.error }, 'Start'),
       h('button', { testid: 'ws-stop', onclick: () => act('Stop', 'Stopped'), disabled: w.desired_state === 'Stopped' }, 'Stop'),
       h('button', { testid: 'ws-restart', onclick: () => act('Restart', 'RestartRequested', 'The workspace stops and starts again; open sessions end.'), disabled: !running }, 'Restart'),
@@ -213,7 +213,7 @@ export function workspacePage(main, me, nav, owner, name) {
         lines.push('ssh -p ' + addr.slice(i + 1) + ' ' + wsRef + '@' + addr.slice(0, i));
       }
     }
-    clear(ssh).append(h('pre', { class: 'cmd', testid: 'ws-ssh-command' }, lines.join('\n')),
+    fill(ssh, h('pre', { class: 'cmd', testid: 'ws-ssh-command' }, lines.join('\n')),
       h('p', { class: 'muted' }, 'Or run ', h('code', {}, 'hangar config-ssh'), ' once, then ', h('code', {}, 'ssh ' + w.name + '.hangar'), '.'));
   }
 
@@ -234,14 +234,14 @@ export function workspacePage(main, me, nav, owner, name) {
         toast('Schedule saved');
       } catch (err) { toast('Schedule: ' + err.message); }
     });
-    clear(sched).append(h('h2', {}, 'Schedule'), form);
+    fill(sched, h('h2', {}, 'Schedule'), form);
   }
 
   let logAbort = null;
   async function renderBuilds(w) {
     if (w.backend !== 'terraform') { clear(logsBox); return; }
     let builds;
-    try { builds = await get(path + '/builds'); } catch (e) { clear(logsBox).append(h('p', { class: 'error' }, e.message)); return; }
+    try { builds = await get(path + '/builds'); } catch (e) { fill(logsBox, h('p', { class: 'error' }, e.message)); return; }
     const list = Array.isArray(builds) ? builds : (builds.builds || []);
     const pre = h('pre', { class: 'logs', testid: 'ws-logs', 'aria-live': 'off', tabindex: 0 });
     const sel = h('select', { id: 'build-select', testid: 'ws-build-select' }, list.map((b) => h('option', { value: b.number }, '#' + b.number + ' ' + b.transition + ' · ' + b.status)));
@@ -259,7 +259,7 @@ export function workspacePage(main, me, nav, owner, name) {
       }, logAbort.signal).catch((e) => { if (e.name !== 'AbortError') status.textContent = e.message; });
     };
     sel.addEventListener('change', () => follow(sel.value));
-    clear(logsBox).append(h('h2', {}, 'Build logs'), list.length ? h('div', { class: 'row' }, h('label', { for: 'build-select', class: 'radio' }, 'Build'), sel, status) : h('p', { class: 'muted' }, 'No builds.'), list.length ? pre : null);
+    fill(logsBox, h('h2', {}, 'Build logs'), list.length ? h('div', { class: 'row' }, h('label', { for: 'build-select', class: 'radio' }, 'Build'), sel, status) : h('p', { class: 'muted' }, 'No builds.'), list.length ? pre : null);
     if (list.length) follow(list[0].number);
   }
 
@@ -281,7 +281,7 @@ export function workspacePage(main, me, nav, owner, name) {
     renderSchedule(w);
     lastBuildKey = w.desired_state + w.template_version;
     renderBuilds(w);
-  }).catch((e) => { clear(main).append(h('h1', {}, name), h('p', { class: 'error', role: 'alert' }, e.message)); });
+  }).catch((e) => { fill(main, h('h1', {}, name), h('p', { class: 'error', role: 'alert' }, e.message)); });
   const unsub = subscribe(onLive);
   return () => { unsub(); if (logAbort) logAbort.abort(); };
 }
@@ -307,7 +307,7 @@ export function createPage(main, me, nav) {
     h('fieldset', {}, h('legend', {}, 'From'), h('label', { class: 'radio', for: 'c-src-t' }, srcT, 'a template'), h('label', { class: 'radio', for: 'c-src-d' }, srcD, 'a devfile')),
     tmplPart, devPart, h('label', { for: 'c-agent' }, 'Agent', h('span', { class: 'hint' }, 'the cluster of a Kubernetes workspace'), agentSel),
     errors, h('div', {}, h('button', { type: 'submit', class: 'primary', testid: 'create-submit' }, 'Create workspace')));
-  clear(main).append(h('h1', {}, 'New workspace'), form);
+  fill(main, h('h1', {}, 'New workspace'), form);
 
   const source = () => (srcD.checked ? 'devfile' : 'template');
   const showSource = () => { tmplPart.hidden = source() !== 'template'; devPart.hidden = source() !== 'devfile'; };
@@ -320,7 +320,7 @@ export function createPage(main, me, nav) {
   const inputs = new Map();
   async function loadTemplate() {
     clear(params);
-    clear(presetSel).append(h('option', { value: '' }, 'none'));
+    fill(presetSel, h('option', { value: '' }, 'none'));
     inputs.clear();
     const name = tmplSel.value;
     if (!name) return;
@@ -351,7 +351,7 @@ export function createPage(main, me, nav) {
   tmplSel.addEventListener('change', loadTemplate);
   Promise.all([get('/api/v1/templates').catch(() => []), get('/api/v1/agents').catch(() => [])]).then(([ts, as]) => {
     templates = ts || [];
-    clear(tmplSel).append(h('option', { value: '' }, templates.length ? 'choose…' : 'no template yet'), templates.map((t) => h('option', { value: t.name }, t.name + ' (' + t.kind + ')')));
+    fill(tmplSel, h('option', { value: '' }, templates.length ? 'choose…' : 'no template yet'), templates.map((t) => h('option', { value: t.name }, t.name + ' (' + t.kind + ')')));
     for (const a of as || []) agentSel.append(h('option', { value: a.name }, a.name));
     if (!templates.length) { srcD.checked = true; showSource(); }
   });
