@@ -106,6 +106,8 @@ type Server struct {
 	// csrf guards the browser's form posts (sign-in, sign-out).
 	csrf *http.CrossOriginProtection
 
+	// seen throttles the records of agents' calls (agentseen.go).
+	seen seenThrottle
 	// heartbeatAfter times the live workspace stream's heartbeats (events.go).
 	heartbeatAfter func(time.Duration) <-chan time.Time
 

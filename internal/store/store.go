@@ -72,6 +72,7 @@ type Store interface {
 	AuditStore
 	PresetStore
 	WorkspaceChangeStore
+	AgentSeenStore
 
 	Close() error
 	// Ping checks the database answers (readiness).

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
@@ -21,4 +22,12 @@ type WorkspaceChangeStore interface {
 	// changed a workspace as lists show it (any replica's, on Postgres; a wake-all after the
 	// listener reconnects), and a function to unsubscribe. Wake-ups coalesce and may be spurious.
 	SubscribeWorkspaces() (ch <-chan struct{}, cancel func())
+}
+
+// AgentSeenStore records when agents last called the server.
+type AgentSeenStore interface {
+	// TouchAgent records that the agent called at at (never moving it back).
+	TouchAgent(ctx context.Context, agentID string, at time.Time) error
+	// AgentsLastSeen returns when each agent that ever called last did, by agent id.
+	AgentsLastSeen(ctx context.Context) (map[string]time.Time, error)
 }

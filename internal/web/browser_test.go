@@ -188,7 +188,7 @@ func TestBrowserUI(t *testing.T) {
 	// The admin's pages.
 	b.Run("sign out", chromedp.Click(`//button[@data-testid="signout"]`, chromedp.BySearch), chromedp.WaitVisible(`//h1[text()="Signed out"]`, chromedp.BySearch))
 	b.Open(env.URL+"/ui/admin/agents", `//input[@name="token"]`)
-	b.SignIn(env.AdminToken, `//tr[@data-testid="agent-row" and @data-name="k1"]`)
+	b.SignIn(env.AdminToken, `//tr[@data-testid="agent-row" and @data-name="k1"]//td[@data-testid="agent-connected" and text()="connected"]`)
 	shot("admin-agents")
 	b.Click(`//a[@data-testid="nav-audit"]`, `//tr[@data-testid="audit-row"]`)
 	shot("admin-audit")

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -134,4 +135,30 @@ func (s *Store) workspacesCommitted() {
 	if grew {
 		s.changes.publish(TopicWorkspaces)
 	}
+}
+
+func (s *Store) TouchAgent(ctx context.Context, agentID string, at time.Time) error {
+	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE agents SET last_seen_at = ? WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)`),
+		micros(at), agentID, micros(at)); err != nil {
+		return fmt.Errorf("record the agent's call: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) AgentsLastSeen(ctx context.Context) (map[string]time.Time, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, last_seen_at FROM agents WHERE last_seen_at IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("read the agents' last calls: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var id string
+		var at int64
+		if err := rows.Scan(&id, &at); err != nil {
+			return nil, fmt.Errorf("read the agents' last calls: %w", err)
+		}
+		out[id] = fromMicros(at)
+	}
+	return out, rows.Err()
 }

@@ -33,7 +33,12 @@ CREATE TRIGGER workspaces_changed_update BEFORE UPDATE ON workspaces
         OR OLD.template_version_id IS DISTINCT FROM NEW.template_version_id OR OLD.parameters IS DISTINCT FROM NEW.parameters)
     EXECUTE FUNCTION workspaces_changed();
 
+-- When each agent last called the server (reconcile or wait), written at most every 30 s per agent
+-- and replica: the admin's agents page says connected or not, and since when.
+ALTER TABLE agents ADD COLUMN last_seen_at BIGINT;
+
 -- +goose Down
+ALTER TABLE agents DROP COLUMN last_seen_at;
 DROP TRIGGER workspaces_changed_update ON workspaces;
 DROP TRIGGER workspaces_changed_insert ON workspaces;
 DROP FUNCTION workspaces_changed();

@@ -31,7 +31,12 @@ BEGIN
 END;
 -- +goose StatementEnd
 
+-- When each agent last called the server (reconcile or wait), written at most every 30 s per agent
+-- and replica: the admin's agents page says connected or not, and since when.
+ALTER TABLE agents ADD COLUMN last_seen_at BIGINT;
+
 -- +goose Down
+ALTER TABLE agents DROP COLUMN last_seen_at;
 DROP TRIGGER workspaces_changed_update;
 DROP TRIGGER workspaces_changed_insert;
 DROP INDEX workspaces_change_seq;
