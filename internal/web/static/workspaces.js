@@ -13,6 +13,7 @@ export function startLive(statusEl) {
   const es = new EventSource('/api/v1/workspaces/events');
   live.source = es;
   es.addEventListener('snapshot', (e) => {
+    performance.mark('hangar-snapshot-received'); // docs/benchmarks.md, "Web UI"
     const d = JSON.parse(e.data);
     const seen = new Set();
     for (const w of d.workspaces) { live.byId.set(w.id, w); seen.add(w.id); }
@@ -21,6 +22,7 @@ export function startLive(statusEl) {
     live.ready = true;
     set('live', 'on');
     emit({ snapshot: true, changed: d.workspaces, deleted });
+    performance.mark('hangar-snapshot-shown');
   });
   es.addEventListener('change', (e) => {
     const d = JSON.parse(e.data);
