@@ -41,18 +41,7 @@ func TestBrowserUI(t *testing.T) {
 	c := browser.Start(t, browser.Options{Name: "alice", ResolverRules: "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"})
 	b := c.On(t)
 	b.Run("viewport", chromedp.EmulateViewport(1280, 800))
-	shots := os.Getenv("HANGAR_SCREENSHOTS")
-	shot := func(name string) {
-		t.Helper()
-		if shots == "" {
-			return
-		}
-		var png []byte
-		b.Run("screenshot "+name, chromedp.CaptureScreenshot(&png))
-		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	shot := func(name string) { t.Helper(); screenshot(t, b, name) }
 	eval := func(what, js string, out any) {
 		t.Helper()
 		b.Run(what, chromedp.Evaluate(js, out))
@@ -211,6 +200,20 @@ func TestBrowserUI(t *testing.T) {
 	b.Click(`//a[@data-testid="nav-workspaces"]`, `//*[@data-testid="ws-count" and text()="1001 workspaces"]`)
 }
 
+// screenshot saves what the tab shows as HANGAR_SCREENSHOTS/name.png, when that is set.
+func screenshot(t *testing.T, b *browser.Tab, name string) {
+	t.Helper()
+	dir := os.Getenv("HANGAR_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	var png []byte
+	b.Run("screenshot "+name, chromedp.CaptureScreenshot(&png))
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 const devfile = `schemaVersion: 2.2.0
 components:
 - name: main
@@ -220,7 +223,7 @@ components:
     - {name: web, targetPort: 8080}
 `
 
-func call(t *testing.T, env *servertest.Env, token, method, path string, body, out any) {
+func call(t testing.TB, env *servertest.Env, token, method, path string, body, out any) {
 	t.Helper()
 	j, _ := json.Marshal(body)
 	req, _ := http.NewRequest(method, env.URL+path, bytes.NewReader(j))
@@ -248,7 +251,7 @@ func createAgent(t *testing.T, env *servertest.Env, name string) string {
 	return a.Token
 }
 
-func createUser(t *testing.T, env *servertest.Env, name string) string {
+func createUser(t testing.TB, env *servertest.Env, name string) string {
 	var u sdk.User
 	call(t, env, env.AdminToken, "POST", "/api/v1/users", map[string]any{"username": name}, &u)
 	return u.Token

@@ -38,6 +38,7 @@ export function startLive(statusEl) {
 export function subscribe(fn) { live.listeners.add(fn); return () => live.listeners.delete(fn); }
 
 export const refOf = (w) => w.owner + '/' + w.name;
+const listOf = (v, key) => (Array.isArray(v) ? v : (v && v[key]) || []);
 const sortKey = (w) => w.owner + '\u0000' + w.name;
 const busy = (w) => w.desired_state !== w.actual_state;
 
@@ -254,9 +255,15 @@ export function workspacePage(main, me, nav, owner, name) {
       clear(pre);
       status.textContent = 'streaming…';
       ndjson(path + '/builds/' + n + '/logs?follow=true', (l) => {
-        if (l.end) { status.textContent = 'build ' + l.status; return; }
+        if (l.end) {
+          status.textContent = 'build ' + l.status;
+          const b = list.find((x) => String(x.number) === String(n));
+          const opt = sel.querySelector('option[value="' + n + '"]');
+          if (b && opt) opt.textContent = '#' + b.number + ' ' + b.transition + ' · ' + l.status;
+          return;
+        }
         const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-        pre.append((l.stage ? '[' + l.stage + '] ' : '') + l.output + '\n');
+        pre.append((l.stage ? '[' + l.stage + '] ' : '') + (l.output || '') + '\n');
         if (atEnd) pre.scrollTop = pre.scrollHeight;
       }, logAbort.signal).catch((e) => { if (e.name !== 'AbortError') status.textContent = e.message; });
     };
@@ -303,16 +310,23 @@ export function createPage(main, me, nav) {
   const upload = h('input', { type: 'file', id: 'c-upload', accept: '.yaml,.yml,text/yaml', testid: 'create-devfile-file' });
   const errors = h('div', { class: 'error', role: 'alert', testid: 'create-error' });
   const tmplPart = h('fieldset', {}, h('legend', {}, 'Template'), h('label', { for: 'c-template' }, 'Template', tmplSel),
-    h('label', { for: 'c-preset' }, 'Preset', h('span', { class: 'hint' }, 'fills in the parameters; a prebuilt workspace is claimed when one is ready'), presetSel), params);
+    h('label', { for: 'c-preset' }, 'Preset', h('span', { class: 'hint' }, 'sets the parameters; a prebuilt workspace is claimed when one is ready'), presetSel), params);
+  const agentPart = h('label', { for: 'c-agent' }, 'Agent', h('span', { class: 'hint' }, 'the cluster of a Kubernetes workspace'), agentSel);
   const devPart = h('fieldset', { hidden: true }, h('legend', {}, 'Devfile'), h('label', { for: 'c-devfile' }, 'Paste a devfile', devfile), h('label', { for: 'c-upload' }, 'or upload one', upload));
   form.append(h('label', { for: 'c-name' }, 'Name', h('span', { class: 'hint' }, 'lower-case letters, digits and dashes'), nameIn),
     h('fieldset', {}, h('legend', {}, 'From'), h('label', { class: 'radio', for: 'c-src-t' }, srcT, 'a template'), h('label', { class: 'radio', for: 'c-src-d' }, srcD, 'a devfile')),
-    tmplPart, devPart, h('label', { for: 'c-agent' }, 'Agent', h('span', { class: 'hint' }, 'the cluster of a Kubernetes workspace'), agentSel),
+    tmplPart, devPart, agentPart,
     errors, h('div', {}, h('button', { type: 'submit', class: 'primary', testid: 'create-submit' }, 'Create workspace')));
   fill(main, h('h1', {}, 'New workspace'), form);
 
   const source = () => (srcD.checked ? 'devfile' : 'template');
-  const showSource = () => { tmplPart.hidden = source() !== 'template'; devPart.hidden = source() !== 'devfile'; };
+  // The agent matters to Kubernetes workspaces only: a devfile's, or a Kubernetes template's.
+  const showSource = () => {
+    tmplPart.hidden = source() !== 'template';
+    devPart.hidden = source() !== 'devfile';
+    const t = templates.find((x) => x.name === tmplSel.value);
+    agentPart.hidden = source() === 'template' && !(t && t.kind === 'kubernetes');
+  };
   srcT.addEventListener('change', showSource);
   srcD.addEventListener('change', showSource);
   upload.addEventListener('change', async () => { if (upload.files[0]) devfile.value = await upload.files[0].text(); });
@@ -320,42 +334,56 @@ export function createPage(main, me, nav) {
   let templates = [];
   let presets = [];
   const inputs = new Map();
+  // loadTemplate shows the chosen template's parameters and presets; only the latest choice's
+  // answers are shown, whatever order they come back in.
+  let loading = 0;
   async function loadTemplate() {
-    clear(params);
-    fill(presetSel, h('option', { value: '' }, 'none'));
-    inputs.clear();
+    const seq = ++loading;
     const name = tmplSel.value;
-    if (!name) return;
-    try {
-      const t = await get('/api/v1/templates/' + enc(name));
-      const active = (t.versions || []).find((v) => v.active) || (t.versions || [])[0];
-      for (const p of (active && active.parameters) || []) {
-        const id = 'c-p-' + p.name;
-        const type = p.sensitive ? 'password' : p.type === 'number' ? 'number' : 'text';
-        let input;
-        if (p.type === 'bool') input = h('select', { id, testid: 'param-' + p.name }, h('option', { value: 'true' }, 'true'), h('option', { value: 'false' }, 'false'));
-        else input = h('input', { id, type, testid: 'param-' + p.name, required: p.required, autocomplete: p.sensitive ? 'new-password' : 'off', placeholder: p.default || '' });
-        if (p.default !== undefined && p.type === 'bool') input.value = p.default || 'false';
-        inputs.set(p.name, input);
-        params.append(h('label', { for: id }, p.name + (p.required ? ' (required)' : ''),
-          h('span', { class: 'hint' }, [p.type, p.description, p.default ? 'default ' + (p.sensitive ? '••••' : p.default) : ''].filter(Boolean).join(' · ')), input));
-      }
-      try { presets = await get('/api/v1/templates/' + enc(name) + '/presets'); } catch { presets = []; }
-      presets = Array.isArray(presets) ? presets : (presets.presets || []);
-      for (const p of presets) presetSel.append(h('option', { value: p.name }, p.name + (p.pool && p.pool.ready ? ' (' + p.pool.ready + ' ready)' : '')));
-    } catch (e) { params.append(h('p', { class: 'error' }, e.message)); }
+    const fields = [];
+    const found = new Map();
+    let options = [];
+    if (name) {
+      try {
+        const t = await get('/api/v1/templates/' + enc(name));
+        const active = (t.versions || []).find((v) => v.active) || (t.versions || [])[0];
+        for (const p of (active && active.parameters) || []) {
+          const id = 'c-p-' + p.name;
+          const type = p.sensitive ? 'password' : p.type === 'number' ? 'number' : 'text';
+          let input;
+          if (p.type === 'bool') input = h('select', { id, testid: 'param-' + p.name }, h('option', { value: 'true' }, 'true'), h('option', { value: 'false' }, 'false'));
+          else input = h('input', { id, type, testid: 'param-' + p.name, required: p.required, autocomplete: p.sensitive ? 'new-password' : 'off', placeholder: p.sensitive ? '' : p.default || '' });
+          if (p.type === 'bool') input.value = p.default || 'false';
+          found.set(p.name, input);
+          fields.push(h('label', { for: id }, p.name + (p.required ? ' (required)' : ''),
+            h('span', { class: 'hint' }, [p.type, p.description, p.default ? 'default ' + (p.sensitive ? '••••' : p.default) : ''].filter(Boolean).join(' · ')), input));
+        }
+        try { options = listOf(await get('/api/v1/templates/' + enc(name) + '/presets'), 'presets'); } catch { options = []; }
+      } catch (e) { fields.push(h('p', { class: 'error' }, e.message)); }
+    }
+    if (seq !== loading) return; // a later choice is being shown
+    presets = options;
+    inputs.clear();
+    for (const [k, v] of found) inputs.set(k, v);
+    fill(params, fields);
+    fill(presetSel, h('option', { value: '' }, 'none'), presets.map((p) => h('option', { value: p.name }, p.name + (p.pool && p.pool.ready ? ' (' + p.pool.ready + ' ready)' : ''))));
   }
+  // A preset sets the parameters (the API takes a preset or parameters, not both): its values are
+  // shown, and the fields are locked while it is chosen.
   presetSel.addEventListener('change', () => {
     const p = presets.find((x) => x.name === presetSel.value);
-    if (!p) return;
-    for (const [k, v] of Object.entries(p.parameters || {})) { const i = inputs.get(k); if (i) i.value = v; }
+    for (const [k, i] of inputs) {
+      i.disabled = !!p;
+      if (p) i.value = (p.parameters || {})[k] || '';
+    }
   });
-  tmplSel.addEventListener('change', loadTemplate);
+  tmplSel.addEventListener('change', () => { showSource(); loadTemplate(); });
   Promise.all([get('/api/v1/templates').catch(() => []), get('/api/v1/agents').catch(() => [])]).then(([ts, as]) => {
     templates = ts || [];
     fill(tmplSel, h('option', { value: '' }, templates.length ? 'choose…' : 'no template yet'), templates.map((t) => h('option', { value: t.name }, t.name + ' (' + t.kind + ')')));
     for (const a of as || []) agentSel.append(h('option', { value: a.name }, a.name));
-    if (!templates.length) { srcD.checked = true; showSource(); }
+    if (!templates.length) srcD.checked = true;
+    showSource();
   });
 
   form.addEventListener('submit', async (e) => {
@@ -363,7 +391,7 @@ export function createPage(main, me, nav) {
     errors.textContent = '';
     if (!form.reportValidity()) return;
     const body = { name: nameIn.value.trim() };
-    if (agentSel.value) body.agent = agentSel.value;
+    if (agentSel.value && !agentPart.hidden) body.agent = agentSel.value;
     if (source() === 'devfile') {
       body.devfile = devfile.value;
       if (!body.devfile.trim()) { errors.textContent = 'devfile: paste or upload one'; devfile.focus(); return; }
@@ -371,9 +399,11 @@ export function createPage(main, me, nav) {
       if (!tmplSel.value) { errors.textContent = 'template: choose one'; tmplSel.focus(); return; }
       body.template = tmplSel.value;
       if (presetSel.value) body.preset = presetSel.value;
-      const values = {};
-      for (const [k, i] of inputs) if (i.value !== '') values[k] = i.value;
-      if (Object.keys(values).length) body.parameters = values;
+      else {
+        const values = {};
+        for (const [k, i] of inputs) if (i.value !== '') values[k] = i.value;
+        if (Object.keys(values).length) body.parameters = values;
+      }
     }
     const btn = form.querySelector('[type=submit]');
     btn.disabled = true;
