@@ -225,8 +225,12 @@ components:
 
 func call(t testing.TB, env *servertest.Env, token, method, path string, body, out any) {
 	t.Helper()
-	j, _ := json.Marshal(body)
-	req, _ := http.NewRequest(method, env.URL+path, bytes.NewReader(j))
+	var rd io.Reader
+	if body != nil {
+		j, _ := json.Marshal(body)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, env.URL+path, rd)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)

@@ -38,7 +38,7 @@ resource "terraform_data" "home" {
 // provisioner). The creation form shows the template's parameters with their types, defaults and
 // descriptions, the sensitive one as a password field, and a preset that sets them; the
 // build's log streams into the workspace's page and the state becomes Running without a reload;
-// once a new version is active, Update builds it.
+// once a new version is active, Update builds it; the admin promotes the first version back.
 func TestBrowserTerraform(t *testing.T) {
 	env := servertest.NewTF(t, "sqlite", 1)
 	env.PushModule("vm", map[string]string{"main.tf": strings.Replace(tfModule, "%s", "1", 1)})
@@ -94,4 +94,19 @@ func TestBrowserTerraform(t *testing.T) {
 	b.Click(`//button[@data-testid="ws-update"]`, `//pre[@data-testid="ws-logs" and contains(., "version=2")]`)
 	b.Run("updated", chromedp.WaitVisible(`//span[@data-testid="ws-detail-state" and text()="Running"]`, chromedp.BySearch),
 		chromedp.WaitNotPresent(`//*[@data-testid="ws-outdated"]`, chromedp.BySearch))
+
+	// The admin promotes version 1 back, after a confirmation.
+	b.Run("sign out", chromedp.Click(`//button[@data-testid="signout"]`, chromedp.BySearch), chromedp.WaitVisible(`//h1[text()="Signed out"]`, chromedp.BySearch))
+	b.Open(env.URL+"/ui/admin/templates", `//input[@name="token"]`)
+	b.SignIn(env.AdminToken, `//tr[@data-testid="template-row" and @data-name="vm"]`)
+	b.Click(`//tr[@data-name="vm"]//a`, `//tr[@data-testid="version-row" and @data-number="2" and @data-active="true"]`)
+	screenshot(t, b, "admin-template")
+	b.Click(`//tr[@data-number="1"]//button[@data-testid="version-promote"]`, `//button[@data-testid="confirm-ok"]`)
+	b.Click(`//button[@data-testid="confirm-ok"]`, `//tr[@data-testid="version-row" and @data-number="1" and @data-active="true"]`)
+	var tmpl sdk.Template
+	call(t, env.Env, env.AdminToken, "GET", "/api/v1/templates/vm", nil, &tmpl)
+	if tmpl.ActiveVersion != 1 {
+		t.Errorf("after the promotion the active version is %d, want 1", tmpl.ActiveVersion)
+	}
+	b.Click(`//a[@data-testid="nav-provisioners"]`, `//h1[text()="Provisioners"]`)
 }
