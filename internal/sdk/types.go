@@ -147,6 +147,10 @@ type Agent struct {
 	Token     string          `json:"token,omitempty"`
 	Config    json.RawMessage `json:"config"`
 	CreatedAt time.Time       `json:"created_at"`
+	// LastSeenAt is when the agent last called the server (a reconcile or a wait), and Connected
+	// whether that was within the last two minutes: only in lists.
+	LastSeenAt *time.Time `json:"last_seen_at,omitempty"`
+	Connected  *bool      `json:"connected,omitempty"`
 	// Warnings, only in the answer to its creation: settings an admin should look at again, such as
 	// caps below what a workspace created without a devfile needs.
 	Warnings []string `json:"warnings,omitempty"`

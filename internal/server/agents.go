@@ -72,6 +72,9 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, _ workspace.
 		}
 		out = append(out, sa)
 	}
+	if err := s.withLastSeen(r.Context(), out); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

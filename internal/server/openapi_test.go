@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -269,6 +271,61 @@ func (c *oaChecker) do(token, method, path string, body any, want int, docAccept
 	return data
 }
 
+// events opens GET /api/v1/workspaces/events, validates the request, the status and the first
+// event (a snapshot of want workspaces) against the document's WorkspaceEvents, and closes it: a
+// stream never ends, so do cannot read it whole.
+func (c *oaChecker) events(token string, want int) {
+	c.t.Helper()
+	const path = "/api/v1/workspaces/events"
+	req := c.newRequest(token, "GET", path, nil)
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		c.t.Fatalf("GET %s: not in the document: %v", path, err)
+	}
+	if err := openapi3filter.ValidateRequest(c.t.Context(), &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: c.options()}); err != nil {
+		c.t.Errorf("GET %s: the document refuses the request: %v", path, err)
+	}
+	ctx, cancel := context.WithCancel(c.t.Context())
+	defer cancel()
+	resp, err := oaClient.Do(req.WithContext(ctx))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, ok := route.Operation.Responses.Value(strconv.Itoa(resp.StatusCode)).Value.Content["text/event-stream"]; !ok || resp.StatusCode != 200 ||
+		resp.Header.Get("Content-Type") != "text/event-stream" {
+		c.t.Fatalf("GET %s: %d %s, not a documented event stream", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			event = v
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			c.t.Fatalf("GET %s: event data %s: %v", path, data, err)
+		}
+		schema := route.Spec.Components.Schemas["WorkspaceEvents"].Value
+		if err := schema.VisitJSON(v); err != nil {
+			c.t.Errorf("GET %s: the %s event does not match WorkspaceEvents: %v\n%s", path, event, err, data)
+		}
+		var ev server.WorkspaceEvents
+		if err := json.Unmarshal([]byte(data), &ev); err != nil || event != "snapshot" || len(ev.Workspaces) != want {
+			c.t.Errorf("GET %s: first event %s with %d workspaces (%v), want a snapshot of %d", path, event, len(ev.Workspaces), err, want)
+		}
+		c.answered["GET "+route.Path+" 200"] = true
+		return
+	}
+	c.t.Fatalf("GET %s: the stream ended without an event: %v", path, sc.Err())
+}
+
 func (c *oaChecker) decode(data []byte, out any) {
 	c.t.Helper()
 	if err := json.Unmarshal(data, out); err != nil {
@@ -346,7 +403,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "other", "agent": "k1"}, 201, true)
 	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "third", "agent": "k1"}, 409, true) // quota
 	c.do(admin, "POST", "/api/v1/workspaces", map[string]any{"name": "my-ws", "agent": "k2"}, 201, true)     // names are per owner
-	c.do(admin, "POST", "/api/v1/workspaces", map[string]any{"name": "my-ws", "agent": "k2"}, 409, true)     // name taken
+	c.events(dev.Token, 2)
+	c.do(admin, "POST", "/api/v1/workspaces", map[string]any{"name": "my-ws", "agent": "k2"}, 409, true) // name taken
 	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "My_WS", "agent": "k1"}, 400, false)
 	c.do(dev.Token, "POST", "/api/v1/workspaces", map[string]any{"name": "ws", "agent": "nope"}, 400, true)
 	c.do(dev.Token, "POST", "/api/v1/workspaces", oaBody{"text/plain", []byte(`{"name":"ws","agent":"k1"}`)}, 415, false)

@@ -16,6 +16,7 @@ import (
 // lost (kube.Service.Reconcile).
 func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent workspace.Agent) error {
 	start := time.Now()
+	s.agentSeen(r.Context(), agent)
 	var req protocol.ReconcileRequest
 	counted := &countingReader{r: r.Body}
 	r.Body = counted

@@ -73,6 +73,9 @@ type Options struct {
 	StreamLimits   StreamLimits
 	// OIDC configures sign-in through an OpenID Connect provider (oidc.go); nil: none.
 	OIDC *OIDCOptions
+	// HeartbeatAfter makes the timers of the live workspace stream's heartbeats (events.go;
+	// default time.After; tests fire their own).
+	HeartbeatAfter func(time.Duration) <-chan time.Time
 }
 
 // Server serves Hangar's HTTP API.
@@ -113,6 +116,11 @@ type Server struct {
 
 	// csrf guards the browser's form posts (sign-in, sign-out).
 	csrf *http.CrossOriginProtection
+
+	// seen throttles the records of agents' calls (agentseen.go).
+	seen seenThrottle
+	// heartbeatAfter times the live workspace stream's heartbeats (events.go).
+	heartbeatAfter func(time.Duration) <-chan time.Time
 
 	shutdownMu sync.Mutex
 	shutdowns  map[*http.Server]chan struct{} // see shutdownOf
@@ -162,6 +170,10 @@ func New(opts Options) *Server {
 	s.prebuilds = &prebuilds.Reconciler{Store: opts.Store, Builder: opts.Builder, Clock: opts.Clock, Log: opts.Logger.With("component", "prebuilds"),
 		Replica: opts.ReplicaID, Created: s.metrics.observePrebuildCreated, Audit: s.auditor}
 	s.relayURL, s.relayTransport = opts.RelayURL, newRelayTransport()
+	s.heartbeatAfter = opts.HeartbeatAfter
+	if s.heartbeatAfter == nil {
+		s.heartbeatAfter = time.After
+	}
 	s.apps = s.newApps(opts.Apps)
 	s.trustedProxies, s.streams = opts.TrustedProxies, newStreamLimiter(opts.StreamLimits)
 	s.authFailures = newAuthLimiter(opts.AuthLimit, opts.Clock.Now, opts.Logger.With("component", "limits"))
@@ -273,6 +285,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", "/api/v1/audit", s.authUser(s.adminOnly(s.listAudit))},
 		{"POST", "/api/v1/workspaces", s.authUser(s.createWorkspace)},
 		{"GET", "/api/v1/workspaces", s.authUser(s.listWorkspaces)},
+		{"GET", "/api/v1/workspaces/events", s.authUser(s.workspaceEvents)},
 		{"GET", "/api/v1/workspaces/{name}", s.authUser(s.getWorkspace)},
 		{"PATCH", "/api/v1/workspaces/{name}", s.authUser(s.updateWorkspace)},
 		{"GET", "/api/v1/workspaces/{name}/ssh", s.authUser(s.workspaceSSH)},
@@ -311,6 +324,7 @@ func (s *Server) routes() {
 	for _, r := range s.routeTable() {
 		s.mux.Handle(r.method+" "+r.pattern, r.handler)
 	}
+	s.webRoutes() // the web UI's pages and assets (web.go)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errCode(errs.UnknownEndpoint, fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path), ""))
 	})
@@ -373,7 +387,7 @@ func (s *Server) authUser(h userHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		token, ok := bearer(r)
 		if !ok {
-			s.fail(w, r, errUnauthorized("missing bearer token: send Authorization: Bearer <token>"))
+			s.authBrowser(w, r, h) // the web UI's session cookie (browserauth.go)
 			return
 		}
 		u, err := s.store.UserByTokenHash(r.Context(), HashToken(token))

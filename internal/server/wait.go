@@ -25,6 +25,7 @@ const (
 // and looks again on every wake-up, so a spurious one (another agent's change, a listener's
 // reconnect) does not end the wait.
 func (s *Server) wait(w http.ResponseWriter, r *http.Request, agent workspace.Agent) error {
+	s.agentSeen(r.Context(), agent)
 	secs := defaultWaitSeconds
 	if v := r.URL.Query().Get("timeout_seconds"); v != "" {
 		n, err := strconv.Atoi(v)

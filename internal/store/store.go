@@ -72,6 +72,8 @@ type Store interface {
 	AuditStore
 	PresetStore
 	OIDCStore
+	WorkspaceChangeStore
+	AgentSeenStore
 
 	Close() error
 	// Ping checks the database answers (readiness).

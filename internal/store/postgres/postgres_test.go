@@ -263,3 +263,54 @@ func TestAcquireSkipsLockedJob(t *testing.T) {
 		t.Fatalf("AcquireJob after the cancel = %v, %v; want none pending", ok, err)
 	}
 }
+
+// TestWorkspaceChangesOutOfOrderCommit: transactions commit out of the order of their ids. A
+// change by a transaction that began first but commits after a reader's read is still returned
+// by the reader's next read (the cursor is a snapshot, not the highest id seen), and a change made
+// through another replica wakes this replica's stream.
+func TestWorkspaceChangesOutOfOrderCommit(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	a, b := open(t, url), open(t, url)
+	f := storetest.NewFixture(t, a, "ooo")
+	f.Create(t, a, f.Workspace("early"), f.Workspace("late"))
+	ch, cancel := b.SubscribeWorkspaces()
+	defer cancel()
+	cursor, err := b.WorkspaceCursor(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The slow transaction writes first (its id is the lower) and stays open.
+	slow, err := a.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Rollback()
+	if _, err := slow.ExecContext(ctx, `UPDATE workspaces SET actual_state = 'Running' WHERE name = 'early'`); err != nil {
+		t.Fatal(err)
+	}
+	// A quick one commits through the store.
+	if _, err := a.UpdateWorkspace(ctx, f.Ref("late"), func(w workspace.Workspace) (workspace.Workspace, error) {
+		w.DesiredState, w.DesiredStateUpdatedAt = workspace.Stopped, t0.Add(1)
+		return w, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !storetest.Woken(ch) {
+		t.Fatal("a change through replica a did not wake replica b's stream")
+	}
+	rows, cursor, err := b.WorkspaceChanges(ctx, cursor, store.ListFilter{})
+	if err != nil || len(rows) != 1 || rows[0].Name != "late" {
+		t.Fatalf("first read: %+v, %v; want late", rows, err)
+	}
+	if err := slow.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if !storetest.Woken(ch) {
+		t.Fatal("the slow commit did not wake the stream")
+	}
+	rows, _, err = b.WorkspaceChanges(ctx, cursor, store.ListFilter{})
+	if err != nil || len(rows) != 1 || rows[0].Name != "early" || rows[0].ActualState != workspace.Running {
+		t.Fatalf("second read: %+v, %v; want early Running", rows, err)
+	}
+}

@@ -62,6 +62,13 @@ func (b *broker) publish(topic string) {
 	}
 }
 
+// has reports whether topic has subscribers.
+func (b *broker) has(topic string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs[topic]) > 0
+}
+
 func wake(subs map[chan struct{}]struct{}) {
 	for ch := range subs {
 		select {

@@ -60,6 +60,7 @@ type Store struct {
 	db      *sql.DB
 	d       Dialect
 	changes broker
+	seq     seqWatch // workspacechanges.go
 
 	closeMu sync.Mutex
 	closers []func()
@@ -163,6 +164,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.workspacesCommitted()
 	return nil
 }
 

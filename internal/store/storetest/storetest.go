@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AuditInTheActionsTransaction", testAuditInTx},
 		{"AuditPrune", testAuditPrune},
 		{"BuildLogLevel", testBuildLogLevel},
+		{"WorkspaceChanges", testWorkspaceChanges},
 	}
 	tests = append(tests, buildTests...)
 	tests = append(tests, presetTests...)

@@ -1,0 +1,61 @@
+// Small DOM helpers: elements are built with h(), never from HTML strings, so nothing a server
+// or user wrote is ever parsed as markup.
+
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'testid') el.dataset.testid = v;
+    else if (k in el && typeof v !== 'string') el[k] = v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(el, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+export function clear(el) { el.replaceChildren(); return el; }
+
+// fill replaces el's children (null, false and nested arrays allowed, as in h()).
+export function fill(el, ...children) { el.replaceChildren(); return append(el, children); }
+
+export function fmtTime(s) {
+  if (!s) return '';
+  const d = new Date(s);
+  return isNaN(d) ? s : d.toLocaleString();
+}
+
+let toastTimer;
+export function toast(msg) {
+  const t = document.getElementById('toast');
+  t.textContent = msg;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { t.textContent = ''; }, 5000);
+}
+
+// confirm shows the confirmation dialog; resolves true when the user confirms.
+export function confirmDialog(title, text, action) {
+  const d = document.getElementById('confirm');
+  document.getElementById('confirm-title').textContent = title;
+  document.getElementById('confirm-text').textContent = text;
+  document.getElementById('confirm-ok').textContent = action || 'Confirm';
+  return new Promise((resolve) => {
+    d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
+    d.returnValue = '';
+    d.showModal();
+    d.querySelector('[value=cancel]').focus();
+  });
+}
+
+export function stateChip(state, testid) {
+  return h('span', { class: 'state state-' + (state || ''), testid }, state || '');
+}

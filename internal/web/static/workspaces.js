@@ -1,0 +1,421 @@
+// The user's pages: the live workspace list, a workspace, and the creation form.
+import { h, clear, fill, fmtTime, toast, confirmDialog, stateChip } from './dom.js';
+import { api, get, enc, ndjson } from './api.js';
+
+// live holds every workspace the user may see, kept current by the server's event stream
+// (GET /api/v1/workspaces/events): a snapshot, then the changes as they commit. Pages subscribe.
+export const live = { byId: new Map(), ready: false, listeners: new Set(), source: null };
+
+function emit(ev) { for (const fn of live.listeners) fn(ev); }
+
+export function startLive(statusEl) {
+  const set = (text, cls) => { statusEl.textContent = text; statusEl.className = 'live ' + cls; };
+  const es = new EventSource('/api/v1/workspaces/events');
+  live.source = es;
+  es.addEventListener('snapshot', (e) => {
+    performance.mark('hangar-snapshot-received'); // docs/benchmarks.md, "Web UI"
+    const d = JSON.parse(e.data);
+    const seen = new Set();
+    for (const w of d.workspaces) { live.byId.set(w.id, w); seen.add(w.id); }
+    const deleted = [...live.byId.keys()].filter((id) => !seen.has(id));
+    for (const id of deleted) live.byId.delete(id);
+    live.ready = true;
+    set('live', 'on');
+    emit({ snapshot: true, changed: d.workspaces, deleted });
+    performance.mark('hangar-snapshot-shown');
+  });
+  es.addEventListener('change', (e) => {
+    const d = JSON.parse(e.data);
+    for (const w of d.workspaces) live.byId.set(w.id, w);
+    const deleted = d.deleted || [];
+    for (const id of deleted) live.byId.delete(id);
+    emit({ snapshot: false, changed: d.workspaces, deleted });
+  });
+  es.addEventListener('open', () => set('live', 'on'));
+  es.addEventListener('error', () => set(es.readyState === EventSource.CLOSED ? 'disconnected: reload the page' : 'reconnecting…', 'off'));
+}
+
+export function subscribe(fn) { live.listeners.add(fn); return () => live.listeners.delete(fn); }
+
+export const refOf = (w) => w.owner + '/' + w.name;
+const listOf = (v, key) => (Array.isArray(v) ? v : (v && v[key]) || []);
+const sortKey = (w) => w.owner + '\u0000' + w.name;
+const busy = (w) => w.desired_state !== w.actual_state;
+
+// --- The list --------------------------------------------------------------------------------
+
+const COLS = ['name', 'owner', 'backend', 'template', 'desired', 'actual', 'error', 'created'];
+
+export function listPage(main, me, nav) {
+  const tbody = h('tbody', { testid: 'ws-rows' });
+  const rows = new Map(); // id → {tr, cells, key}
+  const count = h('span', { class: 'count', testid: 'ws-count' });
+  const filter = h('input', { type: 'search', id: 'ws-filter', placeholder: 'name or owner', testid: 'ws-filter' });
+  const empty = h('p', { class: 'muted', testid: 'ws-empty', hidden: true }, 'No workspaces yet. ', h('a', { href: '/ui/new', 'data-link': true }, 'Create one'), '.');
+  const matches = (w) => { const q = filter.value.trim().toLowerCase(); return !q || w.name.toLowerCase().includes(q) || w.owner.toLowerCase().includes(q); };
+  const setText = (el, v) => { if (el.textContent !== v) el.textContent = v; };
+
+  function fillRow(r, w) {
+    const c = r.cells;
+    c.name.firstChild.href = '/ui/w/' + enc(w.owner) + '/' + enc(w.name);
+    setText(c.name.firstChild, w.name);
+    setText(c.owner, w.owner);
+    setText(c.backend, w.backend);
+    setText(c.template, w.template || '');
+    for (const [k, v] of [['desired', w.desired_state], ['actual', w.actual_state]]) {
+      const chip = c[k].firstChild;
+      setText(chip, v);
+      chip.className = 'state state-' + v;
+    }
+    setText(c.error, w.error ? w.error.type + ': ' + w.error.message : '');
+    setText(c.created, fmtTime(w.created_at));
+    r.tr.dataset.actual = w.actual_state;
+    r.tr.hidden = !matches(w);
+  }
+
+  function make(w) {
+    const cells = {};
+    const tr = h('tr', { testid: 'ws-row', 'data-id': w.id, 'data-name': w.name, 'data-owner': w.owner });
+    for (const k of COLS) {
+      const td = h('td', { testid: 'ws-' + k });
+      if (k === 'name') td.append(h('a', { 'data-link': true }));
+      if (k === 'desired' || k === 'actual') td.append(stateChip('', 'ws-' + k + '-state'));
+      if (k === 'error') td.className = 'error';
+      if (k === 'owner' && !me.admin) td.hidden = true;
+      cells[k] = td;
+      tr.append(td);
+    }
+    const r = { tr, cells, key: sortKey(w) };
+    fillRow(r, w);
+    return r;
+  }
+
+  // insert puts a new row at its place in owner, name order (the rows are kept sorted).
+  function insert(r) {
+    let after = null;
+    for (const el of tbody.children) { if (rows.get(el.dataset.id).key > r.key) { after = el; break; } }
+    tbody.insertBefore(r.tr, after);
+  }
+
+  function apply(ev) {
+    if (ev.snapshot && rows.size === 0) {
+      const frag = document.createDocumentFragment();
+      for (const w of [...ev.changed].sort((a, b) => (sortKey(a) < sortKey(b) ? -1 : 1))) {
+        const r = make(w);
+        rows.set(w.id, r);
+        frag.append(r.tr);
+      }
+      tbody.append(frag);
+    } else {
+      for (const w of ev.changed) {
+        const r = rows.get(w.id);
+        if (r) { fillRow(r, w); continue; }
+        const n = make(w);
+        rows.set(w.id, n);
+        insert(n);
+      }
+    }
+    for (const id of ev.deleted) { const r = rows.get(id); if (r) { r.tr.remove(); rows.delete(id); } }
+    count.textContent = rows.size + (rows.size === 1 ? ' workspace' : ' workspaces');
+    empty.hidden = rows.size > 0;
+  }
+
+  filter.addEventListener('input', () => { for (const [id, r] of rows) r.tr.hidden = !matches(live.byId.get(id)); });
+  const head = h('tr', {}, COLS.map((k) => h('th', { scope: 'col', hidden: k === 'owner' && !me.admin }, k === 'actual' ? 'state' : k === 'desired' ? 'desired' : k)));
+  fill(main, 
+    h('div', { class: 'row' }, h('h1', {}, 'Workspaces'), count),
+    h('div', { class: 'row filter' }, h('label', { for: 'ws-filter', class: 'radio' }, 'Filter'), filter,
+      h('a', { href: '/ui/new', 'data-link': true, class: 'button', testid: 'ws-new' }, 'New workspace')),
+    h('table', { testid: 'ws-table', 'aria-describedby': 'ws-caption' }, h('caption', { id: 'ws-caption', class: 'muted caption' }, 'Updated live as the workspaces change.'), h('thead', {}, head), tbody),
+    empty);
+  if (live.ready) apply({ snapshot: true, changed: [...live.byId.values()], deleted: [] });
+  return subscribe(apply);
+}
+
+// --- One workspace -----------------------------------------------------------------------------
+
+export function workspacePage(main, me, nav, owner, name) {
+  const ref = owner + '/' + name;
+  const path = '/api/v1/workspaces/' + enc(ref);
+  let current = null;
+  let agents = null;
+  const state = h('dl', { class: 'props', testid: 'ws-props' });
+  const errorBox = h('p', { class: 'error', testid: 'ws-detail-error', role: 'alert' });
+  const actions = h('div', { class: 'row', testid: 'ws-actions' });
+  const apps = h('div', { testid: 'ws-apps' });
+  const ssh = h('div', { testid: 'ws-ssh' });
+  const logsBox = h('section', { testid: 'ws-builds' });
+  const sched = h('section', {});
+  fill(main, h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, actions,
+    h('h2', {}, 'Apps'), apps, h('h2', {}, 'SSH'), ssh, sched, logsBox);
+
+  async function act(label, desired, confirmText) {
+    if (confirmText && !(await confirmDialog(label + ' ' + name + '?', confirmText, label))) return;
+    try {
+      await api('PATCH', path, { desired_state: desired });
+      toast(label + ': requested');
+    } catch (e) { toast(label + ' failed: ' + e.message); }
+  }
+  async function update() {
+    try {
+      const out = await api('POST', path + '/update', {});
+      toast('Update: ' + out.result);
+    } catch (e) { toast('Update failed: ' + e.message); }
+  }
+
+  function render(w) {
+    current = w;
+    fill(state, 
+      h('dt', {}, 'State'), h('dd', {}, stateChip(w.actual_state, 'ws-detail-state'), ' ', h('span', { class: 'muted' }, 'desired '), stateChip(w.desired_state, 'ws-detail-desired')),
+      h('dt', {}, 'Backend'), h('dd', {}, w.backend + (w.agent ? ' (agent ' + w.agent + ')' : '') + (w.template ? ' · template ' + w.template + (w.template_version ? ' v' + w.template_version : '') : '')),
+      w.outdated ? [h('dt', {}, 'Version'), h('dd', { testid: 'ws-outdated' }, 'A newer template version is active.')] : null,
+      w.desired_state_reason ? [h('dt', {}, 'Why'), h('dd', {}, w.desired_state_reason)] : null,
+      h('dt', {}, 'Created'), h('dd', {}, fmtTime(w.created_at)),
+      h('dt', {}, 'Last used'), h('dd', {}, w.last_activity_at ? fmtTime(w.last_activity_at) : 'never'),
+      w.automation && w.automation.autostop_at ? [h('dt', {}, 'Stops at'), h('dd', {}, fmtTime(w.automation.autostop_at))] : null,
+      w.automation && w.automation.next_autostart_at ? [h('dt', {}, 'Starts at'), h('dd', {}, fmtTime(w.automation.next_autostart_at))] : null,
+      (w.parameters || []).length ? [h('dt', {}, 'Parameters'), h('dd', {}, w.parameters.map((p) => h('div', { class: 'mono' }, p.name + ' = ' + (p.sensitive ? '••••' : p.value || ''))))] : null);
+    errorBox.textContent = w.error ? 'Failed: ' + w.error.type + ': ' + w.error.message : '';
+    errorBox.hidden = !w.error;
+    const running = w.actual_state === 'Running';
+    fill(actions, 
+      h('button', { testid: 'ws-start', onclick: () => act('Start', 'Running'), disabled: w.desired_state === 'Running' && !w.error }, 'Start'),
+      h('button', { testid: 'ws-stop', onclick: () => act('Stop', 'Stopped'), disabled: w.desired_state === 'Stopped' }, 'Stop'),
+      h('button', { testid: 'ws-restart', onclick: () => act('Restart', 'RestartRequested', 'The workspace stops and starts again; open sessions end.'), disabled: !running }, 'Restart'),
+      w.backend === 'terraform' ? h('button', { testid: 'ws-update', onclick: update, disabled: !w.outdated }, 'Update to the active version') : null,
+      h('button', { class: 'danger', testid: 'ws-delete', onclick: () => act('Delete', 'Terminated', 'The workspace and its volume are deleted. This cannot be undone.') }, 'Delete'),
+      busy(w) ? h('span', { class: 'muted', testid: 'ws-busy' }, 'working…') : null);
+    renderApps(w);
+    renderSSH(w);
+  }
+
+  function renderApps(w) {
+    clear(apps);
+    if (w.url) apps.append(h('p', {}, h('a', { href: w.url, target: '_blank', rel: 'noopener', testid: 'ws-app-link' }, w.url)));
+    if (w.apps_url) {
+      const port = h('input', { type: 'number', min: 1, max: 65535, value: 8080, id: 'app-port', testid: 'ws-app-port', class: 'port' });
+      const link = h('a', { target: '_blank', rel: 'noopener', testid: 'ws-app-port-link' });
+      const upd = () => { const u = w.apps_url.replace('{port}', String(port.value)); link.href = u; link.textContent = u; };
+      port.addEventListener('input', upd);
+      upd();
+      apps.append(h('div', { class: 'row' }, h('label', { for: 'app-port', class: 'radio' }, 'Port'), port, link));
+    }
+    if (!w.url && !w.apps_url) apps.append(h('p', { class: 'muted' }, 'This workspace has no app address.'));
+  }
+
+  async function renderSSH(w) {
+    const self = me.username === w.owner;
+    const wsRef = self ? w.name : refOf(w);
+    const lines = ['hangar ssh ' + wsRef];
+    if (w.backend === 'kubernetes' && w.agent) {
+      if (!agents) { try { agents = await get('/api/v1/agents'); } catch { agents = []; } }
+      const a = agents.find((x) => x.name === w.agent);
+      const addr = a && a.config && a.config.proxy_ssh_address;
+      if (addr) {
+        const i = addr.lastIndexOf(':');
+        lines.push('ssh -p ' + addr.slice(i + 1) + ' ' + wsRef + '@' + addr.slice(0, i));
+      }
+    }
+    fill(ssh, h('pre', { class: 'cmd', testid: 'ws-ssh-command' }, lines.join('\n')),
+      h('p', { class: 'muted' }, 'Or run ', h('code', {}, 'hangar config-ssh'), ' once, then ', h('code', {}, 'ssh ' + w.name + '.hangar'), '.'));
+  }
+
+  function renderSchedule(w) {
+    const s = w.schedule || {};
+    const auto = h('input', { id: 'sched-autostart', name: 'autostart', value: s.autostart || '', placeholder: '0 8 * * 1-5', testid: 'sched-autostart' });
+    const tz = h('input', { id: 'sched-tz', name: 'timezone', value: s.timezone || '', placeholder: 'Europe/Berlin', testid: 'sched-timezone' });
+    const ttl = h('input', { id: 'sched-ttl', name: 'ttl', value: s.ttl == null ? '' : s.ttl, placeholder: 'the policy\u2019s default', testid: 'sched-ttl' });
+    const form = h('form', { class: 'stack', testid: 'schedule-form' },
+      h('label', { for: 'sched-autostart' }, 'Autostart (cron)', h('span', { class: 'hint' }, 'minute hour day month weekday; empty: none'), auto),
+      h('label', { for: 'sched-tz' }, 'Time zone', h('span', { class: 'hint' }, 'IANA name; empty: UTC'), tz),
+      h('label', { for: 'sched-ttl' }, 'Autostop after', h('span', { class: 'hint' }, 'a duration such as 8h; 0 turns autostop off; empty takes the policy\u2019s default'), ttl),
+      h('div', {}, h('button', { type: 'submit', testid: 'sched-save' }, 'Save schedule')));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      try {
+        await api('PUT', path + '/schedule', { autostart: auto.value.trim(), timezone: tz.value.trim(), ttl: ttl.value.trim() === '' ? null : ttl.value.trim() });
+        toast('Schedule saved');
+      } catch (err) { toast('Schedule: ' + err.message); }
+    });
+    fill(sched, h('h2', {}, 'Schedule'), form);
+  }
+
+  let logAbort = null;
+  async function renderBuilds(w) {
+    if (w.backend !== 'terraform') { clear(logsBox); return; }
+    let builds;
+    try { builds = await get(path + '/builds'); } catch (e) { fill(logsBox, h('p', { class: 'error' }, e.message)); return; }
+    const list = Array.isArray(builds) ? builds : (builds.builds || []);
+    const pre = h('pre', { class: 'logs', testid: 'ws-logs', 'aria-live': 'off', tabindex: 0 });
+    const sel = h('select', { id: 'build-select', testid: 'ws-build-select' }, list.map((b) => h('option', { value: b.number }, '#' + b.number + ' ' + b.transition + ' · ' + b.status)));
+    const status = h('span', { class: 'muted', testid: 'ws-logs-status' });
+    const follow = (n) => {
+      if (logAbort) logAbort.abort();
+      logAbort = new AbortController();
+      clear(pre);
+      status.textContent = 'streaming…';
+      ndjson(path + '/builds/' + n + '/logs?follow=true', (l) => {
+        if (l.end) {
+          status.textContent = 'build ' + l.status;
+          const b = list.find((x) => String(x.number) === String(n));
+          const opt = sel.querySelector('option[value="' + n + '"]');
+          if (b && opt) opt.textContent = '#' + b.number + ' ' + b.transition + ' · ' + l.status;
+          return;
+        }
+        const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+        pre.append((l.stage ? '[' + l.stage + '] ' : '') + (l.output || '') + '\n');
+        if (atEnd) pre.scrollTop = pre.scrollHeight;
+      }, logAbort.signal).catch((e) => { if (e.name !== 'AbortError') status.textContent = e.message; });
+    };
+    sel.addEventListener('change', () => follow(sel.value));
+    fill(logsBox, h('h2', {}, 'Build logs'), list.length ? h('div', { class: 'row' }, h('label', { for: 'build-select', class: 'radio' }, 'Build'), sel, status) : h('p', { class: 'muted' }, 'No builds.'), list.length ? pre : null);
+    if (list.length) follow(list[0].number);
+  }
+
+  let lastBuildKey = '';
+  const onLive = (ev) => {
+    const w = [...ev.changed].find((x) => x.owner === owner && x.name === name);
+    if (w) {
+      render(w);
+      const key = w.desired_state + w.template_version;
+      if (key !== lastBuildKey) { lastBuildKey = key; renderBuilds(w); } // a new build may have begun
+    } else if (current && ev.deleted.includes(current.id)) {
+      errorBox.hidden = false;
+      errorBox.textContent = 'This workspace was deleted.';
+      clear(actions);
+    }
+  };
+  get(path).then((w) => {
+    render(live.byId.get(w.id) || w);
+    renderSchedule(w);
+    lastBuildKey = w.desired_state + w.template_version;
+    renderBuilds(w);
+  }).catch((e) => { fill(main, h('h1', {}, name), h('p', { class: 'error', role: 'alert' }, e.message)); });
+  const unsub = subscribe(onLive);
+  return () => { unsub(); if (logAbort) logAbort.abort(); };
+}
+
+// --- Create ------------------------------------------------------------------------------------
+
+export function createPage(main, me, nav) {
+  const form = h('form', { class: 'stack', testid: 'create-form', novalidate: false });
+  const nameIn = h('input', { id: 'c-name', name: 'name', required: true, pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?', maxlength: 40, autocomplete: 'off', testid: 'create-name' });
+  const srcT = h('input', { type: 'radio', name: 'source', value: 'template', id: 'c-src-t', checked: true, testid: 'create-source-template' });
+  const srcD = h('input', { type: 'radio', name: 'source', value: 'devfile', id: 'c-src-d', testid: 'create-source-devfile' });
+  const tmplSel = h('select', { id: 'c-template', testid: 'create-template' }, h('option', { value: '' }, 'Loading…'));
+  const presetSel = h('select', { id: 'c-preset', testid: 'create-preset' }, h('option', { value: '' }, 'none'));
+  const params = h('div', { class: 'stack', testid: 'create-params' });
+  const agentSel = h('select', { id: 'c-agent', testid: 'create-agent' }, h('option', { value: '' }, 'the default'));
+  const devfile = h('textarea', { id: 'c-devfile', name: 'devfile', testid: 'create-devfile', spellcheck: false, placeholder: 'schemaVersion: 2.2.0\ncomponents:\n  - name: dev\n    container:\n      image: …' });
+  const upload = h('input', { type: 'file', id: 'c-upload', accept: '.yaml,.yml,text/yaml', testid: 'create-devfile-file' });
+  const errors = h('div', { class: 'error', role: 'alert', testid: 'create-error' });
+  const tmplPart = h('fieldset', {}, h('legend', {}, 'Template'), h('label', { for: 'c-template' }, 'Template', tmplSel),
+    h('label', { for: 'c-preset' }, 'Preset', h('span', { class: 'hint' }, 'sets the parameters; a prebuilt workspace is claimed when one is ready'), presetSel), params);
+  const agentPart = h('label', { for: 'c-agent' }, 'Agent', h('span', { class: 'hint' }, 'the cluster of a Kubernetes workspace'), agentSel);
+  const devPart = h('fieldset', { hidden: true }, h('legend', {}, 'Devfile'), h('label', { for: 'c-devfile' }, 'Paste a devfile', devfile), h('label', { for: 'c-upload' }, 'or upload one', upload));
+  form.append(h('label', { for: 'c-name' }, 'Name', h('span', { class: 'hint' }, 'lower-case letters, digits and dashes'), nameIn),
+    h('fieldset', {}, h('legend', {}, 'From'), h('label', { class: 'radio', for: 'c-src-t' }, srcT, 'a template'), h('label', { class: 'radio', for: 'c-src-d' }, srcD, 'a devfile')),
+    tmplPart, devPart, agentPart,
+    errors, h('div', {}, h('button', { type: 'submit', class: 'primary', testid: 'create-submit' }, 'Create workspace')));
+  fill(main, h('h1', {}, 'New workspace'), form);
+
+  const source = () => (srcD.checked ? 'devfile' : 'template');
+  // The agent matters to Kubernetes workspaces only: a devfile's, or a Kubernetes template's.
+  const showSource = () => {
+    tmplPart.hidden = source() !== 'template';
+    devPart.hidden = source() !== 'devfile';
+    const t = templates.find((x) => x.name === tmplSel.value);
+    agentPart.hidden = source() === 'template' && !(t && t.kind === 'kubernetes');
+  };
+  srcT.addEventListener('change', showSource);
+  srcD.addEventListener('change', showSource);
+  upload.addEventListener('change', async () => { if (upload.files[0]) devfile.value = await upload.files[0].text(); });
+
+  let templates = [];
+  let presets = [];
+  const inputs = new Map();
+  // loadTemplate shows the chosen template's parameters and presets; only the latest choice's
+  // answers are shown, whatever order they come back in.
+  let loading = 0;
+  async function loadTemplate() {
+    const seq = ++loading;
+    const name = tmplSel.value;
+    const fields = [];
+    const found = new Map();
+    let options = [];
+    if (name) {
+      try {
+        const t = await get('/api/v1/templates/' + enc(name));
+        const active = (t.versions || []).find((v) => v.active) || (t.versions || [])[0];
+        for (const p of (active && active.parameters) || []) {
+          const id = 'c-p-' + p.name;
+          const type = p.sensitive ? 'password' : p.type === 'number' ? 'number' : 'text';
+          let input;
+          if (p.type === 'bool') input = h('select', { id, testid: 'param-' + p.name }, h('option', { value: 'true' }, 'true'), h('option', { value: 'false' }, 'false'));
+          else input = h('input', { id, type, testid: 'param-' + p.name, required: p.required, autocomplete: p.sensitive ? 'new-password' : 'off', placeholder: p.sensitive ? '' : p.default || '' });
+          if (p.type === 'bool') input.value = p.default || 'false';
+          found.set(p.name, input);
+          fields.push(h('label', { for: id }, p.name + (p.required ? ' (required)' : ''),
+            h('span', { class: 'hint' }, [p.type, p.description, p.default ? 'default ' + (p.sensitive ? '••••' : p.default) : ''].filter(Boolean).join(' · ')), input));
+        }
+        try { options = listOf(await get('/api/v1/templates/' + enc(name) + '/presets'), 'presets'); } catch { options = []; }
+      } catch (e) { fields.push(h('p', { class: 'error' }, e.message)); }
+    }
+    if (seq !== loading) return; // a later choice is being shown
+    presets = options;
+    inputs.clear();
+    for (const [k, v] of found) inputs.set(k, v);
+    fill(params, fields);
+    fill(presetSel, h('option', { value: '' }, 'none'), presets.map((p) => h('option', { value: p.name }, p.name + (p.pool && p.pool.ready ? ' (' + p.pool.ready + ' ready)' : ''))));
+  }
+  // A preset sets the parameters (the API takes a preset or parameters, not both): its values are
+  // shown, and the fields are locked while it is chosen.
+  presetSel.addEventListener('change', () => {
+    const p = presets.find((x) => x.name === presetSel.value);
+    for (const [k, i] of inputs) {
+      i.disabled = !!p;
+      if (p) i.value = (p.parameters || {})[k] || '';
+    }
+  });
+  tmplSel.addEventListener('change', () => { showSource(); loadTemplate(); });
+  Promise.all([get('/api/v1/templates').catch(() => []), get('/api/v1/agents').catch(() => [])]).then(([ts, as]) => {
+    templates = ts || [];
+    fill(tmplSel, h('option', { value: '' }, templates.length ? 'choose…' : 'no template yet'), templates.map((t) => h('option', { value: t.name }, t.name + ' (' + t.kind + ')')));
+    for (const a of as || []) agentSel.append(h('option', { value: a.name }, a.name));
+    if (!templates.length) srcD.checked = true;
+    showSource();
+  });
+
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    errors.textContent = '';
+    if (!form.reportValidity()) return;
+    const body = { name: nameIn.value.trim() };
+    if (agentSel.value && !agentPart.hidden) body.agent = agentSel.value;
+    if (source() === 'devfile') {
+      body.devfile = devfile.value;
+      if (!body.devfile.trim()) { errors.textContent = 'devfile: paste or upload one'; devfile.focus(); return; }
+    } else {
+      if (!tmplSel.value) { errors.textContent = 'template: choose one'; tmplSel.focus(); return; }
+      body.template = tmplSel.value;
+      if (presetSel.value) body.preset = presetSel.value;
+      else {
+        const values = {};
+        for (const [k, i] of inputs) if (i.value !== '') values[k] = i.value;
+        if (Object.keys(values).length) body.parameters = values;
+      }
+    }
+    const btn = form.querySelector('[type=submit]');
+    btn.disabled = true;
+    try {
+      const w = await api('POST', '/api/v1/workspaces', body);
+      live.byId.set(w.id, w);
+      toast('Created ' + w.name);
+      nav('/ui/w/' + enc(w.owner) + '/' + enc(w.name));
+    } catch (err) {
+      errors.textContent = err.message;
+    } finally { btn.disabled = false; }
+  });
+  nameIn.focus();
+  return () => {};
+}
