@@ -346,6 +346,7 @@ func (a *app) provisionersCmd() *cobra.Command {
 		},
 	}
 	cmd.AddCommand(create, listCommand(a, "List provisioners (admin only)", (*sdk.Client).ListProvisioners, a.printProvisioners))
+	cmd.AddCommand(a.provisionerAdminCmds()...)
 	return cmd
 }
 
