@@ -428,15 +428,11 @@ change.`,
 	}
 	update.Flags().StringVar(&configFile, "config", "", "the config fields to change, a JSON `FILE` (\"-\" for standard input)")
 	update.Flags().StringArrayVar(&sets, "set", nil, "one config field to change, `FIELD=VALUE`")
-	return []*cobra.Command{update,
-		a.tokenRotationCmd("agent", false, func(c *sdk.Client, cmd *cobra.Command, name string, revoke bool) (any, string, error) {
-			ag, err := c.RotateAgentToken(cmd.Context(), name, revoke)
-			return ag, ag.Token, err
-		}),
-		a.tokenRotationCmd("agent", true, func(c *sdk.Client, cmd *cobra.Command, name string, revoke bool) (any, string, error) {
-			ag, err := c.RotateAgentToken(cmd.Context(), name, revoke)
-			return ag, ag.Token, err
-		})}
+	rotate := func(c *sdk.Client, cmd *cobra.Command, name string, revoke bool) (any, string, error) {
+		ag, err := c.RotateAgentToken(cmd.Context(), name, revoke)
+		return ag, ag.Token, err
+	}
+	return []*cobra.Command{update, a.tokenRotationCmd("agent", false, rotate), a.tokenRotationCmd("agent", true, rotate)}
 }
 
 // provisionerAdminCmds are `hangar provisioners rotate-token|revoke-token`.

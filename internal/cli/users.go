@@ -85,7 +85,7 @@ tokens; any user may reset their own, named 'me' (then log in again with it).`,
 func (a *app) agentsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agents",
-		Short: "Register and list agents",
+		Short: "Register, list and change agents and their tokens",
 		Args:  noSubcommand,
 		RunE:  showHelp,
 	}
