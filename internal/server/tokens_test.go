@@ -340,3 +340,31 @@ func TestAgentTokensAndConfig(t *testing.T) {
 		})
 	}
 }
+
+// A suspended user's workspaces are not started by their schedule; once reinstated, they are.
+func TestSuspendedUserIsNotAutostarted(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			e := newLCEnv(t, engine, nil)
+			e.create("w")
+			e.report("w", "Running")
+			mustCall(t, e.Env, e.dev, "PATCH", "/api/v1/workspaces/w", map[string]any{"desired_state": "Stopped"}, http.StatusOK, nil)
+			e.report("w", "Stopped")
+			mustCall(t, e.Env, e.dev, "PUT", "/api/v1/workspaces/w/schedule", map[string]any{"autostart": "0 9 * * *", "timezone": "UTC"}, http.StatusOK, nil)
+			mustCall(t, e.Env, e.AdminToken, "PATCH", "/api/v1/users/dev", sdk.UpdateUserRequest{Suspended: ptr(true)}, http.StatusOK, nil)
+			e.Clock.Advance(4*time.Hour + time.Minute) // 09:01
+			if n := e.tick(); n != 0 {
+				t.Fatalf("the executor made %d changes to a suspended user's workspaces", n)
+			}
+			if w := stored(t, e.Env, "w"); w.DesiredState != workspace.Stopped {
+				t.Fatalf("a suspended user's workspace was autostarted: %s", w.DesiredState)
+			}
+			mustCall(t, e.Env, e.AdminToken, "PATCH", "/api/v1/users/dev", sdk.UpdateUserRequest{Suspended: ptr(false)}, http.StatusOK, nil)
+			e.Clock.Advance(24 * time.Hour)
+			if n := e.tick(); n != 1 {
+				t.Fatalf("after reinstatement, %d changes, want the autostart", n)
+			}
+			e.wantDesired("w", "Running", "autostart: ")
+		})
+	}
+}
