@@ -16,7 +16,6 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/clock"
-	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/proxy"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
@@ -150,12 +149,15 @@ func TestRevocationEndsAccessAtOnce(t *testing.T) {
 				}
 				return c
 			}
-			closedSoon := func(c *ssh.Client, what string) {
+			// closedSoon waits for the connection to end, and logs how long after since (the
+			// revoking request's start) it did.
+			closedSoon := func(c *ssh.Client, what string, since time.Time) {
 				t.Helper()
 				ended := make(chan struct{})
 				go func() { _ = c.Wait(); close(ended) }()
 				select {
 				case <-ended:
+					t.Logf("the open SSH connection ended %s after the request of %s began", time.Since(since).Round(time.Millisecond), what)
 				case <-time.After(10 * time.Second):
 					t.Fatalf("the open SSH connection outlived %s", what)
 				}
@@ -168,6 +170,7 @@ func TestRevocationEndsAccessAtOnce(t *testing.T) {
 				t.Fatal("a live token is refused")
 			}
 			conn := openSSH(ci)
+			began := time.Now()
 			mustCall(t, env, alice, "DELETE", "/api/v1/tokens/ci", nil, http.StatusOK, nil)
 			if code := get(noCache, ci); code != http.StatusUnauthorized {
 				t.Errorf("the request right after the revocation: %d, want 401", code)
@@ -176,7 +179,7 @@ func TestRevocationEndsAccessAtOnce(t *testing.T) {
 			if code := get(caching, ci); code != http.StatusUnauthorized {
 				t.Errorf("the caching proxy after the push: %d, want 401", code)
 			}
-			closedSoon(conn, "its token's revocation")
+			closedSoon(conn, "its token's revocation", began)
 
 			// A user suspended: the same for every token of theirs.
 			laptop := newToken("laptop")
@@ -184,6 +187,7 @@ func TestRevocationEndsAccessAtOnce(t *testing.T) {
 				t.Fatal("a live token is refused")
 			}
 			conn = openSSH(laptop)
+			began = time.Now()
 			mustCall(t, env, env.AdminToken, "PATCH", "/api/v1/users/alice", sdk.UpdateUserRequest{Suspended: ptr(true)}, http.StatusOK, nil)
 			if code := get(noCache, laptop); code != http.StatusUnauthorized {
 				t.Errorf("the request right after the suspension: %d, want 401", code)
@@ -192,7 +196,7 @@ func TestRevocationEndsAccessAtOnce(t *testing.T) {
 			if code := get(caching, laptop); code != http.StatusUnauthorized {
 				t.Errorf("the caching proxy after the suspension's push: %d, want 401", code)
 			}
-			closedSoon(conn, "its user's suspension")
+			closedSoon(conn, "its user's suspension", began)
 			if _, err := ssh.Dial("tcp", pln.Addr().String(), &ssh.ClientConfig{User: "dev", Auth: []ssh.AuthMethod{ssh.Password(laptop)},
 				HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second}); err == nil {
 				t.Error("a suspended user opened an SSH connection")
@@ -201,4 +205,3 @@ func TestRevocationEndsAccessAtOnce(t *testing.T) {
 	}
 }
 
-var _ = protocol.ProxyRevocationsPath
