@@ -204,4 +204,3 @@ func TestRevocationEndsAccessAtOnce(t *testing.T) {
 		})
 	}
 }
-
