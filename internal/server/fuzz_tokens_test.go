@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
 )
 
@@ -149,6 +151,44 @@ func FuzzAgentPatchBody(f *testing.F) {
 			}
 		default:
 			t.Fatalf("PATCH %q answered %d %s", body, status, out)
+		}
+	})
+}
+
+// FuzzRevocationsQuery sends arbitrary queries to the proxies' revocation long-poll (its timers
+// fire at once). Every answer is the counter (200, never below 0) or a 400 naming after or
+// timeout_seconds.
+func FuzzRevocationsQuery(f *testing.F) {
+	for _, q := range []string{"", "after=-1", "after=0&timeout_seconds=1", "after=-2", "after=x", "timeout_seconds=61", "timeout_seconds=0", "after=99999999999999999999"} {
+		f.Add(q)
+	}
+	env := servertest.NewWith(f, "sqlite", func(o *server.Options) {
+		o.After = func(time.Duration) <-chan time.Time {
+			ch := make(chan time.Time, 1)
+			ch <- time.Time{}
+			return ch
+		}
+	})
+	agent := createAgent(f, env, "k1", nil)
+	f.Fuzz(func(t *testing.T, query string) {
+		// Only what a client can put in a URL's query.
+		if strings.IndexFunc(query, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '#' }) >= 0 {
+			return
+		}
+		status, out := call(t, env, agent, "GET", protocol.ProxyRevocationsPath+"?"+query, nil)
+		switch status {
+		case http.StatusOK:
+			var r protocol.ProxyRevocationsResponse
+			if err := json.Unmarshal(out, &r); err != nil || r.Seq < 0 {
+				t.Fatalf("?%s: %s", query, out)
+			}
+		case http.StatusBadRequest:
+			e := apiError(t, out)
+			if len(e.Validations) != 1 || (e.Validations[0].Field != "after" && e.Validations[0].Field != "timeout_seconds" && e.Validations[0].Field != "path") {
+				t.Fatalf("?%s: %s", query, out)
+			}
+		default:
+			t.Fatalf("?%s answered %d %s", query, status, out)
 		}
 	})
 }
