@@ -195,7 +195,7 @@ func TestTerraformAgent(t *testing.T) {
 
 	// The owner's token is rotated: the old one is refused; the new one gets in.
 	newToken := userToken(t, h.must("users", "rotate-token", "dev"))
-	if out, errOut, err := dev(devToken, "ssh", "tfa", "--", "hostname"); err == nil || !strings.Contains(errOut, "invalid token") {
+	if out, errOut, err := dev(devToken, "ssh", "tfa", "--", "hostname"); err == nil || !strings.Contains(errOut, "was revoked") {
 		t.Fatalf("ssh with the rotated-out token: %v\n%s%s", err, out, errOut)
 	}
 	if out, _, err := dev(newToken, "ssh", "tfa", "--", "hostname"); err != nil || strings.TrimSpace(out) != hostname {

@@ -55,6 +55,13 @@ const (
 	SignInWorkspace     Action = "signin.workspace" // a proxy exchanged a one-time code for a workspace session
 	SSHKeyAdd           Action = "ssh_key.add"
 	SSHKeyRemove        Action = "ssh_key.remove"
+	TokenCreate         Action = "token.create"      // details: expires_at; never the secret
+	TokenRevoke         Action = "token.revoke"      // target: the token (its owner in details)
+	UserSuspend         Action = "user.suspend"      // details: suspended (false: reinstated), stopped workspaces
+	UserDelete          Action = "user.delete"       // the user is marked deleted; its name stays taken
+	AgentUpdate         Action = "agent.update"      // PATCH of the config; details: the fields changed
+	AgentToken          Action = "agent.token"       // details: revoked (true: no new token)
+	ProvisionerToken    Action = "provisioner.token" // details: revoked (true: no new token)
 )
 
 // Target kinds.
@@ -66,6 +73,7 @@ const (
 	KindProvisioner = "provisioner"
 	KindSSHKey      = "ssh_key"
 	KindPreset      = "preset" // named TEMPLATE/PRESET
+	KindToken       = "token"  // named USER/TOKEN-NAME
 )
 
 // Outcome is how the action ended.

@@ -127,10 +127,22 @@ func (e *Executor) Tick(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	// A suspended user's workspaces are not started for them (docs/decisions.md, "Suspending and
+	// deleting users"); stops and deletions still apply.
+	users, err := e.Store.ListUsers(ctx)
+	if err != nil {
+		return res, err
+	}
+	suspended := map[string]bool{}
+	for _, u := range users {
+		if u.SuspendedAt != nil {
+			suspended[u.ID] = true
+		}
+	}
 	var todo []due
 	for _, w := range rows {
 		// Busy is false here: a build in progress is seen on the locked row, where it counts.
-		if a := lifecycle.Decide(now, Snapshot(w, pol.Of(w), false)); !a.None() {
+		if a := lifecycle.Decide(now, Snapshot(w, pol.Of(w), false)); !a.None() && !(a.To == workspace.Running && suspended[w.OwnerID]) {
 			todo = append(todo, due{w, a})
 		}
 	}

@@ -324,7 +324,7 @@ a pulled state). --force replaces the saved state with any Terraform state.
 }
 
 func (a *app) provisionersCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "provisioners", Short: "Register and list provisioner daemons", Args: noSubcommand, RunE: showHelp}
+	cmd := &cobra.Command{Use: "provisioners", Short: "Register and list provisioner daemons, and replace their tokens", Args: noSubcommand, RunE: showHelp}
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Register a provisioner and print its token (admin only)",
@@ -346,6 +346,7 @@ func (a *app) provisionersCmd() *cobra.Command {
 		},
 	}
 	cmd.AddCommand(create, listCommand(a, "List provisioners (admin only)", (*sdk.Client).ListProvisioners, a.printProvisioners))
+	cmd.AddCommand(a.provisionerAdminCmds()...)
 	return cmd
 }
 

@@ -66,6 +66,9 @@ func AddCommands(root *cobra.Command) { addCommands(root, defaultApp()) }
 func addCommands(root *cobra.Command, a *app) {
 	cmds := []*cobra.Command{
 		a.loginCmd(),
+		a.logoutCmd(),
+		a.whoamiCmd(),
+		a.tokensCmd(),
 		a.usersCmd(),
 		a.sshKeysCmd(),
 		a.agentsCmd(),
@@ -81,6 +84,8 @@ func addCommands(root *cobra.Command, a *app) {
 	cmds = append(cmds, a.updateCmd())
 	cmds = append(cmds, a.sshCmd(), a.portForwardCmd(), a.configSSHCmd())
 	cmds = append(cmds, a.templatesCmd(), a.buildsCmd(), a.logsCmd(), a.cancelCmd(), a.stateCmd(), a.provisionersCmd())
+	// version needs no server: it takes none of the global flags.
+	root.AddCommand(versionCmd())
 	for _, c := range cmds {
 		addGlobalFlags(c, root)
 		// Each Use line already shows the flags that matter.

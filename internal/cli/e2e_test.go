@@ -44,7 +44,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(admin.ok("users", "rotate-token", "rita", "-o", "json")), &rita2); err != nil || rita2.Token == "" || rita2.Token == rita.Token {
 		t.Fatalf("users rotate-token -o json: %+v, %v", rita2, err)
 	}
-	if got := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": rita.Token}).fail("list"); !strings.Contains(got, "invalid token") {
+	if got := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": rita.Token}).fail("list"); !strings.Contains(got, `token "initial" was revoked at`) {
 		t.Errorf("rita's old token:\n%s", got)
 	}
 	if out := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": rita2.Token}).ok("users", "rotate-token", "me"); !strings.HasPrefix(out, "New token for rita; the old one no longer works.\nToken: hgu_") {

@@ -53,10 +53,11 @@ its hash. Give it to the user, who runs 'hangar login --url URL --token TOKEN'.`
 	create.Flags().BoolVar(&admin, "admin", false, "make the user an admin (may create users and agents, sees every workspace)")
 	rotate := &cobra.Command{
 		Use:   "rotate-token NAME",
-		Short: "Give a user a new token and revoke the old one (admin, or yourself as 'me')",
-		Long: `Give a user a new API token and print it. The old token stops working at once, and so do
-the browser sessions begun with it (workspace proxies refuse it within seconds). An admin may
-rotate anyone's token; any user may rotate their own, named 'me' (then log in again with it).`,
+		Short: "Revoke all of a user's tokens and give one new token (admin, or yourself as 'me')",
+		Long: `Revoke every API token of a user and print one new token (named "initial", with the server's
+default lifetime): a reset after a leak. The old tokens stop working at once, and so do the browser
+sessions begun with them, through the workspace proxies and SSH too. An admin may reset anyone's
+tokens; any user may reset their own, named 'me' (then log in again with it).`,
 		Args: oneName("user"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, c, err := a.formatAndClient(cmd)
@@ -77,13 +78,14 @@ rotate anyone's token; any user may rotate their own, named 'me' (then log in ag
 		},
 	}
 	cmd.AddCommand(create, rotate)
+	cmd.AddCommand(a.usersAdminCmds()...)
 	return cmd
 }
 
 func (a *app) agentsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agents",
-		Short: "Register and list agents",
+		Short: "Register, list and change agents and their tokens",
 		Args:  noSubcommand,
 		RunE:  showHelp,
 	}
@@ -135,6 +137,7 @@ resources, network_policy...); fields left out take the server's defaults. "-" r
 	create.Flags().StringVar(&configFile, "config", "", "agent configuration, a JSON `FILE` (\"-\" for standard input)")
 	list := listCommand(a, "List the registered agents", (*sdk.Client).ListAgents, a.printAgents)
 	cmd.AddCommand(create, list)
+	cmd.AddCommand(a.agentAdminCmds()...)
 	return cmd
 }
 

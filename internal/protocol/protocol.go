@@ -19,7 +19,10 @@ package protocol
 //	   ProxyExchangeRequest has nonce, both required. Not additive for the proxy: a version-3
 //	   proxy's sign-ins are refused (400), so upgrade the server and the proxies together.
 //	   Agents are unaffected.
-const Version = 4
+//	5: GET /api/v1/proxy/revocations (ProxyRevocationsPath): a proxy long-polls it and rechecks
+//	   its open SSH connections as soon as access was taken away anywhere. Additive: a version-4
+//	   proxy rechecks on its interval only; a version-5 proxy facing a version-4 server (404) too.
+const Version = 5
 
 // ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
 const ReconcilePath = "/api/v1/agent/reconcile"

@@ -20,12 +20,14 @@ type Checker interface {
 // (others may be waiting for the same answer).
 const checkTimeout = 10 * time.Second
 
-// Auth caches the server's decisions briefly: an allowed answer for AllowTTL, a refusal for
-// DenyTTL (shorter: a user who just signed in or was just made admin should not wait). Errors are
-// never cached, and the caller refuses on them (fail closed). A revoked token, a removed user or a
-// deleted workspace is therefore noticed within AllowTTL. Concurrent requests with the same
-// credential for the same host wait for one question to the server (a page's burst of requests,
-// or many at once after an entry expires, is one check).
+// Auth asks the server, caching its decisions: an allowed answer for AllowTTL (default 0: never,
+// so that a revoked token, a suspended user or a signed-out session is refused from the next
+// request on; docs/decisions.md, "Revocation takes effect at once"), a refusal for DenyTTL
+// (shorter: a user who just signed in or was just made admin should not wait). Errors are never
+// cached, and the caller refuses on them (fail closed). With AllowTTL set, Flush (called when the
+// server announces a revocation) drops what is cached. Concurrent requests with the same
+// credential for the same host wait for one question to the server (a page's burst of requests is
+// one check).
 type Auth struct {
 	Checker  Checker
 	Clock    clock.Clock
@@ -143,6 +145,15 @@ func (a *Auth) add(e *authEntry) {
 func (a *Auth) remove(el *list.Element) {
 	delete(a.entries, el.Value.(*authEntry).key)
 	a.lru.Remove(el)
+}
+
+// Flush drops every cached decision (the server said that access was taken away somewhere:
+// Revocations). Questions under way are answered as they come.
+func (a *Auth) Flush() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	clear(a.entries)
+	a.lru.Init()
 }
 
 // Forget drops what is cached for cred on host (a session the server refused).

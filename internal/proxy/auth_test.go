@@ -216,3 +216,38 @@ func TestAuthCacheKeepsEntriesInUse(t *testing.T) {
 		t.Errorf("cached entries were asked again")
 	}
 }
+
+// Without AllowTTL every check asks the server (a revocation is refused from the next request on);
+// with it, Flush drops what is cached, so that a revocation the server announces is seen at once.
+func TestAuthWithoutCacheAndFlush(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC))
+	fc := &fakeChecker{answers: map[string]protocol.ProxyCheckResponse{"hgu_alice": {Allowed: true, User: "alice"}}}
+	const host = "8080-dev--alice.ws.example.com"
+	alice := Credential{Token: "hgu_alice"}
+
+	none := &Auth{Checker: fc, Clock: clk, DenyTTL: time.Second}
+	for i := range 3 {
+		if d, cached, err := none.Check(ctx, host, alice); err != nil || !d.Allowed || cached || fc.calls != i+1 {
+			t.Fatalf("check %d without a cache: %+v cached=%v err=%v calls=%d", i, d, cached, err, fc.calls)
+		}
+	}
+	fc.set("hgu_alice", protocol.ProxyCheckResponse{Reason: protocol.ProxyUnauthenticated})
+	if d, _, _ := none.Check(ctx, host, alice); d.Allowed {
+		t.Fatal("a revoked token allowed by a proxy without a cache")
+	}
+
+	fc.set("hgu_alice", protocol.ProxyCheckResponse{Allowed: true})
+	cache := &Auth{Checker: fc, Clock: clk, AllowTTL: time.Hour, DenyTTL: time.Second}
+	if d, _, _ := cache.Check(ctx, host, alice); !d.Allowed {
+		t.Fatal("refused")
+	}
+	fc.set("hgu_alice", protocol.ProxyCheckResponse{Reason: protocol.ProxyUnauthenticated})
+	if d, cached, _ := cache.Check(ctx, host, alice); !d.Allowed || !cached {
+		t.Fatal("the cached decision was not used")
+	}
+	cache.Flush()
+	if d, cached, _ := cache.Check(ctx, host, alice); d.Allowed || cached {
+		t.Fatalf("after Flush: %+v cached=%v, want a fresh refusal", d, cached)
+	}
+}

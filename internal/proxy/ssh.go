@@ -75,6 +75,25 @@ type SSHServer struct {
 	listeners map[net.Listener]struct{}
 	conns     map[io.Closer]struct{}
 	wg        sync.WaitGroup
+	// now is closed (and replaced) by RecheckNow: every open connection's recheck waits on it
+	// beside its ticker.
+	now chan struct{}
+}
+
+// RecheckNow makes every open connection ask the server about its access at once (the server said
+// that access was taken away somewhere: Revocations).
+func (s *SSHServer) RecheckNow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.now)
+	s.now = make(chan struct{})
+}
+
+// recheckSignal is the channel the next RecheckNow closes.
+func (s *SSHServer) recheckSignal() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now
 }
 
 // Permissions extensions set by the authentication callbacks.
@@ -118,7 +137,7 @@ func NewSSHServer(opts SSHOptions) (*SSHServer, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &SSHServer{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConnections),
-		listeners: map[net.Listener]struct{}{}, conns: map[io.Closer]struct{}{}}
+		listeners: map[net.Listener]struct{}{}, conns: map[io.Closer]struct{}{}, now: make(chan struct{})}
 	s.config = &ssh.ServerConfig{
 		ServerVersion: "SSH-2.0-hangar-proxy",
 		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
@@ -440,9 +459,9 @@ func (s *SSHServer) activity(wsID, channelType string) {
 	}
 }
 
-// recheck asks the server again every RecheckInterval and closes the connection once the answer is
-// a refusal. Errors are tolerated three times in a row (a server restart should not cut every
-// session), then the connection is closed too: the proxy fails closed.
+// recheck asks the server again every RecheckInterval, and at once on RecheckNow, and closes the
+// connection once the answer is a refusal. Errors are tolerated three times in a row (a server
+// restart should not cut every session), then the connection is closed too: the proxy fails closed.
 func (b *bridge) recheck(down *ssh.ServerConn, ext map[string]string, done <-chan struct{}) {
 	ticks, stop := b.s.opts.NewTicker(b.s.opts.RecheckInterval)
 	defer stop()
@@ -453,6 +472,7 @@ func (b *bridge) recheck(down *ssh.ServerConn, ext map[string]string, done <-cha
 		case <-done:
 			return
 		case <-ticks:
+		case <-b.s.recheckSignal():
 		}
 		b.mu.Lock()
 		busy := b.open > 0

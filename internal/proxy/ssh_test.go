@@ -416,3 +416,32 @@ func TestSSHHelperWithAnotherHostKeyIsNotTrusted(t *testing.T) {
 		t.Errorf("through a helper with the wrong host key: %v, stdout %q, stderr %q", err, out, errOut)
 	}
 }
+
+// RecheckNow (the server announced a revocation) asks about every open connection at once, without
+// waiting for its ticker: one whose access ended is closed, the others stay.
+func TestSSHRecheckNowClosesRevokedConnections(t *testing.T) {
+	f := newSSHFixture(t)
+	c, err := f.dial("dev", ssh.Password("hgu_alicetoken"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, err := run(t, c, "true"); err != nil {
+		t.Fatal(err)
+	}
+	f.server.RecheckNow() // still allowed: the connection stays
+	if _, _, err := run(t, c, "true"); err != nil {
+		t.Fatalf("after an allowed recheck: %v", err)
+	}
+	f.checker.mu.Lock()
+	f.checker.revoked = true
+	f.checker.mu.Unlock()
+	f.server.RecheckNow() // no tick: only the push can close it
+	ended := make(chan struct{})
+	go func() { _ = c.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RecheckNow did not close the revoked connection")
+	}
+}

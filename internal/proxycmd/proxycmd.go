@@ -75,7 +75,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.TLSKeyFile, "tls-key-file", "HANGAR_PROXY_TLS_KEY_FILE", "", "private key (PEM) of --tls-cert-file"),
 		cmdopt.String(&cfg.MetricsListen, "metrics-listen", "HANGAR_PROXY_METRICS_LISTEN", "127.0.0.1:9443", "address of /metrics, /healthz and /readyz (empty: none)"),
 		cmdopt.String(&cfg.DNSZone, "dns-zone", "HANGAR_PROXY_DNS_ZONE", "", "the agent's DNS zone (default: the agent config's, from the server; if given, it must match)"),
-		cmdopt.String(&cfg.AuthCacheTTL, "auth-cache-ttl", "HANGAR_PROXY_AUTH_CACHE_TTL", "5s", "how long an allowed access decision is reused (refusals: 1 s at most); a revoked token or a removed user is noticed within it"),
+		cmdopt.String(&cfg.AuthCacheTTL, "auth-cache-ttl", "HANGAR_PROXY_AUTH_CACHE_TTL", "0s", "how long an allowed access decision is reused (0: never, every request is checked, so a revocation is refused from the next request on; above 0 the cache is emptied when the server announces a revocation); refusals are reused for 1 s"),
 		cmdopt.String(&cfg.MaxBodyBytes, "max-body-bytes", "HANGAR_PROXY_MAX_BODY_BYTES", strconv.Itoa(proxy.DefaultMaxBodyBytes), "largest request body forwarded (413 above; WebSockets are not limited)"),
 		cmdopt.String(&cfg.WriteTimeout, "write-timeout", "HANGAR_PROXY_WRITE_TIMEOUT", "10m", "longest time to write one response (WebSockets have none)"),
 		cmdopt.String(&cfg.SSHListen, "ssh-listen", "HANGAR_PROXY_SSH_LISTEN", "", "address the proxy serves SSH on (empty: no SSH). The SSH user name is the workspace: `ssh -p PORT dev@HOST`, or owner/dev"),
@@ -229,9 +229,25 @@ func Run(ctx context.Context, cfg Config) error {
 			"client_key", strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshKeys.client.PublicKey()))))
 	}
 
+	auth := &proxy.Auth{Checker: server, Clock: clock.Real{}, AllowTTL: ttl, DenyTTL: time.Second, MaxEntries: 100000}
+	// Revocations on the server end open SSH connections, and cached decisions, at once.
+	watcher := &proxy.RevocationWatcher{
+		Client: &proxy.ServerClient{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 45 * time.Second}}, Logger: log,
+		OnRevoke: func() {
+			auth.Flush()
+			if sshSrv != nil {
+				sshSrv.RecheckNow()
+			}
+		},
+	}
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); watcher.Run(watchCtx) }()
+	defer func() { stopWatch(); <-watchDone }()
+
 	handler := proxy.NewHandler(proxy.Options{
 		Routes: routes, Exchanger: server, ServerURL: publicURL, Zone: zone, TLS: certs != nil,
-		Auth:         &proxy.Auth{Checker: server, Clock: clock.Real{}, AllowTTL: ttl, DenyTTL: min(ttl, time.Second), MaxEntries: 100000},
+		Auth:         auth,
 		MaxBodyBytes: maxBody, WriteTimeout: writeTimeout, Logger: log, Metrics: metrics, Activity: activity.Record,
 	})
 	srv := proxy.NewServer(handler, log)

@@ -89,8 +89,8 @@ func (c *Client) CreateUser(ctx context.Context, req CreateUserRequest) (User, e
 	return u, err
 }
 
-// RotateUserToken gives a user a new token ("me" for the caller; others: admin only); the old
-// token stops working. The answer carries the new token, shown only once.
+// RotateUserToken revokes every token of a user and gives one new one ("me" for the caller;
+// others: admin only). The answer carries the new token, shown only once.
 func (c *Client) RotateUserToken(ctx context.Context, username string) (User, error) {
 	var u User
 	err := c.do(ctx, http.MethodPost, []string{"users", username, "token"}, nil, &u)

@@ -131,6 +131,17 @@ type User struct {
 	Admin     bool      `json:"admin"`
 	Token     string    `json:"token,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// Suspended users keep their workspaces (stopped) but every request, session, proxy and SSH
+	// access of theirs is refused; SuspendedAt says since when.
+	Suspended   bool       `json:"suspended"`
+	SuspendedAt *time.Time `json:"suspended_at,omitempty"`
+	// TokenExpiresAt, with Token only: when that token expires (none: never).
+	TokenExpiresAt *time.Time `json:"token_expires_at,omitempty"`
+	// CurrentToken, in GET /api/v1/users/me only: the token the request was made with (none for a
+	// browser session begun without one).
+	CurrentToken *Token `json:"current_token,omitempty"`
+	// StoppedWorkspaces, in the answer to a suspension only: the workspaces it asked to stop.
+	StoppedWorkspaces []string `json:"stopped_workspaces,omitempty"`
 }
 
 // CreateUserRequest is the body of POST /api/v1/users.

@@ -33,9 +33,10 @@ const (
 	// appsConnsPerWorkspace bounds the connections to one workspace's apps (the helper takes 256
 	// channels on one SSH connection).
 	appsConnsPerWorkspace = 128
-	// AppsAuthCacheTTL is how long the apps handler trusts a decision (a revoked token is refused
-	// within it).
-	AppsAuthCacheTTL = 5 * time.Second
+	// AppsAuthCacheTTL is how long the apps handler trusts a decision: none, so that a revoked
+	// token, a suspended user or an ended session is refused from the next request on (the check is
+	// in process: a few queries).
+	AppsAuthCacheTTL time.Duration = 0
 )
 
 // AppsOptions configure the serving of Terraform workspaces' apps.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/audit"
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/redirect"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -210,16 +211,21 @@ func sessionCookie(r *http.Request) string {
 
 // browserUser returns the user of the request's server session, and the session's IDHash.
 func (s *Server) browserUser(r *http.Request) (workspace.User, []byte, bool, error) {
+	u, sess, ok, err := s.browserSession(r)
+	return u, sess.IDHash, ok, err
+}
+
+// browserSession returns the user and the server session of the request's cookie.
+func (s *Server) browserSession(r *http.Request) (workspace.User, store.Session, bool, error) {
 	c, err := r.Cookie(sessionCookie(r))
 	if err != nil || c.Value == "" {
-		return workspace.User{}, nil, false, nil
+		return workspace.User{}, store.Session{}, false, nil
 	}
-	idHash := HashToken(c.Value)
-	_, u, err := s.store.Session(r.Context(), idHash, store.SessionServer, s.clock.Now())
+	sess, u, err := s.store.Session(r.Context(), HashToken(c.Value), store.SessionServer, s.clock.Now())
 	if errors.Is(err, store.ErrNotFound) {
-		return workspace.User{}, nil, false, nil
+		return workspace.User{}, store.Session{}, false, nil
 	}
-	return u, idHash, err == nil, err
+	return u, sess, err == nil, err
 }
 
 // signinPage serves GET /signin: the form, or who is signed in.
@@ -274,11 +280,20 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	entry.Set("remote", r.RemoteAddr)
 	var failed error
 	defer func() { s.auditor.End(ctx, entry, failed) }()
-	u, err := s.store.UserByTokenHash(r.Context(), HashToken(token))
-	if token == "" || errors.Is(err, store.ErrNotFound) {
-		failed = errors.New("invalid token")
-		s.log.Info("sign-in refused", "reason", "invalid token", "remote", r.RemoteAddr)
-		writePage(w, http.StatusUnauthorized, s.oidcButton(page{Title: "Sign in to Hangar", Message: "That token is not valid.", ReturnTo: returnTo, Form: true,
+	var u workspace.User
+	var tok store.APIToken
+	err := errUnauthorized("invalid token")
+	if token != "" {
+		u, tok, err = s.userByToken(r.Context(), token)
+	}
+	if errs.Is(err, errs.Unauthorized) {
+		failed = err
+		s.log.Info("sign-in refused", "reason", err.Error(), "remote", r.RemoteAddr)
+		msg := "That token is not valid."
+		if err.Error() != "invalid token" {
+			msg = "That token cannot be used: " + err.Error() + "."
+		}
+		writePage(w, http.StatusUnauthorized, s.oidcButton(page{Title: "Sign in to Hangar", Message: msg, ReturnTo: returnTo, Form: true,
 			FormTargets: s.formTargets(r.Context(), returnTo)}))
 		return
 	}
@@ -290,7 +305,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	entry.SetActor(actorOf(u))
 	entry.SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
-	if err := s.beginServerSession(ctx, w, r, u, u.TokenHash); err != nil {
+	if err := s.beginServerSession(ctx, w, r, u, tok.ID); err != nil {
 		failed = err
 		s.log.Error("sign-in: create session", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})
@@ -300,14 +315,14 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, returnTo, http.StatusSeeOther)
 }
 
-// beginServerSession stores a new server session of u (bound to tokenHash, the token it was begun
-// with; nil for none: an OIDC sign-in) and sets its cookie. The pending audit entry in ctx (the
+// beginServerSession stores a new server session of u (bound to tokenID, the API token it was begun
+// with, so that it ends with it; "" for none: an OIDC sign-in) and sets its cookie. The pending audit entry in ctx (the
 // sign-in) is written in the session's transaction.
-func (s *Server) beginServerSession(ctx context.Context, w http.ResponseWriter, r *http.Request, u workspace.User, tokenHash []byte) error {
+func (s *Server) beginServerSession(ctx context.Context, w http.ResponseWriter, r *http.Request, u workspace.User, tokenID string) error {
 	now := s.clock.Now()
 	secret := NewToken(sessionTokenPrefix)
 	if err := s.store.CreateSession(ctx, store.Session{IDHash: HashToken(secret), Kind: store.SessionServer, UserID: u.ID,
-		UserTokenHash: tokenHash, CreatedAt: now, ExpiresAt: now.Add(SessionLifetime)}); err != nil {
+		TokenID: tokenID, CreatedAt: now, ExpiresAt: now.Add(SessionLifetime)}); err != nil {
 		return err
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: secret, Path: "/", Expires: now.Add(SessionLifetime),
@@ -432,7 +447,7 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("%q is not the address of a workspace: one is <port>-<workspace>--<owner>.<DNS zone of a Hangar agent, or the server's apps zone>.", host)})
 		return
 	}
-	u, sessionHash, ok, err := s.browserUser(r)
+	u, sess, ok, err := s.browserSession(r)
 	if err != nil {
 		s.log.Error("proxy authorize: read session", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
@@ -463,8 +478,8 @@ func (s *Server) proxyAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.clock.Now()
 	code := NewToken(codePrefix)
-	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: codeKey(code, nonce), Kind: store.SessionCode, UserID: u.ID, UserTokenHash: u.TokenHash,
-		WorkspaceID: t.ws.ID, Host: t.host, ParentHash: sessionHash, CreatedAt: now, ExpiresAt: now.Add(CodeLifetime)}); err != nil {
+	if err := s.store.CreateSession(r.Context(), store.Session{IDHash: codeKey(code, nonce), Kind: store.SessionCode, UserID: u.ID, TokenID: sess.TokenID,
+		WorkspaceID: t.ws.ID, Host: t.host, ParentHash: sess.IDHash, CreatedAt: now, ExpiresAt: now.Add(CodeLifetime)}); err != nil {
 		s.log.Error("proxy authorize: create code", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot open the workspace", Message: "The server failed; its log has the details."})
 		return
@@ -550,7 +565,7 @@ func (s *Server) exchangeCode(ctx context.Context, scope accessScope, req protoc
 	secret := NewToken(workspaceTokenPrefix)
 	expires := now.Add(SessionLifetime)
 	if err := s.store.CreateSession(ctx, store.Session{IDHash: HashToken(secret), Kind: store.SessionWorkspace, UserID: u.ID,
-		UserTokenHash: u.TokenHash, WorkspaceID: t.ws.ID, Host: host, ParentHash: code.ParentHash, CreatedAt: now, ExpiresAt: expires}); err != nil {
+		TokenID: code.TokenID, WorkspaceID: t.ws.ID, Host: host, ParentHash: code.ParentHash, CreatedAt: now, ExpiresAt: expires}); err != nil {
 		return protocol.ProxyExchangeResponse{}, err
 	}
 	s.log.Info("workspace session created", "user", u.Username, "workspace", t.ws.OwnerName+"/"+t.ws.Name, "host", host)
@@ -611,9 +626,9 @@ func (s *Server) checkAccess(ctx context.Context, scope accessScope, req protoco
 		}
 		boundTo = sess.WorkspaceID
 	} else {
-		u, err = s.store.UserByTokenHash(ctx, HashToken(req.Token))
+		u, _, err = s.userByToken(ctx, req.Token)
 	}
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || errs.Is(err, errs.Unauthorized) {
 		return refuse(protocol.ProxyUnauthenticated, proxyTarget{}, workspace.User{})
 	} else if err != nil {
 		return protocol.ProxyCheckResponse{}, err

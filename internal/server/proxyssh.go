@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -78,10 +79,13 @@ func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent wor
 	var err error
 	if key != nil {
 		u, _, err = s.store.UserBySSHKey(r.Context(), ssh.FingerprintSHA256(key))
+		if err == nil && u.SuspendedAt != nil {
+			return refuse(protocol.ProxyUnauthenticated, workspace.User{})
+		}
 	} else {
-		u, err = s.store.UserByTokenHash(r.Context(), HashToken(req.Token))
+		u, _, err = s.userByToken(r.Context(), req.Token)
 	}
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || errs.Is(err, errs.Unauthorized) {
 		return refuse(protocol.ProxyUnauthenticated, workspace.User{})
 	} else if err != nil {
 		return err

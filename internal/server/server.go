@@ -76,6 +76,10 @@ type Options struct {
 	// HeartbeatAfter makes the timers of the live workspace stream's heartbeats (events.go;
 	// default time.After; tests fire their own).
 	HeartbeatAfter func(time.Duration) <-chan time.Time
+	// TokenLifetime is a new API token's lifetime when its request names none
+	// (DefaultTokenLifetime); MaxTokenLifetime bounds what a request may ask
+	// (DefaultMaxTokenLifetime).
+	TokenLifetime, MaxTokenLifetime time.Duration
 }
 
 // Server serves Hangar's HTTP API.
@@ -121,6 +125,8 @@ type Server struct {
 	seen seenThrottle
 	// heartbeatAfter times the live workspace stream's heartbeats (events.go).
 	heartbeatAfter func(time.Duration) <-chan time.Time
+	// tokenDefault and tokenMax are the lifetimes of new API tokens (tokens.go).
+	tokenDefault, tokenMax time.Duration
 
 	shutdownMu sync.Mutex
 	shutdowns  map[*http.Server]chan struct{} // see shutdownOf
@@ -152,6 +158,12 @@ func New(opts Options) *Server {
 		host, _ := os.Hostname()
 		opts.ReplicaID = host + "/" + uuid.NewString()[:8]
 	}
+	if opts.TokenLifetime <= 0 {
+		opts.TokenLifetime = DefaultTokenLifetime
+	}
+	if opts.MaxTokenLifetime <= 0 {
+		opts.MaxTokenLifetime = DefaultMaxTokenLifetime
+	}
 	if opts.Builder == nil {
 		opts.Builder = tfbackend.New(tfbackend.Options{Store: opts.Store, Clock: opts.Clock, Logger: opts.Logger})
 	}
@@ -161,6 +173,7 @@ func New(opts Options) *Server {
 	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, kube: opts.Kube, after: opts.After,
 		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection(),
 		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
+	s.tokenDefault, s.tokenMax = opts.TokenLifetime, opts.MaxTokenLifetime
 	s.backends = backend.Router{Store: opts.Store, Kubernetes: opts.Kube, Terraform: opts.Builder}
 	s.metrics = newMetrics(opts.Store, opts.Builder, opts.Clock.Now)
 	s.auditor = &audit.Recorder{W: opts.Store, Now: opts.Clock.Now, Log: opts.Logger.With("component", "audit")}
@@ -262,6 +275,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"POST", "/api/v1/agent/reconcile", s.authAgent(s.reconcile)},
 		{"GET", "/api/v1/agent/info", s.authAgent(s.agentInfo)},
 		{"GET", "/api/v1/agent/wait", s.authAgent(s.wait)},
+		{"GET", protocol.ProxyRevocationsPath, s.authAgent(s.proxyRevocations)},
 
 		{"POST", protocol.ProxyExchangePath, s.authAgent(s.proxyExchange)},
 		{"POST", protocol.ProxyCheckPath, s.authAgent(s.proxyCheck)},
@@ -279,9 +293,18 @@ func (s *Server) routeTable() []routeEntry {
 		{"POST", "/api/v1/users/me/ssh-keys", s.authUser(s.addSSHKey)},
 		{"DELETE", "/api/v1/users/me/ssh-keys/{key}", s.authUser(s.removeSSHKey)},
 		{"POST", "/api/v1/users", s.authUser(s.adminOnly(s.createUser))},
+		{"GET", "/api/v1/users", s.authUser(s.adminOnly(s.listUsers))},
+		{"PATCH", "/api/v1/users/{username}", s.authUser(s.adminOnly(s.updateUser))},
+		{"DELETE", "/api/v1/users/{username}", s.authUser(s.adminOnly(s.deleteUser))},
 		{"POST", "/api/v1/users/{username}/token", s.authUser(s.rotateToken)},
+		{"POST", "/api/v1/tokens", s.authUser(s.createToken)},
+		{"GET", "/api/v1/tokens", s.authUser(s.listTokens)},
+		{"DELETE", "/api/v1/tokens/{token}", s.authUser(s.revokeToken)},
 		{"POST", "/api/v1/agents", s.authUser(s.adminOnly(s.createAgent))},
 		{"GET", "/api/v1/agents", s.authUser(s.listAgents)},
+		{"PATCH", "/api/v1/agents/{name}", s.authUser(s.adminOnly(s.updateAgent))},
+		{"POST", "/api/v1/agents/{name}/token", s.authUser(s.adminOnly(s.agentToken))},
+		{"DELETE", "/api/v1/agents/{name}/token", s.authUser(s.adminOnly(s.agentToken))},
 		{"GET", "/api/v1/audit", s.authUser(s.adminOnly(s.listAudit))},
 		{"POST", "/api/v1/workspaces", s.authUser(s.createWorkspace)},
 		{"GET", "/api/v1/workspaces", s.authUser(s.listWorkspaces)},
@@ -313,6 +336,8 @@ func (s *Server) routeTable() []routeEntry {
 
 		{"POST", "/api/v1/provisioners", s.authUser(s.adminOnly(s.createProvisioner))},
 		{"GET", "/api/v1/provisioners", s.authUser(s.adminOnly(s.listProvisioners))},
+		{"POST", "/api/v1/provisioners/{name}/token", s.authUser(s.adminOnly(s.provisionerToken))},
+		{"DELETE", "/api/v1/provisioners/{name}/token", s.authUser(s.adminOnly(s.provisionerToken))},
 		{"POST", protocol.ProvisionerAcquirePath, s.authProvisioner(s.provisionerAcquire)},
 		{"POST", protocol.ProvisionerHeartbeatPath, s.authProvisioner(s.provisionerHeartbeat)},
 		{"POST", protocol.ProvisionerLogsPath, s.authProvisioner(s.provisionerLogs)},
@@ -390,15 +415,12 @@ func (s *Server) authUser(h userHandler) http.HandlerFunc {
 			s.authBrowser(w, r, h) // the web UI's session cookie (browserauth.go)
 			return
 		}
-		u, err := s.store.UserByTokenHash(r.Context(), HashToken(token))
-		if errors.Is(err, store.ErrNotFound) {
-			s.fail(w, r, errUnauthorized("invalid token"))
-			return
-		}
+		u, t, err := s.userByToken(r.Context(), token)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
+		r = r.WithContext(context.WithValue(r.Context(), tokenCtxKey{}, t))
 		if err := h(w, r, u); err != nil {
 			s.fail(w, r, err)
 		}
@@ -461,7 +483,11 @@ func (s *Server) Bootstrap(ctx context.Context, dataDir string) (string, bool, e
 	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
 		return path, false, fmt.Errorf("write admin token: %w", err)
 	}
-	err = s.store.CreateUser(ctx, workspace.User{ID: uuid.NewString(), Username: "admin", Admin: true, TokenHash: HashToken(token), CreatedAt: s.clock.Now()})
+	// The bootstrap token does not expire: it is the way in of a new installation (revoke it once
+	// admins have tokens of their own).
+	now := s.clock.Now()
+	err = s.store.CreateUserWithToken(ctx, workspace.User{ID: uuid.NewString(), Username: "admin", Admin: true, CreatedAt: now},
+		store.APIToken{ID: uuid.NewString(), Name: BootstrapTokenName, Hash: HashToken(token), CreatedAt: now})
 	if errors.Is(err, store.ErrConflict) {
 		// Another replica bootstrapped at the same moment; its token file is the valid one.
 		_ = os.Remove(path)

@@ -13,9 +13,31 @@ import (
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
+// BootstrapTokenName and InitialTokenName name the tokens made with a user: the bootstrap admin's
+// (in <data-dir>/admin-token, without expiry) and the one `hangar users create` and
+// `users rotate-token` hand out (with the default lifetime).
+const (
+	BootstrapTokenName = "admin-token"
+	InitialTokenName   = "initial"
+)
+
 func (s *Server) me(w http.ResponseWriter, r *http.Request, u workspace.User) error {
-	writeJSON(w, http.StatusOK, toUser(u, ""))
+	out := toUser(u, "")
+	if t, ok := requestToken(r.Context()); ok {
+		ct := toToken(t, u.Username, s.clock.Now())
+		out.CurrentToken = &ct
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// initialToken is a new user's first token, or a user's token after a reset: named
+// InitialTokenName, with the default lifetime.
+func (s *Server) initialToken() (string, store.APIToken) {
+	now := s.clock.Now()
+	expires := now.Add(min(s.tokenDefault, s.tokenMax))
+	secret := NewToken(userTokenPrefix)
+	return secret, store.APIToken{ID: uuid.NewString(), Name: InitialTokenName, Hash: HashToken(secret), CreatedAt: now, ExpiresAt: &expires}
 }
 
 func (s *Server) createUser(w http.ResponseWriter, r *http.Request, caller workspace.User) (err error) {
@@ -32,20 +54,23 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request, caller works
 	if err := v.Err(); err != nil {
 		return err
 	}
-	token := NewToken(userTokenPrefix)
-	u := workspace.User{ID: uuid.NewString(), Username: req.Username, Admin: req.Admin, TokenHash: HashToken(token), CreatedAt: s.clock.Now()}
+	token, t := s.initialToken()
+	u := workspace.User{ID: uuid.NewString(), Username: req.Username, Admin: req.Admin, CreatedAt: s.clock.Now()}
 	audit.From(r.Context()).SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
-	if err := s.store.CreateUser(r.Context(), u); err != nil {
+	if err := s.store.CreateUserWithToken(r.Context(), u, t); err != nil {
 		return err
 	}
 	s.log.Info("user created", "user", u.Username, "admin", u.Admin)
-	writeJSON(w, http.StatusCreated, toUser(u, token))
+	out := toUser(u, token)
+	out.TokenExpiresAt = t.ExpiresAt
+	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
 
-// rotateToken serves POST /api/v1/users/{username}/token: a new token for the user (an admin for
-// anyone, a user for itself). The old token stops working at once, and with it every browser and
-// workspace session begun with it; proxies notice within their decision cache's lifetime.
+// rotateToken serves POST /api/v1/users/{username}/token: every token of the user is revoked and
+// one new token (named "initial", with the default lifetime) is given (an admin for anyone, a user
+// for itself): a reset after a leak. The old tokens stop working at once, and with them every
+// browser and workspace session begun with them.
 func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, caller workspace.User) (err error) {
 	name := r.PathValue("username")
 	if name == "me" {
@@ -62,11 +87,13 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, caller work
 		return err
 	}
 	audit.From(r.Context()).SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
-	token := NewToken(userTokenPrefix)
-	if err := s.store.SetUserToken(r.Context(), u.ID, HashToken(token)); err != nil {
+	token, t := s.initialToken()
+	if err := s.store.ResetUserTokens(r.Context(), u.ID, t, t.CreatedAt); err != nil {
 		return err
 	}
-	s.log.Info("user token replaced", "user", u.Username, "by", caller.Username)
-	writeJSON(w, http.StatusOK, toUser(u, token))
+	s.log.Info("user tokens reset", "user", u.Username, "by", caller.Username)
+	out := toUser(u, token)
+	out.TokenExpiresAt = t.ExpiresAt
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -297,6 +297,17 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u workspac
 	go func() { _, _ = io.Copy(nc, stream); _ = nc.Close(); done <- struct{}{} }()
 	token, _ := bearer(r)
 	ended := ctx.Done()
+	// A revocation anywhere makes the connection's access be asked again at once, not at the next
+	// recheck.
+	revoked, unsubscribe := s.store.SubscribeRevocations()
+	defer unsubscribe()
+	recheck := func() {
+		if why := s.stillAllowed(ctx, r, token, u, ws.ID); why != "" {
+			log.Info("closing an ssh connection: access ended", "why", why)
+			nc.Close()
+			stream.Close()
+		}
+	}
 	for {
 		select {
 		case <-done:
@@ -311,23 +322,23 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u workspac
 			ended = nil
 			nc.Close()
 			stream.Close()
+		case <-revoked:
+			recheck()
 		case <-s.recheckAfter(s.recheck):
 			s.recordActivity(ctx, ws.ID)
-			if why := s.stillAllowed(ctx, r, token, u, ws.ID); why != "" {
-				log.Info("closing an ssh connection: access ended", "why", why)
-				nc.Close()
-				stream.Close()
-			}
+			recheck()
 		}
 	}
 }
 
 // stillAllowed tells why the user of an open connection may no longer use the workspace ("": they
-// may): their token was rotated, or the workspace deleted.
+// may): their token was revoked or expired, they were suspended, or the workspace deleted.
 func (s *Server) stillAllowed(ctx context.Context, r *http.Request, token string, u workspace.User, workspaceID string) string {
-	now, err := s.store.UserByTokenHash(ctx, HashToken(token))
-	if errors.Is(err, store.ErrNotFound) || err == nil && now.ID != u.ID {
-		return "the token was replaced"
+	now, _, err := s.userByToken(ctx, token)
+	if errs.Is(err, errs.Unauthorized) {
+		return "the token may no longer be used: " + err.Error()
+	} else if err == nil && now.ID != u.ID {
+		return "the token is another user's"
 	} else if err != nil {
 		return "" // the database is unavailable: leave the connection alone until the next check
 	}

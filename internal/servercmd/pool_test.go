@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPostgresMaxConnsRefused: a pool size that is not a whole number from 1 to 1000 stops the
@@ -30,6 +31,21 @@ func TestAuditRetentionRefused(t *testing.T) {
 		err := Run(context.Background(), cfg, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "--audit-retention") {
 			t.Errorf("--audit-retention %q: %v, want it refused", v, err)
+		}
+	}
+}
+
+// TestTokenLifetimes: the defaults, valid values, and the refusals naming the flag.
+func TestTokenLifetimes(t *testing.T) {
+	if d, m, err := parseTokenLifetimes("", ""); err != nil || d != 720*time.Hour || m != 8760*time.Hour {
+		t.Fatalf("defaults: %v %v %v", d, m, err)
+	}
+	if d, m, err := parseTokenLifetimes("24h", "48h"); err != nil || d != 24*time.Hour || m != 48*time.Hour {
+		t.Fatalf("24h/48h: %v %v %v", d, m, err)
+	}
+	for _, c := range [][3]string{{"soon", "", "--token-lifetime"}, {"1s", "", "--token-lifetime"}, {"", "x", "--max-token-lifetime"}, {"48h", "24h", "longer than"}} {
+		if _, _, err := parseTokenLifetimes(c[0], c[1]); err == nil || !strings.Contains(err.Error(), c[2]) {
+			t.Errorf("%q %q: %v, want an error about %s", c[0], c[1], err, c[2])
 		}
 	}
 }

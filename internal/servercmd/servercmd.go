@@ -76,6 +76,9 @@ type Config struct {
 	Hardening HardeningConfig
 	// OIDC configures sign-in with an OpenID Connect provider (oidc.go).
 	OIDC OIDCConfig
+	// TokenLifetime is a new API token's default lifetime, MaxTokenLifetime the longest a
+	// request may ask ("": the defaults, 720h and 8760h).
+	TokenLifetime, MaxTokenLifetime string
 }
 
 // DefaultAuditRetention is how long audit entries are kept unless --audit-retention says otherwise.
@@ -110,6 +113,8 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.AppsZone, "apps-zone", "HANGAR_APPS_ZONE", "auto", "DNS zone whose hosts <port>-<workspace>--<owner>.<zone> the server serves as Terraform workspaces' apps in the browser, through their helpers (a wildcard DNS record *.<zone> must lead to the server); the scheme and port are the access URL's. auto: apps.localhost when the access URL is a loopback one, else none; none: no apps"),
 		cmdopt.String(&cfg.RelayURL, "relay-url", "HANGAR_RELAY_URL", "", "with several replicas: this replica's own URL as the other replicas reach it (such as http://$(POD_IP):7080); they relay to it the users' connections to the Terraform workspaces whose helpers are connected here. Empty: they answer 503 and name this replica instead"),
 		cmdopt.String(&cfg.LifecycleInterval, "lifecycle-interval", "HANGAR_LIFECYCLE_INTERVAL", "1m", "how often the lifecycle executor applies autostart schedules, autostop TTLs, failure TTLs, dormancy and the agents' lifetimes (0: never; every replica runs it, each change is made once)"),
+		cmdopt.String(&cfg.TokenLifetime, "token-lifetime", "HANGAR_TOKEN_LIFETIME", "720h", "the lifetime of a new API token whose request names none (hangar tokens create, users create, rotate-token)"),
+		cmdopt.String(&cfg.MaxTokenLifetime, "max-token-lifetime", "HANGAR_MAX_TOKEN_LIFETIME", "8760h", "the longest lifetime a new API token may be given"),
 		cmdopt.String(&cfg.AuditRetention, "audit-retention", "HANGAR_AUDIT_RETENTION", DefaultAuditRetention, "how long the audit log keeps an entry (a duration such as 8760h, one year; 0 keeps every entry forever); older entries are deleted hourly, in bounded batches, by every replica"),
 		cmdopt.String(&cfg.PrebuildInterval, "prebuild-interval", "HANGAR_PREBUILD_INTERVAL", "1m", "how often the prebuild reconciler creates and deletes prebuilt workspaces to keep the presets' pools (0: never; every replica runs it, each preset is reconciled by one replica at a time)"),
 		cmdopt.String(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
@@ -181,6 +186,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	lifecycleInterval, err := time.ParseDuration(cfg.LifecycleInterval)
 	if err != nil || (lifecycleInterval != 0 && lifecycleInterval < time.Second) {
 		return fmt.Errorf("--lifecycle-interval: want 0 (off) or a duration of at least 1s (like 1m), got %q", cfg.LifecycleInterval)
+	}
+	tokenLifetime, maxTokenLifetime, err := parseTokenLifetimes(cfg.TokenLifetime, cfg.MaxTokenLifetime)
+	if err != nil {
+		return err
 	}
 	if cfg.AuditRetention == "" {
 		cfg.AuditRetention = DefaultAuditRetention
@@ -254,7 +263,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
 		AccessURL: func() string { return cfg.AccessURL }})
 	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL,
-		AuditRetention: auditRetention, TrustedProxies: hard.trusted, StreamLimits: hard.streams, OIDC: oidcOpts})
+		AuditRetention: auditRetention, TrustedProxies: hard.trusted, StreamLimits: hard.streams, OIDC: oidcOpts,
+		TokenLifetime: tokenLifetime, MaxTokenLifetime: maxTokenLifetime})
 	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
 	if err != nil {
 		return err
@@ -445,4 +455,25 @@ func portSuffix(port string) string {
 		return ""
 	}
 	return ":" + port
+}
+
+// parseTokenLifetimes reads --token-lifetime and --max-token-lifetime ("": the defaults): each at
+// least a minute, the default no longer than the maximum.
+func parseTokenLifetimes(def, maxLife string) (time.Duration, time.Duration, error) {
+	d, m := server.DefaultTokenLifetime, server.DefaultMaxTokenLifetime
+	var err error
+	if def != "" {
+		if d, err = time.ParseDuration(def); err != nil || d < time.Minute {
+			return 0, 0, fmt.Errorf("--token-lifetime: want a duration of at least 1m (like 720h), got %q", def)
+		}
+	}
+	if maxLife != "" {
+		if m, err = time.ParseDuration(maxLife); err != nil || m < time.Minute {
+			return 0, 0, fmt.Errorf("--max-token-lifetime: want a duration of at least 1m (like 8760h), got %q", maxLife)
+		}
+	}
+	if d > m {
+		return 0, 0, fmt.Errorf("--token-lifetime %s is longer than --max-token-lifetime %s", d, m)
+	}
+	return d, m, nil
 }

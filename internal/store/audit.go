@@ -12,10 +12,12 @@ import (
 // The write methods that are actions a person or the automation takes are "audited": when their
 // ctx carries a pending entry (audit.From), they insert it, as a success, in their own
 // transaction, so that it commits with the action or not at all. They are CreateUser,
-// SetUserToken, CreateAgent, CreateWorkspace, UpdateWorkspace, CreateTemplateVersion,
-// SetTemplateLifecycle, PromoteTemplateVersion, CreateBuildWorkspace, NewBuild, UpdateBuild,
-// PutBuildState, ClaimPrebuild, CreateProvisioner, CreateSession, CreateSSHKey and DeleteSSHKey. Other writes (logs,
-// heartbeats, reconciles, activity) never write a pending entry.
+// CreateUserWithToken, CreateToken, RevokeToken, ResetUserTokens, SetUserSuspended, DeleteUser,
+// CreateAgent, SetAgentToken, SetAgentConfig, CreateWorkspace, UpdateWorkspace,
+// CreateTemplateVersion, SetTemplateLifecycle, PromoteTemplateVersion, CreateBuildWorkspace,
+// NewBuild, UpdateBuild, PutBuildState, ClaimPrebuild, CreateProvisioner, SetProvisionerToken,
+// CreateSession, CreateSSHKey and DeleteSSHKey. Other writes (logs, heartbeats, reconciles,
+// activity) never write a pending entry.
 type AuditStore interface {
 	// InsertAudit writes one entry (its ID is assigned).
 	InsertAudit(ctx context.Context, e audit.Entry) error

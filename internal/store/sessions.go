@@ -23,12 +23,12 @@ type Session struct {
 	IDHash []byte
 	Kind   string
 	UserID string
-	// UserTokenHash is the user's token hash when the session began; a session whose user's token
-	// changed since is not found. nil for a session begun without a token (an OIDC sign-in): it is
-	// valid while its user exists and it has not expired.
-	UserTokenHash []byte
-	WorkspaceID   string
-	Host          string
+	// TokenID is the API token the session began with: the session ends when that token is revoked
+	// or expires. "" for a session begun without one (an OIDC sign-in), which lives while its user
+	// is active. Codes and workspace sessions carry their server session's.
+	TokenID     string
+	WorkspaceID string
+	Host        string
 	// ParentHash is the IDHash of the server session a code or workspace session came from (nil
 	// for none): DeleteSession of that server session removes them too.
 	ParentHash []byte
@@ -41,13 +41,13 @@ type SessionStore interface {
 	// CreateSession stores s, and removes the sessions that expired before s.CreatedAt.
 	CreateSession(ctx context.Context, s Session) error
 	// Session reads the session of that hash and kind with its user, if it has not expired at now,
-	// its user still exists and the user's token is the one it began with (when it began with
-	// one); else ErrNotFound.
+	// its user is neither deleted nor suspended, and its token (if it has one) is neither revoked nor
+	// expired at now; else ErrNotFound.
 	Session(ctx context.Context, idHash []byte, kind string, now time.Time) (Session, workspace.User, error)
 	// ConsumeSession is Session that also removes the session, so that only one caller gets it
 	// (one-time codes).
 	ConsumeSession(ctx context.Context, idHash []byte, kind string, now time.Time) (Session, workspace.User, error)
 	// DeleteSession removes a session and the sessions whose ParentHash it is (sign-out);
-	// removing none is not an error.
+	// removing none is not an error. It counts as a revocation (TokenStore.RevocationSeq).
 	DeleteSession(ctx context.Context, idHash []byte) error
 }

@@ -74,18 +74,18 @@ type Store interface {
 	OIDCStore
 	WorkspaceChangeStore
 	AgentSeenStore
+	TokenStore
 
 	Close() error
 	// Ping checks the database answers (readiness).
 	Ping(ctx context.Context) error
 
+	// CreateUser creates u with a first token named "initial", without expiry, whose hash is
+	// u.TokenHash (no token when it is empty); audited.
 	CreateUser(ctx context.Context, u workspace.User) error
-	UserByTokenHash(ctx context.Context, hash []byte) (workspace.User, error)
+	// UserByUsername reads a user who is not deleted (suspended ones included).
 	UserByUsername(ctx context.Context, username string) (workspace.User, error)
 	CountUsers(ctx context.Context) (int, error)
-	// SetUserToken replaces a user's token hash: the old token, and every session begun with it,
-	// stop working at once.
-	SetUserToken(ctx context.Context, userID string, hash []byte) error
 
 	CreateAgent(ctx context.Context, a workspace.Agent) error
 	AgentByTokenHash(ctx context.Context, hash []byte) (workspace.Agent, error)

@@ -13,11 +13,16 @@ const (
 
 // User is a person or robot that calls the user API.
 type User struct {
-	ID        string
-	Username  string
-	Admin     bool
+	ID       string
+	Username string
+	Admin    bool
+	// TokenHash, on creation only (store.CreateUser), is the hash of the user's first API token
+	// (named "initial", without expiry); reads leave it empty: tokens are store.APIToken rows.
 	TokenHash []byte
 	CreatedAt time.Time
+	// SuspendedAt is when the user was suspended (nil: active); a suspended user's tokens,
+	// sessions and keys are refused. Filled on reads.
+	SuspendedAt *time.Time
 }
 
 // Agent is a registered `hangar agent`.

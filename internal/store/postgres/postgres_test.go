@@ -173,6 +173,17 @@ func TestUpgradeFromV2(t *testing.T) {
 	storetest.UpgradeFromV2(t, db, postgres.Dialect, func(t *testing.T) store.Store { return open(t, url) })
 }
 
+// TestUpgradeToTokens: users' tokens and sessions survive migration 16 (API tokens).
+func TestUpgradeToTokens(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storetest.UpgradeToTokens(t, db, postgres.Dialect, func(t *testing.T) store.Store { return open(t, url) })
+}
+
 // TestReplicaJobNotifications: a job queued, logged, canceled through one store (replica) wakes the
 // subscribers of another store on the same database, which can claim it.
 func TestReplicaJobNotifications(t *testing.T) {

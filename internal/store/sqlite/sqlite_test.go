@@ -59,3 +59,21 @@ func TestUpgradeFromV2(t *testing.T) {
 		return s
 	})
 }
+
+// TestUpgradeToTokens: users' tokens and sessions survive migration 16 (API tokens).
+func TestUpgradeToTokens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hangar.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storetest.UpgradeToTokens(t, db, sqlite.Dialect, func(t *testing.T) store.Store {
+		s, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}

@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -11,18 +10,17 @@ import (
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-const sessionCols = `id_hash, kind, user_id, user_token_hash, workspace_id, host, parent_hash, created_at, expires_at`
+const sessionCols = `id_hash, kind, user_id, token_id, workspace_id, host, parent_hash, created_at, expires_at`
 
 func scanSession(row interface{ Scan(...any) error }) (store.Session, error) {
 	var ss store.Session
 	var created, expires int64
-	if err := row.Scan(&ss.IDHash, &ss.Kind, &ss.UserID, &ss.UserTokenHash, &ss.WorkspaceID, &ss.Host, &ss.ParentHash, &created, &expires); err != nil {
+	var tokenID sql.NullString
+	if err := row.Scan(&ss.IDHash, &ss.Kind, &ss.UserID, &tokenID, &ss.WorkspaceID, &ss.Host, &ss.ParentHash, &created, &expires); err != nil {
 		return ss, err
 	}
+	ss.TokenID = tokenID.String
 	ss.CreatedAt, ss.ExpiresAt = fromMicros(created), fromMicros(expires)
-	if len(ss.UserTokenHash) == 0 {
-		ss.UserTokenHash = nil // a session without a token (an OIDC sign-in), stored empty
-	}
 	return ss, nil
 }
 
@@ -32,7 +30,7 @@ func (s *Store) CreateSession(ctx context.Context, ss store.Session) error {
 			return fmt.Errorf("remove expired sessions: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO sessions (`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			ss.IDHash, ss.Kind, ss.UserID, tokenHashColumn(ss.UserTokenHash), ss.WorkspaceID, ss.Host, nullBytes(ss.ParentHash), micros(ss.CreatedAt), micros(ss.ExpiresAt))
+			ss.IDHash, ss.Kind, ss.UserID, nullID(ss.TokenID), ss.WorkspaceID, ss.Host, nullBytes(ss.ParentHash), micros(ss.CreatedAt), micros(ss.ExpiresAt))
 		if err = s.wrapUnique(err, "session"); err != nil {
 			return fmt.Errorf("create session: %w", err)
 		}
@@ -68,35 +66,41 @@ func (s *Store) ConsumeSession(ctx context.Context, idHash []byte, kind string, 
 	return ss, u, nil
 }
 
-// sessionUser checks ss is still valid at now and reads its user.
+// sessionUser checks ss is still valid at now and reads its user: the session has not expired, its
+// user is neither deleted nor suspended, and the token it began with (if any) is neither revoked
+// nor expired.
 func (s *Store) sessionUser(ctx context.Context, db rowQuerier, ss store.Session, now time.Time) (store.Session, workspace.User, error) {
 	if !now.Before(ss.ExpiresAt) {
 		return store.Session{}, workspace.User{}, fmt.Errorf("%s session expired: %w", ss.Kind, store.ErrNotFound)
 	}
-	u, err := scanUser(db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE id = ?`), ss.UserID))
+	var expires, revoked sql.NullInt64
+	var tokenID sql.NullString
+	u, err := scanUser(db.QueryRowContext(ctx, s.q(`SELECT u.id, u.username, u.admin, u.created_at, u.suspended_at, t.id, t.expires_at, t.revoked_at
+		FROM users u LEFT JOIN api_tokens t ON t.id = ? WHERE u.id = ? AND NOT u.system AND u.deleted_at IS NULL`), nullID(ss.TokenID), ss.UserID),
+		&tokenID, &expires, &revoked)
 	if err != nil {
 		return store.Session{}, workspace.User{}, notFound(err, "the session's user")
 	}
-	if ss.UserTokenHash != nil && !bytes.Equal(u.TokenHash, ss.UserTokenHash) {
-		return store.Session{}, workspace.User{}, fmt.Errorf("%s session: the user's token changed since: %w", ss.Kind, store.ErrNotFound)
+	switch {
+	case u.SuspendedAt != nil:
+		return store.Session{}, workspace.User{}, fmt.Errorf("%s session: its user is suspended: %w", ss.Kind, store.ErrNotFound)
+	case ss.TokenID == "":
+		return ss, u, nil
+	case !tokenID.Valid || revoked.Valid:
+		return store.Session{}, workspace.User{}, fmt.Errorf("%s session: its token was revoked: %w", ss.Kind, store.ErrNotFound)
+	case expires.Valid && micros(now) >= expires.Int64:
+		return store.Session{}, workspace.User{}, fmt.Errorf("%s session: its token expired: %w", ss.Kind, store.ErrNotFound)
 	}
 	return ss, u, nil
 }
 
 func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
-	if _, err := s.db.ExecContext(ctx, s.q(`DELETE FROM sessions WHERE id_hash = ? OR parent_hash = ?`), idHash, idHash); err != nil {
-		return fmt.Errorf("delete session: %w", err)
-	}
-	return nil
-}
-
-// tokenHashColumn is how a session's UserTokenHash is stored: a session begun without a token (nil:
-// an OIDC sign-in) has an empty one, the column being NOT NULL since migration 4.
-func tokenHashColumn(h []byte) []byte {
-	if h == nil {
-		return []byte{}
-	}
-	return h
+	return s.revokeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM sessions WHERE id_hash = ? OR parent_hash = ?`), idHash, idHash); err != nil {
+			return fmt.Errorf("delete session: %w", err)
+		}
+		return nil
+	})
 }
 
 type rowQuerier interface {

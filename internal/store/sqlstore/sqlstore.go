@@ -194,28 +194,36 @@ func (s *Store) wrapUnique(err error, what string) error {
 	return err
 }
 
-// --- users
+// --- users (and tokens.go)
 
 func (s *Store) CreateUser(ctx context.Context, u workspace.User) error {
-	return s.actionTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`),
-			u.ID, u.Username, u.Admin, u.TokenHash, micros(u.CreatedAt))
-		if err = s.wrapUnique(err, fmt.Sprintf("user %q", u.Username)); err != nil {
-			return fmt.Errorf("create user: %w", err)
-		}
-		return nil
-	})
+	if len(u.TokenHash) == 0 {
+		return s.actionTx(ctx, func(tx *sql.Tx) error { return s.insertUser(ctx, tx, u) })
+	}
+	return s.CreateUserWithToken(ctx, u, store.APIToken{ID: u.ID, Name: "initial", Hash: u.TokenHash, CreatedAt: u.CreatedAt})
 }
 
-const userCols = `id, username, admin, token_hash, created_at`
+// insertUser inserts u. users.token_hash (NOT NULL UNIQUE, from before migration 16) gets a value
+// no token hashes to: tokens are api_tokens rows.
+func (s *Store) insertUser(ctx context.Context, tx *sql.Tx, u workspace.User) error {
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`),
+		u.ID, u.Username, u.Admin, []byte("retired:"+u.ID), micros(u.CreatedAt))
+	if err = s.wrapUnique(err, fmt.Sprintf("user %q", u.Username)); err != nil {
+		return fmt.Errorf("create user: %w", err)
+	}
+	return nil
+}
 
-func scanUser(row interface{ Scan(...any) error }) (workspace.User, error) {
+const userCols = `id, username, admin, created_at, suspended_at`
+
+func scanUser(row interface{ Scan(...any) error }, more ...any) (workspace.User, error) {
 	var u workspace.User
 	var created int64
-	if err := row.Scan(&u.ID, &u.Username, &u.Admin, &u.TokenHash, &created); err != nil {
+	var suspended sql.NullInt64
+	if err := row.Scan(append([]any{&u.ID, &u.Username, &u.Admin, &created, &suspended}, more...)...); err != nil {
 		return u, err
 	}
-	u.CreatedAt = fromMicros(created)
+	u.CreatedAt, u.SuspendedAt = fromMicros(created), ptrTime(suspended)
 	return u, nil
 }
 
@@ -226,27 +234,9 @@ func notFound(err error, what string) error {
 	return err
 }
 
-func (s *Store) UserByTokenHash(ctx context.Context, hash []byte) (workspace.User, error) {
-	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE token_hash = ? AND NOT system`), hash))
-	return u, notFound(err, "user")
-}
-
 func (s *Store) UserByUsername(ctx context.Context, username string) (workspace.User, error) {
-	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE username = ? AND NOT system`), username))
+	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE username = ? AND NOT system AND deleted_at IS NULL`), username))
 	return u, notFound(err, fmt.Sprintf("user %q", username))
-}
-
-func (s *Store) SetUserToken(ctx context.Context, userID string, hash []byte) error {
-	return s.actionTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE users SET token_hash = ? WHERE id = ? AND NOT system`), hash, userID)
-		if err = s.wrapUnique(err, "user token"); err != nil {
-			return fmt.Errorf("set user token: %w", err)
-		}
-		if n, err := res.RowsAffected(); err == nil && n == 0 {
-			return fmt.Errorf("user %s: %w", userID, store.ErrNotFound)
-		}
-		return nil
-	})
 }
 
 func (s *Store) CountUsers(ctx context.Context) (int, error) {

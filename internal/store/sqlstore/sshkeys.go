@@ -57,7 +57,7 @@ func (s *Store) SSHKeys(ctx context.Context, userID string) ([]store.SSHKey, err
 
 func (s *Store) DeleteSSHKey(ctx context.Context, userID, idOrFingerprint string) (store.SSHKey, error) {
 	var k store.SSHKey
-	err := s.actionTx(ctx, func(tx *sql.Tx) (err error) {
+	err := s.revokeTx(ctx, func(tx *sql.Tx) (err error) {
 		k, err = scanSSHKey(tx.QueryRowContext(ctx, s.q(`DELETE FROM ssh_keys WHERE user_id = ? AND (id = ? OR fingerprint = ?)
 		RETURNING `+sshKeyCols), userID, idOrFingerprint, idOrFingerprint))
 		return err
@@ -71,13 +71,14 @@ func (s *Store) DeleteSSHKey(ctx context.Context, userID, idOrFingerprint string
 func (s *Store) UserBySSHKey(ctx context.Context, fingerprint string) (workspace.User, store.SSHKey, error) {
 	var u workspace.User
 	var created int64
-	k, err := scanSSHKey(s.db.QueryRowContext(ctx, s.q(`SELECT k.id, k.user_id, k.name, k.fingerprint, k.public_key, k.created_at, u.id, u.username, u.admin, u.token_hash, u.created_at
-		FROM ssh_keys k JOIN users u ON u.id = k.user_id WHERE k.fingerprint = ?`), fingerprint),
-		&u.ID, &u.Username, &u.Admin, &u.TokenHash, &created)
+	var suspended sql.NullInt64
+	k, err := scanSSHKey(s.db.QueryRowContext(ctx, s.q(`SELECT k.id, k.user_id, k.name, k.fingerprint, k.public_key, k.created_at, u.id, u.username, u.admin, u.created_at, u.suspended_at
+		FROM ssh_keys k JOIN users u ON u.id = k.user_id WHERE k.fingerprint = ? AND u.deleted_at IS NULL`), fingerprint),
+		&u.ID, &u.Username, &u.Admin, &created, &suspended)
 	if err != nil {
 		return workspace.User{}, store.SSHKey{}, notFound(err, "user of ssh key "+fingerprint)
 	}
-	u.CreatedAt = fromMicros(created)
+	u.CreatedAt, u.SuspendedAt = fromMicros(created), ptrTime(suspended)
 	return u, k, nil
 }
 

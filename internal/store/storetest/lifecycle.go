@@ -98,11 +98,11 @@ func testAutomationUser(t *testing.T, s store.Store) {
 	if _, err := s.UserByUsername(ctx, store.AutomationUsername); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("UserByUsername(automation): %v, want ErrNotFound", err)
 	}
-	if _, err := s.UserByTokenHash(ctx, []byte{0}); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("UserByTokenHash(its hash): %v, want ErrNotFound", err)
+	if _, _, err := s.TokenByHash(ctx, []byte{0}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("TokenByHash(its hash): %v, want ErrNotFound", err)
 	}
-	if err := s.SetUserToken(ctx, store.AutomationUserID, []byte("h")); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("SetUserToken(automation): %v, want ErrNotFound", err)
+	if err := s.ResetUserTokens(ctx, store.AutomationUserID, store.APIToken{ID: uuid.NewString(), Name: "x", Hash: []byte("h"), CreatedAt: t0}, t0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ResetUserTokens(automation): %v, want ErrNotFound", err)
 	}
 	u := workspace.User{ID: uuid.NewString(), Username: store.AutomationUsername, TokenHash: []byte("x"), CreatedAt: t0}
 	if err := s.CreateUser(ctx, u); !errors.Is(err, store.ErrConflict) {

@@ -107,10 +107,10 @@ func testOIDC(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	got, u, err := s.Session(ctx, sess.IDHash, store.SessionServer, t0.Add(time.Minute))
-	if err != nil || u.ID != a.ID || got.UserTokenHash != nil {
+	if err != nil || u.ID != a.ID || got.TokenID != "" {
 		t.Fatalf("Session(no token) = %+v, %+v, %v", got, u, err)
 	}
-	if err := s.SetUserToken(ctx, a.ID, []byte("a token of alice-2's own")); err != nil {
+	if err := s.ResetUserTokens(ctx, a.ID, store.APIToken{ID: "tok-alice-2", UserID: a.ID, Name: "cli", Hash: []byte("a token of alice-2's own"), CreatedAt: t0}, t0); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Session(ctx, sess.IDHash, store.SessionServer, t0.Add(time.Minute)); err != nil {

@@ -168,11 +168,11 @@ func testPrebuildsUser(t *testing.T, s store.Store) {
 	if _, err := s.UserByUsername(ctx, store.PrebuildsUsername); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("UserByUsername(prebuilds): %v, want ErrNotFound", err)
 	}
-	if _, err := s.UserByTokenHash(ctx, []byte{1}); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("UserByTokenHash(its hash): %v, want ErrNotFound", err)
+	if _, _, err := s.TokenByHash(ctx, []byte{1}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("TokenByHash(its hash): %v, want ErrNotFound", err)
 	}
-	if err := s.SetUserToken(ctx, store.PrebuildsUserID, []byte("h")); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("SetUserToken(prebuilds): %v, want ErrNotFound", err)
+	if err := s.ResetUserTokens(ctx, store.PrebuildsUserID, store.APIToken{ID: uuid.NewString(), Name: "x", Hash: []byte("h"), CreatedAt: t0}, t0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ResetUserTokens(prebuilds): %v, want ErrNotFound", err)
 	}
 	if n, err := s.CountUsers(ctx); err != nil || n != 0 {
 		t.Fatalf("CountUsers = %d, %v", n, err)

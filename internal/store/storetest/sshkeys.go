@@ -49,7 +49,7 @@ func testSSHKeys(t *testing.T, s store.Store) {
 	}
 
 	u, k, err := s.UserBySSHKey(ctx, k2.Fingerprint)
-	if err != nil || u.ID != alice.User.ID || u.Username != alice.User.Username || string(u.TokenHash) != string(alice.User.TokenHash) ||
+	if err != nil || u.ID != alice.User.ID || u.Username != alice.User.Username || u.SuspendedAt != nil ||
 		!u.CreatedAt.Equal(alice.User.CreatedAt) || k != k2 {
 		t.Fatalf("UserBySSHKey(k2) = %+v, %+v, %v", u, k, err)
 	}

@@ -39,6 +39,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NameFreeOnceTerminated", testNameFreeOnceTerminated},
 		{"Sessions", testSessions},
 		{"OIDC", testOIDC},
+		{"Tokens", testTokens},
+		{"SuspendAndDeleteUsers", testSuspendAndDelete},
+		{"LastAdminStays", testLastAdmin},
+		{"AgentAndProvisionerTokens", testAgentAndProvisionerTokens},
+		{"Revocations", testRevocations},
 		{"SSHKeys", testSSHKeys},
 		{"Activity", testActivity},
 		{"AgentTokens", testAgentTokens},
@@ -114,11 +119,12 @@ func testUsers(t *testing.T, s store.Store) {
 	if err := s.CreateUser(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.UserByTokenHash(ctx, []byte("hash-a"))
-	if err != nil || got.Username != "alice" || !got.Admin || !got.CreatedAt.Equal(t0) {
-		t.Fatalf("UserByTokenHash = %+v, %v", got, err)
+	tok, got, err := s.TokenByHash(ctx, []byte("hash-a"))
+	if err != nil || got.Username != "alice" || !got.Admin || !got.CreatedAt.Equal(t0) || got.SuspendedAt != nil || got.TokenHash != nil ||
+		tok.Name != "initial" || tok.UserID != u.ID || tok.ExpiresAt != nil || tok.RevokedAt != nil || !tok.CreatedAt.Equal(t0) {
+		t.Fatalf("TokenByHash = %+v, %+v, %v", tok, got, err)
 	}
-	if _, err := s.UserByTokenHash(ctx, []byte("nope")); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := s.TokenByHash(ctx, []byte("nope")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown token: %v, want ErrNotFound", err)
 	}
 	dup := u

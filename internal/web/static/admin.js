@@ -164,17 +164,17 @@ export async function tokensPage(main, me) {
   }
   const reload = () => tokensPage(main, me);
   const nameIn = h('input', { id: 'tok-name', required: true, testid: 'token-new-name', autocomplete: 'off' });
-  const ttl = h('select', { id: 'tok-ttl', testid: 'token-new-expiry' }, [['168h', '7 days'], ['720h', '30 days'], ['2160h', '90 days'], ['8760h', '1 year']].map(([v, l]) => h('option', { value: v }, l)));
+  const ttl = h('select', { id: 'tok-ttl', testid: 'token-new-expiry' }, [['604800', '7 days'], ['2592000', '30 days'], ['7776000', '90 days'], ['31536000', '1 year']].map(([v, l]) => h('option', { value: v }, l)));
   const created = h('div', {});
   const form = h('form', { class: 'row', testid: 'token-create' }, h('label', { for: 'tok-name' }, 'Name', nameIn), h('label', { for: 'tok-ttl' }, 'Expires in', ttl), h('button', { type: 'submit' }, 'Create token'));
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
-    try { const t = await api('POST', '/api/v1/tokens', { name: nameIn.value.trim(), expires_in: ttl.value }); fill(created, secretBox('Token ' + (t.name || ''), t.token)); nameIn.value = ''; } catch (err) { toast(err.message); }
+    try { const t = await api('POST', '/api/v1/tokens', { name: nameIn.value.trim(), lifetime_seconds: Number(ttl.value) }); fill(created, secretBox('Token ' + (t.name || ''), t.token)); nameIn.value = ''; } catch (err) { toast(err.message); }
   });
   fill(main, h('h1', {}, 'API tokens'), h('p', { class: 'muted' }, 'Tokens of ' + me.username + ' for the command line and scripts. Revoking one ends it at once, in the proxy and SSH too.'), form, created,
-    table('tokens-table', ['Name', 'Created', 'Expires', 'Last used', ''], tokens, (t) => h('tr', { testid: 'token-row', 'data-name': t.name },
-      h('td', {}, t.name), h('td', {}, fmtTime(t.created_at)), h('td', {}, t.expires_at ? fmtTime(t.expires_at) : 'never'), h('td', {}, t.last_used_at ? fmtTime(t.last_used_at) : 'never'),
-      h('td', {}, h('button', { class: 'danger', testid: 'token-revoke', onclick: async () => {
+    table('tokens-table', ['Name', 'Status', 'Created', 'Expires', 'Last used', ''], tokens, (t) => h('tr', { testid: 'token-row', 'data-name': t.name, 'data-status': t.status || '' },
+      h('td', {}, t.name), h('td', { testid: 'token-status' }, t.status || ''), h('td', {}, fmtTime(t.created_at)), h('td', {}, t.expires_at ? fmtTime(t.expires_at) : 'never'), h('td', {}, t.last_used_at ? fmtTime(t.last_used_at) : 'never'),
+      h('td', {}, t.status && t.status !== 'active' ? '' : h('button', { class: 'danger', testid: 'token-revoke', onclick: async () => {
         if (!(await confirmDialog('Revoke ' + t.name + '?', 'Whatever uses it is refused from now on.', 'Revoke'))) return;
         try { await api('DELETE', '/api/v1/tokens/' + enc(t.id || t.name)); toast(t.name + ' revoked'); reload(); } catch (e) { toast(e.message); }
       } }, 'Revoke')))));
