@@ -162,8 +162,19 @@ func TestBrowserUI(t *testing.T) {
 	}
 	shot("workspace")
 
-	// Tokens: the page, or (before the tokens API) a clear note that it is missing.
-	b.Click(`//a[@data-testid="nav-tokens"]`, `//*[@data-testid="unavailable" or @data-testid="tokens-table"]`)
+	// Tokens: create one on the page, use it, revoke it on the page, and it is refused at once.
+	b.Click(`//a[@data-testid="nav-tokens"]`, `//*[@data-testid="tokens-table"]`)
+	b.Run("name a token", chromedp.SendKeys(`//input[@data-testid="token-new-name"]`, "laptop", chromedp.BySearch))
+	b.Click(`//form[@data-testid="token-create"]//button[@type="submit"]`, `//tr[@data-testid="token-row" and @data-name="laptop"]`)
+	secret := b.Text(`[data-testid="new-secret-value"]`)
+	if status, body := bearerGet(t, env, secret, "/api/v1/users/me"); status != http.StatusOK || !strings.Contains(body, `"alice"`) {
+		t.Fatalf("the token made on the page: GET /api/v1/users/me = %d %s", status, body)
+	}
+	b.Click(`//tr[@data-testid="token-row" and @data-name="laptop"]//button[@data-testid="token-revoke"]`, `//button[@data-testid="confirm-ok"]`)
+	b.Click(`//button[@data-testid="confirm-ok"]`, `//tr[@data-testid="token-row" and @data-name="laptop" and @data-status="revoked"]`)
+	if status, body := bearerGet(t, env, secret, "/api/v1/users/me"); status != http.StatusUnauthorized || !strings.Contains(body, "revoked") {
+		t.Errorf("the token revoked on the page: GET /api/v1/users/me = %d %s, want 401 saying it was revoked", status, body)
+	}
 	b.Run("back", chromedp.NavigateBack(), chromedp.WaitVisible(`//button[@data-testid="ws-delete"]`, chromedp.BySearch))
 
 	// Delete asks first; cancelled, nothing happens.
@@ -196,7 +207,7 @@ func TestBrowserUI(t *testing.T) {
 	shot("admin-agents")
 	b.Click(`//a[@data-testid="nav-audit"]`, `//tr[@data-testid="audit-row"]`)
 	shot("admin-audit")
-	b.Click(`//a[@data-testid="nav-users"]`, `//*[@data-testid="unavailable" or @data-testid="users-table"]`)
+	b.Click(`//a[@data-testid="nav-users"]`, `//tr[@data-testid="user-row" and @data-name="alice"]`)
 	b.Click(`//a[@data-testid="nav-workspaces"]`, `//*[@data-testid="ws-count" and text()="1001 workspaces"]`)
 }
 
@@ -222,6 +233,20 @@ components:
     endpoints:
     - {name: web, targetPort: 8080}
 `
+
+// bearerGet is GET path with token, answering the status and body.
+func bearerGet(t testing.TB, env *servertest.Env, token, path string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, env.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
 
 func call(t testing.TB, env *servertest.Env, token, method, path string, body, out any) {
 	t.Helper()

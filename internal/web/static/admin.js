@@ -156,7 +156,7 @@ export async function usersPage(main, me) {
 
 // --- Tokens (every user's own) -----------------------------------------------------------------
 
-export async function tokensPage(main, me) {
+export async function tokensPage(main, me, fresh) {
   let tokens;
   try { tokens = listOf(await get('/api/v1/tokens'), 'tokens'); } catch (e) {
     if (missing(e)) return unavailable(main, 'Tokens', 'Managing API tokens');
@@ -165,11 +165,12 @@ export async function tokensPage(main, me) {
   const reload = () => tokensPage(main, me);
   const nameIn = h('input', { id: 'tok-name', required: true, testid: 'token-new-name', autocomplete: 'off' });
   const ttl = h('select', { id: 'tok-ttl', testid: 'token-new-expiry' }, [['604800', '7 days'], ['2592000', '30 days'], ['7776000', '90 days'], ['31536000', '1 year']].map(([v, l]) => h('option', { value: v }, l)));
-  const created = h('div', {});
+  // A token just made: its secret, shown once above the list that now holds it.
+  const created = h('div', {}, fresh ? secretBox('Token ' + (fresh.name || ''), fresh.token) : '');
   const form = h('form', { class: 'row', testid: 'token-create' }, h('label', { for: 'tok-name' }, 'Name', nameIn), h('label', { for: 'tok-ttl' }, 'Expires in', ttl), h('button', { type: 'submit' }, 'Create token'));
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
-    try { const t = await api('POST', '/api/v1/tokens', { name: nameIn.value.trim(), lifetime_seconds: Number(ttl.value) }); fill(created, secretBox('Token ' + (t.name || ''), t.token)); nameIn.value = ''; } catch (err) { toast(err.message); }
+    try { const t = await api('POST', '/api/v1/tokens', { name: nameIn.value.trim(), lifetime_seconds: Number(ttl.value) }); tokensPage(main, me, t); } catch (err) { toast(err.message); }
   });
   fill(main, h('h1', {}, 'API tokens'), h('p', { class: 'muted' }, 'Tokens of ' + me.username + ' for the command line and scripts. Revoking one ends it at once, in the proxy and SSH too.'), form, created,
     table('tokens-table', ['Name', 'Status', 'Created', 'Expires', 'Last used', ''], tokens, (t) => h('tr', { testid: 'token-row', 'data-name': t.name, 'data-status': t.status || '' },
