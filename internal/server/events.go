@@ -41,6 +41,11 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request, u works
 		f.OwnerID = ""
 	}
 	ctx := r.Context()
+	release, err := s.openStream(w, r, "user:"+u.ID, 0)
+	if err != nil {
+		return err
+	}
+	defer release()
 	// Subscribe, then take the cursor, then list: a change committed after the list is read next.
 	wake, unsubscribe := s.store.SubscribeWorkspaces()
 	defer unsubscribe()
@@ -86,6 +91,11 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request, u works
 		case <-stop:
 			return nil
 		case <-s.heartbeatAfter(HeartbeatInterval):
+			// The credential is checked again at each heartbeat: a revoked token, an ended session
+			// or a suspended user ends the stream within HeartbeatInterval.
+			if !s.stillSignedIn(r, u) {
+				return nil
+			}
 			if _, err := bw.WriteString(": heartbeat\n\n"); err != nil || bw.Flush() != nil {
 				return nil
 			}
@@ -117,6 +127,17 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request, u works
 			}
 		}
 	}
+}
+
+// stillSignedIn reports whether the request's credential (its bearer token, or else its session
+// cookie) still names u; an error reading it counts as no.
+func (s *Server) stillSignedIn(r *http.Request, u workspace.User) bool {
+	if token, ok := bearer(r); ok {
+		got, _, err := s.userByToken(r.Context(), token)
+		return err == nil && got.ID == u.ID
+	}
+	got, ok, err := s.sessionOf(r)
+	return err == nil && ok && got.ID == u.ID
 }
 
 // sdkWorkspaces converts rows as the list does (with what the lifecycle executor will do).

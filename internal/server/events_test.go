@@ -270,3 +270,46 @@ func TestCookieAuth(t *testing.T) {
 		t.Fatalf("GET me after sign-out: %d %q", code, msg)
 	}
 }
+
+// TestWorkspaceEventsEndWithTheCredential: a stream opened with a token that is then revoked ends
+// at its next heartbeat, instead of telling whoever holds it about the workspaces for as long as
+// the connection stays open; a stream whose token stays valid goes on.
+func TestWorkspaceEventsEndWithTheCredential(t *testing.T) {
+	beats := make(chan time.Time)
+	env := servertest.NewWith(t, "sqlite", func(o *server.Options) {
+		o.HeartbeatAfter = func(time.Duration) <-chan time.Time { return beats }
+	})
+	alice := createUser(t, env, "alice")
+	var tok sdk.Token
+	mustCall(t, env, alice, "POST", "/api/v1/tokens", sdk.CreateTokenRequest{Name: "laptop"}, http.StatusCreated, &tok)
+	revoked := openEvents(t, env, tok.Token, nil)
+	kept := openEvents(t, env, alice, nil)
+	for _, ch := range []<-chan sseEvent{revoked, kept} {
+		if ev := next(t, ch); ev.Event != "snapshot" {
+			t.Fatalf("first event: %+v", ev)
+		}
+	}
+	mustCall(t, env, alice, "DELETE", "/api/v1/tokens/laptop", nil, http.StatusOK, nil)
+	// Beat until the revoked token's stream has ended, then once more for the other: it still
+	// answers with a heartbeat.
+	deadline := time.After(10 * time.Second)
+	for ended := false; !ended; {
+		select {
+		case beats <- time.Now():
+		case ev, ok := <-revoked:
+			if !ok {
+				ended = true
+				break
+			}
+			if ev.Event != ":" {
+				t.Fatalf("the revoked token's stream sent %+v", ev)
+			}
+		case <-deadline:
+			t.Fatal("the stream of a revoked token did not end")
+		}
+	}
+	go func() { beats <- time.Now() }()
+	if ev := next(t, kept); ev.Event != ":" {
+		t.Fatalf("the valid token's stream: %+v, want a heartbeat", ev)
+	}
+}
