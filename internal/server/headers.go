@@ -113,7 +113,8 @@ func (w *authWatch) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // pageStyle is the style of the server's own pages (writePage), allowed by its hash
 // (pageStyleSource) rather than by allowing inline styles.
-const pageStyle = "body{font-family:sans-serif;max-width:32em;margin:4em auto}"
+const pageStyle = "body{font-family:sans-serif;max-width:32em;margin:4em auto}" +
+	"#oidc-signin{display:inline-block;padding:.5em 1em;border:1px solid #333;border-radius:4px;color:#000;text-decoration:none}"
 
 var pageStyleSource = func() string {
 	h := sha256.Sum256([]byte(pageStyle))

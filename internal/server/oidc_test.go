@@ -204,6 +204,9 @@ func TestOIDCSignIn(t *testing.T) {
 				!strings.Contains(body, `name="token"`) {
 				t.Fatalf("sign-in page: %s", body)
 			}
+			if strings.Contains(body, " style=") {
+				t.Errorf("the sign-in page has a style attribute, which its CSP (no 'unsafe-inline') blocks: %s", body)
+			}
 
 			// A first sign-in creates the user, named after preferred_username, and signs the
 			// browser in; back to return_to.

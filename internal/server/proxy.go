@@ -55,7 +55,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <button type="submit">Sign in</button>
 </form>
 <p><small>Your token is what <code>hangar login</code> uses (an admin creates it with <code>hangar users create</code>).</small></p>{{end}}
-{{if .OIDCLink}}<p><a href="{{.OIDCLink}}" id="oidc-signin" style="display:inline-block;padding:.5em 1em;border:1px solid #333;border-radius:4px;color:#000;text-decoration:none">Sign in with {{.OIDCName}}</a></p>{{end}}
+{{if .OIDCLink}}<p><a href="{{.OIDCLink}}" id="oidc-signin">Sign in with {{.OIDCName}}</a></p>{{end}}
 {{if .SignedIn}}<form method="post" action="/signout"><button type="submit">Sign out</button></form>{{end}}
 </body></html>
 `))
