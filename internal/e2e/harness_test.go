@@ -111,11 +111,14 @@ type server struct {
 	AdminToken string
 	dataDir    string
 	listen     string
+	// args are more options of `hangar server`.
+	args []string
 }
 
-func startServer(t testing.TB) *server {
+// startServer starts `hangar server` on SQLite with more options args.
+func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
-	s := &server{dataDir: t.TempDir(), listen: "127.0.0.1:0"}
+	s := &server{dataDir: t.TempDir(), listen: "127.0.0.1:0", args: args}
 	s.launch(t)
 	tok, err := os.ReadFile(filepath.Join(s.dataDir, "admin-token"))
 	if err != nil {
@@ -130,7 +133,7 @@ var listening = regexp.MustCompile(`listening on (http://\S+)`)
 // launch starts (or restarts, on the same address and data) the server process.
 func (s *server) launch(t testing.TB) {
 	t.Helper()
-	s.proc = start(t, "server", []string{"HANGAR_LOG_LEVEL=debug"}, "server", "--listen", s.listen, "--data-dir", s.dataDir)
+	s.proc = start(t, "server", []string{"HANGAR_LOG_LEVEL=debug"}, append([]string{"server", "--listen", s.listen, "--data-dir", s.dataDir}, s.args...)...)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := listening.FindStringSubmatch(s.output()); m != nil {

@@ -85,9 +85,11 @@ var (
 	metricsListening = regexp.MustCompile(`"msg":"metrics listening","addr":"([^"]+)"`)
 )
 
-func setUpProxy(t testing.TB) *proxyEnv {
+// setUpProxy starts the cluster, a server (with more options serverArgs), a real-node agent and the
+// proxy.
+func setUpProxy(t testing.TB, serverArgs ...string) *proxyEnv {
 	t.Helper()
-	e := &proxyEnv{cluster: kubetest.Start(t), srv: startServer(t), ca: testca.New(t), agent: "proxied"}
+	e := &proxyEnv{cluster: kubetest.Start(t), srv: startServer(t, serverArgs...), ca: testca.New(t), agent: "proxied"}
 	e.admin = e.srv.client(t, e.srv.AdminToken)
 	loadWebecho(t, e.cluster)
 	// The proxy's SSH: its host key, its key for the workspaces' helpers (in the agent config), and

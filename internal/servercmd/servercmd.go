@@ -280,6 +280,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "The admin token was written to %s when this store was first set up.\n", tokenFile)
 	}
+	signIn := "with the admin token"
+	if oidcOpts != nil {
+		signIn = "with OIDC or a token"
+	}
+	fmt.Fprintf(out, "Web UI: %s/ui/ (sign in %s)\n", url, signIn)
 	fmt.Fprintf(out, "Next: hangar login --url %s --token \"$(cat %s)\"\n"+
 		"      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster    (Kubernetes)\n"+
 		"      hangar templates push my-template --directory ./module && hangar create my-workspace --template my-template    (Terraform)\n",

@@ -150,7 +150,14 @@ func (c *Chromium) On(t *testing.T) *Tab { return &Tab{t: t, c: c} }
 // Run runs actions, failing the test with where the browser is and what it shows when they fail.
 func (b *Tab) Run(what string, actions ...chromedp.Action) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.c.tab, StepTimeout)
+	b.RunWithin(StepTimeout, what, actions...)
+}
+
+// RunWithin is Run with a time limit of its own, for a step that waits on real work (a pod that
+// starts, a container that stops).
+func (b *Tab) RunWithin(limit time.Duration, what string, actions ...chromedp.Action) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.c.tab, limit)
 	defer cancel()
 	if err := chromedp.Run(ctx, actions...); err != nil {
 		var loc, body string
@@ -158,7 +165,7 @@ func (b *Tab) Run(what string, actions ...chromedp.Action) {
 		defer scancel()
 		_ = chromedp.Run(sctx, chromedp.Location(&loc), chromedp.Evaluate(`document.body ? document.body.innerText : ""`, &body))
 		if errors.Is(err, context.DeadlineExceeded) {
-			err = errors.New("timed out after " + StepTimeout.String())
+			err = errors.New("timed out after " + limit.String())
 		}
 		b.t.Fatalf("%s (%s's browser): %v; the browser is at %s showing %q", what, b.c.name, err, loc, body)
 	}
