@@ -214,7 +214,7 @@ func (s *Server) oidcLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	returnTo := r.URL.Query().Get("return_to")
 	if returnTo == "" {
-		returnTo = "/signin"
+		returnTo = DefaultReturnTo
 	}
 	if len(returnTo) > maxReturnToBytes || !SafeReturnPath(returnTo) {
 		writePage(w, http.StatusBadRequest, page{Title: "Cannot sign in", Message: "return_to must be a path on this server."})

@@ -257,7 +257,11 @@ func TestOIDCSignIn(t *testing.T) {
 
 			// A second sign-in, in another browser, finds the same user.
 			b2 := newOIDCBrowser(t)
-			if _, body := b2.signIn(env, p, "sub-alice", ""); !strings.Contains(body, "signed in to Hangar as alice-smith.") {
+			// No return_to: the sign-in lands on the web UI.
+			if resp, _ := b2.signIn(env, p, "sub-alice", ""); resp.Request.URL.Path != server.DefaultReturnTo {
+				t.Fatalf("second sign-in without return_to lands on %s, want %s", resp.Request.URL, server.DefaultReturnTo)
+			}
+			if _, body := b2.get(env.URL + "/signin"); !strings.Contains(body, "signed in to Hangar as alice-smith.") {
 				t.Fatalf("second sign-in: %s", body)
 			}
 			if n, _ := env.Store.CountUsers(ctx); n != users0+1 {

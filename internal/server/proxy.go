@@ -41,6 +41,9 @@ const (
 	codePrefix           = "hgc_"
 	workspaceTokenPrefix = "hgw_"
 	maxFormBytes         = 16 << 10
+
+	// DefaultReturnTo is where a sign-in that names no return_to lands: the web UI.
+	DefaultReturnTo = "/ui/"
 )
 
 var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
@@ -267,7 +270,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	returnTo := r.PostForm.Get("return_to")
 	if returnTo == "" {
-		returnTo = "/signin"
+		returnTo = DefaultReturnTo
 	}
 	if !SafeReturnPath(returnTo) {
 		writePage(w, http.StatusBadRequest, page{Title: "Cannot sign in", Message: "return_to must be a path on this server."})

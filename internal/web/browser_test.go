@@ -208,6 +208,15 @@ func TestBrowserUI(t *testing.T) {
 	b.Click(`//a[@data-testid="nav-audit"]`, `//tr[@data-testid="audit-row"]`)
 	shot("admin-audit")
 	b.Click(`//a[@data-testid="nav-users"]`, `//tr[@data-testid="user-row" and @data-name="alice"]`)
+	// The admin reads alice's tokens and revokes her first one; it is refused at once.
+	b.Click(`//tr[@data-testid="user-row" and @data-name="alice"]//a[@data-testid="user-tokens"]`,
+		`//h1[text()="API tokens of alice"]/following::tr[@data-testid="token-row" and @data-name="laptop" and @data-status="revoked"]`)
+	b.Click(`//tr[@data-testid="token-row" and @data-name="initial"]//button[@data-testid="token-revoke"]`, `//button[@data-testid="confirm-ok"]`)
+	b.Click(`//button[@data-testid="confirm-ok"]`, `//tr[@data-testid="token-row" and @data-name="initial" and @data-status="revoked"]`)
+	if status, body := bearerGet(t, env, alice, "/api/v1/users/me"); status != http.StatusUnauthorized {
+		t.Errorf("alice's token revoked by the admin on the page: GET /api/v1/users/me = %d %s, want 401", status, body)
+	}
+	b.Click(`//a[@data-testid="nav-users"]`, `//tr[@data-testid="user-row" and @data-name="alice"]`)
 	b.Click(`//a[@data-testid="nav-workspaces"]`, `//*[@data-testid="ws-count" and text()="1001 workspaces"]`)
 }
 

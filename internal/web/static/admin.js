@@ -146,10 +146,10 @@ export async function usersPage(main, me) {
   fill(main, h('h1', {}, 'Users'), form, created,
     table('users-table', ['Username', 'Admin', 'Status', 'Created', ''], users, (u) => h('tr', { testid: 'user-row', 'data-name': u.username },
       h('td', {}, u.username), h('td', {}, u.admin ? 'admin' : ''), h('td', { testid: 'user-status' }, u.suspended ? 'suspended' : 'active'), h('td', {}, fmtTime(u.created_at)),
-      h('td', { class: 'row' }, u.username === me.username ? h('span', { class: 'muted' }, 'you') : [
+      h('td', { class: 'row' }, h('a', { href: '/ui/tokens?user=' + enc(u.username), 'data-link': true, testid: 'user-tokens' }, 'Tokens'), u.username === me.username ? h('span', { class: 'muted' }, 'you') : [
         h('button', { testid: 'user-suspend', onclick: () => setSuspended(u, !u.suspended) }, u.suspended ? 'Reactivate' : 'Suspend'),
         h('button', { class: 'danger', testid: 'user-delete', onclick: async () => {
-          if (!(await confirmDialog('Delete ' + u.username + '?', 'Their tokens and sessions end at once; their workspaces are deleted.', 'Delete'))) return;
+          if (!(await confirmDialog('Delete ' + u.username + '?', 'Their tokens and sessions end at once. A user who still owns workspaces cannot be deleted: delete their workspaces first.', 'Delete'))) return;
           try { await api('DELETE', '/api/v1/users/' + enc(u.username)); toast(u.username + ' deleted'); reload(); } catch (e) { toast(e.message); }
         } }, 'Delete')]))));
 }
@@ -157,8 +157,13 @@ export async function usersPage(main, me) {
 // --- Tokens (every user's own) -----------------------------------------------------------------
 
 export async function tokensPage(main, me, fresh) {
+  // An admin reads and revokes another user's tokens at /ui/tokens?user=NAME (tokens are made by
+  // their own users only).
+  const other = new URLSearchParams(location.search).get('user');
+  const of = other && other !== me.username ? other : '';
+  const q = of ? '?user=' + enc(of) : '';
   let tokens;
-  try { tokens = listOf(await get('/api/v1/tokens'), 'tokens'); } catch (e) {
+  try { tokens = listOf(await get('/api/v1/tokens' + q), 'tokens'); } catch (e) {
     if (missing(e)) return unavailable(main, 'Tokens', 'Managing API tokens');
     return failed(main, 'Tokens', e);
   }
@@ -172,11 +177,11 @@ export async function tokensPage(main, me, fresh) {
     e.preventDefault();
     try { const t = await api('POST', '/api/v1/tokens', { name: nameIn.value.trim(), lifetime_seconds: Number(ttl.value) }); tokensPage(main, me, t); } catch (err) { toast(err.message); }
   });
-  fill(main, h('h1', {}, 'API tokens'), h('p', { class: 'muted' }, 'Tokens of ' + me.username + ' for the command line and scripts. Revoking one ends it at once, in the proxy and SSH too.'), form, created,
+  fill(main, h('h1', {}, of ? 'API tokens of ' + of : 'API tokens'), h('p', { class: 'muted' }, 'Tokens of ' + (of || me.username) + ' for the command line and scripts. Revoking one ends it at once, in the proxy and SSH too.'), of ? '' : [form, created],
     table('tokens-table', ['Name', 'Status', 'Created', 'Expires', 'Last used', ''], tokens, (t) => h('tr', { testid: 'token-row', 'data-name': t.name, 'data-status': t.status || '' },
       h('td', {}, t.name), h('td', { testid: 'token-status' }, t.status || ''), h('td', {}, fmtTime(t.created_at)), h('td', {}, t.expires_at ? fmtTime(t.expires_at) : 'never'), h('td', {}, t.last_used_at ? fmtTime(t.last_used_at) : 'never'),
       h('td', {}, t.status && t.status !== 'active' ? '' : h('button', { class: 'danger', testid: 'token-revoke', onclick: async () => {
         if (!(await confirmDialog('Revoke ' + t.name + '?', 'Whatever uses it is refused from now on.', 'Revoke'))) return;
-        try { await api('DELETE', '/api/v1/tokens/' + enc(t.id || t.name)); toast(t.name + ' revoked'); reload(); } catch (e) { toast(e.message); }
+        try { await api('DELETE', '/api/v1/tokens/' + enc(t.id || t.name) + q); toast(t.name + ' revoked'); reload(); } catch (e) { toast(e.message); }
       } }, 'Revoke')))));
 }
