@@ -22,7 +22,12 @@ package protocol
 //	5: GET /api/v1/proxy/revocations (ProxyRevocationsPath): a proxy long-polls it and rechecks
 //	   its open SSH connections as soon as access was taken away anywhere. Additive: a version-4
 //	   proxy rechecks on its interval only; a version-5 proxy facing a version-4 server (404) too.
-const Version = 5
+//	6: ProxyCheckRequest and ProxySSHCheckRequest have client_address (the end client's IP), and
+//	   the server may answer a check reason rate_limited with retry_after: failed tokens sent
+//	   through a proxy count against the client's address in the server's rate limit of failed
+//	   authentications. Additive both ways: a version-5 proxy sends no address (nothing is
+//	   counted, never rate_limited); a version-5 server ignores the field.
+const Version = 6
 
 // ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
 const ReconcilePath = "/api/v1/agent/reconcile"

@@ -44,6 +44,12 @@ type ProxyCheckRequest struct {
 	Host    string `json:"host"`
 	Session string `json:"session,omitempty"`
 	Token   string `json:"token,omitempty"`
+	// ClientAddress is the IP address of the client that sent the credential (the proxy's TCP
+	// peer), for the server's rate limit of failed authentications (docs/decisions.md, "Server
+	// hardening"): a token refused as unauthenticated counts against this address, and a token
+	// from an address over the limit is answered ProxyRateLimited. Empty (a proxy older than
+	// protocol version 6, or a recheck of a connection already open): nothing is counted.
+	ClientAddress string `json:"client_address,omitempty"`
 }
 
 // Reasons a ProxyCheckResponse refuses.
@@ -55,6 +61,11 @@ const (
 	ProxyForbidden = "forbidden"
 	// ProxyNotFound: no live Kubernetes workspace of this agent has this host as a public endpoint.
 	ProxyNotFound = "not_found"
+	// ProxyRateLimited: too many tokens from the request's ClientAddress were refused lately;
+	// every token from it, good or bad, is refused until RetryAfter seconds have passed. The
+	// proxy answers 429 with Retry-After (HTTP), or refuses the password (SSH). Only a request
+	// with a ClientAddress is answered so.
+	ProxyRateLimited = "rate_limited"
 )
 
 // ProxyCheckResponse is the server's decision.
@@ -66,4 +77,7 @@ type ProxyCheckResponse struct {
 	Workspace string `json:"workspace,omitempty"` // owner/name
 	// Status is the workspace's actual state (when the workspace was found).
 	Status string `json:"status,omitempty"`
+	// RetryAfter is, with ProxyRateLimited, how many seconds until the client's address may try
+	// again (at least 1).
+	RetryAfter int `json:"retry_after,omitempty"`
 }

@@ -23,6 +23,11 @@ type ProxySSHCheckRequest struct {
 	Workspace string `json:"workspace"`
 	PublicKey string `json:"public_key,omitempty"`
 	Token     string `json:"token,omitempty"`
+	// ClientAddress is the SSH client's IP address, as in ProxyCheckRequest: a refused token
+	// counts against it, and a token from an address over the limit is answered
+	// ProxyRateLimited. Public keys are neither counted nor refused so (a key is no guessable
+	// secret: the client proves it holds the private half).
+	ClientAddress string `json:"client_address,omitempty"`
 }
 
 // ProxySSHCheckResponse is the server's decision; refusals are answers (200, allowed false) with
@@ -36,6 +41,8 @@ type ProxySSHCheckResponse struct {
 	WorkspaceID string `json:"workspace_id,omitempty"`
 	// Status is the workspace's actual state, so that the proxy can say "stopped" rather than fail.
 	Status string `json:"status,omitempty"`
+	// RetryAfter is, with ProxyRateLimited, how many seconds until the address may try again.
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
 // Activity kinds.

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"crypto/sha256"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -47,6 +48,9 @@ type authKey struct {
 	host string
 	kind byte // 's' session, 't' token
 	hash [32]byte
+	// from is a token's client address: the server's answer to a token depends on it (the rate
+	// limit of failed authentications), so one address's decision is never another's.
+	from netip.Addr
 }
 
 type authEntry struct {
@@ -62,14 +66,19 @@ type flight struct {
 	err  error
 }
 
-// Credential is what a request carries: a workspace session (the proxy's cookie) or a user token.
+// Credential is what a request carries: a workspace session (the proxy's cookie) or a user token,
+// and, with a token, the address of the client that sent it.
 type Credential struct {
 	Session, Token string
+	// From is the client's IP address, which the server counts a refused token against and
+	// refuses every token from once too many were refused (protocol.ProxyRateLimited); the zero
+	// Addr says none (nothing is counted).
+	From netip.Addr
 }
 
 func keyOf(host string, cred Credential) authKey {
 	if cred.Session == "" {
-		return authKey{host: host, kind: 't', hash: sha256.Sum256([]byte(cred.Token))}
+		return authKey{host: host, kind: 't', hash: sha256.Sum256([]byte(cred.Token)), from: cred.From}
 	}
 	return authKey{host: host, kind: 's', hash: sha256.Sum256([]byte(cred.Session))}
 }
@@ -108,11 +117,18 @@ func (a *Auth) Check(ctx context.Context, host string, cred Credential) (protoco
 
 	// Not this request's context alone: others wait for the answer even if its client goes away.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
-	f.resp, f.err = a.Checker.Check(cctx, protocol.ProxyCheckRequest{Host: host, Session: cred.Session, Token: cred.Token})
+	req := protocol.ProxyCheckRequest{Host: host, Session: cred.Session, Token: cred.Token}
+	if cred.Token != "" && cred.From.IsValid() {
+		req.ClientAddress = cred.From.String()
+	}
+	f.resp, f.err = a.Checker.Check(cctx, req)
 	cancel()
 	ttl := a.DenyTTL
 	if f.resp.Allowed {
 		ttl = a.AllowTTL
+	}
+	if f.resp.Reason == protocol.ProxyRateLimited {
+		ttl = 0 // its time is the server's to say, at every question
 	}
 	a.mu.Lock()
 	delete(a.flights, key)

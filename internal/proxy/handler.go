@@ -11,8 +11,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -93,6 +95,10 @@ type Options struct {
 	Transport http.RoundTripper
 	// Activity, when set, is told of every request let through to a workspace (Activity.Record).
 	Activity func(workspaceID, kind string)
+	// ClientAddr is the address of a request's client, which the server counts refused tokens
+	// against (Credential.From). Default: the TCP peer (ClientAddr). The server's apps handler
+	// gives its own, which believes X-Forwarded-For from its --trusted-proxies.
+	ClientAddr func(*http.Request) netip.Addr
 }
 
 // Handler is the proxy's HTTP handler.
@@ -130,6 +136,9 @@ func NewHandler(o Options) *Handler {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ClientAddr == nil {
+		o.ClientAddr = ClientAddr
 	}
 	if o.Dial == nil {
 		o.Dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -231,6 +240,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 	}
 	info.user, info.workspace = d.User, d.Workspace
 	if !d.Allowed {
+		if d.Reason == protocol.ProxyRateLimited {
+			h.rateLimited(w, r, d)
+			return
+		}
 		if d.Reason == protocol.ProxyUnauthenticated {
 			if !fromHeader {
 				h.clearCookie(w, h.sessionCookie)
@@ -356,7 +369,7 @@ func crossSite(r *http.Request) bool {
 // through to the workspace.
 func (h *Handler) credentials(r *http.Request) (creds []Credential, fromHeader bool) {
 	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) != "" {
-		return []Credential{{Token: strings.TrimSpace(token)}}, true
+		return []Credential{{Token: strings.TrimSpace(token), From: h.o.ClientAddr(r)}}, true
 	}
 	for _, v := range cookieValues(r, h.sessionCookie) {
 		creds = append(creds, Credential{Session: v})
@@ -442,6 +455,27 @@ func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, host s
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusUnauthorized)
 	_, _ = w.Write([]byte("sign in: open this address in a browser, or send Authorization: Bearer <your Hangar token>\n"))
+}
+
+// rateLimited answers a token from an address that sent too many wrong ones lately: 429, with
+// the server's Retry-After.
+func (h *Handler) rateLimited(w http.ResponseWriter, r *http.Request, d protocol.ProxyCheckResponse) {
+	wait := max(1, d.RetryAfter)
+	h.o.Logger.Info("token refused: too many failed authentications from this client", "host", r.Host, "client", h.o.ClientAddr(r).String(), "retry_after", wait)
+	w.Header().Set("Retry-After", strconv.Itoa(wait))
+	page(w, http.StatusTooManyRequests, "Too many failed sign-ins",
+		"Too many wrong tokens were sent from your address lately. Try again in "+strconv.Itoa(wait)+" s.")
+}
+
+// ClientAddr is the address of r's client as the proxy sees it: its TCP peer (the zero Addr when
+// RemoteAddr is not an address). The proxy believes no X-Forwarded-For: it is the first hop, or
+// behind an L4 load balancer that keeps the client's address.
+func ClientAddr(r *http.Request) netip.Addr {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return ap.Addr().Unmap().WithZone("")
+	}
+	a, _ := netip.ParseAddr(strings.Trim(r.RemoteAddr, "[]"))
+	return a.Unmap().WithZone("")
 }
 
 // nonceHash is what the server sees of a nonce: its SHA-256 in hex.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -181,6 +182,10 @@ func (s *SSHServer) authenticate(meta ssh.ConnMetadata, req protocol.ProxySSHChe
 	case len(req.PublicKey) > maxSSHPublicKey:
 		return nil, errRefused
 	}
+	// The client's address, which the server counts a refused password (token) against.
+	if ap, err := netip.ParseAddrPort(meta.RemoteAddr().String()); err == nil {
+		req.ClientAddress = ap.Addr().Unmap().WithZone("").String()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.HandshakeTimeout)
 	defer cancel()
 	d, err := s.opts.Checker.SSHCheck(ctx, req)
@@ -198,6 +203,10 @@ func (s *SSHServer) authenticate(meta ssh.ConnMetadata, req protocol.ProxySSHChe
 		return &ssh.Permissions{Extensions: map[string]string{
 			extWorkspaceID: d.WorkspaceID, extWorkspace: d.Workspace, extUser: d.User, extStatus: d.Status, ext: cred,
 		}}, nil
+	case d.Reason == protocol.ProxyRateLimited:
+		log.Info("ssh: token refused: too many failed authentications from this client", "retry_after", d.RetryAfter)
+		return nil, &ssh.BannerError{Err: errRefused,
+			Message: fmt.Sprintf("hangar: too many wrong tokens were sent from your address lately; try again in %d s.\r\n", max(1, d.RetryAfter))}
 	case d.Reason == protocol.ProxyUnauthenticated && ext == extPublicKey:
 		log.Debug("ssh: key not registered")
 		return nil, errRefused

@@ -127,6 +127,9 @@ func (s *Server) newApps(o AppsOptions) *apps {
 		Dial:         s.dialApp,
 		Transport:    appsTransport(s.dialApp),
 		Activity:     s.appsActivity,
+		// The apps zone is not behind harden: its checks count refused tokens against the
+		// client's address as --trusted-proxies says it (proxylimit.go).
+		ClientAddr: s.clientAddr,
 	})
 	return a
 }

@@ -245,6 +245,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, client strin
 }
 
 // retryAfter is a Retry-After header's value for d: whole seconds, at least 1.
-func retryAfter(d time.Duration) string {
-	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
-}
+func retryAfter(d time.Duration) string { return strconv.Itoa(retrySeconds(d)) }
+
+// retrySeconds is d in whole seconds, rounded up, at least 1.
+func retrySeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }

@@ -608,8 +608,16 @@ func (s *Server) checkAccess(ctx context.Context, scope accessScope, req protoco
 	if len(req.Token) > 512 {
 		v.Add("token", "is too long")
 	}
+	client := parseClientAddress(v, req.ClientAddress)
 	if err := v.Err(); err != nil {
 		return protocol.ProxyCheckResponse{}, err
+	}
+	if req.Token != "" {
+		// A token from an address over the limit of failed authentications is refused before it is
+		// looked up (proxylimit.go); sessions, like the server's own cookies, are not limited.
+		if wait, limited := s.proxiedLimited(client); limited {
+			return rateLimitedCheck(wait), nil
+		}
 	}
 	refuse := func(reason string, t proxyTarget, u workspace.User) (protocol.ProxyCheckResponse, error) {
 		resp := protocol.ProxyCheckResponse{Reason: reason, User: u.Username}
@@ -632,6 +640,9 @@ func (s *Server) checkAccess(ctx context.Context, scope accessScope, req protoco
 		u, _, err = s.userByToken(ctx, req.Token)
 	}
 	if errors.Is(err, store.ErrNotFound) || errs.Is(err, errs.Unauthorized) {
+		if req.Token != "" {
+			s.proxiedFailed(client)
+		}
 		return refuse(protocol.ProxyUnauthenticated, proxyTarget{}, workspace.User{})
 	} else if err != nil {
 		return protocol.ProxyCheckResponse{}, err

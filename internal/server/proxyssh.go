@@ -66,8 +66,18 @@ func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent wor
 	if len(req.Token) > maxTokenLen {
 		v.Add("token", "is too long (%d bytes; at most %d)", len(req.Token), maxTokenLen)
 	}
+	client := parseClientAddress(v, req.ClientAddress)
 	if err := v.Err(); err != nil {
 		return err
+	}
+	if req.Token != "" {
+		// A password (token) from an address over the limit is refused before it is looked up
+		// (proxylimit.go); a public key is no guessable secret, and is not limited.
+		if wait, limited := s.proxiedLimited(client); limited {
+			s.log.Debug("ssh check refused", "agent", agent.Name, "workspace", req.Workspace, "client", client.String(), "reason", protocol.ProxyRateLimited)
+			writeJSON(w, http.StatusOK, protocol.ProxySSHCheckResponse{Reason: protocol.ProxyRateLimited, RetryAfter: wait})
+			return nil
+		}
 	}
 
 	refuse := func(reason string, u workspace.User) error {
@@ -86,6 +96,9 @@ func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent wor
 		u, _, err = s.userByToken(r.Context(), req.Token)
 	}
 	if errors.Is(err, store.ErrNotFound) || errs.Is(err, errs.Unauthorized) {
+		if key == nil {
+			s.proxiedFailed(client)
+		}
 		return refuse(protocol.ProxyUnauthenticated, workspace.User{})
 	} else if err != nil {
 		return err
