@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -249,5 +251,85 @@ func TestAuthWithoutCacheAndFlush(t *testing.T) {
 	cache.Flush()
 	if d, cached, _ := cache.Check(ctx, host, alice); d.Allowed || cached {
 		t.Fatalf("after Flush: %+v cached=%v, want a fresh refusal", d, cached)
+	}
+}
+
+// addrChecker answers like the server's limit: rate_limited to a token from a limited address,
+// unauthenticated to any other; it keeps the requests.
+type addrChecker struct {
+	mu      sync.Mutex
+	limited map[string]bool
+	reqs    []protocol.ProxyCheckRequest
+}
+
+func (c *addrChecker) Check(_ context.Context, req protocol.ProxyCheckRequest) (protocol.ProxyCheckResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reqs = append(c.reqs, req)
+	if req.Token != "" && c.limited[req.ClientAddress] {
+		return protocol.ProxyCheckResponse{Reason: protocol.ProxyRateLimited, RetryAfter: 4}, nil
+	}
+	return protocol.ProxyCheckResponse{Reason: protocol.ProxyUnauthenticated}, nil
+}
+
+// A token's check carries its client's address, and its decision is that address's only (a
+// refusal cached for one client is not another's); a rate_limited answer is never cached; a
+// session's check carries no address (sessions are not limited) and is shared.
+func TestAuthClientAddress(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC))
+	c := &addrChecker{limited: map[string]bool{"203.0.113.7": true}}
+	a := &Auth{Checker: c, Clock: clk, AllowTTL: time.Minute, DenyTTL: time.Minute}
+	const host = "8080-dev--alice.ws.example.com"
+	limited, other := netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8::1")
+	ask := func(cred Credential) (protocol.ProxyCheckResponse, bool) {
+		t.Helper()
+		d, cached, err := a.Check(ctx, host, cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, cached
+	}
+	for i := range 3 {
+		if d, cached := ask(Credential{Token: "hgu_x", From: limited}); d.Reason != protocol.ProxyRateLimited || d.RetryAfter != 4 || cached {
+			t.Fatalf("try %d from the limited address: %+v cached=%v, want rate_limited, asked each time", i+1, d, cached)
+		}
+	}
+	if d, cached := ask(Credential{Token: "hgu_x", From: other}); d.Reason != protocol.ProxyUnauthenticated || cached {
+		t.Errorf("the same token from another address: %+v cached=%v, want its own answer", d, cached)
+	}
+	if d, cached := ask(Credential{Token: "hgu_x", From: other}); d.Reason != protocol.ProxyUnauthenticated || !cached {
+		t.Errorf("again from that address: %+v cached=%v, want its cached refusal", d, cached)
+	}
+	ask(Credential{Token: "hgu_x"})
+	ask(Credential{Session: "hgw_s", From: limited})
+	if d, cached := ask(Credential{Session: "hgw_s", From: other}); d.Reason != protocol.ProxyUnauthenticated || !cached {
+		t.Errorf("a session from another address: %+v cached=%v, want the cached refusal", d, cached)
+	}
+	var sent []string
+	for _, r := range c.reqs {
+		sent = append(sent, r.Token+r.Session+"@"+r.ClientAddress)
+	}
+	if got, want := strings.Join(sent, " "), "hgu_x@203.0.113.7 hgu_x@203.0.113.7 hgu_x@203.0.113.7 hgu_x@2001:db8::1 hgu_x@ hgw_s@"; got != want {
+		t.Errorf("asked the server %q, want %q", got, want)
+	}
+}
+
+// The client's address is the TCP peer's, without its port, IPv4-mapped addresses as IPv4; a
+// RemoteAddr that is no address gives none.
+func TestClientAddr(t *testing.T) {
+	for remote, want := range map[string]string{
+		"203.0.113.7:40000":        "203.0.113.7",
+		"[2001:db8::7]:40000":      "2001:db8::7",
+		"[::ffff:192.0.2.1]:40000": "192.0.2.1",
+		"[fe80::1%eth0]:40000":     "fe80::1",
+		"198.51.100.9":             "198.51.100.9",
+		"pipe":                     "invalid IP",
+		"":                         "invalid IP",
+	} {
+		r := &http.Request{RemoteAddr: remote}
+		if got := ClientAddr(r).String(); got != want {
+			t.Errorf("ClientAddr(%q) = %s, want %s", remote, got, want)
+		}
 	}
 }

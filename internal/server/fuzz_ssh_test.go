@@ -99,6 +99,8 @@ func FuzzSSHCheckBody(f *testing.F) {
 		{Workspace: "alice/dev", Token: bob},
 		{Workspace: "far", Token: alice},
 		{Workspace: "dev", Token: alice, PublicKey: aliceKey},
+		{Workspace: "dev", Token: alice, ClientAddress: "203.0.113.7"},
+		{Workspace: "dev", Token: "hgu_wrong", ClientAddress: "203.0.113.7"},
 	} {
 		b, _ := json.Marshal(req)
 		f.Add(b)
