@@ -28,7 +28,8 @@ const checkTimeout = 10 * time.Second
 // cached, and the caller refuses on them (fail closed). With AllowTTL set, Flush (called when the
 // server announces a revocation) drops what is cached. Concurrent requests with the same
 // credential for the same host wait for one question to the server (a page's burst of requests is
-// one check).
+// one check). A token's decisions are its client address's only (Credential.From), and a
+// rate_limited answer is never cached.
 type Auth struct {
 	Checker  Checker
 	Clock    clock.Clock

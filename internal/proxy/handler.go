@@ -461,7 +461,8 @@ func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, host s
 // the server's Retry-After.
 func (h *Handler) rateLimited(w http.ResponseWriter, r *http.Request, d protocol.ProxyCheckResponse) {
 	wait := max(1, d.RetryAfter)
-	h.o.Logger.Info("token refused: too many failed authentications from this client", "host", r.Host, "client", h.o.ClientAddr(r).String(), "retry_after", wait)
+	// The access log has the 429 of every such request; the server logs the limit once per window.
+	h.o.Logger.Debug("token refused: too many failed authentications from this client", "host", r.Host, "client", h.o.ClientAddr(r).String(), "retry_after", wait)
 	w.Header().Set("Retry-After", strconv.Itoa(wait))
 	page(w, http.StatusTooManyRequests, "Too many failed sign-ins",
 		"Too many wrong tokens were sent from your address lately. Try again in "+strconv.Itoa(wait)+" s.")
