@@ -83,15 +83,15 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request, u works
 		flusher.Flush()
 		return true
 	}
+	// The heartbeat's timer is armed once per interval (from before the snapshot), not again after
+	// each change: a stream busy with changes still beats, and still checks its credential.
+	beat := s.heartbeatAfter(HeartbeatInterval)
 	// The browser's EventSource waits this long before reconnecting.
 	bw.WriteString("retry: 2000\n\n")
 	if !send("snapshot", WorkspaceEvents{Workspaces: s.sdkWorkspaces(r, rows)}) {
 		return nil
 	}
 	stop := s.shutdownOf(r)
-	// The heartbeat's timer is armed once per interval, not again after each change: a stream
-	// busy with changes still beats, and still checks its credential.
-	beat := s.heartbeatAfter(HeartbeatInterval)
 	for {
 		select {
 		case <-ctx.Done():
