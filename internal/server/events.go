@@ -46,6 +46,11 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request, u works
 		return err
 	}
 	defer release()
+	// A revocation anywhere (a token revoked, a session ended, a user suspended or deleted) makes
+	// the credential be checked again at once; an expiry or a change of the admin flag is seen at
+	// the next heartbeat. Subscribed first, so that none committed from here on is missed.
+	revoked, unsubscribeRevocations := s.store.SubscribeRevocations()
+	defer unsubscribeRevocations()
 	// Subscribe, then take the cursor, then list: a change committed after the list is read next.
 	wake, unsubscribe := s.store.SubscribeWorkspaces()
 	defer unsubscribe()
@@ -78,6 +83,9 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request, u works
 		flusher.Flush()
 		return true
 	}
+	// The heartbeat's timer is armed once per interval (from before the snapshot), not again after
+	// each change: a stream busy with changes still beats, and still checks its credential.
+	beat := s.heartbeatAfter(HeartbeatInterval)
 	// The browser's EventSource waits this long before reconnecting.
 	bw.WriteString("retry: 2000\n\n")
 	if !send("snapshot", WorkspaceEvents{Workspaces: s.sdkWorkspaces(r, rows)}) {
@@ -90,9 +98,12 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request, u works
 			return nil
 		case <-stop:
 			return nil
-		case <-s.heartbeatAfter(HeartbeatInterval):
-			// The credential is checked again at each heartbeat: a revoked token, an ended session
-			// or a suspended user ends the stream within HeartbeatInterval.
+		case <-revoked:
+			if !s.stillSignedIn(r, u) {
+				return nil
+			}
+		case <-beat:
+			beat = s.heartbeatAfter(HeartbeatInterval)
 			if !s.stillSignedIn(r, u) {
 				return nil
 			}
@@ -130,14 +141,16 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request, u works
 }
 
 // stillSignedIn reports whether the request's credential (its bearer token, or else its session
-// cookie) still names u; an error reading it counts as no.
+// cookie) still names u, with the admin flag the stream began with (an admin's stream shows every
+// workspace: one who is no longer admin must not go on seeing them); an error reading it counts as
+// no.
 func (s *Server) stillSignedIn(r *http.Request, u workspace.User) bool {
 	if token, ok := bearer(r); ok {
 		got, _, err := s.userByToken(r.Context(), token)
-		return err == nil && got.ID == u.ID
+		return err == nil && got.ID == u.ID && got.Admin == u.Admin
 	}
 	got, ok, err := s.sessionOf(r)
-	return err == nil && ok && got.ID == u.ID
+	return err == nil && ok && got.ID == u.ID && got.Admin == u.Admin
 }
 
 // sdkWorkspaces converts rows as the list does (with what the lifecycle executor will do).

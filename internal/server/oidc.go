@@ -374,8 +374,18 @@ func (s *Server) oidcFinish(ctx context.Context, r *http.Request) (workspace.Use
 		if errors.Is(err, store.ErrConflict) && try < oidcSignInTries {
 			continue // another first sign-in took the name (or linked this identity) meanwhile
 		}
+		if errors.Is(err, store.ErrNotFound) {
+			return workspace.User{}, false, "", oidcRefuse(http.StatusForbidden, "Your Hangar user was deleted: ask an admin.", err)
+		}
 		if err != nil {
 			return workspace.User{}, false, "", fmt.Errorf("sign in %s at %s: %w", idt.Subject, idt.Issuer, err)
+		}
+		if u.SuspendedAt != nil {
+			// As a token of a suspended user is refused (usable): no session, and the page says why
+			// instead of a session that every page then finds ended.
+			return workspace.User{}, false, "", oidcRefuse(http.StatusForbidden,
+				fmt.Sprintf("Your Hangar user %s is suspended (since %s): ask an admin.", u.Username, u.SuspendedAt.Format(time.RFC3339)),
+				fmt.Errorf("user %s is suspended", u.Username))
 		}
 		return u, created, l.returnTo, nil
 	}

@@ -142,7 +142,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, u workspace
 	return nil
 }
 
-// tokenOwner is the user whose tokens a request names: ?user=NAME (admins only; others get 404
+// tokenOwner is the user whose tokens a request names: ?user=NAME (admins only; others get 403
 // for anyone but themselves), else the caller.
 func (s *Server) tokenOwner(r *http.Request, caller workspace.User) (workspace.User, error) {
 	name := r.URL.Query().Get("user")

@@ -32,6 +32,8 @@ type OIDCStore interface {
 	// records the sign-in; or, when none is linked, creates the user (Username made unique) and the
 	// link. All in one transaction. created says which. A user it creates is recorded in the same
 	// transaction (a user.create entry, method oidc); the sign-in's own entry is written with the
-	// session it begins (CreateSession).
+	// session it begins (CreateSession). When the linked user was deleted, it changes nothing and
+	// returns ErrNotFound (the identity stays linked to it: a deleted user does not come back as a
+	// new one). A suspended user is returned as it is (SuspendedAt set): the caller refuses it.
 	SignInOIDC(ctx context.Context, in OIDCSignIn) (u workspace.User, created bool, err error)
 }

@@ -23,6 +23,13 @@ func (s *Store) SignInOIDC(ctx context.Context, in store.OIDCSignIn) (workspace.
 		err := tx.QueryRowContext(ctx, s.q(`SELECT user_id FROM oidc_identities WHERE issuer = ? AND subject = ?`), in.Issuer, in.Subject).Scan(&userID)
 		switch {
 		case err == nil:
+			var deleted bool
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT deleted_at IS NOT NULL FROM users WHERE id = ?`+s.d.ForUpdate), userID).Scan(&deleted); err != nil {
+				return fmt.Errorf("read the linked user: %w", err)
+			}
+			if deleted {
+				return fmt.Errorf("the user linked to this identity was deleted: %w", store.ErrNotFound)
+			}
 			if _, err := tx.ExecContext(ctx, s.q(`UPDATE users SET admin = ? WHERE id = ?`), in.Admin, userID); err != nil {
 				return fmt.Errorf("set the admin flag: %w", err)
 			}
