@@ -364,7 +364,9 @@ func (s *Server) oidcFinish(ctx context.Context, r *http.Request) (workspace.Use
 			fmt.Errorf("email %q not in an allowed domain", claims.Email))
 	}
 	admin := (s.oidc.opts.AdminGroup != "" && slices.Contains(claims.Groups, s.oidc.opts.AdminGroup)) ||
-		(claims.Email != "" && slices.Contains(s.oidc.opts.AdminEmails, strings.ToLower(claims.Email)))
+		// The allow-list names admins by email: only an email the provider vouches for
+		// (email_verified true), or whoever could set that address at the provider would be one.
+		(claims.Email != "" && claims.EmailVerified != nil && *claims.EmailVerified && slices.Contains(s.oidc.opts.AdminEmails, strings.ToLower(claims.Email)))
 	in := store.OIDCSignIn{Issuer: idt.Issuer, Subject: idt.Subject, Email: claims.Email, Admin: admin,
 		Username: oidcUsername(claims.PreferredUsername, claims.Email), At: s.clock.Now()}
 	for try := 1; ; try++ {

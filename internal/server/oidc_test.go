@@ -280,6 +280,13 @@ func TestOIDCSignIn(t *testing.T) {
 			if !userNamed(t, env.Store, "listed").Admin {
 				t.Fatal("listed@example.com (on the allow-list) is not an admin")
 			}
+			// The allow-list counts only an email the provider says is verified: without the
+			// claim, the same address signs in but is no admin.
+			p.AddUser(oidctest.User{Subject: "sub-listed-unclaimed", Email: "listed@example.com", PreferredUsername: "listed-unclaimed"})
+			newOIDCBrowser(t).signIn(env, p, "sub-listed-unclaimed", "")
+			if userNamed(t, env.Store, "listed-unclaimed").Admin {
+				t.Fatal("an allow-listed email without email_verified made an admin")
+			}
 			// Re-evaluated at every sign-in: out of the group, no more an admin.
 			p.AddUser(oidctest.User{Subject: "sub-boss", Email: "boss@example.com", PreferredUsername: "boss", Groups: []string{"devs"}})
 			newOIDCBrowser(t).signIn(env, p, "sub-boss", "")
