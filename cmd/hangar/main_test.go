@@ -178,6 +178,9 @@ func startLoggedIn(t *testing.T, env ...string) *harness {
 	dataDir := filepath.Join(dir, "data")
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := exec.CommandContext(ctx, bin, "server", "--listen", "127.0.0.1:0")
+	// Killed at the end, its output is not awaited from processes it started that outlive it (a
+	// Terraform workspace's machine holding its stderr): the test ends.
+	srv.WaitDelay = 10 * time.Second
 	srv.Env = append(append(os.Environ(), "HANGAR_DATA_DIR="+dataDir), env...)
 	stdout, err := srv.StdoutPipe()
 	if err != nil {

@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"html"
@@ -67,7 +68,7 @@ func TestTerraformAgent(t *testing.T) {
 		return append(append([]string{}, h.env...), "HOME="+devHome, "XDG_CONFIG_HOME="+filepath.Join(devHome, ".config"), "HANGAR_URL="+h.url, "HANGAR_TOKEN="+token)
 	}
 	dev := func(token string, args ...string) (string, string, error) {
-		cmd := exec.Command(bin, args...)
+		cmd := bounded(t, bin, args...)
 		cmd.Env = devEnv(token)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -119,7 +120,7 @@ func TestTerraformAgent(t *testing.T) {
 		t.Fatalf("config-ssh: %v\n%s%s", err, out, errOut)
 	}
 	openssh := func(name string, args ...string) (string, error) {
-		cmd := exec.Command(name, append([]string{"-F", sshConfig, "-o", "BatchMode=yes"}, args...)...)
+		cmd := bounded(t, name, append([]string{"-F", sshConfig, "-o", "BatchMode=yes"}, args...)...)
 		cmd.Env = devEnv(devToken)
 		b, err := cmd.CombinedOutput()
 		return string(b), err
@@ -147,7 +148,7 @@ func TestTerraformAgent(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	pf := exec.Command(bin, "port-forward", "tfa", "0:"+strconv.Itoa(port))
+	pf := bounded(t, bin, "port-forward", "tfa", "0:"+strconv.Itoa(port))
 	pf.Env = devEnv(devToken)
 	pfOut, err := pf.StdoutPipe()
 	if err != nil {
@@ -247,6 +248,18 @@ func TestTerraformAgent(t *testing.T) {
 
 // machineApp is an app on the workspace's machine: a page, /ws (a WebSocket echo) and /ws-echo?msg=M
 // (a page whose script sends M through /ws and shows the echo).
+// bounded is exec.Command for a CLI step that must end: killed after 3 minutes, and its output
+// no longer awaited 10 s after it exits (OpenSSH's ProxyCommand, `hangar ssh --stdio`, is its
+// child and could otherwise hold the output pipe open after ssh itself has exited), so that a
+// stuck step fails the test with its output instead of hanging the whole run.
+func bounded(t *testing.T, name string, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}
+
 func machineApp() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -361,7 +374,7 @@ func (c *stdioConn) SetWriteDeadline(time.Time) error { return nil }
 // and reads it back.
 func sftpRoundTrip(t *testing.T, bin string, env []string, knownHostsFile, machine string) {
 	t.Helper()
-	cmd := exec.Command(bin, "ssh", "--stdio", "tfa")
+	cmd := bounded(t, bin, "ssh", "--stdio", "tfa")
 	cmd.Env = env
 	in, err := cmd.StdinPipe()
 	if err != nil {
