@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -355,13 +356,19 @@ func exitStatusOf(err error) int {
 type stdioConn struct {
 	io.Reader
 	io.WriteCloser
-	cmd *exec.Cmd
+	cmd  *exec.Cmd
+	once sync.Once
 }
 
+// Close ends the process once: the SSH client closes its connection from two goroutines (the
+// caller's Close and its key exchange loop's read error), and a second, concurrent cmd.Wait
+// blocks forever (it hung this test, 1 run in 15 under load).
 func (c *stdioConn) Close() error {
-	c.WriteCloser.Close()
-	_ = c.cmd.Process.Kill()
-	_ = c.cmd.Wait()
+	c.once.Do(func() {
+		c.WriteCloser.Close()
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+	})
 	return nil
 }
 func (c *stdioConn) LocalAddr() net.Addr              { return &net.UnixAddr{Name: "stdio"} }
