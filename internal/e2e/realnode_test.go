@@ -517,17 +517,8 @@ func (r *realNode) failed(t *testing.T, name string, start time.Time, reasons ..
 // container terminated for about 10 s before it shows CrashLoopBackOff), then with
 // CrashLoopBackOff, as the API and the CLI show it.
 func (r *realNode) testCrashLoop(t *testing.T) {
-	devfile := `schemaVersion: 2.1.0
-metadata:
-  name: crash
-components:
-  - name: dev
-    container:
-      image: ` + kubetest.WorkspaceImage + `
-      command: ["/bin/sh", "-c", "echo giving up; exit 3"]
-`
 	start := time.Now()
-	w := r.create(t, "crash", devfile)
+	w := r.create(t, "crash", crashDevfile)
 	r.failed(t, "crash", start, "container dev exited with code 3", "CrashLoopBackOff")
 	got := waitFor(t, r.c, "crash", r.realTime, "Failed with CrashLoopBackOff", func(w sdk.Workspace) bool {
 		return w.ActualState == "Failed" && w.Error != nil && strings.HasPrefix(w.Error.Message, "CrashLoopBackOff: container dev: back-off")

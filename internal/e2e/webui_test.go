@@ -16,8 +16,8 @@ import (
 	"github.com/hangar-dev/hangar/internal/testutil/oidctest"
 )
 
-// crashDevfile's container exits at once: the workspace fails, and says why.
-const crashDevfile = `schemaVersion: 2.2.0
+// crashDevfile's container exits at once (code 3): the workspace fails, and says why.
+const crashDevfile = `schemaVersion: 2.1.0
 metadata:
   name: crash
 components:
