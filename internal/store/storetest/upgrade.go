@@ -26,10 +26,7 @@ func UpgradeFromV1(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 	}
 	userID, agentID, answeredID, neverID := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
 	responded := t0.Add(time.Minute)
-	stmts := []struct {
-		q    string
-		args []any
-	}{
+	stmts := []rawRow{
 		{`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`,
 			[]any{userID, "old-user", true, []byte("old-user-hash"), t0.UnixMicro()}},
 		{`INSERT INTO agents (id, name, token_hash, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -43,14 +40,7 @@ func UpgradeFromV1(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 			created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			[]any{neverID, "never", userID, agentID, "hangar-never", "schemaVersion: 2.3.0", "Running", "CreationRequested", t0.UnixMicro(), t0.UnixMicro()}},
 	}
-	for _, st := range stmts {
-		if _, err := db.ExecContext(ctx, d.Rebind(st.q), st.args...); err != nil {
-			t.Fatalf("write a version 1 row: %v", err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeRows(t, db, d, 1, stmts)
 
 	s := open(t)
 	w, err := s.Workspace(ctx, store.WorkspaceRef{OwnerID: userID, Name: "answered"})
@@ -133,10 +123,7 @@ func UpgradeFromV2(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 	alice, dashed, agentID, tmplID, verID := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
 	kID, dashedWS, tfID, buildID, jobID := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
 	us := t0.UnixMicro()
-	stmts := []struct {
-		q    string
-		args []any
-	}{
+	stmts := []rawRow{
 		{`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`, []any{alice, "alice", false, []byte("h-alice"), us}},
 		{`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`, []any{dashed, "b--c", false, []byte("h-dashed"), us}},
 		{`INSERT INTO agents (id, name, token_hash, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -160,14 +147,7 @@ func UpgradeFromV2(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 		{`INSERT INTO provisioner_jobs (id, build_id, created_at, completed_at) VALUES (?, ?, ?, ?)`, []any{jobID, buildID, us, us}},
 		{`INSERT INTO provisioner_job_logs (job_id, created_at, stage, level, output) VALUES (?, ?, ?, ?, ?)`, []any{jobID, us, "destroy", "info", "gone"}},
 	}
-	for _, st := range stmts {
-		if _, err := db.ExecContext(ctx, d.Rebind(st.q), st.args...); err != nil {
-			t.Fatalf("write a version 2 row: %v\n%s", err, st.q)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeRows(t, db, d, 2, stmts)
 
 	s := open(t)
 	dev, err := s.Workspace(ctx, store.WorkspaceRef{OwnerID: alice, Name: "dev"})
@@ -221,5 +201,25 @@ func UpgradeFromV2(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *te
 		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: t0, CreatedAt: t0}
 	if err := s.CreateWorkspace(ctx, twice, -1, -1); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a second dev of alice after the upgrade: %v, want ErrConflict", err)
+	}
+}
+
+// rawRow is a statement (with ? placeholders) that writes a row the way an older schema stored it.
+type rawRow struct {
+	q    string
+	args []any
+}
+
+// writeRows writes rows into db at schema version (as migrated to by MigrateTo), then closes db so
+// that the store opened next migrates it on.
+func writeRows(t *testing.T, db *sql.DB, d sqlstore.Dialect, version int, rows []rawRow) {
+	t.Helper()
+	for _, st := range rows {
+		if _, err := db.ExecContext(context.Background(), d.Rebind(st.q), st.args...); err != nil {
+			t.Fatalf("write a version %d row: %v\n%s", version, err, st.q)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -24,10 +24,7 @@ func UpgradeToTokens(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *
 		t.Fatal(err)
 	}
 	userID := uuid.NewString()
-	stmts := []struct {
-		q    string
-		args []any
-	}{
+	stmts := []rawRow{
 		{`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`,
 			[]any{userID, "old-user", true, []byte("old-user-hash"), t0.UnixMicro()}},
 		{`INSERT INTO sessions (id_hash, kind, user_id, user_token_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -35,14 +32,7 @@ func UpgradeToTokens(t *testing.T, db *sql.DB, d sqlstore.Dialect, open func(t *
 		{`INSERT INTO sessions (id_hash, kind, user_id, user_token_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			[]any{[]byte("stale"), store.SessionServer, userID, []byte("older-hash"), t0.UnixMicro(), t0.Add(time.Hour).UnixMicro()}},
 	}
-	for _, st := range stmts {
-		if _, err := db.ExecContext(ctx, d.Rebind(st.q), st.args...); err != nil {
-			t.Fatalf("write a version 15 row: %v", err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeRows(t, db, d, 15, stmts)
 
 	s := open(t)
 	tok, u, err := s.TokenByHash(ctx, []byte("old-user-hash"))
