@@ -253,13 +253,16 @@ func (d *Daemon) heartbeat(ctx context.Context, jobID string, log *slog.Logger, 
 	for ctx.Err() == nil {
 		wait := d.HeartbeatWait
 		c, err := d.Coord.Heartbeat(ctx, jobID, d.WorkerID, wait)
+		if errors.Is(err, store.ErrNotOwner) && ended() {
+			// Said even when the report has already returned and ctx ended meanwhile, so that
+			// the log tells why the heartbeats stopped.
+			log.Debug("heartbeat: the job has ended (its outcome is being reported); heartbeats stop", "err", err)
+			return
+		}
 		if ctx.Err() != nil {
 			return
 		}
 		switch {
-		case errors.Is(err, store.ErrNotOwner) && ended():
-			log.Debug("heartbeat: the job has ended (its outcome is being reported); heartbeats stop", "err", err)
-			return
 		case errors.Is(err, store.ErrNotOwner):
 			log.Warn("the job is no longer ours (failed by the reaper?); interrupting Terraform")
 			onCancel()
