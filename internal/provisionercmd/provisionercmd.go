@@ -5,8 +5,8 @@ package provisionercmd
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
