@@ -316,3 +316,82 @@ func TestTemplateIsolationControl(t *testing.T) {
 		t.Errorf("without isolation, file() could not read the token or the other build:\n%s", log)
 	}
 }
+
+// TestTemplateIsolationRefusedWithoutRoot: a server that cannot isolate templates (not root)
+// refuses to start its in-process provisioners and says why and what to do; with
+// --insecure-no-template-isolation it starts and warns of the risk at start.
+func TestTemplateIsolationRefusedWithoutRoot(t *testing.T) {
+	bin, err := hangarBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		t.Fatalf("this test switches to an unprivileged user, which needs root (CI runs as root)")
+	}
+	const nobody = 65534
+	// A data directory and the binary the unprivileged user can reach.
+	dir, err := os.MkdirTemp("", "hangar-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chown(dir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(insecure bool) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), isolationLimit)
+		defer cancel()
+		args := []string{"server", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--provisioners", "1"}
+		if insecure {
+			args = append(args, "--insecure-no-template-isolation")
+		}
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), "HOME="+dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if !insecure {
+			err := cmd.Run()
+			return out.String(), err
+		}
+		// Started: stop it once its provisioner is ready.
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = pw
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "provisioner ready") {
+				break
+			}
+		}
+		cancel()
+		err = cmd.Wait()
+		return out.String(), err
+	}
+	out, err := run(false)
+	if err == nil {
+		t.Fatalf("a server that cannot isolate templates started its provisioners:\n%s", out)
+	}
+	for _, want := range []string{"in-process provisioners:", "needs root; this process runs as user 65534", "--insecure-no-template-isolation", "--provisioners 0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the refusal lacks %q:\n%s", want, out)
+		}
+	}
+	out, _ = run(true)
+	for _, want := range []string{"template isolation is OFF", "can read everything it can", "provisioner ready"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the insecure server's log lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -36,6 +37,9 @@ type Spec struct {
 	// UID and GID are the build user's: terraform runs as them, with no supplementary group.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
+	// Groups are the build user's supplementary groups (those of a named user: an operator may put
+	// it in the docker group, for instance); none for a numeric user.
+	Groups []int `json:"groups,omitempty"`
 	// Terraform is the real terraform executable the stage becomes.
 	Terraform string `json:"terraform"`
 	// Hide are paths the build must not see: a directory is covered by an empty tmpfs, a file by
@@ -63,8 +67,8 @@ func Decode(v string) (Spec, error) {
 	if err := json.Unmarshal([]byte(v), &s); err != nil {
 		return Spec{}, fmt.Errorf("sandbox spec: %w", err)
 	}
-	if s.UID <= 0 || s.GID <= 0 {
-		return Spec{}, fmt.Errorf("sandbox spec: the build user must not be root (uid %d, gid %d)", s.UID, s.GID)
+	if s.UID <= 0 || s.GID <= 0 || slices.Contains(s.Groups, 0) || slices.ContainsFunc(s.Groups, func(g int) bool { return g < 0 }) {
+		return Spec{}, fmt.Errorf("sandbox spec: the build user must not be root or in its group (uid %d, gid %d, groups %v)", s.UID, s.GID, s.Groups)
 	}
 	if !filepath.IsAbs(s.Terraform) {
 		return Spec{}, fmt.Errorf("sandbox spec: terraform %q is not an absolute path", s.Terraform)
@@ -95,6 +99,8 @@ const (
 // User is the build user of one provisioner daemon.
 type User struct {
 	UID, GID int
+	// Groups are a named user's supplementary groups (from /etc/group).
+	Groups []int
 }
 
 // ParseUser reads a --provisioner-user value: "auto" (def, the default build user), a user id
@@ -136,7 +142,24 @@ func ParseUser(v string, def, offset int) (User, error) {
 	if uid == 0 || gid == 0 {
 		return User{}, fmt.Errorf("the build user %q must not be root", v)
 	}
-	return User{UID: uid, GID: gid}, nil
+	ids, err := u.GroupIds()
+	if err != nil {
+		return User{}, fmt.Errorf("the groups of user %q: %w", v, err)
+	}
+	var groups []int
+	for _, id := range ids {
+		g, err := strconv.Atoi(id)
+		if err != nil {
+			return User{}, fmt.Errorf("the groups of user %q: %w", v, err)
+		}
+		if g == 0 {
+			return User{}, fmt.Errorf("the build user %q must not be in the root group", v)
+		}
+		if g != gid {
+			groups = append(groups, g)
+		}
+	}
+	return User{UID: uid, GID: gid, Groups: groups}, nil
 }
 
 // Config is how a terraform.Runner isolates its builds.

@@ -205,14 +205,14 @@ func enter(s Spec) (string, error) {
 		}
 	}
 
-	// The build user: no supplementary group, no capability, no way back up (setuid binaries).
+	// The build user: only its own groups, no capability, no way back up (setuid binaries).
 	var deathSig int
 	_ = unix.Prctl(unix.PR_GET_PDEATHSIG, uintptr(unsafe.Pointer(&deathSig)), 0, 0, 0)
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "", fmt.Errorf("no_new_privs: %w", err)
 	}
-	if err := syscall.Setgroups(nil); err != nil {
-		return "", fmt.Errorf("drop the supplementary groups: %w", err)
+	if err := syscall.Setgroups(s.Groups); err != nil {
+		return "", fmt.Errorf("set the supplementary groups %v: %w", s.Groups, err)
 	}
 	if err := syscall.Setgid(s.GID); err != nil {
 		return "", fmt.Errorf("switch to group %d: %w", s.GID, err)

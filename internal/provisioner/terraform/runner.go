@@ -215,7 +215,7 @@ func (r *Runner) sandboxSpec(tfPath, jobDir string) sandbox.Spec {
 	if e, err := filepath.EvalSymlinks(root); err == nil {
 		root = e
 	}
-	spec := sandbox.Spec{UID: r.Sandbox.User.UID, GID: r.Sandbox.User.GID, Terraform: tfPath,
+	spec := sandbox.Spec{UID: r.Sandbox.User.UID, GID: r.Sandbox.User.GID, Groups: r.Sandbox.User.Groups, Terraform: tfPath,
 		Hide:     append(append([]string{}, r.Sandbox.Hide...), root),
 		Provider: r.Sandbox.Exe, ProviderAddress: tfprovider.Address, ProviderVersion: tfprovider.Version}
 	if jobDir != "" {
