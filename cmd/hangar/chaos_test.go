@@ -41,7 +41,7 @@ func TestCancelAndKillLeaveNoResource(t *testing.T) {
 	var logs []*syncBuffer
 	startProvisioner := func() *exec.Cmd {
 		cmd := exec.Command(h.bin, "provisioner", "--server", h.url, "--token-file", tokenFile, "--identity", "chaos", "--work-dir", workDir)
-		cmd.Env = append(os.Environ(), "MARKER_DIR="+markerDir)
+		cmd.Env = append(append(os.Environ(), "MARKER_DIR="+markerDir), templateTestEnv...)
 		buf := &syncBuffer{}
 		cmd.Stderr = buf
 		logs = append(logs, buf)

@@ -170,6 +170,13 @@ type harness struct {
 	must   func(args ...string) string
 }
 
+// templateTestEnv lets the templates of these tests make their "resources" as files and processes
+// of the test machine (MARKER_DIR, MACHINE_DIR), which is what template isolation forbids (a private
+// /tmp, an unprivileged user, leftover processes killed): their servers and provisioners run
+// templates unisolated, with these variables passed on purpose. The isolation itself is tested by
+// isolation_test.go, and by TestTLSThroughTheBinary's standalone provisioner.
+var templateTestEnv = []string{"HANGAR_INSECURE_NO_TEMPLATE_ISOLATION=true", "HANGAR_PROVISIONER_ENV=MARKER_DIR,MACHINE_DIR"}
+
 // startLoggedIn starts the server with env added to its environment, and logs the CLI in.
 func startLoggedIn(t *testing.T, env ...string) *harness {
 	t.Helper()
@@ -181,7 +188,7 @@ func startLoggedIn(t *testing.T, env ...string) *harness {
 	// Killed at the end, its output is not awaited from processes it started that outlive it (a
 	// Terraform workspace's machine holding its stderr): the test ends.
 	srv.WaitDelay = 10 * time.Second
-	srv.Env = append(append(os.Environ(), "HANGAR_DATA_DIR="+dataDir), env...)
+	srv.Env = append(append(os.Environ(), "HANGAR_DATA_DIR="+dataDir), append(templateTestEnv, env...)...)
 	stdout, err := srv.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

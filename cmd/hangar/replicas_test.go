@@ -135,6 +135,7 @@ func startServer(t *testing.T, bin, db, dataDir string, extra ...string) *server
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--postgres-url", db}, extra...)...)
+	cmd.Env = append(os.Environ(), templateTestEnv...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

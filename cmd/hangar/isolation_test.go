@@ -1,4 +1,4 @@
-package servercmd
+package main_test
 
 import (
 	"bufio"
@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,21 +26,6 @@ import (
 // same moment. With isolation (the default, as root) every attempt fails, and the build log says
 // so; with --insecure-no-template-isolation the same template reads the token and the other build
 // (so the probes do work), while the environment stays scrubbed.
-
-// hangarBinary builds cmd/hangar once per test binary.
-var hangarBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "hangar-isolation-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "hangar")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/hangar-dev/hangar/cmd/hangar")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
 
 // isolationServer is a `hangar server` process.
 type isolationServer struct {
@@ -249,10 +233,7 @@ func mustNotContain(t *testing.T, log string, what map[string]string) {
 // TestTemplateIsolation: with isolation on (the default), a template reads none of the admin
 // token, the database, the server's environment and another build's directory, on either store.
 func TestTemplateIsolation(t *testing.T) {
-	bin, err := hangarBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := buildHangar(t)
 	for _, store := range []string{"sqlite", "postgres"} {
 		t.Run(store, func(t *testing.T) {
 			secret, victimSecret := randomSecret(t, "env-secret-"), randomSecret(t, "victim-secret-")
@@ -297,10 +278,7 @@ func TestTemplateIsolation(t *testing.T) {
 // --insecure-no-template-isolation reads the token and the other build (the probes work, so the
 // test above can fail), while the environment is still scrubbed (in every mode).
 func TestTemplateIsolationControl(t *testing.T) {
-	bin, err := hangarBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := buildHangar(t)
 	secret, victimSecret := randomSecret(t, "env-secret-"), randomSecret(t, "victim-secret-")
 	s := startIsolationServer(t, bin, secret, nil, "--insecure-no-template-isolation")
 	log, _ := s.attack(victimSecret)
@@ -321,10 +299,7 @@ func TestTemplateIsolationControl(t *testing.T) {
 // refuses to start its in-process provisioners and says why and what to do; with
 // --insecure-no-template-isolation it starts and warns of the risk at start.
 func TestTemplateIsolationRefusedWithoutRoot(t *testing.T) {
-	bin, err := hangarBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := buildHangar(t)
 	if os.Geteuid() != 0 {
 		t.Fatalf("this test switches to an unprivileged user, which needs root (CI runs as root)")
 	}
