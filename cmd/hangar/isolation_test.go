@@ -370,3 +370,69 @@ func TestTemplateIsolationRefusedWithoutRoot(t *testing.T) {
 		}
 	}
 }
+
+// standaloneTF tries to read what `hangar provisioner` holds: its token file (TOKEN), its work
+// directory (WORK) and its environment.
+const standaloneTF = `variable "start_count" {
+  type = number
+}
+
+resource "terraform_data" "probe" {
+  count = var.start_count
+  provisioner "local-exec" {
+    command = <<-EOT
+      echo "probe user: $(id -u)"
+      echo "probe provisioner token: $(cat TOKEN 2>&1)"
+      echo "probe work dir: $(ls -A WORK 2>&1 | tr '\n' ' ')"
+      echo "probe own environment: $(env | grep -c ISOLATION_TEST) variables"
+    EOT
+  }
+}
+`
+
+// TestTemplateIsolationStandalone: `hangar provisioner` (as root, isolated by default) runs a
+// template that cannot read its token file, its work directory's other contents (the plugin
+// mirror, kept states) or its environment.
+func TestTemplateIsolationStandalone(t *testing.T) {
+	bin := buildHangar(t)
+	secret := randomSecret(t, "env-secret-")
+	s := startIsolationServer(t, bin, secret, nil, "--provisioners", "0")
+	m := regexp.MustCompile(`Token \(shown only once\): (\S+)`).FindStringSubmatch(s.hangar("provisioners", "create", "p1"))
+	if m == nil {
+		t.Fatal("provisioners create printed no token")
+	}
+	dir := t.TempDir()
+	tokenFile, workDir := filepath.Join(dir, "p1.token"), filepath.Join(dir, "work")
+	if err := os.WriteFile(tokenFile, []byte(m[1]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	prov := exec.CommandContext(ctx, bin, "provisioner", "--server", s.url, "--token-file", tokenFile, "--work-dir", workDir, "--identity", "p1")
+	prov.Env = append(os.Environ(), "ISOLATION_TEST_SECRET="+secret)
+	prov.Cancel = func() error { return prov.Process.Signal(syscall.SIGTERM) }
+	var provLog strings.Builder
+	prov.Stdout, prov.Stderr = &provLog, &provLog
+	if err := prov.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = prov.Wait()
+		if t.Failed() {
+			t.Logf("provisioner log:\n%s", provLog.String())
+		}
+	})
+	s.push("probe", strings.NewReplacer("TOKEN", tokenFile, "WORK", workDir).Replace(standaloneTF))
+	s.hangar("create", "p", "--template", "probe", "--wait")
+	log := s.hangar("logs", "p")
+	mustNotContain(t, log, map[string]string{"the provisioner's token": m[1], "the provisioner's secret variable": secret})
+	mustContain(t, log,
+		"probe user: 64100",
+		"probe provisioner token: cat: "+tokenFile+": No such file or directory",
+		"probe own environment: 0 variables",
+	)
+	// Of the work directory, only this build's own directory is there (not .plugins, .unreported).
+	if !regexp.MustCompile(`(?m)probe work dir: [0-9a-f-]{36}\s*$`).MatchString(log) {
+		t.Errorf("the template sees more of the work directory than its own build:\n%s", log)
+	}
+}
