@@ -26,7 +26,7 @@ var errEnough = errors.New("enough lines")
 // forgotten); after the final delete, no marker may remain. The seed is logged; HANGAR_CHAOS_SEED
 // replays a run, HANGAR_CHAOS_ROUNDS sets how many builds (default 14).
 func TestCancelAndKillLeaveNoResource(t *testing.T) {
-	markerDir := filepath.Join(t.TempDir(), "markers")
+	markerDir := filepath.Join(sharedDir(t), "markers")
 	h := startLoggedIn(t, "MARKER_DIR="+markerDir, "HANGAR_PROVISIONERS=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

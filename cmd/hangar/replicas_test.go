@@ -276,7 +276,7 @@ func TestBuildQueuedOnOneReplicaRunsOnAnother(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildHangar(t)
 	db := pgtest.NewDatabase(t)
-	t.Setenv("MARKER_DIR", filepath.Join(dir, "markers"))
+	t.Setenv("MARKER_DIR", filepath.Join(sharedDir(t), "markers"))
 	a := startServer(t, bin, db, filepath.Join(dir, "a"), "--provisioners", "0", "--build-poll-interval", "1h")
 	a.waitURL(t)
 	b := startServer(t, bin, db, filepath.Join(dir, "b"), "--provisioners", "1", "--build-poll-interval", "1h")
