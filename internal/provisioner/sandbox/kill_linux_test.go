@@ -14,21 +14,23 @@ func TestKillUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatalf("this test starts processes as other users, which needs root (CI runs as root)")
 	}
-	start := func(uid uint32) *exec.Cmd {
+	start := func(uid uint32) (*exec.Cmd, chan error) {
 		cmd := exec.Command("/bin/sh", "-c", "exec sleep 600")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
+		ended := make(chan error, 1)
+		go func() { ended <- cmd.Wait() }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-ended })
+		return cmd, ended
 	}
-	left, other := start(64077), start(64078)
-	ended := make(chan error, 1)
-	go func() { ended <- left.Wait() }()
+	_, ended := start(64077)
+	other, _ := start(64078)
 	KillUser(64077)
 	select {
 	case err := <-ended:
+		ended <- err // for the cleanup
 		if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("the build user's process ended with %v, want killed", err)
 		}
