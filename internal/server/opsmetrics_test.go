@@ -51,8 +51,12 @@ func TestStartLatencyAcrossReplicas(t *testing.T) {
 	r.Clock.Advance(time.Second)
 	agentReport(t, r.URLs[0], a.Token, ws, "Running", 3)
 	agentReport(t, r.URLs[1], a.Token, ws, "Running", 4)
+	// Its pod rescheduled: Starting, then Running again, with no start asked for.
+	agentReport(t, r.URLs[0], a.Token, ws, "Starting", 5)
+	r.Clock.Advance(time.Minute)
+	agentReport(t, r.URLs[1], a.Token, ws, "Running", 6)
 	if c0, c1 := metricValue(t, r.URLs[0], startsCount), metricValue(t, r.URLs[1], startsCount); c0 != "0" || c1 != "1" {
-		t.Fatalf("a workspace that stays Running is counted again: %s + %s", c0, c1)
+		t.Fatalf("a workspace that stays Running, or comes back by itself, is counted again: %s + %s", c0, c1)
 	}
 }
 
@@ -148,4 +152,45 @@ func scrape(t *testing.T, url string) string {
 		}
 	}
 	return b.String()
+}
+
+// Terraform, with the real terraform: the start is measured from the create to the build that made
+// the workspace Running (the provisioner picks it up 30 s later here), a stop and start is a new
+// start, and so is an update of the running workspace (a restart: a stop and a start build), each
+// counted once.
+func TestStartLatencyTerraform(t *testing.T) {
+	env := servertest.NewTF(t, "sqlite", 0)
+	env.PushModule("vm", map[string]string{"main.tf": "variable \"start_count\" {\n  type = number\n}\n"})
+	ctx := env.Ctx
+	if _, err := env.Dev.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: "tf1", Template: "vm"}); err != nil {
+		t.Fatal(err)
+	}
+	env.Clock.Advance(30 * time.Second)
+	env.StartProvisioner()
+	env.WaitBuilds(1)
+	const count, sum = `hangar_workspace_start_duration_seconds_count{backend="terraform"}`, `hangar_workspace_start_duration_seconds_sum{backend="terraform"}`
+	if c, s := metricValue(t, env.URL, count), metricValue(t, env.URL, sum); c != "1" || s != "30" {
+		t.Fatalf("after the create: count %q sum %q, want 1 start of 30 s", c, s)
+	}
+	env.PushModule("vm", map[string]string{"main.tf": "variable \"start_count\" {\n  type = number\n}\noutput \"v\" {\n  value = 2\n}\n"})
+	if _, err := env.Dev.UpdateWorkspaceVersion(ctx, "tf1", sdk.UpdateWorkspaceVersionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range env.WaitBuilds(2) {
+		if b.Job.Status() != "succeeded" {
+			t.Fatalf("update build %d %s: %s", b.Number, b.Transition, b.Job.Error)
+		}
+	}
+	if c := metricValue(t, env.URL, count); c != "2" {
+		t.Fatalf("after an update (a restart): %q starts, want 2", c)
+	}
+	for _, desired := range []string{"Stopped", "Running"} {
+		if _, err := env.Dev.UpdateWorkspace(ctx, "tf1", sdk.UpdateWorkspaceRequest{DesiredState: desired}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitBuilds(1)
+	}
+	if c := metricValue(t, env.URL, count); c != "3" {
+		t.Fatalf("stop and start: %q starts, want 3", c)
+	}
 }
