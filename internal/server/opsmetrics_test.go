@@ -93,6 +93,18 @@ func TestStartLatencyStopAndRestart(t *testing.T) {
 			if c, s := metricValue(t, env.URL, startsCount), metricValue(t, env.URL, startsSum); c != "2" || s != "10" {
 				t.Fatalf("after a restart: count %q sum %q, want 2 starts, 5 s + 5 s", c, s)
 			}
+			// Three workspaces Running in one report: each measured (one DELETE for the batch).
+			var infos []protocol.WorkspaceAgentInfo
+			for _, n := range []string{"w2", "w3", "w4"} {
+				var w sdk.Workspace
+				mustCall(t, env, env.AdminToken, "POST", "/api/v1/workspaces", map[string]any{"name": n, "agent": "k1"}, 201, &w)
+				infos = append(infos, protocol.WorkspaceAgentInfo{Name: w.KubeName, Namespace: w.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 7)})
+			}
+			env.Clock.Advance(4 * time.Second)
+			reconcileCall(t, env, token, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: infos})
+			if c, s := metricValue(t, env.URL, startsCount), metricValue(t, env.URL, startsSum); c != "5" || s != "22" {
+				t.Fatalf("after three at once: count %q sum %q, want 5 starts, 10 s + 3 × 4 s", c, s)
+			}
 		})
 	}
 }

@@ -794,16 +794,7 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 		if err := s.updateBatch(ctx, tx, full); err != nil {
 			return err
 		}
-		for _, w := range full {
-			var prev *workspace.Workspace
-			if b, ok := before[w.ID]; ok {
-				prev = &b
-			}
-			if err := s.trackStart(ctx, tx, prev, w); err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.trackStarts(ctx, tx, before, full)
 	})
 }
 

@@ -65,20 +65,70 @@ func (s *Store) trackStart(ctx context.Context, tx *sql.Tx, prev *workspace.Work
 		if err != nil {
 			return fmt.Errorf("end the start of workspace %q: %w", next.Name, err)
 		}
-		seen := store.StartSeen{WorkspaceID: next.ID, Backend: cmp.Or(next.Backend, workspace.KindKubernetes), RequestedAt: fromMicros(at),
-			RunningAt: next.DesiredStateUpdatedAt}
-		if next.ActualStateUpdatedAt != nil {
-			seen.RunningAt = *next.ActualStateUpdatedAt
-		}
-		v, _ := s.startsSeen.LoadOrStore(tx, &[]store.StartSeen{})
-		list := v.(*[]store.StartSeen)
-		*list = append(*list, seen)
+		s.startSeen(tx, next, at)
 	case startDropped:
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM workspace_starts WHERE workspace_id = ?`), next.ID); err != nil {
 			return fmt.Errorf("drop the start of workspace %q: %w", next.Name, err)
 		}
 	}
 	return nil
+}
+
+// trackStarts is trackStart for the rows of a reconcile (before: the rows as read), with one
+// statement per batch for the starts seen: a burst of workspaces turning Running together is one
+// DELETE, not one each.
+func (s *Store) trackStarts(ctx context.Context, tx *sql.Tx, before map[string]workspace.Workspace, rows []workspace.Workspace) error {
+	seen := map[string]workspace.Workspace{}
+	var ids []any
+	for _, w := range rows {
+		var prev *workspace.Workspace
+		if b, ok := before[w.ID]; ok {
+			prev = &b
+		}
+		if startChange(prev, w) == startSeen {
+			seen[w.ID] = w
+			ids = append(ids, w.ID)
+			continue
+		}
+		if err := s.trackStart(ctx, tx, prev, w); err != nil {
+			return err
+		}
+	}
+	for start := 0; start < len(ids); start += s.d.BatchSize {
+		chunk := ids[start:min(start+s.d.BatchSize, len(ids))]
+		rs, err := tx.QueryContext(ctx, s.q(`DELETE FROM workspace_starts WHERE workspace_id IN (`+placeholders(len(chunk))+`) RETURNING workspace_id, requested_at`), chunk...)
+		if err != nil {
+			return fmt.Errorf("end the starts of %d workspaces: %w", len(chunk), err)
+		}
+		for rs.Next() {
+			var id string
+			var at int64
+			if err := rs.Scan(&id, &at); err != nil {
+				rs.Close()
+				return fmt.Errorf("end the starts of %d workspaces: %w", len(chunk), err)
+			}
+			s.startSeen(tx, seen[id], at)
+		}
+		if err := rs.Close(); err != nil {
+			return fmt.Errorf("end the starts of %d workspaces: %w", len(chunk), err)
+		}
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("end the starts of %d workspaces: %w", len(chunk), err)
+		}
+	}
+	return nil
+}
+
+// startSeen notes, in tx, that next is Running since its start requested at (microseconds).
+func (s *Store) startSeen(tx *sql.Tx, next workspace.Workspace, at int64) {
+	seen := store.StartSeen{WorkspaceID: next.ID, Backend: cmp.Or(next.Backend, workspace.KindKubernetes), RequestedAt: fromMicros(at),
+		RunningAt: next.DesiredStateUpdatedAt}
+	if next.ActualStateUpdatedAt != nil {
+		seen.RunningAt = *next.ActualStateUpdatedAt
+	}
+	v, _ := s.startsSeen.LoadOrStore(tx, &[]store.StartSeen{})
+	list := v.(*[]store.StartSeen)
+	*list = append(*list, seen)
 }
 
 // ObserveStarts sets the function told of every start seen, after its commit.
