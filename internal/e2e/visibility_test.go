@@ -49,6 +49,10 @@ func TestKubernetesVisibility(t *testing.T) {
 	}
 	deleteNamespaceAtEnd(t, cluster, ws.Namespace)
 	waitFor(t, c, "vis", transition, "Running", state("Running", "Running"))
+	// A second replica of the same agent, started once the first leads (it ran the workspace): a
+	// standby.
+	standby := start(t, "agent vis standby", []string{"HANGAR_LOG_LEVEL=debug"}, "agent", "--server", srv.URL, "--token-file", tok,
+		"--kubeconfig", cluster.Kubeconfig, "--lease-namespace", "hangar-agent-vis", "--identity", "vis-standby")
 
 	// Labels: read every object the inventory lists, as it is in the cluster.
 	inv, err := cluster.Client.CoreV1().ConfigMaps(ws.Namespace).Get(ctx, ws.KubeName+"-inventory", metav1.GetOptions{})
@@ -172,6 +176,20 @@ func TestKubernetesVisibility(t *testing.T) {
 	}
 	if !strings.Contains(agentMetrics, "hangar_agent_apply_queue_depth 0") {
 		t.Errorf("agent queue depth not 0 when idle:\n%s", lines(agentMetrics, "queue_depth"))
+	}
+	// The standby: ready (a rolling update can go past it), not leading.
+	m = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`).FindStringSubmatch(standby.output())
+	if m == nil {
+		t.Fatalf("the standby does not say where it serves metrics:\n%s", standby.output())
+	}
+	kubetest.Eventually(t, transition, "the standby to be ready", func(context.Context) error {
+		if code, body := httpGet(t, "http://"+m[1]+"/readyz"); code != 200 {
+			return fmt.Errorf("standby /readyz: %d %s", code, body)
+		}
+		return nil
+	})
+	if _, page := httpGet(t, "http://"+m[1]+"/metrics"); sampleValue(page, "hangar_agent_leader") != 0 {
+		t.Errorf("standby hangar_agent_leader = %v, want 0", sampleValue(page, "hangar_agent_leader"))
 	}
 	// The server's: the start SLI and the HTTP series.
 	_, serverMetrics := httpGet(t, srv.URL+"/metrics")
