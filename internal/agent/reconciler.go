@@ -296,6 +296,7 @@ func (r *reconciler) handle(req protocol.ReconcileRequest, resp protocol.Reconci
 				delete(r.terminating, k)
 				delete(r.acked, k)
 				delete(r.podFailures, k)
+				delete(r.podEvents, k)
 				delete(r.known, k)
 				r.mu.Unlock()
 				r.errs.Forget(k)
