@@ -1,16 +1,20 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hangar-dev/hangar/internal/agent/errtrack"
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -193,4 +197,50 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no gauge %s", name)
 	return 0
+}
+
+// An agent upgraded to labelling: a workspace an older agent applied gets every object re-applied
+// once (their hash now covers the labels), without restarting it (the Deployment's pod template
+// does not change); after that a stop and a start are one request each,
+// as before.
+func TestLabelsAreAppliedOnceWithoutARestart(t *testing.T) {
+	c := kubetest.Start(t)
+	name, agentID := unique("labels"), "apply-labels"
+	deleteNamespaceAtEnd(t, c, "hangar-"+name)
+	k := errtrack.Key{Name: name, Namespace: "hangar-" + name}
+	old := generated(t, name, agentID, workspace.Running)
+	a := newApplier(t, c, agentID)
+	if applied, _ := a.apply(t, old); applied != 9 {
+		t.Fatalf("the older agent applied %d objects, want 9", applied)
+	}
+	a.waitInSync(t, old, true, "the caches to show the workspace")
+	before, err := c.Client.AppsV1().Deployments(k.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	labelled := func(desired workspace.State) []*unstructured.Unstructured {
+		objs := generated(t, name, agentID, desired)
+		labelForTools(k, objs)
+		return objs
+	}
+	// 9 applies and one read: the inventory changed, so the previous one is read to prune by.
+	if applied, requests := a.apply(t, labelled(workspace.Running)); applied != 9 || requests != 10 {
+		t.Fatalf("upgrade: %d applied in %d requests, want 9 in 10", applied, requests)
+	}
+	after, err := c.Client.AppsV1().Deployments(k.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pod template as the API server holds it is the same: no new ReplicaSet, no new pod. (The
+	// generation moves: a Deployment's annotations, the content hash among them, count for it.)
+	if !apiequality.Semantic.DeepEqual(before.Spec.Template, after.Spec.Template) || after.Labels[LabelApplySetPartOf] == "" {
+		t.Fatalf("pod template changed (a rollout restarts the workspace):\n%+v\n%+v\nlabels %v", before.Spec.Template, after.Spec.Template, after.Labels)
+	}
+	a.waitInSync(t, labelled(workspace.Running), true, "the caches to show the labelled workspace")
+	for i, desired := range []workspace.State{workspace.Stopped, workspace.Running} {
+		if applied, requests := a.apply(t, labelled(desired)); applied != 1 || requests != 1 {
+			t.Fatalf("step %d: %d applied in %d requests, want 1 in 1", i, applied, requests)
+		}
+	}
 }
