@@ -46,7 +46,9 @@ func TestBadInputEveryRoute(t *testing.T) {
 			params := regexp.MustCompile(`\{[a-z_]+\}`)
 			badParams := []string{"..", "%2e%2e", "a%2Fb%2Fc", "%00", "-1", "99999999999999999999", "1e9", "%C3%BC%C3%AF", strings.Repeat("x", 5000), "admin%2F"}
 			const badQuery = "?timeout_seconds=1e999&after=-99999999999999999999&all=maybe&limit=1e999&follow=maybe&wait_seconds=x&before=%00&number=-1"
-			hugeBody := func() io.Reader { return io.MultiReader(strings.NewReader(`{"x":"`), &repeatReader{b: 'a', n: protocol.MaxProvisionerBodyBytes + 1}) }
+			hugeBody := func() io.Reader {
+				return io.MultiReader(strings.NewReader(`{"x":"`), &repeatReader{b: 'a', n: protocol.MaxProvisionerBodyBytes + 1})
+			}
 			bodies := []struct{ name, body string }{
 				{"malformed JSON", `{"name": "x",`},
 				{"trailing garbage", `{} {"x":1}`},
@@ -59,9 +61,9 @@ func TestBadInputEveryRoute(t *testing.T) {
 				{"invalid UTF-8", "{\"name\":\"\xff\xfe\"}"},
 			}
 
-			var routes []server_route
+			var routes []sweepRoute
 			for _, r := range env.Server.Routes() {
-				routes = append(routes, server_route{r.Method, r.Pattern})
+				routes = append(routes, sweepRoute{r.Method, r.Pattern})
 			}
 			sort.Slice(routes, func(i, j int) bool { return routes[i].pattern+routes[i].method < routes[j].pattern+routes[j].method })
 			checked := 0
@@ -125,7 +127,7 @@ func TestBadInputEveryRoute(t *testing.T) {
 	}
 }
 
-type server_route struct{ method, pattern string }
+type sweepRoute struct{ method, pattern string }
 
 // badInputCall sends one request and reads the answer's status and (up to 64 KiB of) body, or an
 // error if no answer's headers come within 10 s (a hang). A 2xx stream (events, logs) is not read
