@@ -624,12 +624,21 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 			err = r.waitReconciled(ctx, killed)
 		}
 	case FaultProvisioner:
-		// Killed while a build runs: wait (bounded) for a Terraform workspace to be Starting or
-		// Stopping.
+		// Killed while terraform runs: wait (bounded) for a build that the provisioner claimed and
+		// whose terraform has written to the log.
 		var building []string
-		for end := time.Now().Add(30 * time.Second); len(building) == 0 && time.Now().Before(end); {
-			if building, err = r.building(ctx); err != nil || !wait(ctx, 20*time.Millisecond) {
-				return res, errors.Join(err, ctx.Err())
+		for end := time.Now().Add(30 * time.Second); ; {
+			if building, err = r.runningTerraform(ctx); err != nil {
+				return res, err
+			}
+			if len(building) > 0 {
+				break
+			}
+			if time.Now().After(end) {
+				return res, errors.New("no build ran terraform within 30 s of load to kill the provisioner during")
+			}
+			if !wait(ctx, 20*time.Millisecond) {
+				return res, ctx.Err()
 			}
 		}
 		killed = time.Now()
@@ -753,6 +762,27 @@ func (r *faultRun) building(ctx context.Context) ([]string, error) {
 	for _, w := range ws {
 		if w.Backend == "terraform" && (w.ActualState == "Starting" || w.ActualState == "Stopping") {
 			out = append(out, w.Owner+"/"+w.Name)
+		}
+	}
+	return out, nil
+}
+
+// runningTerraform lists the Terraform workspaces whose latest build is claimed by the provisioner
+// (running) and has log lines (terraform started: its run directory exists for an adoption).
+func (r *faultRun) runningTerraform(ctx context.Context) ([]string, error) {
+	ws, err := r.building(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ref := range ws {
+		b, err := r.admin.Build(ctx, ref, 0)
+		if err != nil || b.Status != "running" {
+			continue
+		}
+		lines := 0
+		if err := r.admin.BuildLogs(ctx, ref, b.Number, 0, false, func(sdk.BuildLog) error { lines++; return nil }); err == nil && lines > 0 {
+			out = append(out, ref)
 		}
 	}
 	return out, nil
