@@ -122,8 +122,10 @@ func TestBadInputEveryRoute(t *testing.T) {
 				for _, b := range bodies {
 					send(b.name, path, strings.NewReader(b.body), true)
 				}
-				// Over the common limit; then, where that one was not the route's, over the largest.
-				if send("body over 1 MiB", path, longBody(sdk.MaxBodyBytes+1), true) != http.StatusRequestEntityTooLarge {
+				// Over the common limit; then, where that one was not the route's, over the largest
+				// (once: the limit is checked before the store is read, and 86 MiB takes a while under
+				// the race detector).
+				if send("body over 1 MiB", path, longBody(sdk.MaxBodyBytes+1), true) != http.StatusRequestEntityTooLarge && engine == "sqlite" {
 					send("body over the largest limit", path, longBody(protocol.MaxProvisionerBodyBytes+1), true)
 				}
 			}
