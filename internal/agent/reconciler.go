@@ -241,6 +241,8 @@ func (r *reconciler) report(ctx context.Context, ut protocol.UpdateType, snap er
 		req.WorkspaceAgentInfos = append(req.WorkspaceAgentInfos, *i)
 	}
 	sort.Slice(req.WorkspaceAgentInfos, func(i, j int) bool { return req.WorkspaceAgentInfos[i].Name < req.WorkspaceAgentInfos[j].Name })
+	// The server cuts them too; cut here, they are not sent at all.
+	protocol.TruncateMessages(&req)
 	return req
 }
 

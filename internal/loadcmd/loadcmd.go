@@ -67,6 +67,7 @@ func Command() *cobra.Command {
 		},
 	}
 	cmdopt.Register(cmd, opts)
+	cmd.AddCommand(faultsCommand(), simAgentCommand()) // the fault harness (faults.go)
 	return cmd
 }
 

@@ -40,6 +40,21 @@ log_min_messages = warning
 `
 
 func startPostgres(ctx context.Context, dir string) (*throwaway, error) {
+	return startPostgresWith(ctx, dir, "")
+}
+
+// durableConf, appended to throwawayConf (later lines win), makes the throwaway as durable as
+// PostgreSQL's defaults: the fault harness restarts it in immediate mode, and with
+// synchronous_commit off a commit acknowledged to the client may not survive that (PostgreSQL's
+// documented trade-off: up to three times wal_writer_delay of commits lost on a crash).
+const durableConf = `
+fsync = on
+full_page_writes = on
+synchronous_commit = on
+`
+
+// startPostgresWith is startPostgres with extra lines of configuration.
+func startPostgresWith(ctx context.Context, dir, extraConf string) (*throwaway, error) {
 	bindir, err := pgBinDir()
 	if err != nil {
 		return nil, err
@@ -70,7 +85,7 @@ func startPostgres(ctx context.Context, dir string) (*throwaway, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf := fmt.Sprintf(throwawayConf, port, strings.ReplaceAll(dir, "'", "''"))
+	conf := fmt.Sprintf(throwawayConf, port, strings.ReplaceAll(dir, "'", "''")) + extraConf
 	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return nil, err

@@ -7,10 +7,9 @@ import (
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
-// MaxErrorMessageBytes caps an error message an agent reports; longer ones are refused.
-const MaxErrorMessageBytes = 64 << 10
-
-// Validate checks a decoded reconcile request. Every problem names its field.
+// Validate checks a decoded reconcile request whose messages protocol.TruncateMessages has cut.
+// Every problem names its field. It enforces the bounds of protocol/bounds.go on identifiers
+// (refused when over) and, for a caller that did not cut them, on messages.
 func Validate(req protocol.ReconcileRequest) error {
 	v := &workspace.ValidationError{}
 	switch req.UpdateType {
@@ -44,26 +43,47 @@ func Validate(req protocol.ReconcileRequest) error {
 			default:
 				v.Add(f+".error_details.error_type", "must be %q or %q, got %q", protocol.ErrorTypeApplier, protocol.ErrorTypeUnknown, e.ErrorType)
 			}
-			if len(e.ErrorMessage) > MaxErrorMessageBytes {
-				v.Add(f+".error_details.error_message", "is %d bytes, the limit is %d", len(e.ErrorMessage), MaxErrorMessageBytes)
-			}
+			tooLong(v, f+".error_details.error_message", e.ErrorMessage, protocol.MaxMessageBytes)
 		}
 		if p := info.PodFailure; p != nil {
 			if p.Reason == "" {
 				v.Add(f+".pod_failure.reason", "is required")
 			}
-			if len(p.Message) > MaxErrorMessageBytes {
-				v.Add(f+".pod_failure.message", "is %d bytes, the limit is %d", len(p.Message), MaxErrorMessageBytes)
-			}
+			tooLong(v, f+".pod_failure.reason", p.Reason, protocol.MaxConditionIdentifierBytes)
+			tooLong(v, f+".pod_failure.message", p.Message, protocol.MaxMessageBytes)
 		}
 		if d := info.LatestK8sDeploymentInfo; d != nil {
-			if d.Metadata.ResourceVersion == "" {
+			switch rv := d.Metadata.ResourceVersion; {
+			case rv == "":
 				v.Add(f+".latest_k8s_deployment_info.metadata.resourceVersion", "is required")
+			case !protocol.ValidResourceVersion(rv):
+				v.Add(f+".latest_k8s_deployment_info.metadata.resourceVersion", "must be 1 to %d printable ASCII characters without spaces (Kubernetes' are digits), got %d bytes",
+					protocol.MaxResourceVersionBytes, len(rv))
 			}
 			if d.Spec != nil && d.Spec.Replicas != nil && (*d.Spec.Replicas < 0) {
 				v.Add(f+".latest_k8s_deployment_info.spec.replicas", "must not be negative, got %d", *d.Spec.Replicas)
 			}
+			if d.Status != nil {
+				cf := f + ".latest_k8s_deployment_info.status.conditions"
+				if n := len(d.Status.Conditions); n > protocol.MaxConditions {
+					v.Add(cf, "has %d conditions, the limit is %d", n, protocol.MaxConditions)
+				}
+				for j, c := range d.Status.Conditions {
+					g := fmt.Sprintf("%s[%d]", cf, j)
+					tooLong(v, g+".type", c.Type, protocol.MaxConditionIdentifierBytes)
+					tooLong(v, g+".status", c.Status, protocol.MaxConditionIdentifierBytes)
+					tooLong(v, g+".reason", c.Reason, protocol.MaxConditionIdentifierBytes)
+					tooLong(v, g+".message", c.Message, protocol.MaxMessageBytes)
+				}
+			}
 		}
 	}
 	return v.Err()
+}
+
+// tooLong adds a problem on field when s is over max bytes; the detail says the size, not the value.
+func tooLong(v *workspace.ValidationError, field, s string, max int) {
+	if len(s) > max {
+		v.Add(field, "is %d bytes, the limit is %d", len(s), max)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -103,6 +104,8 @@ func answerOf(err error) (errs.Code, sdk.Error) {
 		return code, body
 	case errors.Is(err, workspace.ErrTerminated), errors.Is(err, workspace.ErrIllegalTransition):
 		return code, sdk.Error{Message: "illegal state change", Detail: err.Error()}
+	case errors.Is(err, tfbackend.ErrStorageFull):
+		return code, sdk.Error{Message: tfbackend.ErrStorageFull.Error(), Detail: err.Error()}
 	case errors.Is(err, store.ErrQuota):
 		return code, sdk.Error{Message: "workspace quota exceeded", Detail: err.Error()}
 	case errors.Is(err, store.ErrConflict):

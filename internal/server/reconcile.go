@@ -25,6 +25,9 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, agent workspa
 	if err := decodeBody(w, r, protocol.MaxReconcileBodyBytes, &req, false); err != nil {
 		return err
 	}
+	if n := protocol.TruncateMessages(&req); n > 0 {
+		s.log.Info("agent reported messages over the bound: cut", "agent", agent.Name, "messages", n, "bound_bytes", protocol.MaxMessageBytes)
+	}
 	if err := reconcile.Validate(req); err != nil {
 		return err
 	}

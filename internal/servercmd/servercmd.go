@@ -80,6 +80,9 @@ type Config struct {
 	// TokenLifetime is a new API token's default lifetime, MaxTokenLifetime the longest a
 	// request may ask ("": the defaults, 720h and 8760h).
 	TokenLifetime, MaxTokenLifetime string
+	// MaxStoragePerUser bounds the Terraform state and build log bytes each user's workspaces keep
+	// (storage.go; "": the default).
+	MaxStoragePerUser string
 	// Isolation: how the in-process provisioners isolate template code (isolation.go).
 	Isolation sandbox.Flags
 }
@@ -120,6 +123,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.MaxTokenLifetime, "max-token-lifetime", "HANGAR_MAX_TOKEN_LIFETIME", "8760h", "the longest lifetime a new API token may be given"),
 		cmdopt.String(&cfg.AuditRetention, "audit-retention", "HANGAR_AUDIT_RETENTION", DefaultAuditRetention, "how long the audit log keeps an entry (a duration such as 8760h, one year; 0 keeps every entry forever); older entries are deleted hourly, in bounded batches, by every replica"),
 		cmdopt.String(&cfg.PrebuildInterval, "prebuild-interval", "HANGAR_PREBUILD_INTERVAL", "1m", "how often the prebuild reconciler creates and deletes prebuilt workspaces to keep the presets' pools (0: never; every replica runs it, each preset is reconciled by one replica at a time)"),
+		cmdopt.String(&cfg.MaxStoragePerUser, "max-storage-per-user", "HANGAR_MAX_STORAGE_PER_USER", defaultMaxStoragePerUser, "the most bytes of Terraform state and build log a user's workspaces keep (such as 1Gi; 0: no limit); over it, a create or a start first removes all but each workspace's latest build's state and log, then is refused"),
 		cmdopt.String(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
 		cmdopt.String(&cfg.OIDC.IssuerURL, "oidc-issuer-url", "HANGAR_OIDC_ISSUER_URL", "", "sign users in with this OpenID Connect provider (its issuer URL, https://); its client must allow the redirect URI <access URL>/oidc/callback. Without it, users sign in with a token only"),
 		cmdopt.String(&cfg.OIDC.ClientID, "oidc-client-id", "HANGAR_OIDC_CLIENT_ID", "", "with --oidc-issuer-url: the client id the provider gave Hangar"),
@@ -263,9 +267,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	maxStorage, err := maxStoragePerUser(cfg.MaxStoragePerUser)
+	if err != nil {
+		return err
+	}
 	bld := tfbackend.New(tfbackend.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
 		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
-		AccessURL: func() string { return cfg.AccessURL }})
+		AccessURL: func() string { return cfg.AccessURL }, MaxStoragePerUser: maxStorage})
 	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL,
 		AuditRetention: auditRetention, TrustedProxies: hard.trusted, StreamLimits: hard.streams, OIDC: oidcOpts,
 		TokenLifetime: tokenLifetime, MaxTokenLifetime: maxTokenLifetime})

@@ -75,6 +75,7 @@ type Store interface {
 	WorkspaceChangeStore
 	AgentSeenStore
 	TokenStore
+	StorageStore
 
 	Close() error
 	// Ping checks the database answers (readiness).

@@ -419,8 +419,14 @@ func validateResources(v *ValidationError, field string, r Resources) {
 		if q == "" {
 			return
 		}
-		if _, err := resource.ParseQuantity(q); err != nil {
+		qty, err := resource.ParseQuantity(q)
+		switch {
+		case err != nil:
 			v.Add(field+"."+name, "must be a Kubernetes quantity such as 500m or 2Gi, got %q", q)
+		case qty.Sign() < 0:
+			// Kubernetes refuses a negative request or limit only when it applies the pod (or the
+			// ResourceQuota), so every workspace of this agent would fail to start: refused here.
+			v.Add(field+"."+name, "must not be negative, got %q", q)
 		}
 	}
 	check("requests.cpu", r.Requests.CPU)

@@ -46,6 +46,9 @@ type Options struct {
 	// AccessURL returns the URL workspace helpers connect out to (hangar_agent's init script);
 	// nil or "": builds get no helper token and hangar_agent fails with a clear error.
 	AccessURL func() string
+	// MaxStoragePerUser bounds the bytes of Terraform state and build log each user's workspaces
+	// keep; a create or a start over it first prunes, then is refused (storage.go). 0: no bound.
+	MaxStoragePerUser int64
 }
 
 // Service is the Terraform backend's service.
@@ -163,6 +166,11 @@ type Spec struct {
 // from no state). A parameter value the version refuses is a *workspace.ValidationError naming
 // each, and nothing is written.
 func (s *Service) Create(ctx context.Context, u workspace.User, name string, t store.Template, spec Spec) (workspace.Workspace, build.Build, error) {
+	if !spec.IsPrebuild { // a prebuild belongs to no user until claimed
+		if err := s.storageError(ctx, u.ID); err != nil {
+			return workspace.Workspace{}, build.Build{}, err
+		}
+	}
 	versionID := cmp.Or(spec.VersionID, t.ActiveVersionID)
 	v, err := s.st.TemplateVersionInfo(ctx, versionID)
 	if err != nil {
@@ -225,6 +233,11 @@ func (s *Service) NewBuild(ctx context.Context, u workspace.User, ref store.Work
 	}
 	if req.Reason == "" {
 		req.Reason = build.ReasonInitiator
+	}
+	if req.Transition == build.Start {
+		if err := s.storageError(ctx, s.ownerOf(ctx, ref)); err != nil {
+			return workspace.Workspace{}, build.Build{}, err
+		}
 	}
 	var tmplActive string
 	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
@@ -346,6 +359,11 @@ const (
 func (s *Service) Update(ctx context.Context, u workspace.User, ref store.WorkspaceRef, params map[string]string) (workspace.Workspace, UpdateResult, error) {
 	var result UpdateResult
 	var active store.TemplateVersion
+	// An update ends in a start: refused over the storage bound, unless there is nothing to do.
+	full := s.storageError(ctx, s.ownerOf(ctx, ref))
+	if full != nil && !errors.Is(full, ErrStorageFull) {
+		return workspace.Workspace{}, "", full
+	}
 	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		w := rec.Workspace
 		if !workspace.Visible(u, w) {
@@ -370,6 +388,9 @@ func (s *Service) Update(ctx context.Context, u workspace.User, ref store.Worksp
 		if w.TemplateVersionID == active.ID && !parameter.Changed(w.Parameters, values) {
 			result = UpdateUpToDate
 			return w, nil, nil
+		}
+		if full != nil {
+			return w, nil, full
 		}
 		w.Parameters = values
 		req := Request{Transition: build.Start, Reason: build.ReasonInitiator}
@@ -461,6 +482,12 @@ func applyState(w workspace.Workspace, b build.Build, now time.Time) workspace.W
 func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide backend.Decide) (workspace.Workspace, error) {
 	var tmplActive string
 	var c backend.Change
+	// Only a start is refused over the storage bound; which transition it is is decided in the
+	// transaction, so the bound is checked before it.
+	full := s.storageError(ctx, s.ownerOf(ctx, ref))
+	if full != nil && !errors.Is(full, ErrStorageFull) {
+		return workspace.Workspace{}, full
+	}
 	w, b, err := s.st.NewBuild(ctx, ref, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
 		w := rec.Workspace
 		if !workspace.Visible(by, w) {
@@ -505,6 +532,9 @@ func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.W
 			req.Reason = build.ReasonInitiator
 		}
 		if req.Transition == build.Start {
+			if full != nil {
+				return w, nil, full
+			}
 			t, err := startVersion(rec)
 			if err != nil {
 				return w, nil, err

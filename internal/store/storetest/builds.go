@@ -40,6 +40,7 @@ var buildTests = []struct {
 	{"CountJobs", testCountJobs},
 	{"PutBuildState", testPutBuildState},
 	{"StateRetention", testStateRetention},
+	{"Storage", testStorage},
 	{"Provisioners", testProvisioners},
 	{"JobNotifications", testJobNotifications},
 }

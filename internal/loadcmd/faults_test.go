@@ -1,0 +1,81 @@
+package loadcmd
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+)
+
+// TestFaultsLoseNoAcknowledgedChange is the short run of the fault harness (the long one is run by
+// hand: docs/benchmarks.md, "Faults"): the built hangar binary as two server replicas on a
+// PostgreSQL of the test's own, the simulated agent in a process of its own and the real
+// provisioner with the real terraform, under users' changes; kill -9 of a replica, of the agent,
+// of the provisioner while a build runs, and an immediate restart of PostgreSQL. After each, every
+// workspace converges and no acknowledged change is lost.
+func TestFaultsLoseNoAcknowledgedChange(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "hangar")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/hangar")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build hangar: %v\n%s", err, out)
+	}
+	tf, err := exec.LookPath("terraform")
+	if err != nil {
+		t.Fatalf("the provisioner needs terraform on PATH: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log strings.Builder
+	rep, err := RunFaults(ctx, FaultConfig{Binary: bin, Terraform: tf, Workspaces: 30, TFWorkspaces: 2, ChangesPerSecond: 20,
+		Settle: 2 * time.Second, Down: 500 * time.Millisecond, ConvergeTimeout: time.Minute, Log: &log})
+	t.Logf("%s\n%s", log.String(), rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != len(AllFaults) {
+		t.Fatalf("%d faults ran, want %d", len(rep.Results), len(AllFaults))
+	}
+	for _, f := range rep.Results {
+		if len(f.Lost) > 0 {
+			t.Errorf("%s: %d acknowledged changes lost: %v", f.Fault, len(f.Lost), f.Lost)
+		}
+		if f.Acked == 0 || f.Back <= 0 || f.Converged < f.Back {
+			t.Errorf("%s: %d changes acknowledged, back after %v, converged after %v", f.Fault, f.Acked, f.Back, f.Converged)
+		}
+		if f.Fault == FaultProvisioner && (f.InFlight == 0 || f.Adopted != f.InFlight) {
+			t.Errorf("provisioner: killed with %d builds in flight, %d adopted by its restart", f.InFlight, f.Adopted)
+		}
+	}
+}
+
+// TestFaultsLostDetection: the check finds a desired state that is neither the last acknowledged
+// one nor one sent without an answer, and a workspace gone; a change in doubt that was made, or not,
+// is no loss.
+func TestFaultsLostDetection(t *testing.T) {
+	r := &faultRun{wss: []*faultWorkspace{
+		{ref: "dev/a", acked: "Stopped"},
+		{ref: "dev/b", acked: "Stopped", inDoubt: "Running"},
+		{ref: "dev/c", acked: "Running", inDoubt: "Stopped"},
+		{ref: "dev/d", acked: "Running"},
+		{ref: "dev/e", acked: "Running"},
+	}}
+	got := r.lost([]sdk.Workspace{
+		{Owner: "dev", Name: "a", DesiredState: "Running"},
+		{Owner: "dev", Name: "b", DesiredState: "Running"},
+		{Owner: "dev", Name: "c", DesiredState: "Running"},
+		{Owner: "dev", Name: "d", DesiredState: "Running"},
+	})
+	want := []string{"dev/a: acknowledged Stopped, has Running", "dev/e: gone"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("lost = %q, want %q", got, want)
+	}
+	if r.wss[1].acked != "Running" || r.wss[1].inDoubt != "" {
+		t.Errorf("a change in doubt found made is not settled: %+v", r.wss[1])
+	}
+}
