@@ -38,7 +38,7 @@ func Command() *cobra.Command {
 		Short: "Run a Hangar agent next to a Kubernetes cluster",
 		Long: "Run a Hangar agent. It watches the Deployments of its workspaces, reports their state to the server\n" +
 			"(full and partial reconciles) and applies the configuration the server sends back.\n\n" +
-			"Every flag can also be set with the environment variable shown.",
+			cmdopt.Precedence,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -46,18 +46,18 @@ func Command() *cobra.Command {
 			return Run(ctx, cfg)
 		},
 	}
-	cmdopt.Register(cmd, []cmdopt.Option{
+	cmdopt.RegisterWithFile(cmd, "HANGAR_AGENT_CONFIG", []cmdopt.Option{
 		cmdopt.String(&cfg.Server, "server", "HANGAR_SERVER", "http://127.0.0.1:7080", "URL of the Hangar server"),
-		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_AGENT_TOKEN_FILE", "", "file holding the agent's token (from `hangar agents create`)"),
+		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_AGENT_TOKEN_FILE", "", "file holding the agent's token (printed by hangar agents create)"),
 		cmdopt.String(&cfg.Kubeconfig, "kubeconfig", "HANGAR_KUBECONFIG", "", "kubeconfig file of the cluster; empty follows the usual rules: $KUBECONFIG (several files, merged), ~/.kube/config, then the in-cluster configuration"),
-		cmdopt.String(&cfg.Context, "context", "HANGAR_KUBE_CONTEXT", "", "kubeconfig context to use (default: the kubeconfig's current context)"),
-		cmdopt.String(&cfg.LeaseNamespace, "lease-namespace", "HANGAR_LEASE_NAMESPACE", "hangar-agent", "namespace of the leader-election Lease; empty disables leader election (run one replica only)"),
-		cmdopt.String(&cfg.Identity, "identity", "HANGAR_AGENT_IDENTITY", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election"),
-		cmdopt.String(&cfg.ApplyConcurrency, "apply-concurrency", "HANGAR_APPLY_CONCURRENCY", strconv.Itoa(agent.DefaultApplyConcurrency), "how many workspaces the agent applies at once (they share --kube-qps)"),
-		cmdopt.String(&cfg.KubeQPS, "kube-qps", "HANGAR_KUBE_QPS", strconv.Itoa(DefaultKubeQPS), "requests per second the agent may send to the Kubernetes API (leader election has its own 5/s)"),
-		cmdopt.String(&cfg.KubeBurst, "kube-burst", "HANGAR_KUBE_BURST", strconv.Itoa(DefaultKubeBurst), "requests the agent may send at once above --kube-qps"),
-		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
-		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
+		cmdopt.String(&cfg.Context, "context", "HANGAR_KUBE_CONTEXT", "", "kubeconfig context to use (default: the kubeconfig's current context)").Arg("NAME"),
+		cmdopt.String(&cfg.LeaseNamespace, "lease-namespace", "HANGAR_LEASE_NAMESPACE", "hangar-agent", "namespace of the leader-election Lease; empty disables leader election (run one replica only)").Arg("NAMESPACE"),
+		cmdopt.String(&cfg.Identity, "identity", "HANGAR_AGENT_IDENTITY", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election").Arg("NAME"),
+		cmdopt.Int(&cfg.ApplyConcurrency, "apply-concurrency", "HANGAR_APPLY_CONCURRENCY", strconv.Itoa(agent.DefaultApplyConcurrency), "how many workspaces the agent applies at once (they share --kube-qps)"),
+		cmdopt.Int(&cfg.KubeQPS, "kube-qps", "HANGAR_KUBE_QPS", strconv.Itoa(DefaultKubeQPS), "requests per second the agent may send to the Kubernetes API (leader election has its own 5/s)"),
+		cmdopt.Int(&cfg.KubeBurst, "kube-burst", "HANGAR_KUBE_BURST", strconv.Itoa(DefaultKubeBurst), "requests the agent may send at once above --kube-qps"),
+		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error").Arg("LEVEL"),
+		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json").Arg("FORMAT"),
 	})
 	return cmd
 }
