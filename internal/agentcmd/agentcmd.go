@@ -21,12 +21,15 @@ import (
 	"github.com/hangar-dev/hangar/internal/agent"
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
+	"github.com/hangar-dev/hangar/internal/tracing"
 )
 
 // Config is the agent's configuration.
 type Config struct {
 	Server, TokenFile, Kubeconfig, Context, LeaseNamespace, Identity, LogLevel, LogFormat string
 	ApplyConcurrency, KubeQPS, KubeBurst                                                  string
+	// OTelEndpoint turns tracing on (internal/tracing).
+	OTelEndpoint string
 }
 
 // Command returns `hangar agent`.
@@ -56,6 +59,7 @@ func Command() *cobra.Command {
 		cmdopt.Int(&cfg.ApplyConcurrency, "apply-concurrency", "HANGAR_APPLY_CONCURRENCY", strconv.Itoa(agent.DefaultApplyConcurrency), "how many workspaces the agent applies at once (they share --kube-qps)"),
 		cmdopt.Int(&cfg.KubeQPS, "kube-qps", "HANGAR_KUBE_QPS", strconv.Itoa(DefaultKubeQPS), "requests per second the agent may send to the Kubernetes API (leader election has its own 5/s)"),
 		cmdopt.Int(&cfg.KubeBurst, "kube-burst", "HANGAR_KUBE_BURST", strconv.Itoa(DefaultKubeBurst), "requests the agent may send at once above --kube-qps"),
+		cmdopt.String(&cfg.OTelEndpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", tracing.EndpointHelp).Arg("URL"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error").Arg("LEVEL"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json").Arg("FORMAT"),
 	})
@@ -74,6 +78,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	logging.RouteKlog(log)
+	shutdownTracing, err := tracing.Setup(ctx, "hangar-agent", cfg.OTelEndpoint)
+	if err != nil {
+		return fmt.Errorf("--otel-endpoint (or %s): %w", tracing.EnvEndpoint, err)
+	}
+	defer func() { _ = tracing.Shutdown(shutdownTracing) }()
 	token, err := cmdopt.ReadToken(cfg.TokenFile, "hangar agents create")
 	if err != nil {
 		return err
@@ -101,7 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	a := agent.New(agent.Options{
-		Server: &agent.ServerClient{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 2 * time.Minute}},
+		Server: &agent.ServerClient{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 2 * time.Minute, Transport: tracing.Transport(nil)}},
 		Kube:   kube, Logger: log, Identity: cfg.Identity, LeaseNamespace: cfg.LeaseNamespace,
 		ApplyConcurrency: applyConcurrency,
 	})

@@ -36,6 +36,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/tfprovider"
+	"github.com/hangar-dev/hangar/internal/tracing"
 )
 
 // Config is the server's configuration.
@@ -79,6 +80,8 @@ type Config struct {
 	// TokenLifetime is a new API token's default lifetime, MaxTokenLifetime the longest a
 	// request may ask ("": the defaults, 720h and 8760h).
 	TokenLifetime, MaxTokenLifetime string
+	// OTelEndpoint turns tracing on (internal/tracing).
+	OTelEndpoint string
 }
 
 // DefaultAuditRetention is how long audit entries are kept unless --audit-retention says otherwise.
@@ -127,6 +130,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.OIDC.GroupsClaim, "oidc-groups-claim", "HANGAR_OIDC_GROUPS_CLAIM", server.DefaultOIDCGroupsClaim, "the ID token's claim listing the user's groups").Arg("CLAIM"),
 		cmdopt.List(&cfg.OIDC.AdminEmails, "oidc-admin-emails", "HANGAR_OIDC_ADMIN_EMAILS", "", "comma-separated email addresses of admins (evaluated again at every sign-in)"),
 		cmdopt.List(&cfg.OIDC.AllowedDomains, "oidc-allowed-domains", "HANGAR_OIDC_ALLOWED_DOMAINS", "", "comma-separated email domains: only users with an email address in one of them may sign in (default: anyone the provider signs in)"),
+		cmdopt.String(&cfg.OTelEndpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", tracing.EndpointHelp).Arg("URL"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error").Arg("LEVEL"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json").Arg("FORMAT"),
 	}
@@ -160,6 +164,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	shutdownTracing, err := tracing.Setup(ctx, "hangar-server", cfg.OTelEndpoint)
+	if err != nil {
+		return fmt.Errorf("--otel-endpoint (or %s): %w", tracing.EnvEndpoint, err)
+	}
+	defer func() { _ = tracing.Shutdown(shutdownTracing) }()
 	hard, err := readHardening(cfg.Hardening, clock.Real{}, log)
 	if err != nil {
 		return err
