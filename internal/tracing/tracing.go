@@ -10,9 +10,11 @@
 package tracing
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -152,6 +154,11 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack serves callers that assert http.Hijacker (WebSockets, the SSH relays).
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
 
 // Transport wraps an HTTP client's transport: each request made within a span is a client span,
 // and carries its traceparent to the server. Off, it returns rt itself (nil stays nil: http.DefaultTransport).
