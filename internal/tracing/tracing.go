@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -85,6 +86,9 @@ func Setup(ctx context.Context, service, endpoint string) (shutdown func(context
 	if err != nil {
 		return noop, fmt.Errorf("OpenTelemetry resource: %w", err)
 	}
+	// A failed export is logged like the rest of the process's log (JSON with --log-format json),
+	// never printed by OpenTelemetry's own logger.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { slog.Default().Warn("tracing: export failed", "error", err) }))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagator)
