@@ -151,7 +151,9 @@ func (o Option) check(s string) (string, error) {
 }
 
 // Register adds the options as flags of cmd and makes cmd's RunE first resolve every option that
-// no flag set from its environment variable, else its default. cmd.RunE must be set.
+// no flag set from its environment variable, else its default. cmd.RunE must be set; call it (or
+// RegisterWithFile) once per command, with all its options, so that the file is checked against
+// all of them.
 func Register(cmd *cobra.Command, opts []Option) { register(cmd, "", opts) }
 
 // RegisterWithFile is Register plus --config FILE (or the environment variable configEnv): a YAML
@@ -180,6 +182,13 @@ func register(cmd *cobra.Command, configEnv string, opts []Option) {
 		}
 		return run(c, args)
 	}
+}
+
+// emptyIsUnset: an empty value of a duration, number or switch means "not given" (a deployment's
+// template that renders HANGAR_AUDIT_RETENTION="" keeps the default, as it did when these were
+// text); for text and lists, empty is a value (HANGAR_LEASE_NAMESPACE="" turns leader election off).
+func (o Option) emptyIsUnset(s string) bool {
+	return strings.TrimSpace(s) == "" && (o.kind == kindDuration || o.kind == kindInt || o.kind == kindBool)
 }
 
 // plainHelp keeps pflag from taking a backquoted command in the help for the placeholder: it
@@ -213,7 +222,7 @@ func Resolve(flags *pflag.FlagSet, lookup func(string) (string, bool), configFil
 		if f := flags.Lookup(o.Flag); f != nil && f.Changed {
 			continue
 		}
-		if s, ok := lookup(o.Env); ok {
+		if s, ok := lookup(o.Env); ok && !o.emptyIsUnset(s) {
 			t, err := o.check(s)
 			if err != nil {
 				return fmt.Errorf("environment variable %s (--%s): %w", o.Env, o.Flag, err)
@@ -222,7 +231,7 @@ func Resolve(flags *pflag.FlagSet, lookup func(string) (string, bool), configFil
 			continue
 		}
 		fv, ok := file[o.Flag]
-		if !ok {
+		if !ok || (!fv.IsList && o.emptyIsUnset(fv.Text)) {
 			continue
 		}
 		s := fv.Text

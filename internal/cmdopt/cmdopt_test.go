@@ -103,14 +103,24 @@ func TestPrecedenceFlagEnvFileDefault(t *testing.T) {
 		t.Errorf("--config over THING_CONFIG: every = %q, want 5m", got.Every)
 	}
 
-	// A bare bool flag is true; an empty variable of a text option is an empty value, as before.
+	// A bare bool flag is true; an empty variable of a text option is an empty value, as before;
+	// an empty variable of a duration or number is not given (the file's value, else the default).
 	t.Setenv("THING_NAME", "")
+	t.Setenv("THING_COUNT", "")
+	t.Setenv("THING_CONFIG", "")
 	got, err = run(t, "--debug")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Debug != "true" || got.Name != "" {
-		t.Errorf("--debug and THING_NAME=\"\": got %+v", got)
+	if got.Debug != "true" || got.Name != "" || got.Count != "3" || got.Every != "1m" {
+		t.Errorf("--debug, THING_NAME=\"\", THING_COUNT=\"\": got %+v", got)
+	}
+	got, err = run(t, "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Count != "7" {
+		t.Errorf("THING_COUNT=\"\" with a file: count %q, want the file's 7", got.Count)
 	}
 }
 
