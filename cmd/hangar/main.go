@@ -32,6 +32,12 @@ func main() {
 	if tfprovider.IsPlugin() {
 		os.Exit(tfprovider.Serve())
 	}
+	root := rootCommand()
+	os.Exit(cli.Execute(root))
+}
+
+// rootCommand builds the command tree.
+func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "hangar",
 		Short: "Hangar: self-hosted remote development workspaces",
@@ -41,7 +47,7 @@ func main() {
 		installSelfCommand(), // hidden: a workspace's init container copies the binary for it
 		loadcmd.Command())    // hidden: the load generator (docs/benchmarks.md)
 	cli.AddCommands(root)
-	os.Exit(cli.Execute(root))
+	return root
 }
 
 // projectCloneCommand is the init container of a workspace whose devfile lists projects

@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/backoff"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/tracing"
 )
 
 // Options configure an agent.
@@ -275,14 +276,17 @@ const wakeGap = 100 * time.Millisecond
 // cycle is one reconcile: snapshot the errors, report, and on success evict what was reported and
 // act on the answer.
 func (a *Agent) cycle(ctx context.Context, r *reconciler, ut protocol.UpdateType) (protocol.ReconcileResponse, error) {
+	ctx, span := startCycleSpan(ctx, ut)
+	defer span.End()
 	snap := r.errs.Snapshot()
 	req := r.report(ctx, ut, snap)
 	resp, err := a.opts.Server.Reconcile(ctx, req)
 	if err != nil {
+		tracing.Fail(span, err)
 		return resp, fmt.Errorf("%s reconcile: %w", ut, err)
 	}
 	r.errs.Reported(snap)
-	r.handle(req, resp)
+	r.handle(ctx, req, resp)
 	return resp, nil
 }
 

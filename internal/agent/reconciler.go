@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,6 +66,9 @@ type applySlot struct {
 type applyJob struct {
 	version errtrack.Version
 	objs    []*unstructured.Unstructured
+	// change is the trace of the change the config carries out (the answer's traceparent), cycle
+	// the agent's reconcile that received it; both empty when tracing is off (trace.go).
+	change, cycle trace.SpanContext
 }
 
 func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID string, wake chan<- struct{}, applyConcurrency int) (*reconciler, error) {
@@ -278,7 +282,7 @@ func (r *reconciler) progressTerminations(ctx context.Context) {
 
 // handle acts on the server's answer: acknowledge resource versions, start or finish terminations,
 // and start applies.
-func (r *reconciler) handle(req protocol.ReconcileRequest, resp protocol.ReconcileResponse) {
+func (r *reconciler) handle(ctx context.Context, req protocol.ReconcileRequest, resp protocol.ReconcileResponse) {
 	sent := map[errtrack.Key]string{}
 	for _, i := range req.WorkspaceAgentInfos {
 		if i.LatestK8sDeploymentInfo != nil {
@@ -325,7 +329,9 @@ func (r *reconciler) handle(req protocol.ReconcileRequest, resp protocol.Reconci
 		r.mu.Lock()
 		r.known[k] = refsOf(objs)
 		r.mu.Unlock()
-		r.enqueue(k, applyJob{version: r.errs.Start(k), objs: objs})
+		job := applyJob{version: r.errs.Start(k), objs: objs}
+		job.change, job.cycle = applyTrace(ctx, w.TraceParent)
+		r.enqueue(k, job)
 	}
 }
 
@@ -382,7 +388,9 @@ func (r *reconciler) runApplies(k errtrack.Key, slot *applySlot) {
 			return
 		}
 		r.mu.Unlock()
-		applied, errs := r.kube.Apply(r.ctx, job.objs, r.live)
+		actx, span := startApplySpan(r.ctx, k, *job)
+		applied, errs := r.kube.Apply(actx, job.objs, r.live)
+		endApplySpan(span, applied, errs)
 		<-r.applySem
 		if r.ctx.Err() != nil {
 			return

@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
 	"github.com/hangar-dev/hangar/internal/opsserver"
+	"github.com/hangar-dev/hangar/internal/tracing"
 )
 
 // Config is the agent's configuration.
@@ -31,6 +32,8 @@ type Config struct {
 	Server, TokenFile, Kubeconfig, Context, LeaseNamespace, Identity, LogLevel, LogFormat string
 	ApplyConcurrency, KubeQPS, KubeBurst                                                  string
 	MetricsListen                                                                         string
+	// OTelEndpoint turns tracing on (internal/tracing).
+	OTelEndpoint string
 }
 
 // Command returns `hangar agent`.
@@ -42,7 +45,7 @@ func Command() *cobra.Command {
 		Short: "Run a Hangar agent next to a Kubernetes cluster",
 		Long: "Run a Hangar agent. It watches the Deployments of its workspaces, reports their state to the server\n" +
 			"(full and partial reconciles) and applies the configuration the server sends back.\n\n" +
-			"Every flag can also be set with the environment variable shown.",
+			cmdopt.Precedence,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -50,19 +53,20 @@ func Command() *cobra.Command {
 			return Run(ctx, cfg)
 		},
 	}
-	cmdopt.Register(cmd, []cmdopt.Option{
+	cmdopt.RegisterWithFile(cmd, "HANGAR_AGENT_CONFIG", []cmdopt.Option{
 		cmdopt.String(&cfg.Server, "server", "HANGAR_SERVER", "http://127.0.0.1:7080", "URL of the Hangar server"),
-		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_AGENT_TOKEN_FILE", "", "file holding the agent's token (from `hangar agents create`)"),
+		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_AGENT_TOKEN_FILE", "", "file holding the agent's token (printed by hangar agents create)"),
 		cmdopt.String(&cfg.Kubeconfig, "kubeconfig", "HANGAR_KUBECONFIG", "", "kubeconfig file of the cluster; empty follows the usual rules: $KUBECONFIG (several files, merged), ~/.kube/config, then the in-cluster configuration"),
-		cmdopt.String(&cfg.Context, "context", "HANGAR_KUBE_CONTEXT", "", "kubeconfig context to use (default: the kubeconfig's current context)"),
-		cmdopt.String(&cfg.LeaseNamespace, "lease-namespace", "HANGAR_LEASE_NAMESPACE", "hangar-agent", "namespace of the leader-election Lease; empty disables leader election (run one replica only)"),
-		cmdopt.String(&cfg.Identity, "identity", "HANGAR_AGENT_IDENTITY", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election"),
-		cmdopt.String(&cfg.ApplyConcurrency, "apply-concurrency", "HANGAR_APPLY_CONCURRENCY", strconv.Itoa(agent.DefaultApplyConcurrency), "how many workspaces the agent applies at once (they share --kube-qps)"),
-		cmdopt.String(&cfg.KubeQPS, "kube-qps", "HANGAR_KUBE_QPS", strconv.Itoa(DefaultKubeQPS), "requests per second the agent may send to the Kubernetes API (leader election has its own 5/s)"),
-		cmdopt.String(&cfg.KubeBurst, "kube-burst", "HANGAR_KUBE_BURST", strconv.Itoa(DefaultKubeBurst), "requests the agent may send at once above --kube-qps"),
-		cmdopt.String(&cfg.MetricsListen, "metrics-listen", "HANGAR_AGENT_METRICS_LISTEN", DefaultMetricsListen, "address of /metrics, /healthz and /readyz (empty: none); in a pod, :9090 so that the kubelet's probes reach it"),
-		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
-		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
+		cmdopt.String(&cfg.Context, "context", "HANGAR_KUBE_CONTEXT", "", "kubeconfig context to use (default: the kubeconfig's current context)").Arg("NAME"),
+		cmdopt.String(&cfg.LeaseNamespace, "lease-namespace", "HANGAR_LEASE_NAMESPACE", "hangar-agent", "namespace of the leader-election Lease; empty disables leader election (run one replica only)").Arg("NAMESPACE"),
+		cmdopt.String(&cfg.Identity, "identity", "HANGAR_AGENT_IDENTITY", fmt.Sprintf("%s-%d", host, os.Getpid()), "this replica's name in leader election").Arg("NAME"),
+		cmdopt.Int(&cfg.ApplyConcurrency, "apply-concurrency", "HANGAR_APPLY_CONCURRENCY", strconv.Itoa(agent.DefaultApplyConcurrency), "how many workspaces the agent applies at once (they share --kube-qps)"),
+		cmdopt.Int(&cfg.KubeQPS, "kube-qps", "HANGAR_KUBE_QPS", strconv.Itoa(DefaultKubeQPS), "requests per second the agent may send to the Kubernetes API (leader election has its own 5/s)"),
+		cmdopt.Int(&cfg.KubeBurst, "kube-burst", "HANGAR_KUBE_BURST", strconv.Itoa(DefaultKubeBurst), "requests the agent may send at once above --kube-qps"),
+		cmdopt.String(&cfg.MetricsListen, "metrics-listen", "HANGAR_AGENT_METRICS_LISTEN", DefaultMetricsListen, "address of /metrics, /healthz and /readyz (empty: none); in a pod, :9090 so that the kubelet's probes reach it").Arg("ADDR"),
+		cmdopt.String(&cfg.OTelEndpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", tracing.EndpointHelp).Arg("URL"),
+		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error").Arg("LEVEL"),
+		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json").Arg("FORMAT"),
 	})
 	return cmd
 }
@@ -83,6 +87,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	logging.RouteKlog(log)
+	shutdownTracing, err := tracing.Setup(ctx, "hangar-agent", cfg.OTelEndpoint)
+	if err != nil {
+		return fmt.Errorf("--otel-endpoint (or %s): %w", tracing.EnvEndpoint, err)
+	}
+	defer func() { _ = tracing.Shutdown(shutdownTracing) }()
 	token, err := cmdopt.ReadToken(cfg.TokenFile, "hangar agents create")
 	if err != nil {
 		return err
@@ -114,7 +123,7 @@ func Run(ctx context.Context, cfg Config) error {
 	recorder, stopEvents := agent.NewEventRecorder(kube)
 	defer stopEvents()
 	a := agent.New(agent.Options{
-		Server: &agent.ServerClient{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 2 * time.Minute}},
+		Server: &agent.ServerClient{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 2 * time.Minute, Transport: tracing.Transport(nil)}},
 		Kube:   kube, Logger: log, Identity: cfg.Identity, LeaseNamespace: cfg.LeaseNamespace,
 		ApplyConcurrency: applyConcurrency, Metrics: agent.NewMetrics(reg), Events: recorder,
 	})

@@ -74,3 +74,48 @@ func TestRESTConfigNothingConfigured(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// `hangar agent` reads its options from --config (or HANGAR_AGENT_CONFIG): a value of the file
+// reaches Run unless the environment or a flag gives one, and a bad key or value is refused naming
+// the file and the key.
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	run := func(args ...string) error {
+		cmd := Command()
+		cmd.SetArgs(args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		return cmd.Execute()
+	}
+	good := write("agent.yaml", "token-file: /nonexistent/from-file\nkube-qps: 50\nlog-level: warn\n")
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"file", nil, []string{"--config", good}, "--token-file: open /nonexistent/from-file"},
+		{"file by env", map[string]string{"HANGAR_AGENT_CONFIG": good}, nil, "--token-file: open /nonexistent/from-file"},
+		{"env over file", map[string]string{"HANGAR_AGENT_TOKEN_FILE": "/nonexistent/from-env"}, []string{"--config", good}, "open /nonexistent/from-env"},
+		{"flag over env", map[string]string{"HANGAR_AGENT_TOKEN_FILE": "/nonexistent/from-env"}, []string{"--config", good, "--token-file", "/nonexistent/from-flag"}, "open /nonexistent/from-flag"},
+		{"unknown key", nil, []string{"--config", write("typo.yaml", "kube-qsp: 50\n")}, `typo.yaml: unknown key "kube-qsp"`},
+		{"bad int", nil, []string{"--config", write("bad.yaml", "kube-qps: fast\n")}, `bad.yaml: key "kube-qps" (--kube-qps): want a whole number, got "fast"`},
+		{"bad otel endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}, []string{"--config", good}, "--otel-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT): want an http:// or https:// URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			err := run(tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

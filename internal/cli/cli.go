@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/tracing"
 )
 
 // DefaultURL is the server URL used when no flag, environment variable or login says otherwise:
@@ -88,6 +89,7 @@ func addCommands(root *cobra.Command, a *app) {
 	root.AddCommand(versionCmd())
 	for _, c := range cmds {
 		addGlobalFlags(c, root)
+		c.PersistentPreRunE = a.traceCommand // trace.go
 		// Each Use line already shows the flags that matter.
 		disableFlagsInUseLine(c)
 		root.AddCommand(c)
@@ -211,6 +213,7 @@ func (a *app) newClient(serverURL, token string) (*sdk.Client, error) {
 	if a.http != nil {
 		c.HTTP = a.http
 	}
+	c.HTTP = tracing.Client(c.HTTP) // itself when tracing is off
 	return c, nil
 }
 
@@ -296,6 +299,7 @@ func execute(ctx context.Context, root *cobra.Command) int {
 	root.SilenceUsage = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	cmd, err := root.ExecuteContextC(ctx)
+	endCommandTrace(err)
 	if err == nil {
 		return 0
 	}

@@ -41,19 +41,19 @@ type Config struct {
 func Command() *cobra.Command {
 	var cfg Config
 	opts := []cmdopt.Option{
-		cmdopt.String(&cfg.Store, "store", "HANGAR_LOAD_STORE", "sqlite", "sqlite or postgres"),
-		cmdopt.String(&cfg.Replicas, "replicas", "HANGAR_LOAD_REPLICAS", "", "server replicas (default: 1 on sqlite, 2 on postgres, sharing the database)"),
-		cmdopt.String(&cfg.Agents, "agents", "HANGAR_LOAD_AGENTS", "1000", "agents"),
-		cmdopt.String(&cfg.Workspaces, "workspaces", "HANGAR_LOAD_WORKSPACES", "100", "workspaces per agent"),
-		cmdopt.String(&cfg.Interval, "interval", "HANGAR_LOAD_INTERVAL", "10s", "each agent's period between partial reconciles"),
-		cmdopt.String(&cfg.UserChanges, "user-changes", "HANGAR_LOAD_USER_CHANGES", "10", "desired-state changes by users per second"),
-		cmdopt.String(&cfg.Warmup, "warmup", "HANGAR_LOAD_WARMUP", "20s", "load before measuring"),
-		cmdopt.String(&cfg.Duration, "duration", "HANGAR_LOAD_DURATION", "60s", "measured load after the warmup (at most 10m)"),
+		cmdopt.String(&cfg.Store, "store", "HANGAR_LOAD_STORE", "sqlite", "sqlite or postgres").Arg("STORE"),
+		cmdopt.String(&cfg.Replicas, "replicas", "HANGAR_LOAD_REPLICAS", "", "server replicas (default: 1 on sqlite, 2 on postgres, sharing the database)").Arg("N"),
+		cmdopt.Int(&cfg.Agents, "agents", "HANGAR_LOAD_AGENTS", "1000", "agents"),
+		cmdopt.Int(&cfg.Workspaces, "workspaces", "HANGAR_LOAD_WORKSPACES", "100", "workspaces per agent"),
+		cmdopt.Duration(&cfg.Interval, "interval", "HANGAR_LOAD_INTERVAL", "10s", "each agent's period between partial reconciles"),
+		cmdopt.Int(&cfg.UserChanges, "user-changes", "HANGAR_LOAD_USER_CHANGES", "10", "desired-state changes by users per second"),
+		cmdopt.Duration(&cfg.Warmup, "warmup", "HANGAR_LOAD_WARMUP", "20s", "load before measuring"),
+		cmdopt.Duration(&cfg.Duration, "duration", "HANGAR_LOAD_DURATION", "60s", "measured load after the warmup (at most 10m)"),
 		cmdopt.String(&cfg.PostgresURL, "postgres-url", "HANGAR_LOAD_POSTGRES_URL", "", "a superuser URL of a Postgres server on loopback to create the run's database on (default: start one in a temporary directory, as the tests do: fsync off)"),
-		cmdopt.String(&cfg.PostgresParams, "postgres-params", "HANGAR_LOAD_POSTGRES_PARAMS", "", "connection parameters added to the servers' database URL, such as default_query_exec_mode=exec to compare pgx's statement modes"),
-		cmdopt.String(&cfg.PostgresMaxConns, "postgres-max-conns", "HANGAR_LOAD_POSTGRES_MAX_CONNS", "", "passed to each server as --postgres-max-conns (default: the server's default)"),
-		cmdopt.String(&cfg.ServerBinary, "server-binary", "HANGAR_LOAD_SERVER_BINARY", "", "the hangar binary to run the servers with, e.g. an older build as a baseline (default: this one)"),
-		cmdopt.String(&cfg.LogLevel, "server-log-level", "HANGAR_LOAD_SERVER_LOG_LEVEL", "warn", "the servers' --log-level (their logs go to server-<n>.log in the run's directory)"),
+		cmdopt.String(&cfg.PostgresParams, "postgres-params", "HANGAR_LOAD_POSTGRES_PARAMS", "", "connection parameters added to the servers' database URL, such as default_query_exec_mode=exec to compare pgx's statement modes").Arg("PARAMS"),
+		cmdopt.String(&cfg.PostgresMaxConns, "postgres-max-conns", "HANGAR_LOAD_POSTGRES_MAX_CONNS", "", "passed to each server as --postgres-max-conns (default: the server's default)").Arg("N"),
+		cmdopt.String(&cfg.ServerBinary, "server-binary", "HANGAR_LOAD_SERVER_BINARY", "", "the hangar binary to run the servers with, e.g. an older build as a baseline (default: this one)").Arg("PATH"),
+		cmdopt.String(&cfg.LogLevel, "server-log-level", "HANGAR_LOAD_SERVER_LOG_LEVEL", "warn", "the servers' --log-level (their logs go to server-<n>.log in the run's directory)").Arg("LEVEL"),
 	}
 	cmd := &cobra.Command{
 		Use:    "load",

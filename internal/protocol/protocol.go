@@ -27,7 +27,10 @@ package protocol
 //	   through a proxy count against the client's address in the server's rate limit of failed
 //	   authentications. Additive both ways: a version-5 proxy sends no address (nothing is
 //	   counted, never rate_limited); a version-5 server ignores the field.
-const Version = 6
+//	7: WorkspaceRailsInfo has traceparent: the W3C trace context of the change whose config the
+//	   agent is sent, when the server traces and knows it. Additive both ways: an older agent
+//	   ignores it; an older server sends none.
+const Version = 7
 
 // ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
 const ReconcilePath = "/api/v1/agent/reconcile"
@@ -146,6 +149,10 @@ type WorkspaceRailsInfo struct {
 	DeploymentResourceVersion string            `json:"deployment_resource_version"`
 	ConfigToApply             string            `json:"config_to_apply"`
 	ImagePullSecrets          []ImagePullSecret `json:"image_pull_secrets"`
+	// TraceParent is the W3C traceparent of the user's (or the server's) request that last changed
+	// the workspace's desired state, sent with a config to apply when the answering replica traced
+	// that request: the agent's apply joins that trace (internal/tracing).
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // ImagePullSecret names a Secret the agent copies into the workspace namespace.

@@ -42,7 +42,7 @@ func Command() *cobra.Command {
 			"runs terraform (init, then apply or destroy) with the state the server keeps, streams the log,\n" +
 			"and reports the state Terraform wrote. Several may run at once, on any machine that reaches the server.\n\n" +
 			"`hangar server` runs one in process by default (--provisioners).\n\n" +
-			"Every flag can also be set with the environment variable shown.",
+			cmdopt.Precedence,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -50,16 +50,15 @@ func Command() *cobra.Command {
 			return Run(ctx, cfg)
 		},
 	}
-	cmdopt.Register(cmd, []cmdopt.Option{
+	cmdopt.RegisterWithFile(cmd, "HANGAR_PROVISIONER_CONFIG", append([]cmdopt.Option{
 		cmdopt.String(&cfg.Server, "server", "HANGAR_SERVER", "http://127.0.0.1:7080", "URL of the Hangar server"),
-		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_PROVISIONER_TOKEN_FILE", "", "file holding the provisioner's token (from `hangar provisioners create`)"),
-		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary to run"),
+		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_PROVISIONER_TOKEN_FILE", "", "file holding the provisioner's token (printed by hangar provisioners create)"),
+		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary to run").Arg("PATH"),
 		cmdopt.String(&cfg.WorkDir, "work-dir", "HANGAR_PROVISIONER_WORK_DIR", "", "where builds run (one directory each, removed after); default <tmp>/hangar-provisioner-<identity>. Keep it across restarts: a daemon adopts the builds a killed one left there"),
-		cmdopt.String(&cfg.Identity, "identity", "HANGAR_PROVISIONER_IDENTITY", host, "this daemon's name among the provisioner's daemons; keep it across restarts (the builds it ran stay its own)"),
-		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
-		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
-	})
-	cfg.Isolation.Register(cmd, false)
+		cmdopt.String(&cfg.Identity, "identity", "HANGAR_PROVISIONER_IDENTITY", host, "this daemon's name among the provisioner's daemons; keep it across restarts (the builds it ran stay its own)").Arg("NAME"),
+		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error").Arg("LEVEL"),
+		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json").Arg("FORMAT"),
+	}, cfg.Isolation.Options(false)...))
 	return cmd
 }
 

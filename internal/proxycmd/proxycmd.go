@@ -56,7 +56,7 @@ func Command() *cobra.Command {
 			"https://<port>-<name>--<owner>.<dns_zone>/ for the agent's workspaces: a browser signs in on the\n" +
 			"server and gets a cookie for that one host; API clients send Authorization: Bearer <token>.\n" +
 			"Only the workspace's owner and admins get through, and only to public endpoints.\n\n" +
-			"Every flag can also be set with the environment variable shown.",
+			cmdopt.Precedence,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -64,27 +64,27 @@ func Command() *cobra.Command {
 			return Run(ctx, cfg)
 		},
 	}
-	cmdopt.Register(cmd, []cmdopt.Option{
+	cmdopt.RegisterWithFile(cmd, "HANGAR_PROXY_CONFIG", []cmdopt.Option{
 		cmdopt.String(&cfg.Server, "server", "HANGAR_SERVER", "http://127.0.0.1:7080", "URL of the Hangar server, as the proxy reaches it"),
 		cmdopt.String(&cfg.ServerPublicURL, "server-public-url", "HANGAR_SERVER_PUBLIC_URL", "", "URL of the Hangar server as browsers reach it, for sign-in (default: --server)"),
 		cmdopt.String(&cfg.TokenFile, "token-file", "HANGAR_AGENT_TOKEN_FILE", "", "file holding the token of the agent whose workspaces this proxy serves"),
 		cmdopt.String(&cfg.Kubeconfig, "kubeconfig", "HANGAR_KUBECONFIG", "", "kubeconfig file of the cluster; empty follows kubectl's rules, then the in-cluster configuration"),
-		cmdopt.String(&cfg.Context, "context", "HANGAR_KUBE_CONTEXT", "", "kubeconfig context to use (default: the current context)"),
+		cmdopt.String(&cfg.Context, "context", "HANGAR_KUBE_CONTEXT", "", "kubeconfig context to use (default: the current context)").Arg("NAME"),
 		cmdopt.String(&cfg.Listen, "listen", "HANGAR_PROXY_LISTEN", ":8443", "address the proxy serves workspaces on"),
 		cmdopt.String(&cfg.TLSCertFile, "tls-cert-file", "HANGAR_PROXY_TLS_CERT_FILE", "", "certificate (PEM, a wildcard *.<dns_zone>) to serve https and HTTP/2 with; reread when the file changes. Without it the proxy serves plain http (the agent's proxy_url_scheme must then be http)"),
 		cmdopt.String(&cfg.TLSKeyFile, "tls-key-file", "HANGAR_PROXY_TLS_KEY_FILE", "", "private key (PEM) of --tls-cert-file"),
 		cmdopt.String(&cfg.MetricsListen, "metrics-listen", "HANGAR_PROXY_METRICS_LISTEN", "127.0.0.1:9443", "address of /metrics, /healthz and /readyz (empty: none)"),
-		cmdopt.String(&cfg.DNSZone, "dns-zone", "HANGAR_PROXY_DNS_ZONE", "", "the agent's DNS zone (default: the agent config's, from the server; if given, it must match)"),
-		cmdopt.String(&cfg.AuthCacheTTL, "auth-cache-ttl", "HANGAR_PROXY_AUTH_CACHE_TTL", "0s", "how long an allowed access decision is reused (0: never, every request is checked, so a revocation is refused from the next request on; above 0 the cache is emptied when the server announces a revocation); refusals are reused for 1 s"),
-		cmdopt.String(&cfg.MaxBodyBytes, "max-body-bytes", "HANGAR_PROXY_MAX_BODY_BYTES", strconv.Itoa(proxy.DefaultMaxBodyBytes), "largest request body forwarded (413 above; WebSockets are not limited)"),
-		cmdopt.String(&cfg.WriteTimeout, "write-timeout", "HANGAR_PROXY_WRITE_TIMEOUT", "10m", "longest time to write one response (WebSockets have none)"),
-		cmdopt.String(&cfg.SSHListen, "ssh-listen", "HANGAR_PROXY_SSH_LISTEN", "", "address the proxy serves SSH on (empty: no SSH). The SSH user name is the workspace: `ssh -p PORT dev@HOST`, or owner/dev"),
+		cmdopt.String(&cfg.DNSZone, "dns-zone", "HANGAR_PROXY_DNS_ZONE", "", "the agent's DNS zone (default: the agent config's, from the server; if given, it must match)").Arg("ZONE"),
+		cmdopt.Duration(&cfg.AuthCacheTTL, "auth-cache-ttl", "HANGAR_PROXY_AUTH_CACHE_TTL", "0s", "how long an allowed access decision is reused (0: never, every request is checked, so a revocation is refused from the next request on; above 0 the cache is emptied when the server announces a revocation); refusals are reused for 1 s"),
+		cmdopt.Int(&cfg.MaxBodyBytes, "max-body-bytes", "HANGAR_PROXY_MAX_BODY_BYTES", strconv.Itoa(proxy.DefaultMaxBodyBytes), "largest request body forwarded (413 above; WebSockets are not limited)"),
+		cmdopt.Duration(&cfg.WriteTimeout, "write-timeout", "HANGAR_PROXY_WRITE_TIMEOUT", "10m", "longest time to write one response (WebSockets have none)"),
+		cmdopt.String(&cfg.SSHListen, "ssh-listen", "HANGAR_PROXY_SSH_LISTEN", "", "address the proxy serves SSH on (empty: no SSH). The SSH user name is the workspace: ssh -p PORT dev@HOST, or owner/dev"),
 		cmdopt.String(&cfg.SSHHostKeyFile, "ssh-host-key-file", "HANGAR_PROXY_SSH_HOST_KEY_FILE", "", "the proxy's SSH host key (a private key file, as ssh-keygen writes); every replica should have the same one. Required with --ssh-listen"),
 		cmdopt.String(&cfg.SSHClientKeyFile, "ssh-client-key-file", "HANGAR_PROXY_SSH_CLIENT_KEY_FILE", "", "the private key the proxy logs in to workspaces with; its public half goes in the agent config's proxy_ssh_public_keys. Required with --ssh-listen"),
-		cmdopt.String(&cfg.SSHRecheck, "ssh-recheck-interval", "HANGAR_PROXY_SSH_RECHECK_INTERVAL", "10s", "how often an open SSH connection's access is asked again (a revoked token or removed key ends it within this)"),
-		cmdopt.String(&cfg.ActivityInterval, "activity-interval", "HANGAR_PROXY_ACTIVITY_INTERVAL", "30s", "how often the workspaces' use (requests, SSH) is reported to the server"),
-		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
-		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
+		cmdopt.Duration(&cfg.SSHRecheck, "ssh-recheck-interval", "HANGAR_PROXY_SSH_RECHECK_INTERVAL", "10s", "how often an open SSH connection's access is asked again (a revoked token or removed key ends it within this)"),
+		cmdopt.Duration(&cfg.ActivityInterval, "activity-interval", "HANGAR_PROXY_ACTIVITY_INTERVAL", "30s", "how often the workspaces' use (requests, SSH) is reported to the server"),
+		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error").Arg("LEVEL"),
+		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json").Arg("FORMAT"),
 	})
 	return cmd
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/tracing"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -213,9 +214,9 @@ func (s *Server) AuditRetention() audit.Retention { return s.retention }
 // (its Run is the server's background loop; tests call Tick).
 func (s *Server) Prebuilds() *prebuilds.Reconciler { return s.prebuilds }
 
-// Handler returns the root handler.
+// Handler returns the root handler (traced when tracing is on: internal/tracing).
 func (s *Server) Handler() http.Handler {
-	return s.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return tracing.Handler(s.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.apps.serves(r) {
 			// A workspace's app: never the server's own pages or API, which that workspace's
 			// pages could otherwise call as the same origin.
@@ -242,7 +243,7 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		s.mux.ServeHTTP(w, r)
-	}))
+	})))
 }
 
 type userHandler func(w http.ResponseWriter, r *http.Request, u workspace.User) error

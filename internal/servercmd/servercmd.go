@@ -37,6 +37,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/tfprovider"
+	"github.com/hangar-dev/hangar/internal/tracing"
 )
 
 // Config is the server's configuration.
@@ -85,6 +86,8 @@ type Config struct {
 	MaxStoragePerUser string
 	// Isolation: how the in-process provisioners isolate template code (isolation.go).
 	Isolation sandbox.Flags
+	// OTelEndpoint turns tracing on (internal/tracing).
+	OTelEndpoint string
 }
 
 // DefaultAuditRetention is how long audit entries are kept unless --audit-retention says otherwise.
@@ -110,39 +113,40 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Listen, "listen", "HANGAR_LISTEN", "127.0.0.1:7080", "address to serve the API on"),
 		cmdopt.String(&cfg.DataDir, "data-dir", "HANGAR_DATA_DIR", defaultDataDir(), "directory for the embedded SQLite store and the admin token"),
 		cmdopt.String(&cfg.PostgresURL, "postgres-url", "HANGAR_POSTGRES_URL", "", "use this Postgres database (postgres://...) instead of the embedded SQLite store; several servers may share it"),
-		cmdopt.String(&cfg.PostgresMaxConns, "postgres-max-conns", "HANGAR_POSTGRES_MAX_CONNS", strconv.Itoa(postgres.DefaultMaxConns), "with --postgres-url: the connections each server keeps open to Postgres (busy or idle; plus one that listens for the other replicas' changes); every replica's, plus some, must fit under the database's max_connections"),
-		cmdopt.String(&cfg.Provisioners, "provisioners", "HANGAR_PROVISIONERS", "1", "how many in-process provisioners run Terraform builds (0: none, run `hangar provisioner` instead)"),
-		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary the in-process provisioners run"),
-		cmdopt.String(&cfg.HeartbeatTimeout, "build-heartbeat-timeout", "HANGAR_BUILD_HEARTBEAT_TIMEOUT", "5m", "fail a running build whose provisioner has not reported for this long"),
-		cmdopt.String(&cfg.PendingTimeout, "build-pending-timeout", "HANGAR_BUILD_PENDING_TIMEOUT", "30m", "fail a build no provisioner has picked up for this long"),
+		cmdopt.Int(&cfg.PostgresMaxConns, "postgres-max-conns", "HANGAR_POSTGRES_MAX_CONNS", strconv.Itoa(postgres.DefaultMaxConns), "with --postgres-url: the connections each server keeps open to Postgres (busy or idle; plus one that listens for the other replicas' changes); every replica's, plus some, must fit under the database's max_connections"),
+		cmdopt.Int(&cfg.Provisioners, "provisioners", "HANGAR_PROVISIONERS", "1", "how many in-process provisioners run Terraform builds (0: none, run hangar provisioner instead)"),
+		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary the in-process provisioners run").Arg("PATH"),
+		cmdopt.Duration(&cfg.HeartbeatTimeout, "build-heartbeat-timeout", "HANGAR_BUILD_HEARTBEAT_TIMEOUT", "5m", "fail a running build whose provisioner has not reported for this long"),
+		cmdopt.Duration(&cfg.PendingTimeout, "build-pending-timeout", "HANGAR_BUILD_PENDING_TIMEOUT", "30m", "fail a build no provisioner has picked up for this long"),
 		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as the machines of Terraform workspaces and browsers reach it: their helpers (hangar_agent) connect out to it, and the OIDC provider sends browsers back to <access URL>/oidc/callback (default: http:// and the listen address, https:// with --tls-cert-file)"),
-		cmdopt.String(&cfg.AppsZone, "apps-zone", "HANGAR_APPS_ZONE", "auto", "DNS zone whose hosts <port>-<workspace>--<owner>.<zone> the server serves as Terraform workspaces' apps in the browser, through their helpers (a wildcard DNS record *.<zone> must lead to the server); the scheme and port are the access URL's. auto: apps.localhost when the access URL is a loopback one, else none; none: no apps"),
+		cmdopt.String(&cfg.AppsZone, "apps-zone", "HANGAR_APPS_ZONE", "auto", "DNS zone whose hosts <port>-<workspace>--<owner>.<zone> the server serves as Terraform workspaces' apps in the browser, through their helpers (a wildcard DNS record *.<zone> must lead to the server); the scheme and port are the access URL's. auto: apps.localhost when the access URL is a loopback one, else none; none: no apps").Arg("ZONE"),
 		cmdopt.String(&cfg.RelayURL, "relay-url", "HANGAR_RELAY_URL", "", "with several replicas: this replica's own URL as the other replicas reach it (such as http://$(POD_IP):7080); they relay to it the users' connections to the Terraform workspaces whose helpers are connected here. Empty: they answer 503 and name this replica instead"),
-		cmdopt.String(&cfg.LifecycleInterval, "lifecycle-interval", "HANGAR_LIFECYCLE_INTERVAL", "1m", "how often the lifecycle executor applies autostart schedules, autostop TTLs, failure TTLs, dormancy and the agents' lifetimes (0: never; every replica runs it, each change is made once)"),
-		cmdopt.String(&cfg.TokenLifetime, "token-lifetime", "HANGAR_TOKEN_LIFETIME", "720h", "the lifetime of a new API token whose request names none (hangar tokens create, users create, rotate-token)"),
-		cmdopt.String(&cfg.MaxTokenLifetime, "max-token-lifetime", "HANGAR_MAX_TOKEN_LIFETIME", "8760h", "the longest lifetime a new API token may be given"),
-		cmdopt.String(&cfg.AuditRetention, "audit-retention", "HANGAR_AUDIT_RETENTION", DefaultAuditRetention, "how long the audit log keeps an entry (a duration such as 8760h, one year; 0 keeps every entry forever); older entries are deleted hourly, in bounded batches, by every replica"),
-		cmdopt.String(&cfg.PrebuildInterval, "prebuild-interval", "HANGAR_PREBUILD_INTERVAL", "1m", "how often the prebuild reconciler creates and deletes prebuilt workspaces to keep the presets' pools (0: never; every replica runs it, each preset is reconciled by one replica at a time)"),
-		cmdopt.String(&cfg.MaxStoragePerUser, "max-storage-per-user", "HANGAR_MAX_STORAGE_PER_USER", defaultMaxStoragePerUser, "the most bytes of Terraform state and build log a user's workspaces keep (such as 1Gi; 0: no limit); over it, a create or a start first removes all but each workspace's latest build's state and log, then is refused"),
-		cmdopt.String(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
+		cmdopt.Duration(&cfg.LifecycleInterval, "lifecycle-interval", "HANGAR_LIFECYCLE_INTERVAL", "1m", "how often the lifecycle executor applies autostart schedules, autostop TTLs, failure TTLs, dormancy and the agents' lifetimes (0: never; every replica runs it, each change is made once)"),
+		cmdopt.Duration(&cfg.TokenLifetime, "token-lifetime", "HANGAR_TOKEN_LIFETIME", "720h", "the lifetime of a new API token whose request names none (hangar tokens create, users create, rotate-token)"),
+		cmdopt.Duration(&cfg.MaxTokenLifetime, "max-token-lifetime", "HANGAR_MAX_TOKEN_LIFETIME", "8760h", "the longest lifetime a new API token may be given"),
+		cmdopt.Duration(&cfg.AuditRetention, "audit-retention", "HANGAR_AUDIT_RETENTION", DefaultAuditRetention, "how long the audit log keeps an entry (a duration such as 8760h, one year; 0 keeps every entry forever); older entries are deleted hourly, in bounded batches, by every replica"),
+		cmdopt.Duration(&cfg.PrebuildInterval, "prebuild-interval", "HANGAR_PREBUILD_INTERVAL", "1m", "how often the prebuild reconciler creates and deletes prebuilt workspaces to keep the presets' pools (0: never; every replica runs it, each preset is reconciled by one replica at a time)"),
+		cmdopt.String(&cfg.MaxStoragePerUser, "max-storage-per-user", "HANGAR_MAX_STORAGE_PER_USER", defaultMaxStoragePerUser, "the most bytes of Terraform state and build log a user's workspaces keep (such as 1Gi; 0: no limit); over it, a create or a start first removes all but each workspace's latest build's state and log, then is refused").Arg("SIZE"),
+		cmdopt.Duration(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
 		cmdopt.String(&cfg.OIDC.IssuerURL, "oidc-issuer-url", "HANGAR_OIDC_ISSUER_URL", "", "sign users in with this OpenID Connect provider (its issuer URL, https://); its client must allow the redirect URI <access URL>/oidc/callback. Without it, users sign in with a token only"),
-		cmdopt.String(&cfg.OIDC.ClientID, "oidc-client-id", "HANGAR_OIDC_CLIENT_ID", "", "with --oidc-issuer-url: the client id the provider gave Hangar"),
+		cmdopt.String(&cfg.OIDC.ClientID, "oidc-client-id", "HANGAR_OIDC_CLIENT_ID", "", "with --oidc-issuer-url: the client id the provider gave Hangar").Arg("ID"),
 		cmdopt.String(&cfg.OIDC.ClientSecretFile, "oidc-client-secret-file", "HANGAR_OIDC_CLIENT_SECRET_FILE", "", "with --oidc-issuer-url: a file holding the client secret (or set HANGAR_OIDC_CLIENT_SECRET, or --oidc-client-secret, which other users of the machine can see in the process list)"),
-		cmdopt.String(&cfg.OIDC.Scopes, "oidc-scopes", "HANGAR_OIDC_SCOPES", "openid,email,profile", "the scopes asked of the provider (add groups when the provider sends the groups claim only for it)"),
-		cmdopt.String(&cfg.OIDC.Name, "oidc-name", "HANGAR_OIDC_NAME", "", "the provider's name on the sign-in page's \"Sign in with <name>\" (default: the issuer's host)"),
-		cmdopt.String(&cfg.OIDC.AdminGroup, "oidc-admin-group", "HANGAR_OIDC_ADMIN_GROUP", "", "users whose groups claim holds this group are admins (evaluated again at every sign-in)"),
-		cmdopt.String(&cfg.OIDC.GroupsClaim, "oidc-groups-claim", "HANGAR_OIDC_GROUPS_CLAIM", server.DefaultOIDCGroupsClaim, "the ID token's claim listing the user's groups"),
-		cmdopt.String(&cfg.OIDC.AdminEmails, "oidc-admin-emails", "HANGAR_OIDC_ADMIN_EMAILS", "", "comma-separated email addresses of admins (evaluated again at every sign-in)"),
-		cmdopt.String(&cfg.OIDC.AllowedDomains, "oidc-allowed-domains", "HANGAR_OIDC_ALLOWED_DOMAINS", "", "comma-separated email domains: only users with an email address in one of them may sign in (default: anyone the provider signs in)"),
-		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
-		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
+		cmdopt.List(&cfg.OIDC.Scopes, "oidc-scopes", "HANGAR_OIDC_SCOPES", "openid,email,profile", "the scopes asked of the provider (add groups when the provider sends the groups claim only for it)"),
+		cmdopt.String(&cfg.OIDC.Name, "oidc-name", "HANGAR_OIDC_NAME", "", "the provider's name on the sign-in page's \"Sign in with <name>\" (default: the issuer's host)").Arg("NAME"),
+		cmdopt.String(&cfg.OIDC.AdminGroup, "oidc-admin-group", "HANGAR_OIDC_ADMIN_GROUP", "", "users whose groups claim holds this group are admins (evaluated again at every sign-in)").Arg("GROUP"),
+		cmdopt.String(&cfg.OIDC.GroupsClaim, "oidc-groups-claim", "HANGAR_OIDC_GROUPS_CLAIM", server.DefaultOIDCGroupsClaim, "the ID token's claim listing the user's groups").Arg("CLAIM"),
+		cmdopt.List(&cfg.OIDC.AdminEmails, "oidc-admin-emails", "HANGAR_OIDC_ADMIN_EMAILS", "", "comma-separated email addresses of admins (evaluated again at every sign-in)"),
+		cmdopt.List(&cfg.OIDC.AllowedDomains, "oidc-allowed-domains", "HANGAR_OIDC_ALLOWED_DOMAINS", "", "comma-separated email domains: only users with an email address in one of them may sign in (default: anyone the provider signs in)"),
+		cmdopt.String(&cfg.OTelEndpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", tracing.EndpointHelp).Arg("URL"),
+		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error").Arg("LEVEL"),
+		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json").Arg("FORMAT"),
 	}
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the Hangar server (API and agent reconcile endpoint)",
 		Long: "Run the Hangar server. It keeps the desired state of every workspace in its store (SQLite in the data\n" +
 			"directory by default, Postgres with --postgres-url) and answers users and agents.\n\n" +
-			"Every flag can also be set with the environment variable shown.",
+			cmdopt.Precedence,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -150,8 +154,8 @@ func Command() *cobra.Command {
 			return Run(ctx, cfg, cmd.OutOrStdout())
 		},
 	}
-	cmdopt.Register(cmd, append(opts, hardeningOptions(&cfg.Hardening)...))
-	cfg.Isolation.Register(cmd, true)
+	opts = append(opts, hardeningOptions(&cfg.Hardening)...)
+	cmdopt.RegisterWithFile(cmd, "HANGAR_SERVER_CONFIG", append(opts, cfg.Isolation.Options(true)...))
 	// Not through cmdopt: the environment variable would show as the flag's default in --help.
 	cmd.Flags().StringVar(&cfg.OIDC.ClientSecret, "oidc-client-secret", "", "with --oidc-issuer-url: the client secret (env HANGAR_OIDC_CLIENT_SECRET; prefer it or --oidc-client-secret-file, which the process list does not show)")
 	cmd.PreRun = func(*cobra.Command, []string) {
@@ -168,6 +172,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	shutdownTracing, err := tracing.Setup(ctx, "hangar-server", cfg.OTelEndpoint)
+	if err != nil {
+		return fmt.Errorf("--otel-endpoint (or %s): %w", tracing.EnvEndpoint, err)
+	}
+	defer func() { _ = tracing.Shutdown(shutdownTracing) }()
 	hard, err := readHardening(cfg.Hardening, clock.Real{}, log)
 	if err != nil {
 		return err

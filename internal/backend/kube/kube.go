@@ -28,6 +28,7 @@ type Service struct {
 	clock    clock.Clock
 	log      *slog.Logger
 	devfiles *devfileCache
+	traces   changeTraces // traces.go
 }
 
 var _ backend.Service = (*Service)(nil)
@@ -132,6 +133,7 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 		return workspace.Workspace{}, nil, err
 	}
 	s.devfiles.put(ws.ID, df)
+	s.traces.record(ctx, ws.KubeName)
 	s.log.Info("workspace created", "workspace", ws.Name, "owner", u.Username, "agent", agent.Name, "kube_name", kubeName)
 	return ws, df, nil
 }
@@ -140,7 +142,9 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 // at its next reconcile (backend.Service).
 func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.WorkspaceRef, decide backend.Decide) (workspace.Workspace, error) {
 	var other workspace.Workspace // the row, when another backend runs it
+	changed := false
 	row, err := s.st.UpdateWorkspace(ctx, ref, func(cur workspace.Workspace) (workspace.Workspace, error) {
+		changed = false // the store may call this again (a retried transaction)
 		if !workspace.Visible(by, cur) {
 			return cur, backend.ErrHidden
 		}
@@ -178,6 +182,7 @@ func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.W
 		// The time is taken inside the transaction, after the row lock (reconcile.UserChangeTime).
 		cur.DesiredStateUpdatedAt = reconcile.UserChangeTime(cur, now)
 		cur.DesiredStateReason = c.Reason
+		changed = true
 		switch {
 		case c.Dormant && cur.DormantAt == nil:
 			cur.DormantAt = &now
@@ -188,6 +193,9 @@ func (s *Service) SetDesired(ctx context.Context, by workspace.User, ref store.W
 	})
 	if errors.Is(err, backend.ErrOtherBackend) {
 		return other, err
+	}
+	if err == nil && changed {
+		s.traces.record(ctx, row.KubeName)
 	}
 	return row, err // the caller logs the change: the handler a user's, the executor its own
 }

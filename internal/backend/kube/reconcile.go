@@ -44,6 +44,9 @@ func (s *Service) Reconcile(ctx context.Context, agent workspace.Agent, req prot
 		}
 		return out.Changed, nil
 	})
+	if err == nil {
+		s.traces.annotate(&resp)
+	}
 	return resp, out, err
 }
 

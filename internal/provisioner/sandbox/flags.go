@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 )
 
@@ -29,16 +27,10 @@ func (f *Flags) Options(inProcess bool) []cmdopt.Option {
 			strconv.Itoa(DefaultUID) + ". Use ids nothing else uses: every process of a provisioner's user is killed when its build ends"
 	}
 	return []cmdopt.Option{
-		cmdopt.String(&f.User, "provisioner-user", "HANGAR_PROVISIONER_USER", "auto", userHelp),
-		cmdopt.String(&f.Env, "provisioner-env", "HANGAR_PROVISIONER_ENV", "", "comma-separated names of variables of this process's environment that every build's terraform gets (such as cloud credentials; by default builds get only PATH, the locale, TZ and the proxy and CA settings)"),
-		cmdopt.String(&f.Insecure, InsecureFlag, "HANGAR_INSECURE_NO_TEMPLATE_ISOLATION", "false", "run templates as this process's user, with its file access (the data directory, the database, the tokens): for a machine where nothing else is at stake. Without it, a provisioner that cannot isolate templates (not root, not Linux) refuses to start"),
+		cmdopt.String(&f.User, "provisioner-user", "HANGAR_PROVISIONER_USER", "auto", userHelp).Arg("USER"),
+		cmdopt.List(&f.Env, "provisioner-env", "HANGAR_PROVISIONER_ENV", "", "comma-separated names of variables of this process's environment that every build's terraform gets (such as cloud credentials; by default builds get only PATH, the locale, TZ and the proxy and CA settings)"),
+		cmdopt.Bool(&f.Insecure, InsecureFlag, "HANGAR_INSECURE_NO_TEMPLATE_ISOLATION", "false", "run templates as this process's user, with its file access (the data directory, the database, the tokens): for a machine where nothing else is at stake. Without it, a provisioner that cannot isolate templates (not root, not Linux) refuses to start"),
 	}
-}
-
-// Register adds the options to cmd (--insecure-no-template-isolation needs no value).
-func (f *Flags) Register(cmd *cobra.Command, inProcess bool) {
-	cmdopt.Register(cmd, f.Options(inProcess))
-	cmd.Flags().Lookup(InsecureFlag).NoOptDefVal = "true"
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
