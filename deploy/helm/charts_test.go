@@ -1,20 +1,15 @@
-// Package helmcharts holds the checks of the Helm charts in this directory (hangar-server,
-// hangar-agent, hangar-proxy): `helm lint --strict` and `helm template` with default and
-// non-default values, asserting on the rendered objects. The helm binary is the one
-// scripts/build-helm builds from the pinned helm.sh/helm/v3 (cached in .cache/helm).
 package helmcharts
 
+// The checks of the charts: `helm lint --strict` and `helm template` with default and non-default
+// values, asserting on the rendered objects.
+
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,45 +19,17 @@ import (
 	"github.com/hangar-dev/hangar/internal/agent"
 )
 
-var (
-	helmOnce sync.Once
-	helmPath string
-	helmErr  error
-)
-
-// Helm returns the path of the helm binary, building it on first use (scripts/build-helm).
+// Helm returns the helm binary's path (scripts/build-helm).
 func Helm(t testing.TB) string {
 	t.Helper()
-	helmOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		var stderr bytes.Buffer
-		cmd := exec.Command(filepath.Join(root, "scripts", "build-helm"))
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			helmErr = &buildError{err: err, stderr: stderr.String()}
-			return
-		}
-		helmPath = strings.TrimSpace(string(out))
-	})
-	if helmErr != nil {
-		t.Fatalf("scripts/build-helm: %v", helmErr)
+	p, err := Binary()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return helmPath
+	return p
 }
 
-type buildError struct {
-	err    error
-	stderr string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.stderr }
-
-func chartDir(name string) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), name)
-}
+func chartDir(name string) string { return ChartDir(name) }
 
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
