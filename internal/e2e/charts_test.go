@@ -178,7 +178,9 @@ components:
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Client.CoreV1().Namespaces().Delete(context.Background(), w.Namespace, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), w.Namespace, metav1.DeleteOptions{})
+	})
 	waitFor(t, api, "web", 90*time.Second, "Running", state("Running", "Running"))
 	wpods, err := c.Client.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil || len(wpods.Items) != 1 {
