@@ -49,6 +49,13 @@ func (cl *cluster) startKubeProxy(kubeconfig string) error {
 	if err := writeFile(cfg, kubeProxyConfig(kubeconfig)); err != nil {
 		return err
 	}
+	// The namespace has no default route, so a connection made in it (a test's DialInside) to a
+	// cluster IP would fail before kube-proxy's OUTPUT rules translate it: a route for the Service
+	// range makes the address reachable; the translated packet is routed again to the pod (pods'
+	// packets are translated on the way in, before routing, and need nothing).
+	if err := run("ip", "-n", clusterID(dir), "route", "replace", serviceRange, "dev", "lo"); err != nil {
+		return fmt.Errorf("route for the Service range: %w", err)
+	}
 	kp, err := cl.startIn("kube-proxy", nil, filepath.Join(cl.c.bin, "kube-proxy"), "--config", cfg)
 	if err != nil {
 		return err
