@@ -10,16 +10,17 @@ import (
 // ClusterRole and Role (deploy/helm/hangar-agent) grant exactly these, and the chart's test
 // (deploy/helm) checks the rendered rules against them.
 //
-//   - every kind the server generates (knownKinds): patch (server-side apply), get (existence and
-//     the inventory), list and watch (the informers: Deployments typed, the others metadata only),
-//     and delete (prune and terminate);
-//   - namespaces also create: the Lease's namespace is created if missing (ensureNamespace);
+//   - every kind the server generates (knownKinds): patch and create (server-side apply: the API
+//     server authorizes an apply that creates the object as a create too; TestHelmCharts found it),
+//     get (existence and the inventory), list and watch (the informers: Deployments typed, the
+//     others metadata only), and delete (prune and terminate); namespaces among them, which also
+//     covers the Lease's namespace, created if missing (ensureNamespace);
 //   - pods list and watch: the reconciler's informer reads pod failures;
 //   - the leader-election Lease, in the lease namespace only (LeaseRules).
 //
 // A template that asks for other kinds needs more: the chart's agent.extraRules.
 var (
-	applyVerbs = []string{"delete", "get", "list", "patch", "watch"}
+	applyVerbs = []string{"create", "delete", "get", "list", "patch", "watch"}
 )
 
 // ClusterRules are the cluster-wide rules: workspaces live in namespaces the agent config chooses,
@@ -40,10 +41,7 @@ func ClusterRules() []rbacv1.PolicyRule {
 		slices.Sort(res)
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: res, Verbs: slices.Clone(applyVerbs)})
 	}
-	rules = append(rules,
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
-	)
+	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}})
 	return rules
 }
 

@@ -39,6 +39,7 @@ conntrack:
   tcpCloseWaitTimeout: 0s
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: [primary]
 `
 }
 
