@@ -55,7 +55,17 @@ func TestHelmCharts(t *testing.T) {
 	}
 	t.Logf("image built and loaded in %v", time.Since(started).Round(time.Second))
 
-	ns := c.Namespace(t, "charts")
+	// The release's namespace; the test deletes it itself at the end and waits for it to go.
+	ns := "charts-" + token()[:8]
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		err := c.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", ns, err)
+		}
+	})
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(helm, append(args, "--kubeconfig", c.Kubeconfig, "--namespace", ns)...)
@@ -194,9 +204,9 @@ components:
 	if strings.TrimSpace(body) != page {
 		t.Fatalf("the workspace's app answered %q, want %q", body, page)
 	}
-	d, err := c.Client.AppsV1().Deployments(w.Namespace).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil || !appliedByAgent(d) {
-		t.Fatalf("the workspace's Deployment was not applied by the agent (%v)", err)
+	ds, err := c.Client.AppsV1().Deployments(w.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(ds.Items) != 1 || !appliedByAgent(&ds.Items[0]) {
+		t.Fatalf("the workspace's Deployment was not applied by the agent (%d Deployments, %v)", len(ds.Items), err)
 	}
 	t.Logf("workspace Running, app answering, after %v", time.Since(started).Round(time.Second))
 
