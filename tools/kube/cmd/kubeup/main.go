@@ -394,6 +394,10 @@ func up(c upConfig) (*cluster, error) {
 		}
 	}
 	cl.phase("nodes")
+	if err := cl.startKubeProxy(kubeconfig); err != nil {
+		return nil, err
+	}
+	cl.phase("kube-proxy")
 
 	if err := cl.smoke(kcm, sched, kwok, kubelet, ctrd, lpath); err != nil {
 		return nil, err
