@@ -23,7 +23,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-
 // targetLabels are the labels Prometheus adds to every scraped series.
 var targetLabels = []string{"instance", "job", "namespace", "pod", "service", "container", "endpoint"}
 
