@@ -164,6 +164,9 @@ func (r *Runner) terraformPath() (string, error) {
 // Check runs `terraform version` and returns the version, or an error naming the executable tried
 // and how to fix it.
 func (r *Runner) Check(ctx context.Context) (string, error) {
+	if err := Supported(); err != nil {
+		return "", err
+	}
 	p, err := r.terraformPath()
 	if err != nil {
 		return "", err
