@@ -18,7 +18,8 @@ func versionCmd() *cobra.Command {
 		Long: `Print this binary's version, commit, build date, Go version and platform. A release binary
 (scripts/release) carries the version, commit and date it was built with; a binary built with
 'go build' in a clone shows the commit the Go toolchain recorded and the time of that commit.`,
-		Args: cobra.NoArgs,
+		Args:                  cobra.NoArgs,
+		DisableFlagsInUseLine: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in := buildinfo.Read()
 			switch output {
