@@ -34,12 +34,14 @@ func installed(t *testing.T, edit func(string) string) string {
 	if err := os.Mkdir(filepath.Join(dir, "hangar-server.service.d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for src, dst := range map[string]string{"hangar-server.service": "hangar-server.service", "tls.conf": "hangar-server.service.d/tls.conf"} {
+	for src, dst := range map[string]string{"hangar-server.service": "hangar-server.service", "tls.conf": "hangar-server.service.d/tls.conf",
+		"hangar-backup.service": "hangar-backup.service", "hangar-backup.timer": "hangar-backup.timer"} {
 		b, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)
 		}
 		text := strings.ReplaceAll(string(b), "ExecStart=/usr/local/bin/hangar ", "ExecStart="+self+" ")
+		text = strings.ReplaceAll(text, "ExecStart=/usr/local/sbin/hangar-backup\n", "ExecStart="+self+"\n")
 		if edit != nil {
 			text = edit(text)
 		}
@@ -50,12 +52,15 @@ func installed(t *testing.T, edit func(string) string) string {
 	return filepath.Join(dir, "hangar-server.service")
 }
 
-// TestUnitVerifies: systemd-analyze verify finds nothing to say about the unit with its drop-in
-// (it exits 0 even on unknown keys and bad values, so any output is a failure), and it does
-// complain about a broken copy, so the check is not blind.
+// TestUnitVerifies: systemd-analyze verify finds nothing to say about the units, the server's with
+// its drop-in and the backup's service and timer (it exits 0 even on unknown keys and bad values,
+// so any output is a failure), and it does complain about a broken copy, so the check is not blind.
 func TestUnitVerifies(t *testing.T) {
-	if out, err := analyze(t, "verify", installed(t, nil)); err != nil || strings.TrimSpace(out) != "" {
-		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	unit := installed(t, nil)
+	for _, u := range []string{unit, filepath.Join(filepath.Dir(unit), "hangar-backup.service"), filepath.Join(filepath.Dir(unit), "hangar-backup.timer")} {
+		if out, err := analyze(t, "verify", u); err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", filepath.Base(u), err, out)
+		}
 	}
 	broken := installed(t, func(s string) string {
 		s = strings.Replace(s, "ProtectSystem=strict", "ProtectSystem=strcit", 1)
