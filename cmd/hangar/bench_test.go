@@ -650,7 +650,7 @@ func tfbStartProc(b *testing.B, bin string, args []string, env ...string) *tfbPr
 // end.
 func tfbStartProcOut(b *testing.B, bin string, args []string, env ...string) (*tfbProc, *bufio.Scanner) {
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), append(templateTestEnv, unisolated)...), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -26,7 +26,7 @@ var errEnough = errors.New("enough lines")
 // forgotten); after the final delete, no marker may remain. The seed is logged; HANGAR_CHAOS_SEED
 // replays a run, HANGAR_CHAOS_ROUNDS sets how many builds (default 14).
 func TestCancelAndKillLeaveNoResource(t *testing.T) {
-	markerDir := filepath.Join(t.TempDir(), "markers")
+	markerDir := filepath.Join(sharedDir(t), "markers")
 	h := startLoggedIn(t, "MARKER_DIR="+markerDir, "HANGAR_PROVISIONERS=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -41,7 +41,7 @@ func TestCancelAndKillLeaveNoResource(t *testing.T) {
 	var logs []*syncBuffer
 	startProvisioner := func() *exec.Cmd {
 		cmd := exec.Command(h.bin, "provisioner", "--server", h.url, "--token-file", tokenFile, "--identity", "chaos", "--work-dir", workDir)
-		cmd.Env = append(os.Environ(), "MARKER_DIR="+markerDir)
+		cmd.Env = append(append(os.Environ(), "MARKER_DIR="+markerDir), templateTestEnv...)
 		buf := &syncBuffer{}
 		cmd.Stderr = buf
 		logs = append(logs, buf)

@@ -10,6 +10,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/cli"
 	"github.com/hangar-dev/hangar/internal/loadcmd"
 	"github.com/hangar-dev/hangar/internal/projectclone"
+	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/provisionercmd"
 	"github.com/hangar-dev/hangar/internal/proxycmd"
@@ -22,6 +23,10 @@ func main() {
 	// Started by a provisioner as the survival shim of a terraform run (terraform.Runner.Shim)?
 	if terraform.IsShim() {
 		os.Exit(terraform.ShimMain())
+	}
+	// Started (by a provisioner, or its shim) to run terraform in the template sandbox?
+	if sandbox.IsSandbox() {
+		os.Exit(sandbox.Main())
 	}
 	// Started by terraform as Hangar's own provider (through the provisioner's plugin mirror)?
 	if tfprovider.IsPlugin() {

@@ -170,6 +170,30 @@ type harness struct {
 	must   func(args ...string) string
 }
 
+// templateTestEnv passes the tests' own variables (MARKER_DIR, MACHINE_DIR) to their templates: no
+// other variable of a server's or provisioner's environment reaches a template.
+var templateTestEnv = []string{"HANGAR_PROVISIONER_ENV=MARKER_DIR,MACHINE_DIR"}
+
+// unisolated runs templates without isolation, for those that make their "machine" a process of
+// the test machine (which isolation kills when the build ends) and for the benchmarks.
+const unisolated = "HANGAR_INSECURE_NO_TEMPLATE_ISOLATION=true"
+
+// sharedDir is a directory where the templates of these tests make their resources (marker files):
+// outside /tmp, which is private to each isolated build, and writable by the builds' unprivileged
+// users. It is removed when the test ends.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "hangar-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // startLoggedIn starts the server with env added to its environment, and logs the CLI in.
 func startLoggedIn(t *testing.T, env ...string) *harness {
 	t.Helper()
@@ -181,7 +205,7 @@ func startLoggedIn(t *testing.T, env ...string) *harness {
 	// Killed at the end, its output is not awaited from processes it started that outlive it (a
 	// Terraform workspace's machine holding its stderr): the test ends.
 	srv.WaitDelay = 10 * time.Second
-	srv.Env = append(append(os.Environ(), "HANGAR_DATA_DIR="+dataDir), env...)
+	srv.Env = append(append(os.Environ(), "HANGAR_DATA_DIR="+dataDir), append(templateTestEnv, env...)...)
 	stdout, err := srv.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // is_prebuild, `hangar create --preset` claims it (is_prebuild_claim, seen by the hangar_workspace
 // data source), the pool refills, and a deleted preset's prebuilt workspace is destroyed.
 func TestPrebuildEndToEnd(t *testing.T) {
-	markerDir := filepath.Join(t.TempDir(), "markers")
+	markerDir := filepath.Join(sharedDir(t), "markers")
 	h := startLoggedIn(t, "MARKER_DIR="+markerDir, "HANGAR_PREBUILD_INTERVAL=1s")
 	h.must("templates", "push", "pb", "--directory", "testdata/prebuild")
 	h.must("templates", "preset", "pb", "small", "--instances", "1")

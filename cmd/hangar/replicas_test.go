@@ -135,6 +135,7 @@ func startServer(t *testing.T, bin, db, dataDir string, extra ...string) *server
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--postgres-url", db}, extra...)...)
+	cmd.Env = append(os.Environ(), templateTestEnv...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +276,7 @@ func TestBuildQueuedOnOneReplicaRunsOnAnother(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildHangar(t)
 	db := pgtest.NewDatabase(t)
-	t.Setenv("MARKER_DIR", filepath.Join(dir, "markers"))
+	t.Setenv("MARKER_DIR", filepath.Join(sharedDir(t), "markers"))
 	a := startServer(t, bin, db, filepath.Join(dir, "a"), "--provisioners", "0", "--build-poll-interval", "1h")
 	a.waitURL(t)
 	b := startServer(t, bin, db, filepath.Join(dir, "b"), "--provisioners", "1", "--build-poll-interval", "1h")

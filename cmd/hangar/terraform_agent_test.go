@@ -42,7 +42,7 @@ func TestTerraformAgent(t *testing.T) {
 	// The machine (started by terraform, run by the server's provisioner) finds hangar on its
 	// PATH, as a machine image would have it.
 	bin := buildHangar(t)
-	h := startLoggedIn(t, "MACHINE_DIR="+machines, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	h := startLoggedIn(t, unisolated, "MACHINE_DIR="+machines, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	t.Cleanup(func() { // a test that failed halfway leaves no helper running
 		pids, _ := filepath.Glob(filepath.Join(machines, "*", "helper.pid"))
 		for _, p := range pids {

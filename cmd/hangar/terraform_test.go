@@ -46,7 +46,7 @@ func wantMarkers(t *testing.T, dir string, want ...string) {
 // restart, cancel, state pull/push, orphan delete and delete. The template's resources are marker
 // files, so the test sees what exists outside Terraform.
 func TestTerraformEndToEnd(t *testing.T) {
-	markerDir := filepath.Join(t.TempDir(), "markers")
+	markerDir := filepath.Join(sharedDir(t), "markers")
 	h := startLoggedIn(t, "MARKER_DIR="+markerDir)
 	hangar, must := h.hangar, h.must
 	wait := []string{"--wait", "--timeout", "2m"}
@@ -189,7 +189,7 @@ func TestTerraformEndToEnd(t *testing.T) {
 // reason. The server's metrics count the builds by transition and result. (Without a terminal,
 // Ctrl-C ends the wait at once: internal/cli TestInterruptEndsTheWaitWithoutATerminal.)
 func TestWaitInterruptCancels(t *testing.T) {
-	markerDir := filepath.Join(t.TempDir(), "markers")
+	markerDir := filepath.Join(sharedDir(t), "markers")
 	h := startLoggedIn(t, "MARKER_DIR="+markerDir)
 	h.must("templates", "push", "markers", "--directory", "testdata/markers")
 	h.must("create", "ci1", "--template", "markers", "--wait", "--timeout", "2m")
@@ -274,7 +274,7 @@ func TestWaitInterruptCancels(t *testing.T) {
 // provider, served by the hangar binary through the provisioner's filesystem mirror — with no
 // registry and no variables.
 func TestHangarProvider(t *testing.T) {
-	markerDir := filepath.Join(t.TempDir(), "markers")
+	markerDir := filepath.Join(sharedDir(t), "markers")
 	h := startLoggedIn(t, "MARKER_DIR="+markerDir)
 	if out := h.must("templates", "push", "withprovider", "--directory", "testdata/provider"); !strings.Contains(out, "variables: none") {
 		t.Fatalf("templates push:\n%s", out)

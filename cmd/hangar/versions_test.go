@@ -84,7 +84,7 @@ resource "terraform_data" "key" {
 // version, whose resources replace the old ones.
 func TestTemplateVersionsEndToEnd(t *testing.T) {
 	const secret = "SENSITIVE-7f3a"
-	base := t.TempDir()
+	base := sharedDir(t)
 	markerDir := filepath.Join(base, "markers")
 	h := startLoggedIn(t, "MARKER_DIR="+markerDir)
 	hangar, must := h.hangar, h.must

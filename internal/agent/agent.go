@@ -39,6 +39,10 @@ type Options struct {
 	// 8,000 requests and none is done before all are; with one, they finish in turn, and work a full
 	// reconcile cancels is only the few in flight.
 	ApplyConcurrency int
+	// Metrics records the agent's Prometheus series (nil: none). The applier's go through Kube.
+	Metrics *Metrics
+	// Events records Kubernetes Events on workspaces' Deployments (nil: none; events.go).
+	Events EventRecorder
 }
 
 // DefaultApplyConcurrency is how many workspaces an agent applies at once unless told otherwise.
@@ -46,9 +50,10 @@ const DefaultApplyConcurrency = 16
 
 // Agent is a running agent.
 type Agent struct {
-	opts Options
-	log  *slog.Logger
-	info protocol.AgentInfo
+	opts  Options
+	log   *slog.Logger
+	info  protocol.AgentInfo
+	ready readiness
 }
 
 // New returns an agent.
@@ -64,6 +69,9 @@ func New(opts Options) *Agent {
 	}
 	if opts.ApplyConcurrency <= 0 {
 		opts.ApplyConcurrency = DefaultApplyConcurrency
+	}
+	if opts.Kube != nil && opts.Kube.Metrics == nil {
+		opts.Kube.Metrics = opts.Metrics
 	}
 	return &Agent{opts: opts, log: opts.Logger}
 }
@@ -89,7 +97,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.log = a.log.With("agent", a.info.Name)
 	a.log.Info("agent starting", "agent_id", a.info.ID)
+	a.ready.update(func(r *readiness) { r.connected = true })
 	if a.opts.LeaseNamespace == "" {
+		a.leading(true)
 		return a.loop(ctx)
 	}
 	return a.lead(ctx)
@@ -117,6 +127,8 @@ func (a *Agent) lead(ctx context.Context) error {
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(lctx context.Context) {
 					a.log.Info("leading: starting reconciliation", "identity", a.opts.Identity)
+					a.leading(true)
+					defer a.leading(false)
 					if err := a.loop(lctx); err != nil && lctx.Err() == nil {
 						a.log.Error("reconcile loop ended", "err", err)
 					}
@@ -181,7 +193,9 @@ func (a *Agent) loop(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
+				nr.events = a.opts.Events
 				r, fresh = nr, true
+				a.ready.update(func(r *readiness) { r.synced = true })
 			}
 			resp, err := a.cycle(ctx, r, ut)
 			if err != nil {
@@ -194,6 +208,7 @@ func (a *Agent) loop(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		a.cycled(ut, time.Since(start), err)
 		wait := partialEvery()
 		if err != nil {
 			failures++

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +45,8 @@ type Kube struct {
 	mapper   *restmapper.DeferredDiscoveryRESTMapper
 	// Requests counts the requests made through Clientset and the applier (not the Lease's).
 	Requests *RequestCounter
+	// Metrics records each apply (nil: none).
+	Metrics *Metrics
 }
 
 // Rate limits of the leader-election client: a renewal every 2 s at most, plus the occasional read.
@@ -333,7 +336,9 @@ func (k *Kube) applyOne(ctx context.Context, o *unstructured.Unstructured, h str
 	}
 	ann[AnnotationConfigHash] = h
 	o.SetAnnotations(ann)
+	start := time.Now()
 	_, err = ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	k.Metrics.observeApply(ref.Kind, time.Since(start), err)
 	live.record(ref, h, err == nil)
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", ref, err)

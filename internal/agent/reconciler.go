@@ -40,10 +40,13 @@ type reconciler struct {
 	wake chan<- struct{}
 
 	errs *errtrack.Tracker
+	// events records Kubernetes Events on the workspaces' Deployments (nil: none; events.go).
+	events EventRecorder
 
 	mu          sync.Mutex
 	acked       map[errtrack.Key]string // deployment_resource_version the server echoed
 	podFailures map[errtrack.Key]string // the pod failure last reported and answered ("" none)
+	podEvents   map[errtrack.Key]string // the pod failure last recorded as an Event
 	terminating map[errtrack.Key]string // protocol.TerminationTerminating or TerminationTerminated
 	known       map[errtrack.Key][]Ref  // objects of the last config applied, for termination
 	applies     map[errtrack.Key]*applySlot
@@ -83,7 +86,7 @@ func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID st
 	r := &reconciler{
 		log: log, kube: kube, agentID: agentID, ctx: rctx, cancel: cancel,
 		informer: inf, pods: pods, stop: make(chan struct{}), wake: wake, errs: errtrack.New(),
-		acked: map[errtrack.Key]string{}, podFailures: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
+		acked: map[errtrack.Key]string{}, podFailures: map[errtrack.Key]string{}, podEvents: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
 		applies: map[errtrack.Key]*applySlot{}, applySem: make(chan struct{}, max(applyConcurrency, 1)),
 	}
 	poke := func(any) { r.poke() }
@@ -159,6 +162,14 @@ func (r *reconciler) close() {
 	r.cancel()
 	close(r.stop)
 	r.applying.Wait()
+	r.mu.Lock()
+	for _, slot := range r.applies {
+		if slot.next != nil { // dropped: the next full sync sends it again
+			slot.next = nil
+			r.kube.Metrics.queued(-1)
+		}
+	}
+	r.mu.Unlock()
 }
 
 func keyOf(d *appsv1.Deployment) (errtrack.Key, bool) {
@@ -211,6 +222,7 @@ func (r *reconciler) report(ctx context.Context, ut protocol.UpdateType, snap er
 			continue
 		}
 		failure := r.podFailure(k)
+		r.recordPodFailure(k, failure)
 		if ut == protocol.UpdateFull || r.acked[k] != d.ResourceVersion || failureKey(failure) != r.podFailures[k] {
 			i := get(k)
 			i.LatestK8sDeploymentInfo = DeploymentInfo(d)
@@ -284,6 +296,7 @@ func (r *reconciler) handle(req protocol.ReconcileRequest, resp protocol.Reconci
 				delete(r.terminating, k)
 				delete(r.acked, k)
 				delete(r.podFailures, k)
+				delete(r.podEvents, k)
 				delete(r.known, k)
 				r.mu.Unlock()
 				r.errs.Forget(k)
@@ -306,6 +319,7 @@ func (r *reconciler) handle(req protocol.ReconcileRequest, resp protocol.Reconci
 			r.errs.Fail(k, fmt.Errorf("parse config_to_apply: %w", err))
 			continue
 		}
+		labelForTools(k, objs)
 		r.mu.Lock()
 		r.known[k] = refsOf(objs)
 		r.mu.Unlock()
@@ -331,6 +345,9 @@ func (r *reconciler) enqueue(k errtrack.Key, job applyJob) {
 		slot = &applySlot{}
 		r.applies[k] = slot
 	}
+	if slot.next == nil {
+		r.kube.Metrics.queued(1)
+	}
 	slot.next = &job
 	if slot.running {
 		return
@@ -353,6 +370,9 @@ func (r *reconciler) runApplies(k errtrack.Key, slot *applySlot) {
 		r.mu.Lock()
 		job := slot.next
 		slot.next = nil
+		if job != nil {
+			r.kube.Metrics.queued(-1)
+		}
 		if job == nil || r.ctx.Err() != nil {
 			slot.running = false
 			r.mu.Unlock()
@@ -371,6 +391,7 @@ func (r *reconciler) runApplies(k errtrack.Key, slot *applySlot) {
 			r.log.Debug("applied workspace", "workspace", k.Name, "namespace", k.Namespace, "objects", len(job.objs), "applied", applied)
 		}
 		r.errs.Complete(k, job.version, errs...)
+		r.recordApplyFailed(k, errs)
 		if len(errs) > 0 {
 			r.poke() // report the error now
 		}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,12 +23,14 @@ import (
 	"github.com/hangar-dev/hangar/internal/agent"
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
+	"github.com/hangar-dev/hangar/internal/opsserver"
 )
 
 // Config is the agent's configuration.
 type Config struct {
 	Server, TokenFile, Kubeconfig, Context, LeaseNamespace, Identity, LogLevel, LogFormat string
 	ApplyConcurrency, KubeQPS, KubeBurst                                                  string
+	MetricsListen                                                                         string
 }
 
 // Command returns `hangar agent`.
@@ -56,6 +60,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.ApplyConcurrency, "apply-concurrency", "HANGAR_APPLY_CONCURRENCY", strconv.Itoa(agent.DefaultApplyConcurrency), "how many workspaces the agent applies at once (they share --kube-qps)"),
 		cmdopt.String(&cfg.KubeQPS, "kube-qps", "HANGAR_KUBE_QPS", strconv.Itoa(DefaultKubeQPS), "requests per second the agent may send to the Kubernetes API (leader election has its own 5/s)"),
 		cmdopt.String(&cfg.KubeBurst, "kube-burst", "HANGAR_KUBE_BURST", strconv.Itoa(DefaultKubeBurst), "requests the agent may send at once above --kube-qps"),
+		cmdopt.String(&cfg.MetricsListen, "metrics-listen", "HANGAR_AGENT_METRICS_LISTEN", DefaultMetricsListen, "address of /metrics, /healthz and /readyz (empty: none); in a pod, :9090 so that the kubelet's probes reach it"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
 	})
@@ -66,6 +71,10 @@ func Command() *cobra.Command {
 // 1,000 new workspaces are 8,000 applies: 160 s at the former fixed 50/s, 40 s at 200/s. The API
 // server's priority and fairness still protects it (docs/decisions.md, "Apply only what changed").
 const DefaultKubeQPS, DefaultKubeBurst = 200, 400
+
+// DefaultMetricsListen is where the agent serves /metrics, /healthz and /readyz unless told
+// otherwise: loopback, as the proxy's, so that nothing is exposed on a shared host by default.
+const DefaultMetricsListen = "127.0.0.1:9090"
 
 // Run runs the agent until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
@@ -100,11 +109,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	recorder, stopEvents := agent.NewEventRecorder(kube)
+	defer stopEvents()
 	a := agent.New(agent.Options{
 		Server: &agent.ServerClient{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 2 * time.Minute}},
 		Kube:   kube, Logger: log, Identity: cfg.Identity, LeaseNamespace: cfg.LeaseNamespace,
-		ApplyConcurrency: applyConcurrency,
+		ApplyConcurrency: applyConcurrency, Metrics: agent.NewMetrics(reg), Events: recorder,
 	})
+	ops, err := opsserver.Listen("--metrics-listen", cfg.MetricsListen, reg, a.Ready, log)
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
 	err = a.Run(ctx)
 	if ctx.Err() != nil {
 		return nil

@@ -73,7 +73,7 @@ func start(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Env = append(append(os.Environ(), agentMetricsAnyPort), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -87,6 +87,10 @@ func start(t testing.TB, name string, env []string, args ...string) *proc {
 	})
 	return p
 }
+
+// agentMetricsAnyPort lets agents run side by side: each serves /metrics on a port of its own
+// instead of the default 127.0.0.1:9090 (a test that scrapes one reads the port from its log).
+const agentMetricsAnyPort = "HANGAR_AGENT_METRICS_LISTEN=127.0.0.1:0"
 
 // stop signals the process and waits for it to end (SIGKILL after 10 s).
 func (p *proc) stop(sig syscall.Signal) {

@@ -217,7 +217,7 @@ func startInside(t testing.TB, c *kubetest.Cluster, name string, env []string, a
 	t.Helper()
 	p := &proc{t: t, name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Env = append(append(os.Environ(), agentMetricsAnyPort), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := c.StartInside(p.cmd); err != nil {
 		t.Fatalf("start %s: %v", name, err)

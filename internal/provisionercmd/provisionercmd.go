@@ -5,6 +5,7 @@ package provisionercmd
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -18,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
 	"github.com/hangar-dev/hangar/internal/provisioner"
+	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/tfprovider"
 )
@@ -25,6 +27,8 @@ import (
 // Config is the daemon's configuration.
 type Config struct {
 	Server, TokenFile, Terraform, WorkDir, Identity, LogLevel, LogFormat string
+	// Isolation: how template code is isolated (package sandbox).
+	Isolation sandbox.Flags
 }
 
 // Command returns `hangar provisioner`.
@@ -55,6 +59,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json"),
 	})
+	cfg.Isolation.Register(cmd, false)
 	return cmd
 }
 
@@ -91,11 +96,21 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: cfg.WorkDir, KeepWorkDir: true, Shim: shim, PluginMirror: mirror}
+	if err := isolate(runner, cfg, shim, log); err != nil {
+		return err
+	}
 	v, err := runner.Check(ctx)
 	if err != nil {
+		if runner.Sandbox != nil {
+			return fmt.Errorf("cannot isolate templates: %w; fix it, or pass --%s (templates then read what this process can)", err, sandbox.InsecureFlag)
+		}
 		return fmt.Errorf("--terraform: %w", err)
 	}
 	log.Info("terraform found", "version", v)
+	if runner.Sandbox != nil {
+		log.Info("template isolation on: builds run terraform as an unprivileged user in a private mount namespace, without the work directory's other builds, the token file or this process's environment",
+			"user", runner.Sandbox.User.UID, "group", runner.Sandbox.User.GID)
+	}
 	d := &provisioner.Daemon{
 		Coord:    &provisioner.Client{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 2 * time.Minute}},
 		Runner:   runner,
@@ -108,5 +123,23 @@ func Run(ctx context.Context, cfg Config) error {
 	if ctx.Err() != nil {
 		return nil
 	}
+	return err
+}
+
+// isolate sets how the runner isolates template code: in a sandbox (the default, which needs root
+// on Linux), or, with --insecure-no-template-isolation, not at all, said at start. The environment
+// is scrubbed either way.
+func isolate(r *terraform.Runner, cfg Config, exe string, log *slog.Logger) error {
+	opts, passEnv, err := cfg.Isolation.Parse()
+	if err != nil {
+		return err
+	}
+	r.PassEnv = passEnv
+	if opts.Insecure {
+		log.Warn(sandbox.InsecureWarning, "flag", "--"+sandbox.InsecureFlag)
+		return nil
+	}
+	// What no template may read besides the work directory: the provisioner's token.
+	r.Sandbox, err = sandbox.Decide(opts, sandbox.DefaultStandaloneUID, 0, exe, []string{cfg.TokenFile})
 	return err
 }

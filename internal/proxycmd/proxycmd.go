@@ -23,7 +23,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/client-go/kubernetes"
@@ -33,6 +32,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
+	"github.com/hangar-dev/hangar/internal/opsserver"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/proxy"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -144,27 +144,16 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(reg)
 	var ready atomic.Bool
-	var metricsSrv *http.Server
-	if cfg.MetricsListen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if !ready.Load() {
-				http.Error(w, "not ready: waiting for the server or the cluster", http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = w.Write([]byte("ok\n"))
-		})
-		ln, err := net.Listen("tcp", cfg.MetricsListen)
-		if err != nil {
-			return fmt.Errorf("--metrics-listen: %w", err)
+	ops, err := opsserver.Listen("--metrics-listen", cfg.MetricsListen, reg, func() error {
+		if !ready.Load() {
+			return errors.New("waiting for the server or the cluster")
 		}
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = metricsSrv.Serve(ln) }()
-		defer metricsSrv.Close()
-		log.Info("metrics listening", "addr", ln.Addr().String())
+		return nil
+	}, log)
+	if err != nil {
+		return err
 	}
+	defer ops.Close()
 
 	server := &proxy.ServerClient{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 10 * time.Second}}
 	info, err := agentInfo(ctx, server, log)

@@ -88,6 +88,7 @@ type Server struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	metrics *metrics
+	ops     *opsMetrics // httpmetrics.go
 	kube    *kube.Service
 	mux     *http.ServeMux
 	after   func(time.Duration) <-chan time.Time
@@ -176,6 +177,7 @@ func New(opts Options) *Server {
 	s.tokenDefault, s.tokenMax = opts.TokenLifetime, opts.MaxTokenLifetime
 	s.backends = backend.Router{Store: opts.Store, Kubernetes: opts.Kube, Terraform: opts.Builder}
 	s.metrics = newMetrics(opts.Store, opts.Builder, opts.Clock.Now)
+	s.ops = newOpsMetrics(s.metrics.reg, opts.Store)
 	s.auditor = &audit.Recorder{W: opts.Store, Now: opts.Clock.Now, Log: opts.Logger.With("component", "audit")}
 	s.retention = audit.Retention{Store: opts.Store, Now: opts.Clock.Now, Keep: opts.AuditRetention, Log: opts.Logger.With("component", "audit")}
 	s.lifecycle = &autobuild.Executor{Store: opts.Store, Backends: s.backends, Clock: opts.Clock, Log: opts.Logger.With("component", "lifecycle"),
@@ -213,7 +215,7 @@ func (s *Server) Prebuilds() *prebuilds.Reconciler { return s.prebuilds }
 
 // Handler returns the root handler.
 func (s *Server) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.apps.serves(r) {
 			// A workspace's app: never the server's own pages or API, which that workspace's
 			// pages could otherwise call as the same origin.
@@ -240,7 +242,7 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		s.mux.ServeHTTP(w, r)
-	})
+	}))
 }
 
 type userHandler func(w http.ResponseWriter, r *http.Request, u workspace.User) error

@@ -30,6 +30,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
 	"github.com/hangar-dev/hangar/internal/provisioner"
+	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -79,6 +80,8 @@ type Config struct {
 	// TokenLifetime is a new API token's default lifetime, MaxTokenLifetime the longest a
 	// request may ask ("": the defaults, 720h and 8760h).
 	TokenLifetime, MaxTokenLifetime string
+	// Isolation: how the in-process provisioners isolate template code (isolation.go).
+	Isolation sandbox.Flags
 }
 
 // DefaultAuditRetention is how long audit entries are kept unless --audit-retention says otherwise.
@@ -144,6 +147,7 @@ func Command() *cobra.Command {
 		},
 	}
 	cmdopt.Register(cmd, append(opts, hardeningOptions(&cfg.Hardening)...))
+	cfg.Isolation.Register(cmd, true)
 	// Not through cmdopt: the environment variable would show as the flag's default in --help.
 	cmd.Flags().StringVar(&cfg.OIDC.ClientSecret, "oidc-client-secret", "", "with --oidc-issuer-url: the client secret (env HANGAR_OIDC_CLIENT_SECRET; prefer it or --oidc-client-secret-file, which the process list does not show)")
 	cmd.PreRun = func(*cobra.Command, []string) {
@@ -348,6 +352,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		iso, err := templateIsolation(ctx, cfg, shim, log)
+		if err != nil {
+			return err
+		}
 		for i := 0; i < nprov; i++ {
 			// Each daemon has its own work root and a worker id that survives restarts, so that a
 			// server killed mid-build adopts the terraform runs it left when it starts again.
@@ -362,6 +370,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 				return err
 			}
 			runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: root, KeepWorkDir: true, Shim: shim, PluginMirror: mirror}
+			if err := iso.apply(runner, i); err != nil {
+				return err
+			}
 			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("server/%s/%d", serverID, i),
 				Logger: log.With("component", "provisioner", "n", i), UnreportedDir: filepath.Join(root, ".unreported")}
 			background.Add(1)

@@ -142,22 +142,30 @@ func read(t *testing.T, p string) string {
 }
 
 // TestRunHidesHangarConfiguration: Hangar's own configuration (a Postgres URL with its password,
-// tokens) never reaches terraform, its providers or local-exec; the facts for Hangar's provider do.
+// tokens) and anything else of the provisioner's environment (a cloud credential, its HOME) never
+// reaches terraform, its providers or local-exec, unless named in PassEnv; the facts for Hangar's
+// provider do. This holds without a sandbox too (the scrub applies in every mode).
 func TestRunHidesHangarConfiguration(t *testing.T) {
 	t.Setenv("HANGAR_POSTGRES_URL", "postgres://hangar:db-password@db/hangar")
 	t.Setenv("HANGAR_TOKEN", "hgu_secret")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+	t.Setenv("GIVEN_ON_PURPOSE", "passed-value")
+	t.Setenv("HOME", "/root-home-of-the-server")
 	out := t.TempDir()
-	r := &Runner{TerraformPath: fakeTerraform(t, out, ""), WorkRoot: t.TempDir()}
+	r := &Runner{TerraformPath: fakeTerraform(t, out, ""), WorkRoot: t.TempDir(), PassEnv: []string{"GIVEN_ON_PURPOSE", "HANGAR_TOKEN"}}
 	res, _ := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "onlycount"),
 		Variables: map[string]string{"start_count": "1"}, Env: map[string]string{"HANGAR_WORKSPACE_NAME": "w1"}}, nil)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	env := read(t, filepath.Join(out, "env"))
-	for _, secret := range []string{"db-password", "hgu_secret"} {
+	for _, secret := range []string{"db-password", "hgu_secret", "aws-secret", "root-home-of-the-server"} {
 		if strings.Contains(env, secret) {
 			t.Errorf("terraform's environment holds %s:\n%s", secret, env)
 		}
+	}
+	if !strings.Contains(env, "GIVEN_ON_PURPOSE=passed-value") || !strings.Contains(env, "PATH=") {
+		t.Errorf("terraform's environment lacks PATH or what PassEnv names:\n%s", env)
 	}
 	if !strings.Contains(env, "HANGAR_WORKSPACE_NAME=w1") {
 		t.Errorf("terraform's environment lacks the workspace facts:\n%s", env)

@@ -113,6 +113,7 @@ func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID stri
 		case <-tick.C:
 		}
 	}
+	r.killLeftovers()
 	for _, f := range []struct {
 		name, level string
 	}{{runStdout, LevelInfo}, {runStderr, LevelError}} {

@@ -22,7 +22,9 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/parameter"
+	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
 	"github.com/hangar-dev/hangar/internal/tfmodule"
+	"github.com/hangar-dev/hangar/internal/tfprovider"
 )
 
 // Stages of a run, the Stage of every Line.
@@ -113,6 +115,14 @@ type Runner struct {
 	// environment (the hangar binary: IsShim, ShimMain). terraform apply and destroy then outlive a
 	// provisioner that is killed, and Recover adopts their result when it comes back.
 	Shim string
+	// Sandbox, if set, isolates the builds (package sandbox): terraform, its providers and their
+	// local-exec commands run as Sandbox.User in a private mount namespace where WorkRoot (but the
+	// build's own directory), Sandbox.Hide and /tmp are hidden. Hangar's provider is then offered
+	// from the sandbox (PluginMirror is not used).
+	Sandbox *sandbox.Config
+	// PassEnv names variables of the provisioner's environment that every build gets (cloud
+	// credentials an operator gives templates on purpose). Every other variable is left out.
+	PassEnv []string
 }
 
 // versions caches what `terraform version -json` prints, by terraform path (asked once per
@@ -124,7 +134,7 @@ func (r *Runner) versionJSON(ctx context.Context, tfPath string) (string, error)
 		return v.(string), nil
 	}
 	cmd := exec.CommandContext(ctx, tfPath, "version", "-json")
-	for k, v := range terraformEnv(os.DevNull) {
+	for k, v := range r.terraformEnv(os.DevNull, os.TempDir()) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	out, err := cmd.Output()
@@ -162,7 +172,8 @@ func (r *Runner) terraformPath() (string, error) {
 }
 
 // Check runs `terraform version` and returns the version, or an error naming the executable tried
-// and how to fix it.
+// and how to fix it. With a Sandbox, terraform runs in it, as the build user, so that a sandbox that
+// cannot be set up is known at start.
 func (r *Runner) Check(ctx context.Context) (string, error) {
 	if err := Supported(); err != nil {
 		return "", err
@@ -171,39 +182,79 @@ func (r *Runner) Check(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tf, err := tfexec.NewTerraform(os.TempDir(), p)
+	execPath, env := p, r.terraformEnv(os.DevNull, os.TempDir())
+	if r.Sandbox != nil {
+		spec := r.sandboxSpec(p, "")
+		v, err := spec.Encode()
+		if err != nil {
+			return "", err
+		}
+		execPath, env[sandbox.Env] = r.Sandbox.Exe, v
+	}
+	tf, err := tfexec.NewTerraform(os.TempDir(), execPath)
 	if err != nil {
 		return "", fmt.Errorf("terraform %q: %w", p, err)
 	}
-	if err := tf.SetEnv(terraformEnv(os.DevNull)); err != nil {
+	if err := tf.SetEnv(env); err != nil {
 		return "", err
 	}
 	v, _, err := tf.Version(ctx, true)
 	if err != nil {
+		if r.Sandbox != nil {
+			return "", fmt.Errorf("terraform %q does not answer `terraform version` in the template sandbox (as user %d): %s", p, r.Sandbox.User.UID, lastLine(err))
+		}
 		return "", fmt.Errorf("terraform %q does not answer `terraform version`: %s", p, firstLine(err))
 	}
 	return v.String(), nil
 }
 
-// terraformEnv is the environment of every terraform run: the provisioner's own, without any
-// TF_* variable (CLI config, logging, arguments, variables, workspace, credentials),
-// CHECKPOINT_DISABLE or HANGAR_* variable (Hangar's own configuration), plus the runner's CLI config and CHECKPOINT_DISABLE=1. terraform-exec adds
-// TF_IN_AUTOMATION=1, empties TF_LOG* and refuses TF_INPUT in SetEnv; every command it runs has
-// -input=false instead.
-func terraformEnv(cliConfig string) map[string]string {
-	env := map[string]string{}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		if k == "" || strings.HasPrefix(k, "TF_") || k == "CHECKPOINT_DISABLE" {
-			continue
-		}
-		// Hangar's own configuration (a database URL with its password, tokens) is not the
-		// template's business: a provider or a local-exec would see it.
-		if strings.HasPrefix(k, "HANGAR_") {
-			continue
-		}
-		env[k] = v
+// sandboxSpec is the sandbox of a run of terraform tfPath in the job directory jobDir ("": none,
+// for `terraform version`).
+func (r *Runner) sandboxSpec(tfPath, jobDir string) sandbox.Spec {
+	root := r.workRoot()
+	if a, err := filepath.Abs(root); err == nil {
+		root = a
 	}
+	if e, err := filepath.EvalSymlinks(root); err == nil {
+		root = e
+	}
+	spec := sandbox.Spec{UID: r.Sandbox.User.UID, GID: r.Sandbox.User.GID, Groups: r.Sandbox.User.Groups, Terraform: tfPath,
+		Hide:     append(append([]string{}, r.Sandbox.Hide...), root),
+		Provider: r.Sandbox.Exe, ProviderAddress: tfprovider.Address, ProviderVersion: tfprovider.Version}
+	if jobDir != "" {
+		spec.Expose = []string{filepath.Join(root, filepath.Base(jobDir))}
+	}
+	return spec
+}
+
+// lastLine is the last non-empty line of err (the sandbox stage's own error comes last).
+func lastLine(err error) string {
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// passedEnv are the variables of the provisioner's environment every terraform run gets besides
+// Runner.PassEnv: what finding programs, reaching a registry through a proxy and trusting its
+// certificate need. Nothing else of the provisioner's environment (Hangar's configuration, a
+// database URL, tokens, cloud credentials, TF_* settings) reaches a template.
+var passedEnv = []string{"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+	"http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+
+// terraformEnv is the environment of every terraform run: passedEnv and Runner.PassEnv from the
+// provisioner's own (never a TF_* variable, CHECKPOINT_DISABLE or HANGAR_* variable), HOME, the
+// runner's CLI config and CHECKPOINT_DISABLE=1. terraform-exec adds TF_IN_AUTOMATION=1, empties
+// TF_LOG* and refuses TF_INPUT in SetEnv; every command it runs has -input=false instead.
+func (r *Runner) terraformEnv(cliConfig, home string) map[string]string {
+	env := map[string]string{}
+	for _, k := range append(append([]string{}, passedEnv...), r.PassEnv...) {
+		if strings.HasPrefix(k, "TF_") || strings.HasPrefix(k, "HANGAR_") || k == "CHECKPOINT_DISABLE" || k == "HOME" {
+			continue // Hangar's own configuration and terraform's settings are the runner's
+		}
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	env["HOME"] = home
 	env["TF_CLI_CONFIG_FILE"] = cliConfig
 	env["CHECKPOINT_DISABLE"] = "1"
 	return env
@@ -213,8 +264,11 @@ func terraformEnv(cliConfig string) map[string]string {
 func (r *Runner) cliConfig() (string, error) {
 	var b strings.Builder
 	b.WriteString("# Written by hangar provisioner for one run.\ndisable_checkpoint = true\n")
-	if r.PluginMirror != "" {
-		mirror, err := filepath.Abs(r.PluginMirror)
+	if mirror := r.PluginMirror; mirror != "" || r.Sandbox != nil {
+		if r.Sandbox != nil {
+			mirror = sandbox.PluginDir // the sandbox offers the provider there
+		}
+		mirror, err := filepath.Abs(mirror)
 		if err != nil {
 			return "", fmt.Errorf("plugin mirror: %w", err)
 		}
@@ -368,6 +422,7 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 	}()
 
 	err := x.terraform()
+	r.killLeftovers()
 	close(done)
 	<-watcherDone
 
@@ -479,15 +534,31 @@ func (x *run) terraform() error {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("writing the CLI config: %w", err)
 	}
-	execPath, env := tfPath, terraformEnv(cfgPath)
+	home := filepath.Join(jobDir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return fmt.Errorf("creating the build's home: %w", err)
+	}
+	execPath, env := tfPath, x.r.terraformEnv(cfgPath, home)
 	for k, v := range x.req.Env {
 		if !strings.HasPrefix(k, "TF_") {
 			env[k] = v
 		}
 	}
+	target := tfPath // what the shim runs as terraform
+	if x.r.Sandbox != nil {
+		if err := x.r.handOver(jobDir); err != nil {
+			return err
+		}
+		spec, err := x.r.sandboxSpec(tfPath, jobDir).Encode()
+		if err != nil {
+			return err
+		}
+		env[sandbox.Env] = spec
+		execPath, target = x.r.Sandbox.Exe, x.r.Sandbox.Exe
+	}
 	if x.r.Shim != "" {
 		execPath = x.r.Shim
-		env[shimTerraformEnv], env[shimDirEnv] = tfPath, jobDir
+		env[shimTerraformEnv], env[shimDirEnv] = target, jobDir
 		if v, err := x.r.versionJSON(x.runCtx, tfPath); err == nil {
 			env[shimVersionEnv] = v
 		}
@@ -570,6 +641,11 @@ func (x *run) terraform() error {
 	varFile := filepath.Join(filepath.Dir(x.moduleDir), "hangar.tfvars.json")
 	if err := os.WriteFile(varFile, varsJSON, 0o600); err != nil {
 		return fmt.Errorf("writing the variables: %w", err)
+	}
+	if x.r.Sandbox != nil {
+		if err := x.r.shareFile(varFile); err != nil {
+			return fmt.Errorf("writing the variables: %w", err)
+		}
 	}
 	if len(names) > 0 {
 		x.log.emit(LevelInfo, "Variables passed: "+strings.Join(names, ", "))

@@ -518,6 +518,9 @@ func (s *Store) NewBuild(ctx context.Context, ref store.WorkspaceRef, fn func(re
 		if err := s.writeBuildWorkspace(ctx, tx, w.ID, nw); err != nil {
 			return err
 		}
+		if err := s.trackStart(ctx, tx, &w, nw); err != nil {
+			return err
+		}
 		if again, err := s.queryWorkspaces(ctx, tx, `SELECT `+wsCols+wsFrom+` WHERE w.id = ?`, w.ID); err != nil {
 			return err
 		} else if len(again) == 1 {
@@ -588,6 +591,9 @@ func (s *Store) UpdateBuild(ctx context.Context, jobID string, fn func(rec store
 			return fmt.Errorf("write job of build #%d: %w", before.Number, err)
 		}
 		if err := s.writeBuildWorkspace(ctx, tx, w.ID, next.Workspace); err != nil {
+			return err
+		}
+		if err := s.trackStart(ctx, tx, &w, next.Workspace); err != nil {
 			return err
 		}
 		b.HasState = b.State != nil

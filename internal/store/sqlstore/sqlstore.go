@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -64,6 +65,11 @@ type Store struct {
 
 	closeMu sync.Mutex
 	closers []func()
+
+	// The start-latency SLI (starts.go): starts seen by each open transaction, reported to the
+	// observer once it commits.
+	startsSeen    sync.Map // *sql.Tx -> *[]store.StartSeen
+	startObserver atomic.Pointer[func(store.StartSeen)]
 }
 
 // Open wraps db, runs the embedded migrations of the dialect, and returns the store.
@@ -159,11 +165,14 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
+		s.startsCommitted(tx, false)
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		s.startsCommitted(tx, false)
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.startsCommitted(tx, true)
 	s.workspacesCommitted()
 	return nil
 }
@@ -397,7 +406,7 @@ func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w workspace.Wor
 	if err = s.wrapUnique(err, fmt.Sprintf("workspace %q of this owner", w.Name)); err != nil {
 		return fmt.Errorf("create workspace: %w", err)
 	}
-	return nil
+	return s.trackStart(ctx, tx, nil, w)
 }
 
 // InsertWorkspaces inserts rows as insertWorkspace does, many to a statement, in one transaction,
@@ -576,6 +585,9 @@ func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn 
 			notify = w.AgentID // the desired state changed: the agent is told
 		}
 		if err := s.updateOne(ctx, tx, next, notify); err != nil {
+			return err
+		}
+		if err := s.trackStart(ctx, tx, &w, next); err != nil {
 			return err
 		}
 		woken = notify
@@ -779,7 +791,10 @@ func (s *Store) Reconcile(ctx context.Context, scope store.ReconcileScope, fn fu
 				return err
 			}
 		}
-		return s.updateBatch(ctx, tx, full)
+		if err := s.updateBatch(ctx, tx, full); err != nil {
+			return err
+		}
+		return s.trackStarts(ctx, tx, before, full)
 	})
 }
 

@@ -1,0 +1,21 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+)
+
+// Supported reports whether this platform can isolate builds: only Linux can.
+const Supported = false
+
+// Main fails: the sandbox needs Linux.
+func Main() int {
+	fmt.Fprintf(os.Stderr, "hangar sandbox: template isolation needs Linux, not %s\n", runtime.GOOS)
+	return 126
+}
+
+// KillUser does nothing here.
+func KillUser(int) {}

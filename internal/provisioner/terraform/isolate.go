@@ -1,0 +1,58 @@
+package terraform
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
+)
+
+// Ownership of a sandboxed build's work directory (Runner.Sandbox): the directory itself, the CLI
+// config and the variables belong to the provisioner, readable by the build user's group only
+// (the build cannot rewrite the files of the survival shim, such as the process group it kills);
+// the module (where terraform writes its state) and the build's home belong to the build user.
+
+// handOver gives the build user what it needs of jobDir once the module, the state and the CLI
+// config are written.
+func (r *Runner) handOver(jobDir string) error {
+	u := r.Sandbox.User
+	if err := os.Chown(jobDir, os.Getuid(), u.GID); err != nil {
+		return fmt.Errorf("handing the work directory to the build user: %w", err)
+	}
+	if err := os.Chmod(jobDir, 0o750); err != nil {
+		return fmt.Errorf("handing the work directory to the build user: %w", err)
+	}
+	if err := r.shareFile(filepath.Join(jobDir, "terraform.rc")); err != nil {
+		return fmt.Errorf("handing the CLI config to the build user: %w", err)
+	}
+	for _, d := range []string{"module", "home"} {
+		err := filepath.WalkDir(filepath.Join(jobDir, d), func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, u.UID, u.GID)
+		})
+		if err != nil {
+			return fmt.Errorf("handing the %s directory to the build user: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// shareFile makes a file of the provisioner's readable by the build user's group.
+func (r *Runner) shareFile(p string) error {
+	if err := os.Chown(p, os.Getuid(), r.Sandbox.User.GID); err != nil {
+		return err
+	}
+	return os.Chmod(p, 0o640)
+}
+
+// killLeftovers kills whatever the build left running as the build user (a daemonized local-exec):
+// it would see the next build of this provisioner.
+func (r *Runner) killLeftovers() {
+	if r.Sandbox != nil {
+		sandbox.KillUser(r.Sandbox.User.UID)
+	}
+}
