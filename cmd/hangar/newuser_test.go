@@ -17,7 +17,7 @@ import (
 // TestWhatANewUserTrippedOver drives, through the real binary and server, the small things issue 12
 // found a new user tripping over: each is asserted as the user sees it.
 func TestWhatANewUserTrippedOver(t *testing.T) {
-	markerDir := filepath.Join(t.TempDir(), "markers")
+	markerDir := filepath.Join(sharedDir(t), "markers") // outside /tmp, which template isolation hides
 	h := startLoggedIn(t, "MARKER_DIR="+markerDir)
 	must, hangar := h.must, h.hangar
 	agentToken := regexp.MustCompile(`hga_[A-Za-z0-9_-]+`).FindString(must("agents", "create", "k1"))
