@@ -77,7 +77,7 @@ func (in Info) String() string {
 	fmt.Fprintf(&b, "hangar %s\n", in.Version)
 	switch {
 	case in.Commit == "":
-		b.WriteString("commit:   unknown (built outside a git clone, without scripts/release)\n")
+		b.WriteString("commit:   unknown (not stamped by scripts/release; no VCS information recorded)\n")
 	case in.Modified:
 		fmt.Fprintf(&b, "commit:   %s (with uncommitted changes)\n", in.Commit)
 	default:

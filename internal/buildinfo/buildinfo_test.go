@@ -23,9 +23,9 @@ func TestFrom(t *testing.T) {
 		{name: "go build in a clone: the toolchain's VCS info", bi: vcs, ok: true,
 			want: "hangar devel\ncommit:   abc123 (with uncommitted changes)\nbuilt:    unknown (committed 2026-11-20T10:00:00Z)\ngo:       go1.26.8\n" + platform},
 		{name: "go install of a module version", bi: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.4.0"}}, ok: true,
-			want: "hangar v1.4.0\ncommit:   unknown (built outside a git clone, without scripts/release)\nbuilt:    unknown\ngo:       go1.26.8\n" + platform},
+			want: "hangar v1.4.0\ncommit:   unknown (not stamped by scripts/release; no VCS information recorded)\nbuilt:    unknown\ngo:       go1.26.8\n" + platform},
 		{name: "no build info at all", ok: false,
-			want: "hangar devel\ncommit:   unknown (built outside a git clone, without scripts/release)\nbuilt:    unknown\ngo:       " + runtime.Version() + "\n" + platform},
+			want: "hangar devel\ncommit:   unknown (not stamped by scripts/release; no VCS information recorded)\nbuilt:    unknown\ngo:       " + runtime.Version() + "\n" + platform},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := from(tc.version, tc.commit, tc.date, tc.bi, tc.ok)
