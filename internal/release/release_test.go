@@ -27,6 +27,10 @@ import (
 func TestReleaseBinaries(t *testing.T) {
 	dist := t.TempDir()
 	const version = "v0.0.0-releasetest"
+	commit, err := exec.Command("git", "rev-parse", "HEAD").Output() // what scripts/release stamps
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("../../scripts/release", version)
 	cmd.Env = append(os.Environ(), "DIST="+dist, "SOURCE_DATE_EPOCH=1764140400") // 2025-11-26T07:00:00Z
 	start := time.Now()
@@ -75,10 +79,6 @@ func TestReleaseBinaries(t *testing.T) {
 
 	// The binary for this machine runs, and says which build it is.
 	native := filepath.Join(dist, fmt.Sprintf("hangar-%s-%s-%s", version, runtime.GOOS, runtime.GOARCH))
-	commit, err := exec.Command("git", "rev-parse", "HEAD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
 	got, err := exec.Command(native, "version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("hangar version: %v\n%s", err, got)
