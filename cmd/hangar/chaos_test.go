@@ -157,7 +157,7 @@ func TestCancelAndKillLeaveNoResource(t *testing.T) {
 	}
 	waitEnd(b.Number)
 	checkMarkersInState(ctx, t, c, markerDir)
-	h.must("delete", "c1", "--wait", "--timeout", "2m")
+	h.must("delete", "c1", "--yes", "--wait", "--timeout", "2m")
 	wantMarkers(t, markerDir)
 }
 

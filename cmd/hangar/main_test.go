@@ -69,7 +69,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 	if out := must("show", "w1"); !strings.Contains(out, "Error") || !strings.Contains(out, "image not allowed") {
 		t.Fatalf("show does not give the error:\n%s", out)
 	}
-	must("delete", "w1", "--wait", "--timeout", "30s")
+	must("delete", "w1", "--yes", "--wait", "--timeout", "30s")
 
 	// A kubernetes template: the devfile comes from the template, the cluster from --agent.
 	devfilePath := filepath.Join(h.dir, "devfile.yaml")

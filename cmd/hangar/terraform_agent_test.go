@@ -242,7 +242,7 @@ func TestTerraformAgent(t *testing.T) {
 		t.Fatalf("ssh after start: %v\n%q\n%s", err, out, errOut)
 	}
 
-	if out, errOut, err := dev(newToken, "delete", "tfa", "--wait", "--timeout", "2m"); err != nil {
+	if out, errOut, err := dev(newToken, "delete", "tfa", "--yes", "--wait", "--timeout", "2m"); err != nil {
 		t.Fatalf("delete: %v\n%s%s", err, out, errOut)
 	}
 }

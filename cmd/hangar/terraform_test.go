@@ -165,7 +165,7 @@ func TestTerraformEndToEnd(t *testing.T) {
 	_ = os.Remove(filepath.Join(markerDir, "delay"))
 
 	// delete → Terminated with no marker left.
-	must(append([]string{"delete", "tf1"}, wait...)...)
+	must(append([]string{"delete", "tf1", "--yes"}, wait...)...)
 	wantMarkers(t, markerDir)
 	if out, err := hangar("start", "tf1"); err == nil || !strings.Contains(out, "permanent") {
 		t.Fatalf("start after delete: %v\n%s", err, out)
@@ -174,7 +174,7 @@ func TestTerraformEndToEnd(t *testing.T) {
 	// orphan delete: no Terraform runs; the resources stay (and are the user's to clean up).
 	must(append([]string{"create", "tf2", "--template", "markers"}, wait...)...)
 	wantMarkers(t, markerDir, "tf2-0", "tf2-1", "tf2-2")
-	out = must(append([]string{"delete", "tf2", "--orphan"}, wait...)...)
+	out = must(append([]string{"delete", "tf2", "--orphan", "--yes"}, wait...)...)
 	if !strings.Contains(out, "Terminated") {
 		t.Fatalf("delete --orphan:\n%s", out)
 	}
@@ -286,5 +286,5 @@ func TestHangarProvider(t *testing.T) {
 	wantMarkers(t, markerDir, "pv1-admin-start")
 	h.must("stop", "pv1", "--wait", "--timeout", "2m")
 	wantMarkers(t, markerDir)
-	h.must("delete", "pv1", "--wait", "--timeout", "2m")
+	h.must("delete", "pv1", "--yes", "--wait", "--timeout", "2m")
 }

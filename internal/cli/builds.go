@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -164,16 +165,26 @@ func (a *app) logsCmd() *cobra.Command {
 	var follow bool
 	var number int
 	cmd := &cobra.Command{
-		Use:   "logs NAME [-f] [--build N]",
+		Use:   "logs NAME [-f] [--build N] [-o json]",
 		Short: "Show the log of a workspace's build (the latest by default)",
-		Long:  "Show the log of a workspace's build (the latest by default).\n\n" + nameHelp,
-		Args:  oneName("workspace"),
+		Long: "Show the log of a workspace's build (the latest by default). With -o json, each line is a JSON\n" +
+			"object as the API sends it (time, stage, level, output; the last one, once the build has ended,\n" +
+			"has end and the build's status), one per line.\n\n" + nameHelp,
+		Args: oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := a.outputFormat(cmd)
+			if err != nil {
+				return err
+			}
 			c, err := a.streamClient(cmd)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if format == "json" {
+				enc := json.NewEncoder(out)
+				return c.BuildLogs(cmd.Context(), args[0], number, 0, follow, func(l sdk.BuildLog) error { return enc.Encode(l) })
+			}
 			var status string
 			err = c.BuildLogs(cmd.Context(), args[0], number, 0, follow, func(l sdk.BuildLog) error {
 				if l.End {

@@ -23,9 +23,15 @@ import (
 	"github.com/hangar-dev/hangar/internal/tracing"
 )
 
-// DefaultURL is the server URL used when no flag, environment variable or login says otherwise:
-// `hangar server`'s default listen address.
-const DefaultURL = "http://127.0.0.1:7080"
+// localURL is `hangar server`'s default listen address, named in the hint when no server is given.
+// It is never used unasked: a CLI that silently talked to it when not logged in confused new users
+// (docs/decisions.md, "No server without a login").
+const localURL = "http://127.0.0.1:7080"
+
+// errNoServer: no flag, environment variable or login names a server.
+var errNoServer = usageError{errors.New("no server: you are not logged in. Run 'hangar login --url URL --token TOKEN' " +
+	"(hangar server prints both when it starts; a server on this machine listens on " + localURL + " by default), " +
+	"or pass --url or set HANGAR_URL")}
 
 // app holds what the commands take from their surroundings, so that tests can replace it.
 type app struct {
@@ -111,7 +117,7 @@ type globalFlag struct {
 
 var (
 	flagURL = globalFlag{name: "url", env: "HANGAR_URL",
-		usage: "server `URL` (env HANGAR_URL; default: the URL saved by 'hangar login', else " + DefaultURL + ")"}
+		usage: "server `URL` (env HANGAR_URL; default: the URL saved by 'hangar login')"}
 	flagToken = globalFlag{name: "token", env: "HANGAR_TOKEN",
 		usage: "`TOKEN` to authenticate with (env HANGAR_TOKEN; default: the token saved by 'hangar login' for the same URL)"}
 	flagOutput = globalFlag{name: "output", short: "o", def: "table",
@@ -158,8 +164,8 @@ func (a *app) outputFormat(cmd *cobra.Command) (string, error) {
 }
 
 // connection returns the server URL and token to use. Each comes from its flag, else its
-// environment variable, else the login file; the URL defaults to DefaultURL. The saved token is used
-// only with the URL it was saved for, so that it is never sent to another server.
+// environment variable, else the login file; with no URL from any of them it is errNoServer. The
+// saved token is used only with the URL it was saved for, so that it is never sent to another server.
 func (a *app) connection(cmd *cobra.Command) (serverURL, token string, err error) {
 	serverURL, urlSet := a.value(cmd, flagURL)
 	token, tokenSet := a.value(cmd, flagToken)
@@ -173,7 +179,7 @@ func (a *app) connection(cmd *cobra.Command) (serverURL, token string, err error
 	if !urlSet {
 		serverURL = saved.URL
 		if serverURL == "" {
-			serverURL = DefaultURL
+			return "", "", errNoServer
 		}
 	}
 	if !tokenSet && saved.Token != "" && sameURL(saved.URL, serverURL) {

@@ -157,7 +157,7 @@ func TestRequests(t *testing.T) {
 		{[]string{"start", "api-dev"}, request{method: "PATCH", path: "/api/v1/workspaces/api-dev", body: map[string]any{"desired_state": "Running"}}},
 		{[]string{"stop", "api-dev"}, request{method: "PATCH", path: "/api/v1/workspaces/api-dev", body: map[string]any{"desired_state": "Stopped"}}},
 		{[]string{"restart", "api-dev"}, request{method: "PATCH", path: "/api/v1/workspaces/api-dev", body: map[string]any{"desired_state": "RestartRequested"}}},
-		{[]string{"delete", "api-dev"}, request{method: "PATCH", path: "/api/v1/workspaces/api-dev", body: map[string]any{"desired_state": "Terminated"}}},
+		{[]string{"delete", "api-dev", "--yes"}, request{method: "PATCH", path: "/api/v1/workspaces/api-dev", body: map[string]any{"desired_state": "Terminated"}}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -343,14 +343,21 @@ func TestLogin(t *testing.T) {
 	}
 }
 
-func TestDefaultURL(t *testing.T) {
+// Without a login, a flag or HANGAR_URL there is no server: the CLI says so and how to log in,
+// instead of trying 127.0.0.1:7080 unasked.
+func TestNoServerWithoutLogin(t *testing.T) {
 	c := newCLI(t, nil)
 	a := c.app()
 	root := c.root()
 	list, _, _ := root.Find([]string{"list"})
-	u, token, err := a.connection(list)
-	if err != nil || u != DefaultURL || token != "" {
-		t.Errorf("connection() = %q, %q, %v; want %q and no token", u, token, err, DefaultURL)
+	if u, token, err := a.connection(list); !errors.Is(err, errNoServer) || u != "" || token != "" {
+		t.Errorf("connection() = %q, %q, %v; want errNoServer", u, token, err)
+	}
+	if got := c.fail("list"); !strings.Contains(got, "error: no server: you are not logged in. Run 'hangar login --url URL --token TOKEN'") {
+		t.Errorf("list without a login: %q", got)
+	}
+	if got := c.fail("login", "--token", adminToken); !strings.Contains(got, "error: the server's URL is required: pass --url") {
+		t.Errorf("login without --url: %q", got)
 	}
 
 	os.MkdirAll(filepath.Dir(c.config), 0o700)

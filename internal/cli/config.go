@@ -102,6 +102,9 @@ Later commands use them when neither a flag nor an environment variable says oth
 				return err
 			}
 			serverURL, token, err := a.connection(cmd)
+			if errors.Is(err, errNoServer) {
+				return usageError{errors.New("the server's URL is required: pass --url (hangar server prints it when it starts) or set HANGAR_URL")}
+			}
 			if err != nil {
 				return err
 			}

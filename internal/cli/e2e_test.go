@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,7 +63,7 @@ func TestEndToEnd(t *testing.T) {
 	if got := admin.fail("agents", "create", "us", "--config", cfgFile); got != "error: invalid request\n  config.bogus: unknown field\n" {
 		t.Errorf("agent with an unknown config field:\n%q", got)
 	}
-	if got := admin.ok("agents", "list"); !strings.Contains(got, "\neu    ws.example.com  per_workspace  2026-01-01 05:00:00 UTC\n") {
+	if got := admin.ok("agents", "list"); !strings.Contains(got, "\neu    no         never      ws.example.com  per_workspace  2026-01-01 05:00:00 UTC\n") {
 		t.Errorf("agents list:\n%s", got)
 	}
 
@@ -79,6 +80,10 @@ func TestEndToEnd(t *testing.T) {
 	// Create with --wait: every state change the agent causes shows as one line.
 	sim := &agentSim{t: t, url: env.URL, token: agent.Token}
 	create := alice.start("create", "web", "--agent", "eu", "--wait")
+	// The agent has not called yet: the wait says so before anything else (issue 12).
+	if line := <-create.lines; line != "Note: agent eu has never connected to this server: nothing happens to workspace web until 'hangar agent' runs with eu's token. Waiting up to 10m0s." {
+		t.Fatalf("first line of the wait: %q", line)
+	}
 	create.expect(t, "desired=Running  actual=CreationRequested")
 	resp := sim.report(protocol.UpdateFull)
 	if len(resp.WorkspaceRailsInfos) != 1 || !strings.Contains(resp.WorkspaceRailsInfos[0].ConfigToApply, "kind: Deployment") {
@@ -93,6 +98,9 @@ func TestEndToEnd(t *testing.T) {
 	sim.report(protocol.UpdatePartial, sim.deployment(kn, ns, "Running"))
 	create.expect(t, "desired=Running  actual=Running")
 	create.expectEnd(t, "Workspace web is Running at https://", "")
+	if got := admin.ok("agents", "list"); !regexp.MustCompile(`\neu\s+yes\s+2026-01-01 \d\d:\d\d:\d\d UTC\s+ws\.example\.com`).MatchString(got) {
+		t.Errorf("agents list once the agent called:\n%s", got)
+	}
 
 	if got := alice.fail("create", "Web", "--agent", "nope"); !strings.HasPrefix(got, "error: invalid request\n  name: must be 1 to 40 lower-case letters") {
 		t.Errorf("invalid workspace name:\n%s", got)
@@ -203,7 +211,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// Delete and wait; termination is permanent.
 	env.Clock.Advance(time.Second)
-	del := alice.start("delete", "web", "--wait")
+	del := alice.start("delete", "web", "--yes", "--wait")
 	del.expect(t, "desired=Terminated  actual=Error  error=applier: admission webhook denied the request")
 	env.Clock.Advance(time.Second)
 	sim.report(protocol.UpdatePartial, protocol.WorkspaceAgentInfo{Name: kn, Namespace: ns, TerminationProgress: protocol.TerminationTerminating})

@@ -60,6 +60,8 @@ type cli struct {
 	mu     sync.Mutex
 	ticks  int
 	stdin  string
+	// terminal makes the commands take stdin for a terminal someone answers on.
+	terminal bool
 	// limit bounds every command in real time, whatever its --timeout: a wait that never ends
 	// fails its test with errCommandLimit instead of hanging the package until go test's timeout.
 	limit time.Duration
@@ -103,7 +105,7 @@ func (c *cli) app() *app {
 		},
 		loc:          time.UTC,
 		pollInterval: time.Millisecond,
-		isTerminal:   func(io.Reader) bool { return false },
+		isTerminal:   func(io.Reader) bool { return c.terminal },
 	}
 }
 

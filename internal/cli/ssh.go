@@ -8,12 +8,10 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -299,11 +297,10 @@ func runSSHSession(cmd *cobra.Command, client *ssh.Client, t sshTarget, command 
 			if err == nil {
 				defer func() { _ = term.Restore(fd, state) }()
 			}
-			winch := make(chan os.Signal, 1)
-			signal.Notify(winch, syscall.SIGWINCH)
-			defer signal.Stop(winch)
+			resized, stopResized := notifyResize(int(out.Fd()))
+			defer stopResized()
 			go func() {
-				for range winch {
+				for range resized {
 					if cw, ch, err := term.GetSize(int(out.Fd())); err == nil {
 						_ = sess.WindowChange(ch, cw)
 					}

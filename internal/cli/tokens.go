@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -242,49 +240,6 @@ then it is revoked on the server first, and stops working everywhere at once.`,
 	}
 	cmd.Flags().BoolVar(&revoke, "revoke", false, "revoke the saved token on the server before forgetting it")
 	return cmd
-}
-
-// versionCmd is `hangar version`: what the binary's build info says, with no server.
-func versionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of this binary (needs no server)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := io.WriteString(cmd.OutOrStdout(), versionText(debug.ReadBuildInfo()))
-			return err
-		},
-	}
-}
-
-// versionText is what `hangar version` prints from build info: the module's version (or "devel"),
-// the commit and its time, whether the tree had changes, and the Go version.
-func versionText(bi *debug.BuildInfo, ok bool) string {
-	if !ok {
-		return "hangar (no build information)\n"
-	}
-	version := bi.Main.Version
-	if version == "" || version == "(devel)" {
-		version = "devel"
-	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "hangar %s\n", version)
-	settings := map[string]string{}
-	for _, s := range bi.Settings {
-		settings[s.Key] = s.Value
-	}
-	if rev := settings["vcs.revision"]; rev != "" {
-		modified := ""
-		if settings["vcs.modified"] == "true" {
-			modified = " (with uncommitted changes)"
-		}
-		fmt.Fprintf(&b, "commit %s%s\n", rev, modified)
-		if t := settings["vcs.time"]; t != "" {
-			fmt.Fprintf(&b, "committed %s\n", t)
-		}
-	}
-	fmt.Fprintf(&b, "built with %s\n", bi.GoVersion)
-	return b.String()
 }
 
 // usersAdminCmds are the admin's `hangar users list|suspend|unsuspend|delete`.

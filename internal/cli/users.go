@@ -147,7 +147,7 @@ func (a *app) printAgents(w io.Writer, agents []sdk.Agent) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDNS ZONE\tNAMESPACES\tCREATED")
+	fmt.Fprintln(tw, "NAME\tCONNECTED\tLAST SEEN\tDNS ZONE\tNAMESPACES\tCREATED")
 	for _, ag := range agents {
 		// The config is the server's workspace.AgentConfig with defaults filled in; a field this
 		// client does not know is ignored.
@@ -157,9 +157,32 @@ func (a *app) printAgents(w io.Writer, agents []sdk.Agent) error {
 		if cfg.NamespaceMode == workspace.NamespaceShared && cfg.SharedNamespace != "" {
 			ns += " (" + cfg.SharedNamespace + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ag.Name, dash(cfg.DNSZone), dash(ns), a.formatTime(ag.CreatedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ag.Name, agentConnected(ag), a.agentLastSeen(ag), dash(cfg.DNSZone), dash(ns), a.formatTime(ag.CreatedAt))
 	}
 	return tw.Flush()
+}
+
+// agentConnected is the agents list's CONNECTED column: yes when the agent called the server in
+// the last two minutes (the server decides: server.AgentConnectedWithin).
+func agentConnected(ag sdk.Agent) string {
+	switch {
+	case ag.Connected == nil:
+		return "-" // a server older than the field
+	case *ag.Connected:
+		return "yes"
+	}
+	return "no"
+}
+
+// agentLastSeen is the LAST SEEN column: when the agent last called, or never.
+func (a *app) agentLastSeen(ag sdk.Agent) string {
+	if ag.LastSeenAt == nil {
+		if ag.Connected == nil {
+			return "-"
+		}
+		return "never"
+	}
+	return a.formatTime(*ag.LastSeenAt)
 }
 
 // readInput reads a file named on the command line; "-" is standard input.

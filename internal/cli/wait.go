@@ -111,6 +111,10 @@ var errWaitTimeout = errors.New("wait timed out")
 // ctx ends the wait: its deadline is --timeout (cause errWaitTimeout), given by the caller so that
 // the whole command shares it; timeout is that duration, for the message.
 func (a *app) wait(ctx context.Context, c *sdk.Client, start sdk.Workspace, g goal, timeout time.Duration, progress io.Writer) (sdk.Workspace, error) {
+	// Say at once when the workspace's agent is away, rather than wait silently until --timeout.
+	if notice := a.agentNotice(ctx, c, start); notice != "" {
+		fmt.Fprintf(progress, "Note: %s. Waiting up to %s.\n", notice, timeout)
+	}
 	// owner/name: an admin waiting on another user's workspace must not poll their own of that name.
 	last, err := c.WaitForState(ctx, start.Ref(), g.until(start), func(ws sdk.Workspace) {
 		line := fmt.Sprintf("%s  desired=%s  actual=%s", a.now().In(a.loc).Format("15:04:05"), ws.DesiredState, ws.ActualState)
@@ -132,6 +136,8 @@ func (a *app) wait(ctx context.Context, c *sdk.Client, start sdk.Workspace, g go
 			msg += "; the last read failed: " + ae.Error()
 		} else if errors.As(err, &ue) {
 			msg += "; the last read failed: " + ue.Error()
+		} else if notice := a.agentNoticeAfter(ctx, c, start); notice != "" {
+			msg += ": " + notice
 		}
 		return last, errors.New(msg)
 	case errors.Is(err, context.Canceled):

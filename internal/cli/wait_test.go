@@ -133,7 +133,7 @@ func TestWait(t *testing.T) {
 		{
 			name:    "delete until Terminated",
 			initial: state("Stopped", "Stopped"),
-			args:    []string{"delete", "web", "--wait"},
+			args:    []string{"delete", "web", "--yes", "--wait"},
 			script:  []sdk.Workspace{state("Terminated", "Terminating"), state("Terminated", "Terminated")},
 			wantStdout: "12:00:01  desired=Terminated  actual=Terminating\n" +
 				"12:00:02  desired=Terminated  actual=Terminated\n" +

@@ -142,11 +142,11 @@ again.`},
 
 func (a *app) transitionCmd(t transition) *cobra.Command {
 	var wf waitFlags
-	var orphan bool
+	var orphan, yes bool
 	var logLevel string
 	g := goals[t.to]
 	cmd := &cobra.Command{
-		Use:   t.use + " NAME [--wait] [--log-level debug]" + map[bool]string{true: " [--orphan]"}[t.to == workspace.Terminated],
+		Use:   t.use + " NAME [--wait] [--log-level debug]" + map[bool]string{true: " [--orphan] [--yes]"}[t.to == workspace.Terminated],
 		Short: t.short,
 		Long:  cmp.Or(t.long, t.short+".") + "\n\n" + nameHelp,
 		Args:  oneName("workspace"),
@@ -154,6 +154,11 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 			format, c, err := a.formatAndClient(cmd)
 			if err != nil {
 				return err
+			}
+			if t.to == workspace.Terminated && !yes {
+				if err := a.confirmDelete(cmd, c, args[0], orphan); err != nil {
+					return err
+				}
 			}
 			if orphan {
 				b, err := c.CreateBuild(cmd.Context(), args[0], sdk.CreateBuildRequest{Transition: "delete", Orphan: true})
@@ -179,6 +184,7 @@ func (a *app) transitionCmd(t transition) *cobra.Command {
 	cmd.Flags().StringVar(&logLevel, "log-level", "", logLevelUsage)
 	if t.to == workspace.Terminated {
 		cmd.Flags().BoolVar(&orphan, "orphan", false, "terraform workspaces: delete without running Terraform, leaving every resource in place")
+		cmd.Flags().BoolVarP(&yes, "yes", "y", false, "delete without asking (needed when stdin is not a terminal)")
 	}
 	return cmd
 }

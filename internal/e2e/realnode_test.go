@@ -236,7 +236,7 @@ func (r *realNode) terminate(t *testing.T, w sdk.Workspace, viaCLI bool) {
 	ctx := context.Background()
 	folders := r.volumeFolders(t, w.Namespace)
 	if viaCLI {
-		if out, err := runCLI(r.srv, "delete", w.Name, "--wait"); err != nil {
+		if out, err := runCLI(r.srv, "delete", w.Name, "--yes", "--wait"); err != nil {
 			t.Fatalf("hangar delete %s --wait: %v\n%s", w.Name, err, out)
 		}
 		got, err := r.c.Workspace(ctx, w.Name)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // LockWorkRoot takes the work root of one daemon for this process: a daemon adopts the runs it
@@ -19,12 +18,16 @@ func LockWorkRoot(dir string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock the work directory %s: %w", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	unlockFile, err := lockFile(f)
+	if err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, errLocked) {
 			return nil, fmt.Errorf("the work directory %s is in use by another provisioner: give each its own --work-dir and --identity", dir)
 		}
 		return nil, fmt.Errorf("lock the work directory %s: %w", dir, err)
 	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	return func() { unlockFile(); f.Close() }, nil
 }
+
+// errLocked: another process holds the lock.
+var errLocked = errors.New("locked by another process")

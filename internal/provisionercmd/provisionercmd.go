@@ -64,6 +64,9 @@ func Command() *cobra.Command {
 
 // Run runs the daemon until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
+	if err := terraform.Supported(); err != nil {
+		return err
+	}
 	log, err := logging.New(cfg.LogLevel, cfg.LogFormat, os.Stderr)
 	if err != nil {
 		return err

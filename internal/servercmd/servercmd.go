@@ -296,20 +296,17 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		storeName = "Postgres"
 	}
 	fmt.Fprintf(out, "Hangar server listening on %s (store: %s)\n", url, storeName)
-	if created {
-		fmt.Fprintf(out, "Created user admin; its token is in %s (shown nowhere else).\n", tokenFile)
-	} else {
-		fmt.Fprintf(out, "The admin token was written to %s when this store was first set up.\n", tokenFile)
-	}
+	tokenNotice, loginToken := adminTokenNotice(tokenFile, created)
+	fmt.Fprintln(out, tokenNotice)
 	signIn := "with the admin token"
 	if oidcOpts != nil {
 		signIn = "with OIDC or a token"
 	}
 	fmt.Fprintf(out, "Web UI: %s/ui/ (sign in %s)\n", url, signIn)
-	fmt.Fprintf(out, "Next: hangar login --url %s --token \"$(cat %s)\"\n"+
+	fmt.Fprintf(out, "Next: hangar login --url %s --token %s\n"+
 		"      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster    (Kubernetes)\n"+
 		"      hangar templates push my-template --directory ./module && hangar create my-workspace --template my-template    (Terraform)\n",
-		url, tokenFile)
+		url, loginToken)
 	if oidcOpts != nil {
 		fmt.Fprintf(out, "Sign-in with OIDC: %s (client %s); its redirect URI: %s\n", oidcOpts.IssuerURL, oidcOpts.ClientID, oidcOpts.RedirectURL)
 	}

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package wshelper is `hangar workspace-helper`, the process a workspace's main container runs
 // (issue 9, "the helper inside the workspace"). An init container copies the hangar binary into the
 // pod, so the user's image needs nothing of Hangar's. The helper:

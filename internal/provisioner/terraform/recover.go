@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -32,13 +31,10 @@ func groupOf(jobDir string) int {
 	return pgid
 }
 
-// alive reports whether a process of the group still runs.
-func alive(pgid int) bool { return pgid > 0 && syscall.Kill(-pgid, 0) == nil }
-
 // killGroup kills whatever remains of the job's survivable command.
 func killGroup(jobDir string) {
 	if pgid := groupOf(jobDir); alive(pgid) {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		killProcessGroup(pgid)
 	}
 }
 
@@ -105,7 +101,7 @@ func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID stri
 			cancel = nil
 			canceled = true
 			log.emit(LevelWarn, "Build canceled: interrupting terraform")
-			_ = syscall.Kill(-pgid, syscall.SIGINT)
+			interruptProcessGroup(pgid)
 			g := r.GracePeriod
 			if g <= 0 {
 				g = DefaultGracePeriod
@@ -113,7 +109,7 @@ func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID stri
 			graceEnd = time.After(g)
 		case <-graceEnd:
 			log.emit(LevelWarn, "terraform did not stop in its grace period: killing it")
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			killProcessGroup(pgid)
 		case <-tick.C:
 		}
 	}

@@ -175,6 +175,9 @@ func (r *Runner) terraformPath() (string, error) {
 // and how to fix it. With a Sandbox, terraform runs in it, as the build user, so that a sandbox that
 // cannot be set up is known at start.
 func (r *Runner) Check(ctx context.Context) (string, error) {
+	if err := Supported(); err != nil {
+		return "", err
+	}
 	p, err := r.terraformPath()
 	if err != nil {
 		return "", err

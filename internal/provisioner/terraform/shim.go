@@ -7,11 +7,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -59,7 +57,7 @@ func ShimMain() int {
 		return 0
 	}
 	if dir == "" || len(args) == 0 || (args[0] != "apply" && args[0] != "destroy") {
-		err := syscall.Exec(tf, append([]string{tf}, args...), env)
+		err := execProgram(tf, args, env)
 		fmt.Fprintf(os.Stderr, "hangar terraform shim: exec %s: %v\n", tf, err)
 		return 127
 	}
@@ -85,16 +83,18 @@ func survive(tf, dir string, args, env []string) (int, error) {
 echo $? >"$HANGAR_RUN_DIR/` + runExit + `.tmp" && mv "$HANGAR_RUN_DIR/` + runExit + `.tmp" "$HANGAR_RUN_DIR/` + runExit + `"`
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, tf}, args...)...)
 	cmd.Env = append(env, "HANGAR_RUN_DIR="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := ownSession(cmd); err != nil {
+		return 0, err
+	}
 	// Interrupts reach the shim from terraform-exec; pass them to terraform's group.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	sigs, stopSignals := notifyInterrupts()
+	defer stopSignals()
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start terraform: %w", err)
 	}
 	pgid := cmd.Process.Pid
 	if err := os.WriteFile(filepath.Join(dir, runPID), []byte(strconv.Itoa(pgid)+" "+bootID()), 0o600); err != nil {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		killProcessGroup(pgid)
 		return 0, err
 	}
 	exited := make(chan struct{})
@@ -110,7 +110,7 @@ wait:
 	for {
 		select {
 		case s := <-sigs:
-			_ = syscall.Kill(-pgid, s.(syscall.Signal))
+			signalProcessGroup(pgid, s)
 		case <-tick.C:
 			out.copy()
 			errOut.copy()

@@ -1,0 +1,26 @@
+//go:build !unix
+
+package wshelper
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+)
+
+// Command returns `hangar workspace-helper`, which on this system only says that it runs on Unix:
+// the helper is PID 1 of a workspace's Linux container, or the agent on a Terraform workspace's
+// Linux or macOS machine, and manages processes, terminals and signals the Unix way (the rest of
+// this package is built for Unix only).
+func Command() *cobra.Command {
+	return &cobra.Command{
+		Use:                "workspace-helper [flags] [-- COMMAND [ARG...]]",
+		Short:              "Serve SSH inside a workspace and run its command (a workspace's main container)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("hangar workspace-helper runs in a workspace's Linux container or on a Linux or macOS machine, not on %s", runtime.GOOS)
+		},
+	}
+}
