@@ -121,11 +121,6 @@ func TestHelmCharts(t *testing.T) {
 		t.Fatal(err)
 	}
 	agentValues := append([]string{"--set", "serverUrl=" + serverURL, "--set", "tokenSecret.name=agent-token"}, image...)
-	if !binaryHasFlag(t, "agent", "--metrics-listen") {
-		// The probes need the agent's operations endpoint; this build of the agent has none.
-		agentValues = append(agentValues, "--set", "metrics.enabled=false")
-		t.Log("this hangar agent has no --metrics-listen: the chart's probes are off")
-	}
 	run(append([]string{"install", agentRel, helmcharts.ChartDir("hangar-agent"), "--wait", "--timeout", "90s"}, agentValues...)...)
 	released[agentRel] = true
 	run(append([]string{"install", proxyRel, helmcharts.ChartDir("hangar-proxy"), "--wait", "--timeout", "90s",
@@ -289,15 +284,6 @@ func getInside(t *testing.T, c *kubetest.Cluster, url string) string {
 }
 
 // binaryHasFlag reports whether `hangar CMD --help` lists flag.
-func binaryHasFlag(t *testing.T, cmd, flag string) bool {
-	t.Helper()
-	out, err := exec.Command(binary, cmd, "--help").CombinedOutput()
-	if err != nil {
-		t.Fatalf("hangar %s --help: %v\n%s", cmd, err, out)
-	}
-	return strings.Contains(string(out), flag)
-}
-
 // appliedByAgent reports whether the agent's field manager owns fields of d (server-side apply).
 func appliedByAgent(d *appsv1.Deployment) bool {
 	for _, m := range d.ManagedFields {
