@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/loadgen"
+
 	"github.com/spf13/cobra"
 
 	"github.com/hangar-dev/hangar/internal/cmdopt"
@@ -604,7 +606,7 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 		<-loaded
 	}
 	defer endLoad()
-	if !wait(ctx, r.cfg.Settle) {
+	if !loadgen.Wait(ctx, r.cfg.Settle) {
 		return res, ctx.Err()
 	}
 	r.logf("%s: kill", name)
@@ -613,13 +615,13 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 	switch name {
 	case FaultReplica:
 		r.servers[0].kill9()
-		wait(ctx, r.cfg.Down)
+		loadgen.Wait(ctx, r.cfg.Down)
 		if err = r.servers[0].start(); err == nil {
 			err = r.waitReady(ctx, 0)
 		}
 	case FaultAgent:
 		r.agent.kill9()
-		wait(ctx, r.cfg.Down)
+		loadgen.Wait(ctx, r.cfg.Down)
 		if err = r.agent.start(); err == nil {
 			err = r.waitReconciled(ctx, killed)
 		}
@@ -637,7 +639,7 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 			if time.Now().After(end) {
 				return res, errors.New("no build ran terraform within 30 s of load to kill the provisioner during")
 			}
-			if !wait(ctx, 20*time.Millisecond) {
+			if !loadgen.Wait(ctx, 20*time.Millisecond) {
 				return res, ctx.Err()
 			}
 		}
@@ -645,7 +647,7 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 		r.prov.kill9()
 		res.InFlight = len(building)
 		adopted0 := r.adopted()
-		wait(ctx, r.cfg.Down)
+		loadgen.Wait(ctx, r.cfg.Down)
 		if err = r.prov.start(); err == nil {
 			// Back once the builds in flight at the kill have ended.
 			for end := time.Now().Add(r.cfg.ConvergeTimeout); ; {
@@ -657,7 +659,7 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 					err = fmt.Errorf("the builds in flight at the kill (%v) did not end in time", building)
 					break
 				}
-				if !wait(ctx, 50*time.Millisecond) {
+				if !loadgen.Wait(ctx, 50*time.Millisecond) {
 					return res, ctx.Err()
 				}
 			}
@@ -669,7 +671,7 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 		// WAL buffers when it quits are lost.)
 		err = r.pg.run("pg_ctl", "stop", "-D", filepath.Join(r.pg.dir, "data"), "-m", "immediate", "-w", "-t", "60", "-s")
 		if err == nil {
-			wait(ctx, r.cfg.Down)
+			loadgen.Wait(ctx, r.cfg.Down)
 			err = r.pg.run("pg_ctl", "start", "-D", filepath.Join(r.pg.dir, "data"), "-l", filepath.Join(r.pg.dir, "postgres.log"), "-w", "-t", "60", "-s")
 		}
 		if err == nil {
@@ -702,7 +704,7 @@ func (r *faultRun) waitReconciled(ctx context.Context, since time.Time) error {
 				}
 			}
 		}
-		if !wait(ctx, 100*time.Millisecond) {
+		if !loadgen.Wait(ctx, 100*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -725,7 +727,7 @@ func (r *faultRun) waitWrites(ctx context.Context) error {
 			} else if time.Now().After(deadline) {
 				return fmt.Errorf("replica-%d: no write acknowledged after the restart: %w", i, err)
 			}
-			if !wait(ctx, 50*time.Millisecond) {
+			if !loadgen.Wait(ctx, 50*time.Millisecond) {
 				return ctx.Err()
 			}
 		}
@@ -837,7 +839,7 @@ func (r *faultRun) converge(ctx context.Context, since time.Time) (convergence, 
 			sort.Strings(pending)
 			return out, fmt.Errorf("not converged after %v (%v): %d workspaces pending, such as %v", r.cfg.ConvergeTimeout, err, len(pending), pending[:min(len(pending), 5)])
 		}
-		if !wait(ctx, 100*time.Millisecond) {
+		if !loadgen.Wait(ctx, 100*time.Millisecond) {
 			return out, ctx.Err()
 		}
 	}
@@ -865,18 +867,6 @@ func (r *faultRun) lost(ws []sdk.Workspace) []string {
 		fw.mu.Unlock()
 	}
 	return lost
-}
-
-// wait waits for d or the end of ctx, and says whether d passed.
-func wait(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // loopbackURL refuses a server URL whose host is not a loopback address: the harness stays on

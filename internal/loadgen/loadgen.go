@@ -452,7 +452,7 @@ func (r *run) timed(ctx context.Context, begin func() error) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !wait(lctx, offset) {
+			if !Wait(lctx, offset) {
 				return
 			}
 			t := time.NewTicker(cfg.Interval)
@@ -505,14 +505,14 @@ func (r *run) timed(ctx context.Context, begin func() error) error {
 		}()
 	}
 	r.logf("warming up for %v", cfg.Warmup)
-	if !wait(ctx, cfg.Warmup) {
+	if !Wait(ctx, cfg.Warmup) {
 		return ctx.Err()
 	}
 	if err := begin(); err != nil {
 		return err
 	}
 	r.logf("measuring for %v", cfg.Duration)
-	if !wait(ctx, cfg.Duration) {
+	if !Wait(ctx, cfg.Duration) {
 		return ctx.Err()
 	}
 	// Requests still in flight finish (and count, if they began in the window) before the end is
@@ -525,8 +525,9 @@ func (r *run) timed(ctx context.Context, begin func() error) error {
 	return nil
 }
 
-// wait waits for d or the end of ctx, and says whether d passed.
-func wait(ctx context.Context, d time.Duration) bool {
+// Wait waits for d or the end of ctx, and says whether d passed (the load and fault harnesses
+// measure real time on purpose).
+func Wait(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
