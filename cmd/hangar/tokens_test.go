@@ -108,7 +108,7 @@ func TestTokensAndUsersWithTheBinary(t *testing.T) {
 	cmd := exec.Command(h.bin, "version")
 	cmd.Env = append(os.Environ(), "HANGAR_URL=http://127.0.0.1:1", "HOME="+t.TempDir())
 	vout, err := cmd.CombinedOutput()
-	if err != nil || !regexp.MustCompile(`^hangar \S+\n(commit [0-9a-f]+.*\n(committed .*\n)?)?built with go`).Match(vout) {
+	if err != nil || !regexp.MustCompile(`^hangar \S+\ncommit: +\S.*\nbuilt: +\S.*\ngo: +go1\.\S+\nplatform: +[a-z0-9]+/[a-z0-9]+\n$`).Match(vout) {
 		t.Errorf("hangar version: %v\n%s", err, vout)
 	}
 }
