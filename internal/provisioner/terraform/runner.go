@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/parameter"
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
 	"github.com/hangar-dev/hangar/internal/tfmodule"
 	"github.com/hangar-dev/hangar/internal/tfprovider"
@@ -470,7 +472,7 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 // while rewriting it) is not reported: terraform's backup of the previous state is, if valid, and
 // otherwise none (the build keeps the state it started from). note says what was done instead.
 func readState(dir string) (state []byte, note string, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	b, err := readBuildFile(filepath.Join(dir, stateFile))
 	if err == nil && json.Valid(b) {
 		return b, "", nil
 	}
@@ -480,10 +482,43 @@ func readState(dir string) (state []byte, note string, err error) {
 	if err != nil {
 		return nil, "", err // no state file: terraform wrote none
 	}
-	if bk, berr := os.ReadFile(filepath.Join(dir, stateFile+".backup")); berr == nil && json.Valid(bk) {
+	if bk, berr := readBuildFile(filepath.Join(dir, stateFile+".backup")); berr == nil && json.Valid(bk) {
 		return bk, "The state file is cut short (terraform was killed while writing it): reporting terraform's backup of the previous state instead", nil
 	}
 	return nil, "", fmt.Errorf("the state file terraform left is not valid JSON (killed while writing it?), and there is no valid backup: the build keeps the state it started from")
+}
+
+// readBuildFile reads a state file the build left, refusing what a template could plant there
+// instead of terraform's state: a symbolic link (to a file the sandbox hid from it), a FIFO (the
+// provisioner would block), a device, or more than protocol.MaxStateBytes (a sparse file of any size
+// would be read whole into memory).
+func readBuildFile(path string) ([]byte, error) {
+	f, err := openBuildFile(path)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			err = fmt.Errorf("%s: not a file terraform wrote (a symbolic link?): %w", filepath.Base(path), err)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): the template replaced terraform's state", filepath.Base(path), fi.Mode().Type())
+	}
+	if fi.Size() > protocol.MaxStateBytes {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d a state may have", filepath.Base(path), fi.Size(), protocol.MaxStateBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, protocol.MaxStateBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > protocol.MaxStateBytes {
+		return nil, fmt.Errorf("%s grew over the %d bytes a state may have", filepath.Base(path), protocol.MaxStateBytes)
+	}
+	return b, nil
 }
 
 func (x *run) grace() time.Duration {
