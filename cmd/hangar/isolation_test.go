@@ -35,6 +35,9 @@ type isolationServer struct {
 	url     string
 	token   string
 	pid     int
+	// configFile is the server's --config file (readable by everyone, as an operator might leave
+	// it), holding configSecret in a comment: templates must not read it.
+	configFile, configSecret string
 }
 
 const isolationLimit = 3 * time.Minute
@@ -47,7 +50,15 @@ func startIsolationServer(t *testing.T, bin, secret string, extraEnv []string, a
 	if os.Geteuid() != 0 {
 		t.Fatalf("this test runs `hangar server` with template isolation, which needs root (CI runs as root); it runs as user %d", os.Geteuid())
 	}
-	s := &isolationServer{t: t, bin: bin, dataDir: filepath.Join(t.TempDir(), "data")}
+	// The data directory outside /tmp (as by default, ~/.local/share/hangar): a build has a private
+	// /tmp anyway, so under it the test would not show that the data directory itself is hidden.
+	s := &isolationServer{t: t, bin: bin, dataDir: filepath.Join(sharedDir(t), "data")}
+	// Outside /tmp, which every build gets a private one of anyway.
+	s.configFile, s.configSecret = filepath.Join(sharedDir(t), "server.yaml"), randomSecret(t, "config-secret-")
+	if err := os.WriteFile(s.configFile, []byte("# database password: "+s.configSecret+"\nlog-level: info\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"--config", s.configFile}, args...)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, append([]string{"server", "--data-dir", s.dataDir, "--listen", "127.0.0.1:0",
 		"--provisioners", "2", "--lifecycle-interval", "0", "--prebuild-interval", "0"}, args...)...)
@@ -154,6 +165,7 @@ resource "terraform_data" "probe" {
       echo "probe server environment: $(cat /proc/PID/environ 2>&1 | tr '\0' '\n' | grep -e SECRET -e 'Permission denied' | tr '\n' ' ')"
       echo "probe own environment: $(env | grep -c ISOLATION_TEST) variables"
       echo "probe other build: $(cat ${local.victim}/module/victim.txt 2>&1)"
+      echo "probe config file: $(cat CONFIGFILE 2>&1)"
     EOT
   }
 }
@@ -198,7 +210,7 @@ func (s *isolationServer) attack(victimSecret string) (log, victimDir string) {
 			s.t.Error(err)
 		}
 	}()
-	tf := strings.NewReplacer("DATA", s.dataDir, "VICTIM", victimDir, "PID", strconv.Itoa(s.pid)).Replace(attackerTF)
+	tf := strings.NewReplacer("DATA", s.dataDir, "VICTIM", victimDir, "PID", strconv.Itoa(s.pid), "CONFIGFILE", s.configFile).Replace(attackerTF)
 	s.push("attacker", tf)
 	s.hangar("create", "attacker", "--template", "attacker", "--wait")
 	return s.hangar("logs", "attacker"), victimDir
@@ -246,19 +258,21 @@ func TestTemplateIsolation(t *testing.T) {
 			s := startIsolationServer(t, bin, secret, env, args...)
 			log, _ := s.attack(victimSecret)
 
-			hidden := map[string]string{"the admin token": s.token, "the server's secret variable": secret, "the other build's secret": victimSecret}
+			hidden := map[string]string{"the admin token": s.token, "the server's secret variable": secret, "the other build's secret": victimSecret,
+				"the server's config file": s.configSecret}
 			if pgURL != "" {
 				hidden["the Postgres URL"] = pgURL
 			}
 			mustNotContain(t, log, hidden)
 			// What the user sees: each attempt failed, and why.
 			mustContain(t, log,
-				"probe user: 6400", // an unprivileged build user (64000 or 64001), not root
+				"probe user: 200000000", // an unprivileged build user (2000000000 or 2000000001), not root
 				"probe token: cat: "+s.dataDir+"/admin-token: No such file or directory",
 				"probe database: head: cannot open '"+s.dataDir+"/hangar.db' for reading: No such file or directory",
 				"probe server environment: cat: /proc/"+strconv.Itoa(s.pid)+"/environ: Permission denied",
 				"probe own environment: 0 variables",
 				"probe other build: cat: ",
+				"probe config file: ",
 				`token_file = "unreadable"`,
 				`database_exists = false`,
 				`other_build = "unreadable"`,
@@ -288,6 +302,7 @@ func TestTemplateIsolationControl(t *testing.T) {
 		"probe database: SQLite format 3",
 		`database_exists = true`,
 		"probe other build: "+victimSecret,
+		"probe config file: # database password: "+s.configSecret,
 		"probe own environment: 0 variables",
 	)
 	if strings.Contains(log, `other_build = "unreadable"`) || strings.Contains(log, `token_file = "unreadable"`) {
@@ -427,7 +442,7 @@ func TestTemplateIsolationStandalone(t *testing.T) {
 	log := s.hangar("logs", "p")
 	mustNotContain(t, log, map[string]string{"the provisioner's token": m[1], "the provisioner's secret variable": secret})
 	mustContain(t, log,
-		"probe user: 64100",
+		"probe user: 2000000100",
 		"probe provisioner token: cat: "+tokenFile+": No such file or directory",
 		"probe own environment: 0 variables",
 	)

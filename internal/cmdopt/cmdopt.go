@@ -184,6 +184,16 @@ func register(cmd *cobra.Command, configEnv string, opts []Option) {
 	}
 }
 
+// ConfigFile is the config file a command registered with RegisterWithFile was given (--config,
+// else its environment variable; "" for none), so that the command can keep it from others, such as
+// the templates its provisioners run.
+func ConfigFile(cmd *cobra.Command, configEnv string) string {
+	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
+		return f.Value.String()
+	}
+	return os.Getenv(configEnv)
+}
+
 // emptyIsUnset: an empty value of a duration, number or switch means "not given" (a deployment's
 // template that renders HANGAR_AUDIT_RETENTION="" keeps the default, as it did when these were
 // text); for text and lists, empty is a value (HANGAR_LEASE_NAMESPACE="" turns leader election off).

@@ -29,6 +29,8 @@ type Config struct {
 	Server, TokenFile, Terraform, WorkDir, Identity, LogLevel, LogFormat string
 	// Isolation: how template code is isolated (package sandbox).
 	Isolation sandbox.Flags
+	// ConfigFile is the --config file, hidden from templates with the other secrets (set by Command).
+	ConfigFile string
 }
 
 // Command returns `hangar provisioner`.
@@ -47,6 +49,7 @@ func Command() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			cfg.ConfigFile = cmdopt.ConfigFile(cmd, "HANGAR_PROVISIONER_CONFIG")
 			return Run(ctx, cfg)
 		},
 	}
@@ -139,6 +142,6 @@ func isolate(r *terraform.Runner, cfg Config, exe string, log *slog.Logger) erro
 		return nil
 	}
 	// What no template may read besides the work directory: the provisioner's token.
-	r.Sandbox, err = sandbox.Decide(opts, sandbox.DefaultStandaloneUID, 0, exe, []string{cfg.TokenFile})
+	r.Sandbox, err = sandbox.Decide(opts, sandbox.DefaultStandaloneUID, 0, exe, []string{cfg.TokenFile, cfg.ConfigFile, sandbox.SecretsDir})
 	return err
 }

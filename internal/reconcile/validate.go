@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -15,7 +16,7 @@ func Validate(req protocol.ReconcileRequest) error {
 	switch req.UpdateType {
 	case protocol.UpdateFull, protocol.UpdatePartial:
 	default:
-		v.Add("update_type", "must be %q or %q, got %q", protocol.UpdateFull, protocol.UpdatePartial, req.UpdateType)
+		v.Add("update_type", "must be %q or %q, got %q", protocol.UpdateFull, protocol.UpdatePartial, clip(string(req.UpdateType)))
 	}
 	if req.WorkspaceAgentInfos == nil {
 		v.Add("workspace_agent_infos", "is required (an empty list is [])")
@@ -24,24 +25,24 @@ func Validate(req protocol.ReconcileRequest) error {
 	for i, info := range req.WorkspaceAgentInfos {
 		f := fmt.Sprintf("workspace_agent_infos[%d]", i)
 		if !workspace.IsDNSLabel(info.Name, 63) {
-			v.Add(f+".name", "must be a workspace name (DNS-1123 label), got %q", info.Name)
+			v.Add(f+".name", "must be a workspace name (DNS-1123 label), got %q", clip(info.Name))
 		} else if seen[info.Name] {
-			v.Add(f+".name", "workspace %q is reported twice", info.Name)
+			v.Add(f+".name", "workspace %q is reported twice", clip(info.Name))
 		}
 		seen[info.Name] = true
 		if !workspace.IsDNSLabel(info.Namespace, 63) {
-			v.Add(f+".namespace", "must be a namespace name (DNS-1123 label), got %q", info.Namespace)
+			v.Add(f+".namespace", "must be a namespace name (DNS-1123 label), got %q", clip(info.Namespace))
 		}
 		switch info.TerminationProgress {
 		case "", protocol.TerminationTerminating, protocol.TerminationTerminated:
 		default:
-			v.Add(f+".termination_progress", "must be %q or %q, got %q", protocol.TerminationTerminating, protocol.TerminationTerminated, info.TerminationProgress)
+			v.Add(f+".termination_progress", "must be %q or %q, got %q", protocol.TerminationTerminating, protocol.TerminationTerminated, clip(string(info.TerminationProgress)))
 		}
 		if e := info.ErrorDetails; e != nil {
 			switch e.ErrorType {
 			case protocol.ErrorTypeApplier, protocol.ErrorTypeUnknown:
 			default:
-				v.Add(f+".error_details.error_type", "must be %q or %q, got %q", protocol.ErrorTypeApplier, protocol.ErrorTypeUnknown, e.ErrorType)
+				v.Add(f+".error_details.error_type", "must be %q or %q, got %q", protocol.ErrorTypeApplier, protocol.ErrorTypeUnknown, clip(string(e.ErrorType)))
 			}
 			tooLong(v, f+".error_details.error_message", e.ErrorMessage, protocol.MaxMessageBytes)
 		}
@@ -86,4 +87,18 @@ func tooLong(v *workspace.ValidationError, field, s string, max int) {
 	if len(s) > max {
 		v.Add(field, "is %d bytes, the limit is %d", len(s), max)
 	}
+}
+
+// clip shortens a value an agent sent for its echo in an error (the request may be megabytes):
+// at most 64 bytes, cut on a UTF-8 boundary, and the length said.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }

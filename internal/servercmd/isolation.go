@@ -28,9 +28,10 @@ func templateIsolation(ctx context.Context, cfg Config, exe string, log *slog.Lo
 		return nil, err
 	}
 	// What no template may read: the data directory (the SQLite database, the admin token, the
-	// provisioners' work roots) and the server's secret files.
+	// provisioners' work roots), the server's secret files, its config file, and /etc/hangar, where
+	// docs/deploy-vm.md keeps the environment file with the database URL.
 	iso := &isolation{opts: opts, passEnv: passEnv, exe: exe,
-		hide: []string{cfg.DataDir, cfg.Hardening.TLSKeyFile, cfg.OIDC.ClientSecretFile}}
+		hide: []string{cfg.DataDir, cfg.Hardening.TLSKeyFile, cfg.OIDC.ClientSecretFile, cfg.ConfigFile, sandbox.SecretsDir}}
 	if opts.Insecure {
 		log.Warn(sandbox.InsecureWarning, "flag", "--"+sandbox.InsecureFlag)
 		return iso, nil

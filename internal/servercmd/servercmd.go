@@ -88,6 +88,8 @@ type Config struct {
 	Isolation sandbox.Flags
 	// OTelEndpoint turns tracing on (internal/tracing).
 	OTelEndpoint string
+	// ConfigFile is the --config file, hidden from templates with the other secrets (set by Command).
+	ConfigFile string
 }
 
 // DefaultAuditRetention is how long audit entries are kept unless --audit-retention says otherwise.
@@ -151,6 +153,7 @@ func Command() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			cfg.ConfigFile = cmdopt.ConfigFile(cmd, "HANGAR_SERVER_CONFIG")
 			return Run(ctx, cfg, cmd.OutOrStdout())
 		},
 	}

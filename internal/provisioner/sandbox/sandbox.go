@@ -90,10 +90,13 @@ func IsSandbox() bool { return os.Getenv(Env) != "" }
 
 // DefaultUID is the first user id the default build users take: `hangar server`'s in-process
 // provisioner n runs its builds as DefaultUID+n (group the same number), `hangar provisioner` as
-// DefaultStandaloneUID. They have no entry in /etc/passwd, which they do not need.
+// DefaultStandaloneUID. They have no entry in /etc/passwd, which they do not need. The numbers are
+// in the range systemd leaves unused (1879048192–2147483647: above the container ranges, below the
+// ids with signedness problems), so that no system, regular, DynamicUser (61184–65519) or container
+// user shares them: every process of a build user is killed when its build ends.
 const (
-	DefaultUID           = 64000
-	DefaultStandaloneUID = 64100
+	DefaultUID           = 2000000000
+	DefaultStandaloneUID = 2000000100
 )
 
 // User is the build user of one provisioner daemon.
@@ -186,6 +189,14 @@ type Options struct {
 	// Insecure is --insecure-no-template-isolation: run templates as this process's user.
 	Insecure bool
 }
+
+// PrivateTmpSize bounds the build's private /tmp (a tmpfs: memory). Terraform's providers and
+// plugin cache are not under it.
+const PrivateTmpSize = "1g"
+
+// SecretsDir is where docs/deploy-vm.md and deploy/systemd keep Hangar's environment and config
+// files (the database URL, credentials for --provisioner-env): always hidden from templates.
+const SecretsDir = "/etc/hangar"
 
 // Decide returns the isolation of the builds of a daemon (offset: the in-process provisioner's
 // index, 0 for `hangar provisioner`; def the default build user id) — nil when opts.Insecure — or

@@ -102,7 +102,9 @@ func enter(s Spec) (string, error) {
 		ours = append(ours, p)
 		return nil
 	}
-	if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+	// Bounded: a tmpfs is memory, and tmpfs's default (half of RAM) would let a template take the
+	// server's host's memory by filling /tmp.
+	if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+PrivateTmpSize); err != nil {
 		return "", fmt.Errorf("a private /tmp: %w", err)
 	}
 	ours = append(ours, "/tmp")
