@@ -534,24 +534,36 @@ func relayChannel(a ssh.Channel, aReqs <-chan *ssh.Request, b ssh.Channel, bReqs
 		<-stderr
 		_ = dst.CloseWrite()
 	}
-	closeAfter := func(dst ssh.Channel, reqs <-chan *ssh.Request, copied <-chan struct{}) {
+	// replying[x] is held while a request of side x waits for the other side's answer: x is not
+	// closed meanwhile. A quick command's end (its exit-status and close, relayed from the
+	// workspace) could otherwise reach the client before the answer to its exec, and the client
+	// sees its request fail with no exit status (TestSSH saw it under load).
+	var replyingA, replyingB sync.Mutex
+	closeAfter := func(dst ssh.Channel, reqs <-chan *ssh.Request, copied <-chan struct{}, replying, dstReplying *sync.Mutex) {
 		for req := range reqs {
+			if req.WantReply {
+				replying.Lock()
+			}
 			ok, err := dst.SendRequest(req.Type, req.WantReply, req.Payload)
 			if req.WantReply {
 				_ = req.Reply(ok && err == nil, nil)
+				replying.Unlock()
 			}
 		}
-		// reqs ends when its channel is closed: close the other side once the data is across.
+		// reqs ends when its channel is closed: close the other side once the data is across
+		// and no request of that side waits for its answer.
 		<-copied
+		dstReplying.Lock()
 		_ = dst.Close()
+		dstReplying.Unlock()
 	}
 	aToB, bToA := make(chan struct{}), make(chan struct{})
 	go copyHalf(b, a, aToB)
 	go copyHalf(a, b, bToA)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); closeAfter(b, aReqs, aToB) }()
-	go func() { defer wg.Done(); closeAfter(a, bReqs, bToA) }()
+	go func() { defer wg.Done(); closeAfter(b, aReqs, aToB, &replyingA, &replyingB) }()
+	go func() { defer wg.Done(); closeAfter(a, bReqs, bToA, &replyingB, &replyingA) }()
 	wg.Wait()
 	<-aToB
 	<-bToA
