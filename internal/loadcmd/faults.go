@@ -627,24 +627,39 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 		}
 	case FaultProvisioner:
 		// Killed while terraform runs: wait (bounded) for a build that the provisioner claimed and
-		// whose terraform has written to the log.
+		// whose terraform has written to the log, and kill. A build that ended between that look
+		// and the kill (a small apply is quick) is not in flight: the server's view after the kill
+		// says which are. None left: start the provisioner again and try once more (at most 5).
 		var building []string
-		for end := time.Now().Add(30 * time.Second); ; {
-			if building, err = r.runningTerraform(ctx); err != nil {
-				return res, err
+		for attempt := 1; ; attempt++ {
+			for end := time.Now().Add(30 * time.Second); ; {
+				if building, err = r.runningTerraform(ctx); err != nil {
+					return res, err
+				}
+				if len(building) > 0 {
+					break
+				}
+				if time.Now().After(end) {
+					return res, errors.New("no build ran terraform within 30 s of load to kill the provisioner during")
+				}
+				if !loadgen.Wait(ctx, 20*time.Millisecond) {
+					return res, ctx.Err()
+				}
 			}
-			if len(building) > 0 {
+			killed = time.Now()
+			r.prov.kill9()
+			now, berr := r.building(ctx)
+			if berr != nil {
+				return res, berr
+			}
+			building = slices.DeleteFunc(building, func(w string) bool { return !slices.Contains(now, w) })
+			if len(building) > 0 || attempt == 5 {
 				break
 			}
-			if time.Now().After(end) {
-				return res, errors.New("no build ran terraform within 30 s of load to kill the provisioner during")
-			}
-			if !loadgen.Wait(ctx, 20*time.Millisecond) {
-				return res, ctx.Err()
+			if err := r.prov.start(); err != nil {
+				return res, err
 			}
 		}
-		killed = time.Now()
-		r.prov.kill9()
 		res.InFlight = len(building)
 		adopted0 := r.adopted()
 		loadgen.Wait(ctx, r.cfg.Down)
