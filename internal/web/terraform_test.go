@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -109,4 +110,80 @@ func TestBrowserTerraform(t *testing.T) {
 		t.Errorf("after the promotion the active version is %d, want 1", tmpl.ActiveVersion)
 	}
 	b.Click(`//a[@data-testid="nav-provisioners"]`, `//h1[text()="Provisioners"]`)
+}
+
+// slowModule's start runs a command that says it started, then sleeps 30 s (the test does not
+// wait for it: it cancels the build, and terraform interrupts the command). Its stop has nothing to
+// run (start_count 0).
+const slowModule = `variable "start_count" {
+  type = number
+}
+resource "terraform_data" "slow" {
+  count = var.start_count
+  provisioner "local-exec" {
+    command = "echo slow-started; sleep 30"
+  }
+}
+`
+
+// TestBrowserTerraformBuilds: a Terraform workspace's builds on its page, as hangar builds, logs
+// and cancel give them (real terraform in the server's provisioner). The running build is listed
+// (number, transition, status, who) with its log streaming; Cancel asks first, then the build
+// becomes canceled on the page without a reload, with the reason in its row and in the
+// workspace's failure; a stop's build then appears above it and its log replaces the first; the
+// user picks the first build's log again.
+func TestBrowserTerraformBuilds(t *testing.T) {
+	env := servertest.NewTF(t, "sqlite", 1)
+	env.PushModule("slow", map[string]string{"main.tf": slowModule})
+	ann := createUser(t, env.Env, "ann")
+	call(t, env.Env, ann, "POST", "/api/v1/workspaces", map[string]any{"name": "vm1", "template": "slow"}, nil)
+
+	c := browser.Start(t, browser.Options{Name: "ann", ResolverRules: "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"})
+	b := c.On(t)
+	b.Run("viewport", chromedp.EmulateViewport(1280, 900))
+	b.Open(env.URL+"/ui/w/ann/vm1", `//input[@name="token"]`)
+	row := func(n int) string { return `//tr[@data-testid="build-row" and @data-number="` + strconv.Itoa(n) + `"]` }
+	b.SignIn(ann, `//pre[@data-testid="ws-logs" and contains(., "slow-started")]`)
+	b.Run("build #1 running", chromedp.WaitVisible(row(1)+`[@data-status="running"]//button[@data-testid="build-cancel"]`, chromedp.BySearch))
+	if text := b.Text(`tr[data-testid="build-row"][data-number="1"]`); !strings.Contains(text, "start") || !strings.Contains(text, "ann") {
+		t.Errorf("build #1's row reads %q: want its transition and who started it", text)
+	}
+	if title := b.Text(`[data-testid="ws-logs-title"]`); title != "Log of build #1" {
+		t.Errorf("the log is titled %q", title)
+	}
+
+	// Cancel asks first.
+	b.Click(row(1)+`//button[@data-testid="build-cancel"]`, `//dialog[@data-testid="confirm" and contains(., "Cancel build #1 of vm1?")]//button[@data-testid="confirm-cancel" and text()="Let it run"]`)
+	b.Run("let it run", chromedp.Click(`//button[@data-testid="confirm-cancel"]`, chromedp.BySearch), chromedp.WaitNotVisible(`//dialog[@data-testid="confirm"]`, chromedp.BySearch))
+	var bl sdk.Build
+	call(t, env.Env, ann, "GET", "/api/v1/workspaces/vm1/builds/1", nil, &bl)
+	if bl.Status != "running" {
+		t.Fatalf("after a dismissed cancel build #1 is %s", bl.Status)
+	}
+	b.Click(row(1)+`//button[@data-testid="build-cancel"]`, `//button[@data-testid="confirm-ok" and text()="Cancel the build"]`)
+	b.Click(`//button[@data-testid="confirm-ok"]`, row(1)+`[@data-status="canceled"]//td[@data-testid="build-error" and contains(., "canceled by ann")]`)
+	b.Run("canceled", chromedp.WaitVisible(`//*[@data-testid="ws-logs-status" and text()="build canceled"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//*[@data-testid="ws-detail-error" and contains(., "build #1 (start) was canceled by ann")]`, chromedp.BySearch),
+		chromedp.WaitNotVisible(row(1)+`//button[@data-testid="build-cancel"]`, chromedp.BySearch))
+	call(t, env.Env, ann, "GET", "/api/v1/workspaces/vm1/builds/1", nil, &bl)
+	if bl.Status != "canceled" || !strings.HasPrefix(bl.Error, "canceled by ann") || bl.CompletedAt == nil {
+		t.Errorf("build #1 after the cancel on the page: %s %q", bl.Status, bl.Error)
+	}
+	if ended := b.Text(`tr[data-testid="build-row"][data-number="1"] [data-testid="build-ended"]`); ended == "" {
+		t.Error("the canceled build's row shows no end")
+	}
+	screenshot(t, b, "workspace-builds")
+
+	// Stop: its build appears above the first, and its log is shown.
+	b.Click(`//button[@data-testid="ws-stop"]`, row(2)+`[@data-status="succeeded"]//td[@data-testid="build-transition" and text()="stop"]`)
+	b.Run("the stop's log", chromedp.WaitVisible(`//*[@data-testid="ws-logs-title" and text()="Log of build #2"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//*[@data-testid="ws-logs-status" and text()="build succeeded"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//tbody[@data-testid="builds-rows"]/tr[1][@data-number="2"]`, chromedp.BySearch))
+	if logs := b.Text(`[data-testid="ws-logs"]`); strings.Contains(logs, "slow-started") {
+		t.Errorf("the stop's log shows the start's: %q", logs)
+	}
+	// The user picks the first build's log.
+	b.Click(row(1)+`//button[@data-testid="build-log"]`, `//pre[@data-testid="ws-logs" and contains(., "slow-started")]`)
+	b.Run("its status", chromedp.WaitVisible(`//*[@data-testid="ws-logs-status" and text()="build canceled"]`, chromedp.BySearch),
+		chromedp.WaitVisible(row(1)+`//button[@data-testid="build-log" and @aria-pressed="true"]`, chromedp.BySearch))
 }

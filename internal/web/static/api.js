@@ -4,7 +4,8 @@
 export class ApiError extends Error {
   constructor(status, body) {
     const v = (body && body.validations) || [];
-    const msg = (body && body.message) || ('HTTP ' + status);
+    let msg = (body && body.message) || ('HTTP ' + status);
+    if (body && body.detail) msg += ': ' + body.detail;
     super(v.length ? msg + ': ' + v.map((x) => x.field + ' ' + x.detail).join('; ') : msg);
     this.status = status;
     this.body = body;

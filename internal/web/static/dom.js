@@ -42,12 +42,14 @@ export function toast(msg) {
   toastTimer = setTimeout(() => { t.textContent = ''; }, 5000);
 }
 
-// confirm shows the confirmation dialog; resolves true when the user confirms.
-export function confirmDialog(title, text, action) {
+// confirmDialog shows the confirmation dialog (its buttons say action and dismiss); resolves true
+// when the user confirms.
+export function confirmDialog(title, text, action, dismiss) {
   const d = document.getElementById('confirm');
   document.getElementById('confirm-title').textContent = title;
   document.getElementById('confirm-text').textContent = text;
   document.getElementById('confirm-ok').textContent = action || 'Confirm';
+  d.querySelector('[value=cancel]').textContent = dismiss || 'Cancel';
   return new Promise((resolve) => {
     d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
     d.returnValue = '';

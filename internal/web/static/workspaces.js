@@ -203,6 +203,7 @@ export function workspacePage(main, me, nav, owner, name) {
     if (!w.url && !w.apps_url) apps.append(h('p', { class: 'muted' }, 'This workspace has no app address.'));
   }
 
+  let myKeys = null; // the user's SSH keys, read once per page
   async function renderSSH(w) {
     const self = me.username === w.owner;
     const wsRef = self ? w.name : refOf(w);
@@ -216,8 +217,17 @@ export function workspacePage(main, me, nav, owner, name) {
         lines.push('ssh -p ' + addr.slice(i + 1) + ' ' + wsRef + '@' + addr.slice(0, i));
       }
     }
-    fill(ssh, h('pre', { class: 'cmd', testid: 'ws-ssh-command' }, lines.join('\n')),
-      h('p', { class: 'muted' }, 'Or run ', h('code', {}, 'hangar config-ssh'), ' once, then ', h('code', {}, 'ssh ' + w.name + '.hangar'), '.'));
+    // Plain ssh (and config-ssh's entries) reach a Kubernetes workspace through the access proxy
+    // with a key its owner registered; hangar ssh and Terraform workspaces use the token.
+    let needKey = false;
+    if (self && w.backend === 'kubernetes') {
+      if (!myKeys) { try { myKeys = (await get('/api/v1/users/me/ssh-keys')).ssh_keys || []; } catch { myKeys = []; } }
+      needKey = myKeys.length === 0;
+    }
+    fill(ssh, needKey ? h('p', { class: 'note', testid: 'ws-ssh-nokey' }, 'Plain ssh, VS Code and JetBrains need a key of yours: ',
+      h('a', { href: '/ui/ssh-keys', 'data-link': true, testid: 'ws-ssh-addkey' }, 'add an SSH key first'), '. (', h('code', {}, 'hangar ssh'), ' works without one.)') : null,
+    h('pre', { class: 'cmd', testid: 'ws-ssh-command' }, lines.join('\n')),
+    h('p', { class: 'muted' }, 'Or run ', h('code', {}, 'hangar config-ssh'), ' once, then ', h('code', {}, 'ssh ' + w.name + '.hangar'), '.'));
   }
 
   function renderSchedule(w) {
@@ -240,45 +250,12 @@ export function workspacePage(main, me, nav, owner, name) {
     fill(sched, h('h2', {}, 'Schedule'), form);
   }
 
-  let logAbort = null;
-  async function renderBuilds(w) {
-    if (w.backend !== 'terraform') { clear(logsBox); return; }
-    let builds;
-    try { builds = await get(path + '/builds'); } catch (e) { fill(logsBox, h('p', { class: 'error' }, e.message)); return; }
-    const list = Array.isArray(builds) ? builds : (builds.builds || []);
-    const pre = h('pre', { class: 'logs', testid: 'ws-logs', 'aria-live': 'off', tabindex: 0 });
-    const sel = h('select', { id: 'build-select', testid: 'ws-build-select' }, list.map((b) => h('option', { value: b.number }, '#' + b.number + ' ' + b.transition + ' · ' + b.status)));
-    const status = h('span', { class: 'muted', testid: 'ws-logs-status' });
-    const follow = (n) => {
-      if (logAbort) logAbort.abort();
-      logAbort = new AbortController();
-      clear(pre);
-      status.textContent = 'streaming…';
-      ndjson(path + '/builds/' + n + '/logs?follow=true', (l) => {
-        if (l.end) {
-          status.textContent = 'build ' + l.status;
-          const b = list.find((x) => String(x.number) === String(n));
-          const opt = sel.querySelector('option[value="' + n + '"]');
-          if (b && opt) opt.textContent = '#' + b.number + ' ' + b.transition + ' · ' + l.status;
-          return;
-        }
-        const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-        pre.append((l.stage ? '[' + l.stage + '] ' : '') + (l.output || '') + '\n');
-        if (atEnd) pre.scrollTop = pre.scrollHeight;
-      }, logAbort.signal).catch((e) => { if (e.name !== 'AbortError') status.textContent = e.message; });
-    };
-    sel.addEventListener('change', () => follow(sel.value));
-    fill(logsBox, h('h2', {}, 'Build logs'), list.length ? h('div', { class: 'row' }, h('label', { for: 'build-select', class: 'radio' }, 'Build'), sel, status) : h('p', { class: 'muted' }, 'No builds.'), list.length ? pre : null);
-    if (list.length) follow(list[0].number);
-  }
-
-  let lastBuildKey = '';
+  const builds = buildsSection(logsBox, path, name);
   const onLive = (ev) => {
     const w = [...ev.changed].find((x) => x.owner === owner && x.name === name);
     if (w) {
       render(w);
-      const key = w.desired_state + w.template_version;
-      if (key !== lastBuildKey) { lastBuildKey = key; renderBuilds(w); } // a new build may have begun
+      if (w.backend === 'terraform') builds.refresh(); // a build began, or one ended
     } else if (current && ev.deleted.includes(current.id)) {
       errorBox.hidden = false;
       errorBox.textContent = 'This workspace was deleted.';
@@ -288,11 +265,134 @@ export function workspacePage(main, me, nav, owner, name) {
   get(path).then((w) => {
     render(live.byId.get(w.id) || w);
     renderSchedule(w);
-    lastBuildKey = w.desired_state + w.template_version;
-    renderBuilds(w);
+    if (w.backend === 'terraform') builds.refresh();
   }).catch((e) => { fill(main, h('h1', {}, name), h('p', { class: 'error', role: 'alert' }, e.message)); });
   const unsub = subscribe(onLive);
-  return () => { unsub(); if (logAbort) logAbort.abort(); };
+  return () => { unsub(); builds.leave(); };
+}
+
+// --- A Terraform workspace's builds ---------------------------------------------------------------
+
+const activeBuild = (b) => b.status === 'pending' || b.status === 'running' || b.status === 'canceling';
+
+// buildsSection lists a Terraform workspace's builds in box (hangar builds), newest first, shows the
+// log of one (hangar logs -f: the newest unless the user picks another) and cancels a running one
+// (hangar cancel). refresh re-reads the list: the workspace page calls it on each change of the
+// workspace in the live stream, and it runs when a followed log ends.
+function buildsSection(box, path, name) {
+  const rows = new Map(); // number → {tr, cells, logBtn, cancelBtn, b}
+  const tbody = h('tbody', { testid: 'builds-rows' });
+  const table = h('table', { testid: 'builds-table', 'aria-describedby': 'builds-caption' },
+    h('caption', { id: 'builds-caption', class: 'muted caption' }, 'Newest first, updated live.'),
+    h('thead', {}, h('tr', {}, ['Build', 'Transition', 'Status', 'By', 'Why', 'Started', 'Ended', 'Error', ''].map((c) => h('th', { scope: 'col' }, c)))), tbody);
+  const empty = h('p', { class: 'muted', testid: 'builds-empty' }, 'No builds.');
+  const logTitle = h('h3', { id: 'log-title', testid: 'ws-logs-title' });
+  const status = h('span', { class: 'muted', testid: 'ws-logs-status', role: 'status' });
+  const pre = h('pre', { class: 'logs', testid: 'ws-logs', 'aria-live': 'off', 'aria-labelledby': 'log-title', tabindex: 0 });
+  const logPart = h('div', { hidden: true }, h('div', { class: 'row' }, logTitle, status), pre);
+  fill(box, h('h2', {}, 'Builds'), empty, table, logPart);
+  table.hidden = true;
+
+  let shown = 0; // the number of the build whose log is shown
+  let pinned = false; // the user picked an older build: a new one does not replace it
+  let abort = null;
+  let seq = 0;
+
+  const setText = (el, v) => { if (el.textContent !== v) el.textContent = v; };
+  function fillRow(r, b) {
+    r.b = b;
+    const c = r.cells;
+    setText(c.transition, b.transition);
+    setText(c.status.firstChild, b.status);
+    c.status.firstChild.className = 'state state-' + b.status;
+    setText(c.by, b.initiator || '');
+    setText(c.why, b.reason || '');
+    setText(c.started, b.started_at ? fmtTime(b.started_at) : '');
+    setText(c.ended, b.completed_at ? fmtTime(b.completed_at) : '');
+    setText(c.error, b.error || '');
+    r.tr.dataset.status = b.status;
+    r.cancelBtn.hidden = !activeBuild(b);
+    r.cancelBtn.disabled = b.status === 'canceling';
+    setText(r.cancelBtn, b.status === 'canceling' ? 'Canceling…' : 'Cancel');
+  }
+  function make(b) {
+    const cells = {};
+    const tr = h('tr', { testid: 'build-row', 'data-number': b.number });
+    for (const k of ['number', 'transition', 'status', 'by', 'why', 'started', 'ended', 'error', 'actions']) {
+      cells[k] = h('td', { testid: 'build-' + k });
+      tr.append(cells[k]);
+    }
+    cells.number.textContent = '#' + b.number;
+    cells.status.append(h('span', {}));
+    cells.error.className = 'error';
+    const logBtn = h('button', { testid: 'build-log', 'aria-pressed': 'false', 'aria-label': 'Show the log of build #' + b.number, onclick: () => { pinned = r.b.number !== newest(); follow(r.b.number); } }, 'Log');
+    const cancelBtn = h('button', { class: 'danger', testid: 'build-cancel', 'aria-label': 'Cancel build #' + b.number, onclick: () => cancel(r.b) }, 'Cancel');
+    cells.actions.append(h('div', { class: 'row' }, logBtn, cancelBtn));
+    const r = { tr, cells, logBtn, cancelBtn, b };
+    fillRow(r, b);
+    return r;
+  }
+  const newest = () => { let n = 0; for (const k of rows.keys()) n = Math.max(n, k); return n; };
+
+  function show(list) {
+    for (const b of list) {
+      const r = rows.get(b.number);
+      if (r) { fillRow(r, b); continue; }
+      const n = make(b);
+      rows.set(b.number, n);
+      // Newest first: a new build goes above the first row with a smaller number.
+      let before = null;
+      for (const el of tbody.children) { if (Number(el.dataset.number) < b.number) { before = el; break; } }
+      tbody.insertBefore(n.tr, before);
+    }
+    table.hidden = rows.size === 0;
+    empty.hidden = rows.size > 0;
+    const latest = newest();
+    if (latest && (!shown || (!pinned && latest !== shown))) follow(latest);
+  }
+
+  async function refresh() {
+    const my = ++seq;
+    let list;
+    try { list = await get(path + '/builds'); } catch (e) { if (my === seq) setText(empty, e.message); return; }
+    if (my !== seq) return; // a later refresh answers for it
+    show(Array.isArray(list) ? list : (list.builds || []));
+  }
+
+  function follow(n) {
+    if (abort) abort.abort();
+    abort = new AbortController();
+    shown = n;
+    for (const [k, r] of rows) r.logBtn.setAttribute('aria-pressed', k === n ? 'true' : 'false');
+    logPart.hidden = false;
+    logTitle.textContent = 'Log of build #' + n;
+    clear(pre);
+    status.textContent = 'streaming…';
+    ndjson(path + '/builds/' + n + '/logs?follow=true', (l) => {
+      if (l.end) {
+        status.textContent = 'build ' + l.status;
+        refresh();
+        return;
+      }
+      const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.append((l.stage ? '[' + l.stage + '] ' : '') + (l.output || '') + '\n');
+      if (atEnd) pre.scrollTop = pre.scrollHeight;
+    }, abort.signal).catch((e) => { if (e.name !== 'AbortError') status.textContent = e.message; });
+  }
+
+  async function cancel(b) {
+    if (!(await confirmDialog('Cancel build #' + b.number + ' of ' + name + '?',
+      'Terraform finishes the operations in progress and stops. The state it wrote is kept, so nothing it created is forgotten; the workspace is then Failed until it is started or stopped again.',
+      'Cancel the build', 'Let it run'))) return;
+    try {
+      const nb = await api('POST', path + '/builds/' + b.number + '/cancel');
+      const r = rows.get(nb.number);
+      if (r) fillRow(r, nb);
+      toast('Build #' + nb.number + ' is ' + nb.status);
+    } catch (e) { toast('Cancel failed: ' + e.message); refresh(); }
+  }
+
+  return { refresh, leave: () => { seq++; if (abort) abort.abort(); } };
 }
 
 // --- Create ------------------------------------------------------------------------------------
