@@ -15,6 +15,7 @@ import (
 const tfModule = `variable "start_count" {
   type = number
 }
+# hangar:mutable
 variable "size" {
   type        = string
   default     = "small"
@@ -96,6 +97,26 @@ func TestBrowserTerraform(t *testing.T) {
 	b.Run("updated", chromedp.WaitVisible(`//span[@data-testid="ws-detail-state" and text()="Running"]`, chromedp.BySearch),
 		chromedp.WaitNotPresent(`//*[@data-testid="ws-outdated"]`, chromedp.BySearch))
 
+	// A mutable parameter changes on the page, as hangar update --parameter does: the workspace is
+	// built again with the new value. The immutable ones are not offered.
+	b.Run("the parameters form", chromedp.WaitVisible(`//input[@data-testid="uparam-size"]`, chromedp.BySearch))
+	if form := b.Text(`[data-testid="params-form"]`); strings.Contains(form, "secret") {
+		t.Errorf("the parameters form offers the immutable secret: %q", form)
+	}
+	b.Run("nothing changed", chromedp.Click(`//button[@data-testid="params-save"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//*[@data-testid="params-error" and contains(., "Nothing to change")]`, chromedp.BySearch))
+	b.Run("change the size", chromedp.SetValue(`//input[@data-testid="uparam-size"]`, "medium", chromedp.BySearch))
+	b.Click(`//button[@data-testid="params-save"]`, `//pre[@data-testid="ws-logs" and contains(., "size=medium version=2")]`)
+	b.Run("changed", chromedp.WaitVisible(`//*[@data-testid="ws-props" and contains(., "size = medium")]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//span[@data-testid="ws-detail-state" and text()="Running"]`, chromedp.BySearch))
+	var ws sdk.Workspace
+	call(t, env.Env, ann, "GET", "/api/v1/workspaces/vm1", nil, &ws)
+	for _, p := range ws.Parameters {
+		if p.Name == "size" && p.Value != "medium" {
+			t.Errorf("after the change on the page size is %q", p.Value)
+		}
+	}
+
 	// The admin promotes version 1 back, after a confirmation.
 	b.Run("sign out", chromedp.Click(`//button[@data-testid="signout"]`, chromedp.BySearch), chromedp.WaitVisible(`//h1[text()="Signed out"]`, chromedp.BySearch))
 	b.Open(env.URL+"/ui/admin/templates", `//input[@name="token"]`)
@@ -172,6 +193,7 @@ func TestBrowserTerraformBuilds(t *testing.T) {
 	if ended := b.Text(`tr[data-testid="build-row"][data-number="1"] [data-testid="build-ended"]`); ended == "" {
 		t.Error("the canceled build's row shows no end")
 	}
+	b.Run("to the builds", chromedp.ScrollIntoView(`//table[@data-testid="builds-table"]`, chromedp.BySearch))
 	screenshot(t, b, "workspace-builds")
 
 	// Stop: its build appears above the first, and its log is shown.

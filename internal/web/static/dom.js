@@ -34,6 +34,25 @@ export function fmtTime(s) {
   return isNaN(d) ? s : d.toLocaleString();
 }
 
+// fieldErrors shows each validation of err next to its field (fields: name → {input, out}); what
+// names no field goes to general. It answers whether any was shown next to a field.
+export function fieldErrors(err, fields, general) {
+  const v = (err.body && err.body.validations) || [];
+  let placed = false;
+  for (const x of v) {
+    const f = fields[x.field];
+    if (!f) continue;
+    f.out.textContent = x.field + ' ' + x.detail;
+    f.out.hidden = false;
+    f.input.setAttribute('aria-invalid', 'true');
+    if (!placed) f.input.focus();
+    placed = true;
+  }
+  const rest = v.filter((x) => !fields[x.field]);
+  if (!placed || rest.length) general.textContent = rest.length ? rest.map((x) => x.field + ' ' + x.detail).join('; ') : err.message;
+  return placed;
+}
+
 let toastTimer;
 export function toast(msg) {
   const t = document.getElementById('toast');

@@ -1,28 +1,9 @@
 // Every user's SSH keys (hangar ssh-keys add/list/remove): the public keys with which plain ssh,
 // VS Code and JetBrains reach the user's Kubernetes workspaces through the access proxy.
-import { h, fill, fmtTime, toast, confirmDialog } from './dom.js';
+import { h, fill, fmtTime, toast, confirmDialog, fieldErrors } from './dom.js';
 import { api, get, enc } from './api.js';
 
 export const keyType = (k) => (k.public_key || '').split(' ')[0];
-
-// fieldErrors shows each validation of err next to its field (fields: name → {input, out}); what
-// names no field goes to general. It answers whether any was shown next to a field.
-function fieldErrors(err, fields, general) {
-  const v = (err.body && err.body.validations) || [];
-  let placed = false;
-  for (const x of v) {
-    const f = fields[x.field];
-    if (!f) continue;
-    f.out.textContent = x.field + ' ' + x.detail;
-    f.out.hidden = false;
-    f.input.setAttribute('aria-invalid', 'true');
-    if (!placed) f.input.focus();
-    placed = true;
-  }
-  const rest = v.filter((x) => !fields[x.field]);
-  if (!placed || rest.length) general.textContent = rest.length ? rest.map((x) => x.field + ' ' + x.detail).join('; ') : err.message;
-  return placed;
-}
 
 export async function sshKeysPage(main, me) {
   let keys;

@@ -1,5 +1,5 @@
 // The user's pages: the live workspace list, a workspace, and the creation form.
-import { h, clear, fill, fmtTime, toast, confirmDialog, stateChip } from './dom.js';
+import { h, clear, fill, fmtTime, toast, confirmDialog, stateChip, fieldErrors } from './dom.js';
 import { api, get, enc, ndjson } from './api.js';
 
 // live holds every workspace the user may see, kept current by the server's event stream
@@ -146,8 +146,9 @@ export function workspacePage(main, me, nav, owner, name) {
   const ssh = h('div', { testid: 'ws-ssh' });
   const logsBox = h('section', { testid: 'ws-builds' });
   const sched = h('section', {});
+  const paramsBox = h('section', { testid: 'ws-params' });
   fill(main, h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, actions,
-    h('h2', {}, 'Apps'), apps, h('h2', {}, 'SSH'), ssh, sched, logsBox);
+    h('h2', {}, 'Apps'), apps, h('h2', {}, 'SSH'), ssh, paramsBox, sched, logsBox);
 
   async function act(label, desired, confirmText) {
     if (confirmText && !(await confirmDialog(label + ' ' + name + '?', confirmText, label))) return;
@@ -230,6 +231,57 @@ export function workspacePage(main, me, nav, owner, name) {
     h('p', { class: 'muted' }, 'Or run ', h('code', {}, 'hangar config-ssh'), ' once, then ', h('code', {}, 'ssh ' + w.name + '.hangar'), '.'));
   }
 
+  // renderParams offers what hangar update --parameter does: new values of the mutable parameters
+  // of the template's active version (and of the required ones it adds), built on that version.
+  async function renderParams(w) {
+    if (w.backend !== 'terraform' || !w.template) { clear(paramsBox); return; }
+    let t;
+    try { t = await get('/api/v1/templates/' + enc(w.template)); } catch (e) { fill(paramsBox, h('h2', {}, 'Parameters'), h('p', { class: 'error' }, e.message)); return; }
+    const active = (t.versions || []).find((v) => v.active);
+    const have = new Map((w.parameters || []).map((p) => [p.name, p]));
+    const ps = ((active && active.parameters) || []).filter((p) => p.mutable || (p.required && !have.has(p.name)));
+    if (!ps.length) {
+      fill(paramsBox, h('h2', {}, 'Parameters'), h('p', { class: 'muted', testid: 'params-none' }, 'None of this template\u2019s parameters can change after create.'));
+      return;
+    }
+    const fields = {};
+    const general = h('p', { class: 'error', role: 'alert', testid: 'params-error' });
+    const rows = ps.map((p) => {
+      const id = 'u-p-' + p.name;
+      const cur = have.get(p.name);
+      let input;
+      if (p.type === 'bool') input = h('select', { id, testid: 'uparam-' + p.name }, h('option', { value: 'true' }, 'true'), h('option', { value: 'false' }, 'false'));
+      else input = h('input', { id, type: p.sensitive ? 'password' : p.type === 'number' ? 'number' : 'text', testid: 'uparam-' + p.name, autocomplete: p.sensitive ? 'new-password' : 'off',
+        placeholder: p.sensitive ? 'unchanged' : p.default || '', 'aria-describedby': id + '-error' });
+      input.value = cur && !p.sensitive ? cur.value || '' : p.type === 'bool' ? p.default || 'false' : '';
+      input.dataset.was = input.value;
+      const out = h('p', { class: 'error field-error', id: id + '-error', hidden: true });
+      fields['parameters.' + p.name] = { input, out, name: p.name, sensitive: p.sensitive };
+      return [h('label', { for: id }, p.name + (cur ? '' : ' (new, required)'),
+        h('span', { class: 'hint' }, [p.type, p.description, p.default && !p.sensitive ? 'default ' + p.default : ''].filter(Boolean).join(' · ')), input), out];
+    });
+    const form = h('form', { class: 'stack', testid: 'params-form' }, rows,
+      h('p', { class: 'muted' }, 'Saving builds the workspace on the template\u2019s active version with these values: a running workspace stops and starts again.'),
+      h('div', {}, h('button', { type: 'submit', testid: 'params-save' }, 'Update with these values')), general);
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      general.textContent = '';
+      for (const f of Object.values(fields)) { f.out.hidden = true; f.input.removeAttribute('aria-invalid'); }
+      const values = {};
+      for (const f of Object.values(fields)) {
+        const v = f.input.value;
+        if (v !== f.input.dataset.was && !(f.sensitive && v === '')) values[f.name] = v;
+      }
+      if (!Object.keys(values).length && !(current && current.outdated)) { general.textContent = 'Nothing to change: no value differs from the workspace\u2019s.'; return; }
+      try {
+        const out = await api('POST', path + '/update', { parameters: values });
+        toast('Update: ' + out.result);
+        renderParams(out.workspace || w);
+      } catch (err) { fieldErrors(err, fields, general); }
+    });
+    fill(paramsBox, h('h2', {}, 'Parameters'), form);
+  }
+
   function renderSchedule(w) {
     const s = w.schedule || {};
     const auto = h('input', { id: 'sched-autostart', name: 'autostart', value: s.autostart || '', placeholder: '0 8 * * 1-5', testid: 'sched-autostart' });
@@ -265,6 +317,7 @@ export function workspacePage(main, me, nav, owner, name) {
   get(path).then((w) => {
     render(live.byId.get(w.id) || w);
     renderSchedule(w);
+    renderParams(w);
     if (w.backend === 'terraform') builds.refresh();
   }).catch((e) => { fill(main, h('h1', {}, name), h('p', { class: 'error', role: 'alert' }, e.message)); });
   const unsub = subscribe(onLive);
@@ -309,7 +362,13 @@ function buildsSection(box, path, name) {
     setText(c.why, b.reason || '');
     setText(c.started, b.started_at ? fmtTime(b.started_at) : '');
     setText(c.ended, b.completed_at ? fmtTime(b.completed_at) : '');
-    setText(c.error, b.error || '');
+    if (c.error.dataset.full !== (b.error || '')) {
+      // The first line, as hangar builds prints it; the whole error (terraform's) behind it.
+      const full = (b.error || '').trim();
+      const i = full.indexOf('\n');
+      c.error.dataset.full = b.error || '';
+      fill(c.error, i < 0 ? full : h('details', {}, h('summary', {}, full.slice(0, i) + ' …'), h('div', { class: 'pre' }, full.slice(i + 1))));
+    }
     r.tr.dataset.status = b.status;
     r.cancelBtn.hidden = !activeBuild(b);
     r.cancelBtn.disabled = b.status === 'canceling';
