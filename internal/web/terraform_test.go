@@ -182,7 +182,12 @@ func TestBrowserTerraformBuilds(t *testing.T) {
 		t.Fatalf("after a dismissed cancel build #1 is %s", bl.Status)
 	}
 	b.Click(row(1)+`//button[@data-testid="build-cancel"]`, `//button[@data-testid="confirm-ok" and text()="Cancel the build"]`)
-	b.Click(`//button[@data-testid="confirm-ok"]`, row(1)+`[@data-status="canceled"]//td[@data-testid="build-error" and contains(., "canceled by ann")]`)
+	b.Click(`//button[@data-testid="confirm-ok"]`, `//*[@data-testid="toast" and starts-with(., "Build #1 is cancel")]`)
+	call(t, env.Env, ann, "GET", "/api/v1/workspaces/vm1/builds/1", nil, &bl)
+	if bl.Status != "canceling" && bl.Status != "canceled" || bl.CanceledAt == nil {
+		t.Fatalf("after the cancel on the page build #1 is %s (canceled at %v)", bl.Status, bl.CanceledAt)
+	}
+	b.Run("canceled live", chromedp.WaitVisible(row(1)+`[@data-status="canceled"]//td[@data-testid="build-error" and contains(., "canceled by ann")]`, chromedp.BySearch))
 	b.Run("canceled", chromedp.WaitVisible(`//*[@data-testid="ws-logs-status" and text()="build canceled"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`//*[@data-testid="ws-detail-error" and contains(., "build #1 (start) was canceled by ann")]`, chromedp.BySearch),
 		chromedp.WaitNotVisible(row(1)+`//button[@data-testid="build-cancel"]`, chromedp.BySearch))

@@ -62,17 +62,28 @@ export function toast(msg) {
 }
 
 // confirmDialog shows the confirmation dialog (its buttons say action and dismiss); resolves true
-// when the user confirms.
+// when the user confirms. The answer is taken from the form's submit (which button) and the
+// dialog's cancel (Escape), both dispatched at once, not from its close event: that one is queued,
+// and Chromium may run a click that opens the dialog again before it, which would then answer the
+// new opening with the old one's choice (a confirmed action not taken: seen in a test).
+let settle = null; // the open dialog's resolver
 export function confirmDialog(title, text, action, dismiss) {
   const d = document.getElementById('confirm');
+  if (!d.dataset.wired) {
+    d.dataset.wired = 'true';
+    const answer = (ok) => { const s = settle; settle = null; if (s) s(ok); };
+    d.querySelector('form').addEventListener('submit', (e) => answer(!!e.submitter && e.submitter.value === 'ok'));
+    d.addEventListener('cancel', () => answer(false));
+    d.addEventListener('close', () => { if (!d.open) answer(false); }); // closed some other way
+  }
+  if (settle) { settle(false); settle = null; }
   document.getElementById('confirm-title').textContent = title;
   document.getElementById('confirm-text').textContent = text;
   document.getElementById('confirm-ok').textContent = action || 'Confirm';
   d.querySelector('[value=cancel]').textContent = dismiss || 'Cancel';
   return new Promise((resolve) => {
-    d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
-    d.returnValue = '';
-    d.showModal();
+    settle = resolve;
+    if (!d.open) d.showModal();
     d.querySelector('[value=cancel]').focus();
   });
 }

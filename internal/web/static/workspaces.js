@@ -343,8 +343,10 @@ function buildsSection(box, path, name) {
   const status = h('span', { class: 'muted', testid: 'ws-logs-status', role: 'status' });
   const pre = h('pre', { class: 'logs', testid: 'ws-logs', 'aria-live': 'off', 'aria-labelledby': 'log-title', tabindex: 0 });
   const logPart = h('div', { hidden: true }, h('div', { class: 'row' }, logTitle, status), pre);
-  fill(box, h('h2', {}, 'Builds'), empty, table, logPart);
   table.hidden = true;
+  // Shown at the first answer: a workspace of another backend has no builds section.
+  let mounted = false;
+  const mount = () => { if (!mounted) { mounted = true; fill(box, h('h2', {}, 'Builds'), empty, table, logPart); } };
 
   let shown = 0; // the number of the build whose log is shown
   let pinned = false; // the user picked an older build: a new one does not replace it
@@ -373,6 +375,7 @@ function buildsSection(box, path, name) {
     r.cancelBtn.hidden = !activeBuild(b);
     r.cancelBtn.disabled = b.status === 'canceling';
     setText(r.cancelBtn, b.status === 'canceling' ? 'Canceling…' : 'Cancel');
+    r.cancelBtn.setAttribute('aria-label', (b.status === 'canceling' ? 'Canceling build #' : 'Cancel build #') + b.number);
   }
   function make(b) {
     const cells = {};
@@ -413,8 +416,9 @@ function buildsSection(box, path, name) {
   async function refresh() {
     const my = ++seq;
     let list;
-    try { list = await get(path + '/builds'); } catch (e) { if (my === seq) setText(empty, e.message); return; }
+    try { list = await get(path + '/builds'); } catch (e) { if (my === seq) { mount(); setText(empty, e.message); } return; }
     if (my !== seq) return; // a later refresh answers for it
+    mount();
     show(Array.isArray(list) ? list : (list.builds || []));
   }
 
