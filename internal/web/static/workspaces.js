@@ -205,6 +205,7 @@ export function workspacePage(main, me, nav, owner, name) {
   }
 
   let myKeys = null; // the user's SSH keys, read once per page
+  let sshShown = '';
   async function renderSSH(w) {
     const self = me.username === w.owner;
     const wsRef = self ? w.name : refOf(w);
@@ -225,6 +226,11 @@ export function workspacePage(main, me, nav, owner, name) {
       if (!myKeys) { try { myKeys = (await get('/api/v1/users/me/ssh-keys')).ssh_keys || []; } catch { myKeys = []; } }
       needKey = myKeys.length === 0;
     }
+    // Rendered at each change of the workspace: the nodes are replaced only when their text
+    // changes (a reader, or a test, holding one keeps it).
+    const sig = JSON.stringify([lines, needKey, w.name]);
+    if (sig === sshShown) return;
+    sshShown = sig;
     fill(ssh, needKey ? h('p', { class: 'note', testid: 'ws-ssh-nokey' }, 'Plain ssh, VS Code and JetBrains need a key of yours: ',
       h('a', { href: '/ui/ssh-keys', 'data-link': true, testid: 'ws-ssh-addkey' }, 'add an SSH key first'), '. (', h('code', {}, 'hangar ssh'), ' works without one.)') : null,
     h('pre', { class: 'cmd', testid: 'ws-ssh-command' }, lines.join('\n')),
