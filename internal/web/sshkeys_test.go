@@ -3,6 +3,7 @@ package web_test
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -66,6 +67,13 @@ func TestBrowserSSHKeys(t *testing.T) {
 	}
 	if ks := keys(); len(ks) != 0 {
 		t.Fatalf("the malformed key stored %d keys", len(ks))
+	}
+
+	// A private key is refused in the page, before anything is sent (as the CLI does).
+	b.Run("paste a private key", chromedp.SetValue(`//textarea[@data-testid="key-public"]`, "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n", chromedp.BySearch))
+	b.Click(`//button[@data-testid="key-submit"]`, `//*[@data-testid="key-public_key-error" and contains(., "is a private key")]`)
+	if status, body := bearerGet(t, env, env.AdminToken, "/api/v1/audit?action=ssh_key.add"); status != http.StatusOK || strings.Count(body, `"outcome"`) != 1 {
+		t.Errorf("after the private key the audit log holds: %d %s; want the malformed key's attempt only", status, body)
 	}
 
 	// The real key, named on the page.
