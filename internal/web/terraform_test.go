@@ -93,7 +93,16 @@ func TestBrowserTerraform(t *testing.T) {
 	// A new version: Update builds it.
 	env.PushModule("vm", map[string]string{"main.tf": strings.Replace(tfModule, "%s", "2", 1)})
 	b.Run("reload", chromedp.Reload(), chromedp.WaitVisible(`//*[@data-testid="ws-outdated"]`, chromedp.BySearch))
-	b.Click(`//button[@data-testid="ws-update"]`, `//pre[@data-testid="ws-logs" and contains(., "version=2")]`)
+	// Running: the update (a stop and a start) asks first; dismissed, nothing is built.
+	b.Click(`//button[@data-testid="ws-update"]`, `//button[@data-testid="confirm-ok" and text()="Update"]`)
+	b.Click(`//button[@data-testid="confirm-cancel"]`, `//button[@data-testid="ws-update" and not(@disabled)]`)
+	var builds []sdk.Build
+	call(t, env.Env, ann, "GET", "/api/v1/workspaces/vm1/builds", nil, &builds)
+	if len(builds) != 1 {
+		t.Fatalf("a dismissed update made builds: the workspace has %d, want 1", len(builds))
+	}
+	b.Click(`//button[@data-testid="ws-update"]`, `//button[@data-testid="confirm-ok" and text()="Update"]`)
+	b.Click(`//button[@data-testid="confirm-ok"]`, `//pre[@data-testid="ws-logs" and contains(., "version=2")]`)
 	b.Run("updated", chromedp.WaitVisible(`//span[@data-testid="ws-detail-state" and text()="Running"]`, chromedp.BySearch),
 		chromedp.WaitNotPresent(`//*[@data-testid="ws-outdated"]`, chromedp.BySearch))
 

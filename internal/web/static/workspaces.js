@@ -158,6 +158,12 @@ export function workspacePage(main, me, nav, owner, name) {
     } catch (e) { toast(label + ' failed: ' + e.message); }
   }
   async function update() {
+    // An update of a running workspace stops and starts it (its processes end): ask first, as
+    // stop and restart do. A stopped one is only rebuilt on its next start.
+    if (current && current.actual_state === 'Running' &&
+        !(await confirmDialog('Update ' + name + '?',
+          'The workspace is stopped and started again on the active template version; what runs in it ends.',
+          'Update', 'Not now'))) return;
     try {
       const out = await api('POST', path + '/update', {});
       toast('Update: ' + out.result);
