@@ -282,7 +282,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	entry.SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
 	entry.Set("created", created)
 	entry.Set("admin", u.Admin)
-	if err := s.beginServerSession(ctx, w, r, u, ""); err != nil {
+	if err := s.beginServerSession(ctx, w, r, u, nil); err != nil {
 		failed = err
 		s.log.Error("OIDC sign-in: create session", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})

@@ -308,7 +308,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	entry.SetActor(actorOf(u))
 	entry.SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
-	if err := s.beginServerSession(ctx, w, r, u, tok.ID); err != nil {
+	if err := s.beginServerSession(ctx, w, r, u, &tok); err != nil {
 		failed = err
 		s.log.Error("sign-in: create session", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})
@@ -318,18 +318,27 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, returnTo, http.StatusSeeOther)
 }
 
-// beginServerSession stores a new server session of u (bound to tokenID, the API token it was begun
-// with, so that it ends with it; "" for none: an OIDC sign-in) and sets its cookie. The pending audit entry in ctx (the
-// sign-in) is written in the session's transaction.
-func (s *Server) beginServerSession(ctx context.Context, w http.ResponseWriter, r *http.Request, u workspace.User, tokenID string) error {
+// beginServerSession stores a new server session of u (bound to tok, the API token it was begun
+// with, so that it ends with it; nil for none: an OIDC sign-in) and sets its cookie. A session
+// begun with a token does not outlive it: its expiry and its cookie's are the token's when that
+// comes first. The pending audit entry in ctx (the sign-in) is written in the session's transaction.
+func (s *Server) beginServerSession(ctx context.Context, w http.ResponseWriter, r *http.Request, u workspace.User, tok *store.APIToken) error {
 	now := s.clock.Now()
+	expires := now.Add(SessionLifetime)
+	var tokenID string
+	if tok != nil {
+		tokenID = tok.ID
+		if tok.ExpiresAt != nil && tok.ExpiresAt.Before(expires) {
+			expires = *tok.ExpiresAt
+		}
+	}
 	secret := NewToken(sessionTokenPrefix)
 	if err := s.store.CreateSession(ctx, store.Session{IDHash: HashToken(secret), Kind: store.SessionServer, UserID: u.ID,
-		TokenID: tokenID, CreatedAt: now, ExpiresAt: now.Add(SessionLifetime)}); err != nil {
+		TokenID: tokenID, CreatedAt: now, ExpiresAt: expires}); err != nil {
 		return err
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: secret, Path: "/", Expires: now.Add(SessionLifetime),
-		MaxAge: int(SessionLifetime / time.Second), HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: secret, Path: "/", Expires: expires,
+		MaxAge: max(1, int(expires.Sub(now)/time.Second)), HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
 	return nil
 }
 

@@ -452,11 +452,7 @@ func (s *Server) authAgent(h agentHandler) http.HandlerFunc {
 			s.fail(w, r, errUnauthorized("missing bearer token: send Authorization: Bearer <agent token>"))
 			return
 		}
-		a, err := s.store.AgentByTokenHash(r.Context(), HashToken(token))
-		if errors.Is(err, store.ErrNotFound) {
-			s.fail(w, r, errUnauthorized("invalid agent token"))
-			return
-		}
+		a, err := s.agentByToken(r.Context(), token)
 		if err != nil {
 			s.fail(w, r, err)
 			return

@@ -43,6 +43,10 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, agent workspace.Ag
 	ctx := r.Context()
 	changes, unsubscribe := s.store.SubscribeAgent(agent.ID)
 	defer unsubscribe()
+	// A revocation anywhere makes the agent's token be read again at once: a wait whose token was
+	// revoked or rotated meanwhile ends with the 401 a new request would get.
+	revoked, unsubscribeRevocations := s.store.SubscribeRevocations()
+	defer unsubscribeRevocations()
 	shutdown := s.shutdownOf(r)
 	var timeout <-chan time.Time // set once the wait blocks
 	unblock := func() {
@@ -81,6 +85,12 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, agent workspace.Ag
 		select {
 		case <-changes:
 			s.log.Debug("agent wait woken; looking again", "agent", agent.Name)
+		case <-revoked:
+			if err := s.agentStillAuthorized(ctx, r, agent); err != nil {
+				s.log.Info("agent wait ended: its token may no longer be used", "agent", agent.Name)
+				_ = end("revoked", nil)
+				return err
+			}
 		case <-timeout:
 			return end("timeout", &protocol.WaitResponse{Pending: false})
 		case <-shutdown:
