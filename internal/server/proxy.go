@@ -48,7 +48,8 @@ const (
 
 var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-<title>{{.Title}} · Hangar</title><style>` + pageStyle + `</style></head>
+<title>{{.Title}} · Hangar</title><style>` + pageStyle + `</style>{{if .Refresh}}
+<meta http-equiv="refresh" content="0; url={{.Refresh}}">{{end}}</head>
 <body>
 <h1>{{.Title}}</h1>
 {{if .Message}}<p>{{.Message}}</p>{{end}}
@@ -60,6 +61,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <p><small>Your token is what <code>hangar login</code> uses (an admin creates it with <code>hangar users create</code>).</small></p>{{end}}
 {{if .OIDCLink}}<p><a href="{{.OIDCLink}}" id="oidc-signin">Sign in with {{.OIDCName}}</a></p>{{end}}
 {{if .SignedIn}}<form method="post" action="/signout"><button type="submit">Sign out</button></form>{{end}}
+{{if .Refresh}}<p><a href="{{.Refresh}}" id="continue">{{.Continue}}</a></p>{{end}}
 </body></html>
 `))
 
@@ -72,6 +74,9 @@ type page struct {
 	// FormTargets are origins, besides this server's, where the form's submission may end up
 	// through redirects (formTargets); they are not shown.
 	FormTargets []string
+	// Refresh is a path on this server the page moves on to by itself, with a link saying
+	// Continue (the sign-out on its way to the provider: oidclogout.go).
+	Refresh, Continue string
 }
 
 func writePage(w http.ResponseWriter, status int, p page) {
@@ -345,7 +350,11 @@ func (s *Server) beginServerSession(ctx context.Context, w http.ResponseWriter, 
 // signout serves POST /signout: the session is removed with the codes and workspace sessions
 // that came from it (the proxies refuse those within their cache's time), and the cookie cleared.
 func (s *Server) signout(w http.ResponseWriter, r *http.Request) {
+	var sess store.Session
+	var found bool
 	if c, err := r.Cookie(sessionCookie(r)); err == nil && c.Value != "" {
+		// Which session it was decides whether the sign-out goes on to the provider (oidclogout.go).
+		_, sess, found, _ = s.browserSession(r)
 		if err := s.store.DeleteSession(r.Context(), HashToken(c.Value)); err != nil {
 			s.log.Error("sign-out", "err", err)
 			writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign out", Message: "The server failed; its log has the details."})
@@ -353,6 +362,10 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
+	if s.signingOutAtProvider(sess, found) {
+		s.signedOutPage(w)
+		return
+	}
 	writePage(w, http.StatusOK, page{Title: "Signed out", Message: "You are signed out of Hangar."})
 }
 

@@ -290,6 +290,8 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", protocol.ProxyAuthorizePath, http.HandlerFunc(s.proxyAuthorize)},
 		{"GET", OIDCLoginPath, http.HandlerFunc(s.oidcLogin)},
 		{"GET", OIDCCallbackPath, http.HandlerFunc(s.oidcCallback)},
+		{"GET", OIDCLogoutPath, http.HandlerFunc(s.oidcLogout)},
+		{"GET", OIDCSignedOutPath, http.HandlerFunc(s.oidcSignedOut)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
 		{"GET", "/api/v1/users/me/ssh-keys", s.authUser(s.listSSHKeys)},
