@@ -67,10 +67,15 @@ func (s *Server) keepIDToken(w http.ResponseWriter, r *http.Request, raw string)
 }
 
 // signingOutAtProvider reports whether a sign-out of sess (ok: it was found) goes on to the
-// provider: provider logout is on, and the session was not begun with a token (an OIDC sign-in,
-// or one that ended already: GET /oidc/logout then decides by the browser's logout cookie).
+// provider: provider logout is on, the provider (if discovered already) has an
+// end_session_endpoint, and the session was not begun with a token (an OIDC sign-in, or one that
+// ended already: GET /oidc/logout then decides by the browser's logout cookie).
 func (s *Server) signingOutAtProvider(sess store.Session, ok bool) bool {
-	return s.oidc != nil && !s.oidc.opts.NoProviderLogout && (!ok || sess.TokenID == "")
+	if s.oidc == nil || s.oidc.opts.NoProviderLogout || (ok && sess.TokenID != "") {
+		return false
+	}
+	end, known := s.oidc.knownEndSession()
+	return !known || end != ""
 }
 
 // signedOutPage is the sign-out's answer when it goes on to the provider: a page that moves on to
@@ -139,19 +144,31 @@ func (s *Server) oidcSignedOut(w http.ResponseWriter, r *http.Request) {
 }
 
 // endSessionEndpoint is the provider's end_session_endpoint ("" when its discovery document has
-// none).
+// none), discovering the provider if need be.
 func (o *oidcSignIn) endSessionEndpoint() (string, error) {
-	p, _, err := o.discover()
-	if err != nil {
+	if _, _, err := o.discover(); err != nil {
 		return "", err
+	}
+	end, _ := o.knownEndSession()
+	return end, nil
+}
+
+// knownEndSession is the end_session_endpoint of a provider discovered already (known false when
+// it was not: finding out would make the sign-out wait for the provider).
+func (o *oidcSignIn) knownEndSession() (end string, known bool) {
+	o.mu.Lock()
+	p := o.provider
+	o.mu.Unlock()
+	if p == nil {
+		return "", false
 	}
 	var doc struct {
 		EndSession string `json:"end_session_endpoint"`
 	}
 	if err := p.Claims(&doc); err != nil {
-		return "", err
+		return "", false
 	}
-	return doc.EndSession, nil
+	return doc.EndSession, true
 }
 
 // postLogoutURL is <the server's URL as browsers reach it>/oidc/signed-out.
