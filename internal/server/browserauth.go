@@ -25,7 +25,7 @@ func (s *Server) authBrowser(w http.ResponseWriter, r *http.Request, h userHandl
 		s.fail(w, r, errUnauthorized("missing bearer token: send Authorization: Bearer <token>, or sign in at /signin"))
 		return
 	}
-	u, _, ok, err := s.browserUser(r)
+	u, sess, ok, err := s.browserSession(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -34,6 +34,7 @@ func (s *Server) authBrowser(w http.ResponseWriter, r *http.Request, h userHandl
 		s.fail(w, r, errUnauthorized("your session has ended: sign in again at /signin"))
 		return
 	}
+	r = r.WithContext(withSession(r.Context(), sess))
 	if !safeMethod(r.Method) {
 		if err := s.csrf.Check(r); err != nil {
 			s.fail(w, r, errForbidden("cross-origin request refused: "+err.Error()))

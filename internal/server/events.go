@@ -145,12 +145,8 @@ func (s *Server) workspaceEvents(w http.ResponseWriter, r *http.Request, u works
 // workspace: one who is no longer admin must not go on seeing them); an error reading it counts as
 // no.
 func (s *Server) stillSignedIn(r *http.Request, u workspace.User) bool {
-	if token, ok := bearer(r); ok {
-		got, _, err := s.userByToken(r.Context(), token)
-		return err == nil && got.ID == u.ID && got.Admin == u.Admin
-	}
-	got, ok, err := s.sessionOf(r)
-	return err == nil && ok && got.ID == u.ID && got.Admin == u.Admin
+	got, err := s.credentialUser(r.Context(), r)
+	return err == nil && got.ID == u.ID && got.Admin == u.Admin
 }
 
 // sdkWorkspaces converts rows as the list does (with what the lifecycle executor will do).

@@ -49,9 +49,9 @@ func newMetrics(st store.Store, b *tfbackend.Service, now func() time.Time) *met
 		Name: "hangar_reconcile_orphans_total", Help: "Workspaces agents reported that the server did not know (answered Terminated).",
 	})
 	m.waits = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hangar_agent_waits_total", Help: "Agent waits for changes (GET /api/v1/agent/wait), by how they ended: pending, timeout, canceled (the agent went away or the server shut down).",
+		Name: "hangar_agent_waits_total", Help: "Agent waits for changes (GET /api/v1/agent/wait), by how they ended: pending, timeout, canceled (the agent went away or the server shut down), revoked (the agent's token was revoked or rotated meanwhile: 401).",
 	}, []string{"result"})
-	for _, result := range []string{"pending", "timeout", "canceled"} {
+	for _, result := range []string{"pending", "timeout", "canceled", "revoked"} {
 		m.waits.WithLabelValues(result) // exported at 0 from the start
 	}
 	m.waiters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "hangar_agent_waiters", Help: "Agent waits blocked now: nothing was pending when they looked."})

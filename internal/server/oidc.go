@@ -74,6 +74,10 @@ type OIDCOptions struct {
 	AllowedDomains []string
 	// HTTPClient reaches the provider (default: one with a 15 s timeout).
 	HTTPClient *http.Client
+	// NoProviderLogout keeps a sign-out from going on to the provider's end_session_endpoint
+	// (oidclogout.go): for a provider that has one but where <access URL>/oidc/signed-out cannot
+	// be registered.
+	NoProviderLogout bool
 }
 
 // oidcSignIn is the configured provider; its discovery happens at the first sign-in (and again
@@ -265,7 +269,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 
-	u, created, returnTo, err := s.oidcFinish(ctx, r)
+	u, created, returnTo, idToken, err := s.oidcFinish(ctx, r)
 	if err != nil {
 		failed = err
 		var ref *oidcRefusal
@@ -282,19 +286,21 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	entry.SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
 	entry.Set("created", created)
 	entry.Set("admin", u.Admin)
-	if err := s.beginServerSession(ctx, w, r, u, ""); err != nil {
+	if err := s.beginServerSession(ctx, w, r, u, nil); err != nil {
 		failed = err
 		s.log.Error("OIDC sign-in: create session", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})
 		return
 	}
+	s.keepIDToken(w, r, idToken) // for the sign-out at the provider (oidclogout.go)
 	s.log.Info("signed in", "user", u.Username, "method", "oidc", "created", created, "admin", u.Admin)
 	http.Redirect(w, r, returnTo, http.StatusSeeOther)
 }
 
 // oidcFinish checks the callback against the browser's sign-in cookie, redeems the code, verifies
-// the ID token and signs the user in at the store.
-func (s *Server) oidcFinish(ctx context.Context, r *http.Request) (workspace.User, bool, string, error) {
+// the ID token and signs the user in at the store; it returns the raw ID token too (for the
+// sign-out's id_token_hint).
+func (s *Server) oidcFinish(ctx context.Context, r *http.Request) (workspace.User, bool, string, string, error) {
 	again := "Start again from the sign-in page."
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
@@ -302,65 +308,65 @@ func (s *Server) oidcFinish(ctx context.Context, r *http.Request) (workspace.Use
 		if d := q.Get("error_description"); d != "" {
 			what += " (" + clip(d) + ")"
 		}
-		return workspace.User{}, false, "", oidcRefuse(http.StatusUnauthorized, "The sign-in provider refused: "+what+". "+again,
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusUnauthorized, "The sign-in provider refused: "+what+". "+again,
 			fmt.Errorf("the provider answered %s", what))
 	}
 	c, err := r.Cookie(oidcLoginCookie(r))
 	if err != nil {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusBadRequest, "This sign-in was not begun in this browser, or it took longer than 10 minutes. "+again,
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusBadRequest, "This sign-in was not begun in this browser, or it took longer than 10 minutes. "+again,
 			errors.New("no sign-in cookie"))
 	}
 	l, err := parseOIDCLogin(c.Value)
 	if err != nil {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusBadRequest, "This browser's sign-in cookie is not valid. "+again, fmt.Errorf("sign-in cookie: %w", err))
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusBadRequest, "This browser's sign-in cookie is not valid. "+again, fmt.Errorf("sign-in cookie: %w", err))
 	}
 	if age := s.clock.Now().Sub(time.Unix(l.started, 0)); age > OIDCLoginLifetime || age < -time.Minute {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusBadRequest, "This sign-in took longer than 10 minutes. "+again, fmt.Errorf("sign-in begun %s ago", age))
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusBadRequest, "This sign-in took longer than 10 minutes. "+again, fmt.Errorf("sign-in begun %s ago", age))
 	}
 	if !equalStrings(q.Get("state"), l.state()) {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusBadRequest, "This answer of the sign-in provider is not for the sign-in this browser began. "+again,
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusBadRequest, "This answer of the sign-in provider is not for the sign-in this browser began. "+again,
 			errors.New("state does not match the browser's sign-in cookie"))
 	}
 	code := q.Get("code")
 	if code == "" || len(code) > 4096 {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusBadRequest, "The sign-in provider sent no code. "+again, errors.New("no code"))
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusBadRequest, "The sign-in provider sent no code. "+again, errors.New("no code"))
 	}
 	provider, cfg, err := s.oidc.discover()
 	if err != nil {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusBadGateway, "The sign-in provider could not be reached. "+again, err)
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusBadGateway, "The sign-in provider could not be reached. "+again, err)
 	}
 	xctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, s.oidc.opts.HTTPClient), oidcProviderTimout)
 	defer cancel()
 	tok, err := cfg.Exchange(xctx, code, oauth2.VerifierOption(l.verifier()))
 	if err != nil {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusBadGateway, "The sign-in provider did not accept the sign-in's code. "+again, fmt.Errorf("exchange the code: %w", err))
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusBadGateway, "The sign-in provider did not accept the sign-in's code. "+again, fmt.Errorf("exchange the code: %w", err))
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusBadGateway, "The sign-in provider sent no ID token. "+again, errors.New("no id_token in the token response"))
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusBadGateway, "The sign-in provider sent no ID token. "+again, errors.New("no id_token in the token response"))
 	}
 	idt, err := provider.Verifier(&oidc.Config{ClientID: s.oidc.opts.ClientID, Now: s.clock.Now}).Verify(xctx, raw)
 	if err != nil {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusUnauthorized, "The sign-in provider's ID token is not valid for this server. "+again, fmt.Errorf("verify the ID token: %w", err))
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusUnauthorized, "The sign-in provider's ID token is not valid for this server. "+again, fmt.Errorf("verify the ID token: %w", err))
 	}
 	if !equalStrings(idt.Nonce, l.nonce()) {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusUnauthorized, "The sign-in provider's ID token is not for the sign-in this browser began. "+again,
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusUnauthorized, "The sign-in provider's ID token is not for the sign-in this browser began. "+again,
 			errors.New("the ID token's nonce does not match the browser's sign-in cookie"))
 	}
 	var payload json.RawMessage
 	if err := idt.Claims(&payload); err != nil {
-		return workspace.User{}, false, "", fmt.Errorf("read the ID token's claims: %w", err)
+		return workspace.User{}, false, "", "", fmt.Errorf("read the ID token's claims: %w", err)
 	}
 	claims, err := parseOIDCClaims(payload, s.oidc.opts.GroupsClaim)
 	if err != nil {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusUnauthorized, "The sign-in provider's ID token could not be read: "+err.Error()+".", err)
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusUnauthorized, "The sign-in provider's ID token could not be read: "+err.Error()+".", err)
 	}
 	if claims.EmailVerified != nil && !*claims.EmailVerified {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusForbidden, fmt.Sprintf("Your sign-in provider says your email address %s is not verified. Verify it there, then sign in again.", claims.Email),
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusForbidden, fmt.Sprintf("Your sign-in provider says your email address %s is not verified. Verify it there, then sign in again.", claims.Email),
 			fmt.Errorf("email %q not verified", claims.Email))
 	}
 	if len(s.oidc.opts.AllowedDomains) > 0 && !slices.Contains(s.oidc.opts.AllowedDomains, emailDomain(claims.Email)) {
-		return workspace.User{}, false, "", oidcRefuse(http.StatusForbidden, fmt.Sprintf("Only users with an email address in %s may sign in to this server.", strings.Join(s.oidc.opts.AllowedDomains, ", ")),
+		return workspace.User{}, false, "", "", oidcRefuse(http.StatusForbidden, fmt.Sprintf("Only users with an email address in %s may sign in to this server.", strings.Join(s.oidc.opts.AllowedDomains, ", ")),
 			fmt.Errorf("email %q not in an allowed domain", claims.Email))
 	}
 	admin := (s.oidc.opts.AdminGroup != "" && slices.Contains(claims.Groups, s.oidc.opts.AdminGroup)) ||
@@ -377,19 +383,19 @@ func (s *Server) oidcFinish(ctx context.Context, r *http.Request) (workspace.Use
 			continue // another first sign-in took the name (or linked this identity) meanwhile
 		}
 		if errors.Is(err, store.ErrNotFound) {
-			return workspace.User{}, false, "", oidcRefuse(http.StatusForbidden, "Your Hangar user was deleted: ask an admin.", err)
+			return workspace.User{}, false, "", "", oidcRefuse(http.StatusForbidden, "Your Hangar user was deleted: ask an admin.", err)
 		}
 		if err != nil {
-			return workspace.User{}, false, "", fmt.Errorf("sign in %s at %s: %w", idt.Subject, idt.Issuer, err)
+			return workspace.User{}, false, "", "", fmt.Errorf("sign in %s at %s: %w", idt.Subject, idt.Issuer, err)
 		}
 		if u.SuspendedAt != nil {
 			// As a token of a suspended user is refused (usable): no session, and the page says why
 			// instead of a session that every page then finds ended.
-			return workspace.User{}, false, "", oidcRefuse(http.StatusForbidden,
+			return workspace.User{}, false, "", "", oidcRefuse(http.StatusForbidden,
 				fmt.Sprintf("Your Hangar user %s is suspended (since %s): ask an admin.", u.Username, u.SuspendedAt.Format(time.RFC3339)),
 				fmt.Errorf("user %s is suspended", u.Username))
 		}
-		return u, created, l.returnTo, nil
+		return u, created, l.returnTo, raw, nil
 	}
 }
 

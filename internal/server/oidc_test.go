@@ -100,6 +100,9 @@ func oaOIDC(t *testing.T, c *oaChecker, p *oidctest.Provider) {
 		t.Errorf("the callback redirects to %q", c.lastHeader.Get("Location"))
 	}
 	c.do("", "GET", server.OIDCCallbackPath+"?error=access_denied&state=x", nil, 401, true)
+	// The sign-out at the provider: without this browser's logout cookie, the signed-out page.
+	c.do("", "GET", server.OIDCLogoutPath, nil, 200, true)
+	c.do("", "GET", server.OIDCSignedOutPath, nil, 200, true)
 }
 
 // oidcBrowser is a browser with its own cookie jar that follows redirects and remembers the

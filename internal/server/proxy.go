@@ -48,7 +48,8 @@ const (
 
 var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-<title>{{.Title}} · Hangar</title><style>` + pageStyle + `</style></head>
+<title>{{.Title}} · Hangar</title><style>` + pageStyle + `</style>{{if .Refresh}}
+<meta http-equiv="refresh" content="0; url={{.Refresh}}">{{end}}</head>
 <body>
 <h1>{{.Title}}</h1>
 {{if .Message}}<p>{{.Message}}</p>{{end}}
@@ -60,6 +61,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <p><small>Your token is what <code>hangar login</code> uses (an admin creates it with <code>hangar users create</code>).</small></p>{{end}}
 {{if .OIDCLink}}<p><a href="{{.OIDCLink}}" id="oidc-signin">Sign in with {{.OIDCName}}</a></p>{{end}}
 {{if .SignedIn}}<form method="post" action="/signout"><button type="submit">Sign out</button></form>{{end}}
+{{if .Refresh}}<p><a href="{{.Refresh}}" id="continue">{{.Continue}}</a></p>{{end}}
 </body></html>
 `))
 
@@ -72,6 +74,9 @@ type page struct {
 	// FormTargets are origins, besides this server's, where the form's submission may end up
 	// through redirects (formTargets); they are not shown.
 	FormTargets []string
+	// Refresh is a path on this server the page moves on to by itself, with a link saying
+	// Continue (the sign-out on its way to the provider: oidclogout.go).
+	Refresh, Continue string
 }
 
 func writePage(w http.ResponseWriter, status int, p page) {
@@ -308,7 +313,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	entry.SetActor(actorOf(u))
 	entry.SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
-	if err := s.beginServerSession(ctx, w, r, u, tok.ID); err != nil {
+	if err := s.beginServerSession(ctx, w, r, u, &tok); err != nil {
 		failed = err
 		s.log.Error("sign-in: create session", "err", err)
 		writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign in", Message: "The server failed; its log has the details."})
@@ -318,25 +323,38 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, returnTo, http.StatusSeeOther)
 }
 
-// beginServerSession stores a new server session of u (bound to tokenID, the API token it was begun
-// with, so that it ends with it; "" for none: an OIDC sign-in) and sets its cookie. The pending audit entry in ctx (the
-// sign-in) is written in the session's transaction.
-func (s *Server) beginServerSession(ctx context.Context, w http.ResponseWriter, r *http.Request, u workspace.User, tokenID string) error {
+// beginServerSession stores a new server session of u (bound to tok, the API token it was begun
+// with, so that it ends with it; nil for none: an OIDC sign-in) and sets its cookie. A session
+// begun with a token does not outlive it: its expiry and its cookie's are the token's when that
+// comes first. The pending audit entry in ctx (the sign-in) is written in the session's transaction.
+func (s *Server) beginServerSession(ctx context.Context, w http.ResponseWriter, r *http.Request, u workspace.User, tok *store.APIToken) error {
 	now := s.clock.Now()
+	expires := now.Add(SessionLifetime)
+	var tokenID string
+	if tok != nil {
+		tokenID = tok.ID
+		if tok.ExpiresAt != nil && tok.ExpiresAt.Before(expires) {
+			expires = *tok.ExpiresAt
+		}
+	}
 	secret := NewToken(sessionTokenPrefix)
 	if err := s.store.CreateSession(ctx, store.Session{IDHash: HashToken(secret), Kind: store.SessionServer, UserID: u.ID,
-		TokenID: tokenID, CreatedAt: now, ExpiresAt: now.Add(SessionLifetime)}); err != nil {
+		TokenID: tokenID, CreatedAt: now, ExpiresAt: expires}); err != nil {
 		return err
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: secret, Path: "/", Expires: now.Add(SessionLifetime),
-		MaxAge: int(SessionLifetime / time.Second), HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: secret, Path: "/", Expires: expires,
+		MaxAge: max(1, int(expires.Sub(now)/time.Second)), HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
 	return nil
 }
 
 // signout serves POST /signout: the session is removed with the codes and workspace sessions
 // that came from it (the proxies refuse those within their cache's time), and the cookie cleared.
 func (s *Server) signout(w http.ResponseWriter, r *http.Request) {
+	var sess store.Session
+	var found bool
 	if c, err := r.Cookie(sessionCookie(r)); err == nil && c.Value != "" {
+		// Which session it was decides whether the sign-out goes on to the provider (oidclogout.go).
+		_, sess, found, _ = s.browserSession(r)
 		if err := s.store.DeleteSession(r.Context(), HashToken(c.Value)); err != nil {
 			s.log.Error("sign-out", "err", err)
 			writePage(w, http.StatusInternalServerError, page{Title: "Cannot sign out", Message: "The server failed; its log has the details."})
@@ -344,6 +362,10 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
+	if s.signingOutAtProvider(sess, found) {
+		s.signedOutPage(w)
+		return
+	}
 	writePage(w, http.StatusOK, page{Title: "Signed out", Message: "You are signed out of Hangar."})
 }
 

@@ -290,6 +290,8 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", protocol.ProxyAuthorizePath, http.HandlerFunc(s.proxyAuthorize)},
 		{"GET", OIDCLoginPath, http.HandlerFunc(s.oidcLogin)},
 		{"GET", OIDCCallbackPath, http.HandlerFunc(s.oidcCallback)},
+		{"GET", OIDCLogoutPath, http.HandlerFunc(s.oidcLogout)},
+		{"GET", OIDCSignedOutPath, http.HandlerFunc(s.oidcSignedOut)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
 		{"GET", "/api/v1/users/me/ssh-keys", s.authUser(s.listSSHKeys)},
@@ -452,11 +454,7 @@ func (s *Server) authAgent(h agentHandler) http.HandlerFunc {
 			s.fail(w, r, errUnauthorized("missing bearer token: send Authorization: Bearer <agent token>"))
 			return
 		}
-		a, err := s.store.AgentByTokenHash(r.Context(), HashToken(token))
-		if errors.Is(err, store.ErrNotFound) {
-			s.fail(w, r, errUnauthorized("invalid agent token"))
-			return
-		}
+		a, err := s.agentByToken(r.Context(), token)
 		if err != nil {
 			s.fail(w, r, err)
 			return

@@ -124,12 +124,19 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, u workspace
 		return err
 	}
 	now := s.clock.Now()
-	expires := now.Add(life)
+	// Not past the expiry of the token that mints it (revocation_credentials.go).
+	expires, cappedBy, err := s.capToMinter(r, u, now.Add(life), req.LifetimeSeconds)
+	if err != nil {
+		return err
+	}
 	secret := NewToken(userTokenPrefix)
 	t := store.APIToken{ID: uuid.NewString(), UserID: u.ID, Name: req.Name, Hash: HashToken(secret), CreatedAt: now, ExpiresAt: &expires}
 	entry := audit.From(r.Context())
 	entry.SetTarget(audit.Target{Kind: audit.KindToken, ID: t.ID, Name: u.Username + "/" + t.Name})
 	entry.Set("expires_at", expires.Format(time.RFC3339))
+	if cappedBy != "" {
+		entry.Set("capped_by", cappedBy)
+	}
 	if err := s.store.CreateToken(r.Context(), t); errors.Is(err, store.ErrConflict) {
 		return errConflict(fmt.Sprintf("you have a token named %q already", req.Name), "revoke it first (hangar tokens revoke "+req.Name+") or choose another name")
 	} else if err != nil {

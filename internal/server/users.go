@@ -70,7 +70,8 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request, caller works
 // rotateToken serves POST /api/v1/users/{username}/token: every token of the user is revoked and
 // one new token (named "initial", with the default lifetime) is given (an admin for anyone, a user
 // for itself): a reset after a leak. The old tokens stop working at once, and with them every
-// browser and workspace session begun with them.
+// browser and workspace session of the user, those begun without a token (OIDC) too; the
+// revocation counter moves, so that open streams, SSH connections and proxies check again at once.
 func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, caller workspace.User) (err error) {
 	name := r.PathValue("username")
 	if name == "me" {
@@ -88,6 +89,19 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, caller work
 	}
 	audit.From(r.Context()).SetTarget(audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})
 	token, t := s.initialToken()
+	if u.ID == caller.ID {
+		// A user's own reset mints its new token with the request's credential: not past that
+		// credential's token (revocation_credentials.go). An admin's reset of another user is not
+		// bound by the admin's token, as the user it creates is not.
+		expires, cappedBy, err := s.capToMinter(r, caller, *t.ExpiresAt, 0)
+		if err != nil {
+			return err
+		}
+		t.ExpiresAt = &expires
+		if cappedBy != "" {
+			audit.From(r.Context()).Set("capped_by", cappedBy)
+		}
+	}
 	if err := s.store.ResetUserTokens(r.Context(), u.ID, t, t.CreatedAt); err != nil {
 		return err
 	}

@@ -43,6 +43,10 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, agent workspace.Ag
 	ctx := r.Context()
 	changes, unsubscribe := s.store.SubscribeAgent(agent.ID)
 	defer unsubscribe()
+	// A revocation anywhere makes the agent's token be read again at once: a wait whose token was
+	// revoked or rotated meanwhile ends with the 401 a new request would get.
+	revoked, unsubscribeRevocations := s.store.SubscribeRevocations()
+	defer unsubscribeRevocations()
 	shutdown := s.shutdownOf(r)
 	var timeout <-chan time.Time // set once the wait blocks
 	unblock := func() {
@@ -78,17 +82,29 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, agent workspace.Ag
 			timeout = s.after(time.Duration(secs) * time.Second)
 			s.metrics.waiters.Inc()
 		}
-		select {
-		case <-changes:
-			s.log.Debug("agent wait woken; looking again", "agent", agent.Name)
-		case <-timeout:
-			return end("timeout", &protocol.WaitResponse{Pending: false})
-		case <-shutdown:
-			// A graceful shutdown waits for requests to end but does not cancel them: answer now, and
-			// the agent waits again on another replica (or falls back to its interval).
-			return end("canceled", &protocol.WaitResponse{Pending: false})
-		case <-ctx.Done():
-			return end("canceled", nil)
+	block:
+		for {
+			select {
+			case <-changes:
+				s.log.Debug("agent wait woken; looking again", "agent", agent.Name)
+				break block
+			case <-revoked:
+				// Only the token is read again (one indexed read per blocked wait and revocation):
+				// nothing pending changed.
+				if err := s.agentStillAuthorized(ctx, r, agent); err != nil {
+					s.log.Info("agent wait ended: its token may no longer be used", "agent", agent.Name)
+					_ = end("revoked", nil)
+					return err
+				}
+			case <-timeout:
+				return end("timeout", &protocol.WaitResponse{Pending: false})
+			case <-shutdown:
+				// A graceful shutdown waits for requests to end but does not cancel them: answer now,
+				// and the agent waits again on another replica (or falls back to its interval).
+				return end("canceled", &protocol.WaitResponse{Pending: false})
+			case <-ctx.Done():
+				return end("canceled", nil)
+			}
 		}
 	}
 }

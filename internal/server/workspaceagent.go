@@ -295,14 +295,13 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u workspac
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(stream, nc); _ = stream.Close(); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(nc, stream); _ = nc.Close(); done <- struct{}{} }()
-	token, _ := bearer(r)
 	ended := ctx.Done()
 	// A revocation anywhere makes the connection's access be asked again at once, not at the next
 	// recheck.
 	revoked, unsubscribe := s.store.SubscribeRevocations()
 	defer unsubscribe()
 	recheck := func() {
-		if why := s.stillAllowed(ctx, r, token, u, ws.ID); why != "" {
+		if why := s.stillAllowed(ctx, r, u, ws.ID); why != "" {
 			log.Info("closing an ssh connection: access ended", "why", why)
 			nc.Close()
 			stream.Close()
@@ -332,13 +331,14 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u workspac
 }
 
 // stillAllowed tells why the user of an open connection may no longer use the workspace ("": they
-// may): their token was revoked or expired, they were suspended, or the workspace deleted.
-func (s *Server) stillAllowed(ctx context.Context, r *http.Request, token string, u workspace.User, workspaceID string) string {
-	now, _, err := s.userByToken(ctx, token)
+// may): the credential that opened it (a bearer token, or a browser's session cookie) was revoked
+// or expired or signed out, they were suspended, or the workspace deleted.
+func (s *Server) stillAllowed(ctx context.Context, r *http.Request, u workspace.User, workspaceID string) string {
+	now, err := s.credentialUser(ctx, r)
 	if errs.Is(err, errs.Unauthorized) {
-		return "the token may no longer be used: " + err.Error()
+		return "the credential may no longer be used: " + err.Error()
 	} else if err == nil && now.ID != u.ID {
-		return "the token is another user's"
+		return "the credential is another user's"
 	} else if err != nil {
 		return "" // the database is unavailable: leave the connection alone until the next check
 	}

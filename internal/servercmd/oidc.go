@@ -20,10 +20,13 @@ type OIDCConfig struct {
 	Scopes, Name                   string
 	AdminGroup, GroupsClaim        string
 	AdminEmails, AllowedDomains    string
+	// ProviderLogout is "false" to keep sign-out from going on to the provider's
+	// end_session_endpoint (--oidc-provider-logout).
+	ProviderLogout string
 }
 
 func (c OIDCConfig) empty() bool {
-	return c == OIDCConfig{GroupsClaim: c.GroupsClaim, Scopes: c.Scopes}
+	return c == OIDCConfig{GroupsClaim: c.GroupsClaim, Scopes: c.Scopes, ProviderLogout: c.ProviderLogout}
 }
 
 // OIDCOptions reads the OIDC options (nil when none is set): the provider's URL, the client's id
@@ -48,7 +51,7 @@ func OIDCOptions(c OIDCConfig, accessURL string) (*server.OIDCOptions, error) {
 	}
 	opts := &server.OIDCOptions{IssuerURL: c.IssuerURL, ClientID: c.ClientID, ClientSecret: secret, Name: strings.TrimSpace(c.Name),
 		RedirectURL: strings.TrimSuffix(accessURL, "/") + server.OIDCCallbackPath, AdminGroup: strings.TrimSpace(c.AdminGroup),
-		GroupsClaim: strings.TrimSpace(c.GroupsClaim)}
+		GroupsClaim: strings.TrimSpace(c.GroupsClaim), NoProviderLogout: c.ProviderLogout == "false"}
 	if len(opts.Name) > 64 {
 		return nil, fmt.Errorf("--oidc-name: at most 64 characters, got %d", len(opts.Name))
 	}

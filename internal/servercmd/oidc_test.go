@@ -37,8 +37,15 @@ func TestOIDCOptions(t *testing.T) {
 	}), "https://hangar.example.com/")
 	if err != nil || o.ClientSecret != "s3cret" || o.RedirectURL != "https://hangar.example.com/oidc/callback" ||
 		!slices.Equal(o.AdminEmails, []string{"boss@example.com", "ops@example.com"}) || !slices.Equal(o.AllowedDomains, []string{"example.com", "corp.example"}) ||
-		!slices.Equal(o.Scopes, []string{"openid", "email", "groups"}) {
+		!slices.Equal(o.Scopes, []string{"openid", "email", "groups"}) || o.NoProviderLogout {
 		t.Fatalf("OIDCOptions = %+v, %v", o, err)
+	}
+	// --oidc-provider-logout=false: sign-out is Hangar's only; alone it does not turn OIDC on.
+	if o, err := OIDCOptions(with(func(c *OIDCConfig) { c.ProviderLogout = "false" }), "https://hangar.example.com/"); err != nil || !o.NoProviderLogout {
+		t.Fatalf("--oidc-provider-logout=false: %+v, %v", o, err)
+	}
+	if o, err := OIDCOptions(OIDCConfig{Scopes: "openid,email,profile", GroupsClaim: "groups", ProviderLogout: "true"}, "http://127.0.0.1:7080"); o != nil || err != nil {
+		t.Fatalf("--oidc-provider-logout alone: %+v, %v", o, err)
 	}
 	if o, err := OIDCOptions(with(func(c *OIDCConfig) { c.IssuerURL = "http://127.0.0.1:5556/dex" }), "http://127.0.0.1:7080"); err != nil || o.IssuerURL != "http://127.0.0.1:5556/dex" {
 		t.Fatalf("a loopback http issuer: %+v, %v", o, err)
@@ -98,12 +105,13 @@ func TestRunWithOIDC(t *testing.T) {
 		if rest, ok := strings.CutPrefix(sc.Text(), "Hangar server listening on "); ok {
 			url, _, _ = strings.Cut(rest, " ")
 		}
-		if strings.HasPrefix(sc.Text(), "Sign-in with OIDC: ") {
+		if strings.HasPrefix(sc.Text(), "Sign-out at the provider: ") {
 			break
 		}
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	if url == "" || !strings.Contains(printed, "its redirect URI: "+url+server.OIDCCallbackPath) || strings.Contains(printed, "s3cret") {
+	if url == "" || !strings.Contains(printed, "its redirect URI: "+url+server.OIDCCallbackPath) || strings.Contains(printed, "s3cret") ||
+		!strings.Contains(printed, "its post-logout redirect URI: "+url+server.OIDCSignedOutPath) {
 		t.Fatalf("printed:\n%s", printed)
 	}
 	resp, err := http.Get(url + "/signin")

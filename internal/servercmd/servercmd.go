@@ -138,6 +138,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.OIDC.AdminGroup, "oidc-admin-group", "HANGAR_OIDC_ADMIN_GROUP", "", "users whose groups claim holds this group are admins (evaluated again at every sign-in)").Arg("GROUP"),
 		cmdopt.String(&cfg.OIDC.GroupsClaim, "oidc-groups-claim", "HANGAR_OIDC_GROUPS_CLAIM", server.DefaultOIDCGroupsClaim, "the ID token's claim listing the user's groups").Arg("CLAIM"),
 		cmdopt.List(&cfg.OIDC.AdminEmails, "oidc-admin-emails", "HANGAR_OIDC_ADMIN_EMAILS", "", "comma-separated email addresses of admins (evaluated again at every sign-in)"),
+		cmdopt.Bool(&cfg.OIDC.ProviderLogout, "oidc-provider-logout", "HANGAR_OIDC_PROVIDER_LOGOUT", "true", "sign-out of a session begun through the provider signs out of the provider too, when its discovery has an end_session_endpoint; its client must allow the post-logout redirect URI <access URL>/oidc/signed-out"),
 		cmdopt.List(&cfg.OIDC.AllowedDomains, "oidc-allowed-domains", "HANGAR_OIDC_ALLOWED_DOMAINS", "", "comma-separated email domains: only users with an email address in one of them may sign in (default: anyone the provider signs in)"),
 		cmdopt.String(&cfg.OTelEndpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", tracing.EndpointHelp).Arg("URL"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error").Arg("LEVEL"),
@@ -312,6 +313,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		url, loginToken)
 	if oidcOpts != nil {
 		fmt.Fprintf(out, "Sign-in with OIDC: %s (client %s); its redirect URI: %s\n", oidcOpts.IssuerURL, oidcOpts.ClientID, oidcOpts.RedirectURL)
+		if !oidcOpts.NoProviderLogout {
+			fmt.Fprintf(out, "Sign-out at the provider: its post-logout redirect URI: %s\n", strings.TrimSuffix(oidcOpts.RedirectURL, server.OIDCCallbackPath)+server.OIDCSignedOutPath)
+		}
 	}
 	if appsOpts.Zone != "" {
 		fmt.Fprintf(out, "Terraform workspaces' apps: %s://<port>-<workspace>--<owner>.%s%s (any port the machine listens on, through its hangar_agent)\n",

@@ -53,8 +53,9 @@ type TokenStore interface {
 	// not revoked (audited). Revoking a revoked token changes nothing and is no error. ErrNotFound:
 	// none. The sessions begun with it end with it.
 	RevokeToken(ctx context.Context, userID, ref string, at time.Time) (APIToken, error)
-	// ResetUserTokens revokes every token of the user and stores t as its only live one (audited):
-	// the old tokens, and every session begun with them, stop working at once.
+	// ResetUserTokens revokes every token of the user, removes every session of the user (those
+	// begun without a token, OIDC sign-ins, too) and stores t as its only live one (audited): the
+	// old tokens and sessions stop working at once. It counts as a revocation (RevocationSeq).
 	ResetUserTokens(ctx context.Context, userID string, t APIToken, at time.Time) error
 	// TouchToken records a use of the token at at, when the last one recorded is older than
 	// every (so that a busy token costs a write per minute, not per request).

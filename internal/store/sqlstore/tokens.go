@@ -158,6 +158,11 @@ func (s *Store) ResetUserTokens(ctx context.Context, userID string, t store.APIT
 		if err := s.revokeTokens(ctx, tx, `user_id = ?`, at, userID); err != nil {
 			return err
 		}
+		// A reset after a leak ends every session of the user, those begun without a token (OIDC
+		// sign-ins) too: whoever held the leaked token may have begun one.
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM sessions WHERE user_id = ?`), userID); err != nil {
+			return fmt.Errorf("end the user's sessions: %w", err)
+		}
 		return s.insertToken(ctx, tx, t)
 	})
 }

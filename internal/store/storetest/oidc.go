@@ -100,8 +100,8 @@ func testOIDC(t *testing.T, s store.Store) {
 		}
 	}
 
-	// A session without a token hash: valid until it expires, ended by deleting it; the user's
-	// token changing does not end it.
+	// A session without a token hash: valid until it expires, ended by deleting it; a reset of the
+	// user's tokens (after a leak) ends it too.
 	sess := store.Session{IDHash: []byte("oidc-session"), Kind: store.SessionServer, UserID: a.ID, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
 	if err := s.CreateSession(ctx, sess); err != nil {
 		t.Fatal(err)
@@ -113,8 +113,15 @@ func testOIDC(t *testing.T, s store.Store) {
 	if err := s.ResetUserTokens(ctx, a.ID, store.APIToken{ID: "tok-alice-2", UserID: a.ID, Name: "cli", Hash: []byte("a token of alice-2's own"), CreatedAt: t0}, t0); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := s.Session(ctx, sess.IDHash, store.SessionServer, t0.Add(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a session without a token after the user's tokens were reset: %v, want ErrNotFound", err)
+	}
+	sess.IDHash = []byte("oidc-session-2")
+	if err := s.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := s.Session(ctx, sess.IDHash, store.SessionServer, t0.Add(time.Minute)); err != nil {
-		t.Fatalf("a session without a token after the user got one: %v", err)
+		t.Fatalf("a session without a token: %v", err)
 	}
 	if _, _, err := s.Session(ctx, sess.IDHash, store.SessionServer, t0.Add(time.Hour)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an expired session without a token: %v, want ErrNotFound", err)

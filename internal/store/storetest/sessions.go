@@ -142,13 +142,26 @@ func testSessions(t *testing.T, s store.Store) {
 		t.Fatalf("duplicate session: %v, want ErrConflict", err)
 	}
 
-	// Resetting the user's tokens ends every session begun with the old ones; a tokenless session
-	// stays, until the user is suspended.
+	// Resetting the user's tokens ends every session of the user: those begun with the old tokens,
+	// and the tokenless ones (an OIDC sign-in) too; and it counts as a revocation.
 	if _, _, err := s.Session(ctx, code.IDHash, store.SessionCode, later); err != nil {
 		t.Fatalf("before the reset: %v", err)
 	}
+	if _, _, err := s.Session(ctx, tokenless.IDHash, store.SessionServer, later); err != nil {
+		t.Fatalf("a tokenless session before the reset: %v", err)
+	}
+	seqBefore, err := s.RevocationSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.ResetUserTokens(ctx, f.User.ID, store.APIToken{ID: uuid.NewString(), Name: "initial", Hash: []byte("a new token"), CreatedAt: later}, later); err != nil {
 		t.Fatal(err)
+	}
+	if seq, err := s.RevocationSeq(ctx); err != nil || seq <= seqBefore {
+		t.Fatalf("revocation counter after the reset: %d, %v; want past %d", seq, err, seqBefore)
+	}
+	if _, _, err := s.Session(ctx, tokenless.IDHash, store.SessionServer, later); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a tokenless session (an OIDC sign-in) after the user's tokens were reset: %v, want ErrNotFound", err)
 	}
 	if _, _, err := s.Session(ctx, code.IDHash, store.SessionCode, later); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a session after the user's tokens were reset: %v, want ErrNotFound", err)
@@ -162,8 +175,13 @@ func testSessions(t *testing.T, s store.Store) {
 	if err := s.ResetUserTokens(ctx, "nobody", store.APIToken{ID: uuid.NewString(), Name: "x", Hash: []byte("x"), CreatedAt: later}, later); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("ResetUserTokens of nobody: %v", err)
 	}
+	// A tokenless session begun after the reset lives until the user is suspended.
+	tokenless.IDHash = []byte("tokenless after the reset")
+	if err := s.CreateSession(ctx, tokenless); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := s.Session(ctx, tokenless.IDHash, store.SessionServer, later); err != nil {
-		t.Fatalf("a tokenless session after the reset: %v", err)
+		t.Fatalf("a tokenless session begun after the reset: %v", err)
 	}
 	if _, err := s.SetUserSuspended(ctx, f.User.ID, &later); err != nil {
 		t.Fatal(err)

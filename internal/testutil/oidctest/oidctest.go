@@ -3,6 +3,10 @@
 // over an in-memory storage of users and clients that the test configures. Its login page is a
 // plain HTML form (one button per user) that a browser submits; LogIn submits it from Go.
 //
+// With Options.RememberSessions the provider keeps a browser's sign-in (a cookie) as real providers
+// do: a later authorization request from that browser is answered without the login form, until
+// the browser's session is ended at the provider's end_session endpoint (RP-initiated logout).
+//
 // A test may make the provider misbehave on purpose (Tamper: the ID token's claims changed and
 // signed again with the provider's key), to check that the client refuses what it must.
 package oidctest
@@ -48,6 +52,8 @@ type User struct {
 type Client struct {
 	ID, Secret   string
 	RedirectURIs []string
+	// PostLogoutRedirectURIs are where end_session may send the browser back to.
+	PostLogoutRedirectURIs []string
 }
 
 // Options configure a Provider.
@@ -57,6 +63,22 @@ type Options struct {
 	// AllowNoPKCE accepts authorization requests without a code challenge (by default they are
 	// refused, as providers that require PKCE do).
 	AllowNoPKCE bool
+	// RememberSessions keeps a browser signed in at the provider after its login form (cookie
+	// SessionCookie): its next authorization request is answered without the form, until
+	// end_session ends that session.
+	RememberSessions bool
+}
+
+// SessionCookie is the provider's browser session cookie (Options.RememberSessions).
+const SessionCookie = "oidctest_session"
+
+// EndSessionRequest is what the provider saw of a request to its end_session endpoint.
+type EndSessionRequest struct {
+	IDTokenHint, ClientID, PostLogoutRedirectURI, State string
+	// Subject is the user the ID token hint names ("" without one, or when the request was
+	// refused); HadSession tells whether the browser had a session at the provider then.
+	Subject    string
+	HadSession bool
 }
 
 // AuthRequest is what the provider saw of an authorization request.
@@ -90,6 +112,8 @@ type Provider struct {
 	tokens   map[string]accessToken  // id → token
 	seenAuth []AuthRequest
 	seenTok  []TokenRequest
+	seenEnd  []EndSessionRequest
+	sessions map[string]string // browser session cookie → subject
 	tamper   func(claims map[string]any)
 }
 
@@ -104,7 +128,7 @@ func New(t testing.TB, opts Options) *Provider {
 		t.Fatal(err)
 	}
 	p := &Provider{key: key, keyID: uuid.NewString(), opts: opts, users: map[string]User{}, clients: map[string]Client{},
-		requests: map[string]*authRequest{}, codes: map[string]string{}, tokens: map[string]accessToken{}}
+		requests: map[string]*authRequest{}, codes: map[string]string{}, tokens: map[string]accessToken{}, sessions: map[string]string{}}
 	p.server = httptest.NewUnstartedServer(nil)
 	issuer := "http://" + p.server.Listener.Addr().String()
 	cfg := &op.Config{
@@ -121,6 +145,7 @@ func New(t testing.TB, opts Options) *Provider {
 	interceptor := op.NewIssuerInterceptor(p.op.IssuerFromRequest)
 	mux.HandleFunc("GET /login", p.loginPage)
 	mux.Handle("POST /login", interceptor.HandlerFunc(p.login))
+	mux.Handle(p.op.EndSessionEndpoint().Relative(), p.watchEndSession(p.op))
 	mux.Handle("/", p.watchTokens(p.op))
 	p.server.Config.Handler = mux
 	p.server.Start()
@@ -160,6 +185,20 @@ func (p *Provider) AuthRequests() []AuthRequest {
 	return slices.Clone(p.seenAuth)
 }
 
+// EndSessionRequests returns the requests to the end_session endpoint, oldest first.
+func (p *Provider) EndSessionRequests() []EndSessionRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seenEnd)
+}
+
+// Sessions is the number of browser sessions the provider keeps (Options.RememberSessions).
+func (p *Provider) Sessions() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sessions)
+}
+
 // TokenRequests returns the requests to the token endpoint, oldest first.
 func (p *Provider) TokenRequests() []TokenRequest {
 	p.mu.Lock()
@@ -196,7 +235,22 @@ type loginData struct {
 }
 
 func (p *Provider) loginPage(w http.ResponseWriter, r *http.Request) {
-	p.renderLogin(w, http.StatusOK, r.URL.Query().Get("authRequestID"), "")
+	id := r.URL.Query().Get("authRequestID")
+	// A browser signed in at the provider is not asked again (single sign-on).
+	if c, err := r.Cookie(SessionCookie); err == nil && p.opts.RememberSessions {
+		p.mu.Lock()
+		subject, okSession := p.sessions[c.Value]
+		req, okReq := p.requests[id]
+		if okSession && okReq {
+			req.subject, req.done, req.authTime = subject, true, time.Now()
+		}
+		p.mu.Unlock()
+		if okSession && okReq {
+			http.Redirect(w, r, op.AuthCallbackURL(p.op)(r.Context(), id), http.StatusFound)
+			return
+		}
+	}
+	p.renderLogin(w, http.StatusOK, id, "")
 }
 
 func (p *Provider) renderLogin(w http.ResponseWriter, status int, id, msg string) {
@@ -230,7 +284,47 @@ func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
 		p.renderLogin(w, http.StatusBadRequest, id, "Unknown sign-in request or user.")
 		return
 	}
+	if p.opts.RememberSessions {
+		sid := uuid.NewString()
+		p.mu.Lock()
+		p.sessions[sid] = subject
+		p.mu.Unlock()
+		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: sid, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	}
 	http.Redirect(w, r, op.AuthCallbackURL(p.op)(r.Context(), id), http.StatusFound)
+}
+
+// endSessionCall is what watchEndSession hands TerminateSession: the browser's session cookie and
+// the index of the request in seenEnd.
+type endSessionCall struct {
+	sid string
+	idx int
+}
+
+type endSessionKey struct{}
+
+// watchEndSession records the end_session endpoint's requests and hands zitadel's handler the
+// browser's session cookie (TerminateSession ends that session).
+func (p *Provider) watchEndSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, "bad form", http.StatusBadRequest)
+			return
+		}
+		req := EndSessionRequest{IDTokenHint: r.Form.Get("id_token_hint"), ClientID: r.Form.Get("client_id"),
+			PostLogoutRedirectURI: r.Form.Get("post_logout_redirect_uri"), State: r.Form.Get("state")}
+		sid := ""
+		if c, err := r.Cookie(SessionCookie); err == nil {
+			sid = c.Value
+		}
+		p.mu.Lock()
+		_, req.HadSession = p.sessions[sid]
+		p.seenEnd = append(p.seenEnd, req)
+		call := endSessionCall{sid: sid, idx: len(p.seenEnd) - 1}
+		p.mu.Unlock()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), endSessionKey{}, call)))
+	})
 }
 
 // watchTokens records the token endpoint's requests and applies Tamper to its answers.
@@ -355,7 +449,7 @@ type client struct {
 
 func (c client) GetID() string                       { return c.ID }
 func (c client) RedirectURIs() []string              { return c.Client.RedirectURIs }
-func (c client) PostLogoutRedirectURIs() []string    { return nil }
+func (c client) PostLogoutRedirectURIs() []string    { return c.Client.PostLogoutRedirectURIs }
 func (c client) ApplicationType() op.ApplicationType { return op.ApplicationTypeWeb }
 func (c client) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodBasic }
 func (c client) ResponseTypes() []oidc.ResponseType {
@@ -468,7 +562,23 @@ func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.Refres
 	return nil, errNotSupported
 }
 
-func (s *storage) TerminateSession(context.Context, string, string) error { return nil }
+// TerminateSession ends the browser's session at the provider (its cookie, put in ctx by
+// watchEndSession) and every session of userID (the ID token hint's subject, when there was one).
+func (s *storage) TerminateSession(ctx context.Context, userID, _ string) error {
+	call, ok := ctx.Value(endSessionKey{}).(endSessionCall)
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if ok {
+		s.p.seenEnd[call.idx].Subject = userID
+		delete(s.p.sessions, call.sid)
+	}
+	for k, sub := range s.p.sessions {
+		if userID != "" && sub == userID {
+			delete(s.p.sessions, k)
+		}
+	}
+	return nil
+}
 
 func (s *storage) RevokeToken(_ context.Context, id, _, _ string) *oidc.Error {
 	s.p.mu.Lock()
