@@ -656,12 +656,14 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 			}
 			killed = time.Now()
 			r.prov.kill9()
-			if building, err = unfinished(building, r.buildStatus(ctx)); err != nil {
+			seen := building
+			if building, err = unfinished(seen, r.buildStatus(ctx)); err != nil {
 				return res, err
 			}
 			if len(building) > 0 || attempt == 5 {
 				break
 			}
+			r.logf("provisioner: the builds seen running terraform (%v) ended before the kill (attempt %d of 5): start it again", seen, attempt)
 			if err := r.prov.start(); err != nil {
 				return res, err
 			}

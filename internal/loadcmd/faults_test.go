@@ -43,9 +43,25 @@ func TestFaultsLoseNoAcknowledgedChange(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
+	// The run's files (the children's logs, the database) are kept when the test fails, and the
+	// end of each log is printed: a failure that comes once in many runs must say why.
+	dir, err := os.MkdirTemp("", "hangar-faults-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+			return
+		}
+		for _, name := range []string{"provisioner.log", "agent.log", "server-0.log", "server-1.log"} {
+			t.Logf("---- the end of %s:\n%s", name, logTail(filepath.Join(dir, name), 60))
+		}
+		t.Logf("the run's files are kept in %s", dir)
+	}()
 	var log strings.Builder
 	rep, err := RunFaults(ctx, FaultConfig{Binary: bin, Terraform: tf, Workspaces: 30, TFWorkspaces: 2, ChangesPerSecond: 20,
-		Settle: 2 * time.Second, Down: 500 * time.Millisecond, ConvergeTimeout: 3 * time.Minute, Log: &log})
+		Settle: 2 * time.Second, Down: 500 * time.Millisecond, ConvergeTimeout: 3 * time.Minute, Dir: dir, Log: &log})
 	t.Logf("%s\n%s", log.String(), rep)
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +80,16 @@ func TestFaultsLoseNoAcknowledgedChange(t *testing.T) {
 			t.Errorf("provisioner: killed with %d builds in flight, %d adopted by its restart", f.InFlight, f.Adopted)
 		}
 	}
+}
+
+// logTail is the last n lines of the file at path (or why it cannot be read).
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // TestFaultsLostDetection: the check finds a desired state that is neither the last acknowledged
