@@ -27,7 +27,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/cmdopt"
+	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/tfmodule"
 )
@@ -622,17 +624,23 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 	case FaultAgent:
 		r.agent.kill9()
 		loadgen.Wait(ctx, r.cfg.Down)
+		// Back at the first answer to the restarted agent: one given after its start (an answer
+		// after the kill could be to a request the killed agent sent, which a loaded server took
+		// longer than the kill to answer).
+		restarted := time.Now()
 		if err = r.agent.start(); err == nil {
-			err = r.waitReconciled(ctx, killed)
+			err = r.waitReconciled(ctx, restarted)
 		}
 	case FaultProvisioner:
 		// Killed while terraform runs: wait (bounded) for a build that the provisioner claimed and
-		// whose terraform has written to the log, and kill. A build that ended between that look
-		// and the kill (a small apply is quick) is not in flight: the server's view after the kill
-		// says which are. None left: start the provisioner again and try once more (at most 5).
-		var building []string
+		// whose terraform started (its work directory exists for an adoption), and kill. A build
+		// that ended between that look and the kill (a small apply is quick) is not in flight: the
+		// server's view of that build (by number: a newer build of the same workspace, queued
+		// meanwhile by the users' load, is no build the killed provisioner ran) after the kill says
+		// which are. None left: start the provisioner again and try once more (at most 5).
+		var building []buildRef
 		for attempt := 1; ; attempt++ {
-			for end := time.Now().Add(30 * time.Second); ; {
+			for end := time.Now().Add(terraformWait); ; {
 				if building, err = r.runningTerraform(ctx); err != nil {
 					return res, err
 				}
@@ -640,7 +648,7 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 					break
 				}
 				if time.Now().After(end) {
-					return res, errors.New("no build ran terraform within 30 s of load to kill the provisioner during")
+					return res, fmt.Errorf("no build ran terraform within %v of load to kill the provisioner during", terraformWait)
 				}
 				if !loadgen.Wait(ctx, 20*time.Millisecond) {
 					return res, ctx.Err()
@@ -648,14 +656,14 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 			}
 			killed = time.Now()
 			r.prov.kill9()
-			now, berr := r.building(ctx)
-			if berr != nil {
-				return res, berr
+			seen := building
+			if building, err = unfinished(seen, r.buildStatus(ctx)); err != nil {
+				return res, err
 			}
-			building = slices.DeleteFunc(building, func(w string) bool { return !slices.Contains(now, w) })
 			if len(building) > 0 || attempt == 5 {
 				break
 			}
+			r.logf("provisioner: the builds seen running terraform (%v) ended before the kill (attempt %d of 5): start it again", seen, attempt)
 			if err := r.prov.start(); err != nil {
 				return res, err
 			}
@@ -664,10 +672,11 @@ func (r *faultRun) fault(ctx context.Context, name string) (FaultResult, error) 
 		adopted0 := r.adopted()
 		loadgen.Wait(ctx, r.cfg.Down)
 		if err = r.prov.start(); err == nil {
-			// Back once the builds in flight at the kill have ended.
+			// Back once the builds in flight at the kill have ended (those builds: the workspace
+			// may be building again by then, a user having changed it).
 			for end := time.Now().Add(r.cfg.ConvergeTimeout); ; {
-				now, berr := r.building(ctx)
-				if berr == nil && !slices.ContainsFunc(now, func(w string) bool { return slices.Contains(building, w) }) {
+				left, berr := unfinished(building, r.buildStatus(ctx))
+				if berr == nil && len(left) == 0 {
 					break
 				}
 				if time.Now().After(end) {
@@ -784,22 +793,71 @@ func (r *faultRun) building(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// runningTerraform lists the Terraform workspaces whose latest build is claimed by the provisioner
-// (running) and has log lines (terraform started: its run directory exists for an adoption).
-func (r *faultRun) runningTerraform(ctx context.Context) ([]string, error) {
+// terraformWait bounds the wait for a build that runs terraform, to kill the provisioner during.
+const terraformWait = time.Minute
+
+// buildRef names one build of a workspace.
+type buildRef struct {
+	ws     string
+	number int
+}
+
+func (b buildRef) String() string { return fmt.Sprintf("%s#%d", b.ws, b.number) }
+
+// runningTerraform lists the Terraform workspaces' latest builds that the provisioner claimed
+// (running) and whose terraform started: their log has a line of a terraform stage (init, apply or
+// destroy). The work directory a restarted provisioner adopts exists from then on; a build that
+// only logged "Setting up" may not have it yet (its first log lines are shipped while it is being
+// made: under load, a kill can fall in between, and nothing is there to adopt).
+func (r *faultRun) runningTerraform(ctx context.Context) ([]buildRef, error) {
 	ws, err := r.building(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []buildRef
 	for _, ref := range ws {
 		b, err := r.admin.Build(ctx, ref, 0)
-		if err != nil || b.Status != "running" {
+		if err != nil || b.Status != string(build.Running) {
 			continue
 		}
-		lines := 0
-		if err := r.admin.BuildLogs(ctx, ref, b.Number, 0, false, func(sdk.BuildLog) error { lines++; return nil }); err == nil && lines > 0 {
-			out = append(out, ref)
+		started := false
+		if err := r.admin.BuildLogs(ctx, ref, b.Number, 0, false, func(l sdk.BuildLog) error {
+			started = started || terraformStage(l.Stage)
+			return nil
+		}); err == nil && started {
+			out = append(out, buildRef{ws: ref, number: b.Number})
+		}
+	}
+	return out, nil
+}
+
+// terraformStage says whether a build log line of this stage was written once terraform ran.
+func terraformStage(stage string) bool {
+	switch stage {
+	case terraform.StageInit, terraform.StageApply, terraform.StageDestroy:
+		return true
+	}
+	return false
+}
+
+// buildStatus looks up a build's status through a replica.
+func (r *faultRun) buildStatus(ctx context.Context) func(buildRef) (string, error) {
+	return func(b buildRef) (string, error) {
+		got, err := r.admin.Build(ctx, b.ws, b.number)
+		return got.Status, err
+	}
+}
+
+// unfinished keeps the builds whose job has not ended (pending, running or canceling).
+func unfinished(builds []buildRef, status func(buildRef) (string, error)) ([]buildRef, error) {
+	var out []buildRef
+	for _, b := range builds {
+		st, err := status(b)
+		if err != nil {
+			return nil, fmt.Errorf("build %v: %w", b, err)
+		}
+		if build.JobStatus(st).Active() {
+			out = append(out, b)
 		}
 	}
 	return out, nil
