@@ -34,7 +34,7 @@ components:
 // its app through the proxy, stops it, reads why another one failed, and revokes a token on the
 // page, after which the proxy refuses that token.
 func TestWebUI(t *testing.T) {
-	idp := oidctest.New(t, oidctest.Options{})
+	idp := oidctest.New(t, oidctest.Options{RememberSessions: true})
 	verified := true
 	idp.AddUser(oidctest.User{Subject: "carol", Email: "carol@example.test", EmailVerified: &verified, PreferredUsername: "carol"})
 	secretFile := filepath.Join(t.TempDir(), "oidc-client-secret")
@@ -43,7 +43,8 @@ func TestWebUI(t *testing.T) {
 	}
 	e := setUpProxy(t, "--oidc-issuer-url", idp.Issuer(), "--oidc-client-id", "hangar", "--oidc-client-secret-file", secretFile,
 		"--oidc-name", "Test IdP")
-	idp.AddClient(oidctest.Client{ID: "hangar", Secret: "web-ui-test-secret", RedirectURIs: []string{e.srv.URL + "/oidc/callback"}})
+	idp.AddClient(oidctest.Client{ID: "hangar", Secret: "web-ui-test-secret", RedirectURIs: []string{e.srv.URL + "/oidc/callback"},
+		PostLogoutRedirectURIs: []string{e.srv.URL + "/oidc/signed-out"}})
 	b := startBrowser(t, e, e.loopbackFront(t), "carol").On(t)
 	proxied := &http.Client{Transport: e.transport(true), Timeout: 30 * time.Second}
 
@@ -142,4 +143,20 @@ func TestWebUI(t *testing.T) {
 		t.Errorf("the crashing workspace shows %q", state)
 	}
 	t.Logf("the failure reads %q", b.Text(`[data-testid="ws-detail-error"]`))
+
+	// Sign out ends the provider's session too (RP-initiated logout): the browser passes through
+	// the provider's end_session and lands on the signed-out page, and the next sign-in needs the
+	// provider's login form again (while its session lived, the provider would have skipped it).
+	if n := idp.Sessions(); n != 1 {
+		t.Errorf("before the sign-out the provider keeps %d sessions of this browser, want 1", n)
+	}
+	b.Click(`//button[@data-testid="signout"]`, `//*[contains(., "You are signed out of Hangar and of Test IdP")]`)
+	if loc := b.Location(); loc != e.srv.URL+"/oidc/signed-out" {
+		t.Errorf("after the sign-out the browser is at %s", loc)
+	}
+	if n := idp.Sessions(); n != 0 {
+		t.Errorf("after the sign-out the provider still keeps %d sessions", n)
+	}
+	b.Click(`//a[@id="oidc-signin"]`, `//button[@id="user-carol"]`)
+	b.Open(e.srv.URL+"/ui/", `//a[@id="oidc-signin"]`)
 }
