@@ -160,6 +160,9 @@ type Spec struct {
 	Reason build.Reason
 	// LogLevel of the first build: "" or build.LogDebug (TF_LOG=DEBUG).
 	LogLevel string
+	// Note, when not empty, is a warning the first build's log starts with (why a prebuilt
+	// workspace was not claimed: ClaimOverStorageError).
+	Note string
 }
 
 // Create creates a workspace from a terraform template as spec says, with its first build (a start
@@ -205,6 +208,9 @@ func (s *Service) Create(ctx context.Context, u workspace.User, name string, t s
 	if err := s.st.CreateBuildWorkspace(ctx, w, b); err != nil {
 		return w, b, err
 	}
+	if spec.Note != "" {
+		s.appendLogs(ctx, b.Job.ID, "Storage", "warn", spec.Note)
+	}
 	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "version", v.Number,
 		"build", 1, "parameters", names(values), "preset", spec.PresetID, "is_prebuild", spec.IsPrebuild)
 	return w, b, nil
@@ -234,7 +240,17 @@ func (s *Service) NewBuild(ctx context.Context, u workspace.User, ref store.Work
 	if req.Reason == "" {
 		req.Reason = build.ReasonInitiator
 	}
-	if req.Transition == build.Start {
+	switch {
+	case req.State != nil:
+		// A pushed state is counted by how much it grows what the workspace keeps (its latest
+		// state); one that does not grow it is refused only as a start is.
+		owner, growth := s.pushGrowth(ctx, ref, req.State)
+		if req.Transition == build.Start || growth > 0 {
+			if err := s.storageFor(ctx, owner, growth, "the pushed state"); err != nil {
+				return workspace.Workspace{}, build.Build{}, err
+			}
+		}
+	case req.Transition == build.Start:
 		if err := s.storageError(ctx, s.ownerOf(ctx, ref)); err != nil {
 			return workspace.Workspace{}, build.Build{}, err
 		}
@@ -621,6 +637,13 @@ func (s *Service) PushState(ctx context.Context, u workspace.User, ref store.Wor
 	entry.Set("force", force)
 	if w.Backend != workspace.KindTerraform {
 		return fmt.Errorf("workspace %q: %w", w.Name, ErrNotTerraform)
+	}
+	// A push that grows what the workspace keeps is held to the storage bound as a create is
+	// (prune first, then refuse, writing nothing); one that shrinks it frees, and is never refused.
+	if _, growth := s.pushGrowth(ctx, store.WorkspaceRef{ID: w.ID, OwnerID: w.OwnerID}, state); growth > 0 {
+		if err := s.storageFor(ctx, w.OwnerID, growth, "this state"); err != nil {
+			return err
+		}
 	}
 	var meta build.StateMeta
 	if err := s.st.PutBuildState(ctx, w.ID, state, func(saved []byte) error {
