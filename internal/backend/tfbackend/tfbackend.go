@@ -697,34 +697,60 @@ func (s *Service) Acquire(ctx context.Context, workerID string, wait time.Durati
 	}
 }
 
-// abandoned fails the jobs a worker claimed and no longer runs. A worker asks for work only when
-// it runs none, after adopting every run it left in its work directory (provisioner.Daemon), so a
-// job it still holds is one it lost before Terraform started: a daemon killed between claiming a
-// job and starting it. Failing it now beats waiting for the reaper. Worker ids must therefore be
-// unique among live daemons (a lock on the work directory and the provisioner's token make them so).
-// abandonAfter: a job heartbeated this recently is not taken for abandoned (provisioners
-// heartbeat every 10 s).
+// abandoned re-queues the jobs a worker claimed and no longer runs. A worker asks for work only
+// when it runs none, after adopting every run it left in its work directory (provisioner.Daemon,
+// which does not ask while it cannot read that directory), so a job it still holds is one it lost
+// before Terraform started: a daemon killed between claiming a job and starting it, or a claim
+// whose answer never reached it (the connection, or the database, failed in between). Nothing
+// ran, so the job goes back to the queue, once: a job lost a second time (a build that kills its
+// provisioner before Terraform starts, such as an archive that exhausts its memory) fails, as a
+// canceled one ends, keeping the state it started from. Worker ids must therefore be unique among
+// live daemons (a lock on the work directory and the provisioner's token make them so).
+// abandonAfter: a job heartbeated (or claimed) this recently is not taken for abandoned
+// (provisioners heartbeat every 10 s).
 const abandonAfter = 30 * time.Second
+
+// stageRequeued is the log stage of the line that says a job was re-queued (abandoned).
+const stageRequeued = "Requeued"
 
 func (s *Service) abandoned(ctx context.Context, workerID string) error {
 	ids, err := s.st.ActiveJobsOf(ctx, workerID)
 	if err != nil || len(ids) == 0 {
 		return err
 	}
-	msg := "the provisioner that claimed this build restarted before it ran Terraform; nothing ran and the state is unchanged. Start the build again."
 	for _, id := range ids {
+		again, err := s.requeuedBefore(ctx, id)
+		if err != nil {
+			return fmt.Errorf("read the log of an abandoned job: %w", err)
+		}
+		var msg, stage, level string
+		requeued := false
 		rec, err := s.st.UpdateBuild(ctx, id, func(rec store.BuildRecord) (store.BuildRecord, error) {
 			b := *rec.Build
 			if b.Job.WorkerID != workerID || b.Job.CompletedAt != nil {
 				return rec, errAlreadyDone
 			}
-			if b.Job.HeartbeatAt != nil && s.now().Sub(*b.Job.HeartbeatAt) < abandonAfter {
-				// Heartbeated just now: a live daemon runs it — another process with the same worker
-				// id (a misconfiguration), or this one's heartbeat racing its own restart. Leave it
-				// to the next look, or to the reaper.
+			if last := b.Job.HeartbeatAt; last != nil && s.now().Sub(*last) < abandonAfter {
+				// Heartbeated (or claimed) just now: a live daemon runs it — another process with
+				// the same worker id (a misconfiguration), or this one's heartbeat racing its own
+				// restart. Leave it to the next look, or to the reaper.
 				return rec, errAlreadyDone
 			}
-			nb := build.Finish(b, build.Outcome{Error: msg}, s.now())
+			var nb build.Build
+			switch {
+			case b.Job.CanceledAt != nil:
+				msg, stage, level = "Canceled: the provisioner that claimed this build restarted before it ran Terraform; nothing ran and the state is unchanged.", "Canceling", "warn"
+				nb = build.Finish(b, build.Outcome{Canceled: true}, s.now())
+			case again:
+				msg, stage, level = "The provisioner that claimed this build restarted before it ran Terraform, a second time after the build was queued again; "+
+					"nothing ran and the state is unchanged. Look at the provisioner's log for why it stops, then start the build again.", "Abandoned", "error"
+				nb = build.Finish(b, build.Outcome{Error: "the provisioner that claimed this build restarted before it ran Terraform, twice; nothing ran and the state is unchanged"}, s.now())
+			default:
+				msg, stage, level = "The provisioner that claimed this build restarted before it ran Terraform; nothing ran and the state is unchanged. The build is queued again.", stageRequeued, "warn"
+				nb = b
+				nb.Job.WorkerID, nb.Job.StartedAt, nb.Job.HeartbeatAt = "", nil, nil
+				requeued = true
+			}
 			nb.State = b.State
 			rec.Build = &nb
 			rec.Workspace = applyState(rec.Workspace, nb, s.now())
@@ -734,13 +760,34 @@ func (s *Service) abandoned(ctx context.Context, workerID string) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("fail an abandoned job: %w", err)
+			return fmt.Errorf("abandoned job: %w", err)
+		}
+		s.appendLogs(ctx, id, stage, level, msg)
+		if requeued {
+			s.log.Warn("build abandoned by its provisioner before Terraform started: queued again", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "worker", workerID)
+			continue
 		}
 		s.ended(*rec.Build)
-		s.appendLogs(ctx, id, "Abandoned", "error", msg)
-		s.log.Warn("build abandoned by its provisioner", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "worker", workerID)
+		s.log.Warn("build abandoned by its provisioner", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "worker", workerID, "status", rec.Build.Job.Status())
 	}
 	return nil
+}
+
+// requeuedBefore reports whether the job was re-queued once already (its log says so).
+func (s *Service) requeuedBefore(ctx context.Context, jobID string) (bool, error) {
+	var after int64
+	for {
+		lines, err := s.st.JobLogs(ctx, jobID, after, 1000)
+		if err != nil || len(lines) == 0 {
+			return false, err
+		}
+		for _, l := range lines {
+			if l.Stage == stageRequeued {
+				return true, nil
+			}
+		}
+		after = lines[len(lines)-1].ID
+	}
 }
 
 func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.ProvisionerJob, error) {
