@@ -66,5 +66,5 @@ func (c *Client) AppendLogs(ctx context.Context, jobID, workerID string, lines [
 
 // Finish implements Coordinator.
 func (c *Client) Finish(ctx context.Context, jobID, workerID string, o build.Outcome) error {
-	return c.do(ctx, protocol.ProvisionerFinishPath, jobID, protocol.FinishRequest{WorkerID: workerID, Canceled: o.Canceled, Error: o.Error, State: o.State}, nil)
+	return c.do(ctx, protocol.ProvisionerFinishPath, jobID, protocol.FinishRequest{WorkerID: workerID, Canceled: o.Canceled, Error: o.Error, State: o.State, NothingRan: o.NothingRan}, nil)
 }

@@ -203,7 +203,7 @@ func (d *Daemon) execute(ctx context.Context, jobID string, log *slog.Logger, ru
 	res := run(jctx, cancel, logs.add)
 	logs.close()
 
-	o := build.Outcome{Canceled: res.Canceled && userCanceled.Load(), State: res.State}
+	o := build.Outcome{Canceled: res.Canceled && userCanceled.Load(), State: res.State, NothingRan: res.NotStarted}
 	if res.Err != nil {
 		o.Error = res.Err.Error()
 	}

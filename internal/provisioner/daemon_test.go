@@ -92,6 +92,8 @@ type fakeRunner struct {
 	mu            sync.Mutex
 	leftoverFails int // the first Leftovers calls that fail
 	leftoverCalls int
+	leftovers     []string         // runs a previous daemon left
+	recovered     terraform.Result // what Recover finds of each
 }
 
 func (r *fakeRunner) Run(_ context.Context, cancel <-chan struct{}, req terraform.Request) terraform.Result {
@@ -113,11 +115,11 @@ func (r *fakeRunner) Leftovers() ([]string, error) {
 	if r.leftoverCalls <= r.leftoverFails {
 		return nil, errors.New("permission denied")
 	}
-	return nil, nil
+	return r.leftovers, nil
 }
 
 func (r *fakeRunner) Recover(context.Context, <-chan struct{}, string, func(terraform.Line)) (terraform.Result, bool) {
-	return terraform.Result{}, false
+	return r.recovered, r.leftovers != nil
 }
 
 func (r *fakeRunner) Remove(string) error { return nil }
@@ -249,5 +251,21 @@ func TestDaemonTakesNoJobBeforeItLooksForLeftovers(t *testing.T) {
 	}
 	if o := <-f.finished; o.Error != "" {
 		t.Fatalf("the job after the leftovers: %+v", o)
+	}
+}
+
+// TestDaemonReportsAnAdoptedRunThatNeverStarted: a run left by a previous daemon that never
+// reached terraform's apply or destroy is reported with NothingRan (the server queues the build
+// again), with the error and the state it started from.
+func TestDaemonReportsAnAdoptedRunThatNeverStarted(t *testing.T) {
+	f := newFake()
+	f.job = nil
+	r := &fakeRunner{started: make(chan struct{}), leftovers: []string{"j0"},
+		recovered: terraform.Result{NotStarted: true, Err: errors.New("stopped before terraform applied anything"), State: []byte(`{"serial":3}`)}}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { _ = newDaemon(f, r).Run(ctx) }()
+	if o := <-f.finished; !o.NothingRan || o.Error != "stopped before terraform applied anything" || string(o.State) != `{"serial":3}` || o.Canceled {
+		t.Fatalf("the adopted run's outcome %+v", o)
 	}
 }

@@ -747,9 +747,7 @@ func (s *Service) abandoned(ctx context.Context, workerID string) error {
 				nb = build.Finish(b, build.Outcome{Error: "the provisioner that claimed this build restarted before it ran Terraform, twice; nothing ran and the state is unchanged"}, s.now())
 			default:
 				msg, stage, level = "The provisioner that claimed this build restarted before it ran Terraform; nothing ran and the state is unchanged. The build is queued again.", stageRequeued, "warn"
-				nb = b
-				nb.Job.WorkerID, nb.Job.StartedAt, nb.Job.HeartbeatAt = "", nil, nil
-				requeued = true
+				nb, requeued = requeue(b), true
 			}
 			nb.State = b.State
 			rec.Build = &nb
@@ -771,6 +769,12 @@ func (s *Service) abandoned(ctx context.Context, workerID string) error {
 		s.log.Warn("build abandoned by its provisioner", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "worker", workerID, "status", rec.Build.Job.Status())
 	}
 	return nil
+}
+
+// requeue is build b, claimed and not run, back in the queue: no worker, not started.
+func requeue(b build.Build) build.Build {
+	b.Job.WorkerID, b.Job.StartedAt, b.Job.HeartbeatAt = "", nil, nil
+	return b
 }
 
 // requeuedBefore reports whether the job was re-queued once already (its log says so).
@@ -918,12 +922,30 @@ func (s *Service) appendLogs(ctx context.Context, jobID, stage, level, output st
 
 // Finish records how the worker's job ended, under the state rules of build.Finish, and moves the
 // workspace to the state the build leaves it in. A restart's stop that succeeded queues its start.
+//
+// An outcome that says nothing ran (o.NothingRan: a run adopted after the provisioner restarted,
+// before Terraform's apply or destroy began) queues the build again instead, once, as for a job
+// its worker lost before starting it (abandoned); a second time, or a canceled build, ends as o
+// says.
 func (s *Service) Finish(ctx context.Context, jobID, workerID string, o build.Outcome) error {
 	o.Error = noNUL(o.Error)
+	again := false
+	if o.NothingRan && o.Error != "" && !o.Canceled {
+		var err error
+		if again, err = s.requeuedBefore(ctx, jobID); err != nil {
+			return err
+		}
+	}
+	requeued := false
 	rec, err := s.st.UpdateBuild(ctx, jobID, func(rec store.BuildRecord) (store.BuildRecord, error) {
 		b := *rec.Build
 		if b.Job.WorkerID != workerID || b.Job.CompletedAt != nil {
 			return rec, fmt.Errorf("job %s: %w", jobID, store.ErrNotOwner)
+		}
+		if o.NothingRan && o.Error != "" && !o.Canceled && b.Job.CanceledAt == nil && !again {
+			nb := requeue(b)
+			rec.Build, requeued = &nb, true
+			return rec, nil
 		}
 		nb := build.Finish(b, o, s.now())
 		rec.Build = &nb
@@ -932,6 +954,11 @@ func (s *Service) Finish(ctx context.Context, jobID, workerID string, o build.Ou
 	})
 	if err != nil {
 		return err
+	}
+	if requeued {
+		s.appendLogs(ctx, jobID, stageRequeued, "warn", "The provisioner restarted before Terraform began to apply or destroy ("+o.Error+"); nothing changed and the state is unchanged. The build is queued again.")
+		s.log.Warn("build adopted by its restarted provisioner before Terraform started: queued again", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "worker", workerID)
+		return nil
 	}
 	b := rec.Build
 	s.log.Info("build finished", "workspace", rec.Workspace.Name, "build", b.Number, "transition", b.Transition,
