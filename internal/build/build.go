@@ -251,6 +251,10 @@ type Outcome struct {
 	Error    string
 	// State is the Terraform state after the run, nil if Terraform produced none.
 	State []byte
+	// NothingRan (with Error) says Terraform never started changing resources: a run its
+	// provisioner adopted after a restart that had not reached apply or destroy. The server may
+	// queue the build again instead of failing it (tfbackend.Service.Finish).
+	NothingRan bool
 }
 
 // Finish applies the seed's state rules to a build whose job ends with o, at now, and returns the

@@ -101,4 +101,8 @@ type FinishRequest struct {
 	Error string `json:"error,omitempty"`
 	// State is the Terraform state after the run; absent when Terraform produced none.
 	State []byte `json:"state,omitempty"`
+	// NothingRan (with Error): Terraform never started changing resources (a run adopted after the
+	// provisioner restarted, before apply or destroy). The server queues the build again, once;
+	// a server that does not know the field fails it with Error.
+	NothingRan bool `json:"nothing_ran,omitempty"`
 }

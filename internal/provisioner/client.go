@@ -64,7 +64,16 @@ func (c *Client) AppendLogs(ctx context.Context, jobID, workerID string, lines [
 	return c.do(ctx, protocol.ProvisionerLogsPath, jobID, protocol.LogsRequest{WorkerID: workerID, Lines: lines}, nil)
 }
 
-// Finish implements Coordinator.
+// Finish implements Coordinator. A server older than nothing_ran refuses the field as unknown
+// (400 naming it): the outcome is then sent without it, and that server fails the build with
+// o.Error, as it always did.
 func (c *Client) Finish(ctx context.Context, jobID, workerID string, o build.Outcome) error {
-	return c.do(ctx, protocol.ProvisionerFinishPath, jobID, protocol.FinishRequest{WorkerID: workerID, Canceled: o.Canceled, Error: o.Error, State: o.State}, nil)
+	req := protocol.FinishRequest{WorkerID: workerID, Canceled: o.Canceled, Error: o.Error, State: o.State, NothingRan: o.NothingRan}
+	err := c.do(ctx, protocol.ProvisionerFinishPath, jobID, req, nil)
+	var se *StatusError
+	if req.NothingRan && errors.As(err, &se) && se.Code == http.StatusBadRequest && strings.Contains(se.Body, `"nothing_ran"`) {
+		req.NothingRan = false
+		err = c.do(ctx, protocol.ProvisionerFinishPath, jobID, req, nil)
+	}
+	return err
 }

@@ -94,7 +94,16 @@ var retry = backoff.Policy{Base: 250 * time.Millisecond, Max: 30 * time.Second}
 func (d *Daemon) Run(ctx context.Context) error {
 	d.defaults()
 	d.Logger.Info("provisioner ready", "worker", d.WorkerID)
-	d.recoverLeftovers(ctx)
+	// No job is asked for until the runs a previous daemon left are adopted: the server takes a
+	// job this worker still holds when it asks for work for one it lost before Terraform started,
+	// and queues it again (tfbackend.Service.Acquire).
+	for failures := 1; !d.recoverLeftovers(ctx); failures++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.After(retry.Delay(failures)):
+		}
+	}
 	failures := 0
 	for ctx.Err() == nil {
 		job, err := d.Coord.Acquire(ctx, d.WorkerID, d.AcquireWait)
@@ -121,16 +130,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 // recoverLeftovers adopts the runs a previous daemon of this worker left (it was killed, or its
 // machine stopped): it waits for the terraform still running, then reports the outcome with the
-// state terraform wrote, so that no resource it created is forgotten.
-func (d *Daemon) recoverLeftovers(ctx context.Context) {
+// state terraform wrote, so that no resource it created is forgotten. It reports false when it
+// could not look for them (the daemon then asks for no job: it tries again).
+func (d *Daemon) recoverLeftovers(ctx context.Context) bool {
 	ids, err := d.Runner.Leftovers()
 	if err != nil {
-		d.Logger.Error("cannot look for builds a previous provisioner left", "err", err)
-		return
+		d.Logger.Error("cannot look for builds a previous provisioner left; no build is taken until it can", "err", err)
+		return false
 	}
 	for _, id := range ids {
 		if ctx.Err() != nil {
-			return
+			return true
 		}
 		log := d.Logger.With("job", id)
 		log.Warn("adopting a build a previous provisioner left unfinished")
@@ -143,6 +153,7 @@ func (d *Daemon) recoverLeftovers(ctx context.Context) {
 			return res
 		})
 	}
+	return true
 }
 
 func (d *Daemon) runJob(ctx context.Context, job *protocol.ProvisionerJob) {
@@ -192,7 +203,7 @@ func (d *Daemon) execute(ctx context.Context, jobID string, log *slog.Logger, ru
 	res := run(jctx, cancel, logs.add)
 	logs.close()
 
-	o := build.Outcome{Canceled: res.Canceled && userCanceled.Load(), State: res.State}
+	o := build.Outcome{Canceled: res.Canceled && userCanceled.Load(), State: res.State, NothingRan: res.NotStarted}
 	if res.Err != nil {
 		o.Error = res.Err.Error()
 	}

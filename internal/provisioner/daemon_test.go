@@ -88,6 +88,12 @@ func (f *fakeCoord) Finish(_ context.Context, _, _ string, o build.Outcome) erro
 type fakeRunner struct {
 	quick   bool
 	started chan struct{}
+
+	mu            sync.Mutex
+	leftoverFails int // the first Leftovers calls that fail
+	leftoverCalls int
+	leftovers     []string         // runs a previous daemon left
+	recovered     terraform.Result // what Recover finds of each
 }
 
 func (r *fakeRunner) Run(_ context.Context, cancel <-chan struct{}, req terraform.Request) terraform.Result {
@@ -102,10 +108,18 @@ func (r *fakeRunner) Run(_ context.Context, cancel <-chan struct{}, req terrafor
 	return terraform.Result{Canceled: true, State: []byte(`{"partial":1}`), Err: errors.New("interrupted")}
 }
 
-func (r *fakeRunner) Leftovers() ([]string, error) { return nil, nil }
+func (r *fakeRunner) Leftovers() ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leftoverCalls++
+	if r.leftoverCalls <= r.leftoverFails {
+		return nil, errors.New("permission denied")
+	}
+	return r.leftovers, nil
+}
 
 func (r *fakeRunner) Recover(context.Context, <-chan struct{}, string, func(terraform.Line)) (terraform.Result, bool) {
-	return terraform.Result{}, false
+	return r.recovered, r.leftovers != nil
 }
 
 func (r *fakeRunner) Remove(string) error { return nil }
@@ -197,5 +211,61 @@ func TestDaemonStopsWhenTheJobIsTaken(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(d.UnreportedDir, "j1.tfstate")); err != nil || string(b) != `{"partial":1}` {
 		t.Fatalf("unreported state: %q %v", b, err)
+	}
+}
+
+// acquireWatch records how many times the runner was asked for leftovers when the daemon first
+// asks for work.
+type acquireWatch struct {
+	*fakeCoord
+	r     *fakeRunner
+	first chan int
+}
+
+func (a *acquireWatch) Acquire(ctx context.Context, worker string, wait time.Duration) (*protocol.ProvisionerJob, error) {
+	a.r.mu.Lock()
+	n := a.r.leftoverCalls
+	a.r.mu.Unlock()
+	select {
+	case a.first <- n:
+	default:
+	}
+	return a.fakeCoord.Acquire(ctx, worker, wait)
+}
+
+// TestDaemonTakesNoJobBeforeItLooksForLeftovers: a daemon that cannot read its work directory
+// asks for no job (the server would take a job it still holds for one it lost before Terraform
+// started, and queue it again, while a terraform it left may still run): it tries again until it
+// can, then works.
+func TestDaemonTakesNoJobBeforeItLooksForLeftovers(t *testing.T) {
+	f := newFake()
+	r := &fakeRunner{quick: true, started: make(chan struct{}), leftoverFails: 3}
+	a := &acquireWatch{fakeCoord: f, r: r, first: make(chan int, 1)}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	d := newDaemon(f, r)
+	d.Coord = a
+	go func() { _ = d.Run(ctx) }()
+	if n := <-a.first; n != 4 {
+		t.Fatalf("the daemon asked for work after %d looks for leftovers, want 4 (3 failed)", n)
+	}
+	if o := <-f.finished; o.Error != "" {
+		t.Fatalf("the job after the leftovers: %+v", o)
+	}
+}
+
+// TestDaemonReportsAnAdoptedRunThatNeverStarted: a run left by a previous daemon that never
+// reached terraform's apply or destroy is reported with NothingRan (the server queues the build
+// again), with the error and the state it started from.
+func TestDaemonReportsAnAdoptedRunThatNeverStarted(t *testing.T) {
+	f := newFake()
+	f.job = nil
+	r := &fakeRunner{started: make(chan struct{}), leftovers: []string{"j0"},
+		recovered: terraform.Result{NotStarted: true, Err: errors.New("stopped before terraform applied anything"), State: []byte(`{"serial":3}`)}}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { _ = newDaemon(f, r).Run(ctx) }()
+	if o := <-f.finished; !o.NothingRan || o.Error != "stopped before terraform applied anything" || string(o.State) != `{"serial":3}` || o.Canceled {
+		t.Fatalf("the adopted run's outcome %+v", o)
 	}
 }

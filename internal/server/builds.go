@@ -826,7 +826,7 @@ func (s *Server) provisionerFinish(w http.ResponseWriter, r *http.Request, p sto
 	if len(req.State) > protocol.MaxStateBytes {
 		return errBadRequest("invalid request", sdk.Validation{Field: "state", Detail: fmt.Sprintf("is %d bytes, the limit is %d", len(req.State), protocol.MaxStateBytes)})
 	}
-	if err := s.builder.Finish(r.Context(), r.PathValue("id"), worker, build.Outcome{Canceled: req.Canceled, Error: req.Error, State: req.State}); err != nil {
+	if err := s.builder.Finish(r.Context(), r.PathValue("id"), worker, build.Outcome{Canceled: req.Canceled, Error: req.Error, State: req.State, NothingRan: req.NothingRan}); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"recorded": true})

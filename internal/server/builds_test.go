@@ -427,7 +427,8 @@ func TestProvisionerJobOwnership(t *testing.T) {
 			wantState(t, env, alice, "w", "", tfState(1), 1)
 
 			// A worker that asks for work while it holds a job lost it (restarted before it ran
-			// Terraform): the job fails at once, keeping the state it started from.
+			// Terraform): nothing ran, so the job is queued again, once, and the worker's request
+			// takes it. Lost a second time, it fails, keeping the state it started from.
 			newBuild(t, env, alice, "w", sdk.CreateBuildRequest{Transition: "stop"})
 			lost := owner.mustAcquire("w", 2)
 			// Right after the claim (a heartbeat's age), the job may still be run by a live process
@@ -439,18 +440,42 @@ func TestProvisionerJobOwnership(t *testing.T) {
 				t.Fatalf("a just-claimed build taken for abandoned %+v", b)
 			}
 			env.Clock.Advance(31 * time.Second)
+			again := owner.mustAcquire("w", 2)
+			if again.ID != lost.ID || !bytes.Equal(again.State, tfState(1)) {
+				t.Fatalf("the re-queued build came back as %+v", again)
+			}
+			if b := getBuild(t, env, alice, "w", 2); b.Status != "running" || b.Error != "" {
+				t.Fatalf("the re-queued build %+v", b)
+			}
+			if ls := logLines(t, env, alice, "w", 2, ""); len(ls) != 1 || ls[0].Stage != "Requeued" || !strings.Contains(ls[0].Output, "queued again") {
+				t.Errorf("the re-queued build's log %+v", ls)
+			}
+			env.Clock.Advance(31 * time.Second)
 			if a := owner.acquire(); a != nil {
 				t.Fatalf("acquire handed out %+v", a)
 			}
-			if b := getBuild(t, env, alice, "w", 2); b.Status != "failed" || !strings.Contains(b.Error, "restarted before it ran Terraform") {
+			if b := getBuild(t, env, alice, "w", 2); b.Status != "failed" || !strings.Contains(b.Error, "restarted before it ran Terraform, twice") {
 				t.Fatalf("abandoned build %+v", b)
 			}
 			wantState(t, env, alice, "w", "", tfState(1), 2)
-			if ls := logLines(t, env, alice, "w", 2, ""); len(ls) != 1 || ls[0].Stage != "Abandoned" {
+			if ls := logLines(t, env, alice, "w", 2, ""); len(ls) != 2 || ls[1].Stage != "Abandoned" {
 				t.Errorf("abandoned build's log %+v", ls)
 			}
 			status, body = owner.post(protocol.ProvisionerFinishPath, lost.ID, protocol.FinishRequest{WorkerID: owner.id, State: tfState(2)})
 			wantError(t, "finish of an abandoned job", status, body, http.StatusConflict, notOwner)
+
+			// A canceled job its worker lost ends canceled: nothing ran.
+			newBuild(t, env, alice, "w", sdk.CreateBuildRequest{Transition: "stop"})
+			owner.mustAcquire("w", 3)
+			mustCall(t, env, alice, "POST", "/api/v1/workspaces/w/builds/3/cancel", nil, http.StatusOK, nil)
+			env.Clock.Advance(31 * time.Second)
+			if a := owner.acquire(); a != nil {
+				t.Fatalf("acquire handed out %+v", a)
+			}
+			if b := getBuild(t, env, alice, "w", 3); b.Status != "canceled" {
+				t.Fatalf("a canceled build its worker lost: %+v", b)
+			}
+			wantState(t, env, alice, "w", "", tfState(1), 3)
 
 			// Provisioners are listed for admins only, with when they last called.
 			var ps []sdk.Provisioner

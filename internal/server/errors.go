@@ -105,7 +105,9 @@ func answerOf(err error) (errs.Code, sdk.Error) {
 	case errors.Is(err, workspace.ErrTerminated), errors.Is(err, workspace.ErrIllegalTransition):
 		return code, sdk.Error{Message: "illegal state change", Detail: err.Error()}
 	case errors.Is(err, tfbackend.ErrStorageFull):
-		return code, sdk.Error{Message: tfbackend.ErrStorageFull.Error(), Detail: err.Error()}
+		// The detail without the message it starts with ("storage limit reached: ..."), which
+		// clients print before it.
+		return code, sdk.Error{Message: tfbackend.ErrStorageFull.Error(), Detail: strings.TrimPrefix(err.Error(), tfbackend.ErrStorageFull.Error()+": ")}
 	case errors.Is(err, store.ErrQuota):
 		return code, sdk.Error{Message: "workspace quota exceeded", Detail: err.Error()}
 	case errors.Is(err, store.ErrConflict):

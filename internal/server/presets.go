@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -239,6 +240,13 @@ func (s *Server) createFromPreset(ctx context.Context, u workspace.User, name st
 	}
 	versionID := prebuilds.VersionOf(p, t)
 	ws, _, ok, err := s.builder.ClaimPrebuild(ctx, u, name, p, versionID)
+	// A claim that would bring u over the storage limit, u being within it: built from scratch,
+	// the first build's log saying why.
+	var over *tfbackend.ClaimOverStorageError
+	note := ""
+	if errors.As(err, &over) {
+		note, err = over.Detail, nil
+	}
 	if err != nil {
 		return ws, err
 	}
@@ -246,6 +254,6 @@ func (s *Server) createFromPreset(ctx context.Context, u workspace.User, name st
 		s.metrics.prebuildsClaimed.WithLabelValues(t.Name, p.Name).Inc()
 		return ws, nil
 	}
-	ws, _, err = s.builder.Create(ctx, u, name, t, tfbackend.Spec{VersionID: versionID, Parameters: p.Parameters, PresetID: p.ID, LogLevel: logLevel})
+	ws, _, err = s.builder.Create(ctx, u, name, t, tfbackend.Spec{VersionID: versionID, Parameters: p.Parameters, PresetID: p.ID, LogLevel: logLevel, Note: note})
 	return ws, err
 }

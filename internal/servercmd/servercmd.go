@@ -128,7 +128,7 @@ func Command() *cobra.Command {
 		cmdopt.Duration(&cfg.MaxTokenLifetime, "max-token-lifetime", "HANGAR_MAX_TOKEN_LIFETIME", "8760h", "the longest lifetime a new API token may be given"),
 		cmdopt.Duration(&cfg.AuditRetention, "audit-retention", "HANGAR_AUDIT_RETENTION", DefaultAuditRetention, "how long the audit log keeps an entry (a duration such as 8760h, one year; 0 keeps every entry forever); older entries are deleted hourly, in bounded batches, by every replica"),
 		cmdopt.Duration(&cfg.PrebuildInterval, "prebuild-interval", "HANGAR_PREBUILD_INTERVAL", "1m", "how often the prebuild reconciler creates and deletes prebuilt workspaces to keep the presets' pools (0: never; every replica runs it, each preset is reconciled by one replica at a time)"),
-		cmdopt.String(&cfg.MaxStoragePerUser, "max-storage-per-user", "HANGAR_MAX_STORAGE_PER_USER", defaultMaxStoragePerUser, "the most bytes of Terraform state and build log a user's workspaces keep (such as 1Gi; 0: no limit); over it, a create or a start first removes all but each workspace's latest build's state and log, then is refused").Arg("SIZE"),
+		cmdopt.String(&cfg.MaxStoragePerUser, "max-storage-per-user", "HANGAR_MAX_STORAGE_PER_USER", defaultMaxStoragePerUser, "the most bytes of Terraform state and build log a user's workspaces keep (such as 1Gi; 0: no limit); over it, a create, a start, a state push or a prebuild claim first removes all but each workspace's latest build's state and log, then is refused (a claim: built from scratch instead)").Arg("SIZE"),
 		cmdopt.Duration(&cfg.PollInterval, "build-poll-interval", "HANGAR_BUILD_POLL_INTERVAL", "30s", "how often a waiting provisioner looks for queued builds in case a wake-up was lost"),
 		cmdopt.String(&cfg.OIDC.IssuerURL, "oidc-issuer-url", "HANGAR_OIDC_ISSUER_URL", "", "sign users in with this OpenID Connect provider (its issuer URL, https://); its client must allow the redirect URI <access URL>/oidc/callback. Without it, users sign in with a token only"),
 		cmdopt.String(&cfg.OIDC.ClientID, "oidc-client-id", "HANGAR_OIDC_CLIENT_ID", "", "with --oidc-issuer-url: the client id the provider gave Hangar").Arg("ID"),
@@ -269,6 +269,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	defer ln.Close()
 	url := hard.scheme() + "://" + displayAddr(ln.Addr().String())
+	givenAccessURL := cfg.AccessURL
 	if cfg.AccessURL == "" {
 		cfg.AccessURL = url // before the provisioners start, below
 	}
@@ -299,18 +300,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if cfg.PostgresURL != "" {
 		storeName = "Postgres"
 	}
-	fmt.Fprintf(out, "Hangar server listening on %s (store: %s)\n", url, storeName)
+	reach := printListening(out, ln.Addr(), url, givenAccessURL, storeName)
 	tokenNotice, loginToken := adminTokenNotice(tokenFile, created)
 	fmt.Fprintln(out, tokenNotice)
 	signIn := "with the admin token"
 	if oidcOpts != nil {
 		signIn = "with OIDC or a token"
 	}
-	fmt.Fprintf(out, "Web UI: %s/ui/ (sign in %s)\n", url, signIn)
+	fmt.Fprintf(out, "Web UI: %s/ui/ (sign in %s)\n", reach, signIn)
 	fmt.Fprintf(out, "Next: hangar login --url %s --token %s\n"+
 		"      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster    (Kubernetes)\n"+
 		"      hangar templates push my-template --directory ./module && hangar create my-workspace --template my-template    (Terraform)\n",
-		url, loginToken)
+		reach, loginToken)
 	if oidcOpts != nil {
 		fmt.Fprintf(out, "Sign-in with OIDC: %s (client %s); its redirect URI: %s\n", oidcOpts.IssuerURL, oidcOpts.ClientID, oidcOpts.RedirectURL)
 		if !oidcOpts.NoProviderLogout {

@@ -64,6 +64,9 @@ type BuildRecord struct {
 	// in the same transaction: NewBuild only (zero in UpdateBuild), zero for a workspace without a
 	// template or a template without an active version.
 	ActiveVersion TemplateVersion
+	// Kept is what the workspace's builds keep (their states and logs), read in the same
+	// transaction: ClaimPrebuild only, where it all moves to the claiming user (zero elsewhere).
+	Kept StorageUsage
 }
 
 // LogLine is one line of a build's log.

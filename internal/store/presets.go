@@ -74,8 +74,9 @@ type PresetStore interface {
 	// ClaimPrebuild picks, in one transaction, a ready instance of the preset on versionID (its
 	// latest build a successful start of that version, the workspace Running) that no concurrent
 	// claim holds (Postgres: FOR UPDATE SKIP LOCKED; SQLite: the single writer), and passes it to
-	// fn, which returns the workspace row (its new owner and name) and the claim's build. The row,
+	// fn, with what its builds keep (BuildRecord.Kept), which returns the workspace row (its new owner and name) and the claim's build. The row,
 	// the build and its job are written and the job announced; ErrConflict if the new owner has a
-	// workspace of that name that is not Terminated. ok is false when no instance is ready.
+	// workspace of that name that is not Terminated. ok is false when no instance is ready. An
+	// error of fn writes nothing and is returned.
 	ClaimPrebuild(ctx context.Context, presetID, versionID string, fn func(rec BuildRecord) (workspace.Workspace, *build.Build, error)) (w workspace.Workspace, b *build.Build, ok bool, err error)
 }

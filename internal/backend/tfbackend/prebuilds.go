@@ -107,30 +107,63 @@ func (s *Service) DeletePrebuild(ctx context.Context, workspaceID, why string, o
 // u under name: in one transaction it becomes u's and gets a start build with is_prebuild_claim
 // whose state is the prebuilt workspace's last (the seed's "Claim prebuild"). ok is false when no
 // instance is ready; a name u already uses is store.ErrConflict.
+//
+// The claimed workspace's builds' states and logs become u's, and the claim's build holds a copy
+// of its state: both count against the per-user storage bound. A user already over it (after the
+// prune) is refused with ErrStorageFull, as a create would be; a user within it whom the claim
+// would bring over gets, once u's older builds are pruned, a *ClaimOverStorageError: nothing is
+// claimed, and a create from scratch goes ahead instead.
 func (s *Service) ClaimPrebuild(ctx context.Context, u workspace.User, name string, p store.Preset, versionID string) (workspace.Workspace, build.Build, bool, error) {
-	w, b, ok, err := s.st.ClaimPrebuild(ctx, p.ID, versionID, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
-		w := rec.Workspace
-		if err := build.CheckNew(rec.Build, build.Start); err != nil {
-			return w, nil, err
-		}
-		req := Request{Transition: build.Start, Reason: build.ReasonInitiator}
-		claimed := w.Name
-		w.OwnerID, w.OwnerName, w.Name = u.ID, u.Username, name
-		b := s.newBuild(u, w, rec.Build, req, versionID)
-		b.IsPrebuildClaim = true
-		entry := audit.From(ctx)
-		entry.SetTarget(audit.Workspace(w.ID, u.Username, name))
-		entry.Set("claimed", store.PrebuildsUsername+"/"+claimed)
-		entry.Set("preset", p.TemplateName+"/"+p.Name)
-		entry.Set("is_prebuild_claim", true)
-		auditBuild(entry, b)
-		nw := s.afterBuild(w, b, req)
-		nw.DesiredStateReason = ""
-		return nw, &b, nil
-	})
-	if err != nil || !ok {
-		return w, build.Build{}, ok, err
+	used, err := s.usageFor(ctx, u.ID, 0, "")
+	if err != nil {
+		return workspace.Workspace{}, build.Build{}, false, err
 	}
-	s.log.Info("prebuilt workspace claimed", "workspace", name, "owner", u.Username, "preset", p.Name, "template", p.TemplateName, "build", b.Number)
-	return w, *b, true, nil
+	max := s.opts.MaxStoragePerUser
+	for pruned := false; ; pruned = true {
+		var moved int64
+		w, b, ok, err := s.st.ClaimPrebuild(ctx, p.ID, versionID, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
+			w := rec.Workspace
+			if err := build.CheckNew(rec.Build, build.Start); err != nil {
+				return w, nil, err
+			}
+			req := Request{Transition: build.Start, Reason: build.ReasonInitiator}
+			claimed := w.Name
+			w.OwnerID, w.OwnerName, w.Name = u.ID, u.Username, name
+			b := s.newBuild(u, w, rec.Build, req, versionID)
+			b.IsPrebuildClaim = true
+			if moved = rec.Kept.Total() + int64(len(b.State)); max > 0 && used.Total()+moved > max {
+				return w, nil, errClaimTooBig
+			}
+			entry := audit.From(ctx)
+			entry.SetTarget(audit.Workspace(w.ID, u.Username, name))
+			entry.Set("claimed", store.PrebuildsUsername+"/"+claimed)
+			entry.Set("preset", p.TemplateName+"/"+p.Name)
+			entry.Set("is_prebuild_claim", true)
+			auditBuild(entry, b)
+			nw := s.afterBuild(w, b, req)
+			nw.DesiredStateReason = ""
+			return nw, &b, nil
+		})
+		if errors.Is(err, errClaimTooBig) {
+			if !pruned { // room may be made by pruning u's older builds: then try once more
+				if used, err = s.prune(ctx, u.ID, used); err != nil {
+					return workspace.Workspace{}, build.Build{}, false, err
+				}
+				if used.Total()+moved <= max {
+					continue
+				}
+			}
+			s.log.Info("a prebuilt workspace was not claimed: it would bring its claimer over the storage limit; building from scratch",
+				"owner", u.Username, "preset", p.Name, "template", p.TemplateName, "bytes_kept", used.Total(), "bytes_claimed", moved, "limit", max)
+			return workspace.Workspace{}, build.Build{}, false, &ClaimOverStorageError{Detail: fmt.Sprintf(
+				"A prebuilt workspace of preset %q was ready, but not claimed: its Terraform states and build logs (%s) would have brought yours from %s to %s, "+
+					"over the limit of %s per user (--max-storage-per-user). This workspace is built from scratch instead.",
+				p.Name, bytesText(moved), bytesText(used.Total()), bytesText(used.Total()+moved), bytesText(max))}
+		}
+		if err != nil || !ok {
+			return w, build.Build{}, ok, err
+		}
+		s.log.Info("prebuilt workspace claimed", "workspace", name, "owner", u.Username, "preset", p.Name, "template", p.TemplateName, "build", b.Number)
+		return w, *b, true, nil
+	}
 }

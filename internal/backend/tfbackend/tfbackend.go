@@ -160,6 +160,9 @@ type Spec struct {
 	Reason build.Reason
 	// LogLevel of the first build: "" or build.LogDebug (TF_LOG=DEBUG).
 	LogLevel string
+	// Note, when not empty, is a warning the first build's log starts with (why a prebuilt
+	// workspace was not claimed: ClaimOverStorageError).
+	Note string
 }
 
 // Create creates a workspace from a terraform template as spec says, with its first build (a start
@@ -205,6 +208,9 @@ func (s *Service) Create(ctx context.Context, u workspace.User, name string, t s
 	if err := s.st.CreateBuildWorkspace(ctx, w, b); err != nil {
 		return w, b, err
 	}
+	if spec.Note != "" {
+		s.appendLogs(ctx, b.Job.ID, "Storage", "warn", spec.Note)
+	}
 	s.log.Info("workspace created", "workspace", name, "owner", u.Username, "template", t.Name, "version", v.Number,
 		"build", 1, "parameters", names(values), "preset", spec.PresetID, "is_prebuild", spec.IsPrebuild)
 	return w, b, nil
@@ -234,7 +240,17 @@ func (s *Service) NewBuild(ctx context.Context, u workspace.User, ref store.Work
 	if req.Reason == "" {
 		req.Reason = build.ReasonInitiator
 	}
-	if req.Transition == build.Start {
+	switch {
+	case req.State != nil:
+		// A pushed state is counted by how much it grows what the workspace keeps (its latest
+		// state); one that does not grow it is refused only as a start is.
+		owner, growth := s.pushGrowth(ctx, ref, req.State)
+		if req.Transition == build.Start || growth > 0 {
+			if err := s.storageFor(ctx, owner, growth, "the pushed state"); err != nil {
+				return workspace.Workspace{}, build.Build{}, err
+			}
+		}
+	case req.Transition == build.Start:
 		if err := s.storageError(ctx, s.ownerOf(ctx, ref)); err != nil {
 			return workspace.Workspace{}, build.Build{}, err
 		}
@@ -622,6 +638,13 @@ func (s *Service) PushState(ctx context.Context, u workspace.User, ref store.Wor
 	if w.Backend != workspace.KindTerraform {
 		return fmt.Errorf("workspace %q: %w", w.Name, ErrNotTerraform)
 	}
+	// A push that grows what the workspace keeps is held to the storage bound as a create is
+	// (prune first, then refuse, writing nothing); one that shrinks it frees, and is never refused.
+	if _, growth := s.pushGrowth(ctx, store.WorkspaceRef{ID: w.ID, OwnerID: w.OwnerID}, state); growth > 0 {
+		if err := s.storageFor(ctx, w.OwnerID, growth, "this state"); err != nil {
+			return err
+		}
+	}
 	var meta build.StateMeta
 	if err := s.st.PutBuildState(ctx, w.ID, state, func(saved []byte) error {
 		m, err := build.CheckPush(saved, state, force)
@@ -674,34 +697,58 @@ func (s *Service) Acquire(ctx context.Context, workerID string, wait time.Durati
 	}
 }
 
-// abandoned fails the jobs a worker claimed and no longer runs. A worker asks for work only when
-// it runs none, after adopting every run it left in its work directory (provisioner.Daemon), so a
-// job it still holds is one it lost before Terraform started: a daemon killed between claiming a
-// job and starting it. Failing it now beats waiting for the reaper. Worker ids must therefore be
-// unique among live daemons (a lock on the work directory and the provisioner's token make them so).
-// abandonAfter: a job heartbeated this recently is not taken for abandoned (provisioners
-// heartbeat every 10 s).
+// abandoned re-queues the jobs a worker claimed and no longer runs. A worker asks for work only
+// when it runs none, after adopting every run it left in its work directory (provisioner.Daemon,
+// which does not ask while it cannot read that directory), so a job it still holds is one it lost
+// before Terraform started: a daemon killed between claiming a job and starting it, or a claim
+// whose answer never reached it (the connection, or the database, failed in between). Nothing
+// ran, so the job goes back to the queue, once: a job lost a second time (a build that kills its
+// provisioner before Terraform starts, such as an archive that exhausts its memory) fails, as a
+// canceled one ends, keeping the state it started from. Worker ids must therefore be unique among
+// live daemons (a lock on the work directory and the provisioner's token make them so).
+// abandonAfter: a job heartbeated (or claimed) this recently is not taken for abandoned
+// (provisioners heartbeat every 10 s).
 const abandonAfter = 30 * time.Second
+
+// stageRequeued is the log stage of the line that says a job was re-queued (abandoned).
+const stageRequeued = "Requeued"
 
 func (s *Service) abandoned(ctx context.Context, workerID string) error {
 	ids, err := s.st.ActiveJobsOf(ctx, workerID)
 	if err != nil || len(ids) == 0 {
 		return err
 	}
-	msg := "the provisioner that claimed this build restarted before it ran Terraform; nothing ran and the state is unchanged. Start the build again."
 	for _, id := range ids {
+		again, err := s.requeuedBefore(ctx, id)
+		if err != nil {
+			return fmt.Errorf("read the log of an abandoned job: %w", err)
+		}
+		var msg, stage, level string
+		requeued := false
 		rec, err := s.st.UpdateBuild(ctx, id, func(rec store.BuildRecord) (store.BuildRecord, error) {
 			b := *rec.Build
 			if b.Job.WorkerID != workerID || b.Job.CompletedAt != nil {
 				return rec, errAlreadyDone
 			}
-			if b.Job.HeartbeatAt != nil && s.now().Sub(*b.Job.HeartbeatAt) < abandonAfter {
-				// Heartbeated just now: a live daemon runs it — another process with the same worker
-				// id (a misconfiguration), or this one's heartbeat racing its own restart. Leave it
-				// to the next look, or to the reaper.
+			if last := b.Job.HeartbeatAt; last != nil && s.now().Sub(*last) < abandonAfter {
+				// Heartbeated (or claimed) just now: a live daemon runs it — another process with
+				// the same worker id (a misconfiguration), or this one's heartbeat racing its own
+				// restart. Leave it to the next look, or to the reaper.
 				return rec, errAlreadyDone
 			}
-			nb := build.Finish(b, build.Outcome{Error: msg}, s.now())
+			var nb build.Build
+			switch {
+			case b.Job.CanceledAt != nil:
+				msg, stage, level = "Canceled: the provisioner that claimed this build restarted before it ran Terraform; nothing ran and the state is unchanged.", "Canceling", "warn"
+				nb = build.Finish(b, build.Outcome{Canceled: true}, s.now())
+			case again:
+				msg, stage, level = "The provisioner that claimed this build restarted before it ran Terraform, a second time after the build was queued again; "+
+					"nothing ran and the state is unchanged. Look at the provisioner's log for why it stops, then start the build again.", "Abandoned", "error"
+				nb = build.Finish(b, build.Outcome{Error: "the provisioner that claimed this build restarted before it ran Terraform, twice; nothing ran and the state is unchanged"}, s.now())
+			default:
+				msg, stage, level = "The provisioner that claimed this build restarted before it ran Terraform; nothing ran and the state is unchanged. The build is queued again.", stageRequeued, "warn"
+				nb, requeued = requeue(b), true
+			}
 			nb.State = b.State
 			rec.Build = &nb
 			rec.Workspace = applyState(rec.Workspace, nb, s.now())
@@ -711,13 +758,40 @@ func (s *Service) abandoned(ctx context.Context, workerID string) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("fail an abandoned job: %w", err)
+			return fmt.Errorf("abandoned job: %w", err)
+		}
+		s.appendLogs(ctx, id, stage, level, msg)
+		if requeued {
+			s.log.Warn("build abandoned by its provisioner before Terraform started: queued again", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "worker", workerID)
+			continue
 		}
 		s.ended(*rec.Build)
-		s.appendLogs(ctx, id, "Abandoned", "error", msg)
-		s.log.Warn("build abandoned by its provisioner", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "worker", workerID)
+		s.log.Warn("build abandoned by its provisioner", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "worker", workerID, "status", rec.Build.Job.Status())
 	}
 	return nil
+}
+
+// requeue is build b, claimed and not run, back in the queue: no worker, not started.
+func requeue(b build.Build) build.Build {
+	b.Job.WorkerID, b.Job.StartedAt, b.Job.HeartbeatAt = "", nil, nil
+	return b
+}
+
+// requeuedBefore reports whether the job was re-queued once already (its log says so).
+func (s *Service) requeuedBefore(ctx context.Context, jobID string) (bool, error) {
+	var after int64
+	for {
+		lines, err := s.st.JobLogs(ctx, jobID, after, 1000)
+		if err != nil || len(lines) == 0 {
+			return false, err
+		}
+		for _, l := range lines {
+			if l.Stage == stageRequeued {
+				return true, nil
+			}
+		}
+		after = lines[len(lines)-1].ID
+	}
 }
 
 func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.ProvisionerJob, error) {
@@ -848,12 +922,30 @@ func (s *Service) appendLogs(ctx context.Context, jobID, stage, level, output st
 
 // Finish records how the worker's job ended, under the state rules of build.Finish, and moves the
 // workspace to the state the build leaves it in. A restart's stop that succeeded queues its start.
+//
+// An outcome that says nothing ran (o.NothingRan: a run adopted after the provisioner restarted,
+// before Terraform's apply or destroy began) queues the build again instead, once, as for a job
+// its worker lost before starting it (abandoned); a second time, or a canceled build, ends as o
+// says.
 func (s *Service) Finish(ctx context.Context, jobID, workerID string, o build.Outcome) error {
 	o.Error = noNUL(o.Error)
+	again := false
+	if o.NothingRan && o.Error != "" && !o.Canceled {
+		var err error
+		if again, err = s.requeuedBefore(ctx, jobID); err != nil {
+			return err
+		}
+	}
+	requeued := false
 	rec, err := s.st.UpdateBuild(ctx, jobID, func(rec store.BuildRecord) (store.BuildRecord, error) {
 		b := *rec.Build
 		if b.Job.WorkerID != workerID || b.Job.CompletedAt != nil {
 			return rec, fmt.Errorf("job %s: %w", jobID, store.ErrNotOwner)
+		}
+		if o.NothingRan && o.Error != "" && !o.Canceled && b.Job.CanceledAt == nil && !again {
+			nb := requeue(b)
+			rec.Build, requeued = &nb, true
+			return rec, nil
 		}
 		nb := build.Finish(b, o, s.now())
 		rec.Build = &nb
@@ -862,6 +954,11 @@ func (s *Service) Finish(ctx context.Context, jobID, workerID string, o build.Ou
 	})
 	if err != nil {
 		return err
+	}
+	if requeued {
+		s.appendLogs(ctx, jobID, stageRequeued, "warn", "The provisioner restarted before Terraform began to apply or destroy ("+o.Error+"); nothing changed and the state is unchanged. The build is queued again.")
+		s.log.Warn("build adopted by its restarted provisioner before Terraform started: queued again", "workspace", rec.Workspace.Name, "build", rec.Build.Number, "worker", workerID)
+		return nil
 	}
 	b := rec.Build
 	s.log.Info("build finished", "workspace", rec.Workspace.Name, "build", b.Number, "transition", b.Transition,

@@ -126,8 +126,9 @@ func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID stri
 		}
 	}
 	switch code, err := exitStatusIn(jobDir); {
-	case pgid == 0:
+	case pgid == 0 && neverStarted(jobDir):
 		res.Err = errors.New("the provisioner stopped before terraform applied anything; the state is the one the build started from")
+		res.NotStarted = true
 	case err != nil:
 		res.Err = fmt.Errorf("the provisioner stopped during the build and terraform ended without an exit status (killed): %w", err)
 	case code != 0:
@@ -159,4 +160,15 @@ func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID stri
 		log.emit(LevelInfo, "terraform finished while the provisioner was away; its result is adopted")
 	}
 	return res, true
+}
+
+// neverStarted reports whether the job's survivable command (apply or destroy) left no trace in its
+// work directory: no pid, exit status or output, which the shim writes as it starts terraform.
+func neverStarted(jobDir string) bool {
+	for _, f := range []string{runPID, runExit, runStdout, runStderr} {
+		if _, err := os.Lstat(filepath.Join(jobDir, f)); !errors.Is(err, os.ErrNotExist) {
+			return false
+		}
+	}
+	return true
 }

@@ -92,6 +92,10 @@ type Result struct {
 	// Canceled says the cancel channel closed while terraform had work left, and terraform was
 	// interrupted. Err then wraps ErrCanceled, or is nil if terraform finished anyway.
 	Canceled bool
+	// NotStarted (Recover only) says the adopted run never started terraform's apply or destroy:
+	// no trace of it is in the work directory, so no resource was changed, and the build may be
+	// run again (Err then says why it did not finish).
+	NotStarted bool
 }
 
 // Runner runs terraform for workspace builds. Its fields are read-only once it runs; one Runner

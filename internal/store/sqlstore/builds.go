@@ -599,8 +599,8 @@ func (s *Store) UpdateBuild(ctx context.Context, jobID string, fn func(rec store
 		b.HasState = b.State != nil
 		out = store.BuildRecord{Workspace: next.Workspace, Build: &b}
 		topics = []string{TopicJob(jobID)}
-		if before.Job.CanceledAt == nil && j.CanceledAt != nil {
-			topics = append(topics, TopicJobs)
+		if before.Job.CanceledAt == nil && j.CanceledAt != nil || before.Job.StartedAt != nil && j.StartedAt == nil {
+			topics = append(topics, TopicJobs) // canceled, or queued again: the provisioners look
 		}
 		return s.notifyTx(ctx, tx, topics...)
 	})

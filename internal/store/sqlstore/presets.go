@@ -245,7 +245,11 @@ func (s *Store) ClaimPrebuild(ctx context.Context, presetID, versionID string, f
 		if err != nil {
 			return err
 		}
-		nw, nb, err := fn(store.BuildRecord{Workspace: w, Build: last})
+		kept, err := s.workspaceUsage(ctx, tx, w.ID)
+		if err != nil {
+			return err
+		}
+		nw, nb, err := fn(store.BuildRecord{Workspace: w, Build: last, Kept: kept})
 		if err != nil {
 			return err
 		}

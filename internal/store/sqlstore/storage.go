@@ -21,16 +21,27 @@ func (s *Store) StorageUsage(ctx context.Context, ownerID string) (store.Storage
 }
 
 func (s *Store) storageUsage(ctx context.Context, db querier, ownerID string) (store.StorageUsage, error) {
+	return s.usageWhere(ctx, db, "w.owner_id = ?", ownerID)
+}
+
+// workspaceUsage is what the builds of one workspace keep.
+func (s *Store) workspaceUsage(ctx context.Context, db querier, workspaceID string) (store.StorageUsage, error) {
+	return s.usageWhere(ctx, db, "w.id = ?", workspaceID)
+}
+
+// usageWhere sums the state and log bytes of the builds of the workspaces w that cond (with its
+// one argument arg) selects.
+func (s *Store) usageWhere(ctx context.Context, db querier, cond, arg string) (store.StorageUsage, error) {
 	var u store.StorageUsage
 	// octet_length counts bytes on both engines (SQLite's length counts characters of text).
 	if err := db.QueryRowContext(ctx, s.q(`SELECT COALESCE(SUM(octet_length(b.state)), 0) FROM workspace_builds b
-		JOIN workspaces w ON w.id = b.workspace_id WHERE w.owner_id = ? AND b.state IS NOT NULL`), ownerID).Scan(&u.StateBytes); err != nil {
-		return u, fmt.Errorf("the state bytes of %s: %w", ownerID, err)
+		JOIN workspaces w ON w.id = b.workspace_id WHERE `+cond+` AND b.state IS NOT NULL`), arg).Scan(&u.StateBytes); err != nil {
+		return u, fmt.Errorf("the state bytes of %s: %w", arg, err)
 	}
 	if err := db.QueryRowContext(ctx, s.q(`SELECT COALESCE(SUM(octet_length(g.output)), 0) FROM provisioner_job_logs g
 		JOIN provisioner_jobs j ON j.id = g.job_id JOIN workspace_builds b ON b.id = j.build_id
-		JOIN workspaces w ON w.id = b.workspace_id WHERE w.owner_id = ?`), ownerID).Scan(&u.LogBytes); err != nil {
-		return u, fmt.Errorf("the log bytes of %s: %w", ownerID, err)
+		JOIN workspaces w ON w.id = b.workspace_id WHERE `+cond), arg).Scan(&u.LogBytes); err != nil {
+		return u, fmt.Errorf("the log bytes of %s: %w", arg, err)
 	}
 	return u, nil
 }

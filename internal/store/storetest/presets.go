@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -237,8 +238,14 @@ func testPrebuildInstances(t *testing.T, s store.Store) {
 		t.Fatalf("ListWorkspaces with prebuilds: %d, %v", len(ws), err)
 	}
 
+	// What the ready instance keeps moves with it: its state, and a log line of 100 bytes.
+	if err := s.AppendLogs(ctx, in[0].Build.Job.ID, []store.LogLine{{CreatedAt: t0, Stage: "apply", Level: "info", Output: strings.Repeat("é", 50)}}); err != nil {
+		t.Fatal(err)
+	}
+	var kept store.StorageUsage
 	claim := func(owner workspace.User, name, version string) (workspace.Workspace, *build.Build, bool, error) {
 		return s.ClaimPrebuild(ctx, p.ID, version, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
+			kept = rec.Kept
 			w := rec.Workspace
 			w.OwnerID, w.OwnerName, w.Name = owner.ID, owner.Username, name
 			b := f.Build(w, rec.Build.Number+1, build.Start, t0.Add(time.Hour))
@@ -256,7 +263,17 @@ func testPrebuildInstances(t *testing.T, s store.Store) {
 	if _, _, _, err := claim(f.User, "taken", f.Version.ID); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a claim under a name in use: %v, want ErrConflict", err)
 	}
+	// A claim its fn refuses (too big for the claimer's storage room) writes nothing.
+	tooBig := errors.New("too big")
+	if _, _, _, err := s.ClaimPrebuild(ctx, p.ID, f.Version.ID, func(rec store.BuildRecord) (workspace.Workspace, *build.Build, error) {
+		return rec.Workspace, nil, tooBig
+	}); !errors.Is(err, tooBig) {
+		t.Fatalf("a claim its fn refuses: %v", err)
+	}
 	w, b, got, err := claim(f.User, "mine", f.Version.ID)
+	if want := (store.StorageUsage{StateBytes: 12, LogBytes: 100}); kept != want {
+		t.Errorf("the claim saw the instance keep %+v, want %+v", kept, want)
+	}
 	if err != nil || !got || w.ID != ready.ID || b.Number != 2 || !b.IsPrebuildClaim || string(b.State) != `{"serial":1}` {
 		t.Fatalf("claim = %+v, %+v, %v, %v; want the oldest ready one", w, b, got, err)
 	}
