@@ -783,7 +783,14 @@ func (s *Server) provisionerAcquire(w http.ResponseWriter, r *http.Request, p st
 	defer release()
 	var job *protocol.ProvisionerJob
 	if err := s.longPoll(r, func(ctx context.Context) (err error) {
+		// Ended, 401, when the token is rotated or revoked meanwhile (provisioner_revocation.go).
+		ctx, gone, stop := s.untilProvisionerRevoked(ctx, r, p)
+		defer stop()
 		job, err = s.builder.Acquire(ctx, worker, waitOf(req.WaitSeconds))
+		if job == nil && gone() {
+			s.log.Info("provisioner acquire ended: its token may no longer be used", "provisioner", p.Name)
+			return errUnauthorized("invalid provisioner token")
+		}
 		return err
 	}); err != nil {
 		return err

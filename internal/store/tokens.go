@@ -76,7 +76,8 @@ type TokenStore interface {
 	// has), audited; SetAgentConfig replaces its config (audited). ErrNotFound: no such agent.
 	SetAgentToken(ctx context.Context, agentID string, hash []byte, at time.Time) error
 	SetAgentConfig(ctx context.Context, agentID string, cfg workspace.AgentConfig, at time.Time) (workspace.Agent, error)
-	// SetProvisionerToken replaces a provisioner's token hash (audited). ErrNotFound: none.
+	// SetProvisionerToken replaces a provisioner's token hash (audited); it counts as a revocation
+	// (RevocationSeq). ErrNotFound: none.
 	SetProvisionerToken(ctx context.Context, name string, hash []byte) (Provisioner, error)
 
 	// RevocationSeq is the revocation counter: every write that takes access away (a token revoked

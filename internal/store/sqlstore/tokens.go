@@ -359,7 +359,8 @@ func (s *Store) SetAgentConfig(ctx context.Context, agentID string, cfg workspac
 
 func (s *Store) SetProvisionerToken(ctx context.Context, name string, hash []byte) (store.Provisioner, error) {
 	var p store.Provisioner
-	err := s.actionTx(ctx, func(tx *sql.Tx) error {
+	// A revocation (RevocationSeq): a provisioner's blocked acquire reads its token again.
+	err := s.revokeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE provisioners SET token_hash = ? WHERE name = ?`), hash, name)
 		if err = s.wrapUnique(err, "provisioner token"); err != nil {
 			return fmt.Errorf("set provisioner token: %w", err)
