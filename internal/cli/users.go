@@ -55,8 +55,9 @@ its hash. Give it to the user, who runs 'hangar login --url URL --token TOKEN'.`
 		Use:   "rotate-token NAME",
 		Short: "Revoke all of a user's tokens and give one new token (admin, or yourself as 'me')",
 		Long: `Revoke every API token of a user and print one new token (named "initial", with the server's
-default lifetime): a reset after a leak. The old tokens stop working at once, and so do the browser
-sessions begun with them, through the workspace proxies and SSH too. An admin may reset anyone's
+default lifetime): a reset after a leak. The old tokens stop working at once, and so do the user's
+browser sessions, through the workspace proxies and SSH too; the user's SSH keys are removed (one
+may have been registered with the leaked token: add yours again). An admin may reset anyone's
 tokens; any user may reset their own, named 'me' (then log in again with it).`,
 		Args: oneName("user"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -509,6 +509,7 @@ func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u workspace.U
 	follow := q.Get("follow") == "true" || q.Get("follow") == "1"
 	jobID := b.Job.ID
 	var wake <-chan struct{}
+	var revoked <-chan struct{}
 	if follow {
 		release, err := s.openStream(w, r, "user:"+u.ID, 0)
 		if err != nil {
@@ -518,6 +519,11 @@ func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u workspace.U
 		ch, unsubscribe := s.store.SubscribeJob(jobID)
 		defer unsubscribe()
 		wake = ch
+		// A followed log may last as long as the build: it ends, as the live stream does, once the
+		// credential that opened it may no longer be used (revoked, signed out, user suspended).
+		rv, unsubscribeRevocations := s.store.SubscribeRevocations()
+		defer unsubscribeRevocations()
+		revoked = rv
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
@@ -565,7 +571,14 @@ func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, u workspace.U
 		case <-stop:
 			return nil
 		case <-wake:
+		case <-revoked:
+			if !s.stillSignedIn(r, u) {
+				return nil // the client sees the stream end without the end line
+			}
 		case <-s.after(30 * time.Second): // a lost wake-up costs at most this
+			if !s.stillSignedIn(r, u) {
+				return nil // expired meanwhile
+			}
 		}
 	}
 }
@@ -770,7 +783,14 @@ func (s *Server) provisionerAcquire(w http.ResponseWriter, r *http.Request, p st
 	defer release()
 	var job *protocol.ProvisionerJob
 	if err := s.longPoll(r, func(ctx context.Context) (err error) {
+		// Ended, 401, when the token is rotated or revoked meanwhile (provisioner_revocation.go).
+		ctx, gone, stop := s.untilProvisionerRevoked(ctx, r, p)
+		defer stop()
 		job, err = s.builder.Acquire(ctx, worker, waitOf(req.WaitSeconds))
+		if job == nil && gone() {
+			s.log.Info("provisioner acquire ended: its token may no longer be used", "provisioner", p.Name)
+			return errUnauthorized("invalid provisioner token")
+		}
 		return err
 	}); err != nil {
 		return err

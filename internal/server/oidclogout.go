@@ -66,6 +66,17 @@ func (s *Server) keepIDToken(w http.ResponseWriter, r *http.Request, raw string)
 		HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
 }
 
+// forgetIDToken clears the logout cookie. A sign-out that does not go on to the provider (a session
+// begun with a token, in a browser that signed in through the provider before) clears it too, so
+// that no ID token is left behind in the browser; it cannot tell whether there is one (the cookie
+// is sent to /oidc/logout only), so it always clears it when OIDC is on.
+func (s *Server) forgetIDToken(w http.ResponseWriter, r *http.Request) {
+	if s.oidc == nil {
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: oidcLogoutCookie(r), Value: "", Path: OIDCLogoutPath, MaxAge: -1, HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
+}
+
 // signingOutAtProvider reports whether a sign-out of sess (ok: it was found) goes on to the
 // provider: provider logout is on, the provider (if discovered already) has an
 // end_session_endpoint, and the session was not begun with a token (an OIDC sign-in, or one that
@@ -107,7 +118,7 @@ func (s *Server) oidcLogout(w http.ResponseWriter, r *http.Request) {
 		writePage(w, http.StatusOK, plain)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: oidcLogoutCookie(r), Value: "", Path: OIDCLogoutPath, MaxAge: -1, HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteLaxMode})
+	s.forgetIDToken(w, r)
 	end, err := s.oidc.endSessionEndpoint()
 	if err != nil {
 		s.log.Warn("OIDC sign-out: the provider could not be reached; signed out of Hangar only", "err", err)

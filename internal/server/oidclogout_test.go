@@ -196,3 +196,37 @@ func TestOIDCSignOutWithoutProviderLogout(t *testing.T) {
 		t.Fatalf("the provider saw %+v", p.EndSessionRequests())
 	}
 }
+
+// TestTokenSignOutForgetsAnEarlierIDToken: a browser that signed in through the provider, then
+// with a token (the session replaced), signs out of Hangar only (a token session) and keeps no ID
+// token: the logout cookie is cleared too.
+func TestTokenSignOutForgetsAnEarlierIDToken(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env, p := newOIDCLogoutEnv(t, engine)
+			b := newOIDCBrowser(t)
+			if _, body := b.signIn(env, p, "sub-alice", "/signin"); !strings.Contains(body, "signed in to Hangar as alice-smith") {
+				t.Fatalf("sign-in: %s", body)
+			}
+			logoutCookie := func() *http.Cookie {
+				for _, c := range b.c.Jar.Cookies(mustURL(t, env.URL+server.OIDCLogoutPath)) {
+					if c.Name == server.OIDCLogoutCookie {
+						return c
+					}
+				}
+				return nil
+			}
+			if logoutCookie() == nil {
+				t.Fatal("no logout cookie after the sign-in through the provider")
+			}
+			tok := createUser(t, env, "bob")
+			b.c.Jar.SetCookies(mustURL(t, env.URL), []*http.Cookie{tokenSignIn(t, env, tok)})
+			if resp, body := b.signOut(env); resp.StatusCode != http.StatusOK || metaRefresh(body) != "" || !strings.Contains(body, "You are signed out of Hangar.") {
+				t.Fatalf("the token session's sign-out: %d %s", resp.StatusCode, body)
+			}
+			if c := logoutCookie(); c != nil {
+				t.Fatalf("the ID token outlived the sign-out: %v", c)
+			}
+		})
+	}
+}

@@ -366,6 +366,7 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request) {
 		s.signedOutPage(w)
 		return
 	}
+	s.forgetIDToken(w, r) // an ID token an earlier sign-in through the provider left (oidclogout.go)
 	writePage(w, http.StatusOK, page{Title: "Signed out", Message: "You are signed out of Hangar."})
 }
 

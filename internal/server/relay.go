@@ -62,6 +62,12 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, c store.AgentConn
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
+			if secureRequest(pr.In) {
+				// SetXForwarded says http when this replica was reached over plain http, as it is
+				// behind a proxy that ends TLS: the browser's request was https all the same, and the
+				// name of its session cookie (__Host-) depends on it.
+				pr.Out.Header.Set("X-Forwarded-Proto", "https")
+			}
 			pr.Out.Header.Set(RelayHeader, s.replica)
 		},
 		Transport:     s.relayTransport,

@@ -1,14 +1,20 @@
 package server_test
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
 )
@@ -117,4 +123,58 @@ func startReplicaB(t *testing.T, a *servertest.Env, apps server.AppsOptions) (*h
 	env := *a
 	env.URL = url
 	return hs, &env
+}
+
+// TestRelayKeepsHTTPSBehindAProxy: replicas behind a proxy that ends TLS (X-Forwarded-Proto:
+// https) give browsers __Host- session cookies; an SSH WebSocket opened with one through replica A
+// is relayed to replica B, which must still read the request as https (the cookie's name depends
+// on it), or the browser's session is not found there (401).
+func TestRelayKeepsHTTPSBehindAProxy(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			ae := newAgentEnv(t, engine)
+			a := ae.Env
+			hs, bEnv := startReplicaB(t, a, server.AppsOptions{})
+			defer hs.Close()
+			h := startHelper(t, bEnv.URL, ae.job.AgentToken)
+			within(t, h.connected, "the helper's connection")
+			waitRegistered(t, bEnv, ae.dev, "tfw")
+
+			req, _ := http.NewRequest("POST", a.URL+"/signin", strings.NewReader(url.Values{"token": {ae.dev}, "return_to": {"/signin"}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("X-Forwarded-Proto", "https")
+			resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			ck := sessionCookie(resp)
+			if resp.StatusCode != http.StatusSeeOther || ck == nil || ck.Name != "__Host-"+server.SessionCookie {
+				t.Fatalf("sign-in over https: %d, cookie %v", resp.StatusCode, ck)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			c, resp, err := websocket.Dial(ctx, a.URL+"/api/v1/workspaces/tfw/ssh", &websocket.DialOptions{
+				HTTPHeader:   http.Header{"Cookie": {ck.Name + "=" + ck.Value}, "X-Forwarded-Proto": {"https"}},
+				Subprotocols: []string{protocol.WorkspaceSSHSubprotocol}})
+			if err != nil {
+				status := 0
+				if resp != nil {
+					status = resp.StatusCode
+				}
+				t.Fatalf("ssh through replica A with the browser's __Host- cookie: HTTP %d, %v", status, err)
+			}
+			nc := websocket.NetConn(context.Background(), c, websocket.MessageBinary)
+			sc, chans, reqs, err := ssh.NewClientConn(nc, "workspace", &ssh.ClientConfig{User: "dev", HostKeyCallback: ssh.FixedHostKey(h.hostKey), Timeout: deadline})
+			if err != nil {
+				nc.Close()
+				t.Fatal(err)
+			}
+			cl := ssh.NewClient(sc, chans, reqs)
+			defer cl.Close()
+			if got := run(t, cl, "cat machine"); got != "the module's machine" {
+				t.Fatalf("ssh through replica A: %q", got)
+			}
+		})
+	}
 }

@@ -70,8 +70,9 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request, caller works
 // rotateToken serves POST /api/v1/users/{username}/token: every token of the user is revoked and
 // one new token (named "initial", with the default lifetime) is given (an admin for anyone, a user
 // for itself): a reset after a leak. The old tokens stop working at once, and with them every
-// browser and workspace session of the user, those begun without a token (OIDC) too; the
-// revocation counter moves, so that open streams, SSH connections and proxies check again at once.
+// browser and workspace session of the user, those begun without a token (OIDC) too, and the
+// user's SSH keys (one may have been registered with a leaked token); the revocation counter moves,
+// so that open streams, SSH connections and proxies check again at once.
 func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request, caller workspace.User) (err error) {
 	name := r.PathValue("username")
 	if name == "me" {

@@ -54,8 +54,9 @@ type TokenStore interface {
 	// none. The sessions begun with it end with it.
 	RevokeToken(ctx context.Context, userID, ref string, at time.Time) (APIToken, error)
 	// ResetUserTokens revokes every token of the user, removes every session of the user (those
-	// begun without a token, OIDC sign-ins, too) and stores t as its only live one (audited): the
-	// old tokens and sessions stop working at once. It counts as a revocation (RevocationSeq).
+	// begun without a token, OIDC sign-ins, too) and every SSH key of the user (one may have been
+	// registered with a leaked token), and stores t as its only live one (audited): the old tokens,
+	// sessions and keys stop working at once. It counts as a revocation (RevocationSeq).
 	ResetUserTokens(ctx context.Context, userID string, t APIToken, at time.Time) error
 	// TouchToken records a use of the token at at, when the last one recorded is older than
 	// every (so that a busy token costs a write per minute, not per request).
@@ -75,7 +76,8 @@ type TokenStore interface {
 	// has), audited; SetAgentConfig replaces its config (audited). ErrNotFound: no such agent.
 	SetAgentToken(ctx context.Context, agentID string, hash []byte, at time.Time) error
 	SetAgentConfig(ctx context.Context, agentID string, cfg workspace.AgentConfig, at time.Time) (workspace.Agent, error)
-	// SetProvisionerToken replaces a provisioner's token hash (audited). ErrNotFound: none.
+	// SetProvisionerToken replaces a provisioner's token hash (audited); it counts as a revocation
+	// (RevocationSeq). ErrNotFound: none.
 	SetProvisionerToken(ctx context.Context, name string, hash []byte) (Provisioner, error)
 
 	// RevocationSeq is the revocation counter: every write that takes access away (a token revoked

@@ -115,7 +115,18 @@ func TestBrowserTerraform(t *testing.T) {
 	b.Run("nothing changed", chromedp.Click(`//button[@data-testid="params-save"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`//*[@data-testid="params-error" and contains(., "Nothing to change")]`, chromedp.BySearch))
 	b.Run("change the size", chromedp.SetValue(`//input[@data-testid="uparam-size"]`, "medium", chromedp.BySearch))
-	b.Click(`//button[@data-testid="params-save"]`, `//pre[@data-testid="ws-logs" and contains(., "size=medium version=2")]`)
+	// Running: saving (a stop and a start) asks first, as Update does; dismissed, nothing is built.
+	call(t, env.Env, ann, "GET", "/api/v1/workspaces/vm1/builds", nil, &builds)
+	before := len(builds)
+	b.Click(`//button[@data-testid="params-save"]`, `//dialog[@data-testid="confirm" and contains(., "these values")]//button[@data-testid="confirm-ok" and text()="Update"]`)
+	b.Click(`//button[@data-testid="confirm-cancel"]`, `//button[@data-testid="params-save" and not(@disabled)]`)
+	b.Run("dialog closed", chromedp.WaitNotVisible(`//dialog[@data-testid="confirm"]`, chromedp.BySearch))
+	call(t, env.Env, ann, "GET", "/api/v1/workspaces/vm1/builds", nil, &builds)
+	if len(builds) != before {
+		t.Fatalf("a dismissed change of parameters made builds: the workspace has %d, want %d", len(builds), before)
+	}
+	b.Click(`//button[@data-testid="params-save"]`, `//button[@data-testid="confirm-ok" and text()="Update"]`)
+	b.Click(`//button[@data-testid="confirm-ok"]`, `//pre[@data-testid="ws-logs" and contains(., "size=medium version=2")]`)
 	b.Run("changed", chromedp.WaitVisible(`//*[@data-testid="ws-props" and contains(., "size = medium")]`, chromedp.BySearch),
 		chromedp.WaitVisible(`//span[@data-testid="ws-detail-state" and text()="Running"]`, chromedp.BySearch))
 	var ws sdk.Workspace

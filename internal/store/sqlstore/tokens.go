@@ -159,9 +159,14 @@ func (s *Store) ResetUserTokens(ctx context.Context, userID string, t store.APIT
 			return err
 		}
 		// A reset after a leak ends every session of the user, those begun without a token (OIDC
-		// sign-ins) too: whoever held the leaked token may have begun one.
+		// sign-ins) too: whoever held the leaked token may have begun one. It removes the user's
+		// SSH keys for the same reason: whoever held the token may have registered one of theirs,
+		// which would let them into the user's workspaces through the access proxy after the reset.
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM sessions WHERE user_id = ?`), userID); err != nil {
 			return fmt.Errorf("end the user's sessions: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM ssh_keys WHERE user_id = ?`), userID); err != nil {
+			return fmt.Errorf("remove the user's SSH keys: %w", err)
 		}
 		return s.insertToken(ctx, tx, t)
 	})
@@ -354,7 +359,8 @@ func (s *Store) SetAgentConfig(ctx context.Context, agentID string, cfg workspac
 
 func (s *Store) SetProvisionerToken(ctx context.Context, name string, hash []byte) (store.Provisioner, error) {
 	var p store.Provisioner
-	err := s.actionTx(ctx, func(tx *sql.Tx) error {
+	// A revocation (RevocationSeq): a provisioner's blocked acquire reads its token again.
+	err := s.revokeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE provisioners SET token_hash = ? WHERE name = ?`), hash, name)
 		if err = s.wrapUnique(err, "provisioner token"); err != nil {
 			return fmt.Errorf("set provisioner token: %w", err)

@@ -154,8 +154,19 @@ func testSessions(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An SSH key registered before the reset (perhaps with the leaked token) goes with it.
+	key := f.sshKeyOf("before-the-reset", later)
+	if err := s.CreateSSHKey(ctx, key, 100); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.ResetUserTokens(ctx, f.User.ID, store.APIToken{ID: uuid.NewString(), Name: "initial", Hash: []byte("a new token"), CreatedAt: later}, later); err != nil {
 		t.Fatal(err)
+	}
+	if keys, err := s.SSHKeys(ctx, f.User.ID); err != nil || len(keys) != 0 {
+		t.Fatalf("the user's SSH keys after the reset: %+v, %v; want none", keys, err)
+	}
+	if _, _, err := s.UserBySSHKey(ctx, key.Fingerprint); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the key's user after the reset: %v, want ErrNotFound", err)
 	}
 	if seq, err := s.RevocationSeq(ctx); err != nil || seq <= seqBefore {
 		t.Fatalf("revocation counter after the reset: %d, %v; want past %d", seq, err, seqBefore)

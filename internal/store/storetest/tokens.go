@@ -328,8 +328,15 @@ func testAgentAndProvisionerTokens(t *testing.T, s store.Store) {
 	if err := s.CreateProvisioner(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	provSeq, err := s.RevocationSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got, err := s.SetProvisionerToken(ctx, "p", []byte("p-new")); err != nil || got.ID != p.ID {
 		t.Fatalf("SetProvisionerToken = %+v, %v", got, err)
+	}
+	if seq, err := s.RevocationSeq(ctx); err != nil || seq <= provSeq {
+		t.Fatalf("revocation counter after SetProvisionerToken: %d, %v; want past %d", seq, err, provSeq)
 	}
 	if _, err := s.ProvisionerByTokenHash(ctx, []byte("p-old")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the old provisioner token: %v", err)

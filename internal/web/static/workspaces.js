@@ -285,6 +285,11 @@ export function workspacePage(main, me, nav, owner, name) {
         if (v !== f.input.dataset.was && !(f.sensitive && v === '')) values[f.name] = v;
       }
       if (!Object.keys(values).length && !(current && current.outdated)) { general.textContent = 'Nothing to change: no value differs from the workspace\u2019s.'; return; }
+      // A running workspace is stopped and started: ask first, as Update does.
+      if (current && current.actual_state === 'Running' &&
+          !(await confirmDialog('Update ' + name + '?',
+            'The workspace is stopped and started again with these values on the active template version; what runs in it ends.',
+            'Update', 'Not now'))) return;
       try {
         const out = await api('POST', path + '/update', { parameters: values });
         toast('Update: ' + out.result);
