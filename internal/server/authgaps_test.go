@@ -2,16 +2,13 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -293,23 +290,7 @@ func TestAgentWaitEndsWhenItsTokenIsRevoked(t *testing.T) {
 // token) and an SSH client over it.
 func dialWorkspaceSSHCookie(t *testing.T, env *servertest.Env, ck *http.Cookie, name string, hostKey ssh.PublicKey) (*ssh.Client, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	c, resp, err := websocket.Dial(ctx, env.URL+"/api/v1/workspaces/"+name+"/ssh", &websocket.DialOptions{
-		HTTPHeader: http.Header{"Cookie": {ck.Name + "=" + ck.Value}}, Subprotocols: []string{protocol.WorkspaceSSHSubprotocol}})
-	if err != nil {
-		if resp != nil {
-			return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		return nil, err
-	}
-	nc := websocket.NetConn(context.Background(), c, websocket.MessageBinary)
-	sc, chans, reqs, err := ssh.NewClientConn(nc, "workspace", &ssh.ClientConfig{User: "dev", HostKeyCallback: ssh.FixedHostKey(hostKey), Timeout: deadline})
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return ssh.NewClient(sc, chans, reqs), nil
+	return dialWorkspaceSSHWith(t, env, http.Header{"Cookie": {ck.Name + "=" + ck.Value}}, name, hostKey)
 }
 
 // TestWorkspaceSSHOpenedWithASessionCookie: an SSH WebSocket opened by a browser's session cookie

@@ -1,13 +1,8 @@
 package server_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"net/http"
-	"strings"
 	"testing"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
@@ -21,16 +16,9 @@ func TestRotateTokenRemovesSSHKeys(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			env := servertest.NewWith(t, engine)
 			leaked := createUser(t, env, "bob")
-			pub, _, err := ed25519.GenerateKey(rand.Reader)
-			if err != nil {
-				t.Fatal(err)
-			}
-			key, err := ssh.NewPublicKey(pub)
-			if err != nil {
-				t.Fatal(err)
-			}
+			key, _ := newKey(t, "")
 			mustCall(t, env, leaked, "POST", "/api/v1/users/me/ssh-keys",
-				sdk.AddSSHKeyRequest{Name: "someone-elses", PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))}, http.StatusCreated, nil)
+				sdk.AddSSHKeyRequest{Name: "someone-elses", PublicKey: key}, http.StatusCreated, nil)
 
 			var u sdk.User
 			mustCall(t, env, env.AdminToken, "POST", "/api/v1/users/bob/token", nil, http.StatusOK, &u)

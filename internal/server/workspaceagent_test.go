@@ -175,13 +175,20 @@ func within[T any](t testing.TB, ch <-chan T, what string) T {
 	}
 }
 
-// dialWorkspaceSSH opens the user endpoint and an SSH client over it.
+// dialWorkspaceSSH opens the user endpoint with a bearer token and an SSH client over it.
 func dialWorkspaceSSH(t *testing.T, env *servertest.Env, token, name string, hostKey ssh.PublicKey) (*ssh.Client, error) {
+	t.Helper()
+	return dialWorkspaceSSHWith(t, env, http.Header{"Authorization": {"Bearer " + token}}, name, hostKey)
+}
+
+// dialWorkspaceSSHWith opens the user endpoint with header (the credential) and an SSH client
+// over it.
+func dialWorkspaceSSHWith(t *testing.T, env *servertest.Env, header http.Header, name string, hostKey ssh.PublicKey) (*ssh.Client, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	c, resp, err := websocket.Dial(ctx, env.URL+"/api/v1/workspaces/"+strings.ReplaceAll(name, "/", "%2F")+"/ssh", &websocket.DialOptions{
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}, Subprotocols: []string{protocol.WorkspaceSSHSubprotocol}})
+		HTTPHeader: header, Subprotocols: []string{protocol.WorkspaceSSHSubprotocol}})
 	if err != nil {
 		if resp != nil {
 			return nil, fmt.Errorf("HTTP %d", resp.StatusCode)

@@ -1,8 +1,6 @@
 package web_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"strings"
 	"testing"
 
@@ -23,14 +21,7 @@ import (
 func TestBrowserConfirmDialogKeyboard(t *testing.T) {
 	env := servertest.New(t)
 	bob := createUser(t, env, "bob")
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := newKey(t)
 	call(t, env, bob, "POST", "/api/v1/users/me/ssh-keys", map[string]any{"name": "laptop", "public_key": strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))}, nil)
 	keys := func() int {
 		t.Helper()

@@ -26,14 +26,7 @@ func TestBrowserSSHKeys(t *testing.T) {
 	createAgent(t, env, "k1")
 	bob := createUser(t, env, "bob")
 	call(t, env, bob, "POST", "/api/v1/workspaces", map[string]any{"name": "dev", "devfile": devfile, "agent": "k1"}, nil)
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := newKey(t)
 	authorized := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))) + " bob@laptop\n"
 	fingerprint := ssh.FingerprintSHA256(key)
 	keys := func() []sdk.SSHKey {
@@ -114,4 +107,18 @@ func TestBrowserSSHKeys(t *testing.T) {
 	if ks := keys(); len(ks) != 0 {
 		t.Errorf("after the removal %d keys are stored", len(ks))
 	}
+}
+
+// newKey is a fresh ed25519 SSH public key.
+func newKey(t *testing.T) ssh.PublicKey {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
