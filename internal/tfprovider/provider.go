@@ -110,7 +110,10 @@ func (p *hangarProvider) DataSources(context.Context) []func() datasource.DataSo
 }
 
 func (p *hangarProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{func() resource.Resource { return &agentResource{} }}
+	return []func() resource.Resource{
+		func() resource.Resource { return &agentResource{} },
+		func() resource.Resource { return &podResource{} },
+	}
 }
 
 type workspaceDataSource struct{}

@@ -99,6 +99,18 @@ const (
 	DefaultStandaloneUID = 2000000100
 )
 
+// Process is a process KillUser killed.
+type Process struct {
+	PID  int
+	Args []string // its command line, as it was
+}
+
+// IsHelper reports whether p is a Hangar workspace helper or agent: `hangar workspace-helper` (what
+// a hangar_agent's init script execs) or `hangar agent`, under whatever name the binary has.
+func (p Process) IsHelper() bool {
+	return len(p.Args) >= 2 && (p.Args[1] == "workspace-helper" || p.Args[1] == "agent")
+}
+
 // User is the build user of one provisioner daemon.
 type User struct {
 	UID, GID int
