@@ -59,13 +59,13 @@ func Names() []string {
 
 // Get returns the starter called name.
 func Get(name string) (Starter, error) {
-	unknown := fmt.Errorf("no starter is named %q (starters: %s)", name, strings.Join(Names(), ", "))
+	unknown := func() error { return fmt.Errorf("no starter is named %q (starters: %s)", name, strings.Join(Names(), ", ")) }
 	if name == "" || strings.ContainsAny(name, `/\.`) {
-		return Starter{}, unknown
+		return Starter{}, unknown()
 	}
 	desc, err := fs.ReadFile(files, path.Join(name, descriptionFile))
 	if err != nil {
-		return Starter{}, unknown
+		return Starter{}, unknown()
 	}
 	s := Starter{Name: name, Description: strings.TrimSpace(string(desc))}
 	err = fs.WalkDir(files, name, func(p string, d fs.DirEntry, err error) error {
