@@ -59,7 +59,9 @@ func Names() []string {
 
 // Get returns the starter called name.
 func Get(name string) (Starter, error) {
-	unknown := func() error { return fmt.Errorf("no starter is named %q (starters: %s)", name, strings.Join(Names(), ", ")) }
+	unknown := func() error {
+		return fmt.Errorf("no starter is named %q (starters: %s)", name, strings.Join(Names(), ", "))
+	}
 	if name == "" || strings.ContainsAny(name, `/\.`) {
 		return Starter{}, unknown()
 	}
