@@ -108,6 +108,13 @@ func TestTerraformStarter(t *testing.T) {
 	ok("start", "dev", "--wait")
 	enter("the helper of the new pod to connect after start")
 
+	// The machine's helper is not the build's: no build of this template is warned about one.
+	for _, n := range []string{"1", "2", "3"} {
+		if log := ok("logs", "dev", "--build", n); strings.Contains(log, "started a workspace helper") {
+			t.Errorf("build %s of the starter warns about a helper in the build:\n%s", n, log)
+		}
+	}
+
 	ok("delete", "dev", "--yes", "--wait")
 	if got, err := pods(context.Background()); err != nil || len(got) != 0 {
 		t.Fatalf("after delete, pods %v (%v), want none", got, err)

@@ -4,7 +4,7 @@
 # `hangar port-forward` and `hangar config-ssh` reach the pod through the server.
 #
 #   hangar templates push my-pods --directory .
-#   hangar create dev --template my-pods --parameter kubeconfig="$(cat CLUSTER/kubeconfig)" --wait
+#   hangar create dev --template my-pods --parameter kubeconfig="$(cat DIR/kubeconfig)" --wait   # scripts/kube-up DIR
 #   hangar ssh dev
 #
 # Stopping the workspace deletes the pod (its home directory with it); starting it creates a new
@@ -19,7 +19,7 @@ terraform {
 variable "kubeconfig" {
   type        = string
   sensitive   = true
-  description = "The content of a kubeconfig allowed to create pods and secrets in the namespace (scripts/kube-up prints where the local cluster's is)."
+  description = "The content of a kubeconfig allowed to create pods and secrets in the namespace (the local cluster's: DIR/kubeconfig of scripts/kube-up DIR)."
 }
 
 variable "namespace" {
