@@ -2,8 +2,10 @@ package tfprovider
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/pem"
 	"net/url"
 	"os"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 )
@@ -49,6 +52,7 @@ type agentModel struct {
 	Token        types.String `tfsdk:"token"`
 	InitScript   types.String `tfsdk:"init_script"`
 	HangarBinary types.String `tfsdk:"hangar_binary"`
+	HostKey      types.String `tfsdk:"host_key"`
 }
 
 func (r *agentResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -64,6 +68,8 @@ func (r *agentResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"token": schema.StringAttribute{Computed: true, Sensitive: true, PlanModifiers: keep, Description: "The helper's token (a secret): the server accepts it while this resource exists."},
 			"init_script": schema.StringAttribute{Computed: true, Sensitive: true, PlanModifiers: keep,
 				Description: "A POSIX sh script that runs the helper in the foreground (exec); start it in the background, under a service manager or in the machine's startup. It holds the token. Extra arguments are passed to `hangar workspace-helper`."},
+			"host_key": schema.StringAttribute{Computed: true, Sensitive: true, PlanModifiers: keep,
+				Description: "The helper's SSH host key (an OpenSSH private key, generated once): the init script gives it to the helper, so that a machine made anew at each start (count = start_count) keeps the identity users' known_hosts pinned."},
 			"hangar_binary": schema.StringAttribute{Optional: true, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				Description: "Path of the hangar binary on the machine; unset: `hangar` found on PATH when the script runs."},
 		},
@@ -89,8 +95,14 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
 	m.ID = types.StringValue(hex.EncodeToString(id))
+	hostKey, err := newHostKey()
+	if err != nil {
+		resp.Diagnostics.AddError("generate the helper's host key", err.Error())
+		return
+	}
 	m.Token = types.StringValue(token)
-	m.InitScript = types.StringValue(InitScript(m.HangarBinary.ValueString(), u, token))
+	m.HostKey = types.StringValue(hostKey)
+	m.InitScript = types.StringValue(InitScript(m.HangarBinary.ValueString(), u, token, hostKey))
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
@@ -109,10 +121,23 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 // Delete has nothing to remove: the server drops the token once no state holds it.
 func (r *agentResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
 
+// newHostKey is a new ed25519 host key in OpenSSH's PEM form.
+func newHostKey() (string, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "hangar_agent")
+	if err != nil {
+		return "", err
+	}
+	return string(pem.EncodeToMemory(block)), nil
+}
+
 // InitScript is the script that starts the helper: hangar workspace-helper --connect-url URL, with
-// the token in the helper's environment (not on its command line, which every user of the machine
-// can read).
-func InitScript(hangarBinary, connectURL, token string) string {
+// the token and the host key (when hostKey is set) in the helper's environment (not on its command
+// line, which every user of the machine can read).
+func InitScript(hangarBinary, connectURL, token, hostKey string) string {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n")
 	b.WriteString("# Hangar's workspace helper: it connects out to the Hangar server, which relays hangar ssh,\n")
@@ -124,6 +149,10 @@ func InitScript(hangarBinary, connectURL, token string) string {
 	b.WriteString("fi\n")
 	b.WriteString("HANGAR_HELPER_TOKEN=" + shellQuote(token) + "\n")
 	b.WriteString("export HANGAR_HELPER_TOKEN\n")
+	if hostKey != "" {
+		b.WriteString("HANGAR_HELPER_HOST_KEY=" + shellQuote(hostKey) + "\n")
+		b.WriteString("export HANGAR_HELPER_HOST_KEY\n")
+	}
 	b.WriteString("exec \"$hangar_bin\" workspace-helper --connect-url " + shellQuote(connectURL) + " \"$@\"\n")
 	return b.String()
 }

@@ -3,7 +3,8 @@
 // a template about the workspace being built (like the reference's coder_workspace,
 // ../shared/seeds/terraform-state-management.md): its id, name, owner, the transition, start_count
 // and the prebuild flags. Templates then need no variables for these. The provisioner installs it
-// through a filesystem mirror (Mirror), so no registry is needed.
+// through a filesystem mirror (Mirror), so no registry is needed. Its resources are hangar_agent
+// (agent.go) and hangar_kubernetes_pod (pod.go).
 package tfprovider
 
 import (
@@ -99,7 +100,7 @@ func (p *hangarProvider) Metadata(_ context.Context, _ provider.MetadataRequest,
 }
 
 func (p *hangarProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
-	resp.Schema = providerschema.Schema{Description: "Hangar: facts about the workspace being built, and the helper of its machine."}
+	resp.Schema = providerschema.Schema{Description: "Hangar: facts about the workspace being built, the helper of its machine (hangar_agent), and a pod as that machine (hangar_kubernetes_pod)."}
 }
 
 func (p *hangarProvider) Configure(context.Context, provider.ConfigureRequest, *provider.ConfigureResponse) {
@@ -110,7 +111,10 @@ func (p *hangarProvider) DataSources(context.Context) []func() datasource.DataSo
 }
 
 func (p *hangarProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{func() resource.Resource { return &agentResource{} }}
+	return []func() resource.Resource{
+		func() resource.Resource { return &agentResource{} },
+		func() resource.Resource { return &podResource{} },
+	}
 }
 
 type workspaceDataSource struct{}

@@ -26,10 +26,10 @@ import (
 // Options are the subcommand's flags, each also an environment variable (HANGAR_HELPER_*, which
 // sessions do not see).
 type Options struct {
-	SSHAddr, HostKeyFile, StateDir, AuthorizedKeysFile, PostStart, Instance, Editor string
-	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                string
-	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                             string
-	ConnectURL, Token, TokenFile                                                    string
+	SSHAddr, HostKey, HostKeyFile, StateDir, AuthorizedKeysFile, PostStart, Instance, Editor string
+	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                         string
+	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                                      string
+	ConnectURL, Token, TokenFile                                                             string
 }
 
 // Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
@@ -74,6 +74,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&o.ConnectURL, "connect-url", "HANGAR_HELPER_CONNECT_URL", "", "the Hangar server's URL to connect out to, serving SSH on the connections it relays (a Terraform workspace's machine: hangar_agent's init script)"),
 		cmdopt.String(&o.Token, "token", "HANGAR_HELPER_TOKEN", "", "the helper's token for --connect-url (hwa_...; prefer the environment variable or --token-file, which other users of the machine cannot read)").Arg("TOKEN"),
 		cmdopt.String(&o.TokenFile, "token-file", "HANGAR_HELPER_TOKEN_FILE", "", "file holding the helper's token for --connect-url"),
+		cmdopt.String(&o.HostKey, "host-key", "HANGAR_HELPER_HOST_KEY", "", "SSH host key (a private key's PEM text; prefer the environment variable, as hangar_agent's init script does); it wins over --host-key-file and the state directory").Arg("PEM"),
 		cmdopt.String(&o.HostKeyFile, "host-key-file", "HANGAR_HELPER_HOST_KEY_FILE", "", "SSH host key (a private key file); empty: generate one and keep it in the state directory"),
 		cmdopt.String(&o.StateDir, "state-dir", "HANGAR_HELPER_STATE_DIR", "", "directory that keeps the generated host key and the postStart record, on the workspace's data volume (default: $HOME/.local/state/hangar-helper)"),
 		cmdopt.String(&o.AuthorizedKeysFile, "authorized-keys-file", "HANGAR_HELPER_AUTHORIZED_KEYS_FILE", "", "authorized_keys file of the keys allowed in (normally the proxy's), re-read at every connection; missing or empty refuses everyone"),
@@ -118,7 +119,7 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 	}
 	cfg := Config{
 		ConnectURL: o.ConnectURL, Token: token,
-		SSHAddr: o.SSHAddr, HostKeyFile: o.HostKeyFile, StateDir: o.StateDir,
+		SSHAddr: o.SSHAddr, HostKey: o.HostKey, HostKeyFile: o.HostKeyFile, StateDir: o.StateDir,
 		AuthorizedKeysFile: o.AuthorizedKeysFile, Instance: o.Instance, Command: command,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: log,
 	}

@@ -53,8 +53,10 @@ type Config struct {
 	ConnectURL, Token string
 	// Connect tunes that connection (its URL, Token, Server and Logger are set by Run).
 	Connect ConnectOptions
-	// HostKeyFile and StateDir: see LoadHostKey. StateDir also keeps the postStart record.
-	HostKeyFile, StateDir string
+	// HostKey, when set, is the host key's PEM text (hangar_agent's, so that a machine made anew
+	// keeps its identity); else HostKeyFile and StateDir: see LoadHostKey. StateDir also keeps the
+	// postStart record.
+	HostKey, HostKeyFile, StateDir string
 	// AuthorizedKeysFile lists the keys allowed in (ServerOptions.AuthorizedKeysFile).
 	AuthorizedKeysFile string
 	// Server holds the SSH limits and the activity hook; its HostKey, AuthorizedKeysFile, Env and
@@ -102,8 +104,13 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if cfg.GracePeriod <= 0 {
 		cfg.GracePeriod = DefaultGracePeriod
 	}
-	hostKey, err := LoadHostKey(cfg.HostKeyFile, cfg.StateDir, log)
-	if err != nil {
+	var hostKey ssh.Signer
+	var err error
+	if cfg.HostKey != "" {
+		if hostKey, err = ssh.ParsePrivateKey([]byte(cfg.HostKey)); err != nil {
+			return 0, fmt.Errorf("--host-key (HANGAR_HELPER_HOST_KEY): %w", err)
+		}
+	} else if hostKey, err = LoadHostKey(cfg.HostKeyFile, cfg.StateDir, log); err != nil {
 		return 0, err
 	}
 	opts := cfg.Server

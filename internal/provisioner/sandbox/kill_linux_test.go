@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +28,10 @@ func TestKillUser(t *testing.T) {
 	}
 	_, ended := start(64077)
 	other, _ := start(64078)
-	KillUser(64077)
+	killed := KillUser(64077)
+	if len(killed) != 1 || strings.Join(killed[0].Args, " ") != "sleep 600" || killed[0].IsHelper() {
+		t.Errorf("KillUser reports %+v, want the one process with its command line", killed)
+	}
 	select {
 	case err := <-ended:
 		ended <- err // for the cleanup

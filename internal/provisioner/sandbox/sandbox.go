@@ -99,6 +99,30 @@ const (
 	DefaultStandaloneUID = 2000000100
 )
 
+// Process is a process KillUser killed.
+type Process struct {
+	PID  int
+	Args []string // its command line, as it was
+}
+
+// IsHelper reports whether p is a Hangar workspace helper or agent: `… workspace-helper` (what a
+// hangar_agent's init script execs, under whatever name the binary has: inside the sandbox the
+// only hangar binary is the provider mirror's) or `hangar agent` (a binary named hangar*, so that
+// another program's agent subcommand is not taken for Hangar's).
+func (p Process) IsHelper() bool {
+	if len(p.Args) < 2 {
+		return false
+	}
+	switch p.Args[1] {
+	case "workspace-helper":
+		return true
+	case "agent":
+		name := filepath.Base(p.Args[0])
+		return strings.HasPrefix(name, "hangar") || strings.HasPrefix(name, "terraform-provider-hangar")
+	}
+	return false
+}
+
 // User is the build user of one provisioner daemon.
 type User struct {
 	UID, GID int

@@ -306,15 +306,17 @@ func bindFileRO(fd int, dst string) error {
 
 // KillUser kills every process of the user uid: what a build left running (a daemonized
 // local-exec) must not see the next build of the same user. It does nothing for root or this
-// process's own user.
-func KillUser(uid int) {
+// process's own user. It returns the processes it killed, with their command lines as they were.
+func KillUser(uid int) []Process {
 	if uid <= 0 || uid == os.Getuid() || uid == os.Geteuid() {
-		return
+		return nil
 	}
+	var out []Process
+	seen := map[int]bool{}
 	for round := 0; round < 10; round++ {
 		entries, err := os.ReadDir("/proc")
 		if err != nil {
-			return
+			return out
 		}
 		killed := 0
 		for _, e := range entries {
@@ -335,8 +337,13 @@ func KillUser(uid int) {
 				if len(f) >= 3 && f[0] == "Uid:" {
 					// A zombie is dead already (its parent has not reaped it).
 					if (f[1] == strconv.Itoa(uid) || f[2] == strconv.Itoa(uid)) && state != "Z" && state != "X" {
+						args := cmdline(pid)
 						if syscall.Kill(pid, syscall.SIGKILL) == nil {
 							killed++
+							if !seen[pid] {
+								seen[pid] = true
+								out = append(out, Process{PID: pid, Args: args})
+							}
 						}
 					}
 					break
@@ -344,7 +351,20 @@ func KillUser(uid int) {
 			}
 		}
 		if killed == 0 {
-			return
+			return out
 		}
 	}
+	return out
+}
+
+// cmdline reads a process's arguments (at most 4 KiB of them).
+func cmdline(pid int) []string {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b := make([]byte, 4096)
+	n, _ := f.Read(b)
+	return strings.Split(strings.TrimRight(string(b[:n]), "\x00"), "\x00")
 }

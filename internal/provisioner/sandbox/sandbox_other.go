@@ -18,4 +18,4 @@ func Main() int {
 }
 
 // KillUser does nothing here.
-func KillUser(int) {}
+func KillUser(int) []Process { return nil }

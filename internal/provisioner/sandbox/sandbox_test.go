@@ -105,3 +105,19 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// IsHelper: a workspace helper under any name, Hangar's agent, not another program's agent.
+func TestProcessIsHelper(t *testing.T) {
+	for args, want := range map[string]bool{
+		"/usr/local/bin/hangar workspace-helper --connect-url http://h":                            true,
+		"/tmp/.hangar/plugins/x/terraform-provider-hangar_v0.1.0 workspace-helper --connect-url u": true,
+		"hangar agent --server http://h":                                                           true,
+		"/usr/bin/vault agent -config x":                                                           false,
+		"sleep 600":                                                                                false,
+		"hangar":                                                                                   false,
+	} {
+		if got := (Process{Args: strings.Fields(args)}).IsHelper(); got != want {
+			t.Errorf("%q: IsHelper %v, want %v", args, got, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
 )
@@ -50,9 +51,25 @@ func (r *Runner) shareFile(p string) error {
 }
 
 // killLeftovers kills whatever the build left running as the build user (a daemonized local-exec):
-// it would see the next build of this provisioner.
-func (r *Runner) killLeftovers() {
-	if r.Sandbox != nil {
-		sandbox.KillUser(r.Sandbox.User.UID)
+// it would see the next build of this provisioner. A workspace helper among them means the
+// template ran hangar_agent's init script in the build instead of on its machine: the build log
+// says so (HelperInBuildWarning), since nothing else would (Terraform hides the output of a
+// command holding the sensitive script, and the helper dies here).
+func (r *Runner) killLeftovers(log *logger) {
+	if r.Sandbox == nil {
+		return
+	}
+	for _, p := range sandbox.KillUser(r.Sandbox.User.UID) {
+		if p.IsHelper() {
+			log.emit(LevelWarn, fmt.Sprintf(HelperInBuildWarning, p.PID, strings.Join(p.Args[:2], " ")))
+			return
+		}
 	}
 }
+
+// HelperInBuildWarning is the build log's warning when a build left a workspace helper running
+// (its pid and first arguments).
+const HelperInBuildWarning = "This build started a workspace helper (pid %d, %s) and it was stopped with the build: every " +
+	"process a build leaves is killed when it ends. hangar_agent's init_script must run ON the machine the template " +
+	"creates (its startup script such as user_data, a container's command, or hangar_kubernetes_pod), not in the build " +
+	"(a local-exec provisioner). See \"Terraform templates\" in the README, or start from 'hangar templates init terraform-kubernetes-pod'"

@@ -113,7 +113,7 @@ func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID stri
 		case <-tick.C:
 		}
 	}
-	r.killLeftovers()
+	r.killLeftovers(log)
 	for _, f := range []struct {
 		name, level string
 	}{{runStdout, LevelInfo}, {runStderr, LevelError}} {

@@ -428,7 +428,7 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 	}()
 
 	err := x.terraform()
-	r.killLeftovers()
+	r.killLeftovers(log)
 	close(done)
 	<-watcherDone
 
