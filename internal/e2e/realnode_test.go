@@ -552,12 +552,11 @@ components:
 	start := time.Now()
 	w := r.create(t, "missing", devfile)
 	failed := r.failed(t, "missing", start, "ErrImagePull", "ImagePullBackOff")
-	// The node pulls from no registry: the failure comes within seconds, and says what to do.
-	if msg := failed.Error.Message; !strings.Contains(msg, "the image hangar.local/no-such-image:dev") || !strings.Contains(msg, "scripts/kube-load-image DIR ARCHIVE") {
-		t.Errorf("the failure %q does not say that the image is not there and how to load it", msg)
-	}
-	if took := time.Since(start); took > 15*time.Second {
-		t.Errorf("a missing image took %v to fail", took)
+	// The node pulls from no registry: the failure says what to do. (The pull itself fails in
+	// milliseconds, TestMissingImageFailsAtOnce; the kubelet may show it in the pod's status only at
+	// its next sync of the pod, up to 15 s later.)
+	if msg := failed.Error.Message; !strings.Contains(msg, "the image hangar.local/no-such-image:dev is not on the node") || !strings.Contains(msg, "scripts/kube-load-image DIR ARCHIVE") {
+		t.Errorf("the failure %q does not say that the image is not on the node and how to load it", msg)
 	}
 	r.pod(t, w.Namespace, "the missing pod to show the pull failure", func(p *corev1.Pod) error {
 		for _, cs := range p.Status.ContainerStatuses {
