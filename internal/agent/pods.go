@@ -101,7 +101,8 @@ const NoRegistry = "127.0.0.1:1"
 const LoadImageHint = "load it onto the node with scripts/kube-load-image DIR ARCHIVE (DIR is the cluster's directory; docker save or skopeo copy make an ARCHIVE)"
 
 // pullFailure says that a container's image could not be pulled, and why, from the kubelet's
-// waiting state: ErrImagePull carries the cause, ImagePullBackOff only "Back-off pulling image".
+// waiting state: ErrImagePull carries the cause; ImagePullBackOff repeats it after "Back-off pulling
+// image" since Kubernetes 1.32, and says only that before.
 func pullFailure(image string, w *corev1.ContainerStateWaiting) string {
 	if image == "" {
 		image = "of the container"

@@ -51,6 +51,8 @@ func TestPodFailure(t *testing.T) {
 		{"image pull", []*corev1.Pod{pull("ImagePullBackOff", `Back-off pulling image "registry.example.com/x:1"`)}, "ImagePullBackOff",
 			"container main: the image registry.example.com/x:1 could not be pulled (the kubelet tries again after a back-off). " +
 				"Check its name and the registry's access; on a cluster without a registry (scripts/kube-up's), " + LoadImageHint},
+		{"back-off on a cluster without a registry", []*corev1.Pod{pull("ImagePullBackOff", `Back-off pulling image "registry.example.com/x:1": ErrImagePull: failed to pull and unpack image "registry.example.com/x:1": failed to resolve reference "registry.example.com/x:1": failed to do request: Head "http://127.0.0.1:1/v2/x/manifests/1?ns=registry.example.com": dial tcp 127.0.0.1:1: connect: connection refused`)},
+			"ImagePullBackOff", "container main: the image registry.example.com/x:1 is not on the node, and this cluster pulls from no registry: " + LoadImageHint},
 		{"err image pull", []*corev1.Pod{pull("ErrImagePull", "not found")}, "ErrImagePull", "container main: the image registry.example.com/x:1 could not be pulled: not found"},
 		{"no registry", []*corev1.Pod{pull("ErrImagePull", `failed to pull and unpack image "registry.example.com/x:1": failed to resolve reference "registry.example.com/x:1": failed to do request: Head "http://127.0.0.1:1/v2/x/manifests/1?ns=registry.example.com": dial tcp 127.0.0.1:1: connect: connection refused`)},
 			"ErrImagePull", "container main: the image registry.example.com/x:1 is not on the node, and this cluster pulls from no registry: load it onto the node with scripts/kube-load-image DIR ARCHIVE (DIR is the cluster's directory; docker save or skopeo copy make an ARCHIVE)"},
