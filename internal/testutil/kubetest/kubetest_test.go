@@ -326,7 +326,9 @@ func waitPod(t *testing.T, c *kubetest.Cluster, ns, app string, check func(*core
 }
 
 // scripts/kube-down leaves nothing of a cluster with a real node behind: no process, mount,
-// network namespace, cgroup or iptables rule. The test runs a cluster of its own for that.
+// network namespace, cgroup or iptables rule; only the host's unreachable routes for the cluster's
+// ranges stay, and nothing dialed from the host to the stopped cluster's addresses leaves the
+// machine. The test runs a cluster of its own for that.
 func TestKubeDownLeavesNothing(t *testing.T) {
 	root, err := filepath.Abs("../../..")
 	if err != nil {
