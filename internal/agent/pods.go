@@ -53,7 +53,9 @@ func PodFailure(pods []*corev1.Pod, now time.Time) *protocol.PodFailure {
 			for _, cs := range statuses {
 				if w := cs.State.Waiting; w != nil && waitingFailures[w.Reason] {
 					msg := "container " + cs.Name
-					if w.Message != "" {
+					if w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" {
+						msg += ": " + pullFailure(cs.Image, w)
+					} else if w.Message != "" {
 						msg += ": " + w.Message
 					}
 					if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
@@ -88,4 +90,32 @@ func exited(t *corev1.ContainerStateTerminated) string {
 		s += ": " + m
 	}
 	return s
+}
+
+// NoRegistry is the address the local test cluster's node sends every pull to (scripts/kube-up's
+// containerd hosts.toml): a pull error that names it means the image is not on the node and the
+// cluster has no registry to get it from.
+const NoRegistry = "127.0.0.1:1"
+
+// LoadImageHint tells a user of a cluster without a registry how to put an image on its node.
+const LoadImageHint = "load it onto the node with scripts/kube-load-image DIR ARCHIVE (DIR is the cluster's directory; docker save or skopeo copy make an ARCHIVE)"
+
+// pullFailure says that a container's image could not be pulled, and why, from the kubelet's
+// waiting state: ErrImagePull carries the cause; ImagePullBackOff repeats it after "Back-off pulling
+// image" since Kubernetes 1.32, and says only that before.
+func pullFailure(image string, w *corev1.ContainerStateWaiting) string {
+	if image == "" {
+		image = "of the container"
+	}
+	switch {
+	case strings.Contains(w.Message, NoRegistry):
+		return fmt.Sprintf("the image %s is not on the node, and this cluster pulls from no registry: %s", image, LoadImageHint)
+	case w.Reason == "ImagePullBackOff":
+		return fmt.Sprintf("the image %s could not be pulled (the kubelet tries again after a back-off). "+
+			"Check its name and the registry's access; on a cluster without a registry (scripts/kube-up's), %s", image, LoadImageHint)
+	case w.Message != "":
+		return fmt.Sprintf("the image %s could not be pulled: %s", image, w.Message)
+	default:
+		return fmt.Sprintf("the image %s could not be pulled", image)
+	}
 }

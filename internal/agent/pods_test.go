@@ -13,6 +13,11 @@ func TestPodFailure(t *testing.T) {
 		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
 			{Name: "main", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}}}
 	}
+	pull := func(reason, msg string) *corev1.Pod {
+		p := waiting(reason, msg)
+		p.Status.ContainerStatuses[0].Image = "registry.example.com/x:1"
+		return p
+	}
 	at := time.Date(2026, 11, 23, 5, 0, 0, 0, time.UTC)
 	unschedulableSince := func(d time.Duration, msg string) *corev1.Pod {
 		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
@@ -43,8 +48,14 @@ func TestPodFailure(t *testing.T) {
 		{"none", nil, "", ""},
 		{"creating", []*corev1.Pod{waiting("ContainerCreating", "")}, "", ""},
 		{"crash loop", []*corev1.Pod{waiting("CrashLoopBackOff", "back-off 5m0s")}, "CrashLoopBackOff", "container main: back-off 5m0s"},
-		{"image pull", []*corev1.Pod{waiting("ImagePullBackOff", "")}, "ImagePullBackOff", "container main"},
-		{"err image pull", []*corev1.Pod{waiting("ErrImagePull", "not found")}, "ErrImagePull", "container main: not found"},
+		{"image pull", []*corev1.Pod{pull("ImagePullBackOff", `Back-off pulling image "registry.example.com/x:1"`)}, "ImagePullBackOff",
+			"container main: the image registry.example.com/x:1 could not be pulled (the kubelet tries again after a back-off). " +
+				"Check its name and the registry's access; on a cluster without a registry (scripts/kube-up's), " + LoadImageHint},
+		{"back-off on a cluster without a registry", []*corev1.Pod{pull("ImagePullBackOff", `Back-off pulling image "registry.example.com/x:1": ErrImagePull: failed to pull and unpack image "registry.example.com/x:1": failed to resolve reference "registry.example.com/x:1": failed to do request: Head "http://127.0.0.1:1/v2/x/manifests/1?ns=registry.example.com": dial tcp 127.0.0.1:1: connect: connection refused`)},
+			"ImagePullBackOff", "container main: the image registry.example.com/x:1 is not on the node, and this cluster pulls from no registry: " + LoadImageHint},
+		{"err image pull", []*corev1.Pod{pull("ErrImagePull", "not found")}, "ErrImagePull", "container main: the image registry.example.com/x:1 could not be pulled: not found"},
+		{"no registry", []*corev1.Pod{pull("ErrImagePull", `failed to pull and unpack image "registry.example.com/x:1": failed to resolve reference "registry.example.com/x:1": failed to do request: Head "http://127.0.0.1:1/v2/x/manifests/1?ns=registry.example.com": dial tcp 127.0.0.1:1: connect: connection refused`)},
+			"ErrImagePull", "container main: the image registry.example.com/x:1 is not on the node, and this cluster pulls from no registry: load it onto the node with scripts/kube-load-image DIR ARCHIVE (DIR is the cluster's directory; docker save or skopeo copy make an ARCHIVE)"},
 		{"unschedulable", []*corev1.Pod{unschedulable}, "Unschedulable", "0/1 nodes are available: 1 Insufficient memory."},
 		{"unschedulable for less than the grace", []*corev1.Pod{justUnschedulable}, "", ""},
 		{"image never pulled", []*corev1.Pod{waiting("ErrImageNeverPull", "image not present")}, "ErrImageNeverPull", "container main: image not present"},

@@ -538,7 +538,8 @@ func (r *realNode) testCrashLoop(t *testing.T) {
 	r.terminate(t, w, false)
 }
 
-// An image the node does not have, and cannot pull, is Failed with the pull's reason.
+// An image the node does not have, and cannot pull, is Failed with the pull's reason, and the way
+// to load it.
 func (r *realNode) testMissingImage(t *testing.T) {
 	devfile := `schemaVersion: 2.2.0
 metadata:
@@ -550,7 +551,13 @@ components:
 `
 	start := time.Now()
 	w := r.create(t, "missing", devfile)
-	r.failed(t, "missing", start, "ErrImagePull", "ImagePullBackOff")
+	failed := r.failed(t, "missing", start, "ErrImagePull", "ImagePullBackOff")
+	// The node pulls from no registry: the failure says what to do. (The pull itself fails in
+	// milliseconds, TestMissingImageFailsAtOnce; the kubelet may show it in the pod's status only at
+	// its next sync of the pod, up to 15 s later.)
+	if msg := failed.Error.Message; !strings.Contains(msg, "the image hangar.local/no-such-image:dev is not on the node") || !strings.Contains(msg, "scripts/kube-load-image DIR ARCHIVE") {
+		t.Errorf("the failure %q does not say that the image is not on the node and how to load it", msg)
+	}
 	r.pod(t, w.Namespace, "the missing pod to show the pull failure", func(p *corev1.Pod) error {
 		for _, cs := range p.Status.ContainerStatuses {
 			if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") && cs.Image == "hangar.local/no-such-image:dev" {

@@ -294,7 +294,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 	ctx = context.WithValue(ctx, credKey, fromHeader)
 	if isUpgrade(r) {
 		if switched, err := h.upgrade(w, r.WithContext(ctx), route.Addr); err != nil && !switched {
-			h.upstreamError(w, r, err)
+			h.upstreamError(w, r.WithContext(ctx), err)
 		}
 		return
 	}
@@ -325,6 +325,12 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	if r.Context().Err() != nil {
 		return // the client went away
+	}
+	addr, _ := r.Context().Value(upstreamKey).(string)
+	if msg, ok := PodNetworkUnreachable(addr, err); ok {
+		h.o.Logger.Warn("the pod network is not reachable from this proxy", "host", r.Host, "upstream", addr, "err", err)
+		page(w, http.StatusBadGateway, "Pod network not reachable", msg)
+		return
 	}
 	h.o.Logger.Warn("workspace did not answer", "host", r.Host, "err", err)
 	page(w, http.StatusBadGateway, "Workspace not answering", "The workspace is running but its server did not answer on this port.")

@@ -5,14 +5,17 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"html"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -632,5 +635,49 @@ func TestUpgradeHandshakeIsBounded(t *testing.T) {
 		c.Close()
 	default:
 		t.Fatal("the workspace was never asked")
+	}
+}
+
+// A proxy that cannot reach the pod network at all (a dial ends "no route to host", as it does on
+// the host of the local test cluster) says so in its 502 page, naming the address and the way out,
+// for requests and WebSockets alike; a workspace that refuses keeps the "not answering" page.
+func TestUnreachablePodNetworkPage(t *testing.T) {
+	for _, tc := range []struct {
+		errno syscall.Errno
+		want  []string
+	}{
+		{syscall.EHOSTUNREACH, []string{"Pod network not reachable", "10.244.0.7:8080", "no route to host", "--pod-netns /run/netns/$(cat DIR/netns)"}},
+		{syscall.ENETUNREACH, []string{"Pod network not reachable", "10.244.0.7:8080", "network is unreachable", "--pod-netns"}},
+		{syscall.ECONNREFUSED, []string{"Workspace not answering"}},
+	} {
+		t.Run(tc.errno.Error(), func(t *testing.T) {
+			h := newHarness(t, false)
+			h.routes[aliceHost] = Route{Known: true, Addr: "10.244.0.7:8080", WorkspaceID: "ws-alice-dev"}
+			h.handler = NewHandler(Options{
+				Routes: h.routes, Auth: &Auth{Checker: h.checker, Clock: h.clock}, Exchanger: h.ex, ServerURL: "https://hangar.example.com",
+				Zone: zone, Clock: h.clock,
+				Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", tc.errno)}
+				},
+			})
+			for _, hdr := range []http.Header{
+				{"Authorization": {"Bearer hgu_alice"}},
+				{"Authorization": {"Bearer hgu_alice"}, "Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}},
+			} {
+				req := httptest.NewRequest("GET", "http://"+aliceHost+"/", nil)
+				req.Header = hdr
+				rec := httptest.NewRecorder()
+				h.handler.ServeHTTP(rec, req)
+				page := html.UnescapeString(rec.Body.String())
+				if rec.Code != http.StatusBadGateway {
+					t.Errorf("%v: status %d, want 502", hdr, rec.Code)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(page, w) {
+						t.Errorf("%v: the page does not say %q:\n%s", hdr, w, page)
+					}
+				}
+			}
+		})
 	}
 }

@@ -28,9 +28,11 @@ func (c *ServerClient) Revocations(ctx context.Context, after int64, timeoutSeco
 // RevocationWatcher long-polls the server's revocation counter and calls OnRevoke whenever it moves:
 // the proxy then rechecks its open SSH connections and drops its cached decisions at once
 // (docs/decisions.md, "Revocation takes effect at once"). The first answer calls OnRevoke too: a
-// connection opened before the watch began may have lost its access meanwhile. After a failure,
-// the next answer that moved calls OnRevoke (revocations meanwhile are not lost). A server without the endpoint (404) is asked again every Max of the backoff, and the
-// proxy relies on its recheck interval meanwhile.
+// connection opened before the watch began may have lost its access meanwhile. That first answer
+// is the counter's starting point, not news of a revocation, and is logged as such (at Debug).
+// After a failure, the next answer that moved calls OnRevoke (revocations meanwhile are not lost).
+// A server without the endpoint (404) is asked again every Max of the backoff, and the proxy
+// relies on its recheck interval meanwhile.
 type RevocationWatcher struct {
 	Client   *ServerClient
 	OnRevoke func()
@@ -81,7 +83,11 @@ func (w *RevocationWatcher) Run(ctx context.Context) {
 			continue
 		}
 		failures = 0
-		if resp.Seq > last {
+		switch {
+		case last < 0:
+			log.Debug("watching the server's revocations", "seq", resp.Seq)
+			w.OnRevoke()
+		case resp.Seq > last:
 			log.Info("access was revoked on the server; rechecking open connections", "seq", resp.Seq)
 			w.OnRevoke()
 		}

@@ -212,6 +212,20 @@ func (r *Routes) readyAddr(svc *corev1.Service, portName string) string {
 	return ""
 }
 
+// AnyAddr is a ready endpoint of any Service of the agent (the first found), "" when none is
+// ready: what the proxy dials at start to see whether the pod network is reachable.
+func (r *Routes) AnyAddr() string {
+	for _, obj := range r.services.GetStore().List() {
+		svc := obj.(*corev1.Service)
+		for _, p := range svc.Spec.Ports {
+			if addr := r.readyAddr(svc, p.Name); addr != "" {
+				return addr
+			}
+		}
+	}
+	return ""
+}
+
 // Count returns how many Services and EndpointSlices the informers hold.
 func (r *Routes) Count() (services, slices int) {
 	return len(r.services.GetStore().ListKeys()), len(r.slices.GetStore().ListKeys())

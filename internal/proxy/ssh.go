@@ -314,7 +314,8 @@ func (s *SSHServer) serveConn(nc net.Conn) {
 	addr := s.opts.Routes.SSHAddr(wsID)
 	if addr == "" {
 		log.Info("ssh: the workspace is not running", "status", ext[extStatus])
-		s.notRunning(down, chans, reqs, ext)
+		ws := ext[extWorkspace]
+		s.refuse(down, chans, reqs, fmt.Sprintf("hangar: workspace %s is not running (%s); start it with: hangar start %s", ws, ext[extStatus], ws))
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.HandshakeTimeout)
@@ -337,9 +338,13 @@ func (s *SSHServer) serveConn(nc net.Conn) {
 		}
 	}
 	if err != nil {
+		ws := ext[extWorkspace]
+		msg := fmt.Sprintf("hangar: workspace %s is not running (unreachable (%v)); start it with: hangar start %s", ws, err, ws)
+		if why, ok := PodNetworkUnreachable(addr, err); ok {
+			msg = "hangar: workspace " + ws + " cannot be reached. " + why
+		}
 		log.Warn("ssh: cannot reach the workspace's helper", "addr", addr, "err", err)
-		s.notRunning(down, chans, reqs, map[string]string{extWorkspace: ext[extWorkspace],
-			extStatus: "unreachable (" + err.Error() + ")"})
+		s.refuse(down, chans, reqs, msg)
 		return
 	}
 	_ = uc.SetDeadline(time.Time{})
@@ -381,12 +386,10 @@ func (s *SSHServer) helperHostKeyCallback(wsID string) ssh.HostKeyCallback {
 	}
 }
 
-// notRunning answers a client whose workspace has no ready pod: every session says so on stderr and
-// exits 1; other channels are refused with the same words.
-func (s *SSHServer) notRunning(down *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, ext map[string]string) {
+// refuse answers a client whose workspace cannot be reached (no ready pod, or no way to it): every
+// session prints msg on stderr and exits 1; other channels are refused with the same words.
+func (s *SSHServer) refuse(down *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, msg string) {
 	go ssh.DiscardRequests(reqs)
-	ws, status := ext[extWorkspace], ext[extStatus]
-	msg := fmt.Sprintf("hangar: workspace %s is not running (%s); start it with: hangar start %s", ws, status, ws)
 	for nch := range chans {
 		if nch.ChannelType() != "session" {
 			_ = nch.Reject(ssh.ConnectionFailed, msg)

@@ -32,6 +32,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
+	"github.com/hangar-dev/hangar/internal/netns"
 	"github.com/hangar-dev/hangar/internal/opsserver"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/proxy"
@@ -44,6 +45,7 @@ type Config struct {
 	Server, ServerPublicURL, TokenFile, Kubeconfig, Context, Listen, TLSCertFile, TLSKeyFile, MetricsListen, DNSZone string
 	AuthCacheTTL, MaxBodyBytes, WriteTimeout, LogLevel, LogFormat                                                    string
 	SSHListen, SSHHostKeyFile, SSHClientKeyFile, SSHRecheck, ActivityInterval                                        string
+	PodNetns                                                                                                         string
 }
 
 // Command returns `hangar proxy`.
@@ -73,6 +75,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Listen, "listen", "HANGAR_PROXY_LISTEN", ":8443", "address the proxy serves workspaces on"),
 		cmdopt.String(&cfg.TLSCertFile, "tls-cert-file", "HANGAR_PROXY_TLS_CERT_FILE", "", "certificate (PEM, a wildcard *.<dns_zone>) to serve https and HTTP/2 with; reread when the file changes. Without it the proxy serves plain http (the agent's proxy_url_scheme must then be http)"),
 		cmdopt.String(&cfg.TLSKeyFile, "tls-key-file", "HANGAR_PROXY_TLS_KEY_FILE", "", "private key (PEM) of --tls-cert-file"),
+		cmdopt.String(&cfg.PodNetns, "pod-netns", "HANGAR_PROXY_POD_NETNS", "", "network namespace to dial workspaces from (a path such as /run/netns/NAME; needs root); only those connections are made there, everything else stays in the proxy's own namespace. For the local test cluster: /run/netns/$(cat DIR/netns)").Arg("PATH"),
 		cmdopt.String(&cfg.MetricsListen, "metrics-listen", "HANGAR_PROXY_METRICS_LISTEN", "127.0.0.1:9443", "address of /metrics, /healthz and /readyz (empty: none)"),
 		cmdopt.String(&cfg.DNSZone, "dns-zone", "HANGAR_PROXY_DNS_ZONE", "", "the agent's DNS zone (default: the agent config's, from the server; if given, it must match)").Arg("ZONE"),
 		cmdopt.Duration(&cfg.AuthCacheTTL, "auth-cache-ttl", "HANGAR_PROXY_AUTH_CACHE_TTL", "0s", "how long an allowed access decision is reused (0: never, every request is checked, so a revocation is refused from the next request on; above 0 the cache is emptied when the server announces a revocation); refusals are reused for 1 s"),
@@ -135,6 +138,15 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	dial := (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	dialsFrom := "the proxy's own network namespace"
+	if cfg.PodNetns != "" {
+		if err := netns.Check(cfg.PodNetns); err != nil {
+			return fmt.Errorf("--pod-netns: %w (for the local test cluster: /run/netns/$(cat DIR/netns), as root)", err)
+		}
+		dial = (&netns.Dialer{Path: cfg.PodNetns, Dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}}).DialContext
+		dialsFrom = cfg.PodNetns
+	}
 	publicURL := cfg.ServerPublicURL
 	if publicURL == "" {
 		publicURL = cfg.Server
@@ -192,6 +204,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	svcs, slices := routes.Count()
 	log.Info("routes synced", "agent", info.Name, "agent_id", info.ID, "dns_zone", zone, "services", svcs, "endpoint_slices", slices)
+	checkPodNetwork(ctx, routes, dial, dialsFrom, log)
 
 	activity := &proxy.Activity{Sender: server, Clock: clock.Real{}, Logger: log}
 	activityCtx, stopActivity := context.WithCancel(context.Background())
@@ -205,8 +218,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if sshKeys != nil {
 		sshSrv, err = proxy.NewSSHServer(proxy.SSHOptions{
 			HostKeys: []ssh.Signer{sshKeys.host}, UpstreamKey: sshKeys.client, Checker: server, Routes: routes,
-			HelperHostKey: helperHostKeys(token),
-			Activity:      activity.Record, RecheckInterval: recheck, Logger: log, Metrics: proxy.NewSSHMetrics(reg),
+			HelperHostKey: helperHostKeys(token), Dial: dial,
+			Activity: activity.Record, RecheckInterval: recheck, Logger: log, Metrics: proxy.NewSSHMetrics(reg),
 		})
 		if err != nil {
 			return err
@@ -236,7 +249,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	handler := proxy.NewHandler(proxy.Options{
 		Routes: routes, Exchanger: server, ServerURL: publicURL, Zone: zone, TLS: certs != nil,
-		Auth:         auth,
+		Auth: auth, Dial: dial,
 		MaxBodyBytes: maxBody, WriteTimeout: writeTimeout, Logger: log, Metrics: metrics, Activity: activity.Record,
 	})
 	srv := proxy.NewServer(handler, log)
@@ -285,6 +298,31 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// checkPodNetwork says at start whether the workspaces can be reached from where the proxy dials
+// them: it dials one ready workspace endpoint, if there is one, once. No route to it (what the host
+// of the local test cluster answers for pod addresses) is a Warn naming the cause and --pod-netns;
+// with no workspace running it says only where it will dial from, as nothing else is known yet.
+func checkPodNetwork(ctx context.Context, routes *proxy.Routes, dial func(context.Context, string, string) (net.Conn, error), from string, log *slog.Logger) {
+	addr := routes.AnyAddr()
+	if addr == "" {
+		log.Info("no workspace runs yet: the first request to one shows whether the pod network is reachable", "dials_from", from)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := dial(ctx, "tcp", addr)
+	if err == nil {
+		_ = conn.Close()
+		log.Info("the pod network is reachable", "dials_from", from, "checked", addr)
+		return
+	}
+	if msg, ok := proxy.PodNetworkUnreachable(addr, err); ok {
+		log.Warn(msg, "dials_from", from, "err", err)
+		return
+	}
+	log.Warn("cannot reach a running workspace's endpoint; its pod may not be listening yet", "dials_from", from, "addr", addr, "err", err)
 }
 
 // agentInfo asks the server who the agent is, retrying while the server is unreachable.

@@ -466,3 +466,29 @@ func TestDevfileWarningsAndCaps(t *testing.T) {
 		}
 	}
 }
+
+// An agent whose proxy listens on a port of its own (proxy_url_port) gets workspace URLs with that
+// port, which `hangar show` and the page print: the URL works as printed.
+func TestWorkspaceURLCarriesTheProxyPort(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine)
+			createAgent(t, env, "local", map[string]any{"dns_zone": "ws.example.com", "proxy_url_scheme": "http", "proxy_url_port": 8443})
+			alice := createUser(t, env, "alice")
+			var ws sdk.Workspace
+			mustCall(t, env, alice, "POST", "/api/v1/workspaces", map[string]any{"name": "proj", "agent": "local"}, http.StatusCreated, &ws)
+			if ws.URL != "http://3000-proj--alice.ws.example.com:8443/" {
+				t.Errorf("URL %q, want the proxy's port in it", ws.URL)
+			}
+			mustCall(t, env, alice, "GET", "/api/v1/workspaces/proj", nil, http.StatusOK, &ws)
+			if ws.URL != "http://3000-proj--alice.ws.example.com:8443/" {
+				t.Errorf("URL read back %q, want the proxy's port in it", ws.URL)
+			}
+			var out map[string]any
+			mustCall(t, env, env.AdminToken, "POST", "/api/v1/agents", map[string]any{"name": "bad", "config": map[string]any{"dns_zone": "b.example.com", "proxy_url_port": 70000}}, http.StatusBadRequest, &out)
+			if b, _ := json.Marshal(out); !strings.Contains(string(b), "config.proxy_url_port") {
+				t.Errorf("a port of 70000: %s, want an error naming config.proxy_url_port", b)
+			}
+		})
+	}
+}

@@ -1,15 +1,19 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,6 +204,68 @@ func TestRevocationEndsAccessAtOnce(t *testing.T) {
 			if _, err := ssh.Dial("tcp", pln.Addr().String(), &ssh.ClientConfig{User: "dev", Auth: []ssh.AuthMethod{ssh.Password(laptop)},
 				HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second}); err == nil {
 				t.Error("a suspended user opened an SSH connection")
+			}
+		})
+	}
+}
+
+// lockedBuffer is a log destination read while the watcher writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A proxy that starts watching revocations does not log that access was revoked (a new user saw
+// "access was revoked on the server" at every start, when nothing was), even on a server where
+// revocations happened before; a revocation after the start is logged.
+func TestRevocationWatchStartsWithoutClaimingARevocation(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine)
+			k1 := createAgent(t, env, "k1", map[string]any{"dns_zone": "ws.example.com"})
+			alice := createUser(t, env, "alice")
+			for _, name := range []string{"old", "ci"} {
+				mustCall(t, env, alice, "POST", "/api/v1/tokens", sdk.CreateTokenRequest{Name: name}, http.StatusCreated, nil)
+			}
+			mustCall(t, env, alice, "DELETE", "/api/v1/tokens/old", nil, http.StatusOK, nil) // before the proxy starts
+
+			var logs lockedBuffer
+			calls := make(chan struct{}, 16)
+			watcher := &proxy.RevocationWatcher{Client: &proxy.ServerClient{URL: env.URL, Token: k1, HTTP: &http.Client{Timeout: time.Minute}},
+				PollSeconds: 60, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+				OnRevoke: func() { calls <- struct{}{} }}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); watcher.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			wait := func(what string) {
+				t.Helper()
+				select {
+				case <-calls:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("no call of OnRevoke after %s", what)
+				}
+			}
+			wait("the watch began") // the first answer rechecks whatever is open
+			if strings.Contains(logs.String(), "revoked") {
+				t.Errorf("the proxy's log at the start of the watch says a revocation happened:\n%s", logs.String())
+			}
+			mustCall(t, env, alice, "DELETE", "/api/v1/tokens/ci", nil, http.StatusOK, nil)
+			wait("a token revoked")
+			if !strings.Contains(logs.String(), "access was revoked on the server") {
+				t.Errorf("a revocation after the start is not logged:\n%s", logs.String())
 			}
 		})
 	}

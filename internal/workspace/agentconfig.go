@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"net"
@@ -33,6 +34,11 @@ type AgentConfig struct {
 	// ProxyURLScheme is how browsers reach the proxy: "https" (the default) or "http" (a proxy
 	// without TLS, for trials). The server sends one-time codes to that scheme only.
 	ProxyURLScheme string `json:"proxy_url_scheme"`
+	// ProxyURLPort is the port browsers reach the proxy on, when it is not the scheme's own (443
+	// for https, 80 for http): a proxy listening on :8443 without a load balancer in front, such
+	// as on the local test cluster. Workspace URLs then carry it (https://<host>:8443/). 0 (the
+	// default) leaves the port out.
+	ProxyURLPort int `json:"proxy_url_port,omitempty"`
 	// ProxySSHPublicKeys are the keys (authorized_keys lines) the access proxy logs in to
 	// workspaces' helpers with: each workspace pod's `hangar workspace-helper` trusts exactly these.
 	// Empty refuses every SSH login (the helper fails closed).
@@ -305,6 +311,9 @@ func (c AgentConfig) Validate() error {
 	if c.ProxyURLScheme != "https" && c.ProxyURLScheme != "http" {
 		v.Add("config.proxy_url_scheme", "must be https or http, got %q", c.ProxyURLScheme)
 	}
+	if c.ProxyURLPort < 0 || c.ProxyURLPort > 65535 {
+		v.Add("config.proxy_url_port", "must be a port from 1 to 65535 (0: the scheme's own), got %d", c.ProxyURLPort)
+	}
 	if a := c.ProxySSHAddress; a != "" {
 		host, port, err := net.SplitHostPort(a)
 		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 || strings.ContainsAny(host, " /\t") {
@@ -448,4 +457,19 @@ func validateMeta(v *ValidationError, field string, m map[string]string, isLabel
 			v.Add(field, "value %q of key %q is not a valid label value", val, k)
 		}
 	}
+}
+
+// EndpointURL is the URL browsers open a workspace's endpoint at, through this agent's proxy:
+// `<proxy_url_scheme>://<port>-<name>--<owner>.<dns_zone>[:<proxy_url_port>]<path>`. It is the one
+// place such a URL is made.
+func (c AgentConfig) EndpointURL(port int, name, owner, path string) string {
+	host := HostLabel(port, name, owner) + "." + strings.TrimSuffix(c.DNSZone, ".")
+	scheme := cmp.Or(c.ProxyURLScheme, "https")
+	if p := c.ProxyURLPort; p != 0 && !(scheme == "https" && p == 443 || scheme == "http" && p == 80) {
+		host = net.JoinHostPort(host, strconv.Itoa(p))
+	}
+	if path == "" || path[0] != '/' {
+		path = "/" + path
+	}
+	return scheme + "://" + host + path
 }

@@ -4,7 +4,6 @@
 package kube
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,7 +105,7 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 	}
 	url := ""
 	if port, path, ok := df.PublicEndpoint(); ok {
-		url = fmt.Sprintf("%s://%s.%s%s", cmp.Or(cfg.ProxyURLScheme, "https"), workspace.HostLabel(port, req.Name, u.Username), cfg.DNSZone, cmp.Or(path, "/"))
+		url = cfg.EndpointURL(port, req.Name, u.Username, path)
 	}
 	if _, err := devfile.Generate(df, devfile.Params{WorkspaceID: id, WorkspaceName: req.Name, KubeName: kubeName, Owner: u.Username, AgentID: agent.ID,
 		Namespace: ns, DesiredState: workspace.Running, Agent: cfg}); err != nil {

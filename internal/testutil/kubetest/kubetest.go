@@ -62,6 +62,10 @@ const (
 	// commands), and the same plus the hangar binary at /usr/local/bin/hangar.
 	WorkspaceImage = "hangar.local/workspace:dev"
 	HangarImage    = "hangar.local/hangar:dev"
+	// NoRegistry is where the real node's containerd sends every pull (kube-up's hosts.toml): an
+	// address of the cluster's namespace where nothing listens, so that a pull of an image that is
+	// not loaded fails at once and nothing leaves the machine.
+	NoRegistry = "127.0.0.1:1"
 )
 
 // Cluster is a running cluster with admin access.

@@ -2,6 +2,7 @@ package kubetest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -324,7 +326,9 @@ func waitPod(t *testing.T, c *kubetest.Cluster, ns, app string, check func(*core
 }
 
 // scripts/kube-down leaves nothing of a cluster with a real node behind: no process, mount,
-// network namespace, cgroup or iptables rule. The test runs a cluster of its own for that.
+// network namespace, cgroup or iptables rule; only the host's unreachable routes for the cluster's
+// ranges stay, and nothing dialed from the host to the stopped cluster's addresses leaves the
+// machine. The test runs a cluster of its own for that.
 func TestKubeDownLeavesNothing(t *testing.T) {
 	root, err := filepath.Abs("../../..")
 	if err != nil {
@@ -370,6 +374,11 @@ func TestKubeDownLeavesNothing(t *testing.T) {
 		}
 		return nil
 	})
+	pods, err := client.CoreV1().Pods("left").List(ctx, metav1.ListOptions{LabelSelector: "app=sleeper"})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+		t.Fatalf("the sleeper's pod IP: %v %+v", err, pods)
+	}
+	podIP := pods.Items[0].Status.PodIP
 	b, err := os.ReadFile(filepath.Join(dir, "netns"))
 	if err != nil {
 		t.Fatalf("kube-up wrote no %s/netns: %v", dir, err)
@@ -403,6 +412,105 @@ func TestKubeDownLeavesNothing(t *testing.T) {
 	}
 	if after := iptablesRules(t); after != rulesBefore {
 		t.Errorf("the host's iptables rules changed:\nbefore:\n%s\nafter:\n%s", rulesBefore, after)
+	}
+	// What stays on purpose: the host's unreachable routes for the cluster's ranges, so that the
+	// stopped cluster's pod address, one that never existed, a Service and the node address fail
+	// at once from the host, and no packet to them reaches the host's default interface.
+	neverLeaves(t, net.JoinHostPort(podIP, "80"), "10.244.0.250:80", "10.244.200.1:80", "10.96.0.1:443", kubetest.NodeIP+":10250")
+}
+
+// neverLeaves dials each address from the host and checks that the dial fails at once with "no
+// route to host" and that no packet to 10.0.0.0/8 went out of the default route's interface
+// meanwhile, counted by an iptables rule of the host's OUTPUT chain (which drops what it counts:
+// were the routes missing, the dials would still not leave), removed after.
+func neverLeaves(t *testing.T, addrs ...string) {
+	t.Helper()
+	for _, r := range []string{"10.244.0.0/16", "10.96.0.0/16", "10.99.0.0/16"} {
+		out, err := exec.Command("ip", "-4", "route", "show", "type", "unreachable", "root", r).Output()
+		if err != nil || !strings.Contains(string(out), r) {
+			t.Errorf("the host has no unreachable route for %s: %q %v", r, out, err)
+		}
+	}
+	out, err := exec.Command("ip", "-4", "route", "show", "default").Output()
+	f := strings.Fields(string(out))
+	dev := ""
+	for i := range f {
+		if f[i] == "dev" && i+1 < len(f) {
+			dev = f[i+1]
+		}
+	}
+	if err != nil || dev == "" {
+		t.Fatalf("the host's default route: %q %v", out, err)
+	}
+	comment := "hangar-test-" + strconv.Itoa(os.Getpid())
+	rule := []string{"OUTPUT", "-o", dev, "-d", "10.0.0.0/8", "-m", "comment", "--comment", comment, "-j", "DROP"}
+	if out, err := exec.Command("iptables", append([]string{"-I"}, rule...)...).CombinedOutput(); err != nil {
+		t.Fatalf("iptables -I %v: %v\n%s", rule, err, out)
+	}
+	defer func() {
+		if out, err := exec.Command("iptables", append([]string{"-D"}, rule...)...).CombinedOutput(); err != nil {
+			t.Errorf("iptables -D %v: %v\n%s", rule, err, out)
+		}
+	}()
+	for _, addr := range addrs {
+		start := time.Now()
+		conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		took := time.Since(start)
+		if err == nil {
+			conn.Close()
+			t.Errorf("dial %s from the host: connected", addr)
+			continue
+		}
+		if !errors.Is(err, syscall.EHOSTUNREACH) || took > time.Second {
+			t.Errorf("dial %s from the host: %v after %v, want no route to host at once", addr, err, took)
+		}
+	}
+	list, err := exec.Command("iptables", "-L", "OUTPUT", "-v", "-x", "-n").Output()
+	if err != nil {
+		t.Fatalf("iptables -L OUTPUT: %v", err)
+	}
+	found := false
+	for _, line := range strings.Split(string(list), "\n") {
+		if strings.Contains(line, comment) {
+			found = true
+			if f := strings.Fields(line); len(f) == 0 || f[0] != "0" {
+				t.Errorf("packets to 10.0.0.0/8 went out of %s while the test dialed: %s", dev, line)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the counting rule is not in OUTPUT:\n%s", list)
+	}
+}
+
+// The node pulls from no registry: an image that is not loaded fails at once, with no DNS lookup
+// and nothing sent out, and its error names the address every registry points to.
+func TestMissingImageFailsAtOnce(t *testing.T) {
+	c := kubetest.Start(t)
+	ctx := context.Background()
+	ns := c.Namespace(t, "missing")
+	d := deployment("missing", nil, corev1.Container{Name: "main", Image: "registry.example.com/team/nothing:1", Command: []string{"sleep", "3600"}})
+	start := time.Now()
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	waitPod(t, c, ns, "missing", func(p *corev1.Pod) error {
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") && w.Message != "" {
+				msg = w.Message
+				return nil
+			}
+		}
+		return fmt.Errorf("phase %s: %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	took := time.Since(start)
+	t.Logf("the pull failed %v after the Deployment was created: %s", took.Round(time.Millisecond), msg)
+	if !strings.Contains(msg, kubetest.NoRegistry) || strings.Contains(msg, "lookup") {
+		t.Errorf("pull error %q, want one naming %s and no DNS lookup", msg, kubetest.NoRegistry)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the pull took %v to fail, want seconds at most", took)
 	}
 }
 

@@ -7,10 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/hangar-dev/hangar/internal/netns"
 )
 
 // NodeIP is the real node's address, on the loopback interface of the cluster's network namespace:
@@ -35,37 +34,22 @@ func (c *Cluster) NetnsPath() (string, error) {
 // socket stays in the namespace it was made in, so the listener serves from this process as any
 // other does; only the thread that makes it enters the namespace, and leaves it at once.
 func (c *Cluster) ListenInside(addr string) (net.Listener, error) {
-	var l net.Listener
-	err := c.inside(func() error {
-		var err error
-		l, err = net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("listen on %s: %v", addr, err)
-		}
-		return nil
-	}, func() {
-		if l != nil {
-			_ = l.Close()
-		}
-	})
-	return l, err
+	path, err := c.NetnsPath()
+	if err != nil {
+		return nil, err
+	}
+	return netns.Listen(path, "tcp", addr)
 }
 
 // DialInside opens a TCP connection from inside the cluster's network namespace to addr (a pod's
 // address, or a server listening there such as `hangar proxy`): what a client on the cluster's
 // network would do. Like ListenInside, only the socket lives in the namespace.
 func (c *Cluster) DialInside(ctx context.Context, addr string) (net.Conn, error) {
-	var conn net.Conn
-	err := c.inside(func() error {
-		var err error
-		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		return err
-	}, func() {
-		if conn != nil {
-			_ = conn.Close()
-		}
-	})
-	return conn, err
+	path, err := c.NetnsPath()
+	if err != nil {
+		return nil, err
+	}
+	return (&netns.Dialer{Path: path}).DialContext(ctx, "tcp", addr)
 }
 
 // StartInside starts cmd in the cluster's network namespace: a process there reaches pods by their
@@ -80,47 +64,11 @@ func (c *Cluster) StartInside(cmd *exec.Cmd) error {
 	})
 }
 
-// inside runs fn on an OS thread that has entered the cluster's network namespace, and brings the
-// thread back. If the thread cannot come back, undo is called (what fn made is of no use then) and
-// the thread ends with its goroutine.
+// inside runs fn on an OS thread that has entered the cluster's network namespace (netns.Do).
 func (c *Cluster) inside(fn func() error, undo func()) error {
 	path, err := c.NetnsPath()
 	if err != nil {
 		return err
 	}
-	target, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("the cluster's network namespace: %v", err)
-	}
-	defer target.Close()
-	done := make(chan error, 1)
-	// A goroutine of its own: should the thread fail to return to its namespace, the goroutine ends
-	// still locked to it, and the runtime then ends the thread instead of reusing it.
-	go func() {
-		runtime.LockOSThread()
-		own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("this thread's network namespace: %v", err)
-			return
-		}
-		defer own.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter %s: %v", path, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
-			undo()
-			done <- fmt.Errorf("leave %s: %v", path, err) // the thread stays locked and ends
-			return
-		}
-		runtime.UnlockOSThread()
-		if ferr != nil {
-			ferr = fmt.Errorf("in %s: %w", path, ferr)
-		}
-		done <- ferr
-	}()
-	return <-done
+	return netns.Do(path, fn, undo)
 }

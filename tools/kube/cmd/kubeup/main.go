@@ -118,6 +118,9 @@ func cmdUp(args []string) error {
 	if err := checkNodePrerequisites(); err != nil {
 		return err
 	}
+	if err := ensureHostRoutes(); err != nil {
+		return err
+	}
 	var err error
 	if c.dir, err = filepath.Abs(c.dir); err != nil {
 		return err

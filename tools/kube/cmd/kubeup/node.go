@@ -198,6 +198,11 @@ disabled_plugins = [
   disable_hugetlb_controller = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+  # No pull ever leaves the machine: every registry (the _default host directory) is an address of
+  # the cluster's network namespace where nothing listens, so a pull of an image that is not
+  # loaded fails at once, with no DNS lookup and no packet out (registryHostsTOML).
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[10]q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[7]q
     conf_dir = %[8]q
@@ -210,8 +215,26 @@ disabled_plugins = [
         Root = %[9]q
         SystemdCgroup = false
 `, dir, filepath.Join(c, "root"), filepath.Join(c, "state"), containerdSocket(dir), filepath.Join(c, "opt"),
-		PauseImage, cniBinDir, filepath.Join(dir, "cni/net.d"), filepath.Join(c, "runc"))
+		PauseImage, cniBinDir, filepath.Join(dir, "cni/net.d"), filepath.Join(c, "runc"), registryHostsDir(dir))
 }
+
+// NoRegistry is where the node's containerd sends every pull: the cluster namespace's loopback, on
+// a port where nothing listens (containerd runs in that namespace). Pull errors name it, which is
+// how the agent recognises a pull on a cluster without a registry (internal/agent).
+const NoRegistry = "127.0.0.1:1"
+
+func registryHostsDir(dir string) string { return filepath.Join(dir, "containerd/certs.d") }
+
+// registryHostsTOML is the hosts.toml of the _default host directory, which containerd (Debian
+// 12's 1.6.20 included) reads for every registry without a directory of its own
+// (TestMissingImageFailsAtOnce checks that a pull fails at once).
+const registryHostsTOML = `# Written by scripts/kube-up: the test cluster has no registry. Images come from
+# scripts/kube-load-image DIR ARCHIVE; a pull of anything else fails at once here.
+server = "http://` + NoRegistry + `"
+
+[host."http://` + NoRegistry + `"]
+  capabilities = ["pull", "resolve"]
+`
 
 // The pod network: one bridge in the cluster's namespace, host-local addresses, loopback in every
 // pod, and portmap for hostPort.
@@ -299,9 +322,10 @@ func kubeletArgs(dir, kubeconfig string) []string {
 // writeNodeFiles writes containerd's, the CNI's and the kubelet's configuration under dir.
 func writeNodeFiles(dir string) error {
 	for path, text := range map[string]string{
-		filepath.Join(dir, "containerd/config.toml"):       containerdConfig(dir),
-		filepath.Join(dir, "cni/net.d/10-hangar.conflist"): cniConfig,
-		filepath.Join(dir, "kubelet/config.yaml"):          kubeletConfig(dir),
+		filepath.Join(dir, "containerd/config.toml"):                containerdConfig(dir),
+		filepath.Join(registryHostsDir(dir), "_default/hosts.toml"): registryHostsTOML,
+		filepath.Join(dir, "cni/net.d/10-hangar.conflist"):          cniConfig,
+		filepath.Join(dir, "kubelet/config.yaml"):                   kubeletConfig(dir),
 		// Pods resolve nothing: there is no DNS server here, and none outside may be asked.
 		filepath.Join(dir, "kubelet/resolv.conf"): "# no DNS in the test cluster\noptions ndots:1\n",
 	} {

@@ -26,7 +26,7 @@ clientConnection:
   kubeconfig: ` + kubeconfig + `
 hostnameOverride: ` + realNodeName + `
 mode: iptables
-clusterCIDR: 10.244.0.0/16
+clusterCIDR: ` + clusterCIDR + `
 detectLocalMode: ClusterCIDR
 iptables:
   masqueradeAll: true

@@ -1,0 +1,101 @@
+// Package netns makes sockets inside another network namespace (such as the local test cluster's,
+// /run/netns/hangar-kube-…) from a process that stays in its own. A socket belongs to the namespace
+// it was made in for its whole life, so only the making needs to happen there: a locked OS thread
+// enters the namespace, makes the socket, and comes back. Everything else of the process (its
+// listeners, its other connections, DNS) stays where it was. Linux only; it needs CAP_SYS_ADMIN
+// (root).
+package netns
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// Do runs fn on an OS thread that has entered the network namespace at path, and brings the thread
+// back. If the thread cannot come back, undo is called (what fn made is of no use then: it may not
+// be handed out as if it were fine) and the thread ends with its goroutine.
+func Do(path string, fn func() error, undo func()) error {
+	target, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("network namespace: %w", err)
+	}
+	defer target.Close()
+	done := make(chan error, 1)
+	// A goroutine of its own: should the thread fail to return to its namespace, the goroutine ends
+	// still locked to it, and the runtime then ends the thread instead of reusing it.
+	go func() {
+		runtime.LockOSThread()
+		own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("this thread's network namespace: %w", err)
+			return
+		}
+		defer own.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("enter %s: %w", path, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
+			undo()
+			done <- fmt.Errorf("leave %s: %w", path, err) // the thread stays locked and ends
+			return
+		}
+		runtime.UnlockOSThread()
+		if ferr != nil {
+			ferr = fmt.Errorf("in %s: %w", path, ferr)
+		}
+		done <- ferr
+	}()
+	return <-done
+}
+
+// Check says whether path is a network namespace this process can enter.
+func Check(path string) error {
+	return Do(path, func() error { return nil }, func() {})
+}
+
+// Dialer dials from inside the network namespace at Path; its DialContext has the signature of
+// net.Dialer's, for the proxy's Dial options.
+type Dialer struct {
+	Path   string
+	Dialer net.Dialer
+}
+
+// DialContext connects to addr from inside the namespace. The dial itself (the SYN, waiting for
+// the answer) runs on the thread in the namespace, so a context's deadline bounds it as usual.
+func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := Do(d.Path, func() error {
+		var err error
+		conn, err = d.Dialer.DialContext(ctx, network, addr)
+		return err
+	}, func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	})
+	return conn, err
+}
+
+// Listen opens a listener inside the namespace at path; it serves from this process as any other.
+func Listen(path, network, addr string) (net.Listener, error) {
+	var l net.Listener
+	err := Do(path, func() error {
+		var err error
+		l, err = net.Listen(network, addr)
+		return err
+	}, func() {
+		if l != nil {
+			_ = l.Close()
+		}
+	})
+	return l, err
+}
