@@ -282,7 +282,7 @@ func buildSelect(withState bool) string {
 	}
 	return `SELECT b.id, b.workspace_id, b.build_number, b.transition, b.reason, b.initiator_id, COALESCE(u.username, ''),
 	b.template_version_id, ` + state + `, b.state IS NOT NULL, b.state_source, b.state_captured_on_cancel, b.state_pruned, b.orphan, b.created_at, b.log_level,
-	b.is_prebuild, b.is_prebuild_claim,
+	b.is_prebuild, b.is_prebuild_claim, b.start_parameters,
 	j.id, j.build_id, j.worker_id, j.created_at, j.started_at, j.heartbeat_at, j.canceled_at, j.completed_at, j.error
 	FROM workspace_builds b JOIN provisioner_jobs j ON j.build_id = b.id LEFT JOIN users u ON u.id = b.initiator_id`
 }
@@ -291,11 +291,20 @@ func scanBuild(row scanner) (build.Build, error) {
 	var b build.Build
 	var transition, reason, source string
 	var created int64
+	var startParams sql.NullString
 	dest := append([]any{&b.ID, &b.WorkspaceID, &b.Number, &transition, &reason, &b.InitiatorID, &b.InitiatorName,
 		&b.TemplateVersionID, &b.State, &b.HasState, &source, &b.StateCapturedOnCancel, &b.StatePruned, &b.Orphan, &created, &b.LogLevel,
-		&b.IsPrebuild, &b.IsPrebuildClaim}, jobDest(&b.Job)...)
+		&b.IsPrebuild, &b.IsPrebuildClaim, &startParams}, jobDest(&b.Job)...)
 	if err := row.Scan(dest...); err != nil {
 		return b, err
+	}
+	if startParams.Valid {
+		if err := json.Unmarshal([]byte(startParams.String), &b.StartParameters); err != nil {
+			return b, fmt.Errorf("decode the start parameters of build %s: %w", b.ID, err)
+		}
+		if b.StartParameters == nil {
+			b.StartParameters = []workspace.ParameterValue{}
+		}
 	}
 	b.Transition, b.Reason, b.StateSource = build.Transition(transition), build.Reason(reason), build.StateSource(source)
 	b.CreatedAt = fromMicros(created)
@@ -358,11 +367,21 @@ func (s *Store) insertBuild(ctx context.Context, tx *sql.Tx, workspaceID string,
 	if b.WorkspaceID != "" && b.WorkspaceID != workspaceID {
 		return fmt.Errorf("create build: it belongs to workspace %s, not %s", b.WorkspaceID, workspaceID)
 	}
+	var startParams sql.NullString
+	if b.StartParameters != nil {
+		text, err := encodeValues(b.StartParameters)
+		if err != nil {
+			return fmt.Errorf("create build: %w", err)
+		}
+		startParams = sql.NullString{String: text, Valid: true}
+	}
 	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspace_builds (id, workspace_id, build_number, transition, reason, initiator_id,
-		template_version_id, state, state_source, state_captured_on_cancel, orphan, created_at, log_level, is_prebuild, is_prebuild_claim)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		template_version_id, state, state_source, state_captured_on_cancel, orphan, created_at, log_level, is_prebuild, is_prebuild_claim,
+		start_parameters)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		b.ID, workspaceID, b.Number, string(b.Transition), string(b.Reason), b.InitiatorID, b.TemplateVersionID,
-		nullBytes(b.State), string(b.StateSource), b.StateCapturedOnCancel, b.Orphan, micros(b.CreatedAt), b.LogLevel, b.IsPrebuild, b.IsPrebuildClaim)
+		nullBytes(b.State), string(b.StateSource), b.StateCapturedOnCancel, b.Orphan, micros(b.CreatedAt), b.LogLevel, b.IsPrebuild, b.IsPrebuildClaim,
+		startParams)
 	if err = s.wrapUnique(err, fmt.Sprintf("build #%d", b.Number)); err != nil {
 		return fmt.Errorf("create build: %w", err)
 	}
