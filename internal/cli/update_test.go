@@ -133,3 +133,37 @@ func value(ws sdk.Workspace, name string) string {
 	}
 	return ""
 }
+
+// TestTemplatesDelete: hangar templates delete asks (refusing without a terminal unless --yes), is
+// refused while a workspace of the template is not deleted, naming it, and deletes the template
+// once it is (real server and terraform).
+func TestTemplatesDelete(t *testing.T) {
+	env := servertest.NewTF(t, "sqlite", 1)
+	env.PushModule("vm", map[string]string{"main.tf": fmt.Sprintf(sizeModule, `"s"`, filepath.Join(t.TempDir(), "never"))})
+	admin := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": env.AdminToken})
+	go func() {
+		for range env.Ended {
+		}
+	}()
+	admin.ok("create", "w", "--template", "vm", "--wait", "--timeout", "1m")
+
+	if got := admin.run("templates", "delete", "vm"); got.code != 1 || !strings.Contains(got.stderr, "pass --yes to confirm") {
+		t.Errorf("templates delete without --yes nor a terminal: %+v", got)
+	}
+	if got := admin.fail("templates", "delete", "vm", "--yes"); !strings.Contains(got, "error: template in use") ||
+		!strings.Contains(got, `template "vm" is used by 1 workspace that is not deleted (admin/w)`) {
+		t.Errorf("templates delete while w exists: %q", got)
+	}
+	admin.terminal, admin.stdin = true, "n\n"
+	if got := admin.fail("templates", "delete", "vm"); !strings.Contains(got, "Delete template vm? Its versions go with it (1)") || !strings.Contains(got, "template vm was not deleted") {
+		t.Errorf("templates delete answered no: %q", got)
+	}
+	admin.terminal, admin.stdin = false, ""
+	admin.ok("delete", "w", "--yes", "--wait", "--timeout", "1m")
+	if out := admin.ok("templates", "delete", "vm", "--yes"); out != "Deleted template vm.\n" {
+		t.Errorf("templates delete: %q", out)
+	}
+	if out := admin.ok("templates", "list"); out != "No templates.\n" {
+		t.Errorf("templates list after the delete: %q", out)
+	}
+}

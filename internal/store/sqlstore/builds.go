@@ -185,7 +185,68 @@ func (s *Store) TemplateByName(ctx context.Context, name string) (store.Template
 }
 
 func (s *Store) ListTemplates(ctx context.Context) ([]store.Template, error) {
-	return queryAll(ctx, s, s.db, "templates", `SELECT `+templateCols+templateFrom+` ORDER BY t.name`, scanTemplate)
+	return queryAll(ctx, s, s.db, "templates", `SELECT `+templateCols+templateFrom+` WHERE t.deleted_at IS NULL ORDER BY t.name`, scanTemplate)
+}
+
+// DeleteTemplate marks the template deleted and frees its name: name becomes 'deleted:' || id,
+// which no template's name can be (TemplateByName never finds it), deleted_name keeps the name
+// for the workspaces that show it.
+func (s *Store) DeleteTemplate(ctx context.Context, name string, now time.Time, inUse func(workspaces []string, count int, presets []string) error) error {
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
+		lock := ""
+		if s.d.ForUpdate != "" {
+			lock = " " + s.d.ForUpdate
+		}
+		var id string
+		err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM templates WHERE name = ? AND deleted_at IS NULL`+lock), name).Scan(&id)
+		if err != nil {
+			return fmt.Errorf("template %q: %w", name, notFound(err, "template"))
+		}
+		var count int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM workspaces WHERE template_id = ? AND actual_state <> 'Terminated'`), id).Scan(&count); err != nil {
+			return fmt.Errorf("count the workspaces of template %q: %w", name, err)
+		}
+		var workspaces, presets []string
+		if count > 0 {
+			rows, err := tx.QueryContext(ctx, s.q(`SELECT u.username || '/' || w.name FROM workspaces w JOIN users u ON u.id = w.owner_id
+				WHERE w.template_id = ? AND w.actual_state <> 'Terminated' ORDER BY u.username, w.name LIMIT ?`), id, store.MaxInUseNames)
+			if err != nil {
+				return fmt.Errorf("list the workspaces of template %q: %w", name, err)
+			}
+			if workspaces, err = scanStrings(rows); err != nil {
+				return fmt.Errorf("list the workspaces of template %q: %w", name, err)
+			}
+		}
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT name FROM template_presets WHERE template_id = ? AND deleted_at IS NULL ORDER BY name`), id)
+		if err != nil {
+			return fmt.Errorf("list the presets of template %q: %w", name, err)
+		}
+		if presets, err = scanStrings(rows); err != nil {
+			return fmt.Errorf("list the presets of template %q: %w", name, err)
+		}
+		if err := inUse(workspaces, count, presets); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE templates SET deleted_at = ?, deleted_name = name, name = ?, updated_at = ? WHERE id = ?`),
+			micros(now), "deleted:"+id, micros(now), id); err != nil {
+			return fmt.Errorf("delete template %q: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// scanStrings reads rows of one text column, and closes them.
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 func scanTemplateVersion(row scanner, archive bool) (store.TemplateVersion, error) {

@@ -320,7 +320,7 @@ func (s *Store) ListAgents(ctx context.Context) ([]workspace.Agent, error) {
 const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, COALESCE(w.agent_id, ''), COALESCE(a.name, ''), w.namespace,
 	w.desired_state, w.actual_state, w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at,
 	w.deployment_resource_version, w.error_type, w.error_message, w.url, w.created_at, w.backend,
-	COALESCE(w.template_id, ''), COALESCE(t.name, ''), w.last_activity_at,
+	COALESCE(w.template_id, ''), COALESCE(t.deleted_name, t.name, ''), w.last_activity_at,
 	w.autostart_schedule, w.autostart_timezone, w.ttl_ms, w.dormant_at, w.desired_state_reason,
 	COALESCE(w.template_version_id, ''), COALESCE(tv.number, 0), COALESCE(t.active_version_id, ''), w.parameters,
 	COALESCE(w.preset_id, ''), COALESCE(pr.name, ''), w.claimed_at`
