@@ -45,6 +45,7 @@ const (
 	TemplatePush        Action = "template.push"
 	TemplateLifecycle   Action = "template.lifecycle"
 	TemplatePromote     Action = "template.promote" // details: version
+	TemplateDelete      Action = "template.delete"  // refused (409) while workspaces or presets use it
 	WorkspaceUpdate     Action = "workspace.update" // hangar update: to the active version, with new parameter values
 	Forbidden           Action = "api.forbidden"    // a user tried an admin's action (target: METHOD PATH)
 	PresetPut           Action = "preset.put"
@@ -321,7 +322,7 @@ const (
 
 // Actions lists every action, for validation and help.
 var Actions = []Action{WorkspaceCreate, WorkspaceTransition, WorkspaceDormant, WorkspaceSchedule, BuildCreate, BuildCancel, StatePush,
-	AgentCreate, UserCreate, UserToken, ProvisionerCreate, TemplatePush, TemplateLifecycle, SignIn, SignInWorkspace, SSHKeyAdd, SSHKeyRemove}
+	AgentCreate, UserCreate, UserToken, ProvisionerCreate, TemplatePush, TemplateLifecycle, TemplateDelete, SignIn, SignInWorkspace, SSHKeyAdd, SSHKeyRemove}
 
 // Kinds lists every target kind.
 var Kinds = []string{KindWorkspace, KindUser, KindAgent, KindTemplate, KindProvisioner, KindSSHKey, KindPreset}

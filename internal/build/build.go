@@ -147,6 +147,10 @@ type Build struct {
 	// is_prebuild and is_prebuild_claim, and the hangar_workspace data source as attributes.
 	IsPrebuild      bool
 	IsPrebuildClaim bool
+	// StartParameters, on the stop of an update's restart, are the values the start that follows
+	// takes (nil: the workspace's own). The stop runs with the workspace's values, which change
+	// only when that start is queued: a stop that fails changes no value.
+	StartParameters []workspace.ParameterValue
 	CreatedAt       time.Time
 	Job             Job
 }

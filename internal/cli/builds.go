@@ -23,7 +23,7 @@ import (
 // The commands of the Terraform backend: templates, builds, logs, cancel, state, provisioners.
 
 func (a *app) templatesCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "templates", Short: "Push, list, promote and pull templates", Args: noSubcommand, RunE: showHelp}
+	cmd := &cobra.Command{Use: "templates", Short: "Push, list, promote, pull and delete templates", Args: noSubcommand, RunE: showHelp}
 	var dir, devfileName string
 	activate := true
 	push := &cobra.Command{
@@ -103,7 +103,7 @@ A parameter is immutable unless the line right above its variable block is the c
 	push.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (a kubernetes template; \"-\" for standard input)")
 	push.Flags().BoolVar(&activate, "activate", true, "make the version the active one (false: store it for a later promote)")
 	cmd.AddCommand(push, a.templatesInitCmd(), listCommand(a, "List templates", (*sdk.Client).ListTemplates, printTemplates), a.templateLifecycleCmd(),
-		a.templateVersionsCmd(), a.templatePromoteCmd(), a.templatePullCmd(), a.presetsCmd(), a.presetCmd())
+		a.templateVersionsCmd(), a.templatePromoteCmd(), a.templatePullCmd(), a.presetsCmd(), a.presetCmd(), a.templateDeleteCmd())
 	return cmd
 }
 
@@ -512,4 +512,47 @@ func goalOfTransition(t string) goal {
 		return goals["Stopped"]
 	}
 	return goals["Terminated"]
+}
+
+func (a *app) templateDeleteCmd() *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "delete NAME [--yes]",
+		Short: "Delete a template nothing uses any more (admin only)",
+		Long: `Delete a template: it leaves hangar templates list, and its name may be pushed again as a new
+template. It is refused while workspaces of it are not deleted (prebuilt ones included), naming
+them, and while it has presets: delete those first (hangar delete, hangar templates preset NAME
+PRESET --delete). Deleted workspaces of it keep their builds and logs. It asks before deleting,
+on a terminal; --yes skips the question.`,
+		Example: `  hangar templates delete old-vm --yes`,
+		Args:    oneName("template"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			if !yes {
+				t, err := c.Template(cmd.Context(), name)
+				if err != nil {
+					return err
+				}
+				if !a.isTerminal(cmd.InOrStdin()) {
+					return usageError{fmt.Errorf("deleting template %s cannot be undone (its versions go with it: %d): pass --yes to confirm (stdin is not a terminal to ask on)", name, len(t.Versions))}
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "Delete template %s? Its versions go with it (%d); this cannot be undone. [y/N] ", name, len(t.Versions))
+				line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+				if ans := strings.ToLower(strings.TrimSpace(line)); err != nil && line == "" || ans != "y" && ans != "yes" {
+					return errors.New("template " + name + " was not deleted")
+				}
+			}
+			if err := c.DeleteTemplate(cmd.Context(), name); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Deleted template %s.\n", name)
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "delete without asking")
+	return cmd
 }

@@ -114,6 +114,9 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 			{"Last used", lastUsed},
 			{"Created", a.formatTime(ws.CreatedAt)},
 		}
+		if ws.ClaimedAt != nil {
+			rows[len(rows)-1][1] += fmt.Sprintf(" (claimed: a prebuilt workspace of preset %s; hangar builds %s shows its prebuild)", ws.Preset, ws.Name)
+		}
 		rows = append(rows[:4:4], append(parameterRows(ws), rows[4:]...)...)
 		if ws.AppsURL != "" {
 			rows = append(rows[:6:6], append([][2]string{{"Apps", ws.AppsURL + " (any port the machine listens on)"}}, rows[6:]...)...)

@@ -90,9 +90,13 @@ func TestPresetCommands(t *testing.T) {
 
 	// ann claims it.
 	go func() { env.WaitBuilds(1) }()
-	out = ann.ok("create", "mine", "--template", "vm", "--preset", "small", "--wait", "--timeout", "1m")
-	if !strings.Contains(out, "Workspace mine is Running") {
-		t.Errorf("create --preset --wait:\n%s", out)
+	r := ann.run("create", "mine", "--template", "vm", "--preset", "small", "--wait", "--timeout", "1m")
+	if r.code != 0 || !strings.Contains(r.stdout, "Workspace mine is Running") ||
+		!strings.Contains(r.stderr, "Claimed a prebuilt workspace of preset small (template vm)") {
+		t.Errorf("create --preset --wait: %+v; want it to say it claimed a prebuilt workspace of preset small", r)
+	}
+	if out := ann.ok("show", "mine"); !strings.Contains(out, "(claimed: a prebuilt workspace of preset small;") {
+		t.Errorf("show mine does not say it was claimed:\n%s", out)
 	}
 	out = ann.ok("builds", "mine", "-o", "json")
 	if !strings.Contains(out, `"is_prebuild_claim": true`) || !strings.Contains(out, `"is_prebuild": true`) {

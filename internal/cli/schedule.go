@@ -74,12 +74,14 @@ shows the policy in force and what will happen next.
 
 func (a *app) templateLifecycleCmd() *cobra.Command {
 	var l sdk.Lifecycle
+	var clear bool
 	cmd := &cobra.Command{
-		Use:   "lifecycle NAME [--default-ttl D] [--max-ttl D] [--failure-ttl D] [--dormancy D] [--dormancy-delete D] [--max-active D] [--max-stopped D]",
-		Short: "Set the lifecycle policy of a template's workspaces (admin only)",
-		Long: `Set what the lifecycle executor does to the workspaces of a terraform template without being
-asked; the flags replace the whole policy, and a rule not given (or 0) is off. Durations are Go's
-text: 90m, 8h, 720h.
+		Use:   "lifecycle NAME [--default-ttl D] [--max-ttl D] [--failure-ttl D] [--dormancy D] [--dormancy-delete D] [--max-active D] [--max-stopped D] [--clear]",
+		Short: "Show or set the lifecycle policy of a template's workspaces",
+		Long: `Show or set what the lifecycle executor does to the workspaces of a terraform template without
+being asked. Without flags it shows the policy (anyone may look); each flag given changes one rule
+and keeps the others ("0" turns that rule off), and --clear removes the whole policy (with flags:
+the policy becomes just those). Changing it is for admins. Durations are Go's text: 90m, 8h, 720h.
 
   --default-ttl      stop a running workspace this long after its start or last use (workspaces may
                      set their own with hangar schedule)
@@ -90,18 +92,46 @@ text: 90m, 8h, 720h.
   --max-active       stop a workspace this long after it was started, used or not
   --max-stopped      delete a workspace stopped for this long
 
-An agent's policy (kubernetes workspaces) is in its configuration: "lifecycle", with GitLab's
-max_active_hours_before_stop and max_stopped_hours_before_termination.`,
-		Example: `  hangar templates lifecycle vm --default-ttl 8h --failure-ttl 1h --dormancy 720h --dormancy-delete 720h`,
-		Args:    oneName("template"),
+A claimed prebuilt workspace counts its times from the claim. An agent's policy (kubernetes
+workspaces) is in its configuration: "lifecycle", with GitLab's max_active_hours_before_stop and
+max_stopped_hours_before_termination.`,
+		Example: `  hangar templates lifecycle vm
+  hangar templates lifecycle vm --default-ttl 8h --failure-ttl 1h --dormancy 720h --dormancy-delete 720h
+  hangar templates lifecycle vm --max-active 0
+  hangar templates lifecycle vm --clear`,
+		Args: oneName("template"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, c, err := a.formatAndClient(cmd)
 			if err != nil {
 				return err
 			}
-			t, err := c.SetTemplateLifecycle(cmd.Context(), args[0], l)
+			t, err := c.Template(cmd.Context(), args[0])
 			if err != nil {
 				return err
+			}
+			rules := []struct {
+				flag string
+				to   *string
+				from string
+			}{
+				{"default-ttl", &t.Lifecycle.DefaultTTL, l.DefaultTTL}, {"max-ttl", &t.Lifecycle.MaxTTL, l.MaxTTL},
+				{"failure-ttl", &t.Lifecycle.FailureTTL, l.FailureTTL}, {"dormancy", &t.Lifecycle.DormancyThreshold, l.DormancyThreshold},
+				{"dormancy-delete", &t.Lifecycle.DormancyAutoDelete, l.DormancyAutoDelete},
+				{"max-active", &t.Lifecycle.MaxActive, l.MaxActive}, {"max-stopped", &t.Lifecycle.MaxStopped, l.MaxStopped},
+			}
+			changed := clear
+			if clear {
+				t.Lifecycle = sdk.Lifecycle{}
+			}
+			for _, r := range rules {
+				if cmd.Flags().Changed(r.flag) {
+					*r.to, changed = r.from, true
+				}
+			}
+			if changed {
+				if t, err = c.SetTemplateLifecycle(cmd.Context(), args[0], t.Lifecycle); err != nil {
+					return err
+				}
 			}
 			if format == "json" {
 				return printJSON(cmd.OutOrStdout(), t)
@@ -117,5 +147,6 @@ max_active_hours_before_stop and max_stopped_hours_before_termination.`,
 	f.StringVar(&l.DormancyAutoDelete, "dormancy-delete", "", "delete a workspace dormant for this `DURATION`")
 	f.StringVar(&l.MaxActive, "max-active", "", "stop a workspace this `DURATION` after its start")
 	f.StringVar(&l.MaxStopped, "max-stopped", "", "delete a workspace stopped for this `DURATION`")
+	f.BoolVar(&clear, "clear", false, "remove the whole policy (with other flags: keep only those)")
 	return cmd
 }

@@ -64,7 +64,35 @@ func TestScheduleCommands(t *testing.T) {
 	if want := "Template:  vm\nPolicy:    default TTL 8h0m0s, failure TTL 1h0m0s, dormant after 720h0m0s, deleted when dormant for 168h0m0s\n"; out != want {
 		t.Errorf("templates lifecycle:\n%q\nwant\n%q", out, want)
 	}
-	if got := admin.fail("templates", "lifecycle", "vm", "--dormancy-delete", "24h"); got != "error: invalid request\n  dormancy_auto_delete: needs dormancy_threshold: only dormant workspaces are deleted\n" {
+	if got := admin.fail("templates", "lifecycle", "vm", "--clear", "--dormancy-delete", "24h"); got != "error: invalid request\n  dormancy_auto_delete: needs dormancy_threshold: only dormant workspaces are deleted\n" {
 		t.Errorf("auto-delete without dormancy:\n%q", got)
+	}
+
+	// Without flags, the policy is shown, not erased (a user may look too); a flag changes its
+	// rule and keeps the others; only --clear removes it.
+	policy := "Template:  vm\nPolicy:    default TTL 8h0m0s, failure TTL 1h0m0s, dormant after 720h0m0s, deleted when dormant for 168h0m0s\n"
+	for range 2 {
+		if out := admin.ok("templates", "lifecycle", "vm"); out != policy {
+			t.Fatalf("templates lifecycle vm (no flags):\n%q\nwant the policy unchanged\n%q", out, policy)
+		}
+	}
+	u := admin.ok("users", "create", "ann", "-o", "json")
+	token := u[strings.Index(u, `"token": "`)+len(`"token": "`):]
+	ann := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": token[:strings.Index(token, `"`)]})
+	if out := ann.ok("templates", "lifecycle", "vm"); out != policy {
+		t.Errorf("a user's look at the policy:\n%q", out)
+	}
+	if got := ann.fail("templates", "lifecycle", "vm", "--clear"); !strings.Contains(got, "admin") {
+		t.Errorf("a user's --clear: %q", got)
+	}
+	out = admin.ok("templates", "lifecycle", "vm", "--max-active", "36h", "--failure-ttl", "0")
+	if want := "Template:  vm\nPolicy:    default TTL 8h0m0s, dormant after 720h0m0s, deleted when dormant for 168h0m0s, max active 36h0m0s\n"; out != want {
+		t.Errorf("templates lifecycle --max-active --failure-ttl 0:\n%q\nwant\n%q", out, want)
+	}
+	if out := admin.ok("templates", "lifecycle", "vm", "--clear"); out != "Template:  vm\nPolicy:    none\n" {
+		t.Errorf("templates lifecycle --clear:\n%q", out)
+	}
+	if out := admin.ok("templates", "lifecycle", "vm", "-o", "json"); !strings.Contains(out, `"lifecycle": {}`) {
+		t.Errorf("the policy after --clear, as JSON:\n%s", out)
 	}
 }

@@ -86,6 +86,9 @@ without a ready one, the workspace is built with the preset's version and parame
 				return err
 			}
 			printWarnings(cmd.ErrOrStderr(), ws.Warnings)
+			if ws.ClaimedAt != nil && format != "json" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "Claimed a prebuilt workspace of preset %s (template %s): it was built ahead, and now starts as yours.\n", ws.Preset, ws.Template)
+			}
 			return a.finish(cmd, c, format, wf, goals[workspace.Running], ws)
 		},
 	}

@@ -69,6 +69,12 @@ func (c *Client) ListPresets(ctx context.Context, template string) ([]Preset, er
 	return out, err
 }
 
+// DeleteTemplate deletes a template (admins): refused (409, naming them) while workspaces that
+// are not deleted or presets use it.
+func (c *Client) DeleteTemplate(ctx context.Context, template string) error {
+	return c.do(ctx, http.MethodDelete, []string{"templates", template}, nil, nil)
+}
+
 // DeletePreset deletes a template's preset (admins); the reconciler deletes its unclaimed
 // prebuilt workspaces.
 func (c *Client) DeletePreset(ctx context.Context, template, preset string) error {

@@ -34,8 +34,12 @@ type Workspace struct {
 	URL                       string          `json:"url"`
 	// AppsURL, for a Terraform workspace when the server serves apps, is the address of a port of
 	// its machine in the browser, with {port} for the port.
-	AppsURL   string    `json:"apps_url,omitempty"`
+	AppsURL string `json:"apps_url,omitempty"`
+	// CreatedAt is when the workspace became its owner's: its create, or its claim (ClaimedAt).
 	CreatedAt time.Time `json:"created_at"`
+	// ClaimedAt is set when the workspace was a prebuilt one, claimed by its owner at that time
+	// (create with a preset); its first builds are the prebuild's, older than CreatedAt.
+	ClaimedAt *time.Time `json:"claimed_at,omitempty"`
 	// LastActivityAt is when the workspace was last used through the access proxy (an SSH session
 	// or forward, an HTTP request), as its proxies reported it; null when never.
 	LastActivityAt *time.Time `json:"last_activity_at"`

@@ -232,6 +232,56 @@ func (s *Server) promoteTemplateVersion(w http.ResponseWriter, r *http.Request, 
 	return nil
 }
 
+// deleteTemplate deletes a template nothing uses any more (docs/decisions.md, "Deleting a
+// template"): refused, naming what uses it, while it has workspaces that are not Terminated
+// (prebuilt ones included) or presets. Its name is free afterwards; its terminated workspaces
+// keep their history.
+func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
+	name := r.PathValue("name")
+	defer s.audit(&r, u, audit.TemplateDelete, audit.Target{Kind: audit.KindTemplate, Name: name})(&err)
+	err = s.store.DeleteTemplate(r.Context(), name, s.clock.Now(), func(workspaces []string, count int, presets []string) error {
+		return templateInUse(name, workspaces, count, presets)
+	})
+	if isNotFound(err) {
+		return errNotFound("template %q not found", name)
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("template deleted", "template", name, "by", u.Username)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// templateInUse is the refusal of a template's delete while workspaces or presets use it (nil
+// when none do): how many workspaces and which, and which presets, with what to do.
+func templateInUse(name string, workspaces []string, count int, presets []string) error {
+	var parts []string
+	if count > 0 {
+		which := strings.Join(workspaces, ", ")
+		if count > len(workspaces) {
+			which += fmt.Sprintf(" and %d more", count-len(workspaces))
+		}
+		parts = append(parts, fmt.Sprintf("%d workspace%s that %s not deleted (%s): delete them first (hangar delete), and wait for their deletes to end",
+			count, plural(count), map[bool]string{true: "is", false: "are"}[count == 1], which))
+	}
+	if len(presets) > 0 {
+		parts = append(parts, fmt.Sprintf("preset%s %s: delete %s first (hangar templates preset %s PRESET --delete); their prebuilt workspaces are deleted then",
+			plural(len(presets)), strings.Join(presets, ", "), map[bool]string{true: "it", false: "them"}[len(presets) == 1], name))
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return errConflict("template in use", fmt.Sprintf("template %q is used by %s", name, strings.Join(parts, "; and by ")))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
 // pullTemplateVersion answers a version's content: the module archive (application/gzip) or the
 // devfile (application/yaml). Admins only: a module may hold what its authors would not show every
 // user (the same people may push).

@@ -44,6 +44,7 @@ func (s *Server) toWorkspace(w workspace.Workspace) sdk.Workspace {
 		DeploymentResourceVersion: w.DeploymentResourceVersion,
 		URL:                       w.URL,
 		CreatedAt:                 w.CreatedAt,
+		ClaimedAt:                 w.ClaimedAt,
 		LastActivityAt:            w.LastActivityAt,
 		Schedule:                  toSDKSchedule(w.Schedule),
 		DesiredStateReason:        w.DesiredStateReason,

@@ -647,6 +647,13 @@ func oaTerraformBackend(t *testing.T, c *oaChecker, dev string) {
 	c.do(dev, "DELETE", "/api/v1/templates/tf/presets/small", nil, 403, true)
 	c.do(admin, "DELETE", "/api/v1/templates/tf/presets/small", nil, 204, true)
 	c.do(admin, "DELETE", "/api/v1/templates/tf/presets/small", nil, 404, true)
+	c.do(admin, "POST", "/api/v1/templates/gone/versions", map[string]any{"kind": "terraform", "archive": archive}, 201, true)
+	c.do(admin, "PUT", "/api/v1/templates/gone/presets/p", map[string]any{"instances": 0}, 200, true)
+	c.do(dev, "DELETE", "/api/v1/templates/gone", nil, 403, true)
+	c.do(admin, "DELETE", "/api/v1/templates/gone", nil, 409, true)
+	c.do(admin, "DELETE", "/api/v1/templates/gone/presets/p", nil, 204, true)
+	c.do(admin, "DELETE", "/api/v1/templates/gone", nil, 204, true)
+	c.do(admin, "DELETE", "/api/v1/templates/gone", nil, 404, true)
 
 	// Provisioners.
 	var prov sdk.Provisioner

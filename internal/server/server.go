@@ -327,6 +327,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", "/api/v1/templates/{name}/versions/{number}/archive", s.authUser(s.adminOnly(s.pullTemplateVersion))},
 		{"GET", "/api/v1/templates", s.authUser(s.listTemplates)},
 		{"GET", "/api/v1/templates/{name}", s.authUser(s.getTemplate)},
+		{"DELETE", "/api/v1/templates/{name}", s.authUser(s.adminOnly(s.deleteTemplate))},
 		{"PUT", "/api/v1/templates/{name}/lifecycle", s.authUser(s.adminOnly(s.setTemplateLifecycle))},
 		{"GET", "/api/v1/templates/{name}/presets", s.authUser(s.listPresets)},
 		{"PUT", "/api/v1/templates/{name}/presets/{preset}", s.authUser(s.adminOnly(s.putPreset))},

@@ -89,6 +89,9 @@ type Provisioner struct {
 	LastSeenAt *time.Time
 }
 
+// MaxInUseNames bounds the workspaces DeleteTemplate names.
+const MaxInUseNames = 10
+
 // BuildStore is the persistence of the Terraform backend. Terraform workspaces live in the
 // workspaces table with Backend "terraform" and no agent.
 type BuildStore interface {
@@ -106,6 +109,12 @@ type BuildStore interface {
 	// SetTemplateLifecycle replaces the lifecycle policy of the template name names.
 	SetTemplateLifecycle(ctx context.Context, name string, l workspace.Lifecycle) (Template, error)
 	ListTemplates(ctx context.Context) ([]Template, error)
+	// DeleteTemplate deletes the template name names (ErrNotFound if none), in one transaction
+	// with the check of what uses it: inUse is called with the workspaces (owner/name, at most
+	// MaxInUseNames of them, sorted, and their count) that are not Terminated, prebuilt ones
+	// included, and its presets; an error from it is returned and nothing changes. The row stays
+	// (its versions are what its terminated workspaces' builds ran), its name free for a new one.
+	DeleteTemplate(ctx context.Context, name string, now time.Time, inUse func(workspaces []string, count int, presets []string) error) error
 	// ListTemplateVersions lists a template's versions, newest first, without archives.
 	ListTemplateVersions(ctx context.Context, templateID string) ([]TemplateVersion, error)
 	// TemplateVersionByID reads one version with its archive.

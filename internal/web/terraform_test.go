@@ -150,6 +150,11 @@ func TestBrowserTerraform(t *testing.T) {
 	if tmpl.ActiveVersion != 1 {
 		t.Errorf("after the promotion the active version is %d, want 1", tmpl.ActiveVersion)
 	}
+	// Delete, after a confirmation: refused while ann's workspace and the preset use the template,
+	// the page saying which; the template stays.
+	b.Click(`//button[@data-testid="template-delete"]`, `//button[@data-testid="confirm-ok"]`)
+	b.Click(`//button[@data-testid="confirm-ok"]`, `//p[@data-testid="template-delete-error" and contains(., "is used by 1 workspace that is not deleted (ann/vm1)") and contains(., "preset big")]`)
+	call(t, env.Env, env.AdminToken, "GET", "/api/v1/templates/vm", nil, &tmpl)
 	b.Click(`//a[@data-testid="nav-provisioners"]`, `//h1[text()="Provisioners"]`)
 }
 

@@ -58,8 +58,15 @@ type Workspace struct {
 	ErrorType                 string
 	ErrorMessage              string
 	// URL is where the workspace's main endpoint is served (set at creation).
-	URL       string
+	URL string
+	// CreatedAt is when the workspace became its owner's: its create, or the claim of a prebuilt
+	// workspace (ClaimedAt). Its builds keep their own times: a claimed workspace's first builds,
+	// the prebuild's, were made before it.
 	CreatedAt time.Time
+	// ClaimedAt is when a prebuilt workspace was claimed by its owner (nil: it was created for
+	// them, or is still unclaimed). The lifecycle's times count from the claim (the claim is its
+	// owner's start).
+	ClaimedAt *time.Time
 	// Backend is KindKubernetes (an agent reconciles it) or KindTerraform (builds run
 	// it; AgentID, Namespace and Devfile are empty, TemplateID is set).
 	Backend      string

@@ -142,6 +142,11 @@ func (s *Service) ClaimPrebuild(ctx context.Context, u workspace.User, name stri
 			auditBuild(entry, b)
 			nw := s.afterBuild(w, b, req)
 			nw.DesiredStateReason = ""
+			// The claim is its owner's create and start: the lifecycle's times (max active and
+			// TTL from DesiredStateUpdatedAt, dormancy from the last use, which is at least
+			// CreatedAt) count from it, not from the prebuild's start.
+			now := s.now()
+			nw.CreatedAt, nw.ClaimedAt, nw.DesiredStateUpdatedAt = now, &now, now
 			return nw, &b, nil
 		})
 		if errors.Is(err, errClaimTooBig) {

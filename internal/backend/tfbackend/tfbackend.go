@@ -229,6 +229,9 @@ type Request struct {
 	Reason  build.Reason
 	// LogLevel is the build's Terraform log level ("" or build.LogDebug).
 	LogLevel string
+	// Parameters (a start only), when not nil, become the workspace's values with this start:
+	// those an update's stop kept for it (build.Build.StartParameters).
+	Parameters []workspace.ParameterValue
 }
 
 // NewBuild starts a build of the workspace ref names. It refuses while a build is active, after a
@@ -269,6 +272,10 @@ func (s *Service) NewBuild(ctx context.Context, u workspace.User, ref store.Work
 		}
 		if err := build.CheckNew(rec.Build, req.Transition); err != nil {
 			return w, nil, err
+		}
+		if req.Parameters != nil && req.Transition == build.Start {
+			w.Parameters = req.Parameters
+			rec.Workspace = w // startVersion checks these against the active version
 		}
 		if w.DesiredState == workspace.Terminated && req.Transition != build.Delete {
 			// Termination is permanent (as for agent workspaces): after a failed delete, only a
@@ -408,7 +415,6 @@ func (s *Service) Update(ctx context.Context, u workspace.User, ref store.Worksp
 		if full != nil {
 			return w, nil, full
 		}
-		w.Parameters = values
 		req := Request{Transition: build.Start, Reason: build.ReasonInitiator}
 		result = UpdateStart
 		if rec.Build != nil && rec.Build.Transition == build.Start {
@@ -419,9 +425,17 @@ func (s *Service) Update(ctx context.Context, u workspace.User, ref store.Worksp
 		}
 		version := active.ID
 		if req.Transition == build.Stop {
-			version = "" // a stop runs the module that created the resources (the last build's)
+			// The stop runs the module that created the resources (the last build's) with the
+			// values they were created with; the new values go with the stop to the start that
+			// follows it (continueRestart), so a stop that fails changes none.
+			version = ""
+		} else {
+			w.Parameters = values
 		}
 		b := s.newBuild(u, w, rec.Build, req, version)
+		if req.Transition == build.Stop {
+			b.StartParameters = values
+		}
 		nw := s.afterBuild(w, b, req)
 		nw.DesiredStateReason = ""
 		nw.DormantAt = nil // its owner's update wakes a dormant workspace
@@ -980,7 +994,9 @@ func (s *Service) continueRestart(ctx context.Context, rec store.BuildRecord) {
 func (s *Service) queueRestartStart(ctx context.Context, w workspace.Workspace, stop build.Build) {
 	initiator := workspace.User{ID: stop.InitiatorID, Username: stop.InitiatorName, Admin: true}
 	// The start runs at the stop's log level: a restart asked with --log-level debug is debugged whole.
-	if _, _, err := s.NewBuild(ctx, initiator, store.WorkspaceRef{ID: w.ID}, Request{Transition: build.Start, Reason: build.ReasonRestart, LogLevel: stop.LogLevel}); err != nil {
+	// An update's restart gives its new values now, with the start (Update).
+	req := Request{Transition: build.Start, Reason: build.ReasonRestart, LogLevel: stop.LogLevel, Parameters: stop.StartParameters}
+	if _, _, err := s.NewBuild(ctx, initiator, store.WorkspaceRef{ID: w.ID}, req); err != nil {
 		s.log.Warn("restart: the stop succeeded but the start could not be queued; the reaper tries again", "workspace", w.Name, "owner", w.OwnerName, "err", err)
 	}
 }

@@ -185,7 +185,68 @@ func (s *Store) TemplateByName(ctx context.Context, name string) (store.Template
 }
 
 func (s *Store) ListTemplates(ctx context.Context) ([]store.Template, error) {
-	return queryAll(ctx, s, s.db, "templates", `SELECT `+templateCols+templateFrom+` ORDER BY t.name`, scanTemplate)
+	return queryAll(ctx, s, s.db, "templates", `SELECT `+templateCols+templateFrom+` WHERE t.deleted_at IS NULL ORDER BY t.name`, scanTemplate)
+}
+
+// DeleteTemplate marks the template deleted and frees its name: name becomes 'deleted:' || id,
+// which no template's name can be (TemplateByName never finds it), deleted_name keeps the name
+// for the workspaces that show it.
+func (s *Store) DeleteTemplate(ctx context.Context, name string, now time.Time, inUse func(workspaces []string, count int, presets []string) error) error {
+	return s.actionTx(ctx, func(tx *sql.Tx) error {
+		lock := ""
+		if s.d.ForUpdate != "" {
+			lock = " " + s.d.ForUpdate
+		}
+		var id string
+		err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM templates WHERE name = ? AND deleted_at IS NULL`+lock), name).Scan(&id)
+		if err != nil {
+			return fmt.Errorf("template %q: %w", name, notFound(err, "template"))
+		}
+		var count int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM workspaces WHERE template_id = ? AND actual_state <> 'Terminated'`), id).Scan(&count); err != nil {
+			return fmt.Errorf("count the workspaces of template %q: %w", name, err)
+		}
+		var workspaces, presets []string
+		if count > 0 {
+			rows, err := tx.QueryContext(ctx, s.q(`SELECT u.username || '/' || w.name FROM workspaces w JOIN users u ON u.id = w.owner_id
+				WHERE w.template_id = ? AND w.actual_state <> 'Terminated' ORDER BY u.username, w.name LIMIT ?`), id, store.MaxInUseNames)
+			if err != nil {
+				return fmt.Errorf("list the workspaces of template %q: %w", name, err)
+			}
+			if workspaces, err = scanStrings(rows); err != nil {
+				return fmt.Errorf("list the workspaces of template %q: %w", name, err)
+			}
+		}
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT name FROM template_presets WHERE template_id = ? AND deleted_at IS NULL ORDER BY name`), id)
+		if err != nil {
+			return fmt.Errorf("list the presets of template %q: %w", name, err)
+		}
+		if presets, err = scanStrings(rows); err != nil {
+			return fmt.Errorf("list the presets of template %q: %w", name, err)
+		}
+		if err := inUse(workspaces, count, presets); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE templates SET deleted_at = ?, deleted_name = name, name = ?, updated_at = ? WHERE id = ?`),
+			micros(now), "deleted:"+id, micros(now), id); err != nil {
+			return fmt.Errorf("delete template %q: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// scanStrings reads rows of one text column, and closes them.
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 func scanTemplateVersion(row scanner, archive bool) (store.TemplateVersion, error) {
@@ -282,7 +343,7 @@ func buildSelect(withState bool) string {
 	}
 	return `SELECT b.id, b.workspace_id, b.build_number, b.transition, b.reason, b.initiator_id, COALESCE(u.username, ''),
 	b.template_version_id, ` + state + `, b.state IS NOT NULL, b.state_source, b.state_captured_on_cancel, b.state_pruned, b.orphan, b.created_at, b.log_level,
-	b.is_prebuild, b.is_prebuild_claim,
+	b.is_prebuild, b.is_prebuild_claim, b.start_parameters,
 	j.id, j.build_id, j.worker_id, j.created_at, j.started_at, j.heartbeat_at, j.canceled_at, j.completed_at, j.error
 	FROM workspace_builds b JOIN provisioner_jobs j ON j.build_id = b.id LEFT JOIN users u ON u.id = b.initiator_id`
 }
@@ -291,11 +352,20 @@ func scanBuild(row scanner) (build.Build, error) {
 	var b build.Build
 	var transition, reason, source string
 	var created int64
+	var startParams sql.NullString
 	dest := append([]any{&b.ID, &b.WorkspaceID, &b.Number, &transition, &reason, &b.InitiatorID, &b.InitiatorName,
 		&b.TemplateVersionID, &b.State, &b.HasState, &source, &b.StateCapturedOnCancel, &b.StatePruned, &b.Orphan, &created, &b.LogLevel,
-		&b.IsPrebuild, &b.IsPrebuildClaim}, jobDest(&b.Job)...)
+		&b.IsPrebuild, &b.IsPrebuildClaim, &startParams}, jobDest(&b.Job)...)
 	if err := row.Scan(dest...); err != nil {
 		return b, err
+	}
+	if startParams.Valid {
+		if err := json.Unmarshal([]byte(startParams.String), &b.StartParameters); err != nil {
+			return b, fmt.Errorf("decode the start parameters of build %s: %w", b.ID, err)
+		}
+		if b.StartParameters == nil {
+			b.StartParameters = []workspace.ParameterValue{}
+		}
 	}
 	b.Transition, b.Reason, b.StateSource = build.Transition(transition), build.Reason(reason), build.StateSource(source)
 	b.CreatedAt = fromMicros(created)
@@ -358,11 +428,21 @@ func (s *Store) insertBuild(ctx context.Context, tx *sql.Tx, workspaceID string,
 	if b.WorkspaceID != "" && b.WorkspaceID != workspaceID {
 		return fmt.Errorf("create build: it belongs to workspace %s, not %s", b.WorkspaceID, workspaceID)
 	}
+	var startParams sql.NullString
+	if b.StartParameters != nil {
+		text, err := encodeValues(b.StartParameters)
+		if err != nil {
+			return fmt.Errorf("create build: %w", err)
+		}
+		startParams = sql.NullString{String: text, Valid: true}
+	}
 	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO workspace_builds (id, workspace_id, build_number, transition, reason, initiator_id,
-		template_version_id, state, state_source, state_captured_on_cancel, orphan, created_at, log_level, is_prebuild, is_prebuild_claim)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		template_version_id, state, state_source, state_captured_on_cancel, orphan, created_at, log_level, is_prebuild, is_prebuild_claim,
+		start_parameters)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		b.ID, workspaceID, b.Number, string(b.Transition), string(b.Reason), b.InitiatorID, b.TemplateVersionID,
-		nullBytes(b.State), string(b.StateSource), b.StateCapturedOnCancel, b.Orphan, micros(b.CreatedAt), b.LogLevel, b.IsPrebuild, b.IsPrebuildClaim)
+		nullBytes(b.State), string(b.StateSource), b.StateCapturedOnCancel, b.Orphan, micros(b.CreatedAt), b.LogLevel, b.IsPrebuild, b.IsPrebuildClaim,
+		startParams)
 	if err = s.wrapUnique(err, fmt.Sprintf("build #%d", b.Number)); err != nil {
 		return fmt.Errorf("create build: %w", err)
 	}

@@ -256,8 +256,10 @@ func (s *Store) ClaimPrebuild(ctx context.Context, presetID, versionID string, f
 		if nb == nil {
 			return fmt.Errorf("claim %s: no build to write", w.Name)
 		}
-		// The new owner's name: the partial unique index refuses one in use (as for a create).
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE workspaces SET owner_id = ?, name = ? WHERE id = ?`), nw.OwnerID, nw.Name, w.ID); err != nil {
+		// The new owner's name (the partial unique index refuses one in use, as for a create), and
+		// the claim's time, from which the workspace is its owner's (created_at, claimed_at).
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE workspaces SET owner_id = ?, name = ?, created_at = ?, claimed_at = ? WHERE id = ?`),
+			nw.OwnerID, nw.Name, micros(nw.CreatedAt), nullMicros(nw.ClaimedAt), w.ID); err != nil {
 			return fmt.Errorf("claim: %w", s.wrapUnique(err, fmt.Sprintf("workspace %q of this owner", nw.Name)))
 		}
 		b := *nb

@@ -320,10 +320,10 @@ func (s *Store) ListAgents(ctx context.Context) ([]workspace.Agent, error) {
 const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, COALESCE(w.agent_id, ''), COALESCE(a.name, ''), w.namespace,
 	w.desired_state, w.actual_state, w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at,
 	w.deployment_resource_version, w.error_type, w.error_message, w.url, w.created_at, w.backend,
-	COALESCE(w.template_id, ''), COALESCE(t.name, ''), w.last_activity_at,
+	COALESCE(w.template_id, ''), COALESCE(t.deleted_name, t.name, ''), w.last_activity_at,
 	w.autostart_schedule, w.autostart_timezone, w.ttl_ms, w.dormant_at, w.desired_state_reason,
 	COALESCE(w.template_version_id, ''), COALESCE(tv.number, 0), COALESCE(t.active_version_id, ''), w.parameters,
-	COALESCE(w.preset_id, ''), COALESCE(pr.name, '')`
+	COALESCE(w.preset_id, ''), COALESCE(pr.name, ''), w.claimed_at`
 
 // wsFrom joins the owner, and the agent (kubernetes) or template and version (terraform) a
 // workspace may have.
@@ -335,7 +335,7 @@ func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, er
 	var w workspace.Workspace
 	var desired, actual string
 	var desiredAt, created int64
-	var actualAt, respondedAt, activityAt, ttl, dormantAt sql.NullInt64
+	var actualAt, respondedAt, activityAt, ttl, dormantAt, claimedAt sql.NullInt64
 	var rv sql.NullString
 	var params string
 	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
@@ -343,7 +343,7 @@ func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, er
 		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt,
 		&w.Schedule.Autostart, &w.Schedule.Timezone, &ttl, &dormantAt, &w.DesiredStateReason,
 		&w.TemplateVersionID, &w.TemplateVersion, &w.TemplateActiveVersionID, &params,
-		&w.PresetID, &w.PresetName); err != nil {
+		&w.PresetID, &w.PresetName, &claimedAt); err != nil {
 		return w, err
 	}
 	if params != "[]" && params != "" {
@@ -356,6 +356,7 @@ func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, er
 		w.Schedule.TTL = &d
 	}
 	w.DormantAt = ptrTime(dormantAt)
+	w.ClaimedAt = ptrTime(claimedAt)
 	w.DesiredState, w.ActualState = workspace.State(desired), workspace.State(actual)
 	w.DesiredStateUpdatedAt = fromMicros(desiredAt)
 	w.ActualStateUpdatedAt = ptrTime(actualAt)

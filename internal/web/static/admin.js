@@ -63,7 +63,16 @@ export async function templatePage(main, me, nav, name) {
     let t;
     try { t = await get('/api/v1/templates/' + enc(name)); } catch (e) { return failed(main, name, e); }
     const versions = [...(t.versions || [])].sort((a, b) => b.number - a.number);
+    // Delete, behind the confirmation; a refusal (workspaces or presets still use it) stays on
+    // the page, naming them.
+    const refusal = h('p', { class: 'error', role: 'alert', testid: 'template-delete-error' });
+    const del = h('button', { class: 'danger', testid: 'template-delete' }, 'Delete template');
+    del.addEventListener('click', async () => {
+      if (!(await confirmDialog('Delete template ' + name + '?', 'Its versions go with it and its name may be pushed again. It is refused while workspaces of it are not deleted, or while it has presets.', 'Delete'))) return;
+      try { await api('DELETE', '/api/v1/templates/' + enc(name)); toast('Template ' + name + ' deleted'); nav('/ui/admin/templates'); } catch (e) { refusal.textContent = e.message; }
+    });
     fill(main, h('h1', {}, 'Template ', name), h('p', { class: 'muted' }, t.kind + ' · created by ' + t.created_by + ' ' + fmtTime(t.created_at)),
+      h('p', { class: 'row' }, del), refusal,
       h('h2', {}, 'Versions'),
       table('versions-table', ['Version', 'Created', 'Parameters', ''], versions, (v) => {
         const promote = h('button', { testid: 'version-promote', disabled: v.active }, v.active ? 'active' : 'Promote');
