@@ -292,6 +292,18 @@ func (r *Runner) cliConfig() (string, error) {
 	return b.String(), nil
 }
 
+// providerPackage is the executable terraform installs as Hangar's provider, "" when the runner
+// offers none.
+func (r *Runner) providerPackage() string {
+	switch {
+	case r.Sandbox != nil:
+		return r.Sandbox.Exe
+	case r.PluginMirror != "":
+		return mirrorPackage(r.PluginMirror)
+	}
+	return ""
+}
+
 // hclString quotes s as an HCL string literal, with template sequences escaped.
 func hclString(s string) string {
 	var b strings.Builder
@@ -568,6 +580,11 @@ func (x *run) terraform() error {
 	cfg, err := x.r.cliConfig()
 	if err != nil {
 		return err
+	}
+	if pkg := x.r.providerPackage(); pkg != "" {
+		if err := lockProvider(x.moduleDir, pkg); err != nil {
+			return err
+		}
 	}
 	cfgPath := filepath.Join(filepath.Dir(x.moduleDir), "terraform.rc")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/tfmodule"
+	"github.com/hangar-dev/hangar/internal/tfprovider"
 )
 
 // testTimeout bounds every wait of these tests; terraform runs in well under a second per command
@@ -540,6 +541,34 @@ func TestHCLString(t *testing.T) {
 	} {
 		if got := hclString(in); got != want {
 			t.Errorf("hclString(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// A build that uses Hangar's provider from the built-in mirror installs it without terraform's
+// "Incomplete lock file information" warning, even over an author's stale lock entry for it.
+func TestRunProviderFromMirrorHasCompleteLock(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t)
+	if r.PluginMirror, err = tfprovider.Mirror(t.TempDir(), exe); err != nil {
+		t.Fatal(err)
+	}
+	res, lines := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "hangarprovider")}, nil)
+	if res.Err != nil {
+		t.Fatalf("Run: %v", res.Err)
+	}
+	if !hasLine(lines, func(l Line) bool {
+		return l.Stage == StageInit && strings.Contains(l.Output, "Installed hangar.dev/hangar/hangar")
+	}) {
+		t.Error("terraform init did not install Hangar's provider from the mirror")
+	}
+	for _, l := range lines {
+		if strings.Contains(l.Output, "Incomplete lock file information") || strings.Contains(l.Output, "calculate lock file checksums locally") {
+			t.Errorf("the build log has terraform's incomplete lock file warning: %s %q", l.Level, l.Output)
 		}
 	}
 }
