@@ -340,6 +340,9 @@ const (
 	byContext
 )
 
+// varFileName is the file in a run's directory that gives terraform the variables' values.
+const varFileName = "hangar.tfvars.json"
+
 // run is the state of one Run.
 type run struct {
 	r      *Runner
@@ -401,8 +404,9 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 
 	jobDir := filepath.Join(r.workRoot(), req.JobID)
 	x := &run{r: r, req: req, log: log, ctx: ctx, moduleDir: filepath.Join(jobDir, "module")}
-	x.stdout = &lineWriter{log: log}
-	x.stderr = &lineWriter{log: log, stderr: true}
+	varFile := filepath.Join(jobDir, varFileName)
+	x.stdout = &lineWriter{log: log, varFile: varFile}
+	x.stderr = &lineWriter{log: log, stderr: true, varFile: varFile}
 	defer func() {
 		if r.KeepWorkDir {
 			return
@@ -694,7 +698,7 @@ func (x *run) terraform() error {
 	if err != nil {
 		return fmt.Errorf("encoding the variables: %w", err)
 	}
-	varFile := filepath.Join(filepath.Dir(x.moduleDir), "hangar.tfvars.json")
+	varFile := filepath.Join(filepath.Dir(x.moduleDir), varFileName)
 	if err := os.WriteFile(varFile, varsJSON, 0o600); err != nil {
 		return fmt.Errorf("writing the variables: %w", err)
 	}

@@ -572,3 +572,32 @@ func TestRunProviderFromMirrorHasCompleteLock(t *testing.T) {
 		}
 	}
 }
+
+// terraform's refusal of a variable's value names the parameter, never the provisioner's work path
+// or the variables file's line (which holds every value, sensitive ones too).
+func TestRunVariableValidationNamesTheParameter(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t)
+	vars := map[string]string{"size": "xl", "count_of": "two", "token": "secret-token-value-93"}
+	res, lines := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "validation"), Variables: vars}, nil)
+	if res.Err == nil {
+		t.Fatal("Run succeeded")
+	}
+	text := res.Err.Error() + "\n"
+	for _, l := range lines {
+		text += l.Output + "\n"
+	}
+	for _, want := range []string{`parameter "size": value must be one of s, m.`, `parameter "count_of": `} {
+		if !strings.Contains(res.Err.Error(), want) {
+			t.Errorf("Err %q does not contain %q", res.Err, want)
+		}
+		if !hasLine(lines, func(l Line) bool { return l.Level == LevelError && strings.Contains(l.Output, want) }) {
+			t.Errorf("no error line contains %q", want)
+		}
+	}
+	for _, leak := range []string{r.WorkRoot, "tfvars", "secret-token-value-93", `"xl"`} {
+		if strings.Contains(text, leak) {
+			t.Errorf("the error or the log shows %q:\n%s", leak, text)
+		}
+	}
+}
