@@ -170,8 +170,8 @@ resource "terraform_data" "slow" {
 // TestBrowserTerraformBuilds: a Terraform workspace's builds on its page, as hangar builds, logs
 // and cancel give them (real terraform in the server's provisioner). The running build is listed
 // (number, transition, status, who) with its log streaming; Cancel asks first, then the build
-// becomes canceled on the page without a reload, with the reason in its row and in the
-// workspace's failure; a stop's build then appears above it and its log replaces the first; the
+// becomes canceled on the page without a reload, with the reason in its row, and the workspace
+// Canceled with what to do next; a stop's build then appears above it and its log replaces the first; the
 // user picks the first build's log again.
 func TestBrowserTerraformBuilds(t *testing.T) {
 	env := servertest.NewTF(t, "sqlite", 1)
@@ -209,7 +209,8 @@ func TestBrowserTerraformBuilds(t *testing.T) {
 	}
 	b.Run("canceled live", chromedp.WaitVisible(row(1)+`[@data-status="canceled"]//td[@data-testid="build-error" and contains(., "canceled by ann")]`, chromedp.BySearch))
 	b.Run("canceled", chromedp.WaitVisible(`//*[@data-testid="ws-logs-status" and text()="build canceled"]`, chromedp.BySearch),
-		chromedp.WaitVisible(`//*[@data-testid="ws-detail-error" and contains(., "build #1 (start) was canceled by ann")]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//*[@data-testid="ws-detail-error" and starts-with(., "Canceled: build #1 (start) was canceled by ann; start, stop or delete the workspace")]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//span[@data-testid="ws-detail-state" and text()="Canceled"]`, chromedp.BySearch),
 		chromedp.WaitNotVisible(row(1)+`//button[@data-testid="build-cancel"]`, chromedp.BySearch))
 	call(t, env.Env, ann, "GET", "/api/v1/workspaces/vm1/builds/1", nil, &bl)
 	if bl.Status != "canceled" || !strings.HasPrefix(bl.Error, "canceled by ann") || bl.CompletedAt == nil {

@@ -465,7 +465,12 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 		log.emit(LevelError, firstLine(res.Err))
 	}
 
-	log.begin(StageReadState)
+	// The state is read in a stage of its own only after terraform succeeded: after a failure or
+	// an interrupt the build ends in the stage terraform stopped in, so that a log follower marks
+	// that stage as failed or canceled, not the reading of the state after it.
+	if res.Err == nil {
+		log.begin(StageReadState)
+	}
 	state, note, rerr := readState(x.moduleDir)
 	if note != "" {
 		log.emit(LevelWarn, note)
