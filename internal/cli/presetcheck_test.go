@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,4 +103,78 @@ func TestPresetParametersAreChecked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failingModule's start always fails, as a template whose machines cannot be had would.
+const failingModule = `variable "start_count" {
+  type = number
+}
+resource "terraform_data" "machine" {
+  count = var.start_count
+  provisioner "local-exec" {
+    command = "echo no capacity left >&2; exit 3"
+  }
+}
+`
+
+// A pool whose prebuild creates keep failing (real terraform, both stores) says so with its last
+// error in hangar templates presets, in the API and in the hangar_prebuild_pool_failures gauge.
+func TestFailingPoolShowsItsLastError(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewTF(t, engine, 1)
+			env.PushModule("vm", map[string]string{"main.tf": failingModule})
+			admin := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": env.AdminToken})
+			admin.ok("templates", "preset", "vm", "small", "--instances", "1")
+			if out := admin.ok("templates", "presets", "vm"); strings.Contains(out, "failing") {
+				t.Errorf("a pool that never failed is shown failing:\n%s", out)
+			}
+			if res, err := env.Server.Prebuilds().Tick(env.Ctx); err != nil || res.Created != 1 {
+				t.Fatalf("tick: %+v, %v", res, err)
+			}
+			if bs := env.WaitBuilds(1); bs[0].Job.Error == "" {
+				t.Fatalf("the prebuild's create did not fail: %+v", bs[0])
+			}
+
+			out := admin.ok("templates", "presets", "vm")
+			for _, want := range []string{"Preset small is failing: 1 prebuild create(s) failed in a row, the last at 2026-", "terraform apply: exit status 1", "no capacity left"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("templates presets lacks %q:\n%s", want, out)
+				}
+			}
+			ps, err := env.Admin.ListPresets(env.Ctx, "vm")
+			if err != nil || len(ps) != 1 || ps[0].Pool.Failures != 1 || ps[0].Pool.LastFailureAt == nil ||
+				!strings.Contains(ps[0].Pool.LastError, "no capacity left") {
+				t.Errorf("the API's preset: %+v, %v", ps, err)
+			}
+			metrics := httpGet(t, env.URL+"/metrics")
+			if !strings.Contains(metrics, `hangar_prebuild_pool_failures{preset="small",template="vm"} 1`) {
+				t.Errorf("no failing gauge in the metrics:\n%s", grepLines(metrics, "hangar_prebuild_pool_failures"))
+			}
+		})
+	}
+}
+
+func grepLines(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -57,7 +57,20 @@ func printPresets(w io.Writer, ps []sdk.Preset) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Name, version, p.Pool.Desired, p.Pool.Ready, p.Pool.Building,
 			parametersText(p.Parameters), scheduleText(p))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// A pool that keeps failing says so, with the last error (the reconciler backs off meanwhile).
+	for _, p := range ps {
+		if p.Pool.Failures == 0 || p.Pool.LastFailureAt == nil {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "\nPreset %s is failing: %d prebuild create(s) failed in a row, the last at %s:\n  %s\n", p.Name, p.Pool.Failures,
+			p.Pool.LastFailureAt.UTC().Format("2006-01-02 15:04:05 UTC"), strings.ReplaceAll(p.Pool.LastError, "\n", "\n  ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func parametersText(params map[string]string) string {

@@ -174,6 +174,21 @@ func (s *Server) checkPresetsFollow(ctx context.Context, t store.Template, numbe
 	return v
 }
 
+// maxPresetErrorBytes bounds the last error a preset's pool shows.
+const maxPresetErrorBytes = 2 << 10
+
+// presetError is a failed create's error as a preset's pool shows it: bounded, whole characters.
+func presetError(msg string) string {
+	if len(msg) <= maxPresetErrorBytes {
+		return msg
+	}
+	cut := maxPresetErrorBytes
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
+}
+
 func versionText(n int) string {
 	if n == 0 {
 		return "active"
@@ -284,6 +299,14 @@ func (s *Server) toPreset(ctx context.Context, p store.Preset, t store.Template)
 	out.Pool.Version = p.VersionNumber
 	if p.VersionID == "" {
 		out.Pool.Version = t.ActiveVersion
+	}
+	failures, err := s.store.PresetFailures(ctx, p.ID, prebuilds.MaxFailures)
+	if err != nil {
+		return sdk.Preset{}, err
+	}
+	if n := len(failures); n > 0 {
+		last := failures[n-1]
+		out.Pool.Failures, out.Pool.LastError, out.Pool.LastFailureAt = n, presetError(last.Error), &last.At
 	}
 	return out, nil
 }

@@ -546,7 +546,9 @@ export function createPage(main, me, nav) {
     inputs.clear();
     for (const [k, v] of found) inputs.set(k, v);
     fill(params, fields);
-    fill(presetSel, h('option', { value: '' }, 'none'), presets.map((p) => h('option', { value: p.name }, p.name + (p.pool && p.pool.ready ? ' (' + p.pool.ready + ' ready)' : ''))));
+    fill(presetSel, h('option', { value: '' }, 'none'), presets.map((p) => h('option', { value: p.name, title: p.pool && p.pool.failures ? p.pool.last_error : '' },
+      p.name + (p.pool && p.pool.ready ? ' (' + p.pool.ready + ' ready)' : '') +
+      (p.pool && p.pool.failures ? ' (failing: ' + p.pool.failures + ' prebuild creates failed in a row; last: ' + (p.pool.last_error || '').split('\n')[0] + ')' : ''))));
   }
   // A preset sets the parameters (the API takes a preset or parameters, not both): its values are
   // shown, and the fields are locked while it is chosen.
