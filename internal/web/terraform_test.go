@@ -235,3 +235,37 @@ func TestBrowserTerraformBuilds(t *testing.T) {
 	b.Run("its status", chromedp.WaitVisible(`//*[@data-testid="ws-logs-status" and text()="build canceled"]`, chromedp.BySearch),
 		chromedp.WaitVisible(row(1)+`//button[@data-testid="build-log" and @aria-pressed="true"]`, chromedp.BySearch))
 }
+
+// failingModule's start always fails, as a template whose machines cannot be had would.
+const failingModule = `variable "start_count" {
+  type = number
+}
+resource "terraform_data" "machine" {
+  count = var.start_count
+  provisioner "local-exec" {
+    command = "echo no capacity left >&2; exit 3"
+  }
+}
+`
+
+// TestBrowserFailingPreset: a preset whose pool keeps failing (real terraform) says so, with its
+// last error, where the page offers it: the creation form's preset choice.
+func TestBrowserFailingPreset(t *testing.T) {
+	env := servertest.NewTF(t, "sqlite", 1)
+	env.PushModule("vm", map[string]string{"main.tf": failingModule})
+	call(t, env.Env, env.AdminToken, "PUT", "/api/v1/templates/vm/presets/small", sdk.PutPresetRequest{Instances: 1}, nil)
+	if res, err := env.Server.Prebuilds().Tick(env.Ctx); err != nil || res.Created != 1 {
+		t.Fatalf("tick: %+v, %v", res, err)
+	}
+	env.WaitBuilds(1)
+	ann := createUser(t, env.Env, "ann")
+
+	c := browser.Start(t, browser.Options{Name: "ann", ResolverRules: "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"})
+	b := c.On(t)
+	b.Open(env.URL+"/ui/new", `//input[@name="token"]`)
+	b.SignIn(ann, `//*[@data-testid="create-form"]`)
+	b.Run("choose the template", chromedp.WaitReady(`//select[@data-testid="create-template"]/option[@value="vm"]`, chromedp.BySearch),
+		chromedp.SetValue(`//select[@data-testid="create-template"]`, "vm", chromedp.BySearch),
+		chromedp.Evaluate(`document.querySelector('[data-testid="create-template"]').dispatchEvent(new Event('change'))`, nil),
+		chromedp.WaitReady(`//select[@data-testid="create-preset"]/option[@value="small" and contains(., "failing: 1 prebuild creates failed in a row; last: terraform apply: exit status 1") and contains(@title, "no capacity left")]`, chromedp.BySearch))
+}
