@@ -153,7 +153,7 @@ func TestTerraformEndToEnd(t *testing.T) {
 		t.Fatalf("logs -f ended with %q (%v)", last, err)
 	}
 	var ws sdk.Workspace
-	if err := json.Unmarshal([]byte(must("show", "tf1", "-o", "json")), &ws); err != nil || ws.ActualState != "Failed" || ws.Error == nil || !strings.Contains(ws.Error.Message, "canceled") {
+	if err := json.Unmarshal([]byte(must("show", "tf1", "-o", "json")), &ws); err != nil || ws.ActualState != "Canceled" || ws.Error == nil || ws.Error.Type != "canceled" || !strings.Contains(ws.Error.Message, "canceled") {
 		t.Fatalf("after cancel: %+v (%v)", ws, err)
 	}
 	if err := json.Unmarshal([]byte(must("builds", "tf1", "-o", "json")), &builds); err != nil || builds[0].Status != "canceled" || !builds[0].StateCapturedOnCancel {
@@ -284,6 +284,11 @@ func TestHangarProvider(t *testing.T) {
 		t.Fatalf("create: %v\n%s\n%s", err, out, h.must("logs", "pv1"))
 	}
 	wantMarkers(t, markerDir, "pv1-admin-start")
+	// The provider comes from the server's mirror with its checksum in the lock file: terraform does
+	// not warn that it had to compute it.
+	if logs := h.must("logs", "pv1"); strings.Contains(logs, "Incomplete lock file information") || !strings.Contains(logs, "Installed hangar.dev/hangar/hangar") {
+		t.Errorf("the build's log:\n%s", logs)
+	}
 	h.must("stop", "pv1", "--wait", "--timeout", "2m")
 	wantMarkers(t, markerDir)
 	h.must("delete", "pv1", "--yes", "--wait", "--timeout", "2m")

@@ -6,6 +6,7 @@ package build
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/errs"
@@ -220,8 +221,8 @@ func Desired(t Transition) workspace.State {
 
 // Actual is the workspace's actual state while, and after, its latest build runs: Starting,
 // Stopping or Terminating while it runs, Running, Stopped or Terminated when it succeeded, Failed
-// when it failed or was canceled (the workspace is not in the state its owner asked for; the error
-// says why).
+// when it failed and Canceled when it was canceled (either way the workspace is not in the state
+// its owner asked for; the error says why).
 func Actual(b Build) workspace.State {
 	switch b.Job.Status() {
 	case Pending, Running, Canceling:
@@ -240,12 +241,22 @@ func Actual(b Build) workspace.State {
 			return workspace.Stopped
 		}
 		return workspace.Terminated
+	case Canceled:
+		return workspace.Canceled
 	}
 	return workspace.Failed
 }
 
-// ErrorType is the workspace error type of a failed build.
-const ErrorType = "build"
+// StageCanceling is the stage of the server's notice, in a build's log, that the build was
+// canceled (by whom, and what happens next). It is a note on the build's current stage, which the
+// provisioner's interrupt then ends, not a stage of its own.
+const StageCanceling = "Canceling"
+
+// ErrorType is the workspace error type of a failed build; CanceledErrorType of a canceled one.
+const (
+	ErrorType         = "build"
+	CanceledErrorType = "canceled"
+)
 
 // Outcome is what a provisioner reports at the end of a job.
 type Outcome struct {
@@ -327,14 +338,19 @@ func WorkspaceAfter(w WorkspaceState, b Build, now time.Time) WorkspaceState {
 		w.Actual, w.ActualAt = actual, now
 	}
 	w.ErrorType, w.ErrorMessage = "", ""
-	if actual == workspace.Failed {
-		w.ErrorType = ErrorType
-		if b.Job.Status() == Canceled {
-			// The job's error starts "canceled by alice".
-			w.ErrorMessage = fmt.Sprintf("build #%d (%s) was %s", b.Number, b.Transition, b.Job.Error)
-		} else {
-			w.ErrorMessage = fmt.Sprintf("build #%d (%s) failed: %s", b.Number, b.Transition, b.Job.Error)
+	switch actual {
+	case workspace.Canceled:
+		// The job's error is "canceled by alice", then what the interrupt left; what the user may
+		// do next comes before the latter.
+		who, left, _ := strings.Cut(b.Job.Error, "; ")
+		w.ErrorType = CanceledErrorType
+		w.ErrorMessage = fmt.Sprintf("build #%d (%s) was %s; start, stop or delete the workspace", b.Number, b.Transition, who)
+		if left != "" {
+			w.ErrorMessage += ". " + left
 		}
+	case workspace.Failed:
+		w.ErrorType = ErrorType
+		w.ErrorMessage = fmt.Sprintf("build #%d (%s) failed: %s", b.Number, b.Transition, b.Job.Error)
 	}
 	return w
 }

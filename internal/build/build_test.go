@@ -138,7 +138,7 @@ func TestCheckNew(t *testing.T) {
 }
 
 // Actual is a total function of the build's transition and job status, and WorkspaceAfter sets an
-// error exactly when the workspace is Failed.
+// error exactly when the workspace is Failed or Canceled.
 func TestActualAndWorkspaceAfter(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		tr := rapid.SampledFrom([]Transition{Start, Stop, Delete}).Draw(t, "transition")
@@ -163,13 +163,17 @@ func TestActualAndWorkspaceAfter(t *testing.T) {
 			if actual != want {
 				t.Fatalf("succeeded %s: %s", tr, actual)
 			}
+		case st == Canceled:
+			if actual != workspace.Canceled {
+				t.Fatalf("canceled %s: %s", tr, actual)
+			}
 		default:
 			if actual != workspace.Failed {
 				t.Fatalf("%s %s: %s", tr, st, actual)
 			}
 		}
 		w := WorkspaceAfter(WorkspaceState{Actual: workspace.Running, ActualAt: t0, ErrorType: "old", ErrorMessage: "old"}, b, *at(200))
-		if (w.ErrorMessage != "") != (actual == workspace.Failed) || w.Actual != actual {
+		if (w.ErrorMessage != "") != (actual == workspace.Failed || actual == workspace.Canceled) || w.Actual != actual {
 			t.Fatalf("workspace after %s %s: %+v", tr, st, w)
 		}
 		if actual != workspace.Running && !w.ActualAt.Equal(*at(200)) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/tfmodule"
@@ -458,16 +459,14 @@ func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client
 		if l.End {
 			status = l.Status
 			if stage != "" {
-				// The build ended in this stage: it passed only if the build succeeded.
-				mark := "✔"
-				if l.Status != "succeeded" {
-					mark = "✘"
-				}
-				fmt.Fprintf(progress, "  %s %s (%s)\n", mark, stage, l.Time.Sub(stageAt).Round(10*time.Millisecond))
+				fmt.Fprintf(progress, "  %s\n", stageEnd(stage, l.Status, l.Time.Sub(stageAt)))
 			}
 			return nil
 		}
-		if l.Stage != "" && l.Stage != stage {
+		// The server's notice of a cancel is a note on the stage that runs, which terraform's
+		// interrupt then ends: it does not end that stage.
+		note := l.Stage == build.StageCanceling && stage != ""
+		if l.Stage != "" && l.Stage != stage && !note {
 			if stage != "" {
 				fmt.Fprintf(progress, "  ✔ %s (%s)\n", stage, l.Time.Sub(stageAt).Round(10*time.Millisecond))
 			}
@@ -502,6 +501,21 @@ func (a *app) followBuild(ctx context.Context, cmd *cobra.Command, c *sdk.Client
 	}
 	fmt.Fprintln(progress, ".")
 	return final, nil
+}
+
+// stageEnd is the line that ends the stage a build ended in: it passed only if the build
+// succeeded; it was canceled, or it failed.
+func stageEnd(stage, status string, took time.Duration) string {
+	took = took.Round(10 * time.Millisecond)
+	switch {
+	case status == string(build.Succeeded):
+		return fmt.Sprintf("✔ %s (%s)", stage, took)
+	case status == string(build.Canceled) && stage == build.StageCanceling:
+		return fmt.Sprintf("⊘ Canceled (%s)", took) // before terraform ran
+	case status == string(build.Canceled):
+		return fmt.Sprintf("⊘ %s canceled (%s)", stage, took)
+	}
+	return fmt.Sprintf("✘ %s (%s)", stage, took)
 }
 
 func goalOfTransition(t string) goal {

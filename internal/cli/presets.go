@@ -22,7 +22,8 @@ func (a *app) presetsCmd() *cobra.Command {
 		Short: "List a terraform template's presets with their pools of prebuilt workspaces",
 		Long: `List a terraform template's presets: what each is built from (a version, parameters) and its
 pool now: how many prebuilt workspaces it wants, how many are ready to be claimed (hangar create
---preset) and how many are being built.`,
+--preset) and how many are being built. A pool whose prebuild creates keep failing is named after
+the table, with how many failed in a row and the last error.`,
 		Example: `  hangar templates presets vm`,
 		Args:    oneName("template"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,7 +58,20 @@ func printPresets(w io.Writer, ps []sdk.Preset) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Name, version, p.Pool.Desired, p.Pool.Ready, p.Pool.Building,
 			parametersText(p.Parameters), scheduleText(p))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// A pool that keeps failing says so, with the last error (the reconciler backs off meanwhile).
+	for _, p := range ps {
+		if p.Pool.Failures == 0 || p.Pool.LastFailureAt == nil {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "\nPreset %s is failing: %d prebuild create(s) failed in a row, the last at %s:\n  %s\n", p.Name, p.Pool.Failures,
+			p.Pool.LastFailureAt.UTC().Format("2006-01-02 15:04:05 UTC"), strings.ReplaceAll(p.Pool.LastError, "\n", "\n  ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func parametersText(params map[string]string) string {
@@ -106,7 +120,9 @@ with is_prebuild_claim) instead of building from scratch. The flags replace the 
 
   --version    pin a template version (default: follow the active version; a new version
                replaces the pool's workspaces)
-  --parameter  a value for a variable the module declares, passed to every build (repeatable)
+  --parameter  a value for a variable the module declares, passed to every build (repeatable);
+               the values are checked as a create's: every required parameter, each type and
+               validation
   --schedule   "CRON=N": while the cron expression matches, keep N instead (repeatable; the first
                rule that matches wins), read in --timezone (default UTC)
 

@@ -58,7 +58,8 @@ func (g goal) until(start sdk.Workspace) func(sdk.Workspace) (bool, error) {
 	}
 }
 
-// failure returns an error when the workspace is Failed or Error for its current desired state.
+// failure returns an error when the workspace is Failed, Canceled or Error for its current desired
+// state.
 //
 // A Failed or Error state recorded before the last desired-state change is what the agent reported
 // about the previous desired state, so it does not end the wait until the agent has acted on the
@@ -66,7 +67,7 @@ func (g goal) until(start sdk.Workspace) func(sdk.Workspace) (bool, error) {
 // the state's time only when the state changes, so an error that persists across the change keeps
 // its old time. agentActed says the agent has reported since it was told of the change.
 func failure(ws sdk.Workspace, agentActed bool) error {
-	if ws.ActualState != string(workspace.Failed) && ws.ActualState != string(workspace.Error) {
+	if ws.ActualState != string(workspace.Failed) && ws.ActualState != string(workspace.Canceled) && ws.ActualState != string(workspace.Error) {
 		return nil
 	}
 	stale := ws.ActualStateUpdatedAt != nil && ws.DesiredStateUpdatedAt != nil && ws.ActualStateUpdatedAt.Before(*ws.DesiredStateUpdatedAt)

@@ -893,7 +893,7 @@ func (r *faultRun) converge(ctx context.Context, since time.Time) (convergence, 
 			for _, w := range ws {
 				switch {
 				case w.ActualState == w.DesiredState:
-				case w.Backend == "terraform" && w.ActualState == "Failed":
+				case w.Backend == "terraform" && (w.ActualState == "Failed" || w.ActualState == "Canceled"):
 					out.tfFailed++
 					if w.Error != nil {
 						out.tfErrors = append(out.tfErrors, w.Owner+"/"+w.Name+": "+w.Error.Message)

@@ -185,7 +185,7 @@ func (r *Reconciler) reconcile(ctx context.Context, now time.Time, p store.Prese
 	if err != nil {
 		return err
 	}
-	snap := prebuild.Snapshot{Pool: p.Pool, VersionID: VersionOf(p, t), Instances: Instances(in, now), Failures: failures}
+	snap := prebuild.Snapshot{Pool: p.Pool, VersionID: VersionOf(p, t), Instances: Instances(in, now), Failures: FailureTimes(failures)}
 	if p.DeletedAt != nil {
 		snap.Pool = prebuild.Pool{} // a deleted preset wants none
 	}
@@ -279,10 +279,24 @@ func (r *Reconciler) Run(ctx context.Context, interval time.Duration, after func
 	}
 }
 
-// Pool is a preset with what a decision at some time says of its pool (counts; nothing is done).
+// FailureTimes are the times of failures, as prebuild.Decide reads them.
+func FailureTimes(failures []store.PresetFailure) []time.Time {
+	out := make([]time.Time, len(failures))
+	for i, f := range failures {
+		out[i] = f.At
+	}
+	return out
+}
+
+// MaxFailures bounds the failures read of a preset: enough for the backoff to reach its longest.
+const MaxFailures = maxFailures
+
+// Pool is a preset with what a decision at some time says of its pool (counts; nothing is done),
+// and its prebuild creates that failed since the last that succeeded (at most MaxFailures).
 type Pool struct {
-	Preset  store.Preset
-	Actions prebuild.Actions
+	Preset   store.Preset
+	Actions  prebuild.Actions
+	Failures []store.PresetFailure
 }
 
 // Pools reads every preset that is not deleted and decides on its pool at now, without the backoff:
@@ -311,7 +325,11 @@ func Pools(ctx context.Context, st store.Store, now time.Time) ([]Pool, error) {
 	out := make([]Pool, 0, len(presets))
 	for _, p := range presets {
 		snap := prebuild.Snapshot{Pool: p.Pool, VersionID: VersionOf(p, active[p.TemplateID]), Instances: Instances(byPreset[p.ID], now)}
-		out = append(out, Pool{Preset: p, Actions: prebuild.Decide(now, snap, prebuild.DefaultOptions)})
+		failures, err := st.PresetFailures(ctx, p.ID, maxFailures)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Pool{Preset: p, Actions: prebuild.Decide(now, snap, prebuild.DefaultOptions), Failures: failures})
 	}
 	return out, nil
 }

@@ -53,6 +53,11 @@ type PresetPool struct {
 	// being deleted).
 	Other        int        `json:"other"`
 	ReconciledAt *time.Time `json:"reconciled_at"`
+	// Failures counts the prebuild creates that failed in a row since the last that succeeded
+	// (bounded: the backoff reads no more); LastError and LastFailureAt are the latest's.
+	Failures      int        `json:"failures"`
+	LastError     string     `json:"last_error,omitempty"`
+	LastFailureAt *time.Time `json:"last_failure_at,omitempty"`
 }
 
 // PutPreset creates or replaces a template's preset (admins).

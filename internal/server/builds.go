@@ -83,6 +83,16 @@ func (s *Server) pushTemplateVersion(w http.ResponseWriter, r *http.Request, u w
 	if err := v.Err(); err != nil {
 		return err
 	}
+	if req.Activate == nil || *req.Activate {
+		// The version becomes active at once (the first version of a template has no preset).
+		if cur, err := s.store.TemplateByName(r.Context(), name); err == nil {
+			if err := s.checkPresetsFollow(r.Context(), cur, 0, params); err != nil {
+				return err
+			}
+		} else if !isNotFound(err) {
+			return err
+		}
+	}
 	sum := sha256.Sum256(content)
 	now := s.clock.Now()
 	if vars == nil {
@@ -223,6 +233,9 @@ func (s *Server) promoteTemplateVersion(w http.ResponseWriter, r *http.Request, 
 	}
 	audit.From(r.Context()).SetTarget(audit.Target{Kind: audit.KindTemplate, ID: t.ID, Name: t.Name})
 	audit.From(r.Context()).Set("version", v.Number)
+	if err := s.checkPresetsFollow(r.Context(), t, v.Number, v.Parameters); err != nil {
+		return err
+	}
 	t, err = s.store.PromoteTemplateVersion(r.Context(), t.Name, v.Number, s.clock.Now())
 	if err != nil {
 		return err

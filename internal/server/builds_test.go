@@ -171,8 +171,9 @@ func TestBuildAPIOperations(t *testing.T) {
 				t.Fatalf("a canceled build was handed out: %+v", a)
 			}
 			wantState(t, env, alice, "c", "", tfState(20), 2)
-			if ws := getWorkspace(t, env, alice, "c"); ws.ActualState != "Failed" || ws.DesiredState != "Stopped" || ws.Error == nil ||
-				ws.Error.Type != "build" || !strings.Contains(ws.Error.Message, "build #2 (stop) was canceled") {
+			if ws := getWorkspace(t, env, alice, "c"); ws.ActualState != "Canceled" || ws.DesiredState != "Stopped" || ws.Error == nil ||
+				ws.Error.Type != "canceled" || !strings.Contains(ws.Error.Message, "build #2 (stop) was canceled") ||
+				!strings.Contains(ws.Error.Message, "start, stop or delete the workspace") {
 				t.Errorf("after a canceled stop: %+v %+v", ws, ws.Error)
 			}
 
@@ -226,7 +227,7 @@ func TestBuildAPIOperations(t *testing.T) {
 				t.Fatalf("build canceled while running %+v", b)
 			}
 			wantState(t, env, alice, "c", "", captured, 3)
-			if ws := getWorkspace(t, env, alice, "c"); ws.ActualState != "Failed" || ws.Error == nil || !strings.Contains(ws.Error.Message, "was canceled") {
+			if ws := getWorkspace(t, env, alice, "c"); ws.ActualState != "Canceled" || ws.Error == nil || !strings.Contains(ws.Error.Message, "was canceled") {
 				t.Errorf("after a canceled start: %+v", ws)
 			}
 			status, body = call(t, env, alice, "POST", "/api/v1/workspaces/c/builds/3/cancel", nil)
@@ -752,7 +753,7 @@ func TestBuildVisibility(t *testing.T) {
 				t.Fatalf("canceled without a state %+v", b)
 			}
 			wantState(t, env, alice, "w", "", tfState(1), 2) // no state reported: the one it started from
-			if ws := getWorkspace(t, env, alice, "w"); ws.Error == nil || ws.Error.Message != "build #2 (stop) was canceled by admin" {
+			if ws := getWorkspace(t, env, alice, "w"); ws.Error == nil || ws.Error.Message != "build #2 (stop) was canceled by admin; start, stop or delete the workspace" {
 				t.Errorf("canceled by the admin: %+v", ws.Error)
 			}
 			if status, _, body := send(t, env, admin, "PUT", "/api/v1/workspaces/alice%2Fw/state", "application/json", bytes.NewReader(tfState(5))); status != http.StatusNoContent {

@@ -191,16 +191,20 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// poolCollector reports each preset's pool at scrape time: desired, ready and building instances.
+// poolCollector reports each preset's pool at scrape time: desired, ready and building instances,
+// and its creates that failed in a row.
 type poolCollector struct {
 	store store.Store
 	now   func() time.Time
 }
 
+var poolFailuresDesc = prometheus.NewDesc("hangar_prebuild_pool_failures", "Prebuild creates of each preset's pool that failed in a row since the last that succeeded (0: the pool is healthy; bounded by the backoff's reach).",
+	[]string{"template", "preset"}, nil)
+
 var poolDesc = prometheus.NewDesc("hangar_prebuild_pool", "Prebuilt workspaces of each preset's pool by status: desired (wanted now), ready (claimable), building (pending or running creates).",
 	[]string{"template", "preset", "status"}, nil)
 
-func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- poolDesc }
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- poolDesc; ch <- poolFailuresDesc }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -214,5 +218,6 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		for status, n := range map[string]int{"desired": p.Actions.Desired, "ready": p.Actions.Ready, "building": p.Actions.Building} {
 			ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(n), p.Preset.TemplateName, p.Preset.Name, status)
 		}
+		ch <- prometheus.MustNewConstMetric(poolFailuresDesc, prometheus.GaugeValue, float64(len(p.Failures)), p.Preset.TemplateName, p.Preset.Name)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
+	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hangar-dev/hangar/internal/prebuild"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -60,7 +61,7 @@ func presetFromRequest(name string, req sdk.PutPresetRequest, versions []store.T
 	prebuild.Check(pool, now, v)
 	// The version the preset runs: its own, or the active one; its module declares the variables
 	// parameters may set.
-	versionID, declared := t.ActiveVersionID, []string(nil)
+	versionID, declared, params := t.ActiveVersionID, []string(nil), []parameter.Parameter(nil)
 	switch {
 	case req.Version < 0:
 		v.Add("version", "must be a version number of template %q (1, 2, ...), or 0 for its active version, got %d", t.Name, req.Version)
@@ -68,7 +69,7 @@ func presetFromRequest(name string, req sdk.PutPresetRequest, versions []store.T
 		versionID = ""
 		for _, ver := range versions {
 			if ver.Number == req.Version {
-				versionID, declared = ver.ID, ver.Variables
+				versionID, declared, params = ver.ID, ver.Variables, ver.Parameters
 			}
 		}
 		if versionID == "" {
@@ -77,7 +78,7 @@ func presetFromRequest(name string, req sdk.PutPresetRequest, versions []store.T
 	default:
 		for _, ver := range versions {
 			if ver.ID == versionID {
-				declared = ver.Variables
+				declared, params = ver.Variables, ver.Parameters
 			}
 		}
 	}
@@ -106,11 +107,86 @@ func presetFromRequest(name string, req sdk.PutPresetRequest, versions []store.T
 	if err := v.Err(); err != nil {
 		return store.Preset{}, err
 	}
+	// The values as a create from the preset takes them: a preset its prebuilds and creates would
+	// fail with is refused now, not found failing at every reconcile.
+	if versionID != "" {
+		if err := checkPresetValues(params, req.Parameters, ""); err != nil {
+			return store.Preset{}, err
+		}
+	}
 	if req.Version == 0 {
 		versionID = ""
 	}
 	return store.Preset{ID: uuid.NewString(), TemplateID: t.ID, TemplateName: t.Name, Name: name, VersionID: versionID,
 		Parameters: req.Parameters, Pool: pool, CreatedAt: now, UpdatedAt: now}, nil
+}
+
+// checkPresetValues checks a preset's values against the parameters of the version it runs, as a
+// create from the preset does (parameter.Resolve): each required parameter has a value, and each
+// value passes its type and validation blocks. Each problem's field is prefixed with prefix.
+func checkPresetValues(params []parameter.Parameter, values map[string]string, prefix string) error {
+	_, err := parameter.Resolve(params, nil, values, true)
+	var ve *workspace.ValidationError
+	if prefix == "" || !errors.As(err, &ve) {
+		return err
+	}
+	out := &workspace.ValidationError{}
+	for _, p := range ve.Problems {
+		out.Add(prefix+p.Field, "%s", p.Detail)
+	}
+	return out
+}
+
+// checkPresetsFollow refuses a version of template t becoming its active one when a preset that
+// runs the active version (no version of its own) would no longer be valid on it: its prebuilds
+// and creates would all fail. Each problem names the preset and the parameter. number is the
+// version's (0: the version being pushed).
+func (s *Server) checkPresetsFollow(ctx context.Context, t store.Template, number int, params []parameter.Parameter) error {
+	if t.ID == "" || t.Kind != workspace.KindTerraform {
+		return nil
+	}
+	ps, err := s.store.ListPresets(ctx, t.ID, false)
+	if err != nil {
+		return err
+	}
+	v := &workspace.ValidationError{}
+	for _, p := range ps {
+		if p.VersionID != "" {
+			continue // it keeps its own version
+		}
+		var ve *workspace.ValidationError
+		if err := checkPresetValues(params, p.Parameters, "presets."+p.Name+"."); errors.As(err, &ve) {
+			v.Problems = append(v.Problems, ve.Problems...)
+		} else if err != nil {
+			return err
+		}
+	}
+	if len(v.Problems) == 0 {
+		return nil
+	}
+	which := "the version pushed"
+	if number > 0 {
+		which = fmt.Sprintf("version %d", number)
+	}
+	v.Add("presets", "%s cannot become the active version of template %q: the presets above run the active version "+
+		"and would fail on it; change them first (hangar templates preset %s PRESET --parameter K=V, or --version N to keep one "+
+		"on an older version), or push the version with --activate=false", which, t.Name, t.Name)
+	return v
+}
+
+// maxPresetErrorBytes bounds the last error a preset's pool shows.
+const maxPresetErrorBytes = 2 << 10
+
+// presetError is a failed create's error as a preset's pool shows it: bounded, whole characters.
+func presetError(msg string) string {
+	if len(msg) <= maxPresetErrorBytes {
+		return msg
+	}
+	cut := maxPresetErrorBytes
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
 
 func versionText(n int) string {
@@ -223,6 +299,14 @@ func (s *Server) toPreset(ctx context.Context, p store.Preset, t store.Template)
 	out.Pool.Version = p.VersionNumber
 	if p.VersionID == "" {
 		out.Pool.Version = t.ActiveVersion
+	}
+	failures, err := s.store.PresetFailures(ctx, p.ID, prebuilds.MaxFailures)
+	if err != nil {
+		return sdk.Preset{}, err
+	}
+	if n := len(failures); n > 0 {
+		last := failures[n-1]
+		out.Pool.Failures, out.Pool.LastError, out.Pool.LastFailureAt = n, presetError(last.Error), &last.At
 	}
 	return out, nil
 }

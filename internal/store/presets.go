@@ -68,9 +68,9 @@ type PresetStore interface {
 	// PrebuildInstances lists the unclaimed prebuilt workspaces (owned by PrebuildsUserID, not
 	// Terminated) of a preset ("" for every preset's), oldest first, with their latest builds.
 	PrebuildInstances(ctx context.Context, presetID string) ([]PrebuildInstance, error)
-	// PresetFailures returns the completion times of the preset's failed prebuild creates since
-	// its last successful one, oldest first, at most limit (the latest).
-	PresetFailures(ctx context.Context, presetID string, limit int) ([]time.Time, error)
+	// PresetFailures returns the preset's failed prebuild creates since its last successful one,
+	// oldest first, at most limit (the latest).
+	PresetFailures(ctx context.Context, presetID string, limit int) ([]PresetFailure, error)
 	// ClaimPrebuild picks, in one transaction, a ready instance of the preset on versionID (its
 	// latest build a successful start of that version, the workspace Running) that no concurrent
 	// claim holds (Postgres: FOR UPDATE SKIP LOCKED; SQLite: the single writer), and passes it to
@@ -79,4 +79,10 @@ type PresetStore interface {
 	// workspace of that name that is not Terminated. ok is false when no instance is ready. An
 	// error of fn writes nothing and is returned.
 	ClaimPrebuild(ctx context.Context, presetID, versionID string, fn func(rec BuildRecord) (workspace.Workspace, *build.Build, error)) (w workspace.Workspace, b *build.Build, ok bool, err error)
+}
+
+// PresetFailure is a failed prebuild create: when it ended, and its build's error.
+type PresetFailure struct {
+	At    time.Time
+	Error string
 }

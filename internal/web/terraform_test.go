@@ -175,8 +175,8 @@ resource "terraform_data" "slow" {
 // TestBrowserTerraformBuilds: a Terraform workspace's builds on its page, as hangar builds, logs
 // and cancel give them (real terraform in the server's provisioner). The running build is listed
 // (number, transition, status, who) with its log streaming; Cancel asks first, then the build
-// becomes canceled on the page without a reload, with the reason in its row and in the
-// workspace's failure; a stop's build then appears above it and its log replaces the first; the
+// becomes canceled on the page without a reload, with the reason in its row, and the workspace
+// Canceled with what to do next; a stop's build then appears above it and its log replaces the first; the
 // user picks the first build's log again.
 func TestBrowserTerraformBuilds(t *testing.T) {
 	env := servertest.NewTF(t, "sqlite", 1)
@@ -214,7 +214,8 @@ func TestBrowserTerraformBuilds(t *testing.T) {
 	}
 	b.Run("canceled live", chromedp.WaitVisible(row(1)+`[@data-status="canceled"]//td[@data-testid="build-error" and contains(., "canceled by ann")]`, chromedp.BySearch))
 	b.Run("canceled", chromedp.WaitVisible(`//*[@data-testid="ws-logs-status" and text()="build canceled"]`, chromedp.BySearch),
-		chromedp.WaitVisible(`//*[@data-testid="ws-detail-error" and contains(., "build #1 (start) was canceled by ann")]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//*[@data-testid="ws-detail-error" and starts-with(., "Canceled: build #1 (start) was canceled by ann; start, stop or delete the workspace")]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//span[@data-testid="ws-detail-state" and text()="Canceled"]`, chromedp.BySearch),
 		chromedp.WaitNotVisible(row(1)+`//button[@data-testid="build-cancel"]`, chromedp.BySearch))
 	call(t, env.Env, ann, "GET", "/api/v1/workspaces/vm1/builds/1", nil, &bl)
 	if bl.Status != "canceled" || !strings.HasPrefix(bl.Error, "canceled by ann") || bl.CompletedAt == nil {
@@ -238,4 +239,38 @@ func TestBrowserTerraformBuilds(t *testing.T) {
 	b.Click(row(1)+`//button[@data-testid="build-log"]`, `//pre[@data-testid="ws-logs" and contains(., "slow-started")]`)
 	b.Run("its status", chromedp.WaitVisible(`//*[@data-testid="ws-logs-status" and text()="build canceled"]`, chromedp.BySearch),
 		chromedp.WaitVisible(row(1)+`//button[@data-testid="build-log" and @aria-pressed="true"]`, chromedp.BySearch))
+}
+
+// failingModule's start always fails, as a template whose machines cannot be had would.
+const failingModule = `variable "start_count" {
+  type = number
+}
+resource "terraform_data" "machine" {
+  count = var.start_count
+  provisioner "local-exec" {
+    command = "echo no capacity left >&2; exit 3"
+  }
+}
+`
+
+// TestBrowserFailingPreset: a preset whose pool keeps failing (real terraform) says so, with its
+// last error, where the page offers it: the creation form's preset choice.
+func TestBrowserFailingPreset(t *testing.T) {
+	env := servertest.NewTF(t, "sqlite", 1)
+	env.PushModule("vm", map[string]string{"main.tf": failingModule})
+	call(t, env.Env, env.AdminToken, "PUT", "/api/v1/templates/vm/presets/small", sdk.PutPresetRequest{Instances: 1}, nil)
+	if res, err := env.Server.Prebuilds().Tick(env.Ctx); err != nil || res.Created != 1 {
+		t.Fatalf("tick: %+v, %v", res, err)
+	}
+	env.WaitBuilds(1)
+	ann := createUser(t, env.Env, "ann")
+
+	c := browser.Start(t, browser.Options{Name: "ann", ResolverRules: "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"})
+	b := c.On(t)
+	b.Open(env.URL+"/ui/new", `//input[@name="token"]`)
+	b.SignIn(ann, `//*[@data-testid="create-form"]`)
+	b.Run("choose the template", chromedp.WaitReady(`//select[@data-testid="create-template"]/option[@value="vm"]`, chromedp.BySearch),
+		chromedp.SetValue(`//select[@data-testid="create-template"]`, "vm", chromedp.BySearch),
+		chromedp.Evaluate(`document.querySelector('[data-testid="create-template"]').dispatchEvent(new Event('change'))`, nil),
+		chromedp.WaitReady(`//select[@data-testid="create-preset"]/option[@value="small" and contains(., "failing: 1 prebuild creates failed in a row; last: terraform apply: exit status 1") and contains(@title, "no capacity left")]`, chromedp.BySearch))
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/errs"
 )
 
-// State is a workspace state. Actual states use all eleven values; desired states use only
+// State is a workspace state. Actual states use all values but RestartRequested; desired states use only
 // Running, Stopped, Terminated and RestartRequested.
 type State string
 
@@ -23,15 +23,20 @@ const (
 	Stopping          State = "Stopping"
 	Stopped           State = "Stopped"
 	Failed            State = "Failed"
-	Error             State = "Error"
-	RestartRequested  State = "RestartRequested"
-	Terminating       State = "Terminating"
-	Terminated        State = "Terminated"
-	Unknown           State = "Unknown"
+	// Canceled is a Terraform workspace whose latest build was canceled: Terraform stopped after
+	// the operations in progress, so the workspace is partly what its owner asked for. Nothing is
+	// wrong with it: start, stop or delete it. (Coder's "canceled" status; the seed's states have
+	// no word for it, as the Kubernetes backend cannot cancel.)
+	Canceled         State = "Canceled"
+	Error            State = "Error"
+	RestartRequested State = "RestartRequested"
+	Terminating      State = "Terminating"
+	Terminated       State = "Terminated"
+	Unknown          State = "Unknown"
 )
 
 // ActualStates lists every value actual_state may take. RestartRequested is desired-only.
-var ActualStates = []State{CreationRequested, Starting, Running, Stopping, Stopped, Failed, Error, Terminating, Terminated, Unknown}
+var ActualStates = []State{CreationRequested, Starting, Running, Stopping, Stopped, Failed, Canceled, Error, Terminating, Terminated, Unknown}
 
 // DesiredStates lists every value desired_state may take.
 var DesiredStates = []State{Running, Stopped, Terminated, RestartRequested}

@@ -77,7 +77,7 @@ func (s *Service) DeletePrebuild(ctx context.Context, workspaceID, why string, o
 			return false, err
 		}
 		s.ended(*rec.Build)
-		s.appendLogs(ctx, last.Job.ID, "Canceling", "warn", fmt.Sprintf("Canceled by %s before a provisioner picked it up: the prebuilt workspace is no longer wanted (%s).",
+		s.appendLogs(ctx, last.Job.ID, build.StageCanceling, "warn", fmt.Sprintf("Canceled by %s before a provisioner picked it up: the prebuilt workspace is no longer wanted (%s).",
 			store.PrebuildsUsername, why))
 	}
 	req := Request{Transition: build.Delete, Orphan: orphan, Reason: build.ReasonPrebuild}

@@ -629,7 +629,7 @@ func (s *Service) Cancel(ctx context.Context, u workspace.User, ref store.Worksp
 	if rec.Build.Job.Status() == build.Canceling {
 		msg += " Interrupting Terraform; it stops after the operations in progress and its state is kept."
 	}
-	s.appendLogs(ctx, b.Job.ID, "Canceling", "warn", msg)
+	s.appendLogs(ctx, b.Job.ID, build.StageCanceling, "warn", msg)
 	return *rec.Build, nil
 }
 
@@ -753,7 +753,7 @@ func (s *Service) abandoned(ctx context.Context, workerID string) error {
 			var nb build.Build
 			switch {
 			case b.Job.CanceledAt != nil:
-				msg, stage, level = "Canceled: the provisioner that claimed this build restarted before it ran Terraform; nothing ran and the state is unchanged.", "Canceling", "warn"
+				msg, stage, level = "Canceled: the provisioner that claimed this build restarted before it ran Terraform; nothing ran and the state is unchanged.", build.StageCanceling, "warn"
 				nb = build.Finish(b, build.Outcome{Canceled: true}, s.now())
 			case again:
 				msg, stage, level = "The provisioner that claimed this build restarted before it ran Terraform, a second time after the build was queued again; "+

@@ -2,6 +2,7 @@ package terraform
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync"
@@ -52,6 +53,10 @@ func (l *logger) begin(stage string) {
 type lineWriter struct {
 	log    *logger
 	stderr bool
+	// varFile is the variables file the runner writes: terraform's diagnostics about it are told
+	// as the parameter's (diagnosis).
+	varFile string
+	diag    diagnosis
 
 	mu      sync.Mutex
 	partial []byte
@@ -117,6 +122,10 @@ func (w *lineWriter) line(s string) {
 		w.log.emit(LevelDebug, s)
 		return
 	}
+	s, keep := w.diag.rewrite(s, w.varFile)
+	if !keep {
+		return
+	}
 	if w.stderr {
 		if t := undecorate(s); t != "" {
 			w.last = append(w.last, t)
@@ -157,4 +166,70 @@ func undecorate(s string) string {
 	}
 	s = strings.TrimPrefix(s, "│ ")
 	return strings.TrimSpace(s)
+}
+
+// diagnosis rewrites terraform's diagnostics about a variable's value in the variables file the
+// runner wrote. terraform shows where the value came from: the file's path in the provisioner's
+// work directory and its line, which holds every variable's value (sensitive ones too), then
+// "var.NAME is VALUE". None of it is the user's: they gave a parameter. So the source lines are
+// dropped, and the diagnostic's detail is told as the parameter's:
+//
+//	Error: Invalid value for variable
+//
+//	parameter "size": value must be one of s, m.
+type diagnosis struct {
+	state int
+	param string
+}
+
+const (
+	diagNone    = iota
+	diagSource  // in the source lines after "on <varFile> line N:": dropped up to a blank line
+	diagDetail  // before the detail's first line, which names the parameter
+	diagNotSuit // "The given value is not suitable for var.X declared at ...:" was dropped
+)
+
+var (
+	diagVarIs       = regexp.MustCompile(`^(?:│\s*)?var\.([A-Za-z_][A-Za-z0-9_-]*) is `)
+	diagNotSuitable = regexp.MustCompile(`^The given value is not suitable for var\.([A-Za-z_][A-Za-z0-9_-]*) declared at \S+?:?$`)
+	diagVarName     = regexp.MustCompile(`\bvar\.([A-Za-z_][A-Za-z0-9_-]*)`)
+)
+
+// rewrite returns the line to log instead of s, or keep false to drop it.
+func (d *diagnosis) rewrite(s, varFile string) (string, bool) {
+	u := undecorate(s)
+	switch d.state {
+	case diagSource:
+		if m := diagVarIs.FindStringSubmatch(u); m != nil {
+			d.param = m[1]
+		}
+		if u == "" {
+			d.state = diagDetail
+		}
+		return "", false
+	case diagDetail, diagNotSuit:
+		if u == "" {
+			return s, true
+		}
+		if d.state == diagDetail {
+			if m := diagNotSuitable.FindStringSubmatch(u); m != nil {
+				d.param, d.state = m[1], diagNotSuit
+				return "", false // the reason follows on the next line
+			}
+		}
+		param := d.param
+		if m := diagVarName.FindStringSubmatch(u); param == "" && m != nil {
+			param = m[1]
+		}
+		*d = diagnosis{}
+		if param == "" {
+			return s, true
+		}
+		return fmt.Sprintf("parameter %q: %s", param, u), true
+	}
+	if varFile != "" && strings.HasPrefix(u, "on "+varFile+" line ") {
+		*d = diagnosis{state: diagSource}
+		return "", false
+	}
+	return s, true
 }

@@ -74,3 +74,66 @@ func TestLineWriterDebugLines(t *testing.T) {
 		t.Errorf("kept for the error: %q", last)
 	}
 }
+
+// diagnosis tells terraform's diagnostics about the variables file as the parameter's, with or
+// without the box drawing of a coloured output.
+func TestDiagnosisNamesTheParameter(t *testing.T) {
+	const varFile = "/var/lib/hangar/work/job-1/hangar.tfvars.json"
+	plain := []string{
+		"Error: Invalid value for variable", "",
+		"  on " + varFile + " line 1:", `   1: {"size":"xl","token":"s3cret"}`, "    ├────────────────", `    │ var.size is "xl"`, "",
+		"value must be one of s, m.", "", "This was checked by the validation rule at main.tf:4,3-13.",
+		"Error: Invalid value for input variable", "",
+		"  on " + varFile + " line 1:", `   1: {"size":"xl","token":"s3cret"}`, "",
+		"The given value is not suitable for var.count_of declared at main.tf:10,1-20:", "a number is required.",
+		"  on main.tf line 3:", "Unrelated.",
+	}
+	want := []string{
+		"Error: Invalid value for variable", "", `parameter "size": value must be one of s, m.`, "",
+		"This was checked by the validation rule at main.tf:4,3-13.",
+		"Error: Invalid value for input variable", "", `parameter "count_of": a number is required.`,
+		"  on main.tf line 3:", "Unrelated.",
+	}
+	decorated := make([]string, len(plain))
+	for i, l := range plain {
+		decorated[i] = "│ " + l
+	}
+	for name, in := range map[string][]string{"plain": plain, "decorated": decorated} {
+		var d diagnosis
+		var got []string
+		for _, l := range in {
+			if out, keep := d.rewrite(l, varFile); keep {
+				got = append(got, undecorate(out))
+			}
+		}
+		for i := range want {
+			want[i] = undecorate(want[i])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// Whatever terraform prints, the variables file's path and its lines never come out.
+func FuzzDiagnosis(f *testing.F) {
+	const varFile = "/work/job/hangar.tfvars.json"
+	f.Add("Error: x\n\n  on /work/job/hangar.tfvars.json line 1:\n   1: {\"a\":\"SECRET\"}\n\nmsg var.a\n")
+	f.Add("│   on /work/job/hangar.tfvars.json line 2:\n│ \n│ The given value is not suitable for var.n declared at main.tf:1,1-2:\n│ bad\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		var d diagnosis
+		lines := strings.Split(text, "\n")
+		for i, l := range lines {
+			out, keep := d.rewrite(l, varFile)
+			if !keep {
+				continue
+			}
+			if strings.HasPrefix(undecorate(out), "on "+varFile+" line ") {
+				t.Fatalf("line %d %q kept the file's location", i, out)
+			}
+			if out != l && !strings.HasPrefix(out, "parameter ") {
+				t.Fatalf("line %d %q rewritten to %q", i, l, out)
+			}
+		}
+	})
+}

@@ -292,6 +292,18 @@ func (r *Runner) cliConfig() (string, error) {
 	return b.String(), nil
 }
 
+// providerPackage is the executable terraform installs as Hangar's provider, "" when the runner
+// offers none.
+func (r *Runner) providerPackage() string {
+	switch {
+	case r.Sandbox != nil:
+		return r.Sandbox.Exe
+	case r.PluginMirror != "":
+		return mirrorPackage(r.PluginMirror)
+	}
+	return ""
+}
+
 // hclString quotes s as an HCL string literal, with template sequences escaped.
 func hclString(s string) string {
 	var b strings.Builder
@@ -327,6 +339,9 @@ const (
 	byCancel
 	byContext
 )
+
+// varFileName is the file in a run's directory that gives terraform the variables' values.
+const varFileName = "hangar.tfvars.json"
 
 // run is the state of one Run.
 type run struct {
@@ -389,8 +404,9 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 
 	jobDir := filepath.Join(r.workRoot(), req.JobID)
 	x := &run{r: r, req: req, log: log, ctx: ctx, moduleDir: filepath.Join(jobDir, "module")}
-	x.stdout = &lineWriter{log: log}
-	x.stderr = &lineWriter{log: log, stderr: true}
+	varFile := filepath.Join(jobDir, varFileName)
+	x.stdout = &lineWriter{log: log, varFile: varFile}
+	x.stderr = &lineWriter{log: log, stderr: true, varFile: varFile}
 	defer func() {
 		if r.KeepWorkDir {
 			return
@@ -449,7 +465,12 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 		log.emit(LevelError, firstLine(res.Err))
 	}
 
-	log.begin(StageReadState)
+	// The state is read in a stage of its own only after terraform succeeded: after a failure or
+	// an interrupt the build ends in the stage terraform stopped in, so that a log follower marks
+	// that stage as failed or canceled, not the reading of the state after it.
+	if res.Err == nil {
+		log.begin(StageReadState)
+	}
 	state, note, rerr := readState(x.moduleDir)
 	if note != "" {
 		log.emit(LevelWarn, note)
@@ -569,6 +590,11 @@ func (x *run) terraform() error {
 	if err != nil {
 		return err
 	}
+	if pkg := x.r.providerPackage(); pkg != "" {
+		if err := lockProvider(x.moduleDir, pkg); err != nil {
+			return err
+		}
+	}
 	cfgPath := filepath.Join(filepath.Dir(x.moduleDir), "terraform.rc")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("writing the CLI config: %w", err)
@@ -677,7 +703,7 @@ func (x *run) terraform() error {
 	if err != nil {
 		return fmt.Errorf("encoding the variables: %w", err)
 	}
-	varFile := filepath.Join(filepath.Dir(x.moduleDir), "hangar.tfvars.json")
+	varFile := filepath.Join(filepath.Dir(x.moduleDir), varFileName)
 	if err := os.WriteFile(varFile, varsJSON, 0o600); err != nil {
 		return fmt.Errorf("writing the variables: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/tfmodule"
+	"github.com/hangar-dev/hangar/internal/tfprovider"
 )
 
 // testTimeout bounds every wait of these tests; terraform runs in well under a second per command
@@ -540,6 +541,63 @@ func TestHCLString(t *testing.T) {
 	} {
 		if got := hclString(in); got != want {
 			t.Errorf("hclString(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// A build that uses Hangar's provider from the built-in mirror installs it without terraform's
+// "Incomplete lock file information" warning, even over an author's stale lock entry for it.
+func TestRunProviderFromMirrorHasCompleteLock(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t)
+	if r.PluginMirror, err = tfprovider.Mirror(t.TempDir(), exe); err != nil {
+		t.Fatal(err)
+	}
+	res, lines := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "hangarprovider")}, nil)
+	if res.Err != nil {
+		t.Fatalf("Run: %v", res.Err)
+	}
+	if !hasLine(lines, func(l Line) bool {
+		return l.Stage == StageInit && strings.Contains(l.Output, "Installed hangar.dev/hangar/hangar")
+	}) {
+		t.Error("terraform init did not install Hangar's provider from the mirror")
+	}
+	for _, l := range lines {
+		if strings.Contains(l.Output, "Incomplete lock file information") || strings.Contains(l.Output, "calculate lock file checksums locally") {
+			t.Errorf("the build log has terraform's incomplete lock file warning: %s %q", l.Level, l.Output)
+		}
+	}
+}
+
+// terraform's refusal of a variable's value names the parameter, never the provisioner's work path
+// or the variables file's line (which holds every value, sensitive ones too).
+func TestRunVariableValidationNamesTheParameter(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t)
+	vars := map[string]string{"size": "xl", "count_of": "two", "token": "secret-token-value-93"}
+	res, lines := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "validation"), Variables: vars}, nil)
+	if res.Err == nil {
+		t.Fatal("Run succeeded")
+	}
+	text := res.Err.Error() + "\n"
+	for _, l := range lines {
+		text += l.Output + "\n"
+	}
+	for _, want := range []string{`parameter "size": value must be one of s, m.`, `parameter "count_of": `} {
+		if !strings.Contains(res.Err.Error(), want) {
+			t.Errorf("Err %q does not contain %q", res.Err, want)
+		}
+		if !hasLine(lines, func(l Line) bool { return l.Level == LevelError && strings.Contains(l.Output, want) }) {
+			t.Errorf("no error line contains %q", want)
+		}
+	}
+	for _, leak := range []string{r.WorkRoot, "tfvars", "secret-token-value-93", `"xl"`} {
+		if strings.Contains(text, leak) {
+			t.Errorf("the error or the log shows %q:\n%s", leak, text)
 		}
 	}
 }

@@ -183,11 +183,11 @@ func (s *Store) PrebuildInstances(ctx context.Context, presetID string) ([]store
 	return out, nil
 }
 
-func (s *Store) PresetFailures(ctx context.Context, presetID string, limit int) ([]time.Time, error) {
+func (s *Store) PresetFailures(ctx context.Context, presetID string, limit int) ([]store.PresetFailure, error) {
 	// The latest prebuild creates that ended, canceled ones aside (the reconciler cancels pending
 	// creates it no longer wants: no failure of the template). Of creates that ended at the same
 	// time, failures count as the later.
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT j.completed_at, j.error <> '' FROM workspace_builds b
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT j.completed_at, j.error FROM workspace_builds b
 		JOIN provisioner_jobs j ON j.build_id = b.id JOIN workspaces w ON w.id = b.workspace_id
 		WHERE w.preset_id = ? AND b.is_prebuild AND j.completed_at IS NOT NULL AND j.canceled_at IS NULL
 		ORDER BY j.completed_at DESC, CASE WHEN j.error <> '' THEN 0 ELSE 1 END, b.id LIMIT ?`), presetID, limit)
@@ -195,17 +195,17 @@ func (s *Store) PresetFailures(ctx context.Context, presetID string, limit int) 
 		return nil, fmt.Errorf("read failures of preset %s: %w", presetID, err)
 	}
 	defer rows.Close()
-	var out []time.Time
+	var out []store.PresetFailure
 	for rows.Next() {
 		var at int64
-		var failed bool
-		if err := rows.Scan(&at, &failed); err != nil {
+		var msg string
+		if err := rows.Scan(&at, &msg); err != nil {
 			return nil, fmt.Errorf("read failures of preset %s: %w", presetID, err)
 		}
-		if !failed {
+		if msg == "" {
 			break
 		}
-		out = append([]time.Time{fromMicros(at)}, out...)
+		out = append([]store.PresetFailure{{At: fromMicros(at), Error: msg}}, out...)
 	}
 	return out, rows.Err()
 }

@@ -228,7 +228,8 @@ func testPrebuildInstances(t *testing.T, s store.Store) {
 	f.prebuilt(t, s, p, "failed4", t0.Add(6*time.Minute), failed)
 	pending = f.prebuilt(t, s, p, "pending2", t0.Add(7*time.Minute), nil)
 	// A canceled create (pending's) counts neither way.
-	if fails, err = s.PresetFailures(ctx, p.ID, 16); err != nil || len(fails) != 2 || !fails[0].Equal(t0.Add(5*time.Minute)) || !fails[1].Equal(t0.Add(6*time.Minute)) {
+	if fails, err = s.PresetFailures(ctx, p.ID, 16); err != nil || len(fails) != 2 || !fails[0].At.Equal(t0.Add(5*time.Minute)) || !fails[1].At.Equal(t0.Add(6*time.Minute)) ||
+		fails[1].Error == "" {
 		t.Fatalf("failures: %v, %v", fails, err)
 	}
 	if ws, err := s.ListWorkspaces(ctx, store.ListFilter{}); err != nil || len(ws) != 0 {

@@ -182,7 +182,7 @@ export function workspacePage(main, me, nav, owner, name) {
       w.automation && w.automation.autostop_at ? [h('dt', {}, 'Stops at'), h('dd', {}, fmtTime(w.automation.autostop_at))] : null,
       w.automation && w.automation.next_autostart_at ? [h('dt', {}, 'Starts at'), h('dd', {}, fmtTime(w.automation.next_autostart_at))] : null,
       (w.parameters || []).length ? [h('dt', {}, 'Parameters'), h('dd', {}, w.parameters.map((p) => h('div', { class: 'mono' }, p.name + ' = ' + (p.sensitive ? '••••' : p.value || ''))))] : null);
-    errorBox.textContent = w.error ? 'Failed: ' + w.error.type + ': ' + w.error.message : '';
+    errorBox.textContent = !w.error ? '' : w.actual_state === 'Canceled' ? 'Canceled: ' + w.error.message : 'Failed: ' + w.error.type + ': ' + w.error.message;
     errorBox.hidden = !w.error;
     const running = w.actual_state === 'Running';
     fill(actions, 
@@ -462,7 +462,7 @@ function buildsSection(box, path, name) {
 
   async function cancel(b) {
     if (!(await confirmDialog('Cancel build #' + b.number + ' of ' + name + '?',
-      'Terraform finishes the operations in progress and stops. The state it wrote is kept, so nothing it created is forgotten; the workspace is then Failed until it is started or stopped again.',
+      'Terraform finishes the operations in progress and stops. The state it wrote is kept, so nothing it created is forgotten; the workspace is then Canceled until it is started, stopped or deleted.',
       'Cancel the build', 'Let it run'))) return;
     try {
       const nb = await api('POST', path + '/builds/' + b.number + '/cancel');
@@ -546,7 +546,9 @@ export function createPage(main, me, nav) {
     inputs.clear();
     for (const [k, v] of found) inputs.set(k, v);
     fill(params, fields);
-    fill(presetSel, h('option', { value: '' }, 'none'), presets.map((p) => h('option', { value: p.name }, p.name + (p.pool && p.pool.ready ? ' (' + p.pool.ready + ' ready)' : ''))));
+    fill(presetSel, h('option', { value: '' }, 'none'), presets.map((p) => h('option', { value: p.name, title: p.pool && p.pool.failures ? p.pool.last_error : '' },
+      p.name + (p.pool && p.pool.ready ? ' (' + p.pool.ready + ' ready)' : '') +
+      (p.pool && p.pool.failures ? ' (failing: ' + p.pool.failures + ' prebuild creates failed in a row; last: ' + (p.pool.last_error || '').split('\n')[0] + ')' : ''))));
   }
   // A preset sets the parameters (the API takes a preset or parameters, not both): its values are
   // shown, and the fields are locked while it is chosen.
