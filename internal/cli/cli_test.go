@@ -282,7 +282,7 @@ func TestLogin(t *testing.T) {
 	if got := c.fail("login", "--url", srv.URL); got != "error: a token is required: pass --token or set HANGAR_TOKEN\nRun 'hangar login --help' for usage.\n" {
 		t.Errorf("login without token: %q", got)
 	}
-	if got := c.fail("login", "--url", srv.URL, "--token", "wrong"); !strings.HasPrefix(got, "error: invalid token") {
+	if got := c.fail("login", "--url", srv.URL, "--token", "wrong"); !strings.HasPrefix(got, "error: the server at "+srv.URL+" refused the token: ") {
 		t.Errorf("login with a bad token: %q", got)
 	}
 	if _, err := os.Stat(c.config); !errors.Is(err, os.ErrNotExist) {
