@@ -39,7 +39,7 @@ promote' (a new template's first version is always active).
 
 A parameter is immutable unless the line right above its variable block is the comment
 "# hangar:mutable"; 'sensitive = true' keeps its value from being shown anywhere.`,
-		Example: `  hangar templates push markers --directory ./templates/markers`,
+		Example: `  hangar templates push vm --directory ./templates/vm`,
 		Args:    oneName("template"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)
