@@ -39,8 +39,9 @@ type TF struct {
 	started int
 }
 
-// NewTF starts a TF on engine with provisioners in-process provisioner daemons.
-func NewTF(t testing.TB, engine string, provisioners int) *TF {
+// NewTF starts a TF on engine with provisioners in-process provisioner daemons; opts change the
+// server's options.
+func NewTF(t testing.TB, engine string, provisioners int, opts ...Option) *TF {
 	t.Helper()
 	tfPath, err := exec.LookPath("terraform")
 	if err != nil {
@@ -54,6 +55,9 @@ func NewTF(t testing.TB, engine string, provisioners int) *TF {
 		w.Builder = tfbackend.New(tfbackend.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger})
 		w.Builder.Observe(func(b build.Build) { w.Ended <- b })
 		o.Builder = w.Builder
+		for _, opt := range opts {
+			opt(o)
+		}
 	})
 	t.Cleanup(w.StopProvisioners)
 	for range provisioners {
