@@ -373,7 +373,11 @@ func (a *app) printProvisioners(w io.Writer, ps []sdk.Provisioner) error {
 		if p.LastSeenAt != nil {
 			seen = a.formatTime(*p.LastSeenAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", p.Name, seen)
+		name := p.Name
+		if p.BuiltIn {
+			name = fmt.Sprintf("%s (in the server, %d daemon%s)", p.Name, p.Daemons, map[bool]string{true: "s"}[p.Daemons != 1])
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", name, seen)
 	}
 	return tw.Flush()
 }

@@ -414,3 +414,21 @@ func TestLoginSaysWhatIsWrong(t *testing.T) {
 		t.Fatalf("a failed login wrote the login file: %v", err)
 	}
 }
+
+// TestProvisionersListShowsTheBuiltIn: `hangar provisioners list` on a server whose in-process
+// provisioner runs builds lists it, rather than "No provisioners registered".
+func TestProvisionersListShowsTheBuiltIn(t *testing.T) {
+	env := servertest.NewTF(t, "sqlite", 1)
+	admin := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": env.AdminToken})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := admin.ok("provisioners", "list")
+		if strings.Contains(out, "\nbuilt-in (in the server, 1 daemon)  ") && !strings.Contains(out, "No provisioners") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("provisioners list:\n%s\nwant the built-in provisioner", out)
+		}
+		<-time.After(20 * time.Millisecond) // until the daemon's first call for work
+	}
+}

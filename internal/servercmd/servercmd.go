@@ -406,7 +406,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 			}
 			runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: root, KeepWorkDir: true, Shim: shim, PluginMirror: mirror}
 			iso.apply(runner, i)
-			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("server/%s/%d", serverID, i),
+			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("%s%s/%d", tfbackend.InProcessWorkerPrefix, serverID, i),
 				Logger: log.With("component", "provisioner", "n", i), UnreportedDir: filepath.Join(root, ".unreported")}
 			background.Add(1)
 			go func() {

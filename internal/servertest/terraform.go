@@ -82,7 +82,7 @@ func (w *TF) StartProvisioner() {
 	defer w.mu.Unlock()
 	ctx, cancel := context.WithCancel(w.Ctx)
 	d := &provisioner.Daemon{Coord: w.Builder, Runner: &terraform.Runner{TerraformPath: w.tfPath, WorkRoot: w.T.TempDir(), GracePeriod: time.Minute},
-		WorkerID: fmt.Sprintf("test-%d", w.started), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		WorkerID: fmt.Sprintf("%stest/%d", tfbackend.InProcessWorkerPrefix, w.started), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
 	w.started++

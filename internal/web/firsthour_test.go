@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/hangar-dev/hangar/internal/proxy"
+	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
 	"github.com/hangar-dev/hangar/internal/testutil/browser"
@@ -128,11 +129,25 @@ func TestBrowserFirstHour(t *testing.T) {
 		t.Errorf("with port 3000 the link reads %q (shown %v)", link, port.LinkShown)
 	}
 
+	// The admin's provisioners page shows the built-in provisioner that ran vm1's build, and so
+	// does the API.
+	var ps []sdk.Provisioner
+	call(t, env.Env, env.AdminToken, "GET", "/api/v1/provisioners", nil, &ps)
+	if len(ps) != 1 || !ps[0].BuiltIn || ps[0].Name != "built-in" || ps[0].Daemons != 1 || ps[0].LastSeenAt == nil {
+		t.Errorf("GET /api/v1/provisioners = %+v, want the built-in provisioner with its 1 daemon", ps)
+	}
+	b.Run("sign out", chromedp.Click(`//button[@data-testid="signout"]`, chromedp.BySearch), chromedp.WaitVisible(`//h1[text()="Signed out"]`, chromedp.BySearch))
+	b.Open(env.URL+"/ui/admin/provisioners", `//input[@name="token"]`)
+	b.SignIn(env.AdminToken, `//h1[text()="Provisioners"]`)
+	if text := b.Text(`main`); strings.Contains(text, "No provisioner") || !strings.Contains(text, "built-in (in the server, 1 daemon)") {
+		t.Errorf("the provisioners page reads %q: want the built-in provisioner", text)
+	}
+
 	// An app's error page, as the access proxy (and the server's apps) answer it.
 	app := httptest.NewServer(proxy.NewHandler(proxy.Options{ServerURL: env.URL, Zone: "apps.test"}))
 	t.Cleanup(app.Close)
 	b.Open(app.URL+"/", `//h1[text()="No such workspace"]`)
 	styledPage(t, b, "an app's error page", home)
 	screenshot(t, b, "app-error")
-	b.Click(`//a[@id="back"]`, `//*[@data-testid="ws-new"]`)
+	b.Click(`//a[@id="back"]`, `//h1[text()="Workspaces"]`)
 }
