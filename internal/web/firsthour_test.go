@@ -109,6 +109,13 @@ func TestBrowserFirstHour(t *testing.T) {
 		}
 	}
 
+	// Deleting it says what goes for a Terraform workspace (not "its volume").
+	b.Click(`//button[@data-testid="ws-delete"]`, `//dialog[@data-testid="confirm" and contains(., "terraform destroy deletes the workspace’s resources. This cannot be undone.")]`)
+	if text := b.Text(`dialog[data-testid="confirm"]`); strings.Contains(text, "volume") {
+		t.Errorf("the delete dialog of a Terraform workspace reads %q", text)
+	}
+	b.Run("keep it", chromedp.Click(`//button[@data-testid="confirm-cancel"]`, chromedp.BySearch), chromedp.WaitNotVisible(`//dialog[@data-testid="confirm"]`, chromedp.BySearch))
+
 	// The apps port box.
 	var port struct {
 		Value, Placeholder string

@@ -190,7 +190,7 @@ export function workspacePage(main, me, nav, owner, name) {
       h('button', { testid: 'ws-stop', onclick: () => act('Stop', 'Stopped'), disabled: w.desired_state === 'Stopped' }, 'Stop'),
       h('button', { testid: 'ws-restart', onclick: () => act('Restart', 'RestartRequested', 'The workspace stops and starts again; open sessions end.'), disabled: !running }, 'Restart'),
       w.backend === 'terraform' ? h('button', { testid: 'ws-update', onclick: update, disabled: !w.outdated }, 'Update to the active version') : null,
-      h('button', { class: 'danger', testid: 'ws-delete', onclick: () => act('Delete', 'Terminated', 'The workspace and its volume are deleted. This cannot be undone.') }, 'Delete'),
+      h('button', { class: 'danger', testid: 'ws-delete', onclick: () => act('Delete', 'Terminated', (w.backend === 'terraform' ? 'terraform destroy deletes the workspace\u2019s resources.' : 'The workspace\u2019s Kubernetes objects and its volume are deleted.') + ' This cannot be undone.') }, 'Delete'),
       busy(w) ? h('span', { class: 'muted', testid: 'ws-busy' }, 'working…') : null);
     renderApps(w);
     renderSSH(w);
