@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -65,6 +68,27 @@ func TestHelpPlaceholders(t *testing.T) {
 		t.Fatalf("found only %d flag lines: the pattern no longer matches the help's layout", flags)
 	}
 
+	// --url and --token are listed the same way everywhere: under Flags of each command that talks
+	// to a server, never under Global Flags, and never under the daemons' help.
+	withURL := 0
+	for name, help := range helps {
+		local, global, _ := strings.Cut(help, "\nGlobal Flags:\n")
+		if strings.Contains(global, "--url URL") || strings.Contains(global, "--token TOKEN") {
+			t.Errorf("%s --help lists --url or --token under Global Flags:\n%s", name, help)
+		}
+		if strings.Contains(local, "--url URL") {
+			withURL++
+		}
+	}
+	if withURL < 40 {
+		t.Errorf("only %d commands' help lists --url URL under Flags", withURL)
+	}
+	for _, daemon := range []string{"hangar server", "hangar agent", "hangar provisioner", "hangar proxy"} {
+		if strings.Contains(helps[daemon], "--url URL") {
+			t.Errorf("%s --help offers the client's --url:\n%s", daemon, helps[daemon])
+		}
+	}
+
 	// The lines this test was written for, and the kinds typed options show.
 	for cmd, want := range map[string][]string{
 		"hangar agent":         {"--token-file FILE ", "--config FILE ", "--kube-qps int ", "(printed by hangar agents create)"},
@@ -78,5 +102,35 @@ func TestHelpPlaceholders(t *testing.T) {
 				t.Errorf("%s --help lacks %q:\n%s", cmd, w, helps[cmd])
 			}
 		}
+	}
+}
+
+var updateHelp = flag.Bool("update", false, "rewrite testdata/help/hangar.golden")
+
+// `hangar --help` lists the client commands by what a user does, and the server and its daemons
+// apart (not mixed in with them); with -update it rewrites the golden file.
+func TestRootHelp(t *testing.T) {
+	var out bytes.Buffer
+	root := rootCommand()
+	root.SetOut(&out)
+	root.SetArgs([]string{"--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "help", "hangar.golden")
+	if *updateHelp {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("hangar --help:\n%s\nwant (%s; -update rewrites it):\n%s", out.String(), path, want)
 	}
 }

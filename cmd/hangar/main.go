@@ -36,17 +36,26 @@ func main() {
 	os.Exit(cli.Execute(root))
 }
 
+// groupDaemons is the help's group of the server and the daemons.
+const groupDaemons = "daemons"
+
 // rootCommand builds the command tree.
 func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "hangar",
 		Short: "Hangar: self-hosted remote development workspaces",
 	}
-	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), projectCloneCommand(),
+	cli.AddCommands(root) // and their groups in the help
+	// The daemons, apart from the client commands (the hidden ones too, should they be shown).
+	root.AddGroup(&cobra.Group{ID: groupDaemons, Title: "Running Hangar (the server and its daemons):"})
+	for _, c := range []*cobra.Command{servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), projectCloneCommand(),
 		wshelper.Command(),   // hidden: a workspace's main container runs it
 		installSelfCommand(), // hidden: a workspace's init container copies the binary for it
-		loadcmd.Command())    // hidden: the load generator (docs/benchmarks.md)
-	cli.AddCommands(root)
+		loadcmd.Command(),    // hidden: the load generator (docs/benchmarks.md)
+	} {
+		c.GroupID = groupDaemons
+		root.AddCommand(c)
+	}
 	return root
 }
 

@@ -40,7 +40,7 @@ promote' (a new template's first version is always active).
 
 A parameter is immutable unless the line right above its variable block is the comment
 "# hangar:mutable"; 'sensitive = true' keeps its value from being shown anywhere.`,
-		Example: `  hangar templates push markers --directory ./templates/markers`,
+		Example: `  hangar templates push vm --directory ./templates/vm`,
 		Args:    oneName("template"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)
@@ -374,7 +374,11 @@ func (a *app) printProvisioners(w io.Writer, ps []sdk.Provisioner) error {
 		if p.LastSeenAt != nil {
 			seen = a.formatTime(*p.LastSeenAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", p.Name, seen)
+		name := p.Name
+		if p.BuiltIn {
+			name = fmt.Sprintf("%s (in the server, %d daemon%s)", p.Name, p.Daemons, map[bool]string{true: "s"}[p.Daemons != 1])
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", name, seen)
 	}
 	return tw.Flush()
 }

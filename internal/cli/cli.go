@@ -70,7 +70,31 @@ func defaultApp() *app {
 // AddCommands adds the client commands to root.
 func AddCommands(root *cobra.Command) { addCommands(root, defaultApp()) }
 
+// The groups of `hangar --help`: the client commands here are grouped by what a user does;
+// cmd/hangar adds a group of its own for the daemons (server, agent, provisioner, proxy).
+const (
+	GroupWorkspaces = "workspaces"
+	GroupAccount    = "account"
+	GroupAdmin      = "admin"
+)
+
+// groupOf is each client command's group; a command not listed (help, completion, version) is
+// under "Additional Commands".
+var groupOf = map[string]string{
+	"create": GroupWorkspaces, "list": GroupWorkspaces, "show": GroupWorkspaces, "start": GroupWorkspaces,
+	"stop": GroupWorkspaces, "restart": GroupWorkspaces, "delete": GroupWorkspaces, "update": GroupWorkspaces,
+	"schedule": GroupWorkspaces, "ssh": GroupWorkspaces, "port-forward": GroupWorkspaces, "config-ssh": GroupWorkspaces,
+	"builds": GroupWorkspaces, "logs": GroupWorkspaces, "cancel": GroupWorkspaces, "state": GroupWorkspaces,
+	"login": GroupAccount, "logout": GroupAccount, "whoami": GroupAccount, "tokens": GroupAccount, "ssh-keys": GroupAccount,
+	"templates": GroupAdmin, "agents": GroupAdmin, "provisioners": GroupAdmin, "users": GroupAdmin, "audit": GroupAdmin,
+}
+
 func addCommands(root *cobra.Command, a *app) {
+	root.AddGroup(
+		&cobra.Group{ID: GroupWorkspaces, Title: "Workspaces:"},
+		&cobra.Group{ID: GroupAccount, Title: "Your login, tokens and keys:"},
+		&cobra.Group{ID: GroupAdmin, Title: "Templates and administration:"},
+	)
 	cmds := []*cobra.Command{
 		a.loginCmd(),
 		a.logoutCmd(),
@@ -98,6 +122,7 @@ func addCommands(root *cobra.Command, a *app) {
 		c.PersistentPreRunE = a.traceCommand // trace.go
 		// Each Use line already shows the flags that matter.
 		disableFlagsInUseLine(c)
+		c.GroupID = groupOf[c.Name()]
 		root.AddCommand(c)
 	}
 }
@@ -125,14 +150,24 @@ var (
 	globalFlags = []globalFlag{flagURL, flagToken, flagOutput}
 )
 
-// addGlobalFlags declares the global flags as persistent flags of c, unless root already has them
-// (then c inherits root's).
+// addGlobalFlags declares the global flags on every command of c's tree that does the work (one
+// without subcommands), unless root already has them as persistent flags (then they inherit
+// root's). They are each command's own flags, not root's persistent ones, because the same root
+// holds `hangar server` and the other daemons, which take none of them; and not a group's
+// persistent ones, which would list them as Flags under `hangar stop` but as Global Flags under
+// `hangar agents create` (docs/decisions.md, "CLI help").
 func addGlobalFlags(c, root *cobra.Command) {
+	if c.HasSubCommands() {
+		for _, sub := range c.Commands() {
+			addGlobalFlags(sub, root)
+		}
+		return
+	}
 	for _, f := range globalFlags {
 		if root.PersistentFlags().Lookup(f.name) != nil {
 			continue
 		}
-		c.PersistentFlags().StringP(f.name, f.short, f.def, f.usage)
+		c.Flags().StringP(f.name, f.short, f.def, f.usage)
 	}
 }
 

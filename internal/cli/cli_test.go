@@ -20,6 +20,8 @@ func TestHelp(t *testing.T) {
 		"ssh-keys", "ssh-keys add", "ssh-keys list", "ssh-keys remove", "ssh", "port-forward", "config-ssh", "audit",
 		"tokens", "tokens create", "tokens list", "tokens revoke", "users suspend", "users delete", "agents update", "whoami", "logout", "version",
 		"templates lifecycle", "templates delete",
+
+		"templates", "templates push", "templates pull", "templates promote", "update", "builds",
 	}
 	for _, c := range commands {
 		name := strings.ReplaceAll(c, " ", "-")
@@ -283,7 +285,7 @@ func TestLogin(t *testing.T) {
 	if got := c.fail("login", "--url", srv.URL); got != "error: a token is required: pass --token or set HANGAR_TOKEN\nRun 'hangar login --help' for usage.\n" {
 		t.Errorf("login without token: %q", got)
 	}
-	if got := c.fail("login", "--url", srv.URL, "--token", "wrong"); !strings.HasPrefix(got, "error: invalid token") {
+	if got := c.fail("login", "--url", srv.URL, "--token", "wrong"); !strings.HasPrefix(got, "error: the server at "+srv.URL+" refused the token: ") {
 		t.Errorf("login with a bad token: %q", got)
 	}
 	if _, err := os.Stat(c.config); !errors.Is(err, os.ErrNotExist) {

@@ -1,14 +1,20 @@
 package cli
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
 )
 
 // config is the login file: where `hangar login` saves the server URL and the token it checked.
@@ -117,7 +123,7 @@ Later commands use them when neither a flag nor an environment variable says oth
 			}
 			me, err := c.Me(cmd.Context())
 			if err != nil {
-				return err
+				return loginError(c.URL.String(), err)
 			}
 			// Save the normalised URL, so that later commands compare it with theirs.
 			if _, err := a.saveConfig(config{URL: c.URL.String(), Token: token}); err != nil {
@@ -129,5 +135,59 @@ Later commands use them when neither a flag nor an environment variable says oth
 			fmt.Fprintf(cmd.OutOrStdout(), "Logged in to %s as %s\n", c.URL, me.Username)
 			return nil
 		},
+	}
+}
+
+// loginError says why `hangar login` could not check the token: the server refused it (what is
+// wrong with it, and how to get a new one), or the server could not be reached (at which URL, and
+// the likely cause) — not the API's or the dialer's raw words.
+func loginError(serverURL string, err error) error {
+	var ae *sdk.APIError
+	if errors.As(err, &ae) && ae.Body.Code == sdk.CodeUnauthorized {
+		why := ae.Body.Message
+		if why == "invalid token" {
+			why = "no user of this server has this token (check that it was copied whole, and that the URL is the server that issued it)"
+		}
+		return fmt.Errorf("the server at %s refused the token: %s. A new token: an admin runs 'hangar users rotate-token NAME' "+
+			"(a new server prints where its admin token is), or create one with 'hangar tokens create' where you are logged in", serverURL, why)
+	}
+	if errors.As(err, &ae) {
+		return err
+	}
+	return unreachable(serverURL, err)
+}
+
+// unreachable is the error of a request that got no HTTP answer from serverURL: where, and the
+// likely cause.
+func unreachable(serverURL string, err error) error {
+	var (
+		dnsErr  *net.DNSError
+		certErr *tls.CertificateVerificationError
+		netErr  net.Error
+	)
+	cause := "is the URL right?"
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		cause = "nothing listens there: is `hangar server` running, and are the host and port the ones it printed when it started?"
+	case errors.As(err, &dnsErr):
+		cause = fmt.Sprintf("the host name %q does not resolve: check the URL", dnsErr.Name)
+	case errors.As(err, &certErr), strings.Contains(err.Error(), "http: server gave HTTP response to HTTPS client"), strings.Contains(err.Error(), "tls: "):
+		cause = "TLS failed (" + tlsCause(err) + "): check http:// against https://, and that the server's certificate is trusted"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		cause = "no route to the host: check the address, or the network between here and the server"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		cause = "no answer in time: a firewall, or the wrong address"
+	}
+	return fmt.Errorf("could not reach the Hangar server at %s: %s", serverURL, cause)
+}
+
+// tlsCause is the innermost error's words, without the request's method and URL.
+func tlsCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -361,4 +363,72 @@ func (a *agentSim) deployment(name, ns, st string) protocol.WorkspaceAgentInfo {
 		a.t.Fatalf("no deployment for state %q", st)
 	}
 	return protocol.WorkspaceAgentInfo{Name: name, Namespace: ns, LatestK8sDeploymentInfo: d}
+}
+
+// TestLoginSaysWhatIsWrong: `hangar login` against the real server says what is wrong with a
+// refused token and how to get a new one (not "log in with 'hangar login'"), and, for a URL where
+// no server answers, that the server could not be reached there and the likely cause (not a raw
+// dial error).
+func TestLoginSaysWhatIsWrong(t *testing.T) {
+	env := servertest.New(t)
+	c := newCLI(t, nil)
+	const newToken = "A new token: an admin runs 'hangar users rotate-token NAME' (a new server prints where its admin token is), or create one with 'hangar tokens create' where you are logged in\n"
+	got := c.fail("login", "--url", env.URL, "--token", "hgu_not-a-token")
+	if want := "error: the server at " + env.URL + " refused the token: no user of this server has this token (check that it was copied whole, and that the URL is the server that issued it). " + newToken; got != want {
+		t.Errorf("login with a bad token:\n got %q\nwant %q", got, want)
+	}
+	admin := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": env.AdminToken})
+	var rita sdk.User
+	if err := json.Unmarshal([]byte(admin.ok("users", "create", "rita", "-o", "json")), &rita); err != nil {
+		t.Fatal(err)
+	}
+	admin.ok("users", "rotate-token", "rita")
+	got = c.fail("login", "--url", env.URL, "--token", rita.Token)
+	if !strings.HasPrefix(got, "error: the server at "+env.URL+` refused the token: token "initial" was revoked at `) || !strings.HasSuffix(got, newToken) {
+		t.Errorf("login with a revoked token: %q", got)
+	}
+	for _, out := range []string{got, c.fail("login", "--url", env.URL, "--token", "hgu_not-a-token")} {
+		if strings.Contains(out, "log in with") {
+			t.Errorf("login tells the user to log in: %q", out)
+		}
+	}
+
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	got = c.fail("login", "--url", dead, "--token", env.AdminToken)
+	if want := "error: could not reach the Hangar server at " + dead + ": nothing listens there: is `hangar server` running, and are the host and port the ones it printed when it started?\n"; got != want {
+		t.Errorf("login to a dead URL:\n got %q\nwant %q", got, want)
+	}
+	// https:// to a server that speaks http.
+	https := strings.Replace(env.URL, "http://", "https://", 1)
+	got = c.fail("login", "--url", https, "--token", env.AdminToken)
+	if !strings.HasPrefix(got, "error: could not reach the Hangar server at "+https+": TLS failed (") || !strings.HasSuffix(got, "): check http:// against https://, and that the server's certificate is trusted\n") {
+		t.Errorf("login with https:// to an http server: %q", got)
+	}
+	if _, err := os.Stat(c.config); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed login wrote the login file: %v", err)
+	}
+}
+
+// TestProvisionersListShowsTheBuiltIn: `hangar provisioners list` on a server whose in-process
+// provisioner runs builds lists it, rather than "No provisioners registered".
+func TestProvisionersListShowsTheBuiltIn(t *testing.T) {
+	env := servertest.NewTF(t, "sqlite", 1)
+	admin := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": env.AdminToken})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := admin.ok("provisioners", "list")
+		if strings.Contains(out, "\nbuilt-in (in the server, 1 daemon)  ") && !strings.Contains(out, "No provisioners") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("provisioners list:\n%s\nwant the built-in provisioner", out)
+		}
+		<-time.After(20 * time.Millisecond) // until the daemon's first call for work
+	}
 }

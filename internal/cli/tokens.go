@@ -330,7 +330,7 @@ input), --set one field (VALUE is JSON when it parses as such, else a string; nu
 back to its default). Fields not named are kept. The whole result is checked as at registration,
 and nothing changes unless it is all valid. dns_zone, namespace_mode and shared_namespace cannot
 change.`,
-		Example: `  hangar agents update k1 --set workspaces_quota=50 --set proxy_ssh_address=ssh.example.com:2222`,
+		Example: `  hangar agents update eu-west --set workspaces_quota=50 --set proxy_ssh_address=ssh.example.com:2222`,
 		Args:    oneName("agent"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)

@@ -103,7 +103,7 @@ func (a *app) templatePromoteCmd() *cobra.Command {
 		Short: "Make a version of a template the active one (admin only)",
 		Long: `Make a version of a template the active one: new workspaces, starts and 'hangar update' take it.
 Workspaces on another version are shown outdated until they are updated.`,
-		Example: "  hangar templates promote markers 2",
+		Example: "  hangar templates promote vm 2",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.Atoi(args[1])
@@ -136,8 +136,8 @@ func (a *app) templatePullCmd() *cobra.Command {
 unpacked into --directory DIR (which must not exist, or be empty) or written as the gzipped tar
 archive --archive FILE ("-" for standard output); a kubernetes template's devfile is written to
 --archive FILE.`,
-		Example: `  hangar templates pull markers --directory ./markers
-  hangar templates pull markers 1 --archive markers-v1.tar.gz`,
+		Example: `  hangar templates pull vm --directory ./vm
+  hangar templates pull vm 1 --archive vm-v1.tar.gz`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (dir == "") == (archive == "") {

@@ -44,7 +44,7 @@ are checked before any build. With --preset, a ready prebuilt workspace of the t
 is claimed (it is yours at once, with a start that completes what the prebuild left for its user);
 without a ready one, the workspace is built with the preset's version and parameters.`,
 		Example: `  hangar create my-ws --agent eu --devfile devfile.yaml --wait
-  hangar create my-vm --template markers --parameter size=2 --wait
+  hangar create my-vm --template vm --parameter size=large --wait
   hangar create my-vm --template vm --preset small --wait`,
 		Args: oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -132,15 +132,19 @@ type transition struct {
 
 var transitions = []transition{
 	{use: "start", to: workspace.Running, short: "Start a workspace (desired state Running)"},
-	{use: "stop", to: workspace.Stopped, short: "Stop a workspace (desired state Stopped); its volume is kept"},
+	{use: "stop", to: workspace.Stopped, short: "Stop a workspace (desired state Stopped)",
+		long: `Stop a workspace. A Kubernetes workspace is scaled to zero: its volume, and the files on it, are
+kept for the next start. A workspace made from a terraform template runs a stop build: terraform
+apply with start_count = 0, which removes what the template counts by it (the machine) and keeps the
+rest (a disk, say).`},
 	{use: "restart", to: workspace.RestartRequested, short: "Restart a running workspace (desired state RestartRequested)",
 		long: `Restart a running workspace: the agent scales it to zero, then the server sets the desired state
 back to Running. With --wait, the command ends when the workspace runs again.`},
-	{use: "delete", to: workspace.Terminated, short: "Delete a workspace and its volume (desired state Terminated)",
-		long: `Delete a workspace: the agent deletes its Kubernetes resources, volume included; for a workspace
-made from a terraform template, a delete build runs terraform destroy (--orphan skips Terraform and
-leaves every resource in place). Termination is permanent; a terminated workspace cannot be started
-again.`},
+	{use: "delete", to: workspace.Terminated, short: "Delete a workspace and everything it made (desired state Terminated)",
+		long: `Delete a workspace. For a Kubernetes workspace the agent deletes its resources, its volume
+included. For a workspace made from a terraform template a delete build runs terraform destroy,
+which removes every resource of the template (--orphan skips Terraform and leaves every resource in
+place). Termination is permanent; a terminated workspace cannot be started again.`},
 }
 
 func (a *app) transitionCmd(t transition) *cobra.Command {

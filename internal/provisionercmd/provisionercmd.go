@@ -5,6 +5,7 @@ package provisionercmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -50,7 +51,7 @@ func Command() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			cfg.ConfigFile = cmdopt.ConfigFile(cmd, "HANGAR_PROVISIONER_CONFIG")
-			return Run(ctx, cfg)
+			return Run(ctx, cfg, cmd.OutOrStdout())
 		},
 	}
 	cmdopt.RegisterWithFile(cmd, "HANGAR_PROVISIONER_CONFIG", append([]cmdopt.Option{
@@ -65,8 +66,8 @@ func Command() *cobra.Command {
 	return cmd
 }
 
-// Run runs the daemon until ctx ends.
-func Run(ctx context.Context, cfg Config) error {
+// Run runs the daemon until ctx ends. It says on out which user builds run as.
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err := terraform.Supported(); err != nil {
 		return err
 	}
@@ -101,6 +102,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := isolate(runner, cfg, shim, log); err != nil {
 		return err
 	}
+	if runner.Sandbox != nil {
+		defer runner.Sandbox.Claim.Release()
+	}
 	v, err := runner.Check(ctx)
 	if err != nil {
 		if runner.Sandbox != nil {
@@ -112,6 +116,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if runner.Sandbox != nil {
 		log.Info("template isolation on: builds run terraform as an unprivileged user in a private mount namespace, without the work directory's other builds, the token file or this process's environment",
 			"user", runner.Sandbox.User.UID, "group", runner.Sandbox.User.GID)
+		if c := runner.Sandbox.Claim; len(c.Skipped) > 0 {
+			log.Warn("the default build user is taken: using a free one", "user", c.User.UID, "taken", strings.Join(c.Skipped, "; "))
+		}
+		fmt.Fprintf(out, "Builds: templates run as build user %s\n", runner.Sandbox.Claim.Summary())
 	}
 	d := &provisioner.Daemon{
 		Coord:    &provisioner.Client{URL: cfg.Server, Token: token, HTTP: &http.Client{Timeout: 2 * time.Minute}},

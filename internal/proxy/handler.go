@@ -22,6 +22,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/redirect"
+	"github.com/hangar-dev/hangar/internal/web"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -207,7 +208,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 		_, _, _, ok = workspace.ParseHost(name, h.o.Zone)
 	}
 	if !ok {
-		page(w, http.StatusNotFound, "No such workspace", "There is no workspace at this address.")
+		h.page(w, http.StatusNotFound, "No such workspace", "There is no workspace at this address.")
 		return
 	}
 	if r.URL.Path == protocol.ProxyCallbackPath {
@@ -220,7 +221,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 		return
 	}
 	if len(creds) > maxCookies {
-		page(w, http.StatusBadRequest, "Too many session cookies",
+		h.page(w, http.StatusBadRequest, "Too many session cookies",
 			"Your browser sent more than a few session cookies to this address, which another page may have set. Clear this site's cookies and open it again.")
 		return
 	}
@@ -228,14 +229,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 		// Every workspace host is one "site" to a browser, so a page of another workspace (anyone's)
 		// could make the user's browser open a WebSocket or post here with the user's cookie, and
 		// read the WebSocket: refuse what comes from another origin with a cookie.
-		page(w, http.StatusForbidden, "Cross-site request refused", "This workspace accepts WebSockets and changes only from its own pages.")
+		h.page(w, http.StatusForbidden, "Cross-site request refused", "This workspace accepts WebSockets and changes only from its own pages.")
 		return
 	}
 	d, err := h.decide(r.Context(), host, creds, info)
 	if err != nil {
 		// Fail closed: no answer from the server, no entry.
 		h.o.Logger.Warn("cannot check access with the server", "host", host, "err", err)
-		page(w, http.StatusBadGateway, "Cannot check your access", "The proxy cannot reach the Hangar server right now. Try again in a moment.")
+		h.page(w, http.StatusBadGateway, "Cannot check your access", "The proxy cannot reach the Hangar server right now. Try again in a moment.")
 		return
 	}
 	info.user, info.workspace = d.User, d.Workspace
@@ -252,21 +253,21 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 			return
 		}
 		// Another user's workspace looks like no workspace at all.
-		page(w, http.StatusNotFound, "No such workspace", "There is no workspace of yours at this address.")
+		h.page(w, http.StatusNotFound, "No such workspace", "There is no workspace of yours at this address.")
 		return
 	}
 	route := h.o.Routes.Lookup(name)
 	if route.Addr == "" {
 		w.Header().Set("Retry-After", "5")
 		if route.Why != "" {
-			page(w, http.StatusServiceUnavailable, "Workspace not reachable", route.Why)
+			h.page(w, http.StatusServiceUnavailable, "Workspace not reachable", route.Why)
 			return
 		}
 		msg := "The workspace " + d.Workspace + " is not running"
 		if d.Status != "" {
 			msg += " (it is " + d.Status + ")"
 		}
-		page(w, http.StatusServiceUnavailable, "Workspace not running", msg+". Start it with `hangar start "+d.Workspace+"`.")
+		h.page(w, http.StatusServiceUnavailable, "Workspace not running", msg+". Start it with `hangar start "+d.Workspace+"`.")
 		return
 	}
 	info.upstream = route.Addr
@@ -281,7 +282,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, info *accessInfo
 	} else {
 		if h.o.MaxBodyBytes > 0 {
 			if r.ContentLength > h.o.MaxBodyBytes {
-				page(w, http.StatusRequestEntityTooLarge, "Request too large", "The request body is larger than this proxy accepts.")
+				h.page(w, http.StatusRequestEntityTooLarge, "Request too large", "The request body is larger than this proxy accepts.")
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes)
@@ -320,7 +321,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		page(w, http.StatusRequestEntityTooLarge, "Request too large", "The request body is larger than this proxy accepts.")
+		h.page(w, http.StatusRequestEntityTooLarge, "Request too large", "The request body is larger than this proxy accepts.")
 		return
 	}
 	if r.Context().Err() != nil {
@@ -329,11 +330,11 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	addr, _ := r.Context().Value(upstreamKey).(string)
 	if msg, ok := PodNetworkUnreachable(addr, err); ok {
 		h.o.Logger.Warn("the pod network is not reachable from this proxy", "host", r.Host, "upstream", addr, "err", err)
-		page(w, http.StatusBadGateway, "Pod network not reachable", msg)
+		h.page(w, http.StatusBadGateway, "Pod network not reachable", msg)
 		return
 	}
 	h.o.Logger.Warn("workspace did not answer", "host", r.Host, "err", err)
-	page(w, http.StatusBadGateway, "Workspace not answering", "The workspace is running but its server did not answer on this port.")
+	h.page(w, http.StatusBadGateway, "Workspace not answering", "The workspace is running but its server did not answer on this port.")
 }
 
 // upgradeOrUnsafe reports whether r opens a WebSocket (or another upgrade) or may change state
@@ -470,7 +471,7 @@ func (h *Handler) rateLimited(w http.ResponseWriter, r *http.Request, d protocol
 	// The access log has the 429 of every such request; the server logs the limit once per window.
 	h.o.Logger.Debug("token refused: too many failed authentications from this client", "host", r.Host, "client", h.o.ClientAddr(r).String(), "retry_after", wait)
 	w.Header().Set("Retry-After", strconv.Itoa(wait))
-	page(w, http.StatusTooManyRequests, "Too many failed sign-ins",
+	h.page(w, http.StatusTooManyRequests, "Too many failed sign-ins",
 		"Too many wrong tokens were sent from your address lately. Try again in "+strconv.Itoa(wait)+" s.")
 }
 
@@ -501,13 +502,13 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request, host string) 
 		path = "/"
 	}
 	if code == "" || len(code) > 128 {
-		page(w, http.StatusBadRequest, "Bad sign-in link", "This link holds no sign-in code.")
+		h.page(w, http.StatusBadRequest, "Bad sign-in link", "This link holds no sign-in code.")
 		return
 	}
 	nonces := cookieValues(r, h.nonceCookie)
 	if len(nonces) == 0 || len(nonces) > maxCookies {
 		h.o.Logger.Info("sign-in code refused", "host", host, "err", "no nonce cookie, or too many", "nonce_cookies", len(nonces))
-		page(w, http.StatusForbidden, "Sign-in link not for this browser",
+		h.page(w, http.StatusForbidden, "Sign-in link not for this browser",
 			"This sign-in link was not begun in this browser, or it took too long. Open the workspace's address again.")
 		return
 	}
@@ -524,11 +525,11 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request, host string) 
 	switch {
 	case errors.As(err, &se) && se.Code/100 == 4:
 		h.o.Logger.Info("sign-in code refused", "host", host, "err", err)
-		page(w, http.StatusForbidden, "Sign-in link expired", "This sign-in link was used already, has expired, or was begun in another browser. Open the workspace's address again.")
+		h.page(w, http.StatusForbidden, "Sign-in link expired", "This sign-in link was used already, has expired, or was begun in another browser. Open the workspace's address again.")
 		return
 	case err != nil:
 		h.o.Logger.Warn("cannot exchange a sign-in code", "host", host, "err", err)
-		page(w, http.StatusBadGateway, "Cannot sign you in", "The proxy cannot reach the Hangar server right now. Try again in a moment.")
+		h.page(w, http.StatusBadGateway, "Cannot sign you in", "The proxy cannot reach the Hangar server right now. Try again in a moment.")
 		return
 	}
 	if info, ok := r.Context().Value(infoKey).(*accessInfo); ok {
@@ -613,15 +614,24 @@ func headerHasToken(h http.Header, name, token string) bool {
 }
 
 var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} · Hangar</title></head>
-<body style="font-family:sans-serif;max-width:32em;margin:4em auto"><h1>{{.Title}}</h1><p>{{.Message}}</p></body></html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>{{.Title}} · Hangar</title><style>` + web.PageStyle + `</style></head>
+<body><header class="top"><a class="brand" href="{{.Home}}">Hangar</a></header>
+<main><h1>{{.Title}}</h1><p class="error" id="message">{{.Message}}</p>
+<p class="back"><a href="{{.Home}}" id="back">Back to Hangar</a></p></main></body></html>
 `))
 
-func page(w http.ResponseWriter, status int, title, message string) {
+// pageCSP allows the proxy's own pages their style and nothing else.
+var pageCSP = "default-src 'none'; style-src " + web.PageStyleSource + "; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+
+// page answers with one of the proxy's own pages, in the UI's look, linking back to the UI.
+func (h *Handler) page(w http.ResponseWriter, status int, title, message string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", pageCSP)
 	w.WriteHeader(status)
-	_ = pageTemplate.Execute(w, struct{ Title, Message string }{title, message})
+	home := strings.TrimRight(h.o.ServerURL, "/") + "/ui/"
+	_ = pageTemplate.Execute(w, struct{ Title, Message, Home string }{title, message, home})
 }
 
 // recorder notes the status and the bytes of a response for the access log; Unwrap lets

@@ -311,7 +311,15 @@ type Provisioner struct {
 	Token      string     `json:"token,omitempty"`
 	CreatedAt  time.Time  `json:"created_at"`
 	LastSeenAt *time.Time `json:"last_seen_at"`
+	// BuiltIn marks the daemons the answering server runs in its own process (hangar server
+	// --provisioners), listed as one provisioner with ID and Name BuiltInProvisioner, Daemons of
+	// them, created when the server started.
+	BuiltIn bool `json:"built_in,omitempty"`
+	Daemons int  `json:"daemons,omitempty"`
 }
+
+// BuiltInProvisioner is the ID and name of the built-in provisioner in a provisioner list.
+const BuiltInProvisioner = "built-in"
 
 // CreateProvisionerRequest is the body of POST /api/v1/provisioners.
 type CreateProvisionerRequest struct {

@@ -793,7 +793,12 @@ func (s *Server) listProvisioners(w http.ResponseWriter, r *http.Request, _ work
 	if err != nil {
 		return err
 	}
-	out := make([]sdk.Provisioner, 0, len(ps))
+	out := make([]sdk.Provisioner, 0, len(ps)+1)
+	// The daemons this server runs in process (--provisioners) are no registered provisioner, but
+	// they run builds: they are listed first, as the built-in provisioner.
+	if n, seen, since := s.builder.InProcess(); n > 0 {
+		out = append(out, sdk.Provisioner{ID: sdk.BuiltInProvisioner, Name: sdk.BuiltInProvisioner, BuiltIn: true, Daemons: n, CreatedAt: since, LastSeenAt: &seen})
+	}
 	for _, p := range ps {
 		out = append(out, sdk.Provisioner{ID: p.ID, Name: p.Name, CreatedAt: p.CreatedAt, LastSeenAt: p.LastSeenAt})
 	}

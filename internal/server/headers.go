@@ -2,13 +2,12 @@ package server
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/base64"
 	"net"
 	"net/http"
 	"net/netip"
 
 	"github.com/hangar-dev/hangar/internal/errs"
+	"github.com/hangar-dev/hangar/internal/web"
 )
 
 // What every answer of the server's own (not the apps zone's, whose pages are the workspaces')
@@ -111,12 +110,8 @@ func (w *authWatch) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 
-// pageStyle is the style of the server's own pages (writePage), allowed by its hash
-// (pageStyleSource) rather than by allowing inline styles.
-const pageStyle = "body{font-family:sans-serif;max-width:32em;margin:4em auto}" +
-	"#oidc-signin{display:inline-block;padding:.5em 1em;border:1px solid #333;border-radius:4px;color:#000;text-decoration:none}"
+// pageStyle is the style of the server's own pages (writePage): the UI's look (web.PageStyle),
+// allowed by its hash (pageStyleSource) rather than by allowing inline styles.
+const pageStyle = web.PageStyle
 
-var pageStyleSource = func() string {
-	h := sha256.Sum256([]byte(pageStyle))
-	return "'sha256-" + base64.StdEncoding.EncodeToString(h[:]) + "'"
-}()
+var pageStyleSource = web.PageStyleSource

@@ -51,23 +51,29 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <title>{{.Title}} · Hangar</title><style>` + pageStyle + `</style>{{if .Refresh}}
 <meta http-equiv="refresh" content="0; url={{.Refresh}}">{{end}}</head>
 <body>
+<header class="top"><a class="brand" href="/ui/">Hangar</a></header>
+<main>
 <h1>{{.Title}}</h1>
-{{if .Message}}<p>{{.Message}}</p>{{end}}
+{{if .Message}}<p{{if .Failed}} class="error"{{end}} id="message">{{.Message}}</p>{{end}}
 {{if .Form}}<form method="post" action="/signin">
 <input type="hidden" name="return_to" value="{{.ReturnTo}}">
 <label>Hangar token <input type="password" name="token" autocomplete="current-password" autofocus required size="40"></label>
-<button type="submit">Sign in</button>
+<button type="submit" class="primary">Sign in</button>
 </form>
-<p><small>Your token is what <code>hangar login</code> uses (an admin creates it with <code>hangar users create</code>).</small></p>{{end}}
+<p class="muted"><small>Your token is what <code>hangar login</code> uses (an admin creates it with <code>hangar users create</code>).</small></p>{{end}}
 {{if .OIDCLink}}<p><a href="{{.OIDCLink}}" id="oidc-signin">Sign in with {{.OIDCName}}</a></p>{{end}}
 {{if .SignedIn}}<form method="post" action="/signout"><button type="submit">Sign out</button></form>{{end}}
 {{if .Refresh}}<p><a href="{{.Refresh}}" id="continue">{{.Continue}}</a></p>{{end}}
+{{if not .Form}}<p class="back"><a href="/ui/" id="back">Back to Hangar</a></p>{{end}}
+</main>
 </body></html>
 `))
 
 type page struct {
 	Title, Message, ReturnTo string
 	Form, SignedIn           bool
+	// Failed shows the message as an error (set by writePage from the status).
+	Failed bool
 	// OIDCName and OIDCLink are the "Sign in with <name>" link, when OIDC is configured
 	// (oidcButton).
 	OIDCName, OIDCLink string
@@ -85,6 +91,7 @@ func writePage(w http.ResponseWriter, status int, p page) {
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", contentSecurityPolicy(p.FormTargets))
 	w.WriteHeader(status)
+	p.Failed = status >= 400
 	_ = pageTemplate.Execute(w, p)
 }
 

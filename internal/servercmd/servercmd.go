@@ -300,6 +300,38 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if cfg.PostgresURL != "" {
 		storeName = "Postgres"
 	}
+	// The in-process provisioners' build users are claimed before the start message, which says
+	// which they are (another installation of this host may have the default ones).
+	var iso *isolation
+	var shim, serverID string
+	if nprov > 0 {
+		check := &terraform.Runner{TerraformPath: cfg.Terraform}
+		if v, err := check.Check(ctx); err != nil {
+			// Started anyway they would claim builds and fail them; without them builds wait for a
+			// `hangar provisioner` (or fail after --build-pending-timeout, saying why).
+			log.Warn("the in-process provisioners cannot run Terraform and are not started: terraform templates build only on `hangar provisioner` daemons until this is fixed", "err", err)
+			nprov = 0
+		} else {
+			log.Info("in-process provisioners ready", "count", nprov, "terraform", v)
+		}
+	}
+	if nprov > 0 {
+		shim, err = os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the hangar executable (the provisioners' terraform shim): %w", err)
+		}
+		// The worker ids survive restarts, and the host's name (a new container keeps the data
+		// directory but not its name): they come from an id kept in the data directory.
+		serverID, err = persistentID(filepath.Join(cfg.DataDir, "provisioner", "server-id"))
+		if err != nil {
+			return err
+		}
+		iso, err = templateIsolation(ctx, cfg, nprov, shim, log)
+		if err != nil {
+			return err
+		}
+		defer iso.release()
+	}
 	reach := printListening(out, ln.Addr(), url, givenAccessURL, storeName)
 	tokenNotice, loginToken := adminTokenNotice(tokenFile, created)
 	fmt.Fprintln(out, tokenNotice)
@@ -308,6 +340,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		signIn = "with OIDC or a token"
 	}
 	fmt.Fprintf(out, "Web UI: %s/ui/ (sign in %s)\n", reach, signIn)
+	if line := iso.notice(); line != "" {
+		fmt.Fprintln(out, line)
+	}
 	fmt.Fprintf(out, "Next: hangar login --url %s --token %s\n"+
 		"      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster    (Kubernetes)\n"+
 		"      hangar templates push my-template --directory ./module && hangar create my-workspace --template my-template    (Terraform)\n",
@@ -356,31 +391,6 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		}()
 	}
 	if nprov > 0 {
-		check := &terraform.Runner{TerraformPath: cfg.Terraform}
-		if v, err := check.Check(ctx); err != nil {
-			// Started anyway they would claim builds and fail them; without them builds wait for a
-			// `hangar provisioner` (or fail after --build-pending-timeout, saying why).
-			log.Warn("the in-process provisioners cannot run Terraform and are not started: terraform templates build only on `hangar provisioner` daemons until this is fixed", "err", err)
-			nprov = 0
-		} else {
-			log.Info("in-process provisioners ready", "count", nprov, "terraform", v)
-		}
-	}
-	if nprov > 0 {
-		shim, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find the hangar executable (the provisioners' terraform shim): %w", err)
-		}
-		// The worker ids survive restarts, and the host's name (a new container keeps the data
-		// directory but not its name): they come from an id kept in the data directory.
-		serverID, err := persistentID(filepath.Join(cfg.DataDir, "provisioner", "server-id"))
-		if err != nil {
-			return err
-		}
-		iso, err := templateIsolation(ctx, cfg, shim, log)
-		if err != nil {
-			return err
-		}
 		for i := 0; i < nprov; i++ {
 			// Each daemon has its own work root and a worker id that survives restarts, so that a
 			// server killed mid-build adopts the terraform runs it left when it starts again.
@@ -395,10 +405,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 				return err
 			}
 			runner := &terraform.Runner{TerraformPath: cfg.Terraform, WorkRoot: root, KeepWorkDir: true, Shim: shim, PluginMirror: mirror}
-			if err := iso.apply(runner, i); err != nil {
-				return err
-			}
-			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("server/%s/%d", serverID, i),
+			iso.apply(runner, i)
+			d := &provisioner.Daemon{Coord: bld, Runner: runner, WorkerID: fmt.Sprintf("%s%s/%d", tfbackend.InProcessWorkerPrefix, serverID, i),
 				Logger: log.With("component", "provisioner", "n", i), UnreportedDir: filepath.Join(root, ".unreported")}
 			background.Add(1)
 			go func() {

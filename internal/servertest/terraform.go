@@ -39,8 +39,9 @@ type TF struct {
 	started int
 }
 
-// NewTF starts a TF on engine with provisioners in-process provisioner daemons.
-func NewTF(t testing.TB, engine string, provisioners int) *TF {
+// NewTF starts a TF on engine with provisioners in-process provisioner daemons; opts change the
+// server's options.
+func NewTF(t testing.TB, engine string, provisioners int, opts ...Option) *TF {
 	t.Helper()
 	tfPath, err := exec.LookPath("terraform")
 	if err != nil {
@@ -54,6 +55,9 @@ func NewTF(t testing.TB, engine string, provisioners int) *TF {
 		w.Builder = tfbackend.New(tfbackend.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger})
 		w.Builder.Observe(func(b build.Build) { w.Ended <- b })
 		o.Builder = w.Builder
+		for _, opt := range opts {
+			opt(o)
+		}
 	})
 	t.Cleanup(w.StopProvisioners)
 	for range provisioners {
@@ -78,7 +82,7 @@ func (w *TF) StartProvisioner() {
 	defer w.mu.Unlock()
 	ctx, cancel := context.WithCancel(w.Ctx)
 	d := &provisioner.Daemon{Coord: w.Builder, Runner: &terraform.Runner{TerraformPath: w.tfPath, WorkRoot: w.T.TempDir(), GracePeriod: time.Minute},
-		WorkerID: fmt.Sprintf("test-%d", w.started), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		WorkerID: fmt.Sprintf("%stest/%d", tfbackend.InProcessWorkerPrefix, w.started), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
 	w.started++

@@ -92,6 +92,28 @@ func (s *Service) sawWorker(id string) {
 	s.workers[id] = s.now()
 }
 
+// InProcessWorkerPrefix begins the worker id of every provisioner daemon `hangar server` runs in
+// its own process (the ids of registered provisioners' daemons begin with the provisioner's UUID).
+const InProcessWorkerPrefix = "server/"
+
+// InProcess reports the provisioner daemons running in this server's process that asked for work
+// or heartbeated within the last minute: how many, the latest call, and since when this service
+// runs. They are no registered provisioner (no token, no row), so this is how the API shows them.
+func (s *Service) InProcess() (daemons int, lastSeen, since time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cutoff := s.now().Add(-time.Minute)
+	for id, t := range s.workers {
+		if strings.HasPrefix(id, InProcessWorkerPrefix) && !t.Before(cutoff) {
+			daemons++
+			if t.After(lastSeen) {
+				lastSeen = t
+			}
+		}
+	}
+	return daemons, lastSeen, s.started
+}
+
 // ConnectedWorkers counts the provisioner daemons (in process or over HTTP) that asked for work or
 // heartbeated through this server within the last minute, and forgets older ones.
 func (s *Service) ConnectedWorkers() int {

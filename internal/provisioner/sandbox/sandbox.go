@@ -197,6 +197,8 @@ type Config struct {
 	Hide []string
 	// Exe is the hangar executable: the sandbox stage, and Hangar's provider.
 	Exe string
+	// Claim holds User for this process (ClaimUser); Release it when the daemon ends.
+	Claim *Claim
 }
 
 // InsecureWarning is what a provisioner logs at start when it runs templates without isolation.
@@ -225,7 +227,9 @@ const SecretsDir = "/etc/hangar"
 // Decide returns the isolation of the builds of a daemon (offset: the in-process provisioner's
 // index, 0 for `hangar provisioner`; def the default build user id) — nil when opts.Insecure — or
 // an error saying why templates cannot be isolated here and what to do. It never falls back to
-// running templates unisolated by itself.
+// running templates unisolated by itself. It claims the build user (ClaimUser: the default one, or
+// the next free id when that is taken; a chosen one or an error): the caller releases
+// Config.Claim when the daemon ends.
 func Decide(opts Options, def, offset int, exe string, hide []string) (*Config, error) {
 	if opts.Insecure {
 		return nil, nil
@@ -255,5 +259,9 @@ func Decide(opts Options, def, offset int, exe string, hide []string) (*Config, 
 		}
 		clean = append(clean, a)
 	}
-	return &Config{User: u, Hide: clean, Exe: exe}, nil
+	claim, err := ClaimUser(u, opts.User == "" || opts.User == "auto")
+	if err != nil {
+		return nil, fmt.Errorf("--provisioner-user: %w", err)
+	}
+	return &Config{User: claim.User, Hide: clean, Exe: exe, Claim: claim}, nil
 }

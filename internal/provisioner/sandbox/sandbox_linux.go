@@ -304,6 +304,66 @@ func bindFileRO(fd int, dst string) error {
 	return bindRO("/proc/self/fd/"+strconv.Itoa(fd), dst)
 }
 
+// lockFile takes the kernel's exclusive lock (flock) on f without waiting; errLocked when another
+// open file (of any process, this one too) holds it.
+func lockFile(f *os.File) error {
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return errLocked
+		}
+		return err
+	}
+	return nil
+}
+
+// processOf returns a live process that runs as uid (real or effective), and its name; 0 when none.
+func processOf(uid int) (int, string) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, ""
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 {
+			continue
+		}
+		st, ok := procStatus(pid)
+		if ok && st.alive && (st.uid == uid || st.euid == uid) {
+			return pid, st.name
+		}
+	}
+	return 0, ""
+}
+
+// status is what /proc/<pid>/status says of a process.
+type status struct {
+	name      string
+	uid, euid int
+	alive     bool // not a zombie: a zombie is dead already (its parent has not reaped it)
+}
+
+func procStatus(pid int) (status, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return status{}, false
+	}
+	st := status{uid: -1, euid: -1}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 2 && f[0] == "Name:":
+			st.name = f[1]
+		case len(f) >= 2 && f[0] == "State:":
+			st.alive = f[1] != "Z" && f[1] != "X"
+		case len(f) >= 3 && f[0] == "Uid:":
+			st.uid, _ = strconv.Atoi(f[1])
+			st.euid, _ = strconv.Atoi(f[2])
+			return st, true
+		}
+	}
+	return status{}, false
+}
+
 // KillUser kills every process of the user uid: what a build left running (a daemonized
 // local-exec) must not see the next build of the same user. It does nothing for root or this
 // process's own user. It returns the processes it killed, with their command lines as they were.
@@ -324,29 +384,15 @@ func KillUser(uid int) []Process {
 			if err != nil || pid <= 1 {
 				continue
 			}
-			b, err := os.ReadFile("/proc/" + e.Name() + "/status")
-			if err != nil {
-				continue
-			}
-			var state string
-			for _, line := range strings.Split(string(b), "\n") {
-				f := strings.Fields(line)
-				if len(f) >= 2 && f[0] == "State:" {
-					state = f[1]
-				}
-				if len(f) >= 3 && f[0] == "Uid:" {
-					// A zombie is dead already (its parent has not reaped it).
-					if (f[1] == strconv.Itoa(uid) || f[2] == strconv.Itoa(uid)) && state != "Z" && state != "X" {
-						args := cmdline(pid)
-						if syscall.Kill(pid, syscall.SIGKILL) == nil {
-							killed++
-							if !seen[pid] {
-								seen[pid] = true
-								out = append(out, Process{PID: pid, Args: args})
-							}
-						}
+			st, ok := procStatus(pid)
+			if ok && st.alive && (st.uid == uid || st.euid == uid) {
+				args := cmdline(pid)
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					killed++
+					if !seen[pid] {
+						seen[pid] = true
+						out = append(out, Process{PID: pid, Args: args})
 					}
-					break
 				}
 			}
 		}

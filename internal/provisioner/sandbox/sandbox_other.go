@@ -19,3 +19,11 @@ func Main() int {
 
 // KillUser does nothing here.
 func KillUser(int) []Process { return nil }
+
+// lockFile: no build user is claimed here (the sandbox needs Linux).
+func lockFile(*os.File) error {
+	return fmt.Errorf("template isolation needs Linux, not %s", runtime.GOOS)
+}
+
+// processOf: none here.
+func processOf(int) (int, string) { return 0, "" }

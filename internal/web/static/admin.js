@@ -94,7 +94,8 @@ export async function provisionersPage(main) {
   try { ps = listOf(await get('/api/v1/provisioners'), 'provisioners'); } catch (e) { return failed(main, 'Provisioners', e); }
   fill(main, h('h1', {}, 'Provisioners'),
     ps.length ? table('provisioners-table', ['Name', 'Last seen', 'Created'], ps, (p) => h('tr', { testid: 'provisioner-row', 'data-name': p.name },
-      h('td', {}, p.name), h('td', {}, p.last_seen_at ? fmtTime(p.last_seen_at) : 'never'), h('td', {}, fmtTime(p.created_at))))
+      h('td', {}, p.built_in ? p.name + ' (in the server, ' + p.daemons + (p.daemons === 1 ? ' daemon)' : ' daemons)') : p.name),
+      h('td', {}, p.last_seen_at ? fmtTime(p.last_seen_at) : 'never'), h('td', {}, p.built_in ? 'with the server' : fmtTime(p.created_at))))
       : h('p', { class: 'muted' }, 'No provisioner. Create one with ', h('code', {}, 'hangar provisioners create NAME'), '.'));
 }
 

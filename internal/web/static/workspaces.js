@@ -190,7 +190,7 @@ export function workspacePage(main, me, nav, owner, name) {
       h('button', { testid: 'ws-stop', onclick: () => act('Stop', 'Stopped'), disabled: w.desired_state === 'Stopped' }, 'Stop'),
       h('button', { testid: 'ws-restart', onclick: () => act('Restart', 'RestartRequested', 'The workspace stops and starts again; open sessions end.'), disabled: !running }, 'Restart'),
       w.backend === 'terraform' ? h('button', { testid: 'ws-update', onclick: update, disabled: !w.outdated }, 'Update to the active version') : null,
-      h('button', { class: 'danger', testid: 'ws-delete', onclick: () => act('Delete', 'Terminated', 'The workspace and its volume are deleted. This cannot be undone.') }, 'Delete'),
+      h('button', { class: 'danger', testid: 'ws-delete', onclick: () => act('Delete', 'Terminated', (w.backend === 'terraform' ? 'terraform destroy deletes the workspace\u2019s resources.' : 'The workspace\u2019s Kubernetes objects and its volume are deleted.') + ' This cannot be undone.') }, 'Delete'),
       busy(w) ? h('span', { class: 'muted', testid: 'ws-busy' }, 'working…') : null);
     renderApps(w);
     renderSSH(w);
@@ -200,9 +200,16 @@ export function workspacePage(main, me, nav, owner, name) {
     clear(apps);
     if (w.url) apps.append(h('p', {}, h('a', { href: w.url, target: '_blank', rel: 'noopener', testid: 'ws-app-link' }, w.url)));
     if (w.apps_url) {
-      const port = h('input', { type: 'number', min: 1, max: 65535, value: 8080, id: 'app-port', testid: 'ws-app-port', class: 'port' });
+      // Hangar does not know which port the machine's app listens on: the box starts empty, and
+      // the link shows once a port is typed.
+      const port = h('input', { type: 'number', min: 1, max: 65535, id: 'app-port', testid: 'ws-app-port', class: 'port', placeholder: 'a port, e.g. 8080' });
       const link = h('a', { target: '_blank', rel: 'noopener', testid: 'ws-app-port-link' });
-      const upd = () => { const u = w.apps_url.replace('{port}', String(port.value)); link.href = u; link.textContent = u; };
+      const upd = () => {
+        const n = Number(port.value);
+        link.hidden = !(Number.isInteger(n) && n >= 1 && n <= 65535 && port.value !== '');
+        const u = link.hidden ? '' : w.apps_url.replace('{port}', String(n));
+        link.href = u; link.textContent = u;
+      };
       port.addEventListener('input', upd);
       upd();
       apps.append(h('div', { class: 'row' }, h('label', { for: 'app-port', class: 'radio' }, 'Port'), port, link));
@@ -251,6 +258,10 @@ export function workspacePage(main, me, nav, owner, name) {
     try { t = await get('/api/v1/templates/' + enc(w.template)); } catch (e) { fill(paramsBox, h('h2', {}, 'Parameters'), h('p', { class: 'error' }, e.message)); return; }
     const active = (t.versions || []).find((v) => v.active);
     const have = new Map((w.parameters || []).map((p) => [p.name, p]));
+    // "new": the active version has the parameter and the workspace's version had not (without
+    // the workspace's version to compare, one the workspace has no value of).
+    const mine = (t.versions || []).find((v) => v.number === w.template_version);
+    const isNew = (p) => (mine ? !(mine.parameters || []).some((q) => q.name === p.name) : !have.has(p.name));
     const ps = ((active && active.parameters) || []).filter((p) => p.mutable || (p.required && !have.has(p.name)));
     if (!ps.length) {
       fill(paramsBox, h('h2', {}, 'Parameters'), h('p', { class: 'muted', testid: 'params-none' }, 'None of this template\u2019s parameters can change after create.'));
@@ -269,7 +280,8 @@ export function workspacePage(main, me, nav, owner, name) {
       input.dataset.was = input.value;
       const out = h('p', { class: 'error field-error', id: id + '-error', hidden: true });
       fields['parameters.' + p.name] = { input, out, name: p.name, sensitive: p.sensitive };
-      return [h('label', { for: id }, p.name + (cur ? '' : ' (new, required)'),
+      const marks = [isNew(p) ? 'new' : '', p.required ? 'required' : ''].filter(Boolean);
+      return [h('label', { for: id, testid: 'uparam-label-' + p.name }, p.name + (marks.length ? ' (' + marks.join(', ') + ')' : ''),
         h('span', { class: 'hint' }, [p.type, p.description, p.default && !p.sensitive ? 'default ' + p.default : ''].filter(Boolean).join(' · ')), input), out];
     });
     const form = h('form', { class: 'stack', testid: 'params-form' }, rows,

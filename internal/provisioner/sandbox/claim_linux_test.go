@@ -1,0 +1,63 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestClaimUser: a build user another daemon holds, or a process runs as, is taken: the default
+// user moves to the next free id and says why; a chosen one is refused. Released, a user can be
+// claimed again.
+func TestClaimUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("claiming build users writes /run/hangar and starts a process as another user, which needs root (CI runs as root)")
+	}
+	const base = 2000000700 // away from the defaults, which daemons of this host may hold
+	held, err := ClaimUser(User{UID: base, GID: base}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(held.Release)
+	busy := exec.Command("sleep", "600")
+	busy.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: base + 1, Gid: base + 1}}
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Process.Kill(); _ = busy.Wait() })
+
+	c, err := ClaimUser(User{UID: base, GID: base}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Release)
+	if c.User.UID != base+2 || c.User.GID != base+2 {
+		t.Fatalf("the default user moved to %+v, want uid %d", c.User, base+2)
+	}
+	pid := strconv.Itoa(os.Getpid())
+	want := []string{
+		"uid " + strconv.Itoa(base) + ": another Hangar daemon (pid " + pid + ") builds as it, holding /run/hangar/build-uid-" + strconv.Itoa(base) + ".lock",
+		"uid " + strconv.Itoa(base+1) + ": process " + strconv.Itoa(busy.Process.Pid) + " (sleep) runs as it",
+	}
+	if strings.Join(c.Skipped, "\n") != strings.Join(want, "\n") {
+		t.Errorf("skipped %q, want %q", c.Skipped, want)
+	}
+	if s := c.Summary(); !strings.HasPrefix(s, "uid "+strconv.Itoa(base+2)+" (the default build user was taken") {
+		t.Errorf("summary %q", s)
+	}
+
+	for _, uid := range []int{base, base + 1} {
+		if _, err := ClaimUser(User{UID: uid, GID: uid}, false); err == nil || !strings.Contains(err.Error(), "the build user uid "+strconv.Itoa(uid)+" is taken: ") {
+			t.Errorf("a chosen user %d that is taken: %v, want a refusal", uid, err)
+		}
+	}
+	held.Release()
+	again, err := ClaimUser(User{UID: base, GID: base}, false)
+	if err != nil {
+		t.Fatalf("a released user cannot be claimed again: %v", err)
+	}
+	again.Release()
+}
