@@ -150,6 +150,15 @@ func isolate(r *terraform.Runner, cfg Config, exe string, log *slog.Logger) erro
 		return nil
 	}
 	// What no template may read besides the work directory: the provisioner's token.
-	r.Sandbox, err = sandbox.Decide(opts, sandbox.DefaultStandaloneUID, 0, exe, []string{cfg.TokenFile, cfg.ConfigFile, sandbox.SecretsDir})
+	r.Sandbox, err = sandbox.Decide(opts, sandbox.DefaultStandaloneUID, 0, exe, []string{cfg.TokenFile, cfg.ConfigFile, sandbox.SecretsDir}, "hangar provisioner "+workDirAbs(cfg.WorkDir))
 	return err
+}
+
+// workDirAbs is the work directory's absolute path (the daemon's name in its build user's lock), or
+// dir as given if it has none.
+func workDirAbs(dir string) string {
+	if a, err := filepath.Abs(dir); err == nil {
+		return a
+	}
+	return dir
 }

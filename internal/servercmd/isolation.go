@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 
 	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
@@ -39,18 +40,25 @@ func templateIsolation(ctx context.Context, cfg Config, n int, exe string, log *
 	// docs/deploy-vm.md keeps the environment file with the database URL.
 	hide := []string{cfg.DataDir, cfg.Hardening.TLSKeyFile, cfg.OIDC.ClientSecretFile, cfg.ConfigFile, sandbox.SecretsDir}
 	auto := opts.User == "" || opts.User == "auto"
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("the data directory: %w", err)
+	}
 	for i := range n {
 		offset := i
 		if auto && i > 0 {
 			// After the users of the provisioners before it, which may have moved up.
 			offset = iso.sandboxes[i-1].User.UID + 1 - sandbox.DefaultUID
 		}
-		sb, err := sandbox.Decide(opts, sandbox.DefaultUID, offset, exe, hide)
+		sb, err := sandbox.Decide(opts, sandbox.DefaultUID, offset, exe, hide, fmt.Sprintf("hangar server %s provisioner %d", dataDir, i))
 		if err != nil {
 			iso.release()
 			return nil, fmt.Errorf("in-process provisioners: %w; or run with --provisioners 0 and `hangar provisioner` elsewhere", err)
 		}
 		iso.sandboxes[i] = sb
+		if sb.Claim.Leftover != "" {
+			log.Info("the build user runs what this server's earlier run left (its builds are adopted)", "provisioner", i, "user", sb.User.UID, "process", sb.Claim.Leftover)
+		}
 		if len(sb.Claim.Skipped) > 0 {
 			log.Warn("the default build user is taken: using a free one", "provisioner", i, "user", sb.User.UID, "taken", strings.Join(sb.Claim.Skipped, "; "))
 		}

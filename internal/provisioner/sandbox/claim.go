@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,7 +25,10 @@ type Claim struct {
 	User User
 	// Skipped says, for a default build user, which ids were taken and by what, in order.
 	Skipped []string
-	file    *os.File
+	// Leftover names a process that ran as the user when it was claimed, left by this daemon's own
+	// earlier run (killed: its builds are adopted); empty when none ran.
+	Leftover string
+	file     *os.File
 }
 
 // Release gives the user back (the process's end does too).
@@ -51,10 +55,15 @@ func (c *Claim) Summary() string {
 // else). The lock is taken before the processes are looked at, so two daemons starting at the same
 // time never both take one user.
 //
+// owner names the daemon (its installation and slot, e.g. "hangar server /var/lib/hangar
+// provisioner 0"); it is written in the lock file. A daemon killed mid-build leaves that build's
+// processes running as its user, which it adopts when it starts again: processes of a user whose
+// free lock names the same owner are this daemon's leftovers, and do not make the user taken.
+//
 // With auto (the default build user, not one the operator chose) the next free id is taken
 // instead: u.UID+1, u.UID+2, … (the group the same number). A chosen user that is taken is an
 // error: it is not Hangar's to pick another.
-func ClaimUser(u User, auto bool) (*Claim, error) {
+func ClaimUser(u User, auto bool, owner string) (*Claim, error) {
 	if err := os.MkdirAll(LockDir, 0o755); err != nil {
 		return nil, fmt.Errorf("claim the build user: %w", err)
 	}
@@ -64,12 +73,12 @@ func ClaimUser(u User, auto bool) (*Claim, error) {
 		if auto {
 			cand = User{UID: u.UID + i, GID: u.GID + i}
 		}
-		f, why, err := claimOne(cand.UID)
+		f, why, leftover, err := claimOne(cand.UID, owner)
 		if err != nil {
 			return nil, err
 		}
 		if f != nil {
-			return &Claim{User: cand, Skipped: skipped, file: f}, nil
+			return &Claim{User: cand, Skipped: skipped, Leftover: leftover, file: f}, nil
 		}
 		if !auto {
 			return nil, fmt.Errorf("the build user uid %d is taken: %s; every process of a build user is killed when one of its builds ends, so it must serve this daemon only: give --provisioner-user a user nothing else runs as, or auto", cand.UID, why)
@@ -79,33 +88,45 @@ func ClaimUser(u User, auto bool) (*Claim, error) {
 	return nil, fmt.Errorf("no free build user among uid %d to %d: %s", u.UID, u.UID+claimTries-1, strings.Join(skipped[:min(len(skipped), 3)], "; "))
 }
 
-// claimOne locks uid's file. It returns the held file, or why uid is taken.
-func claimOne(uid int) (*os.File, string, error) {
+// claimOne locks uid's file. It returns the held file (and a leftover process of owner's earlier
+// run, if one runs as uid), or why uid is taken.
+func claimOne(uid int, owner string) (f *os.File, why, leftover string, err error) {
 	path := filepath.Join(LockDir, "build-uid-"+strconv.Itoa(uid)+".lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, "", fmt.Errorf("claim the build user uid %d: %w", uid, err)
+		return nil, "", "", fmt.Errorf("claim the build user uid %d: %w", uid, err)
 	}
 	if err := lockFile(f); err != nil {
 		f.Close()
 		if errors.Is(err, errLocked) {
 			holder, _ := os.ReadFile(path)
 			who := "another Hangar daemon"
-			if pid := strings.TrimSpace(string(holder)); pid != "" {
+			if pid, _ := lockHolder(holder); pid != "" {
 				who += " (pid " + pid + ")"
 			}
-			return nil, who + " builds as it, holding " + path, nil
+			return nil, who + " builds as it, holding " + path, "", nil
 		}
-		return nil, "", fmt.Errorf("claim the build user uid %d: lock %s: %w", uid, path, err)
+		return nil, "", "", fmt.Errorf("claim the build user uid %d: lock %s: %w", uid, path, err)
 	}
 	if pid, name := processOf(uid); pid != 0 {
-		f.Close()
-		return nil, fmt.Sprintf("process %d (%s) runs as it", pid, name), nil
+		prev, _ := io.ReadAll(io.LimitReader(f, 4096))
+		if _, was := lockHolder(prev); owner == "" || was != owner {
+			f.Close()
+			return nil, fmt.Sprintf("process %d (%s) runs as it", pid, name), "", nil
+		}
+		leftover = fmt.Sprintf("process %d (%s)", pid, name)
 	}
 	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"+owner+"\n"), 0)
 	}
-	return f, "", nil
+	return f, "", leftover, nil
+}
+
+// lockHolder reads a lock file's content: the holder's pid, then its owner.
+func lockHolder(b []byte) (pid, owner string) {
+	pid, rest, _ := strings.Cut(string(b), "\n")
+	owner, _, _ = strings.Cut(rest, "\n")
+	return strings.TrimSpace(pid), owner
 }
 
 // errLocked: another process holds the lock.

@@ -17,7 +17,7 @@ func TestClaimUser(t *testing.T) {
 		t.Fatal("claiming build users writes /run/hangar and starts a process as another user, which needs root (CI runs as root)")
 	}
 	const base = 2000000700 // away from the defaults, which daemons of this host may hold
-	held, err := ClaimUser(User{UID: base, GID: base}, false)
+	held, err := ClaimUser(User{UID: base, GID: base}, false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestClaimUser(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = busy.Process.Kill(); _ = busy.Wait() })
 
-	c, err := ClaimUser(User{UID: base, GID: base}, true)
+	c, err := ClaimUser(User{UID: base, GID: base}, true, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +50,40 @@ func TestClaimUser(t *testing.T) {
 	}
 
 	for _, uid := range []int{base, base + 1} {
-		if _, err := ClaimUser(User{UID: uid, GID: uid}, false); err == nil || !strings.Contains(err.Error(), "the build user uid "+strconv.Itoa(uid)+" is taken: ") {
+		if _, err := ClaimUser(User{UID: uid, GID: uid}, false, ""); err == nil || !strings.Contains(err.Error(), "the build user uid "+strconv.Itoa(uid)+" is taken: ") {
 			t.Errorf("a chosen user %d that is taken: %v, want a refusal", uid, err)
 		}
 	}
 	held.Release()
-	again, err := ClaimUser(User{UID: base, GID: base}, false)
+	again, err := ClaimUser(User{UID: base, GID: base}, false, "")
 	if err != nil {
 		t.Fatalf("a released user cannot be claimed again: %v", err)
 	}
 	again.Release()
+
+	// A daemon killed mid-build leaves its build running as its user: the same daemon, started
+	// again, takes its user back (and adopts the build); another daemon does not.
+	const owner = "hangar server /var/lib/hangar-test provisioner 0"
+	first, err := ClaimUser(User{UID: base + 3, GID: base + 3}, false, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := exec.Command("sleep", "600")
+	left.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: base + 3, Gid: base + 3}}
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = left.Process.Kill(); _ = left.Wait() })
+	first.Release() // the daemon is killed: its lock is free, its build still runs
+	if _, err := ClaimUser(User{UID: base + 3, GID: base + 3}, false, "hangar provisioner /tmp/other"); err == nil || !strings.Contains(err.Error(), "(sleep) runs as it") {
+		t.Errorf("another daemon took a user whose processes are not its own: %v", err)
+	}
+	back, err := ClaimUser(User{UID: base + 3, GID: base + 3}, false, owner)
+	if err != nil {
+		t.Fatalf("the same daemon, started again, cannot take its user back: %v", err)
+	}
+	defer back.Release()
+	if want := "process " + strconv.Itoa(left.Process.Pid) + " (sleep)"; back.Leftover != want {
+		t.Errorf("leftover %q, want %q", back.Leftover, want)
+	}
 }

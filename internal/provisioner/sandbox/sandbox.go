@@ -229,8 +229,8 @@ const SecretsDir = "/etc/hangar"
 // an error saying why templates cannot be isolated here and what to do. It never falls back to
 // running templates unisolated by itself. It claims the build user (ClaimUser: the default one, or
 // the next free id when that is taken; a chosen one or an error): the caller releases
-// Config.Claim when the daemon ends.
-func Decide(opts Options, def, offset int, exe string, hide []string) (*Config, error) {
+// Config.Claim when the daemon ends. owner names the daemon (ClaimUser).
+func Decide(opts Options, def, offset int, exe string, hide []string, owner string) (*Config, error) {
 	if opts.Insecure {
 		return nil, nil
 	}
@@ -259,7 +259,7 @@ func Decide(opts Options, def, offset int, exe string, hide []string) (*Config, 
 		}
 		clean = append(clean, a)
 	}
-	claim, err := ClaimUser(u, opts.User == "" || opts.User == "auto")
+	claim, err := ClaimUser(u, opts.User == "" || opts.User == "auto", owner)
 	if err != nil {
 		return nil, fmt.Errorf("--provisioner-user: %w", err)
 	}
