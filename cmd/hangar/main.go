@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/provisionercmd"
 	"github.com/hangar-dev/hangar/internal/proxycmd"
+	"github.com/hangar-dev/hangar/internal/quickstart"
 	"github.com/hangar-dev/hangar/internal/servercmd"
 	"github.com/hangar-dev/hangar/internal/tfprovider"
 	"github.com/hangar-dev/hangar/internal/wshelper"
@@ -42,7 +43,7 @@ func rootCommand() *cobra.Command {
 		Use:   "hangar",
 		Short: "Hangar: self-hosted remote development workspaces",
 	}
-	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), projectCloneCommand(),
+	root.AddCommand(servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), quickstart.Command(), projectCloneCommand(),
 		wshelper.Command(),   // hidden: a workspace's main container runs it
 		installSelfCommand(), // hidden: a workspace's init container copies the binary for it
 		loadcmd.Command())    // hidden: the load generator (docs/benchmarks.md)
