@@ -309,7 +309,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "Web UI: %s/ui/ (sign in %s)\n", reach, signIn)
 	fmt.Fprintf(out, "Next: hangar login --url %s --token %s\n"+
-		"      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster    (Kubernetes)\n"+
+		"      hangar templates init kubernetes && hangar templates push kubernetes --devfile kubernetes/devfile.yaml && hangar agents create my-cluster && hangar create my-workspace --template kubernetes --agent my-cluster    (Kubernetes: the web editor's image on the nodes, an agent running; all of it on this machine, as root: hangar quickstart)\n"+
 		"      hangar templates push my-template --directory ./module && hangar create my-workspace --template my-template    (Terraform)\n",
 		reach, loginToken)
 	if oidcOpts != nil {
