@@ -245,15 +245,6 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 			return err
 		}
 	}
-	if err := waitFor(ctx, func() bool { return listening(cfg.ProxyListen) }, func() error {
-		if err := exited(l, "agent"); err != nil {
-			return err
-		}
-		return exited(l, "proxy")
-	}); err != nil {
-		return fmt.Errorf("the proxy did not start (%s, %s): %w", l.log("proxy"), l.log("agent"), err)
-	}
-
 	// 5. The starter template and the first workspace.
 	if err := ensureTemplate(ctx, admin, string(df)); err != nil {
 		return err
@@ -275,6 +266,15 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("wait for the workspace %s: %w (logs: %s)", WorkspaceName, err, l.log("agent"))
 	}
+	if err := waitFor(ctx, func() bool { return listening(cfg.ProxyListen) }, func() error {
+		if err := exited(l, "agent"); err != nil {
+			return err
+		}
+		return exited(l, "proxy")
+	}); err != nil {
+		return fmt.Errorf("the proxy did not start (%s, %s): %w", l.log("proxy"), l.log("agent"), err)
+	}
+
 	p.say("ready")
 
 	wsURL := withPort(w.URL, cfg.ProxyListen)
