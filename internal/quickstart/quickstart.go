@@ -188,7 +188,7 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 	if !clusterUp(ctx, cluster) {
 		p.say("starting the local Kubernetes cluster in %s with scripts/kube-up (the first run builds its programs from %s: about 7 minutes on 2 idle cores, cached in %s)",
 			cluster, src, filepath.Join(src, ".cache", "kube"))
-		if err := p.run(ctx, l.log("kube-up"), "the cluster", filepath.Join(src, "scripts", "kube-up"), cluster); err != nil {
+		if err := p.run(ctx, l.log("kube-up"), "the cluster", nil, filepath.Join(src, "scripts", "kube-up"), cluster); err != nil {
 			return err
 		}
 		fresh = true
@@ -356,7 +356,8 @@ func (p *progressWriter) say(format string, args ...any) {
 
 // run runs a slow step, its output in logFile, saying every 30 seconds that it still runs and
 // passing on the lines where the step says what it does (kube-up's and build-editor-image's own).
-func (p *progressWriter) run(ctx context.Context, logFile, what string, name string, args ...string) error {
+// Its standard output goes to stdout, or to logFile if stdout is nil.
+func (p *progressWriter) run(ctx context.Context, logFile, what string, stdout io.Writer, name string, args ...string) error {
 	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -364,6 +365,9 @@ func (p *progressWriter) run(ctx context.Context, logFile, what string, name str
 	defer f.Close()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout = f
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	if err := cmd.Start(); err != nil {
@@ -424,25 +428,17 @@ func clusterUp(ctx context.Context, dir string) bool {
 func loadEditor(ctx context.Context, p *progressWriter, l layout, src string, fresh bool) error {
 	marker := filepath.Join(l.clusterDir(), "quickstart-editor")
 	p.say("the editor's image %s (scripts/build-editor-image: the first build takes about 6 minutes on 2 idle cores, cached in ~/.cache/hangar/editor)", devfile.EditorImage)
-	cmd := exec.CommandContext(ctx, filepath.Join(src, "scripts", "build-editor-image"))
 	logFile := l.log("editor-image")
-	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
+	var archiveOut strings.Builder
+	if err := p.run(ctx, logFile, "the editor's image", &archiveOut, filepath.Join(src, "scripts", "build-editor-image")); err != nil {
 		return err
 	}
-	cmd.Stderr = f
-	// A quick answer when it is cached; a build reports progress through p.run instead.
-	archiveOut, err := cmd.Output()
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("build the editor's image: %w (its output: %s)", err, logFile)
-	}
-	archive := strings.TrimSpace(string(archiveOut))
+	archive := strings.TrimSpace(archiveOut.String())
 	if b, err := os.ReadFile(marker); err == nil && !fresh && strings.TrimSpace(string(b)) == archive {
 		return nil
 	}
 	p.say("loading the editor's image into the node (scripts/kube-load-image)")
-	if err := p.run(ctx, logFile, "loading the editor's image", filepath.Join(src, "scripts", "kube-load-image"), l.clusterDir(), archive); err != nil {
+	if err := p.run(ctx, logFile, "loading the editor's image", nil, filepath.Join(src, "scripts", "kube-load-image"), l.clusterDir(), archive); err != nil {
 		return err
 	}
 	return os.WriteFile(marker, []byte(archive+"\n"), 0o644)
