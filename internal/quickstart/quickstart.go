@@ -226,7 +226,9 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 		return err
 	}
 	kubeconfig := filepath.Join(cluster, "kubeconfig")
+	var agentStarted time.Time
 	if restart || fresh || !alive(l, "agent") {
+		agentStarted = time.Now()
 		stopProcess(l, "agent")
 		p.say("starting the agent %q", AgentName)
 		if err := start(l, "agent", self, "agent", "--server", serverURL, "--token-file", l.agentToken(), "--kubeconfig", kubeconfig,
@@ -253,6 +255,13 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 	w, err := ensureWorkspace(ctx, admin)
 	if err != nil {
 		return err
+	}
+	// A state the server holds from before the agent (re)started may be stale (a cluster started
+	// again): wait for the agent to have reported since.
+	if !agentStarted.IsZero() {
+		if err := waitFor(ctx, func() bool { return agentSeenSince(ctx, admin, agentStarted) }, func() error { return exited(l, "agent") }); err != nil {
+			return fmt.Errorf("the agent did not connect (%s): %w", l.log("agent"), err)
+		}
 	}
 	w, err = admin.WaitForState(ctx, WorkspaceName, func(w sdk.Workspace) (bool, error) {
 		switch workspace.State(w.ActualState) {
@@ -552,6 +561,20 @@ func ensureWorkspace(ctx context.Context, admin *sdk.Client) (sdk.Workspace, err
 		return admin.UpdateWorkspace(ctx, WorkspaceName, sdk.UpdateWorkspaceRequest{DesiredState: string(workspace.Running)})
 	}
 	return w, nil
+}
+
+// agentSeenSince reports whether the quick start's agent called the server after t.
+func agentSeenSince(ctx context.Context, admin *sdk.Client, t time.Time) bool {
+	agents, err := admin.ListAgents(ctx)
+	if err != nil {
+		return false
+	}
+	for _, a := range agents {
+		if a.Name == AgentName && a.LastSeenAt != nil && a.LastSeenAt.After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 func isNotFound(err error) bool {
