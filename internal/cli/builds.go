@@ -102,8 +102,8 @@ A parameter is immutable unless the line right above its variable block is the c
 	push.Flags().StringVar(&dir, "directory", "", "Terraform module `DIR` (a terraform template)")
 	push.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (a kubernetes template; \"-\" for standard input)")
 	push.Flags().BoolVar(&activate, "activate", true, "make the version the active one (false: store it for a later promote)")
-	cmd.AddCommand(push, listCommand(a, "List templates", (*sdk.Client).ListTemplates, printTemplates), a.templateLifecycleCmd(),
-		a.templateVersionsCmd(), a.templatePromoteCmd(), a.templatePullCmd(), a.presetsCmd(), a.presetCmd(), a.templateInitCmd())
+	cmd.AddCommand(push, a.templatesInitCmd(), listCommand(a, "List templates", (*sdk.Client).ListTemplates, printTemplates), a.templateLifecycleCmd(),
+		a.templateVersionsCmd(), a.templatePromoteCmd(), a.templatePullCmd(), a.presetsCmd(), a.presetCmd())
 	return cmd
 }
 

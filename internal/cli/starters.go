@@ -3,7 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -11,35 +11,30 @@ import (
 	"github.com/hangar-dev/hangar/internal/starters"
 )
 
-// templateInitCmd is `hangar templates init`: the starter templates (internal/starters), listed or
-// written out. It needs no server.
-func (a *app) templateInitCmd() *cobra.Command {
+// templatesInitCmd is `hangar templates init`: it lists the starter templates, or writes one into
+// a directory to push.
+func (a *app) templatesInitCmd() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
-		Use:   "init [NAME] [--directory DIR]",
-		Short: "List the starter templates, or write one to begin from",
-		Long: `With no NAME, list the starter templates. With a NAME, write that starter's files into
---directory (default: ./NAME), which must not hold them already, and print the commands that push
-it and create a workspace from it.`,
+		Use:   "init [STARTER] [--directory DIR]",
+		Short: "List the starter templates, or write one into a directory",
+		Long: `Without STARTER, list the starter templates. With it, write its files into --directory
+(default: a directory named after the starter), refusing to write over any file; then push it with
+'hangar templates push NAME --directory DIR' (a Terraform starter) or --devfile DIR/devfile.yaml
+(a Kubernetes one). Nothing is sent to the server.`,
 		Example: `  hangar templates init
-  hangar templates init kubernetes && hangar templates push kubernetes --devfile kubernetes/devfile.yaml`,
+  hangar templates init terraform-kubernetes-pod --directory ./pods
+  hangar templates init kubernetes`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			if len(args) == 0 {
-				if dir != "" {
-					return usageError{fmt.Errorf("--directory needs a starter's NAME (starters: %s)", strings.Join(starters.Names(), ", "))}
-				}
-				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tDESCRIPTION")
+				w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "STARTER\tDESCRIPTION")
 				for _, s := range starters.List() {
-					fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Description)
+					fmt.Fprintf(w, "%s\t%s\n", s.Name, s.Description)
 				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				_, err := fmt.Fprintln(out, "Write one with: hangar templates init NAME [--directory DIR]")
-				return err
+				return w.Flush()
 			}
 			s, err := starters.Get(args[0])
 			if err != nil {
@@ -53,17 +48,17 @@ it and create a workspace from it.`,
 				return err
 			}
 			for _, p := range paths {
-				fmt.Fprintf(out, "Wrote %s\n", p)
+				fmt.Fprintf(out, "wrote %s\n", p)
 			}
-			if len(s.Next) > 0 {
-				fmt.Fprintln(out, "Next:")
-				for _, n := range s.Next {
-					fmt.Fprintf(out, "  %s\n", strings.ReplaceAll(n, "{dir}", filepath.ToSlash(filepath.Clean(dir))))
-				}
+			// A Kubernetes starter is a devfile, a Terraform one a module directory.
+			if slices.Contains(s.Files, "devfile.yaml") {
+				fmt.Fprintf(out, "Next: hangar templates push %s --devfile %s\n", s.Name, filepath.Join(dir, "devfile.yaml"))
+				return nil
 			}
+			fmt.Fprintf(out, "Next: hangar templates push %s --directory %s\n", s.Name, dir)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "directory", "", "write the starter into `DIR` (default: ./NAME)")
+	cmd.Flags().StringVar(&dir, "directory", "", "where to write the starter's files (default: ./STARTER)")
 	return cmd
 }

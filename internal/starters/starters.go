@@ -1,7 +1,6 @@
 // Package starters holds the starter templates `hangar templates init` writes: one directory per
-// starter, named after it, with a description.txt (not written out: its first line describes the
-// starter, the next ones are the commands that use it, {dir} standing for the directory it was
-// written to) and the template's files. Adding a starter is adding a directory.
+// starter, named after it, with a description.txt (its one-line description, not written out) and
+// the template's files. Adding a starter is adding a directory (and naming it in the embed line).
 package starters
 
 import (
@@ -16,7 +15,7 @@ import (
 	"strings"
 )
 
-//go:embed */*
+//go:embed all:kubernetes
 var files embed.FS
 
 // descriptionFile is each starter's one-line description; it is not part of the template.
@@ -26,8 +25,6 @@ const descriptionFile = "description.txt"
 type Starter struct {
 	Name        string
 	Description string
-	// Next are the commands that use the starter once written, {dir} standing for its directory.
-	Next []string
 	// Files are the template's paths (slash-separated, relative to its directory), sorted.
 	Files []string
 }
@@ -40,14 +37,13 @@ func List() []Starter {
 	}
 	var out []Starter
 	for _, d := range dirs {
-		if !d.IsDir() {
-			continue
+		if d.IsDir() {
+			s, err := Get(d.Name())
+			if err != nil {
+				panic(err)
+			}
+			out = append(out, s)
 		}
-		s, err := Get(d.Name())
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, s)
 	}
 	return out
 }
@@ -63,26 +59,22 @@ func Names() []string {
 
 // Get returns the starter called name.
 func Get(name string) (Starter, error) {
+	unknown := func() error {
+		return fmt.Errorf("no starter is named %q (starters: %s)", name, strings.Join(Names(), ", "))
+	}
 	if name == "" || strings.ContainsAny(name, `/\.`) {
-		return Starter{}, fmt.Errorf("no starter is named %q (starters: %s)", name, strings.Join(Names(), ", "))
+		return Starter{}, unknown()
 	}
 	desc, err := fs.ReadFile(files, path.Join(name, descriptionFile))
 	if err != nil {
-		return Starter{}, fmt.Errorf("no starter is named %q (starters: %s)", name, strings.Join(Names(), ", "))
+		return Starter{}, unknown()
 	}
-	lines := strings.Split(strings.TrimSpace(string(desc)), "\n")
-	s := Starter{Name: name, Description: strings.TrimSpace(lines[0])}
-	for _, l := range lines[1:] {
-		if l = strings.TrimSpace(l); l != "" {
-			s.Next = append(s.Next, l)
-		}
-	}
+	s := Starter{Name: name, Description: strings.TrimSpace(string(desc))}
 	err = fs.WalkDir(files, name, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		rel := strings.TrimPrefix(p, name+"/")
-		if rel != descriptionFile {
+		if rel := strings.TrimPrefix(p, name+"/"); rel != descriptionFile {
 			s.Files = append(s.Files, rel)
 		}
 		return nil
