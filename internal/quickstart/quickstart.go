@@ -284,9 +284,14 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 		return fmt.Errorf("the proxy did not start (%s, %s): %w", l.log("proxy"), l.log("agent"), err)
 	}
 
+	// The workspace's state may lag its pod (a cluster started again on its data): the URL answering
+	// through the proxy is what the user waits for.
+	wsURL := withPort(w.URL, cfg.ProxyListen)
+	if err := waitFor(ctx, func() bool { return editorAnswers(ctx, cfg.ProxyListen, wsURL, strings.TrimSpace(string(tok))) }, func() error { return exited(l, "proxy") }); err != nil {
+		return fmt.Errorf("the workspace URL %s did not answer through the proxy (%s): %w", wsURL, l.log("proxy"), err)
+	}
 	p.say("ready")
 
-	wsURL := withPort(w.URL, cfg.ProxyListen)
 	fmt.Fprintf(out, `Hangar is running on this machine (data and logs in %s).
 Workspace %s: %s
   Open it in a browser on this machine (names under .localhost reach 127.0.0.1; the proxy serves
@@ -595,6 +600,31 @@ func serverAnswers(ctx context.Context, url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode < 500
+}
+
+// editorAnswers reports whether the workspace URL answers through the proxy at addr (dialled
+// directly: nothing here resolves the workspace's name), as the admin.
+func editorAnswers(ctx context.Context, addr, url, token string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	client := &http.Client{
+		Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode < 400
 }
 
 func listening(addr string) bool {

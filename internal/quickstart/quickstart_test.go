@@ -2,7 +2,10 @@ package quickstart
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,5 +61,36 @@ func TestStopLeavesOthersAlone(t *testing.T) {
 		if strings.Contains(out.String(), "Stopped hangar server") {
 			t.Errorf("stop signalled a process that is not the quick start's: %q", out.String())
 		}
+	}
+}
+
+// TestEditorAnswers: the quick start waits for the workspace URL to answer through the proxy, which
+// it dials directly (the workspace's name resolves nowhere), as the admin; a 503 (the workspace is
+// not running yet) is not an answer.
+func TestEditorAnswers(t *testing.T) {
+	running := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != "60001-first--admin.workspaces.localhost:8080" || r.Header.Get("Authorization") != "Bearer tok" {
+			http.Error(w, "who", http.StatusUnauthorized)
+			return
+		}
+		if !running {
+			http.Error(w, "Workspace not running", http.StatusServiceUnavailable)
+			return
+		}
+		http.Redirect(w, r, "/?folder=/projects", http.StatusFound)
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	url := "http://60001-first--admin.workspaces.localhost:8080/"
+	if editorAnswers(context.Background(), addr, url, "tok") {
+		t.Error("a 503 counted as the editor answering")
+	}
+	running = true
+	if !editorAnswers(context.Background(), addr, url, "tok") {
+		t.Error("the editor's answer was not seen")
+	}
+	if editorAnswers(context.Background(), addr, url, "other") {
+		t.Error("a 401 counted as the editor answering")
 	}
 }
