@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -68,13 +69,13 @@ func TestStopLeavesOthersAlone(t *testing.T) {
 // it dials directly (the workspace's name resolves nowhere), as the admin; a 503 (the workspace is
 // not running yet) is not an answer.
 func TestEditorAnswers(t *testing.T) {
-	running := false
+	var running atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Host != "60001-first--admin.workspaces.localhost:8080" || r.Header.Get("Authorization") != "Bearer tok" {
 			http.Error(w, "who", http.StatusUnauthorized)
 			return
 		}
-		if !running {
+		if !running.Load() {
 			http.Error(w, "Workspace not running", http.StatusServiceUnavailable)
 			return
 		}
@@ -86,7 +87,7 @@ func TestEditorAnswers(t *testing.T) {
 	if editorAnswers(context.Background(), addr, url, "tok") {
 		t.Error("a 503 counted as the editor answering")
 	}
-	running = true
+	running.Store(true)
 	if !editorAnswers(context.Background(), addr, url, "tok") {
 		t.Error("the editor's answer was not seen")
 	}
