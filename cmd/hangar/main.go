@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provisioner/terraform"
 	"github.com/hangar-dev/hangar/internal/provisionercmd"
 	"github.com/hangar-dev/hangar/internal/proxycmd"
+	"github.com/hangar-dev/hangar/internal/quickstart"
 	"github.com/hangar-dev/hangar/internal/servercmd"
 	"github.com/hangar-dev/hangar/internal/tfprovider"
 	"github.com/hangar-dev/hangar/internal/wshelper"
@@ -48,7 +49,7 @@ func rootCommand() *cobra.Command {
 	cli.AddCommands(root) // and their groups in the help
 	// The daemons, apart from the client commands (the hidden ones too, should they be shown).
 	root.AddGroup(&cobra.Group{ID: groupDaemons, Title: "Running Hangar (the server and its daemons):"})
-	for _, c := range []*cobra.Command{servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), projectCloneCommand(),
+	for _, c := range []*cobra.Command{servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), quickstart.Command(), projectCloneCommand(),
 		wshelper.Command(),   // hidden: a workspace's main container runs it
 		installSelfCommand(), // hidden: a workspace's init container copies the binary for it
 		loadcmd.Command(),    // hidden: the load generator (docs/benchmarks.md)

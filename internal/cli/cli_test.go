@@ -19,8 +19,7 @@ func TestHelp(t *testing.T) {
 		"create", "list", "show", "start", "stop", "restart", "delete",
 		"ssh-keys", "ssh-keys add", "ssh-keys list", "ssh-keys remove", "ssh", "port-forward", "config-ssh", "audit",
 		"tokens", "tokens create", "tokens list", "tokens revoke", "users suspend", "users delete", "agents update", "whoami", "logout", "version",
-		"templates lifecycle", "templates delete",
-
+		"templates lifecycle", "templates delete", "templates init",
 		"templates", "templates push", "templates pull", "templates promote", "update", "builds",
 	}
 	for _, c := range commands {

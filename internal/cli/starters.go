@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -18,9 +20,11 @@ func (a *app) templatesInitCmd() *cobra.Command {
 		Short: "List the starter templates, or write one into a directory",
 		Long: `Without STARTER, list the starter templates. With it, write its files into --directory
 (default: a directory named after the starter), refusing to write over any file; then push it with
-'hangar templates push NAME --directory DIR'. Nothing is sent to the server.`,
+'hangar templates push NAME --directory DIR' (a Terraform starter) or --devfile DIR/devfile.yaml
+(a Kubernetes one). Nothing is sent to the server.`,
 		Example: `  hangar templates init
-  hangar templates init terraform-kubernetes-pod --directory ./pods`,
+  hangar templates init terraform-kubernetes-pod --directory ./pods
+  hangar templates init kubernetes`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
@@ -45,6 +49,11 @@ func (a *app) templatesInitCmd() *cobra.Command {
 			}
 			for _, p := range paths {
 				fmt.Fprintf(out, "wrote %s\n", p)
+			}
+			// A Kubernetes starter is a devfile, a Terraform one a module directory.
+			if slices.Contains(s.Files, "devfile.yaml") {
+				fmt.Fprintf(out, "Next: hangar templates push %s --devfile %s\n", s.Name, filepath.Join(dir, "devfile.yaml"))
+				return nil
 			}
 			fmt.Fprintf(out, "Next: hangar templates push %s --directory %s\n", s.Name, dir)
 			return nil

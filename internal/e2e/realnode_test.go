@@ -53,6 +53,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("DataSurvivesStopStartRestart", r.testDataSurvives)
 	t.Run("CrashLoop", r.testCrashLoop)
 	t.Run("MissingImage", r.testMissingImage)
+	t.Run("HomeWritable", r.testHomeWritable)
 	t.Run("CloneAndPostStart", r.testCloneAndPostStart)
 	t.Run("FailedClone", r.testFailedClone)
 }
@@ -535,6 +536,19 @@ func (r *realNode) testCrashLoop(t *testing.T) {
 		}
 		return fmt.Errorf("container statuses %+v", p.Status.ContainerStatuses)
 	})
+	r.terminate(t, w, false)
+}
+
+// testHomeWritable: in a workspace of the image every local cluster preloads, the workspace user
+// (uid 5001) has a HOME of its own that it can write, as a shell in the editor's terminal or
+// `hangar ssh` would use it (issue 21: HOME was /home/nonroot, root's, and `touch ~/x` failed).
+func (r *realNode) testHomeWritable(t *testing.T) {
+	w := r.create(t, "home", "schemaVersion: 2.2.0\ncomponents:\n  - name: dev\n    container:\n      image: "+kubetest.WorkspaceImage+"\n")
+	waitFor(t, r.c, "home", r.realTime, "Running", state("Running", "Running"))
+	p := r.pod(t, w.Namespace, "the home pod to be ready", ready)
+	if out := r.exec(t, p, "dev", `echo "uid=$(id -u) home=$HOME"; touch ~/x && echo touched`); out != "uid=5001 home=/home/user\ntouched\n" {
+		t.Errorf("as the workspace user: %q, want uid=5001 home=/home/user, and touch ~/x to succeed", out)
+	}
 	r.terminate(t, w, false)
 }
 

@@ -39,7 +39,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, u workspace
 		return err
 	}
 	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := validateAgentConfig(cfg); err != nil {
 		return err
 	}
 	token := NewToken(agentTokenPrefix)
@@ -77,4 +77,22 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, _ workspace.
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// validateAgentConfig checks an agent's configuration: its own rules (AgentConfig.Validate), and
+// that its default devfile, if any, is a devfile workspaces can be made from.
+func validateAgentConfig(cfg workspace.AgentConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.DefaultDevfile == "" {
+		return nil
+	}
+	v := &workspace.ValidationError{}
+	if len(cfg.DefaultDevfile) > sdk.MaxDevfileBytes {
+		v.Add("config.default_devfile", "is %d bytes, the limit is %d", len(cfg.DefaultDevfile), sdk.MaxDevfileBytes)
+	} else if _, err := devfile.Parse([]byte(cfg.DefaultDevfile)); err != nil {
+		v.Add("config.default_devfile", "is not a devfile workspaces can be made from: %v", err)
+	}
+	return v.Err()
 }

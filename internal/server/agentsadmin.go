@@ -110,7 +110,7 @@ func patchAgentConfig(cur workspace.AgentConfig, patch map[string]json.RawMessag
 		return cur, nil, err
 	}
 	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := validateAgentConfig(cfg); err != nil {
 		return cur, nil, err
 	}
 	return cfg, fields, nil

@@ -344,7 +344,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		fmt.Fprintln(out, line)
 	}
 	fmt.Fprintf(out, "Next: hangar login --url %s --token %s\n"+
-		"      hangar agents create my-cluster && hangar create my-workspace --agent my-cluster    (Kubernetes)\n"+
+		"      hangar templates init kubernetes && hangar templates push kubernetes --devfile kubernetes/devfile.yaml && hangar agents create my-cluster && hangar create my-workspace --template kubernetes --agent my-cluster    (Kubernetes: the web editor's image on the nodes, an agent running; all of it on this machine, as root: hangar quickstart)\n"+
 		"      hangar templates push my-template --directory ./module && hangar create my-workspace --template my-template    (Terraform)\n",
 		reach, loginToken)
 	if oidcOpts != nil {

@@ -15,7 +15,7 @@ import (
 	"strings"
 )
 
-//go:embed all:terraform-kubernetes-pod
+//go:embed all:kubernetes all:terraform-kubernetes-pod
 var files embed.FS
 
 // descriptionFile is each starter's one-line description; it is not part of the template.

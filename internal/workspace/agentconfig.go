@@ -76,6 +76,11 @@ type AgentConfig struct {
 	// hangar-tools, which copies the binary for the main container's workspace helper); it must
 	// hold the hangar binary at /usr/local/bin/hangar.
 	ToolsImage string `json:"tools_image"`
+	// DefaultDevfile is the devfile (YAML) of this agent's workspaces created with neither a devfile
+	// nor a template; empty: Hangar's built-in default (devfile.Default). A cluster that cannot pull
+	// the built-in default's public image (the local test cluster: `hangar quickstart` sets the
+	// Kubernetes starter's devfile here) names one its nodes have.
+	DefaultDevfile string `json:"default_devfile,omitempty"`
 	// NodeSelector and Tolerations are given to every workspace pod of this agent.
 	NodeSelector map[string]string `json:"node_selector"`
 	Tolerations  []Toleration      `json:"tolerations"`

@@ -86,6 +86,8 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 			return workspace.Workspace{}, nil, fmt.Errorf("read template %q: %w", req.Template.Name, err)
 		}
 		text = ver.Archive
+	} else if req.Devfile == "" && agent.Config.DefaultDevfile != "" {
+		text = []byte(agent.Config.DefaultDevfile)
 	} else if req.Devfile == "" {
 		text = devfile.Default()
 	}

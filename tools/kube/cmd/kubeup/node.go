@@ -369,6 +369,9 @@ func nodeImages(bin, hangarBin string) []imageSpec {
 		}
 	}
 	ws := base(WorkspaceImage)
+	// Workspaces run as the workspace user (uid 5001, internal/devfile's runAsUser), whose home is
+	// /home/user: a HOME of another user's is not writable to it (`touch ~/x`, the editor's state).
+	ws.env = []string{"HOME=/home/user"}
 	hangar := base(HangarImage)
 	hangar.files["/usr/local/bin/hangar"] = hangarBin
 	hangar.entrypoint = []string{"/usr/local/bin/hangar"}

@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/testutil/browser"
+)
+
+// TestNewUserQuickstart follows the README from the top as a new user would, with the real binary
+// on the real node: `hangar quickstart` ends with a workspace; its printed URL opens the web editor
+// in Chromium (after signing in with the admin token, where it says the token is); the printed
+// `hangar ssh` runs a command in it (output and exit status); a second run reuses everything and
+// prints the same; `hangar quickstart stop` ends it all (the URL no longer answers), and a second
+// stop has nothing left to stop.
+func TestNewUserQuickstart(t *testing.T) {
+	data := t.TempDir()
+	source, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 3)
+	args := []string{"quickstart", "--data-dir", data, "--source", source,
+		"--listen", ports[0], "--proxy-listen", ports[1], "--ssh-listen", ports[2]}
+	quickstart := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(binary, args...)
+		cmd.Dir = t.TempDir() // not the checkout: --source says where it is
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("hangar %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr)
+		}
+		return string(out)
+	}
+	t.Cleanup(func() {
+		out, err := exec.Command(binary, "quickstart", "stop", "--data-dir", data).CombinedOutput()
+		if err != nil {
+			t.Errorf("quickstart stop: %v\n%s", err, out)
+		}
+	})
+
+	began := time.Now()
+	out := quickstart(args...)
+	t.Logf("hangar quickstart took %v", time.Since(began).Round(time.Second))
+	_, proxyPort, _ := net.SplitHostPort(ports[1])
+	wantURL := "http://60001-first--admin.workspaces.localhost:" + proxyPort + "/"
+	if !strings.Contains(out, "Workspace first: "+wantURL+"\n") {
+		t.Fatalf("quickstart printed no workspace URL %s:\n%s", wantURL, out)
+	}
+	m := regexp.MustCompile(`(?m)^Log in: +hangar login --url (\S+) --token "\$\(cat (\S+)\)"$`).FindStringSubmatch(out)
+	if m == nil || m[1] != "http://"+ports[0] || !strings.Contains(out, "hangar ssh first") {
+		t.Fatalf("quickstart printed no login and ssh lines:\n%s", out)
+	}
+	tok, err := os.ReadFile(m[2])
+	if err != nil {
+		t.Fatalf("the printed admin token file: %v", err)
+	}
+	token := strings.TrimSpace(string(tok))
+
+	t.Run("HangarSSH", func(t *testing.T) {
+		u := cliUser{url: m[1], token: token, home: t.TempDir()}
+		if out, errOut, code := u.run(t, "login", "--url", m[1], "--token", token); code != 0 {
+			t.Fatalf("hangar login: %d %s %s", code, out, errOut)
+		}
+		u.token = "" // the saved login, as the user has it
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, errOut, code := u.run(t, "ssh", "first", "--", `echo "in $(id -u) $HOME"; exit 4`)
+			if code == 4 && out == "in 5001 /home/user\n" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("hangar ssh first: exit %d stdout %q stderr %q, want the workspace user's line and exit 4", code, out, errOut)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	t.Run("EditorInChromium", func(t *testing.T) {
+		// Chromium resolves names under .localhost to loopback itself; the rules only make sure
+		// that nothing else resolves.
+		b := browser.Start(t, browser.Options{Name: "admin",
+			ResolverRules: "MAP *.workspaces.localhost 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"}).On(t)
+		b.Open(wantURL, `//input[@name="token"]`)
+		if h1 := b.Text("h1"); h1 != "Sign in to Hangar" {
+			t.Errorf("the workspace URL first shows %q, want the sign-in page", h1)
+		}
+		b.SignIn(token, `//meta[@id="vscode-workbench-web-configuration"]`)
+		if loc := b.Location(); !strings.HasPrefix(loc, wantURL) {
+			t.Errorf("after sign-in the browser is at %s, want the workspace URL %s", loc, wantURL)
+		}
+	})
+
+	t.Run("SecondRunReuses", func(t *testing.T) {
+		began := time.Now()
+		again := quickstart(args...)
+		t.Logf("a second hangar quickstart took %v", time.Since(began).Round(time.Second))
+		if !strings.Contains(again, "Workspace first: "+wantURL+"\n") {
+			t.Errorf("the second run printed:\n%s", again)
+		}
+	})
+
+	t.Run("Stop", func(t *testing.T) {
+		out, err := exec.Command(binary, "quickstart", "stop", "--data-dir", data).CombinedOutput()
+		if err != nil {
+			t.Fatalf("quickstart stop: %v\n%s", err, out)
+		}
+		for _, want := range []string{"Stopped hangar proxy.", "Stopped hangar agent.", "Stopped hangar server.", "Stopped the local cluster"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("quickstart stop did not say %q:\n%s", want, out)
+			}
+		}
+		for _, addr := range ports {
+			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				c.Close()
+				t.Errorf("%s still answers after stop", addr)
+			}
+		}
+		out, err = exec.Command(binary, "quickstart", "stop", "--data-dir", data).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "Stopped hangar") || !strings.Contains(string(out), "The quick start is stopped") {
+			t.Errorf("a second stop: %v\n%s", err, out)
+		}
+	})
+}
+
+// freePorts returns n loopback addresses free a moment ago.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}

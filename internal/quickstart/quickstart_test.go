@@ -1,0 +1,97 @@
+package quickstart
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// TestWithPort: the printed workspace URL carries the proxy's port when the server's has none.
+func TestWithPort(t *testing.T) {
+	for _, tc := range []struct{ url, listen, want string }{
+		{"http://60001-first--admin.workspaces.localhost/", "127.0.0.1:8080", "http://60001-first--admin.workspaces.localhost:8080/"},
+		{"http://60001-first--admin.workspaces.localhost:9000/", "127.0.0.1:8080", "http://60001-first--admin.workspaces.localhost:9000/"},
+		{"http://60001-first--admin.workspaces.localhost/", "127.0.0.1:80", "http://60001-first--admin.workspaces.localhost/"},
+	} {
+		if got := withPort(tc.url, tc.listen); got != tc.want {
+			t.Errorf("withPort(%q, %q) = %q, want %q", tc.url, tc.listen, got, tc.want)
+		}
+	}
+}
+
+// TestFindSource: the quick start finds the checkout from a directory inside it, and without one
+// says that it needs one and how to give it.
+func TestFindSource(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := findSource(""); err != nil || got != root {
+		t.Errorf("from inside the checkout: %q %v, want %q", got, err, root)
+	}
+	if _, err := findSource(t.TempDir()); err == nil || !strings.Contains(err.Error(), "--source") {
+		t.Errorf("--source of a directory that is no checkout: %v", err)
+	}
+}
+
+// TestStopLeavesOthersAlone: stop with no quick start says there is nothing to stop; a recorded pid
+// that is not the quick start's process (here this test's own) is not signalled, and stop may run
+// again.
+func TestStopLeavesOthersAlone(t *testing.T) {
+	var out bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "none")
+	if err := Stop(missing, &out); err != nil || !strings.HasPrefix(out.String(), "Nothing to stop") {
+		t.Errorf("stop of nothing: %v %q", err, out.String())
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pids"), []byte(fmt.Sprintf("%d server\n", os.Getpid())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		out.Reset()
+		if err := Stop(dir, &out); err != nil || strings.Contains(out.String(), "Stopped") && !strings.Contains(out.String(), "The quick start is stopped") {
+			t.Errorf("stop: %v %q", err, out.String())
+		}
+		if strings.Contains(out.String(), "Stopped hangar server") {
+			t.Errorf("stop signalled a process that is not the quick start's: %q", out.String())
+		}
+	}
+}
+
+// TestEditorAnswers: the quick start waits for the workspace URL to answer through the proxy, which
+// it dials directly (the workspace's name resolves nowhere), as the admin; a 503 (the workspace is
+// not running yet) is not an answer.
+func TestEditorAnswers(t *testing.T) {
+	var running atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != "60001-first--admin.workspaces.localhost:8080" || r.Header.Get("Authorization") != "Bearer tok" {
+			http.Error(w, "who", http.StatusUnauthorized)
+			return
+		}
+		if !running.Load() {
+			http.Error(w, "Workspace not running", http.StatusServiceUnavailable)
+			return
+		}
+		http.Redirect(w, r, "/?folder=/projects", http.StatusFound)
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	url := "http://60001-first--admin.workspaces.localhost:8080/"
+	if editorAnswers(context.Background(), addr, url, "tok") {
+		t.Error("a 503 counted as the editor answering")
+	}
+	running.Store(true)
+	if !editorAnswers(context.Background(), addr, url, "tok") {
+		t.Error("the editor's answer was not seen")
+	}
+	if editorAnswers(context.Background(), addr, url, "other") {
+		t.Error("a 401 counted as the editor answering")
+	}
+}
