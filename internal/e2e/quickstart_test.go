@@ -32,7 +32,10 @@ func TestNewUserQuickstart(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(binary, args...)
 		cmd.Dir = t.TempDir() // not the checkout: --source says where it is
+		// A home of its own (its saved login), but this machine's caches: Go's build and module
+		// caches and the editor image's, which a new user's second run reuses too.
 		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		cmd.Env = append(cmd.Env, keptCaches(t)...)
 		out, err := cmd.Output()
 		if err != nil {
 			var stderr []byte
@@ -151,4 +154,32 @@ func freePorts(t *testing.T, n int) []string {
 		l.Close()
 	}
 	return out
+}
+
+// keptCaches names this machine's Go and editor-image caches for a process given another HOME, so
+// that it reuses them instead of starting cold (a cold module and build cache is a download of
+// every module and a compile of everything).
+func keptCaches(t *testing.T) []string {
+	t.Helper()
+	var env []string
+	for _, v := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+		out, err := exec.Command("go", "env", v).Output()
+		if err != nil {
+			t.Fatalf("go env %s: %v", v, err)
+		}
+		env = append(env, v+"="+strings.TrimSpace(string(out)))
+	}
+	editor := os.Getenv("HANGAR_EDITOR_CACHE")
+	if editor == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				t.Fatal(err)
+			}
+			base = filepath.Join(home, ".cache")
+		}
+		editor = filepath.Join(base, "hangar", "editor")
+	}
+	return append(env, "HANGAR_EDITOR_CACHE="+editor)
 }
