@@ -47,10 +47,10 @@ func TestDeleteTemplate(t *testing.T) {
 				`and by preset small: delete it first (hangar templates preset tf PRESET --delete)`)
 
 			mustCall(t, env, env.AdminToken, "DELETE", "/api/v1/templates/tf/presets/small", nil, http.StatusNoContent, nil)
-			for _, name := range []string{"w", "x"} {
-				mustCall(t, env, alice, "POST", "/api/v1/workspaces/"+name+"/builds", map[string]any{"transition": "delete"}, http.StatusCreated, nil)
-			}
+			// One delete at a time: two builds queued at the same instant may be acquired in either order.
+			mustCall(t, env, alice, "POST", "/api/v1/workspaces/w/builds", map[string]any{"transition": "delete"}, http.StatusCreated, nil)
 			p.run("w", 2, protocol.FinishRequest{State: tfState(2)})
+			mustCall(t, env, alice, "POST", "/api/v1/workspaces/x/builds", map[string]any{"transition": "delete"}, http.StatusCreated, nil)
 			// x's delete is queued, not done: x is not Terminated yet.
 			inUse(`template \"tf\" is used by 1 workspace that is not deleted (alice/x)`)
 			p.run("x", 2, protocol.FinishRequest{State: tfState(2)})
