@@ -64,6 +64,8 @@ func (s *Server) toWorkspace(w workspace.Workspace) sdk.Workspace {
 	if w.ErrorType != "" || w.ErrorMessage != "" {
 		out.Error = &sdk.WorkspaceError{Type: w.ErrorType, Message: w.ErrorMessage}
 	}
+	h := workspace.Helper(w, s.clock.Now())
+	out.Helper = sdk.WorkspaceHelper{Status: string(h.State), Since: h.Since, LastError: h.LastError, Problem: h.Problem}
 	return out
 }
 
