@@ -43,6 +43,39 @@ func (s *Service) Devfile(ctx context.Context, id string) (*devfile.Devfile, err
 	return s.devfiles.get(id, func() (string, error) { return s.st.WorkspaceDevfile(ctx, id) })
 }
 
+// endpointURL is where the access proxy serves a public endpoint of the workspace owner/name.
+func endpointURL(cfg workspace.AgentConfig, port int, path, name, owner string) string {
+	return fmt.Sprintf("%s://%s.%s%s", cmp.Or(cfg.ProxyURLScheme, "https"), workspace.HostLabel(port, name, owner), cfg.DNSZone, cmp.Or(path, "/"))
+}
+
+// Endpoint is a declared endpoint of a workspace, with the URL the access proxy serves it at
+// when it is public.
+type Endpoint struct {
+	devfile.Endpoint
+	URL string
+}
+
+// Endpoints lists the endpoints ws's devfile declares, each public one with its URL.
+func (s *Service) Endpoints(ctx context.Context, ws workspace.Workspace) ([]Endpoint, error) {
+	df, err := s.Devfile(ctx, ws.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read the devfile of workspace %s: %w", ws.Name, err)
+	}
+	agent, err := s.st.AgentByName(ctx, ws.AgentName)
+	if err != nil {
+		return nil, fmt.Errorf("read agent %s: %w", ws.AgentName, err)
+	}
+	var out []Endpoint
+	for _, ep := range df.Endpoints() {
+		e := Endpoint{Endpoint: ep}
+		if ep.Public() {
+			e.URL = endpointURL(agent.Config, ep.Port, ep.Path, ws.Name, ws.OwnerName)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // CreateRequest is a user's request for a workspace an agent runs.
 type CreateRequest struct {
 	Name  string
@@ -106,7 +139,7 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 	}
 	url := ""
 	if port, path, ok := df.PublicEndpoint(); ok {
-		url = fmt.Sprintf("%s://%s.%s%s", cmp.Or(cfg.ProxyURLScheme, "https"), workspace.HostLabel(port, req.Name, u.Username), cfg.DNSZone, cmp.Or(path, "/"))
+		url = endpointURL(cfg, port, path, req.Name, u.Username)
 	}
 	if _, err := devfile.Generate(df, devfile.Params{WorkspaceID: id, WorkspaceName: req.Name, KubeName: kubeName, Owner: u.Username, AgentID: agent.ID,
 		Namespace: ns, DesiredState: workspace.Running, Agent: cfg}); err != nil {
