@@ -359,7 +359,14 @@ export function workspacePage(main, me, nav, owner, name) {
     if (w.backend === 'terraform') builds.refresh();
   }).catch((e) => { fill(main, h('h1', {}, name), h('p', { class: 'error', role: 'alert' }, e.message)); });
   const unsub = subscribe(onLive);
-  return () => { unsub(); builds.leave(); };
+  // A helper connecting or going away changes no workspace row, so the live stream does not carry
+  // it: ask again every 30 s, and show the answer when the helper's status changed.
+  const helperTimer = setInterval(() => {
+    get(path).then((w) => {
+      if (current && JSON.stringify(w.helper) !== JSON.stringify(current.helper)) render(w);
+    }).catch(() => {});
+  }, 30000);
+  return () => { clearInterval(helperTimer); unsub(); builds.leave(); };
 }
 
 // --- A Terraform workspace's builds ---------------------------------------------------------------
