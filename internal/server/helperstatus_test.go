@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,10 +12,12 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/hashicorp/yamux"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/wshelper"
 )
 
 // TestHelperStatus: a Terraform workspace's helper status, as show and list give it, on both
@@ -135,4 +140,41 @@ func rawHelper(t *testing.T, url, token string) *yamux.Session {
 	}
 	t.Cleanup(func() { sess.Close() })
 	return sess
+}
+
+// TestHelperExitsWhenWorkspaceDeleted: the real helper of a workspace that is deleted has its
+// connection closed at the next recheck, is refused (401) when it connects again, and stops
+// retrying: Connect returns ErrRefused. Both stores.
+func TestHelperExitsWhenWorkspaceDeleted(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			ae := newAgentEnv(t, engine)
+			env := ae.Env
+			ae.worker.finish(ae.job.ID, protocol.FinishRequest{WorkerID: "w1", State: agentState(ae.job.AgentToken)})
+			_, priv, _ := ed25519.GenerateKey(rand.Reader)
+			signer, err := ssh.NewSignerFromKey(priv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := wshelper.NewServer(wshelper.ServerOptions{HostKey: signer, Env: []string{"PATH=/usr/bin:/bin"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			connected := make(chan struct{}, 4)
+			done := make(chan error, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			now := func(time.Duration) <-chan time.Time { c := make(chan time.Time, 1); c <- time.Time{}; return c }
+			go func() {
+				done <- wshelper.Connect(ctx, wshelper.ConnectOptions{URL: env.URL, Token: ae.job.AgentToken, Server: srv, After: now,
+					Connected: func() { connected <- struct{}{} }})
+			}()
+			within(t, connected, "the helper's connection")
+			mustCall(t, env, ae.dev, "PATCH", "/api/v1/workspaces/tfw", map[string]any{"desired_state": "Terminated"}, http.StatusOK, nil)
+			err = fireUntil(t, ae.rechecks, done, "the helper to stop retrying")
+			if !errors.Is(err, wshelper.ErrRefused) || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "deleted") {
+				t.Fatalf("Connect = %v, want ErrRefused saying the workspace is deleted", err)
+			}
+		})
+	}
 }
