@@ -103,6 +103,16 @@ func TestTerraformAgent(t *testing.T) {
 	if !strings.Contains(errOut, "trusting the workspace's helper hangar-workspace-") {
 		t.Errorf("the first ssh did not say it trusts the helper's host key:\n%s", errOut)
 	}
+	// show, show -o json and list say the helper is connected, and since when.
+	if out, errOut, err := dev(devToken, "show", "tfa"); err != nil || !regexp.MustCompile(`\nHelper:\s+connected \(since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)\n`).MatchString(out) {
+		t.Fatalf("show tfa once the helper connected: %v\n%s%s", err, out, errOut)
+	}
+	if out, errOut, err := dev(devToken, "show", "tfa", "-o", "json"); err != nil || !regexp.MustCompile(`"helper": \{\s+"status": "connected",\s+"since": "\d{4}-`).MatchString(out) {
+		t.Fatalf("show tfa -o json once the helper connected: %v\n%s%s", err, out, errOut)
+	}
+	if out, errOut, err := dev(devToken, "list"); err != nil || !regexp.MustCompile(`\ndev\s+tfa\s+\(terraform: machine v1\)\s+Running\s+Running\s+connected\s`).MatchString(out) {
+		t.Fatalf("list once the helper connected: %v\n%s%s", err, out, errOut)
+	}
 	// It is the module's machine: its home holds the file the module wrote.
 	if out, errOut, err := dev(devToken, "ssh", "tfa", "--", "cat", "machine.txt"); err != nil || strings.TrimSpace(out) != "the machine of tfa, made by the module" {
 		t.Fatalf("cat machine.txt: %v\n%q\n%s", err, out, errOut)
@@ -220,6 +230,11 @@ func TestTerraformAgent(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(errOut, "the workspace's helper is not connected (is the machine running?)") {
 		t.Fatalf("ssh after stop: %v\n%s%s", err, out, errOut)
+	}
+	// show says no helper is expected, and how the last connection ended.
+	if out, errOut, err := dev(newToken, "show", "tfa"); err != nil || !strings.Contains(out, "\nHelper:             off\n") ||
+		!strings.Contains(out, "\nHelper last error:  the connection was lost") {
+		t.Fatalf("show tfa once stopped: %v\n%s%s", err, out, errOut)
 	}
 	// Started again: the agent was not replaced (the plan kept it: same id, same token), the new
 	// machine runs its init script with the token the state holds, and ssh gets through again.

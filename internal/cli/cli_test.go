@@ -49,14 +49,26 @@ func sample() sdk.Workspace {
 		URL:                       "https://3000-api-dev.ws.example.com/",
 		CreatedAt:                 t0.Add(-3 * time.Hour),
 		LastActivityAt:            ptr(t0.Add(-5 * time.Minute)),
+		Helper: sdk.WorkspaceHelper{Status: "waiting", Since: ptr(t0.Add(-2 * time.Hour)), LastError: `Deployment "api-dev": admission webhook denied the request`,
+			Problem: "the workspace's pod is not ready 2h0m0s after the start: its image may still be pulled or missing from the node"},
+		Endpoints: []sdk.WorkspaceEndpoint{
+			{Name: "web", Container: "main", Port: 3000, Exposure: "public", URL: "https://3000-api-dev.ws.example.com/"},
+			{Name: "debug", Container: "main", Port: 5858, Exposure: "none"},
+		},
 	}
 }
 
 func TestTables(t *testing.T) {
 	f, srv := newFakeAPI(t)
 	fresh := sdk.Workspace{ID: "w-2", Name: "docs", Owner: "bob", Agent: "us-east", Namespace: "shared-ws",
-		DesiredState: "Running", ActualState: "CreationRequested", DesiredStateUpdatedAt: ptr(t0), CreatedAt: t0}
-	f.workspaces = map[string]sdk.Workspace{"api-dev": sample(), "docs": fresh}
+		DesiredState: "Running", ActualState: "CreationRequested", DesiredStateUpdatedAt: ptr(t0), CreatedAt: t0,
+		Helper: sdk.WorkspaceHelper{Status: "waiting", Since: ptr(t0)}}
+	// A Terraform workspace Running for three minutes whose helper never connected.
+	vm := sdk.Workspace{ID: "w-3", Name: "vm", Owner: "carol", Backend: "terraform", Template: "linux", TemplateVersion: 2,
+		DesiredState: "Running", ActualState: "Running", DesiredStateUpdatedAt: ptr(t0.Add(-4 * time.Minute)), ActualStateUpdatedAt: ptr(t0.Add(-3 * time.Minute)), CreatedAt: t0.Add(-4 * time.Minute),
+		Helper: sdk.WorkspaceHelper{Status: "waiting", Since: ptr(t0.Add(-3 * time.Minute)), LastError: "the connection was lost (the machine stopped, its helper exited, or the network failed)",
+			Problem: "the helper has not connected 3m0s after the workspace became Running: the machine may not run hangar_agent's init script"}}
+	f.workspaces = map[string]sdk.Workspace{"api-dev": sample(), "docs": fresh, "vm": vm}
 	f.agents = []sdk.Agent{
 		{ID: "a1", Name: "eu-west", Config: json.RawMessage(`{"dns_zone":"ws.example.com","namespace_mode":"per_workspace"}`), CreatedAt: t0},
 		{ID: "a2", Name: "us-east", Config: json.RawMessage(`{"dns_zone":"us.example.com","namespace_mode":"shared","shared_namespace":"shared-ws","unknown":1}`), CreatedAt: t0.Add(time.Hour)},
@@ -69,6 +81,7 @@ func TestTables(t *testing.T) {
 		{"list.golden", []string{"list"}},
 		{"show-all-fields.golden", []string{"show", "api-dev"}},
 		{"show-new.golden", []string{"show", "docs"}},
+		{"show-terraform-helper.golden", []string{"show", "vm"}},
 		{"agents-list.golden", []string{"agents", "list"}},
 		{"users-create.golden", []string{"users", "create", "carol"}},
 		{"users-create-admin.golden", []string{"users", "create", "dave", "--admin"}},

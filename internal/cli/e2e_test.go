@@ -117,8 +117,8 @@ func TestEndToEnd(t *testing.T) {
 	// List and show, as a table and as JSON; admin sees every workspace, bob none of alice's.
 	list := alice.ok("list")
 	lines := strings.Split(strings.TrimSpace(list), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "OWNER NAME AGENT DESIRED ACTUAL URL" ||
-		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "alice web eu Running Running https://3000-web--alice.") {
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "OWNER NAME AGENT DESIRED ACTUAL HELPER URL" ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "alice web eu Running Running connected https://3000-web--alice.") {
 		t.Errorf("list:\n%s", list)
 	}
 	var listed []sdk.Workspace
@@ -143,13 +143,18 @@ func TestEndToEnd(t *testing.T) {
 		"Actual state:        Running (since 2026-01-01 05:00:02 UTC)\n",
 		"Last error:          none\n", "Last sent to agent:  2026-01-01 05:00:02 UTC\n",
 		"Deployment:          resourceVersion 2\n", "Created:             2026-01-01 05:00:00 UTC\n",
+		// The helper is ready since the workspace became Running; the default devfile's editor is
+		// its one declared endpoint.
+		"Helper:              connected (since 2026-01-01 05:00:02 UTC)\n",
+		"Endpoints:           editor (main, port 3000): public, https://3000-web--alice.ws.example.com/\n",
 	} {
 		if !strings.Contains(show, want) {
 			t.Errorf("show is missing %q:\n%s", want, show)
 		}
 	}
 	var shown sdk.Workspace
-	if err := json.Unmarshal([]byte(alice.ok("show", "web", "--output", "json")), &shown); err != nil || shown.ActualState != "Running" || shown.RespondedToAgentAt == nil {
+	if err := json.Unmarshal([]byte(alice.ok("show", "web", "--output", "json")), &shown); err != nil || shown.ActualState != "Running" || shown.RespondedToAgentAt == nil ||
+		shown.Helper.Status != "connected" || len(shown.Endpoints) != 1 || shown.Endpoints[0].Exposure != "public" {
 		t.Errorf("show -o json: %+v, %v", shown, err)
 	}
 	if got := alice.fail("show", "nope"); got != "error: workspace \"nope\" not found\n" {

@@ -41,14 +41,14 @@ func dash(s string) string {
 	return s
 }
 
-// printWorkspaces prints the workspace table: OWNER NAME AGENT DESIRED ACTUAL URL.
+// printWorkspaces prints the workspace table: OWNER NAME AGENT DESIRED ACTUAL HELPER URL.
 func printWorkspaces(w io.Writer, wss []sdk.Workspace) error {
 	if len(wss) == 0 {
 		_, err := fmt.Fprintln(w, "No workspaces.")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "OWNER\tNAME\tAGENT\tDESIRED\tACTUAL\tURL")
+	fmt.Fprintln(tw, "OWNER\tNAME\tAGENT\tDESIRED\tACTUAL\tHELPER\tURL")
 	for _, ws := range wss {
 		agent := ws.Agent
 		if ws.Backend == "terraform" {
@@ -57,9 +57,52 @@ func printWorkspaces(w io.Writer, wss []sdk.Workspace) error {
 				agent = fmt.Sprintf("(terraform: %s v%d, outdated)", ws.Template, ws.TemplateVersion)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dash(ws.Owner), ws.Name, agent, ws.DesiredState, ws.ActualState, dash(ws.URL))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(ws.Owner), ws.Name, agent, ws.DesiredState, ws.ActualState, helperCell(ws.Helper), dash(ws.URL))
 	}
 	return tw.Flush()
+}
+
+// helperCell is the helper's status in the list: with "(see show)" when it has a problem.
+func helperCell(h sdk.WorkspaceHelper) string {
+	if h.Problem != "" {
+		return h.Status + " (problem: see show)"
+	}
+	return dash(h.Status)
+}
+
+// helperRows are the lines of the helper's status: whether it is reachable and since when, its
+// last error and its problem.
+func (a *app) helperRows(ws sdk.Workspace) [][2]string {
+	h := ws.Helper
+	status := dash(h.Status)
+	if h.Since != nil {
+		status += " (since " + a.formatTime(*h.Since) + ")"
+	}
+	rows := [][2]string{{"Helper", status}}
+	if h.LastError != "" && (ws.Error == nil || ws.Error.Message != h.LastError) { // not the workspace's own, said above
+		rows = append(rows, [2]string{"Helper last error", h.LastError})
+	}
+	if h.Problem != "" {
+		rows = append(rows, [2]string{"Helper problem", h.Problem})
+	}
+	return rows
+}
+
+// endpointRows are the lines of a Kubernetes workspace's declared endpoints, one each.
+func endpointRows(eps []sdk.WorkspaceEndpoint) [][2]string {
+	var rows [][2]string
+	for i, e := range eps {
+		label := ""
+		if i == 0 {
+			label = "Endpoints"
+		}
+		where := e.Exposure + ", not served by the access proxy"
+		if e.URL != "" {
+			where = e.Exposure + ", " + e.URL
+		}
+		rows = append(rows, [2]string{label, fmt.Sprintf("%s (%s, port %d): %s", e.Name, e.Container, e.Port, where)})
+	}
+	return rows
 }
 
 // printWorkspace prints every field of one workspace, one per line.
@@ -101,6 +144,7 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 		{"Last used", lastUsed},
 		{"Created", a.formatTime(ws.CreatedAt)},
 	}
+	rows = append(rows[:9:9], append(append(a.helperRows(ws), endpointRows(ws.Endpoints)...), rows[9:]...)...)
 	if ws.Backend == "terraform" {
 		// Builds run it, not an agent: the agent's fields mean nothing here.
 		rows = [][2]string{
@@ -117,6 +161,7 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 		if ws.ClaimedAt != nil {
 			rows[len(rows)-1][1] += fmt.Sprintf(" (claimed: a prebuilt workspace of preset %s; hangar builds %s shows its prebuild)", ws.Preset, ws.Name)
 		}
+		rows = append(rows[:7:7], append(a.helperRows(ws), rows[7:]...)...)
 		rows = append(rows[:4:4], append(parameterRows(ws), rows[4:]...)...)
 		if ws.AppsURL != "" {
 			rows = append(rows[:6:6], append([][2]string{{"Apps", ws.AppsURL + " (any port the machine listens on)"}}, rows[6:]...)...)
@@ -130,6 +175,10 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 func (a *app) printRows(w io.Writer, rows [][2]string) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	for _, r := range rows {
+		if r[0] == "" { // a value continued from the line above
+			fmt.Fprintf(tw, "\t%s\n", r[1])
+			continue
+		}
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
 	}
 	return tw.Flush()

@@ -163,6 +163,29 @@ func (d *Devfile) PublicEndpoint() (port int, urlPath string, ok bool) {
 	return 0, "", false
 }
 
+// Endpoint is an endpoint the devfile declares (or the injected editor's).
+type Endpoint struct {
+	Name, Container string
+	Port            int
+	// Exposure is public (the access proxy serves it), internal or none.
+	Exposure string
+	Path     string
+}
+
+// Public reports whether the access proxy serves e.
+func (e Endpoint) Public() bool { return e.Exposure == string(v1alpha2.PublicEndpointExposure) }
+
+// Endpoints lists the declared endpoints, by container in devfile order.
+func (d *Devfile) Endpoints() []Endpoint {
+	var out []Endpoint
+	for _, c := range d.containers {
+		for _, ep := range c.endpoints {
+			out = append(out, Endpoint{Name: ep.name, Container: c.name, Port: int(ep.port), Exposure: string(ep.exposure), Path: ep.path})
+		}
+	}
+	return out
+}
+
 // IsPublicPort reports whether port is the port of a public endpoint: the only ports the access
 // proxy routes to.
 func (d *Devfile) IsPublicPort(port int) bool {

@@ -60,6 +60,12 @@ type Workspace struct {
 	// Automation is what the lifecycle executor will do, in the answers about one workspace and in
 	// lists.
 	Automation *WorkspaceAutomation `json:"automation,omitempty"`
+	// Helper is the status of the workspace's helper (SSH, apps): reachable or not, since when,
+	// its last error, and a problem when it should be reachable and is not.
+	Helper WorkspaceHelper `json:"helper"`
+	// Endpoints (kubernetes, in the answer about one workspace) are the devfile's declared
+	// endpoints, with the URL the access proxy serves each public one at.
+	Endpoints []WorkspaceEndpoint `json:"endpoints,omitempty"`
 	// Warnings, only in the answers to create and update: what Hangar accepted in the devfile but
 	// ignores (starterProjects, components only build and deploy commands use, ...).
 	Warnings []string `json:"warnings,omitempty"`
@@ -71,6 +77,34 @@ func (w Workspace) Ref() string {
 		return w.Name
 	}
 	return w.Owner + "/" + w.Name
+}
+
+// WorkspaceHelper is the status of a workspace's helper (docs/decisions.md, "Helper status
+// everywhere"). Terraform: connected while its outbound connection to the server is up.
+// Kubernetes: connected while the pod is ready (its readiness probe is the helper's SSH port).
+type WorkspaceHelper struct {
+	// Status is connected, waiting (not reached since the workspace started), disconnected (its
+	// connection ended during this run) or off (the workspace is not meant to run).
+	Status string `json:"status"`
+	// Since is when Status began; null when unknown or off.
+	Since *time.Time `json:"since"`
+	// LastError is the last error known: why its last connection ended (terraform), the agent's
+	// last error (kubernetes).
+	LastError string `json:"last_error,omitempty"`
+	// Problem, when the helper should be reachable and has not been for two minutes, says so
+	// with the likely cause.
+	Problem string `json:"problem,omitempty"`
+}
+
+// WorkspaceEndpoint is an endpoint a devfile declares.
+type WorkspaceEndpoint struct {
+	Name      string `json:"name"`
+	Container string `json:"container"`
+	Port      int    `json:"port"`
+	// Exposure is public (the access proxy serves it at URL), internal or none.
+	Exposure string `json:"exposure"`
+	Path     string `json:"path,omitempty"`
+	URL      string `json:"url,omitempty"`
 }
 
 // WorkspaceError is the last error the agent reported for the workspace's current desired state.

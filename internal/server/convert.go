@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/hangar-dev/hangar/internal/backend/kube"
 	"github.com/hangar-dev/hangar/internal/build"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -64,6 +65,17 @@ func (s *Server) toWorkspace(w workspace.Workspace) sdk.Workspace {
 	}
 	if w.ErrorType != "" || w.ErrorMessage != "" {
 		out.Error = &sdk.WorkspaceError{Type: w.ErrorType, Message: w.ErrorMessage}
+	}
+	h := workspace.Helper(w, s.clock.Now())
+	out.Helper = sdk.WorkspaceHelper{Status: string(h.State), Since: h.Since, LastError: h.LastError, Problem: h.Problem}
+	return out
+}
+
+// toEndpoints converts a Kubernetes workspace's declared endpoints.
+func toEndpoints(eps []kube.Endpoint) []sdk.WorkspaceEndpoint {
+	out := make([]sdk.WorkspaceEndpoint, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, sdk.WorkspaceEndpoint{Name: e.Name, Container: e.Container, Port: e.Port, Exposure: e.Exposure, Path: e.Path, URL: e.URL})
 	}
 	return out
 }

@@ -205,12 +205,17 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 		log.Warn("cannot record which replica the helper is connected to", "err", err)
 	}
 	s.agents.put(ac)
+	why := "the server replica holding the connection stopped"
 	defer func() {
 		if s.agents.remove(ac) {
 			// Only this connection's record: a newer one's (recorded before it replaced this one in
-			// the registry) stays.
-			if err := s.store.ClearWorkspaceAgentConnection(context.WithoutCancel(ctx), record); err != nil {
+			// the registry) stays, and its end is not this one's to report.
+			bg := context.WithoutCancel(ctx)
+			if err := s.store.ClearWorkspaceAgentConnection(bg, record); err != nil {
 				log.Warn("cannot clear the record of the helper's connection", "err", err)
+			}
+			if err := s.store.RecordWorkspaceHelperDisconnect(bg, ws.ID, s.clock.Now(), why); err != nil && !errors.Is(err, store.ErrNotFound) {
+				log.Warn("cannot record the end of the helper's connection", "err", err)
 			}
 		}
 	}()
@@ -218,12 +223,14 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-sess.CloseChan():
+			why = "the connection was lost (the machine stopped, its helper exited, or the network failed)"
 			log.Info("workspace helper disconnected")
 			return
 		case <-ctx.Done():
 			return
 		case <-s.recheckAfter(s.recheck):
 			if _, err := s.helperWorkspace(ctx, token); err != nil {
+				why = "the server closed it: " + err.Error()
 				log.Info("workspace helper's access ended; closing its connection", "why", err)
 				return
 			}

@@ -162,6 +162,14 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u workspac
 	}
 	out := s.toWorkspace(row)
 	s.withAutomation(r.Context(), row, &out)
+	if row.Backend == workspace.KindKubernetes {
+		// The rest of the answer stands without them (an agent deleted since, say).
+		if eps, err := s.kube.Endpoints(r.Context(), row); err != nil {
+			s.log.Warn("cannot list a workspace's endpoints", "workspace", row.OwnerName+"/"+row.Name, "err", err)
+		} else {
+			out.Endpoints = toEndpoints(eps)
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -33,6 +33,10 @@ type AgentTokenStore interface {
 	SetWorkspaceAgentConnection(ctx context.Context, c AgentConnection) error
 	ClearWorkspaceAgentConnection(ctx context.Context, c AgentConnection) error
 	WorkspaceAgentConnection(ctx context.Context, workspaceID string) (AgentConnection, error)
+	// RecordWorkspaceHelperDisconnect records that the workspace's helper's connection ended at
+	// at, and why (replacing the record of an earlier end). Workspace reads fill the helper's
+	// fields from it and from the connection record. ErrNotFound for no such workspace.
+	RecordWorkspaceHelperDisconnect(ctx context.Context, workspaceID string, at time.Time, why string) error
 	// RecordWorkspaceActivity sets the workspace's last_activity_at to the later of its value and
 	// at (either backend; ErrNotFound for no such workspace).
 	RecordWorkspaceActivity(ctx context.Context, workspaceID string, at time.Time) error

@@ -117,6 +117,19 @@ func TestBrowserUI(t *testing.T) {
 	if loc := b.Location(); !strings.HasSuffix(loc, "/ui/w/alice/dev") {
 		t.Errorf("after the creation the browser is at %s", loc)
 	}
+	// Apps lists every endpoint the devfile declares, a public one with its address; the helper
+	// is waiting for the pod.
+	b.Run("the endpoints", chromedp.WaitVisible(`//tr[@data-testid="ws-endpoint"][2]`, chromedp.BySearch))
+	if eps := b.Text(`[data-testid="ws-endpoints"]`); !strings.Contains(eps, "web\tmain\t8080\tpublic\thttps://8080-dev--alice.") ||
+		!strings.Contains(eps, "api\tmain\t9000\tinternal\tnot served by the access proxy") {
+		t.Errorf("the Apps section's endpoints read %q", eps)
+	}
+	if got := b.Text(`[data-testid="ws-helper-status"]`); got != "waiting" {
+		t.Errorf("the helper's status reads %q, want waiting", got)
+	}
+	// Two minutes after the start, it says why it is not reachable.
+	env.Clock.Advance(2 * time.Minute)
+	b.Run("reload", chromedp.Reload(), chromedp.WaitVisible(`//*[@data-testid="ws-helper-problem" and contains(., "the workspace's pod is not ready 2m0s after the start")]`, chromedp.BySearch))
 
 	// The list shows it; the agent's report makes it Running there, without a reload.
 	b.Click(`//a[@data-testid="nav-workspaces"]`, rowState("dev", "CreationRequested"))
@@ -241,6 +254,7 @@ components:
     image: alpine
     endpoints:
     - {name: web, targetPort: 8080}
+    - {name: api, targetPort: 9000, exposure: internal}
 `
 
 // bearerGet is GET path with token, answering the status and body.

@@ -80,6 +80,10 @@ func TestBrowserTerraform(t *testing.T) {
 	b.Run("the log", chromedp.WaitVisible(`//pre[@data-testid="ws-logs" and contains(., "hello-from-the-build size=large version=1")]`, chromedp.BySearch))
 	b.Run("Running", chromedp.WaitVisible(`//span[@data-testid="ws-detail-state" and text()="Running"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`//*[@data-testid="ws-logs-status" and contains(., "succeeded")]`, chromedp.BySearch))
+	// Its helper has not connected (the module has no machine): the page says it is waiting.
+	if got := b.Text(`[data-testid="ws-helper-status"]`); got != "waiting" {
+		t.Errorf("the helper's status reads %q, want waiting", got)
+	}
 	if logs := b.Text(`[data-testid="ws-logs"]`); strings.Contains(logs, "undefined") {
 		t.Errorf("the log shows %q", logs)
 	}

@@ -100,6 +100,10 @@ type Workspace struct {
 	// created with the preset (its Parameters are the preset's).
 	PresetID   string
 	PresetName string // filled on reads
+
+	// Helper is what the store knows of a Terraform workspace's helper connection, filled on
+	// reads (func Helper makes the status users see of it).
+	Helper HelperRecord
 }
 
 // Visible reports whether u may see w: its owner, or an admin (the automation is one). A

@@ -60,8 +60,21 @@ func ConnectURL(server string) (string, error) {
 	return strings.TrimSuffix(server, "/") + protocol.WorkspaceAgentConnectPath, nil
 }
 
+// ErrRefused is the error of a connection the server refused for good: it answered 401 (its
+// workspace is deleted or gone, or its token is no longer in the workspace's Terraform state: a
+// later build removed that agent) or 403. No later attempt can succeed, since a token is never
+// valid again once it is not, so Connect returns it instead of retrying. Every other failure
+// (the network, a 5xx, a 429, a server being restarted) is retried with backoff.
+var ErrRefused = errors.New("the Hangar server refused this helper for good")
+
+// final reports whether the server's answer to a connection means no later attempt can succeed.
+func final(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
 // Connect keeps a connection to the server up until ctx ends, reconnecting with backoff when it
-// drops or cannot be made, and serves the streams the server opens. It returns when ctx ends.
+// drops or cannot be made, and serves the streams the server opens. It returns nil when ctx ends,
+// and an error wrapping ErrRefused when the server refused the helper for good.
 func Connect(ctx context.Context, o ConnectOptions) error {
 	endpoint, err := ConnectURL(o.URL)
 	if err != nil {
@@ -88,6 +101,10 @@ func Connect(ctx context.Context, o ConnectOptions) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if errors.Is(err, ErrRefused) {
+			o.Logger.Error("the Hangar server refused this helper for good (its workspace is deleted, or its token was revoked: a later build replaced or removed its hangar_agent); exiting", "url", o.URL, "err", err)
+			return err
+		}
 		if up {
 			failures = 0 // the connection worked: start the backoff again from the beginning
 		}
@@ -112,6 +129,9 @@ func connectOnce(ctx context.Context, o ConnectOptions, endpoint string) (up boo
 	})
 	cancel()
 	if err != nil {
+		if resp != nil && final(resp.StatusCode) {
+			return false, fmt.Errorf("%w (HTTP %d%s)", ErrRefused, resp.StatusCode, refusal(resp))
+		}
 		if resp != nil && resp.StatusCode >= 400 {
 			return false, fmt.Errorf("the server refused the connection (HTTP %d%s)", resp.StatusCode, refusal(resp))
 		}

@@ -26,14 +26,23 @@ type fakeHangar struct {
 	sessions chan *yamux.Session
 	mu       sync.Mutex
 	refused  int
+	// unavailable, when set, answers every attempt 503 (a server being restarted) instead.
+	unavailable bool
 }
 
 func (f *fakeHangar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.unavailable {
+		f.mu.Lock()
+		f.refused++
+		f.mu.Unlock()
+		http.Error(w, "the database is unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	if r.URL.Path != protocol.WorkspaceAgentConnectPath || r.Header.Get("Authorization") != "Bearer "+f.token {
 		f.mu.Lock()
 		f.refused++
 		f.mu.Unlock()
-		http.Error(w, "invalid helper token", http.StatusUnauthorized)
+		http.Error(w, "invalid helper token: its workspace is deleted", http.StatusUnauthorized)
 		return
 	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.WorkspaceAgentSubprotocol}})
@@ -102,10 +111,11 @@ func TestConnectServesTrustedStreams(t *testing.T) {
 	run(second)
 }
 
-// TestConnectRefusedTokenRetries: a refused token is retried after the backoff, which grows.
-func TestConnectRefusedTokenRetries(t *testing.T) {
+// TestConnectTransientFailureRetries: a failure that may pass (here a 503) is retried after the
+// backoff, which grows.
+func TestConnectTransientFailureRetries(t *testing.T) {
 	ts := startServer(t, ServerOptions{})
-	fake := &fakeHangar{t: t, token: "hwa_other", sessions: make(chan *yamux.Session, 1)}
+	fake := &fakeHangar{t: t, token: "hwa_good", sessions: make(chan *yamux.Session, 1), unavailable: true}
 	hs := httptest.NewServer(fake)
 	defer hs.Close()
 	after, waits, delays := fakeAfter()
@@ -121,6 +131,62 @@ func TestConnectRefusedTokenRetries(t *testing.T) {
 	defer fake.mu.Unlock()
 	if fake.refused != 3 {
 		t.Fatalf("%d refused attempts, want 3", fake.refused)
+	}
+}
+
+// TestConnectRefusedForGoodExits: a 401 (the server's answer for a deleted workspace or a token no
+// longer in its state) is final: Connect returns ErrRefused after that one attempt, without waiting
+// to retry, and says why in the log.
+func TestConnectRefusedForGoodExits(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	fake := &fakeHangar{t: t, token: "hwa_other", sessions: make(chan *yamux.Session, 1)}
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	after, waits, _ := fakeAfter()
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(context.Background(), ConnectOptions{URL: hs.URL, Token: "hwa_good", Server: ts.srv, After: after, Logger: ts.logs.logger()})
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "its workspace is deleted") {
+			t.Fatalf("Connect = %v, want ErrRefused with the server's answer", err)
+		}
+	case <-waits:
+		t.Fatal("the helper waits to retry a connection the server refused for good")
+	case <-time.After(testTimeout):
+		t.Fatal("Connect did not return")
+	}
+	if logs := ts.logs.String(); !strings.Contains(logs, "refused this helper for good") || !strings.Contains(logs, "exiting") {
+		t.Fatalf("log does not say the helper exits:\n%s", logs)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if fake.refused != 1 {
+		t.Fatalf("%d attempts, want 1", fake.refused)
+	}
+}
+
+// TestRunExitsWhenRefused: the helper process (Run, connecting out) ends with an error when the
+// server refuses it for good, instead of running on unreachable.
+func TestRunExitsWhenRefused(t *testing.T) {
+	fake := &fakeHangar{t: t, token: "hwa_current", sessions: make(chan *yamux.Session, 1)}
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	dir := t.TempDir()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(context.Background(), Config{ConnectURL: hs.URL, Token: "hwa_revoked", StateDir: dir, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir},
+			GracePeriod: testTimeout, Connect: ConnectOptions{After: func(time.Duration) <-chan time.Time { return nil }}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrRefused) {
+			t.Fatalf("Run = %v, want ErrRefused", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("the helper runs on after the server refused it for good")
 	}
 }
 

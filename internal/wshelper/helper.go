@@ -148,6 +148,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	connectCtx, stopConnect := context.WithCancel(context.Background())
 	defer stopConnect()
 	connectDone := make(chan struct{})
+	connectFailed := make(chan error, 1) // the server refused the helper for good: it exits
 	if cfg.ConnectURL != "" {
 		co := cfg.Connect
 		co.URL, co.Token, co.Server, co.Logger = cfg.ConnectURL, cfg.Token, srv, log
@@ -155,7 +156,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		go func() {
 			defer close(connectDone)
 			if err := Connect(connectCtx, co); err != nil {
-				log.Error("cannot connect to the Hangar server", "err", err)
+				connectFailed <- err
 			}
 		}()
 	} else {
@@ -279,6 +280,8 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			return stop(sig.String()), nil
 		case <-ctx.Done():
 			return stop("context ended"), nil
+		case err := <-connectFailed:
+			return stop("the Hangar server refused the helper for good"), err
 		case err := <-listenFailed:
 			log.Error("cannot serve ssh", "err", err)
 			return stop("cannot serve ssh"), err

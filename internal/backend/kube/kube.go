@@ -42,6 +42,34 @@ func (s *Service) Devfile(ctx context.Context, id string) (*devfile.Devfile, err
 	return s.devfiles.get(id, func() (string, error) { return s.st.WorkspaceDevfile(ctx, id) })
 }
 
+// Endpoint is a declared endpoint of a workspace, with the URL the access proxy serves it at
+// when it is public.
+type Endpoint struct {
+	devfile.Endpoint
+	URL string
+}
+
+// Endpoints lists the endpoints ws's devfile declares, each public one with its URL.
+func (s *Service) Endpoints(ctx context.Context, ws workspace.Workspace) ([]Endpoint, error) {
+	df, err := s.Devfile(ctx, ws.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read the devfile of workspace %s: %w", ws.Name, err)
+	}
+	agent, err := s.st.AgentByName(ctx, ws.AgentName)
+	if err != nil {
+		return nil, fmt.Errorf("read agent %s: %w", ws.AgentName, err)
+	}
+	var out []Endpoint
+	for _, ep := range df.Endpoints() {
+		e := Endpoint{Endpoint: ep}
+		if ep.Public() {
+			e.URL = agent.Config.EndpointURL(ep.Port, ws.Name, ws.OwnerName, ep.Path)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // CreateRequest is a user's request for a workspace an agent runs.
 type CreateRequest struct {
 	Name  string

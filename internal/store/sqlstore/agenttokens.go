@@ -121,3 +121,18 @@ func (s *Store) WorkspaceAgentConnection(ctx context.Context, workspaceID string
 	c.ConnectedAt = fromMicros(at)
 	return c, nil
 }
+
+func (s *Store) RecordWorkspaceHelperDisconnect(ctx context.Context, workspaceID string, at time.Time, why string) error {
+	// Only for a workspace that exists: ErrNotFound on both engines rather than a foreign key error.
+	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO workspace_helper_status (workspace_id, disconnected_at, last_error)
+		SELECT id, ?, ? FROM workspaces WHERE id = ?
+		ON CONFLICT (workspace_id) DO UPDATE SET disconnected_at = excluded.disconnected_at, last_error = excluded.last_error`),
+		micros(at), why, workspaceID)
+	if err != nil {
+		return fmt.Errorf("record the end of the helper connection of workspace %s: %w", workspaceID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("record the end of the helper connection of workspace %s: %w", workspaceID, store.ErrNotFound)
+	}
+	return nil
+}

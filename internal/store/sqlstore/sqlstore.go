@@ -323,19 +323,22 @@ const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, COALESCE(w.ag
 	COALESCE(w.template_id, ''), COALESCE(t.deleted_name, t.name, ''), w.last_activity_at,
 	w.autostart_schedule, w.autostart_timezone, w.ttl_ms, w.dormant_at, w.desired_state_reason,
 	COALESCE(w.template_version_id, ''), COALESCE(tv.number, 0), COALESCE(t.active_version_id, ''), w.parameters,
-	COALESCE(w.preset_id, ''), COALESCE(pr.name, ''), w.claimed_at`
+	COALESCE(w.preset_id, ''), COALESCE(pr.name, ''), w.claimed_at,
+	ac.connected_at, hs.disconnected_at, COALESCE(hs.last_error, ''),
+	EXISTS (SELECT 1 FROM workspace_agent_tokens wat WHERE wat.workspace_id = w.id)`
 
 // wsFrom joins the owner, and the agent (kubernetes) or template and version (terraform) a
 // workspace may have.
 const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id LEFT JOIN agents a ON a.id = w.agent_id
 	LEFT JOIN templates t ON t.id = w.template_id LEFT JOIN template_versions tv ON tv.id = w.template_version_id
-	LEFT JOIN template_presets pr ON pr.id = w.preset_id`
+	LEFT JOIN template_presets pr ON pr.id = w.preset_id
+	LEFT JOIN workspace_agent_connections ac ON ac.workspace_id = w.id LEFT JOIN workspace_helper_status hs ON hs.workspace_id = w.id`
 
 func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, error) {
 	var w workspace.Workspace
 	var desired, actual string
 	var desiredAt, created int64
-	var actualAt, respondedAt, activityAt, ttl, dormantAt, claimedAt sql.NullInt64
+	var actualAt, respondedAt, activityAt, ttl, dormantAt, claimedAt, helperAt, helperEndedAt sql.NullInt64
 	var rv sql.NullString
 	var params string
 	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
@@ -343,7 +346,8 @@ func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, er
 		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt,
 		&w.Schedule.Autostart, &w.Schedule.Timezone, &ttl, &dormantAt, &w.DesiredStateReason,
 		&w.TemplateVersionID, &w.TemplateVersion, &w.TemplateActiveVersionID, &params,
-		&w.PresetID, &w.PresetName, &claimedAt); err != nil {
+		&w.PresetID, &w.PresetName, &claimedAt,
+		&helperAt, &helperEndedAt, &w.Helper.LastError, &w.Helper.HasToken); err != nil {
 		return w, err
 	}
 	if params != "[]" && params != "" {
@@ -362,6 +366,7 @@ func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, er
 	w.ActualStateUpdatedAt = ptrTime(actualAt)
 	w.RespondedToAgentAt = ptrTime(respondedAt)
 	w.LastActivityAt = ptrTime(activityAt)
+	w.Helper.ConnectedAt, w.Helper.DisconnectedAt = ptrTime(helperAt), ptrTime(helperEndedAt)
 	if rv.Valid {
 		w.DeploymentResourceVersion = &rv.String
 	}

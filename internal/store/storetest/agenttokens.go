@@ -137,3 +137,71 @@ func testAgentConnections(t *testing.T, s store.Store) {
 		t.Fatalf("after clearing: %v, want ErrNotFound", err)
 	}
 }
+
+// testHelperRecord: workspace reads (by id, by name, in lists) carry the helper's record: its
+// connection while one is recorded, the end of its last connection with why (the latest end
+// replacing an earlier one), and whether a helper token of the workspace is valid.
+func testHelperRecord(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewBuildFixture(t, s, "alice")
+	w, _ := f.Create(t, s, "tf1", t0)
+	reads := func() []workspace.Workspace {
+		t.Helper()
+		byID, err := s.WorkspaceByID(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.ListWorkspaces(ctx, store.ListFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range list {
+			if l.ID == w.ID {
+				return []workspace.Workspace{byID, l}
+			}
+		}
+		t.Fatalf("workspace %s not listed", w.ID)
+		return nil
+	}
+	for _, got := range reads() {
+		if h := got.Helper; h.ConnectedAt != nil || h.DisconnectedAt != nil || h.LastError != "" || h.HasToken {
+			t.Fatalf("a new workspace's helper record: %+v", h)
+		}
+	}
+	at := t0.Add(time.Minute + 7*time.Microsecond)
+	conn := store.AgentConnection{WorkspaceID: w.ID, Replica: "replica-a", ConnectedAt: at}
+	if err := s.SetWorkspaceAgentConnection(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateWorkspaceAgentToken(ctx, store.WorkspaceAgentToken{Hash: []byte("helper-record-token-hash"), WorkspaceID: w.ID, BuildNumber: 1, CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range reads() {
+		if h := got.Helper; h.ConnectedAt == nil || !h.ConnectedAt.Equal(at) || h.DisconnectedAt != nil || !h.HasToken {
+			t.Fatalf("a connected helper's record: %+v", h)
+		}
+	}
+	if err := s.ClearWorkspaceAgentConnection(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	for i, why := range []string{"the connection was lost", "the server closed it: its token is gone"} {
+		if err := s.RecordWorkspaceHelperDisconnect(ctx, w.ID, at.Add(time.Duration(i+1)*time.Minute), why); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ended := at.Add(2 * time.Minute)
+	for _, got := range reads() {
+		if h := got.Helper; h.ConnectedAt != nil || h.DisconnectedAt == nil || !h.DisconnectedAt.Equal(ended) || h.LastError != "the server closed it: its token is gone" {
+			t.Fatalf("a disconnected helper's record: %+v, want ended at %v with the latest reason", h, ended)
+		}
+	}
+	if _, err := s.KeepWorkspaceAgentTokens(ctx, w.ID, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.WorkspaceByID(ctx, w.ID); err != nil || got.Helper.HasToken {
+		t.Fatalf("after its token is removed: %+v, %v", got.Helper, err)
+	}
+	if err := s.RecordWorkspaceHelperDisconnect(ctx, "no-such-workspace", at, "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the end of a helper connection of no workspace: %v, want ErrNotFound", err)
+	}
+}

@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Activity", testActivity},
 		{"AgentTokens", testAgentTokens},
 		{"AgentConnections", testAgentConnections},
+		{"HelperRecord", testHelperRecord},
 		{"WorkspaceActivity", testWorkspaceActivity},
 		{"LifecycleColumns", testLifecycleColumns},
 		{"TemplateLifecycle", testTemplateLifecycle},

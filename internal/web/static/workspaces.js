@@ -134,6 +134,17 @@ export function listPage(main, me, nav) {
 
 // --- One workspace -----------------------------------------------------------------------------
 
+// helperProps are the lines of the helper's status: reachable or not since when, its last error,
+// and its problem (not reachable two minutes after the start, with the likely cause).
+function helperProps(w) {
+  const hs = w.helper;
+  if (!hs) return null;
+  return [h('dt', {}, 'Helper'), h('dd', { testid: 'ws-helper' },
+    h('span', { testid: 'ws-helper-status' }, hs.status), hs.since ? h('span', { class: 'muted' }, ' since ' + fmtTime(hs.since)) : null,
+    hs.last_error && !(w.error && w.error.message === hs.last_error) ? h('div', { class: 'muted', testid: 'ws-helper-error' }, 'Last error: ' + hs.last_error) : null,
+    hs.problem ? h('div', { class: 'error', role: 'status', testid: 'ws-helper-problem' }, hs.problem) : null)];
+}
+
 export function workspacePage(main, me, nav, owner, name) {
   const ref = owner + '/' + name;
   const path = '/api/v1/workspaces/' + enc(ref);
@@ -181,6 +192,7 @@ export function workspacePage(main, me, nav, owner, name) {
       h('dt', {}, 'Last used'), h('dd', {}, w.last_activity_at ? fmtTime(w.last_activity_at) : 'never'),
       w.automation && w.automation.autostop_at ? [h('dt', {}, 'Stops at'), h('dd', {}, fmtTime(w.automation.autostop_at))] : null,
       w.automation && w.automation.next_autostart_at ? [h('dt', {}, 'Starts at'), h('dd', {}, fmtTime(w.automation.next_autostart_at))] : null,
+      helperProps(w),
       (w.parameters || []).length ? [h('dt', {}, 'Parameters'), h('dd', {}, w.parameters.map((p) => h('div', { class: 'mono' }, p.name + ' = ' + (p.sensitive ? '••••' : p.value || ''))))] : null);
     errorBox.textContent = !w.error ? '' : w.actual_state === 'Canceled' ? 'Canceled: ' + w.error.message : 'Failed: ' + w.error.type + ': ' + w.error.message;
     errorBox.hidden = !w.error;
@@ -196,9 +208,17 @@ export function workspacePage(main, me, nav, owner, name) {
     renderSSH(w);
   }
 
+  let endpoints = []; // the devfile's, in the answer about this workspace only (they never change)
   function renderApps(w) {
     clear(apps);
     if (w.url) apps.append(h('p', {}, h('a', { href: w.url, target: '_blank', rel: 'noopener', testid: 'ws-app-link' }, w.url)));
+    if (endpoints.length) {
+      apps.append(h('table', { testid: 'ws-endpoints' },
+        h('thead', {}, h('tr', {}, ['endpoint', 'container', 'port', 'exposure', 'address'].map((k) => h('th', { scope: 'col' }, k)))),
+        h('tbody', {}, endpoints.map((e) => h('tr', { testid: 'ws-endpoint' },
+          h('td', {}, e.name), h('td', {}, e.container), h('td', {}, String(e.port)), h('td', {}, e.exposure),
+          h('td', {}, e.url ? h('a', { href: e.url, target: '_blank', rel: 'noopener' }, e.url) : h('span', { class: 'muted' }, 'not served by the access proxy')))))));
+    }
     if (w.apps_url) {
       // Hangar does not know which port the machine's app listens on: the box starts empty, and
       // the link shows once a port is typed.
@@ -344,13 +364,21 @@ export function workspacePage(main, me, nav, owner, name) {
     }
   };
   get(path).then((w) => {
+    endpoints = w.endpoints || []; // the live stream's workspaces do not carry them
     render(live.byId.get(w.id) || w);
     renderSchedule(w);
     renderParams(w);
     if (w.backend === 'terraform') builds.refresh();
   }).catch((e) => { fill(main, h('h1', {}, name), h('p', { class: 'error', role: 'alert' }, e.message)); });
   const unsub = subscribe(onLive);
-  return () => { unsub(); builds.leave(); };
+  // A helper connecting or going away changes no workspace row, so the live stream does not carry
+  // it: ask again every 30 s, and show the answer when the helper's status changed.
+  const helperTimer = setInterval(() => {
+    get(path).then((w) => {
+      if (current && JSON.stringify(w.helper) !== JSON.stringify(current.helper)) render(w);
+    }).catch(() => {});
+  }, 30000);
+  return () => { clearInterval(helperTimer); unsub(); builds.leave(); };
 }
 
 // --- A Terraform workspace's builds ---------------------------------------------------------------
