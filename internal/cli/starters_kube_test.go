@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 func TestTemplatesInitKubernetesStarter(t *testing.T) {
 	c := newCLI(t, nil)
 	list := c.ok("templates", "init")
-	if !strings.HasPrefix(list, "STARTER") || !strings.Contains(list, "\nkubernetes  A Kubernetes devfile") {
+	if !strings.HasPrefix(list, "STARTER") || !regexp.MustCompile(`\nkubernetes +A Kubernetes devfile`).MatchString(list) {
 		t.Errorf("templates init lists:\n%s", list)
 	}
 	dir := filepath.Join(t.TempDir(), "k")

@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // refuses to write over a file or to write an unknown starter, naming the starters.
 func TestTemplatesInitTerraformStarter(t *testing.T) {
 	c := newCLI(t, nil)
-	if out := c.ok("templates", "init"); !strings.Contains(out, "STARTER") || !strings.Contains(out, "terraform-kubernetes-pod  A Terraform template whose machine is a pod") {
+	if out := c.ok("templates", "init"); !strings.Contains(out, "STARTER") || !regexp.MustCompile(`\nterraform-kubernetes-pod +A Terraform template whose machine is a pod`).MatchString(out) {
 		t.Errorf("templates init lists:\n%s", out)
 	}
 	dir := filepath.Join(t.TempDir(), "pods")
