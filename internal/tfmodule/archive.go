@@ -239,6 +239,7 @@ type entry struct {
 	name string // clean, relative, slash-separated
 	dir  bool
 	exec bool
+	size int64 // as the header says; the reader never gives more
 }
 
 // errTooLarge is what a reader returns past the archive's byte budget.
@@ -312,6 +313,7 @@ func walkArchive(archive []byte, fn func(e entry, r io.Reader) error) error {
 			return fmt.Errorf("%w (at %q)", errTooLarge, hdr.Name)
 		}
 		e.exec = hdr.Mode&0o111 != 0
+		e.size = hdr.Size
 		lr := &budgetReader{r: tr, left: &budget}
 		if err := fn(e, lr); err != nil {
 			if errors.Is(err, errTooLarge) {
