@@ -50,6 +50,10 @@ func TestStatePushMemory(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the pushes: %v\n%s", err, out)
 			}
+			if raceDetector {
+				t.Log("built with the race detector, which multiplies memory: the pushes' answers and states are checked, the bound is not")
+				return
+			}
 			if peak > maxStatePushRSS {
 				t.Errorf("peak resident memory %.0f MiB, want at most %d MiB", float64(peak)/(1<<20), maxStatePushRSS>>20)
 			}
@@ -75,6 +79,8 @@ func newStateBody(serial int) *stateBody {
 	return &stateBody{head: head, tail: tail, pad: bigState - int64(len(head)+len(tail))}
 }
 
+var padding = strings.Repeat("a", 32<<10)
+
 func (b *stateBody) size() int64 { return int64(len(b.head)) + b.pad + int64(len(b.tail)) }
 
 func (b *stateBody) Read(p []byte) (int, error) {
@@ -91,16 +97,19 @@ func (b *stateBody) Read(p []byte) (int, error) {
 		end = min(end, size-1)
 	}
 	n := 0
-	for i := b.off; i < end; i++ {
-		switch {
-		case i < int64(len(b.head)):
-			p[n] = b.head[i]
-		case i < int64(len(b.head))+b.pad:
-			p[n] = 'a'
+	for i := b.off; i < end; {
+		var chunk string
+		switch head, pad := int64(len(b.head)), int64(len(b.head))+b.pad; {
+		case i < head:
+			chunk = b.head[i:]
+		case i < pad:
+			chunk = padding[:min(int64(len(padding)), pad-i)]
 		default:
-			p[n] = b.tail[i-int64(len(b.head))-b.pad]
+			chunk = b.tail[i-pad:]
 		}
-		n++
+		k := copy(p[n:end-b.off], chunk)
+		n += k
+		i += int64(k)
 	}
 	b.off = end
 	return n, nil
