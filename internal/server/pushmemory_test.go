@@ -1,7 +1,12 @@
 package server_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,7 +21,8 @@ func TestTemplatePushRefusesLargeConfigFile(t *testing.T) {
 	for _, engine := range servertest.Engines {
 		t.Run(engine, func(t *testing.T) {
 			env := servertest.NewWith(t, engine)
-			archive := tfArchive(t, map[string]string{"main.tf": `variable "v" {}` + "\n", "big.tf": "x = " + strings.Repeat("(", 8<<20)})
+			// Made by hand: Pack (hangar templates push) refuses such a file before any upload.
+			archive := rawArchive(t, map[string]string{"main.tf": `variable "v" {}` + "\n", "big.tf": "x = " + strings.Repeat("(", 8<<20)})
 			if len(archive) > 64<<10 {
 				t.Fatalf("archive of %d bytes, want a small one", len(archive))
 			}
@@ -33,4 +39,27 @@ func TestTemplatePushRefusesLargeConfigFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rawArchive is a gzipped tar of files (name → content), without Pack's checks.
+func rawArchive(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(files[name]))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(files[name])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
