@@ -22,15 +22,13 @@ import (
 // the pushes; the parent reads the child's peak resident memory from the operating system.
 const statePushChildEnv = "HANGAR_SERVER_STATE_PUSH_ENGINE"
 
-// bigState is the size of the states pushed: close to protocol.MaxStateBytes, as in the probe that
-// found 4 concurrent pushes of one user peaking at 1.3 GB.
-const bigState = 60 << 20
-
 // maxStatePushRSS is the most the whole test process (server, store and client) may hold while
-// pushes of bigState run: what the server's bound on bodies in flight buys.
-const maxStatePushRSS = 800 << 20
+// pushes of bigState run, by store: what the server's bound on bodies in flight buys (measured
+// after: about 480 and 730 MiB; before the bound: 1,065 and 1,812 MiB). Postgres's driver holds
+// more copies of a state than SQLite's.
+var maxStatePushRSS = map[string]int64{"sqlite": 700 << 20, "postgres": 1100 << 20}
 
-// TestStatePushMemory: concurrent state pushes of 60 MiB (each onto a saved state of 60 MiB) by
+// TestStatePushMemory: concurrent state pushes of bigState (each onto a saved state as large) by
 // one user and by several users keep the server's memory bounded: one user gets one large push in
 // flight (the others are answered 429 with Retry-After, before their bodies are read), the server
 // holds two of them at once (a third, by another user, is answered 503 with Retry-After); a
@@ -54,8 +52,8 @@ func TestStatePushMemory(t *testing.T) {
 				t.Log("built with the race detector, which multiplies memory: the pushes' answers and states are checked, the bound is not")
 				return
 			}
-			if peak > maxStatePushRSS {
-				t.Errorf("peak resident memory %.0f MiB, want at most %d MiB", float64(peak)/(1<<20), maxStatePushRSS>>20)
+			if peak > maxStatePushRSS[engine] {
+				t.Errorf("peak resident memory %.0f MiB, want at most %d MiB", float64(peak)/(1<<20), maxStatePushRSS[engine]>>20)
 			}
 		})
 	}
