@@ -47,18 +47,18 @@ func (e *StateError) Code() errs.Code {
 // array or a truncated file is refused with the first field at fault.
 func ParseState(b []byte) (StateMeta, error) {
 	b = bytes.TrimSpace(b)
-	var raw map[string]json.RawMessage
+	var raw map[string]stateValue
 	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &raw) != nil {
 		return StateMeta{}, &StateError{Field: "body", Detail: "must be a Terraform state: a JSON object"}
 	}
 	var m StateMeta
 	field := func(name string, into any, valid func() bool, want string) error {
 		v, ok := raw[name]
-		if !ok || string(v) == "null" {
+		if !ok || string(v.raw) == "null" {
 			return &StateError{Field: name, Detail: "is missing: a Terraform state has " + want}
 		}
-		if json.Unmarshal(v, into) != nil || !valid() {
-			return &StateError{Field: name, Detail: fmt.Sprintf("must be %s, got %s", want, kindOf(v))}
+		if v.long || json.Unmarshal(v.raw, into) != nil || !valid() {
+			return &StateError{Field: name, Detail: fmt.Sprintf("must be %s, got %s", want, kindOf(v.raw))}
 		}
 		return nil
 	}
@@ -73,6 +73,27 @@ func ParseState(b []byte) (StateMeta, error) {
 		}
 	}
 	return m, nil
+}
+
+// maxStateFieldBytes bounds the top-level values ParseState keeps whole: the fields it reads are
+// a few bytes in any real state.
+const maxStateFieldBytes = 4096
+
+// stateValue is a top-level value of a state as ParseState keeps it: whole when it is short, else
+// its first byte only (its kind), so that reading a state of many megabytes copies none of its
+// resources.
+type stateValue struct {
+	raw  []byte
+	long bool
+}
+
+func (v *stateValue) UnmarshalJSON(b []byte) error {
+	if len(b) > maxStateFieldBytes {
+		v.raw, v.long = []byte{b[0]}, true
+		return nil
+	}
+	v.raw, v.long = bytes.Clone(b), false
+	return nil
 }
 
 // kindOf says what kind of JSON value v is, without quoting it: a state's content is never quoted

@@ -683,10 +683,11 @@ func (s *Server) pushState(w http.ResponseWriter, r *http.Request, u workspace.U
 	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 		return errUnsupportedMediaType(ct)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, protocol.MaxStateBytes))
+	body, release, err := s.readBody(w, r, s.stateBodies, u.ID, protocol.MaxStateBytes)
 	if err != nil {
 		return err
 	}
+	defer release()
 	if len(body) == 0 {
 		return errBadRequest("invalid request", sdk.Validation{Field: "body", Detail: "is empty: send the Terraform state (JSON)"})
 	}

@@ -137,6 +137,8 @@ type Server struct {
 	trustedProxies []netip.Prefix
 	authFailures   *authLimiter
 	streams        *streamLimiter
+	// stateBodies bounds the state pushes' bodies in flight (bodies.go).
+	stateBodies *bodyLimiter
 }
 
 // New returns a server.
@@ -192,6 +194,7 @@ func New(opts Options) *Server {
 	}
 	s.apps = s.newApps(opts.Apps)
 	s.trustedProxies, s.streams = opts.TrustedProxies, newStreamLimiter(opts.StreamLimits)
+	s.stateBodies = newBodyLimiter(BodyBudgetBytes)
 	s.authFailures = newAuthLimiter(opts.AuthLimit, opts.Clock.Now, opts.Logger.With("component", "limits"))
 	s.oidc = newOIDCSignIn(opts.OIDC)
 	s.mux = http.NewServeMux()

@@ -20,6 +20,9 @@ type StorageStore interface {
 	// StorageUsage sums the state and log bytes of the builds of every workspace ownerID owns
 	// (Terminated ones included: their builds stay).
 	StorageUsage(ctx context.Context, ownerID string) (StorageUsage, error)
+	// LatestStateBytes is the size of the state of the workspace's latest build (0 when it has
+	// none), without reading the state.
+	LatestStateBytes(ctx context.Context, workspaceID string) (int64, error)
 	// PruneStorage frees, in one transaction, what the state rules do not need of ownerID's builds:
 	// the state of every build but its workspace's latest (marked state_pruned, as the builds past
 	// KeptBuildStates are), and the log of every ended build but its workspace's latest, replaced

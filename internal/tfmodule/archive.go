@@ -58,7 +58,7 @@ var skippedFiles = map[string]bool{
 // It skips .terraform/, terraform.tfstate.d/, version control directories and local state files.
 // A symbolic link to a regular file inside dir is stored as that file; a link pointing outside dir,
 // a link to a directory, or any other special file is an error. So is a module over MaxFiles files
-// or MaxBytes bytes.
+// or MaxBytes bytes, or a configuration file over MaxConfigFileBytes.
 func Pack(dir string) ([]byte, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
@@ -128,6 +128,9 @@ func Pack(dir string) ([]byte, error) {
 		}
 		if len(files) >= MaxFiles {
 			return fmt.Errorf("module has more than %d files", MaxFiles)
+		}
+		if !ignoredFile(name) && isConfigFile(name) && info.Size() > MaxConfigFileBytes {
+			return fileTooLarge(name, info.Size()) // as Inspect would refuse it, before any upload
 		}
 		total += info.Size()
 		if total > MaxBytes {
@@ -239,6 +242,7 @@ type entry struct {
 	name string // clean, relative, slash-separated
 	dir  bool
 	exec bool
+	size int64 // as the header says; the reader never gives more
 }
 
 // errTooLarge is what a reader returns past the archive's byte budget.
@@ -312,6 +316,7 @@ func walkArchive(archive []byte, fn func(e entry, r io.Reader) error) error {
 			return fmt.Errorf("%w (at %q)", errTooLarge, hdr.Name)
 		}
 		e.exec = hdr.Mode&0o111 != 0
+		e.size = hdr.Size
 		lr := &budgetReader{r: tr, left: &budget}
 		if err := fn(e, lr); err != nil {
 			if errors.Is(err, errTooLarge) {

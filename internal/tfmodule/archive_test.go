@@ -257,6 +257,16 @@ func TestPackRefuses(t *testing.T) {
 			t.Fatalf("Pack = %v, want too many files", err)
 		}
 	})
+	t.Run("configuration file too large", func(t *testing.T) {
+		src := t.TempDir()
+		writeFile(t, filepath.Join(src, "main.tf"), `variable "v" {}`, 0o644)
+		writeFile(t, filepath.Join(src, "sub/generated.tf.json"), strings.Repeat(" ", MaxConfigFileBytes+1), 0o644)
+		writeFile(t, filepath.Join(src, ".hidden.tf"), strings.Repeat(" ", MaxConfigFileBytes+1), 0o644) // terraform skips it
+		_, err := Pack(src)
+		if err == nil || !strings.Contains(err.Error(), "sub/generated.tf.json is 262145 bytes") || !strings.Contains(err.Error(), "at most 262144 bytes") {
+			t.Fatalf("Pack = %v, want the file named with the limit", err)
+		}
+	})
 	t.Run("too many bytes", func(t *testing.T) {
 		src := t.TempDir()
 		f, err := os.Create(filepath.Join(src, "big"))

@@ -75,6 +75,9 @@ func FuzzInspect(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if len(src) > MaxConfigFileBytes {
+			t.Fatalf("Inspect accepted a file of %d bytes, over MaxConfigFileBytes", len(src))
+		}
 		if !slices.IsSorted(m.Variables) || len(slices.Compact(slices.Clone(m.Variables))) != len(m.Variables) {
 			t.Fatalf("Variables %q not sorted and unique", m.Variables)
 		}

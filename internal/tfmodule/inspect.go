@@ -10,7 +10,8 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/parameter"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	hcljson "github.com/hashicorp/hcl/v2/json"
 )
 
 // Module is what Inspect learns of a module.
@@ -26,50 +27,64 @@ var variableSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{{Type: "variable", LabelNames: []string{"name"}}, {Type: "terraform"}},
 }
 
+// MaxConfigFileBytes bounds each configuration file of a module: every file terraform parses
+// (*.tf, *.tf.json, *.tfvars, *.tfvars.json, at any depth). Parsing HCL costs memory per token,
+// about 0.4 GB per MB of token-dense source (a file of parentheses or newlines): unbounded, one
+// small archive could exhaust the server's memory at a push. 256 KiB is thousands of lines, far
+// above a hand-written file; a larger generated file can be split, since terraform loads every file
+// of the directory.
+const MaxConfigFileBytes = 256 << 10
+
 // Inspect parses the configuration files at the top of a module archive (*.tf and *.tf.json, as
 // terraform loads them: not in subdirectories, and not hidden or editor backup files) and returns
 // the input variables the module declares. The archive is checked as Extract checks it. A module
-// without such a file, or a file with a syntax error or nested deeper than MaxNesting, is an error
-// naming the file and line.
+// without such a file, a configuration file larger than MaxConfigFileBytes, or a file with a syntax
+// error or nested deeper than MaxNesting, is an error naming the file (and line).
+//
+// Memory is bounded by one file: files are parsed one at a time as the archive streams, and
+// nothing of a file but its variables is kept once the next one is read.
 func Inspect(archive []byte) (Module, error) {
-	type source struct {
+	type fileVars struct {
 		name string
-		json bool
-		src  []byte
+		vars []parameter.Parameter
 	}
-	var sources []source
+	var files []fileVars
 	err := walkArchive(archive, func(e entry, r io.Reader) error {
-		if e.dir || strings.Contains(e.name, "/") || ignoredFile(e.name) {
+		if e.dir || ignoredFile(e.name) || !isConfigFile(e.name) {
 			return nil
+		}
+		if e.size > MaxConfigFileBytes {
+			return fileTooLarge(e.name, e.size)
 		}
 		isJSON := strings.HasSuffix(e.name, ".tf.json")
-		if !isJSON && !strings.HasSuffix(e.name, ".tf") {
-			return nil
+		if strings.Contains(e.name, "/") || (!isJSON && !strings.HasSuffix(e.name, ".tf")) {
+			return nil // checked for size only: terraform reads it, Hangar does not
 		}
-		src, err := io.ReadAll(r)
+		src, err := io.ReadAll(io.LimitReader(r, MaxConfigFileBytes+1))
 		if err != nil {
 			return err
 		}
-		sources = append(sources, source{name: e.name, json: isJSON, src: src})
+		if len(src) > MaxConfigFileBytes {
+			return fileTooLarge(e.name, int64(len(src)))
+		}
+		vars, err := fileVariables(e.name, src, isJSON)
+		if err != nil {
+			return err
+		}
+		files = append(files, fileVars{name: e.name, vars: vars})
 		return nil
 	})
 	if err != nil {
 		return Module{}, fmt.Errorf("inspect module: %w", err)
 	}
-	if len(sources) == 0 {
+	if len(files) == 0 {
 		return Module{}, errors.New("inspect module: no .tf or .tf.json file at the top of the module")
 	}
-	sort.Slice(sources, func(i, j int) bool { return sources[i].name < sources[j].name })
-
-	p := hclparse.NewParser()
+	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
 	seen := map[string]bool{}
 	var m Module
-	for _, s := range sources {
-		vars, err := fileVariables(p, s.name, s.src, s.json)
-		if err != nil {
-			return Module{}, fmt.Errorf("inspect module: %w", err)
-		}
-		for _, v := range vars {
+	for _, f := range files {
+		for _, v := range f.vars {
 			if !seen[v.Name] {
 				seen[v.Name] = true
 				m.Declared = append(m.Declared, v)
@@ -83,8 +98,25 @@ func Inspect(archive []byte) (Module, error) {
 	return m, nil
 }
 
-// fileVariables returns the variables one file declares.
-func fileVariables(p *hclparse.Parser, name string, src []byte, isJSON bool) (vars []parameter.Parameter, err error) {
+// isConfigFile reports whether terraform parses a file of this name: configuration and variable
+// definitions, native or JSON.
+func isConfigFile(name string) bool {
+	for _, ext := range []string{".tf", ".tf.json", ".tfvars", ".tfvars.json"} {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	return false
+}
+
+func fileTooLarge(name string, size int64) error {
+	return fmt.Errorf("%s is %d bytes: a configuration file (.tf, .tf.json, .tfvars) may be at most %d bytes (%d KiB); split it into several files",
+		name, size, MaxConfigFileBytes, MaxConfigFileBytes>>10)
+}
+
+// fileVariables returns the variables one file declares. It parses the file on its own, without a
+// parser that caches every file it has parsed.
+func fileVariables(name string, src []byte, isJSON bool) (vars []parameter.Parameter, err error) {
 	defer func() {
 		// The parser is not expected to panic; if it does on hostile input, the module is refused
 		// rather than the provisioner brought down.
@@ -99,9 +131,9 @@ func fileVariables(p *hclparse.Parser, name string, src []byte, isJSON bool) (va
 	var f *hcl.File
 	var diags hcl.Diagnostics
 	if isJSON {
-		f, diags = p.ParseJSON(src, name)
+		f, diags = hcljson.Parse(src, name)
 	} else {
-		f, diags = p.ParseHCL(src, name)
+		f, diags = hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	}
 	if diags.HasErrors() {
 		return nil, diagError(name, diags)

@@ -6,30 +6,36 @@ import (
 	"testing"
 )
 
-// deepFiles are files nested 100,000 deep in each way HCL's parsers recurse. Parsed, each would
-// overflow the goroutine stack and kill the process (no recover catches that); Inspect must refuse
-// them first. Also seeds of FuzzInspect.
+// deepFiles are files nested in each way HCL's parsers recurse, as deep as MaxConfigFileBytes
+// allows (100,000 levels for one-byte openers). Parsed, the deepest would overflow the goroutine
+// stack and kill the process (no recover catches that); Inspect must refuse them all first. Also
+// seeds of FuzzInspect.
 func deepFiles() []struct {
 	name, body string
 	json       bool
 } {
-	const n = 100_000
+	// rep repeats open n times and close n times around mid, n as large as fits in a file (at
+	// most 100,000).
+	rep := func(prefix, open, mid, close, suffix string) string {
+		n := min(100_000, (MaxConfigFileBytes-len(prefix)-len(mid)-len(suffix))/(len(open)+len(close)))
+		return prefix + strings.Repeat(open, n) + mid + strings.Repeat(close, n) + suffix
+	}
 	return []struct {
 		name, body string
 		json       bool
 	}{
-		{"brackets", "x = " + strings.Repeat("[", n) + strings.Repeat("]", n) + "\n", false},
-		{"braces", "x = " + strings.Repeat("{a=", n) + "1" + strings.Repeat("}", n) + "\n", false},
-		{"parentheses", "x = " + strings.Repeat("(", n) + "1" + strings.Repeat(")", n) + "\n", false},
-		{"blocks", strings.Repeat("a {\n", n) + strings.Repeat("}\n", n), false},
-		{"unclosed", "x = " + strings.Repeat("[", n), false},
-		{"interpolations", "x = " + strings.Repeat(`"${`, n) + "1" + strings.Repeat(`}"`, n) + "\n", false},
-		{"directives", "x = \"" + strings.Repeat("%{if true}", n) + strings.Repeat("%{endif}", n) + "\"\n", false},
-		{"unary", "x = " + strings.Repeat("!", n) + "true\n", false},
-		{"negations", "x = " + strings.Repeat("- ", n) + "1\n", false},
-		{"conditionals", "x = " + strings.Repeat("true ? 1 : ", n) + "2\n", false},
-		{"json arrays", `{"variable": {"x": {"default": ` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}}}`, true},
-		{"json objects", `{"locals": ` + strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) + `}`, true},
+		{"brackets", rep("x = ", "[", "", "]", "\n"), false},
+		{"braces", rep("x = ", "{a=", "1", "}", "\n"), false},
+		{"parentheses", rep("x = ", "(", "1", ")", "\n"), false},
+		{"blocks", rep("", "a {\n", "", "}\n", ""), false},
+		{"unclosed", rep("x = ", "[", "", "", ""), false},
+		{"interpolations", rep("x = ", `"${`, "1", `}"`, "\n"), false},
+		{"directives", rep("x = \"", "%{if true}", "", "%{endif}", "\"\n"), false},
+		{"unary", rep("x = ", "!", "true", "", "\n"), false},
+		{"negations", rep("x = ", "- ", "1", "", "\n"), false},
+		{"conditionals", rep("x = ", "true ? 1 : ", "2", "", "\n"), false},
+		{"json arrays", rep(`{"variable": {"x": {"default": `, "[", "", "]", `}}}`), true},
+		{"json objects", rep(`{"locals": `, `{"a":`, "1", "}", `}`), true},
 	}
 }
 

@@ -123,7 +123,7 @@ func readVariable(file string, src []byte, isJSON bool, b *hcl.Block) (parameter
 		}
 		v.Validations = append(v.Validations, val)
 	}
-	v.Mutable = !isJSON && markedMutable(src, b.DefRange.Start.Line)
+	v.Mutable = !isJSON && markedMutable(src, b.DefRange.Start.Byte)
 	return v, nil
 }
 
@@ -150,18 +150,21 @@ func rangeOf(src []byte, r hcl.Range) []byte {
 	return src[r.Start.Byte:r.End.Byte]
 }
 
-// markedMutable reports whether the line above line (1-based) is a comment holding MutableMarker.
-func markedMutable(src []byte, line int) bool {
-	if line < 2 {
+// markedMutable reports whether the line above the one holding byte offset at is a comment holding
+// MutableMarker. It reads those two lines only (a file of many variables costs no more than its
+// length).
+func markedMutable(src []byte, at int) bool {
+	if at < 0 || at > len(src) {
 		return false
 	}
-	lines := bytes.SplitN(src, []byte("\n"), line)
-	if len(lines) < line {
+	start := bytes.LastIndexByte(src[:at], '\n') // the end of the line above
+	if start < 0 {
 		return false
 	}
-	above := strings.TrimSpace(string(lines[line-2]))
+	above := src[bytes.LastIndexByte(src[:start], '\n')+1 : start]
+	text := strings.TrimSpace(string(above))
 	for _, p := range []string{"#", "//"} {
-		if rest, ok := strings.CutPrefix(above, p); ok {
+		if rest, ok := strings.CutPrefix(text, p); ok {
 			return strings.TrimSpace(rest) == MutableMarker
 		}
 	}

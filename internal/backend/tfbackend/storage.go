@@ -124,8 +124,9 @@ func (s *Service) pushGrowth(ctx context.Context, ref store.WorkspaceRef, state 
 		return "", 0
 	}
 	growth := int64(len(state))
-	if last, err := s.st.BuildByNumber(ctx, w.ID, 0); err == nil {
-		growth -= int64(len(last.State))
+	// The size only: a push must not hold the saved state besides its own (bounded bodies).
+	if n, err := s.st.LatestStateBytes(ctx, w.ID); err == nil {
+		growth -= n
 	}
 	return w.OwnerID, growth
 }

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +23,19 @@ func (s *Store) StorageUsage(ctx context.Context, ownerID string) (store.Storage
 
 func (s *Store) storageUsage(ctx context.Context, db querier, ownerID string) (store.StorageUsage, error) {
 	return s.usageWhere(ctx, db, "w.owner_id = ?", ownerID)
+}
+
+func (s *Store) LatestStateBytes(ctx context.Context, workspaceID string) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT COALESCE(octet_length(state), 0) FROM workspace_builds WHERE workspace_id = ?
+		ORDER BY build_number DESC LIMIT 1`), workspaceID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("the state bytes of workspace %s: %w", workspaceID, err)
+	}
+	return n, nil
 }
 
 // workspaceUsage is what the builds of one workspace keep.

@@ -58,6 +58,12 @@ func testStorage(t *testing.T, s store.Store) {
 			t.Fatalf("StorageUsage(%s) = %+v, %v; want %+v", u, got, err, want)
 		}
 	}
+	if n, err := s.LatestStateBytes(ctx, ws[0].ID); err != nil || n != 1000 {
+		t.Fatalf("LatestStateBytes = %d, %v; want 1000", n, err)
+	}
+	if n, err := s.LatestStateBytes(ctx, "no-such-workspace"); err != nil || n != 0 {
+		t.Fatalf("LatestStateBytes of no workspace = %d, %v; want 0", n, err)
+	}
 	if got, err := s.StorageUsage(ctx, "nobody"); err != nil || got.Total() != 0 {
 		t.Fatalf("StorageUsage of a user without workspaces = %+v, %v", got, err)
 	}
