@@ -1,8 +1,6 @@
 package main_test
 
 import (
-	"bufio"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,23 +43,11 @@ func TestBackupRestore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "hangar.db"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := exec.CommandContext(ctx, h.bin, "server", "--listen", "127.0.0.1:0", "--data-dir", data, "--provisioners", "0")
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	srv.Stderr = &stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = srv.Wait() })
+	lines, stderr := startServerOutput(t, h.bin, "--listen", "127.0.0.1:0", "--data-dir", data, "--provisioners", "0")
 	url := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+		for line := range lines {
+			if m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(line); m != nil {
 				url <- m[1]
 			}
 		}

@@ -194,6 +194,34 @@ func sharedDir(t *testing.T) string {
 	return dir
 }
 
+// startServerOutput starts `bin server` with args and returns its standard output's lines (the
+// channel closes when the server ends) and its standard error; the server is stopped when the test
+// ends.
+func startServerOutput(t *testing.T, bin string, args ...string) (<-chan string, *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := exec.CommandContext(ctx, bin, append([]string{"server"}, args...)...)
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	srv.Stderr = stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = srv.Wait() })
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return lines, stderr
+}
+
 // startLoggedIn starts the server with env added to its environment, and logs the CLI in.
 func startLoggedIn(t *testing.T, env ...string) *harness {
 	t.Helper()

@@ -1,8 +1,6 @@
 package main_test
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -23,26 +21,7 @@ import (
 func TestServerNextHintOpensTheEditor(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildHangar(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := exec.CommandContext(ctx, bin, "server", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--provisioners", "0")
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	srv.Stderr = &stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = srv.Wait() })
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines, stderr := startServerOutput(t, bin, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--provisioners", "0")
 	var url, kube string
 	timeout := time.After(60 * time.Second)
 	for kube == "" {
