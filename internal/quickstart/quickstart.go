@@ -152,6 +152,9 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
+	if err := checkDataDir(l.dir); err != nil {
+		return err
+	}
 	p := &progressWriter{w: progress, start: time.Now()}
 	p.say("data directory %s (logs: server.log, agent.log, proxy.log, kube-up.log)", l.dir)
 
@@ -336,6 +339,52 @@ func withPort(raw, listen string) string {
 	}
 	u.Host = net.JoinHostPort(u.Hostname(), port)
 	return u.String()
+}
+
+// checkDataDir refuses a data directory that a user other than root (or the one who ran sudo)
+// could change: the quick start runs as root what it reads there (state.json names the checkout
+// whose scripts/kube-down stop runs, pids names what it signals) and writes tokens and keys there,
+// following the names. So the directory must not be writable by group or others, and neither it
+// nor a directory above it may belong to another user, or be writable by others without the
+// sticky bit (as /tmp is, where no one else can move it away).
+func checkDataDir(dir string) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	real, err = filepath.Abs(real)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	trusted := func(uid int) bool {
+		if uid == 0 || uid == os.Geteuid() {
+			return true
+		}
+		s, ok := os.LookupEnv("SUDO_UID")
+		return ok && s == strconv.Itoa(uid)
+	}
+	for p := real; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("--data-dir: %w", err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		mode := fi.Mode()
+		switch {
+		case !trusted(int(st.Uid)):
+			return fmt.Errorf("--data-dir %s: %s belongs to uid %d, who could change what the quick start runs as root: choose a directory only root (or you) can write", dir, p, st.Uid)
+		case p == real && mode.Perm()&0o022 != 0:
+			return fmt.Errorf("--data-dir %s: it is writable by others (mode %s), who could change what the quick start runs as root: chmod go-w it, or choose another", dir, mode.Perm())
+		case mode.Perm()&0o022 != 0 && mode&os.ModeSticky == 0:
+			return fmt.Errorf("--data-dir %s: %s is writable by others (mode %s), who could replace the data directory: choose a directory only root (or you) can write", dir, p, mode.Perm())
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
+	}
 }
 
 // findSource finds Hangar's source checkout: the one given, else the current directory or a parent.
@@ -794,6 +843,9 @@ func Stop(dataDir string, out io.Writer) error {
 	l := layout{dir: dataDir}
 	if _, err := os.Stat(l.dir); errors.Is(err, fs.ErrNotExist) {
 		_, err := fmt.Fprintf(out, "Nothing to stop: no quick start in %s.\n", l.dir)
+		return err
+	}
+	if err := checkDataDir(l.dir); err != nil {
 		return err
 	}
 	for _, name := range []string{"proxy", "agent", "server"} {

@@ -95,3 +95,72 @@ func TestEditorAnswers(t *testing.T) {
 		t.Error("a 401 counted as the editor answering")
 	}
 }
+
+// TestStopRefusesADataDirOthersCanWrite: stop runs, as root, the scripts/kube-down of the checkout
+// that state.json names; in a data directory another user can write (one made in /tmp beforehand),
+// that user's state.json must not make stop run their script. The quick start itself refuses such
+// a directory the same way (checkDataDir).
+func TestStopRefusesADataDirOthersCanWrite(t *testing.T) {
+	base := t.TempDir()
+	marker := filepath.Join(base, "ran")
+	fake := filepath.Join(base, "src")
+	if err := os.MkdirAll(filepath.Join(fake, "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fake, "scripts", "kube-down"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plant := func(dir string) {
+		if err := os.MkdirAll(filepath.Join(dir, "cluster"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cluster", "pids"), []byte("1 x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(`{"source":"`+fake+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A directory everybody may write.
+	open := filepath.Join(base, "open")
+	plant(open)
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{open}
+	if os.Geteuid() == 0 { // as the quick start runs; only root can give a directory to another user
+		// Another user's directory.
+		other := filepath.Join(base, "other")
+		plant(other)
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		// A directory of root's inside another user's: they can move it away and put their own there.
+		inOther := filepath.Join(base, "parent", "qs")
+		plant(inOther)
+		if err := os.Chown(filepath.Dir(inOther), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, other, inOther)
+	}
+	for _, dir := range dirs {
+		var out bytes.Buffer
+		err := Stop(dir, &out)
+		if err == nil || !strings.Contains(err.Error(), "--data-dir") {
+			t.Errorf("stop in %s: want a refusal naming --data-dir, got %v (%q)", dir, err, out.String())
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("stop in %s ran the kube-down that another user's state.json named", dir)
+		}
+	}
+	// Root's (the running user's) own directory is fine.
+	mine := filepath.Join(base, "mine")
+	plant(mine)
+	if err := os.Chmod(mine, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Stop(mine, &out); err != nil || !strings.Contains(out.String(), "Stopped the local cluster") {
+		t.Errorf("stop in root's own directory: %v %q", err, out.String())
+	}
+}
