@@ -66,7 +66,7 @@ func (r *podResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *
 		Description: "A workspace's machine as one pod on a Kubernetes cluster: it runs init_script (a hangar_agent's) as its process, as run_as_user, with the script in a Secret. Create waits until the pod runs; delete waits until it is gone. Use count = start_count so that stopping the workspace removes it.",
 		Attributes: map[string]schema.Attribute{
 			"id":         schema.StringAttribute{Computed: true, PlanModifiers: keep, Description: "namespace/name."},
-			"kubeconfig": schema.StringAttribute{Required: true, Sensitive: true, PlanModifiers: replace, Description: "The content of a kubeconfig (its current context) allowed to create pods and secrets in namespace."},
+			"kubeconfig": schema.StringAttribute{Required: true, Sensitive: true, PlanModifiers: replace, Description: "The content of a kubeconfig (its current context) allowed to create pods and secrets in namespace, its credentials and certificates inline: exec and auth-provider plugins and file paths (tokenFile, client-key, ...) are refused, as the provider runs on the provisioner."},
 			"namespace":  schema.StringAttribute{Required: true, PlanModifiers: replace, Description: "The namespace of the pod and its Secret (it must exist)."},
 			"name":       schema.StringAttribute{Required: true, PlanModifiers: replace, Description: "The pod's name (a DNS label); the Secret is <name>-init."},
 			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(PodDefaultImage), PlanModifiers: replace,
