@@ -164,3 +164,59 @@ func TestStopRefusesADataDirOthersCanWrite(t *testing.T) {
 		t.Errorf("stop in root's own directory: %v %q", err, out.String())
 	}
 }
+
+// TestFindSourceRefusesACheckoutOthersCanChange: the quick start runs the checkout's scripts as
+// root. A "checkout" another user can change is refused, whether given or found by walking up
+// from the current directory (anyone may put scripts/kube-up and tools/kube/go.mod into /tmp).
+func TestFindSourceRefusesACheckoutOthersCanChange(t *testing.T) {
+	base := t.TempDir()
+	plant := func(dir string) {
+		for _, d := range []string{filepath.Join(dir, "scripts"), filepath.Join(dir, "tools", "kube"), filepath.Join(dir, "work")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "scripts", "kube-up"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "tools", "kube", "go.mod"), []byte("module x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A directory everybody may write, as /tmp without its sticky bit would be, with a planted
+	// "checkout"; and a checkout whose script everybody may change.
+	open := filepath.Join(base, "open")
+	plant(open)
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	loose := filepath.Join(base, "loose")
+	plant(loose)
+	if err := os.Chmod(filepath.Join(loose, "scripts", "kube-up"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{open, loose}
+	if os.Geteuid() == 0 { // as the quick start runs; only root can give a directory to another user
+		other := filepath.Join(base, "other")
+		plant(other)
+		if err := os.Chown(filepath.Join(other, "scripts", "kube-up"), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, other)
+	}
+	for _, dir := range dirs {
+		if _, err := findSource(dir); err == nil || !strings.Contains(err.Error(), "the source checkout "+dir) {
+			t.Errorf("--source %s: want a refusal naming the checkout, got %v", dir, err)
+		}
+		t.Chdir(filepath.Join(dir, "work"))
+		if src, err := findSource(""); err == nil {
+			t.Errorf("from inside %s: took %s as the checkout", dir, src)
+		}
+	}
+	// A checkout only root (or you) can change is fine.
+	mine := filepath.Join(base, "mine")
+	plant(mine)
+	if got, err := findSource(mine); err != nil || got != mine {
+		t.Errorf("a checkout of yours: %q %v", got, err)
+	}
+}
