@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
 )
 
 // analyze runs systemd-analyze (Debian's systemd package; .ci/run installs it).
@@ -92,6 +94,26 @@ func TestUnitIsHardened(t *testing.T) {
 		"RestrictNamespaces=mnt", "SystemCallFilter=@system-service @mount\n", "KillMode=mixed", "Environment=HANGAR_DATA_DIR=%S/hangar "} {
 		if !strings.Contains(string(b), "\n"+want) {
 			t.Errorf("the unit lacks %q", want)
+		}
+	}
+}
+
+// TestUnitLetsBuildUsersBeClaimed: ProtectSystem=strict leaves /run read-only, where the
+// in-process provisioners claim their build users (sandbox.LockDir): the unit makes that directory
+// its runtime directory, writable, and keeps it when the server stops (other daemons of the host
+// hold their locks there). Without it the server refused to start with template isolation.
+func TestUnitLetsBuildUsersBeClaimed(t *testing.T) {
+	name, ok := strings.CutPrefix(sandbox.LockDir, "/run/")
+	if !ok || strings.Contains(name, "/") {
+		t.Fatalf("sandbox.LockDir %s is not a directory of /run: the unit's RuntimeDirectory cannot make it writable", sandbox.LockDir)
+	}
+	b, err := os.ReadFile(installed(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ProtectSystem=strict\n", "RuntimeDirectory=" + name + "\n", "RuntimeDirectoryPreserve=yes\n"} {
+		if !strings.Contains(string(b), "\n"+want) {
+			t.Errorf("the unit lacks %q: the build users' locks in %s could not be written", strings.TrimSpace(want), sandbox.LockDir)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,16 +63,34 @@ func Check(path string) error {
 	return Do(path, func() error { return nil }, func() {})
 }
 
+// MaxDials bounds a Dialer's dials in progress. Each holds an OS thread of its own until its
+// connection is made or fails (the thread is locked in the namespace), and the proxy dials for
+// every request: unbounded, requests to a port that does not answer would pile up threads until
+// the Go runtime's limit (10000) ends the process. Further dials wait for a turn, within their
+// context.
+const MaxDials = 64
+
 // Dialer dials from inside the network namespace at Path; its DialContext has the signature of
 // net.Dialer's, for the proxy's Dial options.
 type Dialer struct {
 	Path   string
 	Dialer net.Dialer
+
+	once  sync.Once
+	turns chan struct{}
 }
 
 // DialContext connects to addr from inside the namespace. The dial itself (the SYN, waiting for
 // the answer) runs on the thread in the namespace, so a context's deadline bounds it as usual.
+// At most MaxDials run at a time.
 func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.once.Do(func() { d.turns = make(chan struct{}, MaxDials) })
+	select {
+	case d.turns <- struct{}{}:
+		defer func() { <-d.turns }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("dial %s in %s: waiting for one of %d dials in progress to end: %w", addr, d.Path, MaxDials, ctx.Err())
+	}
 	var conn net.Conn
 	err := Do(d.Path, func() error {
 		var err error

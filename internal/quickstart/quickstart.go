@@ -152,6 +152,9 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
+	if err := checkDataDir(l.dir); err != nil {
+		return err
+	}
 	p := &progressWriter{w: progress, start: time.Now()}
 	p.say("data directory %s (logs: server.log, agent.log, proxy.log, kube-up.log)", l.dir)
 
@@ -338,6 +341,79 @@ func withPort(raw, listen string) string {
 	return u.String()
 }
 
+// checkDataDir refuses a data directory that a user other than root (or the one who ran sudo)
+// could change: the quick start runs as root what it reads there (state.json names the checkout
+// whose scripts/kube-down stop runs, pids names what it signals) and writes tokens and keys there,
+// following the names. So the directory must not be writable by group or others, and neither it
+// nor a directory above it may belong to another user, or be writable by others without the
+// sticky bit (as /tmp is, where no one else can move it away).
+func checkDataDir(dir string) error {
+	return checkTrusted("--data-dir "+dir, dir, true)
+}
+
+// checkSource refuses a source checkout whose scripts (which the quick start runs as root) a user
+// other than root or the one who ran sudo could change: the scripts, their directory, the
+// checkout and every directory above it (a checkout found by walking up from the current
+// directory may be /tmp's, where anyone can put a scripts/kube-up).
+func checkSource(src string) error {
+	for _, f := range []string{"kube-up", "kube-down", "kube-load-image", "build-editor-image"} {
+		p := filepath.Join(src, "scripts", f)
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := checkTrusted("the source checkout "+src, p, false); err != nil {
+			return err
+		}
+	}
+	return checkTrusted("the source checkout "+src, src, false)
+}
+
+// checkTrusted refuses path (what names it in the error) when a user other than root, the
+// running user or SUDO_UID could change it: it or a directory above it belongs to another user,
+// is writable by a group other than root's, the running user's or SUDO_GID, or by everyone (a
+// directory above it only with the sticky bit, as /tmp). With private, path itself may be
+// writable by no group at all.
+func checkTrusted(what, path string, private bool) error {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	real, err = filepath.Abs(real)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	trusted := func(id int, self int, env string) bool {
+		if id == 0 || id == self {
+			return true
+		}
+		s, ok := os.LookupEnv(env)
+		return ok && s == strconv.Itoa(id)
+	}
+	for p := real; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		mode, last := fi.Mode(), p == real
+		sticky := fi.IsDir() && mode&os.ModeSticky != 0 && !last
+		switch {
+		case !trusted(int(st.Uid), os.Geteuid(), "SUDO_UID"):
+			return fmt.Errorf("%s: %s belongs to uid %d, who could change what the quick start runs as root: use one only root (or you) can write", what, p, st.Uid)
+		case mode.Perm()&0o002 != 0 && !sticky:
+			return fmt.Errorf("%s: %s is writable by everyone (mode %s), who could change what the quick start runs as root: use one only root (or you) can write", what, p, mode.Perm())
+		case mode.Perm()&0o020 != 0 && !sticky && (private && last || !trusted(int(st.Gid), os.Getegid(), "SUDO_GID")):
+			return fmt.Errorf("%s: %s is writable by group %d (mode %s), who could change what the quick start runs as root: chmod g-w it, or use another", what, p, st.Gid, mode.Perm())
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
+	}
+}
+
 // findSource finds Hangar's source checkout: the one given, else the current directory or a parent.
 func findSource(given string) (string, error) {
 	isSource := func(d string) bool {
@@ -350,7 +426,7 @@ func findSource(given string) (string, error) {
 		if err != nil || !isSource(abs) {
 			return "", fmt.Errorf("--source %s: not Hangar's source checkout (no scripts/kube-up and tools/kube/go.mod)", given)
 		}
-		return abs, nil
+		return abs, checkSource(abs)
 	}
 	wd, err := os.Getwd()
 	if err != nil {
@@ -358,7 +434,7 @@ func findSource(given string) (string, error) {
 	}
 	for d := wd; ; d = filepath.Dir(d) {
 		if isSource(d) {
-			return d, nil
+			return d, checkSource(d)
 		}
 		if filepath.Dir(d) == d {
 			break
@@ -796,6 +872,9 @@ func Stop(dataDir string, out io.Writer) error {
 		_, err := fmt.Fprintf(out, "Nothing to stop: no quick start in %s.\n", l.dir)
 		return err
 	}
+	if err := checkDataDir(l.dir); err != nil {
+		return err
+	}
 	for _, name := range []string{"proxy", "agent", "server"} {
 		if stopProcess(l, name) {
 			fmt.Fprintf(out, "Stopped hangar %s.\n", name)
@@ -806,6 +885,9 @@ func Stop(dataDir string, out io.Writer) error {
 		kubeDown := filepath.Join(st.Source, "scripts", "kube-down")
 		if st.Source == "" {
 			return fmt.Errorf("%s has no source checkout recorded: stop the cluster with scripts/kube-down %s", l.state(), l.clusterDir())
+		}
+		if err := checkSource(st.Source); err != nil {
+			return err
 		}
 		cmd := exec.Command(kubeDown, l.clusterDir())
 		if b, err := cmd.CombinedOutput(); err != nil {

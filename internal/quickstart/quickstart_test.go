@@ -95,3 +95,128 @@ func TestEditorAnswers(t *testing.T) {
 		t.Error("a 401 counted as the editor answering")
 	}
 }
+
+// TestStopRefusesADataDirOthersCanWrite: stop runs, as root, the scripts/kube-down of the checkout
+// that state.json names; in a data directory another user can write (one made in /tmp beforehand),
+// that user's state.json must not make stop run their script. The quick start itself refuses such
+// a directory the same way (checkDataDir).
+func TestStopRefusesADataDirOthersCanWrite(t *testing.T) {
+	base := t.TempDir()
+	marker := filepath.Join(base, "ran")
+	fake := filepath.Join(base, "src")
+	if err := os.MkdirAll(filepath.Join(fake, "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fake, "scripts", "kube-down"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plant := func(dir string) {
+		if err := os.MkdirAll(filepath.Join(dir, "cluster"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cluster", "pids"), []byte("1 x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(`{"source":"`+fake+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A directory everybody may write.
+	open := filepath.Join(base, "open")
+	plant(open)
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{open}
+	if os.Geteuid() == 0 { // as the quick start runs; only root can give a directory to another user
+		// Another user's directory.
+		other := filepath.Join(base, "other")
+		plant(other)
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		// A directory of root's inside another user's: they can move it away and put their own there.
+		inOther := filepath.Join(base, "parent", "qs")
+		plant(inOther)
+		if err := os.Chown(filepath.Dir(inOther), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, other, inOther)
+	}
+	for _, dir := range dirs {
+		var out bytes.Buffer
+		err := Stop(dir, &out)
+		if err == nil || !strings.Contains(err.Error(), "--data-dir") {
+			t.Errorf("stop in %s: want a refusal naming --data-dir, got %v (%q)", dir, err, out.String())
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("stop in %s ran the kube-down that another user's state.json named", dir)
+		}
+	}
+	// Root's (the running user's) own directory is fine.
+	mine := filepath.Join(base, "mine")
+	plant(mine)
+	if err := os.Chmod(mine, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Stop(mine, &out); err != nil || !strings.Contains(out.String(), "Stopped the local cluster") {
+		t.Errorf("stop in root's own directory: %v %q", err, out.String())
+	}
+}
+
+// TestFindSourceRefusesACheckoutOthersCanChange: the quick start runs the checkout's scripts as
+// root. A "checkout" another user can change is refused, whether given or found by walking up
+// from the current directory (anyone may put scripts/kube-up and tools/kube/go.mod into /tmp).
+func TestFindSourceRefusesACheckoutOthersCanChange(t *testing.T) {
+	base := t.TempDir()
+	plant := func(dir string) {
+		for _, d := range []string{filepath.Join(dir, "scripts"), filepath.Join(dir, "tools", "kube"), filepath.Join(dir, "work")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "scripts", "kube-up"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "tools", "kube", "go.mod"), []byte("module x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A directory everybody may write, as /tmp without its sticky bit would be, with a planted
+	// "checkout"; and a checkout whose script everybody may change.
+	open := filepath.Join(base, "open")
+	plant(open)
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	loose := filepath.Join(base, "loose")
+	plant(loose)
+	if err := os.Chmod(filepath.Join(loose, "scripts", "kube-up"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{open, loose}
+	if os.Geteuid() == 0 { // as the quick start runs; only root can give a directory to another user
+		other := filepath.Join(base, "other")
+		plant(other)
+		if err := os.Chown(filepath.Join(other, "scripts", "kube-up"), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, other)
+	}
+	for _, dir := range dirs {
+		if _, err := findSource(dir); err == nil || !strings.Contains(err.Error(), "the source checkout "+dir) {
+			t.Errorf("--source %s: want a refusal naming the checkout, got %v", dir, err)
+		}
+		t.Chdir(filepath.Join(dir, "work"))
+		if src, err := findSource(""); err == nil {
+			t.Errorf("from inside %s: took %s as the checkout", dir, src)
+		}
+	}
+	// A checkout only root (or you) can change is fine.
+	mine := filepath.Join(base, "mine")
+	plant(mine)
+	if got, err := findSource(mine); err != nil || got != mine {
+		t.Errorf("a checkout of yours: %q %v", got, err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // podResource is hangar_kubernetes_pod: a machine for a Terraform workspace, made of one pod on a
@@ -65,7 +66,7 @@ func (r *podResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *
 		Description: "A workspace's machine as one pod on a Kubernetes cluster: it runs init_script (a hangar_agent's) as its process, as run_as_user, with the script in a Secret. Create waits until the pod runs; delete waits until it is gone. Use count = start_count so that stopping the workspace removes it.",
 		Attributes: map[string]schema.Attribute{
 			"id":         schema.StringAttribute{Computed: true, PlanModifiers: keep, Description: "namespace/name."},
-			"kubeconfig": schema.StringAttribute{Required: true, Sensitive: true, PlanModifiers: replace, Description: "The content of a kubeconfig (its current context) allowed to create pods and secrets in namespace."},
+			"kubeconfig": schema.StringAttribute{Required: true, Sensitive: true, PlanModifiers: replace, Description: "The content of a kubeconfig (its current context) allowed to create pods and secrets in namespace, its credentials and certificates inline: exec and auth-provider plugins and file paths (tokenFile, client-key, ...) are refused, as the provider runs on the provisioner."},
 			"namespace":  schema.StringAttribute{Required: true, PlanModifiers: replace, Description: "The namespace of the pod and its Secret (it must exist)."},
 			"name":       schema.StringAttribute{Required: true, PlanModifiers: replace, Description: "The pod's name (a DNS label); the Secret is <name>-init."},
 			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(PodDefaultImage), PlanModifiers: replace,
@@ -80,12 +81,46 @@ func (r *podResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *
 
 // podClient is the clientset for a kubeconfig's content.
 func podClient(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
+	raw, err := clientcmd.Load([]byte(kubeconfig))
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if err := inlineOnly(raw); err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.Timeout = 30 * time.Second
 	return kubernetes.NewForConfig(cfg)
+}
+
+// inlineOnly refuses a kubeconfig that would make the provider run a program or read a file:
+// its content is a workspace parameter, which any user creating a workspace gives, while the
+// provider runs on the provisioner. A credential plugin (exec, auth-provider) would run the
+// user's command there, and a path (client-certificate, client-key, tokenFile,
+// certificate-authority) would read a file of the provisioner's and, for a token, send it to the
+// user's server. Credentials and certificates must be inline (…-data, token).
+func inlineOnly(c *clientcmdapi.Config) error {
+	for name, a := range c.AuthInfos {
+		switch {
+		case a.Exec != nil:
+			return fmt.Errorf("user %q: exec credential plugins are not allowed (give a token or client-certificate-data)", name)
+		case a.AuthProvider != nil:
+			return fmt.Errorf("user %q: auth-provider plugins are not allowed (give a token or client-certificate-data)", name)
+		case a.TokenFile != "":
+			return fmt.Errorf("user %q: tokenFile is not allowed (give the token inline)", name)
+		case a.ClientCertificate != "" || a.ClientKey != "":
+			return fmt.Errorf("user %q: client-certificate and client-key paths are not allowed (give client-certificate-data and client-key-data)", name)
+		}
+	}
+	for name, cl := range c.Clusters {
+		if cl.CertificateAuthority != "" {
+			return fmt.Errorf("cluster %q: a certificate-authority path is not allowed (give certificate-authority-data)", name)
+		}
+	}
+	return nil
 }
 
 // checkPod names the first bad attribute of m.

@@ -92,9 +92,15 @@ func ClaimUser(u User, auto bool, owner string) (*Claim, error) {
 // run, if one runs as uid), or why uid is taken.
 func claimOne(uid int, owner string) (f *os.File, why, leftover string, err error) {
 	path := filepath.Join(LockDir, "build-uid-"+strconv.Itoa(uid)+".lock")
-	f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	// Not following a link: the file is truncated and written as root, and a link planted in
+	// LockDir (by whoever else could write there) would point that at any file of the host.
+	f, err = openLock(path)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("claim the build user uid %d: %w", uid, err)
+		return nil, "", "", fmt.Errorf("claim the build user uid %d: %w (it must be a regular file, not a link)", uid, err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, "", "", fmt.Errorf("claim the build user uid %d: %s is not a regular file", uid, path)
 	}
 	if err := lockFile(f); err != nil {
 		f.Close()

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,5 +86,38 @@ func TestClaimUser(t *testing.T) {
 	defer back.Release()
 	if want := "process " + strconv.Itoa(left.Process.Pid) + " (sleep)"; back.Leftover != want {
 		t.Errorf("leftover %q, want %q", back.Leftover, want)
+	}
+}
+
+// TestClaimUserFollowsNoLink: the lock file is truncated and written as root; a link planted in
+// its place (by anyone who could write LockDir) is refused, and the file it points at is left as
+// it was.
+func TestClaimUserFollowsNoLink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("claiming build users writes /run/hangar, which needs root (CI runs as root)")
+	}
+	const uid = 2000000790 // away from the defaults and TestClaimUser's
+	if err := os.MkdirAll(LockDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(LockDir, "build-uid-"+strconv.Itoa(uid)+".lock")
+	_ = os.Remove(link)
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(link) })
+	c, err := ClaimUser(User{UID: uid, GID: uid}, false, "hangar provisioner /tmp/test")
+	if err == nil {
+		c.Release()
+		t.Error("a link in place of the lock file was taken as the lock")
+	} else if !strings.Contains(err.Error(), "claim the build user uid "+strconv.Itoa(uid)) {
+		t.Errorf("the refusal does not name the user: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("the file the link points at was written: %q", b)
 	}
 }

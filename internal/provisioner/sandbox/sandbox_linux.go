@@ -304,6 +304,11 @@ func bindFileRO(fd int, dst string) error {
 	return bindRO("/proc/self/fd/"+strconv.Itoa(fd), dst)
 }
 
+// openLock opens (or creates) a build user's lock file, not following a link.
+func openLock(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o644)
+}
+
 // lockFile takes the kernel's exclusive lock (flock) on f without waiting; errLocked when another
 // open file (of any process, this one too) holds it.
 func lockFile(f *os.File) error {
