@@ -99,9 +99,14 @@ func TestNewUserQuickstart(t *testing.T) {
 		if h1 := b.Text("h1"); h1 != "Sign in to Hangar" {
 			t.Errorf("the workspace URL first shows %q, want the sign-in page", h1)
 		}
-		b.SignIn(token, `//meta[@id="vscode-workbench-web-configuration"]`)
+		// The workbench itself, drawn (its configuration <meta> is never "visible"), with the folder
+		// the workspace opened in its explorer.
+		b.SignIn(token, `//div[contains(concat(" ", normalize-space(@class), " "), " monaco-workbench ")]`)
 		if loc := b.Location(); !strings.HasPrefix(loc, wantURL) {
 			t.Errorf("after sign-in the browser is at %s, want the workspace URL %s", loc, wantURL)
+		}
+		if text := b.Text("body"); !strings.Contains(text, "Explorer") || !strings.Contains(text, "projects") {
+			t.Errorf("the editor shows no explorer of /projects:\n%s", text)
 		}
 	})
 
