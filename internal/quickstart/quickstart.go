@@ -52,12 +52,13 @@ const (
 
 // Config is the quick start's configuration.
 type Config struct {
-	DataDir     string
-	Source      string // Hangar's source checkout (scripts/kube-up builds the cluster from it)
-	Listen      string // the server's address
-	ProxyListen string // the access proxy's (plain http, on loopback)
-	SSHListen   string // the proxy's SSH
-	Timeout     time.Duration
+	DataDir       string
+	Source        string // Hangar's source checkout (scripts/kube-up builds the cluster from it)
+	Listen        string // the server's address
+	ProxyListen   string // the access proxy's (plain http, on loopback)
+	SSHListen     string // the proxy's SSH
+	Timeout       time.Duration
+	NoInstallDeps bool // refuse, instead of installing, when Debian packages the cluster or the editor need are missing
 }
 
 func defaultDataDir() string {
@@ -106,6 +107,7 @@ reuses what is there, and 'hangar quickstart stop' ends it all.`,
 	cmd.Flags().StringVar(&cfg.ProxyListen, "proxy-listen", "127.0.0.1:8080", "address of the access proxy, which serves the workspaces' URLs (plain http: it listens on loopback only)")
 	cmd.Flags().StringVar(&cfg.SSHListen, "ssh-listen", "127.0.0.1:2222", "address of the proxy's SSH (hangar ssh)")
 	cmd.Flags().DurationVar(&cfg.Timeout, "timeout", 30*time.Minute, "give up when everything is not running after this long (the first run builds the cluster)")
+	cmd.Flags().BoolVar(&cfg.NoInstallDeps, "no-install-deps", false, "when Debian packages the local cluster or the editor's image need are missing, say which and stop instead of installing them (scripts/install-deps quickstart)")
 	cmd.AddCommand(stop)
 	return cmd
 }
@@ -157,6 +159,12 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 	}
 	p := &progressWriter{w: progress, start: time.Now()}
 	p.say("data directory %s (logs: server.log, agent.log, proxy.log, kube-up.log)", l.dir)
+
+	// 0. What the local cluster and the editor's image need from Debian (the one list:
+	// scripts/install-deps), installed on a fresh machine unless told not to.
+	if err := installDeps(ctx, p, l, src, cfg.NoInstallDeps); err != nil {
+		return err
+	}
 
 	// 1. The server.
 	st, _ := readState(l)
@@ -900,4 +908,23 @@ func Stop(dataDir string, out io.Writer) error {
 	}
 	_, err := fmt.Fprintf(out, "The quick start is stopped; its data stays in %s (hangar quickstart starts it again).\n", l.dir)
 	return err
+}
+
+// installDeps installs the Debian packages the local cluster and the editor's image need and this
+// machine lacks (scripts/install-deps quickstart), or, with refuse, names them and stops.
+func installDeps(ctx context.Context, p *progressWriter, l layout, src string, refuse bool) error {
+	script := filepath.Join(src, "scripts", "install-deps")
+	out, err := exec.CommandContext(ctx, script, "quickstart", "--check").Output()
+	if err != nil {
+		return fmt.Errorf("scripts/install-deps quickstart --check: %w", err)
+	}
+	missing := strings.TrimSpace(string(out))
+	if missing == "" {
+		return nil
+	}
+	if refuse {
+		return fmt.Errorf("the local cluster and the editor's image need these Debian packages, missing here: %s; install them (%s quickstart, or apt-get install), or run without --no-install-deps", missing, script)
+	}
+	p.say("installing the Debian packages the local cluster and the editor's image need: %s (scripts/install-deps; output in %s)", missing, l.log("install-deps"))
+	return p.run(ctx, l.log("install-deps"), "installing Debian packages", nil, script, "quickstart")
 }

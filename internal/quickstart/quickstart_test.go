@@ -220,3 +220,43 @@ func TestFindSourceRefusesACheckoutOthersCanChange(t *testing.T) {
 		t.Errorf("a checkout of yours: %q %v", got, err)
 	}
 }
+
+// TestInstallDeps: on a machine lacking what the cluster or the editor needs, the quick start runs
+// scripts/install-deps quickstart (with its progress said), or, told not to install, names the
+// missing packages and the command; with nothing missing it runs nothing.
+func TestInstallDeps(t *testing.T) {
+	for _, tc := range []struct {
+		name, missing string
+		refuse        bool
+		wantErr, want string // want: what the fake script was run with, after --check
+	}{
+		{"nothing missing", "", false, "", ""},
+		{"installs", "containerd npm", false, "", "quickstart\n"},
+		{"refuses", "containerd npm", true, "need these Debian packages, missing here: containerd npm; install them", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := t.TempDir()
+			ran := filepath.Join(src, "ran")
+			if err := os.Mkdir(filepath.Join(src, "scripts"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			script := fmt.Sprintf("#!/bin/sh\nif [ \"$2\" = --check ]; then echo '%s'; exit 0; fi\necho \"$@\" >> %s\n", tc.missing, ran)
+			if err := os.WriteFile(filepath.Join(src, "scripts", "install-deps"), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var said bytes.Buffer
+			l := layout{dir: t.TempDir()}
+			err := installDeps(context.Background(), &progressWriter{w: &said}, l, src, tc.refuse)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("installDeps: %v, want %q", err, tc.wantErr)
+			}
+			b, _ := os.ReadFile(ran)
+			if string(b) != tc.want {
+				t.Errorf("scripts/install-deps was run with %q, want %q", b, tc.want)
+			}
+			if tc.want != "" && !strings.Contains(said.String(), "installing the Debian packages the local cluster and the editor's image need: "+tc.missing) {
+				t.Errorf("the quick start said:\n%s", said.String())
+			}
+		})
+	}
+}
