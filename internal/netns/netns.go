@@ -13,8 +13,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // Do runs fn on an OS thread that has entered the network namespace at path, and brings the thread
@@ -31,20 +29,20 @@ func Do(path string, fn func() error, undo func()) error {
 	// still locked to it, and the runtime then ends the thread instead of reusing it.
 	go func() {
 		runtime.LockOSThread()
-		own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		own, err := os.Open(threadNetns())
 		if err != nil {
 			runtime.UnlockOSThread()
 			done <- fmt.Errorf("this thread's network namespace: %w", err)
 			return
 		}
 		defer own.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		if err := setns(target); err != nil {
 			runtime.UnlockOSThread()
 			done <- fmt.Errorf("enter %s: %w", path, err)
 			return
 		}
 		ferr := fn()
-		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
+		if err := setns(own); err != nil {
 			undo()
 			done <- fmt.Errorf("leave %s: %w", path, err) // the thread stays locked and ends
 			return
