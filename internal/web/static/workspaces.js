@@ -209,7 +209,13 @@ export function workspacePage(main, me, nav, owner, name) {
   }
 
   let endpoints = []; // the devfile's, in the answer about this workspace only (they never change)
+  let appsShown = '';
   function renderApps(w) {
+    // Rendered at each change of the workspace: the section is rebuilt only when what it shows
+    // changes, so a port being typed in its box (and a reader's place) survives other changes.
+    const sig = JSON.stringify([w.name, w.url, w.apps_url, endpoints]);
+    if (sig === appsShown) return;
+    appsShown = sig;
     clear(apps);
     if (w.url) apps.append(h('p', {}, h('a', { href: w.url, target: '_blank', rel: 'noopener', testid: 'ws-app-link' }, w.url)));
     if (endpoints.length) {
