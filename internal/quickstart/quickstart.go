@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package quickstart is `hangar quickstart`: on one Linux machine, as root, a server on its embedded
 // store, the local Kubernetes cluster with its real node (scripts/kube-up), an agent, the access
 // proxy, the Kubernetes starter template and a first workspace with the web editor, each reused by

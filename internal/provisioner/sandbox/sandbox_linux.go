@@ -369,6 +369,42 @@ func procStatus(pid int) (status, bool) {
 	return status{}, false
 }
 
+// GroupMembers lists the live processes of the process group pgid, with their command lines.
+func GroupMembers(pgid int) []Process {
+	if pgid <= 1 {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []Process
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so read after the
+		// last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
+			out = append(out, Process{PID: pid, Args: cmdline(pid)})
+		}
+	}
+	return out
+}
+
 // KillUser kills every process of the user uid: what a build left running (a daemonized
 // local-exec) must not see the next build of the same user. It does nothing for root or this
 // process's own user. It returns the processes it killed, with their command lines as they were.

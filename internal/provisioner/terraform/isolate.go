@@ -55,11 +55,13 @@ func (r *Runner) shareFile(p string) error {
 // template ran hangar_agent's init script in the build instead of on its machine: the build log
 // says so (HelperInBuildWarning), since nothing else would (Terraform hides the output of a
 // command holding the sensitive script, and the helper dies here).
-func (r *Runner) killLeftovers(log *logger) {
+func (r *Runner) killLeftovers(log *logger, inGroup []sandbox.Process) {
 	if r.Sandbox == nil {
 		return
 	}
-	for _, p := range sandbox.KillUser(r.Sandbox.User.UID) {
+	// What terraform's process group left was killed already (killGroup, at the command's end);
+	// what left the group is killed here.
+	for _, p := range append(inGroup, sandbox.KillUser(r.Sandbox.User.UID)...) {
 		if p.IsHelper() {
 			log.emit(LevelWarn, fmt.Sprintf(HelperInBuildWarning, p.PID, strings.Join(p.Args[:2], " ")))
 			return

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,10 +33,14 @@ func groupOf(jobDir string) int {
 }
 
 // killGroup kills whatever remains of the job's survivable command.
-func killGroup(jobDir string) {
-	if pgid := groupOf(jobDir); alive(pgid) {
-		killProcessGroup(pgid)
+func killGroup(jobDir string) []sandbox.Process {
+	pgid := groupOf(jobDir)
+	if !alive(pgid) {
+		return nil
 	}
+	left := sandbox.GroupMembers(pgid) // what was left, as it was: a helper among it gets a warning
+	killProcessGroup(pgid)
+	return left
 }
 
 // Remove deletes a job's work directory (a Runner with KeepWorkDir leaves it to the caller, who
@@ -113,7 +118,7 @@ func (r *Runner) Recover(ctx context.Context, cancel <-chan struct{}, jobID stri
 		case <-tick.C:
 		}
 	}
-	r.killLeftovers(log)
+	r.killLeftovers(log, nil)
 	for _, f := range []struct {
 		name, level string
 	}{{runStdout, LevelInfo}, {runStderr, LevelError}} {

@@ -345,11 +345,13 @@ const varFileName = "hangar.tfvars.json"
 
 // run is the state of one Run.
 type run struct {
-	r      *Runner
-	req    Request
-	log    *logger
-	stdout *lineWriter
-	stderr *lineWriter
+	// leftInGroup is what remained of terraform's process group when its command ended (killGroup).
+	leftInGroup []sandbox.Process
+	r           *Runner
+	req         Request
+	log         *logger
+	stdout      *lineWriter
+	stderr      *lineWriter
 
 	ctx       context.Context // the caller's
 	runCtx    context.Context // terraform's: canceled to interrupt it
@@ -444,7 +446,7 @@ func (r *Runner) Run(ctx context.Context, cancel <-chan struct{}, req Request) R
 	}()
 
 	err := x.terraform()
-	r.killLeftovers(log)
+	r.killLeftovers(log, x.leftInGroup)
 	close(done)
 	<-watcherDone
 
@@ -719,7 +721,7 @@ func (x *run) terraform() error {
 	// Applying or Destroying.
 	// Through the shim terraform runs in a group of its own: once the command returns (even after
 	// terraform-exec killed the shim at the end of the grace period), nothing of it may remain.
-	defer killGroup(jobDir)
+	defer func() { x.leftInGroup = killGroup(jobDir) }()
 	if x.req.Transition == build.Delete {
 		x.log.begin(StageDestroy)
 		return x.command("destroy", func(ctx context.Context) error { return tf.Destroy(ctx, tfexec.VarFile(varFile)) })
