@@ -16,7 +16,9 @@ func TestKillUser(t *testing.T) {
 		t.Fatalf("this test starts processes as other users, which needs root (CI runs as root)")
 	}
 	start := func(uid uint32) (*exec.Cmd, chan error) {
-		cmd := exec.Command("/bin/sh", "-c", "exec sleep 600")
+		// sleep itself, not through a shell: Start returns once it runs, so its command line is read
+		// as it is (a shell's "exec sleep" may not have happened yet when KillUser reads it).
+		cmd := exec.Command("sleep", "600")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
