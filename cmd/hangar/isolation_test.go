@@ -354,6 +354,10 @@ func TestTemplateIsolationRefusedWithoutRoot(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd.Stderr = pw
+		// Standard output in a buffer of its own: exec copies it from another goroutine, while this
+		// one writes the log lines it reads (two writers of one strings.Builder lost lines).
+		var stdout strings.Builder
+		cmd.Stdout = &stdout
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +371,7 @@ func TestTemplateIsolationRefusedWithoutRoot(t *testing.T) {
 		}
 		cancel()
 		err = cmd.Wait()
-		return out.String(), err
+		return stdout.String() + out.String(), err
 	}
 	out, err := run(false)
 	if err == nil {
