@@ -104,10 +104,20 @@ func TestHelmCharts(t *testing.T) {
 	api.HTTP = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 		return c.DialInside(ctx, addr) // through kube-proxy's rules for the Service
 	}}}
-	me, err := api.Me(ctx)
-	if err != nil || !me.Admin {
-		t.Fatalf("GET /me through the Service %s: %+v %v", serverURL, me, err)
-	}
+	// kube-proxy writes the new Service's rule a moment after the pod is ready; a connection made
+	// before it is tracked without its translation and times out, so each try is short and new.
+	kubetest.Eventually(t, 60*time.Second, "GET /me through the Service "+serverURL, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		me, err := api.Me(ctx)
+		if err != nil {
+			return err
+		}
+		if !me.Admin {
+			return fmt.Errorf("GET /me: %+v, want the admin", me)
+		}
+		return nil
+	})
 
 	// The agent: registered through the API, its token in a Secret the chart refers to.
 	agent, err := api.CreateAgent(ctx, sdk.CreateAgentRequest{Name: "charts"})
