@@ -13,16 +13,22 @@ import (
 
 // slowStart's start runs a command that says it started, then sleeps 60 s (the test cancels it:
 // terraform interrupts the command); its stop has nothing to run.
-const slowStart = `variable "start_count" {
+var slowStart = startRuns("slow", "echo slow-started; exec sleep 60")
+
+// startRuns is a module whose start runs command in a local-exec of resource terraform_data.name
+// (once per start: count = start_count) and whose stop has nothing to run.
+func startRuns(name, command string) string {
+	return `variable "start_count" {
   type = number
 }
-resource "terraform_data" "slow" {
+resource "terraform_data" "` + name + `" {
   count = var.start_count
   provisioner "local-exec" {
-    command = "echo slow-started; exec sleep 60"
+    command = "` + command + `"
   }
 }
 `
+}
 
 // A build canceled during a long apply (real terraform, both stores): the follower marks the
 // interrupted stage canceled, with no passed Applying and no failing stage after it; the

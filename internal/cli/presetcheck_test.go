@@ -106,16 +106,7 @@ func TestPresetParametersAreChecked(t *testing.T) {
 }
 
 // failingModule's start always fails, as a template whose machines cannot be had would.
-const failingModule = `variable "start_count" {
-  type = number
-}
-resource "terraform_data" "machine" {
-  count = var.start_count
-  provisioner "local-exec" {
-    command = "echo no capacity left >&2; exit 3"
-  }
-}
-`
+var failingModule = startRuns("machine", "echo no capacity left >&2; exit 3")
 
 // A pool whose prebuild creates keep failing (real terraform, both stores) says so with its last
 // error in hangar templates presets, in the API and in the hangar_prebuild_pool_failures gauge.
