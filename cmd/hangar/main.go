@@ -50,9 +50,10 @@ func rootCommand() *cobra.Command {
 	// The daemons, apart from the client commands (the hidden ones too, should they be shown).
 	root.AddGroup(&cobra.Group{ID: groupDaemons, Title: "Running Hangar (the server and its daemons):"})
 	for _, c := range []*cobra.Command{servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), quickstart.Command(), projectCloneCommand(),
-		wshelper.Command(),   // hidden: a workspace's main container runs it
-		installSelfCommand(), // hidden: a workspace's init container copies the binary for it
-		loadcmd.Command(),    // hidden: the load generator (docs/benchmarks.md)
+		wshelper.Command(),              // hidden: a workspace's main container runs it
+		wshelper.GitCredentialCommand(), // hidden: git runs it in a workspace (credential.helper)
+		installSelfCommand(),            // hidden: a workspace's init container copies the binary for it
+		loadcmd.Command(),               // hidden: the load generator (docs/benchmarks.md)
 	} {
 		c.GroupID = groupDaemons
 		root.AddCommand(c)

@@ -15,4 +15,7 @@ const (
 	// WorkspaceSSHSubprotocol is the subprotocol of a user's SSH connection to a workspace: the
 	// bytes of an SSH connection, relayed to the helper.
 	WorkspaceSSHSubprotocol = "hangar-ssh.v1"
+	// GitCredentialsPath is where a helper asks, with its token, for the workspace owner's
+	// credentials for a git remote (POST, git's attributes as JSON: protocol, host, path).
+	GitCredentialsPath = "/api/v1/workspace-agent/git-credentials"
 )

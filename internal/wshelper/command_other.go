@@ -24,3 +24,16 @@ func Command() *cobra.Command {
 		},
 	}
 }
+
+// GitCredentialCommand returns `hangar git-credential`, which runs in a workspace only.
+func GitCredentialCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                "git-credential get|store|erase",
+		Short:              "Give git the workspace owner's forge credentials (git's credential helper protocol)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("hangar git-credential runs in a workspace on Linux or macOS, not on %s", runtime.GOOS)
+		},
+	}
+}

@@ -104,6 +104,16 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if cfg.GracePeriod <= 0 {
 		cfg.GracePeriod = DefaultGracePeriod
 	}
+	// Connected out, the helper hands git the owner's forge credentials (gitcred_unix.go).
+	if cfg.ConnectURL != "" && cfg.StateDir != "" {
+		env, stop, err := startGitCredentials(cfg, log)
+		if err != nil {
+			log.Warn("git credentials are not handed out in this workspace", "err", err)
+		} else {
+			defer stop()
+			cfg.Env = env
+		}
+	}
 	var hostKey ssh.Signer
 	var err error
 	if cfg.HostKey != "" {

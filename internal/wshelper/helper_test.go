@@ -28,6 +28,12 @@ func TestMain(m *testing.M) {
 		reaperProcess() // the subprocess of TestReap
 		return
 	}
+	if len(os.Args) == 3 && os.Args[1] == "git-credential" {
+		// git runs this test binary as its credential helper (gitcred_test.go), as it runs
+		// `hangar git-credential get` in a workspace.
+		GitCredentialMain(context.Background(), os.Args[2], os.Getenv(GitCredentialSocketEnv), os.Stdin, os.Stdout, os.Stderr)
+		return
+	}
 	if port := os.Getenv("WSHELPER_TEST_EDITOR_PORT"); port != "" {
 		fakeEditor(port) // the editor of the editor tests
 		return

@@ -1,0 +1,290 @@
+//go:build unix
+
+package wshelper
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/apiclient"
+	"github.com/hangar-dev/hangar/internal/protocol"
+)
+
+// GitCredentialSocketEnv names the helper's credential socket for `hangar git-credential`; the
+// helper sets it in the environment of the command, postStart commands and sessions.
+const GitCredentialSocketEnv = "HANGAR_GIT_CREDENTIAL_SOCKET"
+
+// gitCredentialSocketName is the socket's name in the helper's state directory (mode 0700).
+const gitCredentialSocketName = "git-credential.sock"
+
+// gitCredentialTimeout bounds one question, from git's request to the server's answer.
+const gitCredentialTimeout = 30 * time.Second
+
+// maxGitCredentialsInFlight bounds the questions the helper asks the server at once; more wait.
+const maxGitCredentialsInFlight = 8
+
+// CredentialAnswer is the helper's answer on its socket: a credential, or why there is none and
+// whether git should stop asking (Quit: the server knows the host, and the user must act first,
+// for example link their account).
+type CredentialAnswer struct {
+	Credential
+	Error string
+	Quit  bool
+}
+
+// AskFunc answers one credential request.
+type AskFunc func(ctx context.Context, req CredentialRequest) CredentialAnswer
+
+// AskServer returns the AskFunc of a helper connected out to baseURL with token: each request is
+// POST protocol.GitCredentialsPath. A 404 (no forge serves that host) lets git go on to its other
+// helpers; any other refusal stops git with the server's message.
+func AskServer(hc *http.Client, baseURL, token string) AskFunc {
+	return func(ctx context.Context, req CredentialRequest) CredentialAnswer {
+		var c Credential
+		err := apiclient.Do(ctx, hc, baseURL, token, http.MethodPost, protocol.GitCredentialsPath, req, &c, MaxCredentialRequestBytes)
+		var se *apiclient.StatusError
+		switch {
+		case err == nil:
+			if c.Username == "" || c.Password == "" {
+				return CredentialAnswer{Error: "the Hangar server answered without a username or password"}
+			}
+			return CredentialAnswer{Credential: c}
+		case errors.As(err, &se):
+			msg := errorMessage(se.Body)
+			if se.Code == http.StatusNotFound {
+				return CredentialAnswer{Error: msg}
+			}
+			return CredentialAnswer{Error: msg, Quit: se.Code/100 == 4}
+		default:
+			return CredentialAnswer{Error: "could not ask the Hangar server: " + err.Error()}
+		}
+	}
+}
+
+// errorMessage is an error body's message (sdk.Error), or the body itself.
+func errorMessage(body string) string {
+	var e struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal([]byte(body), &e) == nil && e.Message != "" {
+		return e.Message
+	}
+	return body
+}
+
+// listenGitCredentials opens the credential socket in stateDir (which the helper keeps 0700, so
+// only the workspace's user reaches it) and returns it with its path.
+func listenGitCredentials(stateDir string) (net.Listener, string, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(stateDir, gitCredentialSocketName)
+	_ = os.Remove(path) // a previous run's
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, "", err
+	}
+	return ln, path, nil
+}
+
+// serveGitCredentials answers `hangar git-credential` on ln until it is closed: one request per
+// connection, in git's format both ways, at most maxGitCredentialsInFlight at once.
+func serveGitCredentials(ctx context.Context, ln net.Listener, ask AskFunc, log *slog.Logger) {
+	slots := make(chan struct{}, maxGitCredentialsInFlight)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			c.Close()
+			return
+		}
+		go func() {
+			defer func() { <-slots }()
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(gitCredentialTimeout))
+			req, err := ParseCredentialRequest(c)
+			var a CredentialAnswer
+			if err != nil {
+				a = CredentialAnswer{Error: err.Error()}
+			} else {
+				qctx, cancel := context.WithTimeout(ctx, gitCredentialTimeout)
+				a = ask(qctx, req)
+				cancel()
+				log.Info("git credential asked", "protocol", req.Protocol, "host", req.Host, "path", req.Path, "answered", a.Error == "", "error", a.Error)
+			}
+			_ = writeAnswer(c, a)
+		}()
+	}
+}
+
+// writeAnswer writes a in the socket's format: username/password lines, or error (one line) and
+// quit.
+func writeAnswer(w io.Writer, a CredentialAnswer) error {
+	if a.Error == "" {
+		return FormatCredential(w, a.Credential)
+	}
+	msg := strings.Join(strings.Fields(a.Error), " ")
+	out := "error=" + msg + "\n"
+	if a.Quit {
+		out += "quit=1\n"
+	}
+	_, err := io.WriteString(w, out)
+	return err
+}
+
+// readAnswer reads the helper's answer (bounded).
+func readAnswer(r io.Reader) (CredentialAnswer, error) {
+	var a CredentialAnswer
+	sc := bufio.NewScanner(io.LimitReader(r, MaxCredentialRequestBytes))
+	sc.Buffer(make([]byte, 0, 4096), MaxCredentialRequestBytes)
+	for sc.Scan() {
+		key, value, _ := strings.Cut(sc.Text(), "=")
+		switch key {
+		case "username":
+			a.Username = value
+		case "password":
+			a.Password = value
+		case "error":
+			a.Error = value
+		case "quit":
+			a.Quit = value == "1" || value == "true"
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return CredentialAnswer{}, err
+	}
+	if a.Error == "" && (a.Username == "" || a.Password == "") {
+		return CredentialAnswer{}, errors.New("the workspace helper closed the connection without an answer")
+	}
+	return a, nil
+}
+
+// startGitCredentials opens the credential socket in cfg.StateDir and answers on it with the
+// server cfg.ConnectURL (cfg.Connect.HTTPClient, as the connection); it returns cfg.Env with git
+// pointed at it, and what stops it.
+func startGitCredentials(cfg Config, log *slog.Logger) ([]string, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("find my own binary: %w", err)
+	}
+	ln, path, err := listenGitCredentials(cfg.StateDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the credential socket: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		serveGitCredentials(ctx, ln, AskServer(cfg.Connect.HTTPClient, cfg.ConnectURL, cfg.Token), log)
+	}()
+	return gitCredentialEnv(cfg.Env, self, path), func() { cancel(); ln.Close(); <-done }, nil
+}
+
+// gitCredentialEnv returns env with git told to ask `self git-credential` (after the user's own
+// credential helpers, with the remote's path, so a server can tell repositories apart) and where
+// the socket is. It appends to GIT_CONFIG_COUNT's entries rather than replacing them.
+func gitCredentialEnv(env []string, self, socket string) []string {
+	n := 0
+	if v := lookupEnv(env, "GIT_CONFIG_COUNT"); v != "" {
+		if c, err := strconv.Atoi(v); err == nil && c >= 0 && c < 1000 {
+			n = c
+		}
+	}
+	env = setEnv(env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n), "credential.helper")
+	env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), "!"+shellQuote(self)+" git-credential")
+	env = setEnv(env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n+1), "credential.useHttpPath")
+	env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n+1), "true")
+	env = setEnv(env, "GIT_CONFIG_COUNT", strconv.Itoa(n+2))
+	return setEnv(env, GitCredentialSocketEnv, socket)
+}
+
+// shellQuote quotes s for the shell git runs a "!" helper with (the operation appended).
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// GitCredentialCommand returns `hangar git-credential OPERATION`, hidden: git runs it inside a
+// workspace (credential.helper), people do not.
+func GitCredentialCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "git-credential get|store|erase",
+		Short:  "Give git the workspace owner's forge credentials (git's credential helper protocol)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			GitCredentialMain(cmd.Context(), args[0], os.Getenv(GitCredentialSocketEnv), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return nil
+		},
+	}
+}
+
+// GitCredentialMain runs one operation of git's credential protocol against the helper's socket.
+// It always lets git go on (exit status 0): without an answer, git tries its other helpers or
+// asks; a reason goes to standard error, which git shows.
+func GitCredentialMain(ctx context.Context, op, socket string, stdin io.Reader, stdout, stderr io.Writer) {
+	if op != "get" {
+		_, _ = io.Copy(io.Discard, io.LimitReader(stdin, MaxCredentialRequestBytes)) // store, erase: nothing is kept here
+		return
+	}
+	req, err := ParseCredentialRequest(stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "hangar git-credential: %v\n", err)
+		return
+	}
+	if socket == "" {
+		fmt.Fprintf(stderr, "hangar git-credential: %s is not set: this workspace's helper does not hand out git credentials\n", GitCredentialSocketEnv)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitCredentialTimeout)
+	defer cancel()
+	c, err := (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	if err != nil {
+		fmt.Fprintf(stderr, "hangar git-credential: the workspace helper does not answer on %s: %v\n", socket, err)
+		return
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if err := req.Format(c); err != nil {
+		fmt.Fprintf(stderr, "hangar git-credential: %v\n", err)
+		return
+	}
+	a, err := readAnswer(c)
+	if err != nil {
+		fmt.Fprintf(stderr, "hangar git-credential: %v\n", err)
+		return
+	}
+	if a.Error != "" {
+		fmt.Fprintf(stderr, "hangar: no credentials for %s://%s: %s\n", req.Protocol, req.Host, a.Error)
+		if a.Quit {
+			fmt.Fprintln(stdout, "quit=1")
+		}
+		return
+	}
+	if err := FormatCredential(stdout, a.Credential); err != nil {
+		fmt.Fprintf(stderr, "hangar git-credential: %v\n", err)
+	}
+}
