@@ -53,6 +53,10 @@ type Params struct {
 	// HelperHostKey (workspace.HelperHostKey) is put in the <name>-ssh Secret for the helper, which
 	// then serves with it; nil leaves the helper to make its own (a key the proxy cannot pin).
 	HelperHostKey ed25519.PrivateKey
+	// HelperToken (workspace.KubeHelperToken) and ServerURL, when both are set, let the helper ask
+	// the server for what it needs (the owner's git credentials): the token goes in the <name>-ssh
+	// Secret, never in the pod spec, and the helper reads it from its file.
+	HelperToken, ServerURL string
 }
 
 const (
@@ -209,7 +213,11 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	}
 	selector := map[string]string{protocol.LabelWorkspaceID: p.WorkspaceID}
 
-	pod, err := d.podContainers(a, p.HelperHostKey != nil)
+	helperServer := ""
+	if p.HelperToken != "" && p.ServerURL != "" {
+		helperServer = p.ServerURL
+	}
+	pod, err := d.podContainers(a, helperOptions{hostKey: p.HelperHostKey != nil, serverURL: helperServer})
 	if err != nil {
 		return nil, err
 	}
@@ -302,6 +310,9 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		sshData := map[string]string{AuthorizedKeysKey: keys}
 		if p.HelperHostKey != nil {
 			sshData[HostKeyKey] = hostKeyPEM
+		}
+		if helperServer != "" {
+			sshData[HelperTokenKey] = p.HelperToken
 		}
 		add("v1", "Secret", ns, sshSecret, &corev1.Secret{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
@@ -592,6 +603,8 @@ const (
 	sshVolume         = "hangar-ssh"
 	HelperSSHDir      = "/hangar/ssh"
 	AuthorizedKeysKey = "authorized_keys"
+	// HelperTokenKey is the helper's token for the server in the same Secret (Params.HelperToken).
+	HelperTokenKey = "helper-token"
 	// HostKeyKey is the helper's host key in the same Secret (Params.HelperHostKey), when given.
 	HostKeyKey = "ssh_host_ed25519_key"
 )
@@ -604,7 +617,7 @@ type podSpec struct {
 // podContainers builds the containers and init containers with their effective resources — the
 // devfile's own values, with the agent's defaults merged under them, each default kept within the
 // agent's caps — checks the caps, and returns a short hash of those resources.
-func (d *Devfile) podContainers(a workspace.AgentConfig, hostKey bool) (podSpec, error) {
+func (d *Devfile) podContainers(a workspace.AgentConfig, helper helperOptions) (podSpec, error) {
 	def := defaultsWithinCaps(a)
 	var out podSpec
 	h := sha256.New()
@@ -621,7 +634,7 @@ func (d *Devfile) podContainers(a workspace.AgentConfig, hostKey bool) (podSpec,
 	var app, init []spent
 	for i, c := range d.containers {
 		if i == d.main && d.helper {
-			c = c.withHelper(hostKey)
+			c = c.withHelper(helper)
 		}
 		kc, sp := build(c, false)
 		out.containers = append(out.containers, kc)
@@ -875,13 +888,20 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 	}
 }
 
+// helperOptions are what the helper gets beyond its SSH: whether the <name>-ssh Secret holds its
+// host key, and the server it asks with the token of that Secret ("": none).
+type helperOptions struct {
+	hostKey   bool
+	serverURL string
+}
+
 // withHelper returns the main container c running `hangar workspace-helper`: around the devfile's
 // command and args (`-- COMMAND ARGS...`), or alone instead of the keep-alive script (the helper
 // keeps the container running). The helper serves SSH on HelperSSHPort to the keys of the
 // <name>-ssh Secret, with the host key of that Secret when hostKey (Params.HelperHostKey, which the
 // proxy pins), else one it keeps in <data volume>/.hangar when the container mounts the data
 // volume, or in HelperDir/state. Its state (postStart record) lives there too.
-func (c container) withHelper(hostKey bool) container {
+func (c container) withHelper(h helperOptions) container {
 	if c.keepAlive {
 		c.command, c.keepAlive = []string{HelperBinary, "workspace-helper"}, false
 	} else {
@@ -896,7 +916,12 @@ func (c container) withHelper(hostKey bool) container {
 		corev1.EnvVar{Name: "HANGAR_HELPER_SSH_ADDR", Value: ":" + strconv.Itoa(HelperSSHPort)},
 		corev1.EnvVar{Name: "HANGAR_HELPER_AUTHORIZED_KEYS_FILE", Value: path.Join(HelperSSHDir, AuthorizedKeysKey)},
 		corev1.EnvVar{Name: "HANGAR_HELPER_STATE_DIR", Value: stateDir})
-	if hostKey {
+	if h.serverURL != "" {
+		c.env = append(c.env,
+			corev1.EnvVar{Name: "HANGAR_HELPER_SERVER_URL", Value: h.serverURL},
+			corev1.EnvVar{Name: "HANGAR_HELPER_TOKEN_FILE", Value: path.Join(HelperSSHDir, HelperTokenKey)})
+	}
+	if h.hostKey {
 		c.env = append(c.env, corev1.EnvVar{Name: "HANGAR_HELPER_HOST_KEY_FILE", Value: path.Join(HelperSSHDir, HostKeyKey)})
 	}
 	// The web editor, run by the helper, from the bundle the editor's init container copied.
@@ -1054,7 +1079,7 @@ func CheckAgentCaps(cfg workspace.AgentConfig) []string {
 	if err != nil {
 		return append(out, "the default devfile does not parse: "+err.Error())
 	}
-	if _, err := d.podContainers(cfg, false); err != nil {
+	if _, err := d.podContainers(cfg, helperOptions{}); err != nil {
 		out = append(out, "workspaces created without a devfile do not fit this agent's caps: "+err.Error())
 	}
 	return out

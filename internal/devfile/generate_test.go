@@ -84,6 +84,9 @@ func generateCases(t testing.TB) []generateCase {
 	rich.KubeName = workspace.KubeName(rich.WorkspaceName, rich.WorkspaceID)
 	// The server's config carries the helper's derived host key (a fixed test agent token hash).
 	rich.HelperHostKey = workspace.HelperHostKey(make([]byte, 32), rich.WorkspaceID)
+	// ... and the helper's token for the server (a fixed test key), with the server's URL.
+	rich.HelperToken = workspace.KubeHelperToken(make([]byte, 32), rich.WorkspaceID)
+	rich.ServerURL = "https://hangar.example.org"
 	rich.Agent = agent(t, workspace.AgentConfig{
 		DNSZone:         "ws.example.org",
 		NamespaceMode:   workspace.NamespaceShared,
@@ -547,5 +550,41 @@ func TestProtocolLabelsAreReserved(t *testing.T) {
 		if !strings.HasPrefix(k, workspace.ReservedPrefix) {
 			t.Errorf("%s is not under %s", k, workspace.ReservedPrefix)
 		}
+	}
+}
+
+// The helper's token for the server is in the <name>-ssh Secret only: the pod spec names its file
+// and the server, never the token (anyone who can read a Deployment would have it).
+func TestGenerateHelperTokenOnlyInTheSecret(t *testing.T) {
+	p := defaultParams(t)
+	p.HelperToken = workspace.KubeHelperToken([]byte("test key"), p.WorkspaceID)
+	p.ServerURL = "https://hangar.example.org"
+	got, err := Generate(mustParse(t, Default()), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inSecret, inOther int
+	for _, doc := range documents(t, got) {
+		if !strings.Contains(string(doc), p.HelperToken) {
+			continue
+		}
+		if strings.Contains(string(doc), "kind: Secret") && strings.Contains(string(doc), "name: alice-demo-ssh") {
+			inSecret++
+		} else {
+			inOther++
+		}
+	}
+	if inSecret != 1 || inOther != 0 {
+		t.Fatalf("the token is in %d <name>-ssh Secret(s) and %d other object(s); want 1 and 0", inSecret, inOther)
+	}
+	for _, want := range []string{"name: HANGAR_HELPER_SERVER_URL\n          value: https://hangar.example.org", "name: HANGAR_HELPER_TOKEN_FILE\n          value: /hangar/ssh/helper-token"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the config lacks %q", want)
+		}
+	}
+	// Without a server URL (or a token), nothing of it is generated.
+	p.ServerURL = ""
+	if got, _ := Generate(mustParse(t, Default()), p); strings.Contains(got, "helper-token") || strings.Contains(got, "HANGAR_HELPER_SERVER_URL") {
+		t.Error("a token without a server URL was generated")
 	}
 }

@@ -61,6 +61,11 @@ type Options struct {
 	// RelayURL is this replica's URL as the other replicas reach it ("": it takes no relayed
 	// connections; relay.go).
 	RelayURL string
+	// HelperTokenKey, when set, gives the helpers of Kubernetes workspaces tokens
+	// (workspace.KubeHelperToken; every replica must have the same key) and HelperURL() as the
+	// server's URL, to ask for their owner's git credentials. Nil: they get neither.
+	HelperTokenKey []byte
+	HelperURL      func() string
 	// Apps configures the serving of Terraform workspaces' apps (apps.go); its zero value serves
 	// none.
 	Apps AppsOptions
@@ -91,9 +96,11 @@ type Server struct {
 	metrics *metrics
 	ops     *opsMetrics // httpmetrics.go
 	kube    *kube.Service
-	mux     *http.ServeMux
-	after   func(time.Duration) <-chan time.Time
-	builder *tfbackend.Service
+	// helperTokenKey checks the tokens of Kubernetes workspaces' helpers (Options.HelperTokenKey).
+	helperTokenKey []byte
+	mux            *http.ServeMux
+	after          func(time.Duration) <-chan time.Time
+	builder        *tfbackend.Service
 	// backends sends desired-state changes to the service of each workspace's backend.
 	backends backend.Router
 	// lifecycle is the lifecycle executor over backends (run by Run; tests Tick it).
@@ -173,11 +180,15 @@ func New(opts Options) *Server {
 	}
 	if opts.Kube == nil {
 		opts.Kube = kube.New(opts.Store, opts.Clock, opts.Logger)
+		if len(opts.HelperTokenKey) > 0 && opts.HelperURL != nil {
+			opts.Kube.SetHelperTokens(opts.HelperTokenKey, opts.HelperURL)
+		}
 	}
 	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, kube: opts.Kube, after: opts.After,
 		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection(),
 		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
 	s.tokenDefault, s.tokenMax = opts.TokenLifetime, opts.MaxTokenLifetime
+	s.helperTokenKey = opts.HelperTokenKey
 	s.backends = backend.Router{Store: opts.Store, Kubernetes: opts.Kube, Terraform: opts.Builder}
 	s.metrics = newMetrics(opts.Store, opts.Builder, opts.Clock.Now)
 	s.ops = newOpsMetrics(s.metrics.reg, opts.Store)

@@ -111,6 +111,9 @@ func (g *agentRegistry) get(workspaceID string) *agentConn {
 
 // helperWorkspace is the workspace a helper token admits, or why it admits none.
 func (s *Server) helperWorkspace(ctx context.Context, token string) (workspace.Workspace, error) {
+	if strings.HasPrefix(token, workspace.KubeHelperTokenPrefix) {
+		return s.kubeHelperWorkspace(ctx, token)
+	}
 	if !strings.HasPrefix(token, protocol.WorkspaceAgentTokenPrefix) || len(token) > maxAgentTokenLen {
 		return workspace.Workspace{}, errUnauthorized("invalid helper token: want the token of a hangar_agent resource (" + protocol.WorkspaceAgentTokenPrefix + "...)")
 	}
@@ -127,6 +130,28 @@ func (s *Server) helperWorkspace(ctx context.Context, token string) (workspace.W
 		return workspace.Workspace{}, err
 	}
 	if ws.Backend != workspace.KindTerraform || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
+		return workspace.Workspace{}, errUnauthorized("invalid helper token: its workspace is deleted")
+	}
+	return ws, nil
+}
+
+// kubeHelperWorkspace is the Kubernetes workspace a helper token made by
+// workspace.KubeHelperToken admits, or why it admits none.
+func (s *Server) kubeHelperWorkspace(ctx context.Context, token string) (workspace.Workspace, error) {
+	if len(s.helperTokenKey) == 0 {
+		return workspace.Workspace{}, errUnauthorized("invalid helper token: this server gives Kubernetes workspaces' helpers no tokens (no key is configured)")
+	}
+	id, ok := workspace.VerifyKubeHelperToken(s.helperTokenKey, token)
+	if !ok {
+		return workspace.Workspace{}, errUnauthorized("invalid helper token: not made by this server's key")
+	}
+	ws, err := s.store.WorkspaceByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return workspace.Workspace{}, errUnauthorized("invalid helper token: its workspace is gone")
+	} else if err != nil {
+		return workspace.Workspace{}, err
+	}
+	if ws.Backend != workspace.KindKubernetes || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
 		return workspace.Workspace{}, errUnauthorized("invalid helper token: its workspace is deleted")
 	}
 	return ws, nil
@@ -155,6 +180,11 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.helperWorkspace(r.Context(), token)
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if ws.Backend != workspace.KindTerraform {
+		// Its SSH and apps go through the access proxy, and its status is its pod's readiness.
+		s.fail(w, r, errForbidden("a Kubernetes workspace's helper does not connect out: its token only asks for what the helper needs (git credentials)"))
 		return
 	}
 	if !isWebSocket(r) {

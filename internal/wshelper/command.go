@@ -29,7 +29,7 @@ type Options struct {
 	SSHAddr, HostKey, HostKeyFile, StateDir, AuthorizedKeysFile, PostStart, Instance, Editor string
 	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                         string
 	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                                      string
-	ConnectURL, Token, TokenFile                                                             string
+	ConnectURL, ServerURL, Token, TokenFile                                                  string
 }
 
 // Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
@@ -72,6 +72,7 @@ func Command() *cobra.Command {
 	cmdopt.Register(cmd, []cmdopt.Option{
 		cmdopt.String(&o.SSHAddr, "ssh-addr", "HANGAR_HELPER_SSH_ADDR", ":2222", "address to serve SSH on (with --connect-url: none unless set; empty: none)"),
 		cmdopt.String(&o.ConnectURL, "connect-url", "HANGAR_HELPER_CONNECT_URL", "", "the Hangar server's URL to connect out to, serving SSH on the connections it relays (a Terraform workspace's machine: hangar_agent's init script)"),
+		cmdopt.String(&o.ServerURL, "server-url", "HANGAR_HELPER_SERVER_URL", "", "the Hangar server's URL to ask, with the helper's token, for the workspace owner's git credentials, without connecting out (a Kubernetes workspace: its generated pod sets it); --connect-url implies it"),
 		cmdopt.String(&o.Token, "token", "HANGAR_HELPER_TOKEN", "", "the helper's token for --connect-url (hwa_...; prefer the environment variable or --token-file, which other users of the machine cannot read)").Arg("TOKEN"),
 		cmdopt.String(&o.TokenFile, "token-file", "HANGAR_HELPER_TOKEN_FILE", "", "file holding the helper's token for --connect-url"),
 		cmdopt.String(&o.HostKey, "host-key", "HANGAR_HELPER_HOST_KEY", "", "SSH host key (a private key's PEM text; prefer the environment variable, as hangar_agent's init script does); it wins over --host-key-file and the state directory").Arg("PEM"),
@@ -118,7 +119,7 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 		return 0, err
 	}
 	cfg := Config{
-		ConnectURL: o.ConnectURL, Token: token,
+		ConnectURL: o.ConnectURL, ServerURL: o.ServerURL, Token: token,
 		SSHAddr: o.SSHAddr, HostKey: o.HostKey, HostKeyFile: o.HostKeyFile, StateDir: o.StateDir,
 		AuthorizedKeysFile: o.AuthorizedKeysFile, Instance: o.Instance, Command: command,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: log,
@@ -180,14 +181,18 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 
 // helperToken is the token of --token or --token-file, checked, when --connect-url is set.
 func helperToken(o Options) (string, error) {
-	if o.ConnectURL == "" {
+	if o.ConnectURL == "" && o.ServerURL == "" {
 		if o.Token != "" || o.TokenFile != "" {
-			return "", errors.New("--token and --token-file go with --connect-url")
+			return "", errors.New("--token and --token-file go with --connect-url or --server-url")
 		}
 		return "", nil
 	}
-	if _, err := ConnectURL(o.ConnectURL); err != nil {
-		return "", fmt.Errorf("--connect-url: %w", err)
+	if o.ConnectURL != "" {
+		if _, err := ConnectURL(o.ConnectURL); err != nil {
+			return "", fmt.Errorf("--connect-url: %w", err)
+		}
+	} else if _, err := ConnectURL(o.ServerURL); err != nil {
+		return "", fmt.Errorf("--server-url: %w", err)
 	}
 	token, from := o.Token, "--token"
 	switch {
@@ -200,7 +205,7 @@ func helperToken(o Options) (string, error) {
 		}
 		token, from = strings.TrimSpace(string(b)), "--token-file"
 	case o.Token == "":
-		return "", errors.New("--connect-url needs the helper's token: --token-file, --token or HANGAR_HELPER_TOKEN")
+		return "", errors.New("--connect-url and --server-url need the helper's token: --token-file, --token or HANGAR_HELPER_TOKEN")
 	}
 	if !strings.HasPrefix(token, protocol.WorkspaceAgentTokenPrefix) || len(token) > 512 || strings.ContainsAny(token, " \t\r\n") {
 		return "", fmt.Errorf("%s: want a helper token (%s..., from hangar_agent), not %q", from, protocol.WorkspaceAgentTokenPrefix, redact(token))

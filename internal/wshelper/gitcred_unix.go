@@ -182,7 +182,7 @@ func readAnswer(r io.Reader) (CredentialAnswer, error) {
 }
 
 // startGitCredentials opens the credential socket in cfg.StateDir and answers on it with the
-// server cfg.ConnectURL (cfg.Connect.HTTPClient, as the connection); it returns cfg.Env with git
+// server cfg.ServerURL (cfg.Connect.HTTPClient, as the connection); it returns cfg.Env with git
 // pointed at it, and what stops it.
 func startGitCredentials(cfg Config, log *slog.Logger) ([]string, func(), error) {
 	self, err := os.Executable()
@@ -197,7 +197,7 @@ func startGitCredentials(cfg Config, log *slog.Logger) ([]string, func(), error)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		serveGitCredentials(ctx, ln, AskServer(cfg.Connect.HTTPClient, cfg.ConnectURL, cfg.Token), log)
+		serveGitCredentials(ctx, ln, AskServer(cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token), log)
 	}()
 	return gitCredentialEnv(cfg.Env, self, path), func() { cancel(); ln.Close(); <-done }, nil
 }

@@ -51,6 +51,9 @@ type Config struct {
 	// ConnectURL, when set, is the Hangar server the helper connects out to with Token, to serve
 	// SSH on the streams the server opens (Connect): a Terraform workspace's machine.
 	ConnectURL, Token string
+	// ServerURL, when set, is the Hangar server the helper asks with Token for the owner's git
+	// credentials without connecting out (a Kubernetes workspace); ConnectURL implies it.
+	ServerURL string
 	// Connect tunes that connection (its URL, Token, Server and Logger are set by Run).
 	Connect ConnectOptions
 	// HostKey, when set, is the host key's PEM text (hangar_agent's, so that a machine made anew
@@ -104,8 +107,11 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if cfg.GracePeriod <= 0 {
 		cfg.GracePeriod = DefaultGracePeriod
 	}
-	// Connected out, the helper hands git the owner's forge credentials (gitcred_unix.go).
-	if cfg.ConnectURL != "" && cfg.StateDir != "" {
+	// With a server to ask, the helper hands git the owner's forge credentials (gitcred_unix.go).
+	if cfg.ServerURL == "" {
+		cfg.ServerURL = cfg.ConnectURL
+	}
+	if cfg.ServerURL != "" && cfg.Token != "" && cfg.StateDir != "" {
 		env, stop, err := startGitCredentials(cfg, log)
 		if err != nil {
 			log.Warn("git credentials are not handed out in this workspace", "err", err)

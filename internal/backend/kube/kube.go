@@ -28,6 +28,10 @@ type Service struct {
 	log      *slog.Logger
 	devfiles *devfileCache
 	traces   changeTraces // traces.go
+	// helperKey and helperURL, when set (SetHelperTokens), give each workspace's helper a token
+	// and the server's URL (workspace.KubeHelperToken).
+	helperKey []byte
+	helperURL func() string
 }
 
 var _ backend.Service = (*Service)(nil)
@@ -35,6 +39,13 @@ var _ backend.Service = (*Service)(nil)
 // New returns the service over st.
 func New(st store.Store, c clock.Clock, log *slog.Logger) *Service {
 	return &Service{st: st, clock: c, log: log, devfiles: newDevfileCache(50000)}
+}
+
+// SetHelperTokens makes every workspace's generated config give its helper a token made under key
+// (workspace.KubeHelperToken) and url(), the server's URL as pods reach it, so that the helper can
+// ask the server for the owner's git credentials. Call it before the service serves.
+func (s *Service) SetHelperTokens(key []byte, url func() string) {
+	s.helperKey, s.helperURL = key, url
 }
 
 // Devfile returns the parsed devfile of the workspace id (it never changes after creation).

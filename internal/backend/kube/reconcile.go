@@ -66,11 +66,15 @@ func (s *Service) config(tx store.ReconcileTx, ws workspace.Workspace, agent wor
 	if err != nil {
 		return "", fmt.Errorf("parse stored devfile of workspace %s: %w", ws.Name, err)
 	}
-	cfg, err := devfile.Generate(df, devfile.Params{
+	p := devfile.Params{
 		WorkspaceID: ws.ID, WorkspaceName: ws.Name, KubeName: ws.KubeName, Owner: ws.OwnerName, AgentID: agent.ID,
 		Namespace: ws.Namespace, DesiredState: ws.DesiredState, Agent: agent.Config,
 		HelperHostKey: workspace.HelperHostKey(agent.TokenHash, ws.ID),
-	})
+	}
+	if len(s.helperKey) > 0 && s.helperURL != nil {
+		p.HelperToken, p.ServerURL = workspace.KubeHelperToken(s.helperKey, ws.ID), s.helperURL()
+	}
+	cfg, err := devfile.Generate(df, p)
 	if err != nil {
 		return "", fmt.Errorf("generate config of workspace %s: %w", ws.Name, err)
 	}
