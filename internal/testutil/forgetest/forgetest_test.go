@@ -509,3 +509,39 @@ func TestRevocationEndsGitAndAPI(t *testing.T) {
 		t.Fatalf("API while suspended: %d", status)
 	}
 }
+
+// TestBounds: git sends a pack over 1 MiB in a chunked body (net/http/cgi refuses those), which the
+// forge spools within its bound; a larger one is refused with 413 and main stays.
+func TestBounds(t *testing.T) {
+	f := forgetest.New(t, forgetest.Options{MaxRequestBody: 4 << 20})
+	f.AddUser(forgetest.User{Login: "alice"})
+	f.CreateRepo("alice", "app", true, map[string]string{"a": "a"})
+	alice := newGitUser(t, f, "alice")
+	alice.SetToken(f.AddToken("alice"))
+	dir, out, err := alice.clone(f.CloneURL("alice", "app"))
+	if err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	commitRandom := func(name string, size int) {
+		b := make([]byte, size)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, name), string(b), 0o644)
+		alice.mustGit(dir, "add", name)
+		alice.mustGit(dir, "commit", "-q", "-m", name)
+	}
+	commitRandom("medium", 3<<19) // 1.5 MiB: chunked, within the bound
+	alice.mustGit(dir, "push", "-q", "origin", "main")
+	if got := len(f.ReadFile("alice", "app", "medium")); got != 3<<19 {
+		t.Fatalf("pushed medium has %d bytes", got)
+	}
+	head := f.Head("alice", "app")
+	commitRandom("big", 5<<20)
+	if out, err := alice.git(dir, "push", "-q", "origin", "main"); err == nil || !strings.Contains(out, "413") {
+		t.Fatalf("a push over the body limit: %v\n%s", err, out)
+	}
+	if got := f.Head("alice", "app"); got != head {
+		t.Fatalf("main moved to %s", got)
+	}
+}

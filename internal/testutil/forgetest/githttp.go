@@ -1,7 +1,9 @@
 package forgetest
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"os"
@@ -79,6 +81,31 @@ func (f *Forge) gitHTTP(w http.ResponseWriter, r *http.Request) {
 		Stderr:     os.Stderr,
 	}
 	r.URL.Path = "/" + owner + "/" + name + ".git/" + rest
+	if r.ContentLength < 0 && r.Body != nil {
+		// git sends a pack over its postBuffer (1 MiB) chunked, and net/http/cgi refuses chunked
+		// bodies: spool it to a file (the body is already bounded by MaxRequestBody).
+		spool, err := os.CreateTemp(f.home, "body-")
+		if err != nil {
+			http.Error(w, "spool: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer os.Remove(spool.Name())
+		defer spool.Close()
+		n, err := io.Copy(spool, r.Body)
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if err == nil {
+			_, err = spool.Seek(0, io.SeekStart)
+		}
+		if err != nil {
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body, r.ContentLength, r.TransferEncoding = spool, n, nil
+	}
 	h.ServeHTTP(w, r)
 }
 
