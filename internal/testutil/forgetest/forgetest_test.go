@@ -424,7 +424,11 @@ func TestOAuthRefusals(t *testing.T) {
 		{"unknown client", form(code(), verifier), [2]string{"other", "x"}, 401, "invalid_client"},
 		{"wrong verifier", form(code(), oauth2.GenerateVerifier()), good, 400, "invalid_grant"},
 		{"no verifier", form(code(), ""), good, 400, "invalid_grant"},
-		{"wrong redirect", func() url.Values { v := form(code(), verifier); v.Set("redirect_uri", "http://127.0.0.1:1/x"); return v }(), good, 400, "invalid_grant"},
+		{"wrong redirect", func() url.Values {
+			v := form(code(), verifier)
+			v.Set("redirect_uri", "http://127.0.0.1:1/x")
+			return v
+		}(), good, 400, "invalid_grant"},
 		{"unknown code", form("nope", verifier), good, 400, "invalid_grant"},
 		{"bad grant type", url.Values{"grant_type": {"password"}}, good, 400, "unsupported_grant_type"},
 		{"client in the form", func() url.Values {
