@@ -549,3 +549,51 @@ func TestBounds(t *testing.T) {
 		t.Fatalf("main moved to %s", got)
 	}
 }
+
+// TestRepoAPI: Gitea's repository and raw-file API answer the owner, hide a private repository
+// from others (404) and refuse a bad token (401).
+func TestRepoAPI(t *testing.T) {
+	w := newWorld(t)
+	f := w.f
+	alice, bob := w.link(t, "alice").AccessToken, f.AddToken("bob")
+	get := func(path, auth string) (int, string) {
+		req, _ := http.NewRequest("GET", f.HTTPURL()+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, body := get("/api/v1/repos/alice/app", "token "+alice)
+	var repo map[string]any
+	if err := json.Unmarshal([]byte(body), &repo); status != 200 || err != nil || repo["full_name"] != "alice/app" || repo["private"] != true ||
+		repo["default_branch"] != "main" || repo["clone_url"] != f.CloneURL("alice", "app") {
+		t.Fatalf("repo: %d %s", status, body)
+	}
+	if status, body = get("/api/v1/repos/alice/app/raw/.devcontainer/devcontainer.json", "Bearer "+alice); status != 200 || body != `{"image": "debian"}` {
+		t.Fatalf("raw: %d %q", status, body)
+	}
+	f.Commit("alice", "app", "v2", map[string]string{"README.md": "# v2\n"})
+	if status, body = get("/api/v1/repos/alice/app/raw/README.md?ref=main", "token "+alice); status != 200 || body != "# v2\n" {
+		t.Fatalf("raw at main: %d %q", status, body)
+	}
+	for _, tc := range []struct{ path, auth string }{
+		{"/api/v1/repos/alice/app", "token " + bob},
+		{"/api/v1/repos/alice/app/raw/README.md", "token " + bob},
+		{"/api/v1/repos/alice/app/raw/README.md", ""},
+		{"/api/v1/repos/alice/app/raw/NOPE", "token " + alice},
+		{"/api/v1/repos/alice/app/raw/README.md?ref=--output=x", "token " + alice},
+	} {
+		if status, body := get(tc.path, tc.auth); status != 404 || !strings.Contains(body, `"message"`) {
+			t.Errorf("%s as %q: %d %s", tc.path, tc.auth, status, body)
+		}
+	}
+	if status, _ := get("/api/v1/repos/alice/app", "token nope"); status != 401 {
+		t.Errorf("bad token: %d", status)
+	}
+}

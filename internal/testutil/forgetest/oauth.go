@@ -1,6 +1,7 @@
 package forgetest
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -9,8 +10,10 @@ import (
 	"html/template"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -88,6 +91,8 @@ func (f *Forge) handler() http.Handler {
 	mux.HandleFunc("POST /login/oauth/grant", f.grant)
 	mux.HandleFunc("POST /login/oauth/access_token", f.accessToken)
 	mux.HandleFunc("GET /api/v1/user", f.apiUser)
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}", f.apiRepo)
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/raw/{path...}", f.apiRaw)
 	mux.HandleFunc("/", f.gitHTTP)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, f.opts.MaxRequestBody)
@@ -512,19 +517,31 @@ func (f *Forge) userForToken(v string) string {
 	return t.user
 }
 
-// apiUser is Gitea's GET /api/v1/user.
-func (f *Forge) apiUser(w http.ResponseWriter, r *http.Request) {
+// apiToken returns whose token an API request carries ("Authorization: token X" or "Bearer X"):
+// given tells whether one was sent, login is "" when it is not valid.
+func (f *Forge) apiToken(r *http.Request) (login string, given bool) {
 	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "token") && !strings.EqualFold(scheme, "bearer") {
-		tok = ""
+		return "", r.Header.Get("Authorization") != ""
 	}
-	login := f.userForToken(strings.TrimSpace(tok))
+	return f.userForToken(strings.TrimSpace(tok)), true
+}
+
+// apiError answers with Gitea's API error shape.
+func (f *Forge) apiError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"message": msg, "url": f.httpURL + "/api/swagger"})
+}
+
+// apiUser is Gitea's GET /api/v1/user.
+func (f *Forge) apiUser(w http.ResponseWriter, r *http.Request) {
+	login, _ := f.apiToken(r)
 	if login == "" {
-		w.WriteHeader(http.StatusUnauthorized)
-		_ = json.NewEncoder(w).Encode(map[string]string{"message": "token is required", "url": f.httpURL + "/api/swagger"})
+		f.apiError(w, http.StatusUnauthorized, "token is required")
 		return
 	}
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
 	f.mu.Lock()
 	u := f.users[login].User
 	f.mu.Unlock()
@@ -541,4 +558,75 @@ func apiUserJSON(u User, base string) map[string]any {
 		"description": "", "visibility": "public", "followers_count": 0, "following_count": 0,
 		"starred_repos_count": 0, "username": u.Login,
 	}
+}
+
+// apiRepoAccess decides an API read of owner/repo: a bad token is 401; a repository the caller
+// cannot read is 404, as at Gitea.
+func (f *Forge) apiRepoAccess(w http.ResponseWriter, r *http.Request) (owner, name string, ok bool) {
+	login, given := f.apiToken(r)
+	if given && login == "" {
+		f.apiError(w, http.StatusUnauthorized, "invalid token")
+		return "", "", false
+	}
+	owner, name = r.PathValue("owner"), r.PathValue("repo")
+	f.mu.Lock()
+	status := f.decide(login, owner, name, false)
+	f.mu.Unlock()
+	if status != http.StatusOK {
+		f.apiError(w, http.StatusNotFound, "The target couldn't be found.")
+		return "", "", false
+	}
+	return owner, name, true
+}
+
+// apiRepo is Gitea's GET /api/v1/repos/{owner}/{repo} (the fields a client reads of its
+// swagger "Repository").
+func (f *Forge) apiRepo(w http.ResponseWriter, r *http.Request) {
+	owner, name, ok := f.apiRepoAccess(w, r)
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	rp := f.repos[owner+"/"+name]
+	u := f.users[owner].User
+	f.mu.Unlock()
+	host := strings.TrimPrefix(f.httpURL, "http://")
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": 0, "owner": apiUserJSON(u, f.httpURL), "name": name, "full_name": owner + "/" + name, "private": rp.private,
+		"default_branch": "main", "empty": f.Head(owner, name) == "", "html_url": f.httpURL + "/" + owner + "/" + name,
+		"clone_url": f.httpURL + "/" + owner + "/" + name + ".git", "ssh_url": "git@" + host + ":" + owner + "/" + name + ".git",
+	})
+}
+
+// apiRaw is Gitea's GET /api/v1/repos/{owner}/{repo}/raw/{filepath}?ref=REF (default main): a
+// file's content.
+func (f *Forge) apiRaw(w http.ResponseWriter, r *http.Request) {
+	owner, name, ok := f.apiRepoAccess(w, r)
+	if !ok {
+		return
+	}
+	ref := r.URL.Query().Get("ref")
+	if ref == "" {
+		ref = "main"
+	}
+	path := r.PathValue("path")
+	if strings.HasPrefix(ref, "-") || strings.ContainsAny(ref+path, ":\x00") || path == "" {
+		f.apiError(w, http.StatusNotFound, "The target couldn't be found.")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), f.opts.GitTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", "--git-dir="+f.repoDir(owner, name), "cat-file", "blob", ref+":"+path)
+	cmd.Env = f.gitEnvBase()
+	out, err := cmd.Output()
+	if err != nil {
+		f.apiError(w, http.StatusNotFound, "The target couldn't be found.")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write(out)
 }
