@@ -414,8 +414,7 @@ func (f *Forge) CreateRepo(owner, name string, private bool, files map[string]st
 		f.t.Fatal(err)
 	}
 	f.git("", "init", "-q", "--bare", "--initial-branch=main", dir)
-	// Pushes are allowed by git http-backend only with REMOTE_USER, which the forge sets after its
-	// own check; this lets pushes to the checked-out-less bare repository update main.
+	// Force pushes are allowed, as on a Gitea branch that is not protected.
 	f.git(dir, "config", "receive.denyNonFastForwards", "false")
 	f.seedMu.Unlock()
 	f.mu.Lock()
@@ -514,8 +513,12 @@ func (f *Forge) repoDir(owner, name string) string {
 // gitEnvBase is the environment of every git process the forge runs: no user or system
 // configuration of the machine.
 func (f *Forge) gitEnvBase() []string {
-	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + f.home, "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_CONFIG_GLOBAL=" + os.DevNull, "LANG=C"}
+	return append([]string{"PATH=" + os.Getenv("PATH")}, f.gitConfigEnv()...)
+}
+
+// gitConfigEnv is gitEnvBase without PATH (net/http/cgi passes PATH itself: InheritEnv).
+func (f *Forge) gitConfigEnv() []string {
+	return []string{"HOME=" + f.home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull, "LANG=C"}
 }
 
 func (f *Forge) git(dir string, args ...string) string {
@@ -582,8 +585,7 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
-// access decides a git request: the HTTP status (200: go on). login "" is anonymous; known tells
-// whether credentials were given and valid.
+// access decides a git request and logs it: the HTTP status (200: go on). login "" is anonymous.
 func (f *Forge) access(transport, login, owner, name string, write bool) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

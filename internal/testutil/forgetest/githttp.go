@@ -67,7 +67,7 @@ func (f *Forge) gitHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// git http-backend serves receive-pack only to an authenticated REMOTE_USER; the forge decided.
-	env := append(f.gitEnvBase()[1:], "GIT_PROJECT_ROOT="+f.root, "GIT_HTTP_EXPORT_ALL=1")
+	env := append(f.gitConfigEnv(), "GIT_PROJECT_ROOT="+f.root, "GIT_HTTP_EXPORT_ALL=1")
 	if login != "" {
 		env = append(env, "REMOTE_USER="+login)
 	}

@@ -248,9 +248,10 @@ func (f *Forge) grant(w http.ResponseWriter, r *http.Request) {
 }
 
 // Approve runs the browser's part of the code flow from Go: it opens authURL (the client's
-// authorization URL at this forge) with c, authorizes as login on the consent page, and returns
-// the redirect the forge answered (the client's redirect URI with code and state), without
-// following it.
+// authorization URL at this forge, or an address of the client that redirects there) with c,
+// authorizes as login on the consent page, and returns the redirect the forge answered (the
+// client's redirect URI with code and state, or with error=access_denied), without following it:
+// a test that drives a real client (Hangar's callback) then GETs it with the same c.
 func (f *Forge) Approve(c *http.Client, authURL, login string) (*url.URL, error) {
 	resp, err := c.Get(authURL)
 	if err != nil {
