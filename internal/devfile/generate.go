@@ -651,7 +651,7 @@ func (d *Devfile) podContainers(a workspace.AgentConfig, helper helperOptions) (
 		init = append(init, sp)
 	}
 	if len(d.projects) > 0 {
-		kc, sp := build(d.cloneContainer(a), true)
+		kc, sp := build(d.cloneContainer(a, helper.serverURL), true)
 		out.inits = append(out.inits, kc)
 		init = append(init, sp)
 	}
@@ -985,8 +985,9 @@ func toolsContainer(a workspace.AgentConfig) container {
 //
 // When the main container has a devfile volume at its PROJECTS_ROOT instead of the data volume, the
 // clone goes into that volume, so that the main container sees the projects where PROJECT_SOURCE
-// points.
-func (d *Devfile) cloneContainer(a workspace.AgentConfig) container {
+// points. With a server to ask (serverURL), it asks with the helper's token for the owner's
+// credentials of each remote, as git in the workspace does.
+func (d *Devfile) cloneContainer(a workspace.AgentConfig, serverURL string) container {
 	list, _ := json.Marshal(d.projects) // plain strings and maps: cannot fail
 	var mounts []corev1.VolumeMount
 	if m := d.containers[d.main]; m.mountSources && m.ownSources {
@@ -996,13 +997,21 @@ func (d *Devfile) cloneContainer(a workspace.AgentConfig) container {
 			}
 		}
 	}
+	own := len(mounts) > 0
+	env := []corev1.EnvVar{{Name: ProjectsEnv, Value: string(list)}}
+	if serverURL != "" && d.helper {
+		env = append(env,
+			corev1.EnvVar{Name: "HANGAR_HELPER_SERVER_URL", Value: serverURL},
+			corev1.EnvVar{Name: "HANGAR_HELPER_TOKEN_FILE", Value: path.Join(HelperSSHDir, HelperTokenKey)})
+		mounts = append(mounts, corev1.VolumeMount{Name: sshVolume, MountPath: HelperSSHDir, ReadOnly: true})
+	}
 	return container{
 		mounts:        mounts,
-		ownSources:    len(mounts) > 0,
+		ownSources:    own,
 		name:          CloneContainerName,
 		image:         a.ToolsImage,
 		command:       []string{ToolsBinary, "project-clone"},
-		env:           []corev1.EnvVar{{Name: ProjectsEnv, Value: string(list)}},
+		env:           env,
 		mountSources:  true,
 		sourcePath:    projectsPath,
 		logsAsMessage: true, // its error is what the user needs to see when it fails

@@ -582,6 +582,18 @@ func TestGenerateHelperTokenOnlyInTheSecret(t *testing.T) {
 			t.Errorf("the config lacks %q", want)
 		}
 	}
+	// The init container that clones the projects asks the server too, with the same file.
+	withProjects, err := Generate(mustParse(t, readFile(t, "editor.devfile.yaml")), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := withProjects[strings.Index(withProjects, "name: "+CloneContainerName):]
+	clone = clone[:strings.Index(clone, "\n      - ")+1]
+	for _, want := range []string{"HANGAR_HELPER_SERVER_URL", "value: /hangar/ssh/helper-token", "mountPath: /hangar/ssh\n"} {
+		if !strings.Contains(withProjects, "name: "+CloneContainerName) || !strings.Contains(clone, want) {
+			t.Errorf("the clone container lacks %q:\n%s", want, clone)
+		}
+	}
 	// Without a server URL (or a token), nothing of it is generated.
 	p.ServerURL = ""
 	if got, _ := Generate(mustParse(t, Default()), p); strings.Contains(got, "helper-token") || strings.Contains(got, "HANGAR_HELPER_SERVER_URL") {

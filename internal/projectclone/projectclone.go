@@ -15,13 +15,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/hangar-dev/hangar/internal/gitcred"
 )
 
 // Project is one repository to clone, as the generator writes it.
@@ -37,6 +44,10 @@ type Project struct {
 type Options struct {
 	// CABundle is PEM certificates trusted besides the system's (HANGAR_GIT_CA_FILE in the pod).
 	CABundle []byte
+	// Ask, when set, gives the credentials of an http(s) remote: the workspace owner's, from the
+	// Hangar server (HANGAR_HELPER_SERVER_URL and HANGAR_HELPER_TOKEN_FILE in the pod), as git in
+	// the workspace gets them.
+	Ask gitcred.AskFunc
 }
 
 // Main runs the subcommand: it reads PROJECTS_ROOT, HANGAR_PROJECTS and HANGAR_GIT_CA_FILE from
@@ -59,6 +70,14 @@ func Main(ctx context.Context, getenv func(string) string, out, errOut io.Writer
 			return 2
 		}
 		opts.CABundle = b
+	}
+	if server, file := getenv("HANGAR_HELPER_SERVER_URL"), getenv("HANGAR_HELPER_TOKEN_FILE"); server != "" && file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			fmt.Fprintf(errOut, "hangar project-clone: read HANGAR_HELPER_TOKEN_FILE: %v\n", err)
+			return 2
+		}
+		opts.Ask = gitcred.AskServer(&http.Client{Timeout: 30 * time.Second}, server, strings.TrimSpace(string(b)))
 	}
 	if err := Clone(ctx, root, projects, opts, out); err != nil {
 		fmt.Fprintf(errOut, "hangar project-clone: %v\n", err)
@@ -150,9 +169,13 @@ func cloneOne(ctx context.Context, dir string, p Project, opts Options, log io.W
 	}
 	defer os.RemoveAll(tmp)
 
+	auth, err := credentials(ctx, url, opts.Ask, log)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(log, "project %s: cloning %s (remote %s) into %s\n", p.Name, url, remote, dir)
 	repo, err := git.PlainCloneContext(ctx, tmp, false, &git.CloneOptions{
-		URL: url, RemoteName: remote, CABundle: opts.CABundle, Tags: git.AllTags,
+		URL: url, RemoteName: remote, CABundle: opts.CABundle, Tags: git.AllTags, Auth: auth,
 	})
 	if err != nil {
 		return fmt.Errorf("clone %s: %w", url, err)
@@ -179,6 +202,26 @@ func cloneOne(ctx context.Context, dir string, p Project, opts Options, log io.W
 	}
 	fmt.Fprintf(log, "project %s: done\n", p.Name)
 	return nil
+}
+
+// credentials asks for the credentials of an http(s) remote: none when there is nobody to ask, or
+// the server knows no forge for its host (a public remote, or one the image's own means reach); an
+// error when the server refuses with a reason the user must act on (the account is not linked).
+func credentials(ctx context.Context, remote string, ask gitcred.AskFunc, log io.Writer) (transport.AuthMethod, error) {
+	u, err := neturl.Parse(remote)
+	if ask == nil || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, nil
+	}
+	a := ask(ctx, gitcred.Request{Protocol: u.Scheme, Host: u.Host, Path: strings.TrimPrefix(u.Path, "/")})
+	switch {
+	case a.Error == "":
+		return &githttp.BasicAuth{Username: a.Username, Password: a.Password}, nil
+	case a.Quit:
+		return nil, fmt.Errorf("credentials for %s://%s: %s", u.Scheme, u.Host, a.Error)
+	default:
+		fmt.Fprintf(log, "cloning %s without credentials: %s\n", remote, a.Error)
+		return nil, nil
+	}
 }
 
 // checkout moves the worktree to rev: a branch of the remote (checked out as a local branch of the

@@ -15,70 +15,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/gitcred"
 )
-
-func TestParseCredentialRequest(t *testing.T) {
-	req, err := ParseCredentialRequest(strings.NewReader("capability[]=authtype\nprotocol=https\nhost=git.example.com:3000\npath=alice/app.git\nwwwauth[]=Basic realm=\"x\"\n\nignored=after the blank line\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := CredentialRequest{Protocol: "https", Host: "git.example.com:3000", Path: "alice/app.git"}
-	if req != want {
-		t.Fatalf("got %+v, want %+v", req, want)
-	}
-	req, err = ParseCredentialRequest(strings.NewReader("url=https://bob@git.example.com/team/app.git\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (CredentialRequest{Protocol: "https", Host: "git.example.com", Path: "team/app.git", Username: "bob"}); req != want {
-		t.Fatalf("from url=: got %+v, want %+v", req, want)
-	}
-	for in, wantErr := range map[string]string{
-		"":                                  "no protocol",
-		"protocol=https\n":                  "no host",
-		"protocol=https\nhost\n":            `line "host" is not key=value`,
-		"protocol=https\nhost=a\x00b\n":     "a NUL byte",
-		"url=git.example.com/x\n":           "is not an absolute URL",
-		strings.Repeat("path=aaaa\n", 8000): "over 65536 bytes",
-		"protocol=" + strings.Repeat("a", 70000) + "\n": "over 65536 bytes",
-	} {
-		_, err := ParseCredentialRequest(strings.NewReader(in))
-		if err == nil || !strings.Contains(err.Error(), wantErr) {
-			t.Errorf("ParseCredentialRequest(%.30q): %v, want an error with %q", in, err, wantErr)
-		}
-	}
-}
-
-// FuzzParseCredentialRequest: whatever arrives on the socket, the parse ends with a bounded
-// request or an error, and a request it accepts prints back as lines that parse to the same
-// request (no value can forge another attribute).
-func FuzzParseCredentialRequest(f *testing.F) {
-	for _, s := range []string{"protocol=https\nhost=h\npath=a/b.git\n\n", "url=https://u@h:1/p\n", "protocol=https\r\nhost=h\r\n", "=x\n", "host=h\nprotocol=ssh\nusername=git\n"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, in string) {
-		req, err := ParseCredentialRequest(strings.NewReader(in))
-		if err != nil {
-			return
-		}
-		var b bytes.Buffer
-		if err := req.Format(&b); err != nil {
-			t.Fatal(err)
-		}
-		again, err := ParseCredentialRequest(&b)
-		if err != nil || again != req {
-			t.Fatalf("%q: printed as %q, read back as %+v, %v", in, b.String(), again, err)
-		}
-	})
-}
 
 // hangarServer answers protocol.GitCredentialsPath as the Hangar server would, recording what it
 // was asked and with which token.
 type hangarServer struct {
 	mu     sync.Mutex
-	asked  []CredentialRequest
+	asked  []gitcred.Request
 	tokens []string
-	answer func(CredentialRequest) (int, any)
+	answer func(gitcred.Request) (int, any)
 }
 
 func (h *hangarServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +33,7 @@ func (h *hangarServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	var req CredentialRequest
+	var req gitcred.Request
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -124,7 +71,7 @@ func gitCredentialFill(t *testing.T, h *hangarServer, url string) (stdout, stder
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		serveGitCredentials(ctx, ln, AskServer(srv.Client(), srv.URL, "hwa_test-token"), slog.New(slog.DiscardHandler))
+		serveGitCredentials(ctx, ln, gitcred.AskServer(srv.Client(), srv.URL, "hwa_test-token"), slog.New(slog.DiscardHandler))
 	}()
 	t.Cleanup(func() { cancel(); ln.Close(); <-done })
 
@@ -141,8 +88,8 @@ func gitCredentialFill(t *testing.T, h *hangarServer, url string) (stdout, stder
 }
 
 func TestGitGetsTheOwnersCredentialFromTheServer(t *testing.T) {
-	h := &hangarServer{answer: func(CredentialRequest) (int, any) {
-		return http.StatusOK, Credential{Username: "oauth2", Password: "gto_alice"}
+	h := &hangarServer{answer: func(gitcred.Request) (int, any) {
+		return http.StatusOK, gitcred.Credential{Username: "oauth2", Password: "gto_alice"}
 	}}
 	out, errOut, err := gitCredentialFill(t, h, "https://forge.example:3000/alice/app.git")
 	if err != nil {
@@ -155,7 +102,7 @@ func TestGitGetsTheOwnersCredentialFromTheServer(t *testing.T) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.asked) != 1 || h.asked[0] != (CredentialRequest{Protocol: "https", Host: "forge.example:3000", Path: "alice/app.git"}) || h.tokens[0] != "Bearer hwa_test-token" {
+	if len(h.asked) != 1 || h.asked[0] != (gitcred.Request{Protocol: "https", Host: "forge.example:3000", Path: "alice/app.git"}) || h.tokens[0] != "Bearer hwa_test-token" {
 		t.Fatalf("the server was asked %+v with %q", h.asked, h.tokens)
 	}
 }
@@ -163,7 +110,7 @@ func TestGitGetsTheOwnersCredentialFromTheServer(t *testing.T) {
 // A refusal the user must act on (not linked) stops git at once with the server's words; a host no
 // forge serves lets git go on to its own ways (here: none, so git fails as it would anyway).
 func TestGitIsToldWhyThereIsNoCredential(t *testing.T) {
-	h := &hangarServer{answer: func(r CredentialRequest) (int, any) {
+	h := &hangarServer{answer: func(r gitcred.Request) (int, any) {
 		if r.Host == "other.example" {
 			return http.StatusNotFound, map[string]string{"code": "not_found", "message": "no forge configured in Hangar serves other.example"}
 		}

@@ -5,13 +5,11 @@ package wshelper
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,8 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-dev/hangar/internal/apiclient"
-	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/gitcred"
 )
 
 // GitCredentialSocketEnv names the helper's credential socket for `hangar git-credential`; the
@@ -36,55 +33,6 @@ const gitCredentialTimeout = 30 * time.Second
 
 // maxGitCredentialsInFlight bounds the questions the helper asks the server at once; more wait.
 const maxGitCredentialsInFlight = 8
-
-// CredentialAnswer is the helper's answer on its socket: a credential, or why there is none and
-// whether git should stop asking (Quit: the server knows the host, and the user must act first,
-// for example link their account).
-type CredentialAnswer struct {
-	Credential
-	Error string
-	Quit  bool
-}
-
-// AskFunc answers one credential request.
-type AskFunc func(ctx context.Context, req CredentialRequest) CredentialAnswer
-
-// AskServer returns the AskFunc of a helper connected out to baseURL with token: each request is
-// POST protocol.GitCredentialsPath. A 404 (no forge serves that host) lets git go on to its other
-// helpers; any other refusal stops git with the server's message.
-func AskServer(hc *http.Client, baseURL, token string) AskFunc {
-	return func(ctx context.Context, req CredentialRequest) CredentialAnswer {
-		var c Credential
-		err := apiclient.Do(ctx, hc, baseURL, token, http.MethodPost, protocol.GitCredentialsPath, req, &c, MaxCredentialRequestBytes)
-		var se *apiclient.StatusError
-		switch {
-		case err == nil:
-			if c.Username == "" || c.Password == "" {
-				return CredentialAnswer{Error: "the Hangar server answered without a username or password"}
-			}
-			return CredentialAnswer{Credential: c}
-		case errors.As(err, &se):
-			msg := errorMessage(se.Body)
-			if se.Code == http.StatusNotFound {
-				return CredentialAnswer{Error: msg}
-			}
-			return CredentialAnswer{Error: msg, Quit: se.Code/100 == 4}
-		default:
-			return CredentialAnswer{Error: "could not ask the Hangar server: " + err.Error()}
-		}
-	}
-}
-
-// errorMessage is an error body's message (sdk.Error), or the body itself.
-func errorMessage(body string) string {
-	var e struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal([]byte(body), &e) == nil && e.Message != "" {
-		return e.Message
-	}
-	return body
-}
 
 // listenGitCredentials opens the credential socket in stateDir (which the helper keeps 0700, so
 // only the workspace's user reaches it) and returns it with its path.
@@ -107,7 +55,7 @@ func listenGitCredentials(stateDir string) (net.Listener, string, error) {
 
 // serveGitCredentials answers `hangar git-credential` on ln until it is closed: one request per
 // connection, in git's format both ways, at most maxGitCredentialsInFlight at once.
-func serveGitCredentials(ctx context.Context, ln net.Listener, ask AskFunc, log *slog.Logger) {
+func serveGitCredentials(ctx context.Context, ln net.Listener, ask gitcred.AskFunc, log *slog.Logger) {
 	slots := make(chan struct{}, maxGitCredentialsInFlight)
 	for {
 		c, err := ln.Accept()
@@ -124,10 +72,10 @@ func serveGitCredentials(ctx context.Context, ln net.Listener, ask AskFunc, log 
 			defer func() { <-slots }()
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(gitCredentialTimeout))
-			req, err := ParseCredentialRequest(c)
-			var a CredentialAnswer
+			req, err := gitcred.ParseRequest(c)
+			var a gitcred.Answer
 			if err != nil {
-				a = CredentialAnswer{Error: err.Error()}
+				a = gitcred.Answer{Error: err.Error()}
 			} else {
 				qctx, cancel := context.WithTimeout(ctx, gitCredentialTimeout)
 				a = ask(qctx, req)
@@ -141,9 +89,9 @@ func serveGitCredentials(ctx context.Context, ln net.Listener, ask AskFunc, log 
 
 // writeAnswer writes a in the socket's format: username/password lines, or error (one line) and
 // quit.
-func writeAnswer(w io.Writer, a CredentialAnswer) error {
+func writeAnswer(w io.Writer, a gitcred.Answer) error {
 	if a.Error == "" {
-		return FormatCredential(w, a.Credential)
+		return gitcred.FormatCredential(w, a.Credential)
 	}
 	msg := strings.Join(strings.Fields(a.Error), " ")
 	out := "error=" + msg + "\n"
@@ -155,10 +103,10 @@ func writeAnswer(w io.Writer, a CredentialAnswer) error {
 }
 
 // readAnswer reads the helper's answer (bounded).
-func readAnswer(r io.Reader) (CredentialAnswer, error) {
-	var a CredentialAnswer
-	sc := bufio.NewScanner(io.LimitReader(r, MaxCredentialRequestBytes))
-	sc.Buffer(make([]byte, 0, 4096), MaxCredentialRequestBytes)
+func readAnswer(r io.Reader) (gitcred.Answer, error) {
+	var a gitcred.Answer
+	sc := bufio.NewScanner(io.LimitReader(r, gitcred.MaxRequestBytes))
+	sc.Buffer(make([]byte, 0, 4096), gitcred.MaxRequestBytes)
 	for sc.Scan() {
 		key, value, _ := strings.Cut(sc.Text(), "=")
 		switch key {
@@ -173,10 +121,10 @@ func readAnswer(r io.Reader) (CredentialAnswer, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return CredentialAnswer{}, err
+		return gitcred.Answer{}, err
 	}
 	if a.Error == "" && (a.Username == "" || a.Password == "") {
-		return CredentialAnswer{}, errors.New("the workspace helper closed the connection without an answer")
+		return gitcred.Answer{}, errors.New("the workspace helper closed the connection without an answer")
 	}
 	return a, nil
 }
@@ -197,7 +145,7 @@ func startGitCredentials(cfg Config, log *slog.Logger) ([]string, func(), error)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		serveGitCredentials(ctx, ln, AskServer(cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token), log)
+		serveGitCredentials(ctx, ln, gitcred.AskServer(cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token), log)
 	}()
 	return gitCredentialEnv(cfg.Env, self, path), func() { cancel(); ln.Close(); <-done }, nil
 }
@@ -245,10 +193,10 @@ func GitCredentialCommand() *cobra.Command {
 // asks; a reason goes to standard error, which git shows.
 func GitCredentialMain(ctx context.Context, op, socket string, stdin io.Reader, stdout, stderr io.Writer) {
 	if op != "get" {
-		_, _ = io.Copy(io.Discard, io.LimitReader(stdin, MaxCredentialRequestBytes)) // store, erase: nothing is kept here
+		_, _ = io.Copy(io.Discard, io.LimitReader(stdin, gitcred.MaxRequestBytes)) // store, erase: nothing is kept here
 		return
 	}
-	req, err := ParseCredentialRequest(stdin)
+	req, err := gitcred.ParseRequest(stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "hangar git-credential: %v\n", err)
 		return
@@ -284,7 +232,7 @@ func GitCredentialMain(ctx context.Context, op, socket string, stdin io.Reader, 
 		}
 		return
 	}
-	if err := FormatCredential(stdout, a.Credential); err != nil {
+	if err := gitcred.FormatCredential(stdout, a.Credential); err != nil {
 		fmt.Fprintf(stderr, "hangar git-credential: %v\n", err)
 	}
 }
