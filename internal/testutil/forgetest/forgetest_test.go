@@ -582,12 +582,33 @@ func TestRepoAPI(t *testing.T) {
 	if status, body = get("/api/v1/repos/alice/app/raw/README.md?ref=main", "token "+alice); status != 200 || body != "# v2\n" {
 		t.Fatalf("raw at main: %d %q", status, body)
 	}
+	// Gitea's contents API: a directory lists its entries, a file comes in base64.
+	f.Commit("alice", "app", "two definitions", map[string]string{".devcontainer/py/devcontainer.json": "{}", ".devcontainer/go/devcontainer.json": "{}"})
+	status, body = get("/api/v1/repos/alice/app/contents/.devcontainer?ref=main", "token "+alice)
+	var entries []struct{ Name, Path, Type string }
+	if err := json.Unmarshal([]byte(body), &entries); status != 200 || err != nil {
+		t.Fatalf("contents of a directory: %d %s", status, body)
+	}
+	got := []string{}
+	for _, e := range entries {
+		got = append(got, e.Type+" "+e.Path)
+	}
+	if strings.Join(got, ",") != "file .devcontainer/devcontainer.json,dir .devcontainer/go,dir .devcontainer/py" {
+		t.Fatalf("contents of .devcontainer: %v", got)
+	}
+	status, body = get("/api/v1/repos/alice/app/contents/README.md", "token "+alice)
+	var file struct{ Type, Encoding, Content string }
+	if err := json.Unmarshal([]byte(body), &file); status != 200 || err != nil || file.Type != "file" || file.Encoding != "base64" || file.Content != "IyB2Mgo=" {
+		t.Fatalf("contents of a file: %d %s", status, body)
+	}
 	for _, tc := range []struct{ path, auth string }{
 		{"/api/v1/repos/alice/app", "token " + bob},
 		{"/api/v1/repos/alice/app/raw/README.md", "token " + bob},
 		{"/api/v1/repos/alice/app/raw/README.md", ""},
 		{"/api/v1/repos/alice/app/raw/NOPE", "token " + alice},
 		{"/api/v1/repos/alice/app/raw/README.md?ref=--output=x", "token " + alice},
+		{"/api/v1/repos/alice/app/contents/.devcontainer", "token " + bob},
+		{"/api/v1/repos/alice/app/contents/NOPE", "token " + alice},
 	} {
 		if status, body := get(tc.path, tc.auth); status != 404 || !strings.Contains(body, `"message"`) {
 			t.Errorf("%s as %q: %d %s", tc.path, tc.auth, status, body)

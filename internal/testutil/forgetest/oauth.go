@@ -14,8 +14,10 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
+	pathpkg "path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -93,6 +95,7 @@ func (f *Forge) handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/user", f.apiUser)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}", f.apiRepo)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/raw/{path...}", f.apiRaw)
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/contents/{path...}", f.apiContents)
 	mux.HandleFunc("/", f.gitHTTP)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, f.opts.MaxRequestBody)
@@ -630,4 +633,88 @@ func (f *Forge) apiRaw(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write(out)
+}
+
+// apiContents is Gitea's GET /api/v1/repos/{owner}/{repo}/contents/{filepath}?ref=REF (default
+// main): a directory's entries as a list of ContentsResponse (name, path, type "file", "dir",
+// "symlink" or "submodule", sha, size), or a file's as one, with its content in base64.
+func (f *Forge) apiContents(w http.ResponseWriter, r *http.Request) {
+	owner, name, ok := f.apiRepoAccess(w, r)
+	if !ok {
+		return
+	}
+	ref := r.URL.Query().Get("ref")
+	if ref == "" {
+		ref = "main"
+	}
+	path := strings.Trim(r.PathValue("path"), "/")
+	if strings.HasPrefix(ref, "-") || strings.ContainsAny(ref+path, ":\x00") {
+		f.apiError(w, http.StatusNotFound, "The target couldn't be found.")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), f.opts.GitTimeout)
+	defer cancel()
+	git := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir=" + f.repoDir(owner, name)}, args...)...)
+		cmd.Env = f.gitEnvBase()
+		return cmd.Output()
+	}
+	kind, err := git("cat-file", "-t", ref+":"+path)
+	if err != nil {
+		f.apiError(w, http.StatusNotFound, "The target couldn't be found.")
+		return
+	}
+	type entry struct {
+		Name    string `json:"name"`
+		Path    string `json:"path"`
+		Type    string `json:"type"`
+		SHA     string `json:"sha"`
+		Size    int64  `json:"size"`
+		Content string `json:"content,omitempty"`
+		Enc     string `json:"encoding,omitempty"`
+	}
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	if strings.TrimSpace(string(kind)) == "blob" {
+		b, err := git("cat-file", "blob", ref+":"+path)
+		if err != nil {
+			f.apiError(w, http.StatusNotFound, "The target couldn't be found.")
+			return
+		}
+		sha, _ := git("rev-parse", ref+":"+path)
+		_ = json.NewEncoder(w).Encode(entry{Name: pathpkg.Base(path), Path: path, Type: "file", SHA: strings.TrimSpace(string(sha)),
+			Size: int64(len(b)), Content: base64.StdEncoding.EncodeToString(b), Enc: "base64"})
+		return
+	}
+	tree := ref + ":" + path
+	if path == "" {
+		tree = ref + ":"
+	}
+	out, err := git("ls-tree", "-l", "-z", tree)
+	if err != nil {
+		f.apiError(w, http.StatusNotFound, "The target couldn't be found.")
+		return
+	}
+	list := []entry{}
+	for _, rec := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		// <mode> SP <type> SP <object> SP+ <size> TAB <name>
+		meta, file, ok := strings.Cut(rec, "\t")
+		fields := strings.Fields(meta)
+		if !ok || len(fields) != 4 {
+			continue
+		}
+		e := entry{Name: file, Path: strings.TrimPrefix(path+"/"+file, "/"), SHA: fields[2]}
+		switch {
+		case fields[0] == "120000":
+			e.Type = "symlink"
+		case fields[1] == "tree":
+			e.Type = "dir"
+		case fields[1] == "commit":
+			e.Type = "submodule"
+		default:
+			e.Type = "file"
+			e.Size, _ = strconv.ParseInt(fields[3], 10, 64)
+		}
+		list = append(list, e)
+	}
+	_ = json.NewEncoder(w).Encode(list)
 }
