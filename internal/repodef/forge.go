@@ -1,0 +1,260 @@
+package repodef
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// ForgeReader reads a repository through its forge's REST API: GitHub's contents API, GitLab's
+// repository files and tree, Gitea's (and Forgejo's) raw and contents, Bitbucket Cloud's src.
+type ForgeReader struct {
+	// Type is "github", "gitlab", "gitea" or "bitbucket" (externalauth's types).
+	Type string
+	// APIBase is the API's root: https://api.github.com, https://gitlab.example.com/api/v4,
+	// https://gitea.example.com/api/v1, https://api.bitbucket.org/2.0.
+	APIBase string
+	// Repo is the repository's path on the forge ("owner/name"; GitLab: "group/sub/name").
+	Repo string
+	// Ref is the branch, tag or commit ("": the default branch).
+	Ref string
+	// Token is the user's access token ("": anonymous, for public repositories).
+	Token string
+	// HTTP is the client (nil: http.DefaultClient).
+	HTTP *http.Client
+
+	bitbucketRef string // Bitbucket's src needs a ref: the default branch, asked once
+}
+
+// maxListBytes bounds a directory listing's JSON.
+const maxListBytes = 1 << 20
+
+// Check implements Reader: the repository's own resource.
+func (f *ForgeReader) Check(ctx context.Context) error {
+	var u string
+	switch f.Type {
+	case "github", "gitea":
+		u = f.APIBase + "/repos/" + f.Repo
+	case "gitlab":
+		u = f.APIBase + "/projects/" + url.PathEscape(f.Repo)
+	case "bitbucket":
+		u = f.APIBase + "/repositories/" + f.Repo
+	default:
+		return fmt.Errorf("reading a repository: unknown forge type %q", f.Type)
+	}
+	_, err := f.get(ctx, u, "application/json", maxListBytes, "the repository")
+	if errors.Is(err, ErrNotFound) {
+		return f.refused(http.StatusNotFound)
+	}
+	return err
+}
+
+// ReadFile implements Reader.
+func (f *ForgeReader) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	var u string
+	accept := ""
+	switch f.Type {
+	case "github":
+		u, accept = f.APIBase+"/repos/"+f.Repo+"/contents/"+escapePath(p)+f.refQuery("ref"), "application/vnd.github.raw+json"
+	case "gitlab":
+		ref := f.Ref
+		if ref == "" {
+			ref = "HEAD"
+		}
+		u = f.APIBase + "/projects/" + url.PathEscape(f.Repo) + "/repository/files/" + url.PathEscape(p) + "/raw?ref=" + url.QueryEscape(ref)
+	case "gitea":
+		u = f.APIBase + "/repos/" + f.Repo + "/raw/" + escapePath(p) + f.refQuery("ref")
+	case "bitbucket":
+		ref, err := f.bbRef(ctx)
+		if err != nil {
+			return nil, err
+		}
+		u = f.APIBase + "/repositories/" + f.Repo + "/src/" + url.PathEscape(ref) + "/" + escapePath(p)
+	default:
+		return nil, fmt.Errorf("reading a repository: unknown forge type %q", f.Type)
+	}
+	b, err := f.get(ctx, u, accept, MaxFileBytes, p)
+	if err != nil {
+		return nil, err
+	}
+	if f.Type == "bitbucket" && strings.HasPrefix(strings.TrimSpace(string(b)), `{"pagelen"`) {
+		return nil, ErrNotFound // a directory of that name, not a file
+	}
+	return b, nil
+}
+
+// List implements Reader.
+func (f *ForgeReader) List(ctx context.Context, dir string) ([]Entry, error) {
+	var u string
+	switch f.Type {
+	case "github":
+		u = f.APIBase + "/repos/" + f.Repo + "/contents/" + escapePath(dir) + f.refQuery("ref")
+	case "gitea":
+		u = f.APIBase + "/repos/" + f.Repo + "/contents/" + escapePath(dir) + f.refQuery("ref")
+	case "gitlab":
+		u = f.APIBase + "/projects/" + url.PathEscape(f.Repo) + "/repository/tree?per_page=100&path=" + url.QueryEscape(dir)
+		if f.Ref != "" {
+			u += "&ref=" + url.QueryEscape(f.Ref)
+		}
+	case "bitbucket":
+		ref, err := f.bbRef(ctx)
+		if err != nil {
+			return nil, err
+		}
+		u = f.APIBase + "/repositories/" + f.Repo + "/src/" + url.PathEscape(ref) + "/" + escapePath(dir) + "/?pagelen=100"
+	default:
+		return nil, fmt.Errorf("reading a repository: unknown forge type %q", f.Type)
+	}
+	b, err := f.get(ctx, u, "application/json", maxListBytes, dir)
+	if err != nil {
+		return nil, err
+	}
+	out, err := decodeEntries(f.Type, dir, b)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > MaxEntries {
+		out = out[:MaxEntries]
+	}
+	return out, nil
+}
+
+// decodeEntries reads a directory listing of forge type typ.
+func decodeEntries(typ, dir string, b []byte) ([]Entry, error) {
+	var out []Entry
+	switch typ {
+	case "github", "gitea":
+		var list []struct{ Name, Type string }
+		if err := json.Unmarshal(b, &list); err != nil {
+			return nil, ErrNotFound // a file of that name answers an object, not a list
+		}
+		for _, e := range list {
+			out = append(out, Entry{Name: e.Name, Dir: e.Type == "dir"})
+		}
+	case "gitlab":
+		var list []struct{ Name, Type string }
+		if err := json.Unmarshal(b, &list); err != nil {
+			return nil, fmt.Errorf("reading %s: the forge's answer is not a list: %v", dir, err)
+		}
+		if len(list) == 0 {
+			return nil, ErrNotFound // GitLab lists a missing path as empty
+		}
+		for _, e := range list {
+			out = append(out, Entry{Name: e.Name, Dir: e.Type == "tree"})
+		}
+	case "bitbucket":
+		var page struct {
+			Values []struct{ Path, Type string }
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			return nil, fmt.Errorf("reading %s: the forge's answer is not a listing: %v", dir, err)
+		}
+		for _, e := range page.Values {
+			name := e.Path[strings.LastIndexByte(e.Path, '/')+1:]
+			out = append(out, Entry{Name: name, Dir: e.Type == "commit_directory"})
+		}
+	}
+	// A name is one path element: a forge that answers otherwise does not get its entry followed.
+	out = slices.DeleteFunc(out, func(e Entry) bool {
+		return e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, "/\x00")
+	})
+	return out, nil
+}
+
+func (f *ForgeReader) refQuery(name string) string {
+	if f.Ref == "" {
+		return ""
+	}
+	return "?" + name + "=" + url.QueryEscape(f.Ref)
+}
+
+// bbRef is the ref Bitbucket's src is read at: Ref, else the repository's main branch.
+func (f *ForgeReader) bbRef(ctx context.Context) (string, error) {
+	if f.Ref != "" {
+		return f.Ref, nil
+	}
+	if f.bitbucketRef != "" {
+		return f.bitbucketRef, nil
+	}
+	b, err := f.get(ctx, f.APIBase+"/repositories/"+f.Repo, "application/json", maxListBytes, "the repository")
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return "", f.refused(http.StatusNotFound)
+		}
+		return "", err
+	}
+	var repo struct {
+		MainBranch struct{ Name string } `json:"mainbranch"`
+	}
+	if json.Unmarshal(b, &repo) != nil || repo.MainBranch.Name == "" {
+		return "", errors.New("reading the repository: Bitbucket did not say its main branch")
+	}
+	f.bitbucketRef = repo.MainBranch.Name
+	return f.bitbucketRef, nil
+}
+
+// get reads u, at most limit bytes (more is an error naming what), mapping 404 to ErrNotFound and
+// a refusal to an error that says what to do.
+func (f *ForgeReader) get(ctx context.Context, u, accept string, limit int64, what string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if f.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.Token)
+	}
+	hc := f.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s from the forge: %w", what, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, ErrNotFound
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, f.refused(resp.StatusCode)
+	case resp.StatusCode/100 != 2:
+		return nil, fmt.Errorf("reading %s from the forge: it answered %s", what, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s from the forge: %w", what, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d KiB", what, limit>>10)
+	}
+	return b, nil
+}
+
+// RefusedError is the forge refusing to show the repository (or a missing repository, which
+// forges answer alike to whom may not see it).
+type RefusedError struct{ Status int }
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("the forge refused to read the repository (%d): it is private and your linked account cannot read it, or it does not exist", e.Status)
+}
+
+func (f *ForgeReader) refused(status int) error { return &RefusedError{Status: status} }
+
+// escapePath escapes each element of a repository path for a URL path.
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}

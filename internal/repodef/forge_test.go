@@ -1,0 +1,161 @@
+package repodef
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
+)
+
+// On the test forge (Gitea's API over real repositories): the owner's token reads the private
+// repository's definition at its default branch or at a commit; another user, or nobody, is
+// refused as forges refuse (the repository "does not exist").
+func TestGiteaReader(t *testing.T) {
+	f := forgetest.New(t, forgetest.Options{})
+	f.AddUser(forgetest.User{Login: "alice", FullName: "Alice", Email: "alice@example.com"})
+	f.AddUser(forgetest.User{Login: "bob", FullName: "Bob", Email: "bob@example.com"})
+	first := f.CreateRepo("alice", "app", true, map[string]string{".devcontainer.json": `{"image":"v1"}`})
+	f.Commit("alice", "app", "per language", map[string]string{".devcontainer/go/devcontainer.json": `{"image":"go"}`, ".devcontainer/py/devcontainer.json": `{"image":"py"}`})
+	alice, bob := f.AddToken("alice"), f.AddToken("bob")
+	reader := func(token, ref string) *ForgeReader {
+		return &ForgeReader{Type: "gitea", APIBase: f.HTTPURL() + "/api/v1", Repo: "alice/app", Ref: ref, Token: token}
+	}
+	ctx := context.Background()
+	d, err := Find(ctx, reader(alice, ""), "")
+	if err != nil || d.Kind != Devcontainer || d.Path != ".devcontainer.json" || string(d.Content) != `{"image":"v1"}` {
+		t.Fatalf("at main: %+v, %v", d, err)
+	}
+	d, err = Find(ctx, reader(alice, ""), ".devcontainer/py/devcontainer.json")
+	if err != nil || string(d.Content) != `{"image":"py"}` {
+		t.Fatalf("named: %+v, %v", d, err)
+	}
+	entries, err := reader(alice, "").List(ctx, ".devcontainer")
+	if err != nil || len(entries) != 2 || !entries[0].Dir {
+		t.Fatalf("list: %+v, %v", entries, err)
+	}
+	if _, err := reader(alice, first).List(ctx, ".devcontainer"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("list at the first commit: %v, want not found", err)
+	}
+	if _, err := reader(alice, "").List(ctx, ".devcontainer.json"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("list of a file: %v, want not found", err)
+	}
+	for _, tok := range []string{bob, ""} {
+		var refused *RefusedError
+		if _, err := Find(ctx, reader(tok, ""), ""); !errors.As(err, &refused) || !strings.Contains(err.Error(), "your linked account cannot read it") {
+			t.Fatalf("token %q: %v, want refused", tok, err)
+		}
+	}
+	// A definition over the bound is refused, naming it.
+	f.Commit("alice", "app", "huge", map[string]string{"devfile.yaml": strings.Repeat("#", MaxFileBytes+1)})
+	if _, err := Find(ctx, reader(alice, ""), ""); err == nil || !strings.Contains(err.Error(), "devfile.yaml is larger than 256 KiB") {
+		t.Fatalf("a huge devfile: %v", err)
+	}
+}
+
+// fakeForge answers the documented paths of one forge's API for a repository holding files (path
+// → content) and checks each request's token.
+func fakeForge(t *testing.T, check func(r *http.Request) (status int, body string)) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		status, body := check(r)
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// GitHub, GitLab and Bitbucket Cloud cannot run here: their documented API shapes, served by fakes
+// (GitHub's contents API with the raw media type; GitLab's files/raw and tree with the project's
+// path URL-encoded; Bitbucket's src at the main branch it names).
+func TestOtherForgesReaders(t *testing.T) {
+	ctx := context.Background()
+	t.Run("github", func(t *testing.T) {
+		srv := fakeForge(t, func(r *http.Request) (int, string) {
+			switch {
+			case r.URL.Path == "/repos/alice/app":
+				return 200, `{"full_name":"alice/app"}`
+			case r.URL.Path == "/repos/alice/app/contents/.devcontainer/devcontainer.json" && r.Header.Get("Accept") == "application/vnd.github.raw+json" && r.URL.Query().Get("ref") == "dev":
+				return 200, `{"image":"gh"}`
+			}
+			return 404, `{"message":"Not Found"}`
+		})
+		d, err := Find(ctx, &ForgeReader{Type: "github", APIBase: srv.URL, Repo: "alice/app", Ref: "dev", Token: "tok"}, "")
+		if err != nil || d.Path != ".devcontainer/devcontainer.json" || string(d.Content) != `{"image":"gh"}` {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	})
+	t.Run("gitlab", func(t *testing.T) {
+		srv := fakeForge(t, func(r *http.Request) (int, string) {
+			switch {
+			case r.URL.EscapedPath() == "/projects/group%2Fsub%2Fapp":
+				return 200, `{"id":7}`
+			case r.URL.EscapedPath() == "/projects/group%2Fsub%2Fapp/repository/tree" && r.URL.Query().Get("path") == ".devcontainer":
+				return 200, jsonOf([]map[string]string{{"name": "go", "type": "tree"}, {"name": "README.md", "type": "blob"}})
+			case r.URL.EscapedPath() == "/projects/group%2Fsub%2Fapp/repository/files/.devcontainer%2Fgo%2Fdevcontainer.json/raw" && r.URL.Query().Get("ref") == "HEAD":
+				return 200, `{"image":"gl"}`
+			case strings.HasSuffix(r.URL.Path, "/repository/tree"):
+				return 200, `[]`
+			}
+			return 404, `{"message":"404 File Not Found"}`
+		})
+		d, err := Find(ctx, &ForgeReader{Type: "gitlab", APIBase: srv.URL, Repo: "group/sub/app", Token: "tok"}, "")
+		if err != nil || d.Path != ".devcontainer/go/devcontainer.json" || string(d.Content) != `{"image":"gl"}` {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	})
+	t.Run("bitbucket", func(t *testing.T) {
+		srv := fakeForge(t, func(r *http.Request) (int, string) {
+			switch r.URL.Path {
+			case "/repositories/team/app":
+				return 200, `{"mainbranch":{"name":"trunk"}}`
+			case "/repositories/team/app/src/trunk/devfile.yaml":
+				return 200, "schemaVersion: 2.2.0\n"
+			}
+			return 404, `{"type":"error"}`
+		})
+		d, err := Find(ctx, &ForgeReader{Type: "bitbucket", APIBase: srv.URL, Repo: "team/app", Token: "tok"}, "")
+		if err != nil || d.Kind != Devfile || d.Path != "devfile.yaml" {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	})
+	t.Run("a refused token", func(t *testing.T) {
+		srv := fakeForge(t, func(*http.Request) (int, string) { return 200, "{}" })
+		var refused *RefusedError
+		if _, err := Find(ctx, &ForgeReader{Type: "github", APIBase: srv.URL, Repo: "a/b", Token: "old"}, ""); !errors.As(err, &refused) || refused.Status != 401 {
+			t.Fatalf("%v", err)
+		}
+	})
+}
+
+// FuzzDecodeEntries: whatever a forge answers to a listing, it decodes to entries with names, or
+// to an error, and nothing panics.
+func FuzzDecodeEntries(f *testing.F) {
+	f.Add("github", `[{"name":"go","type":"dir"}]`)
+	f.Add("gitlab", `[{"name":"go","type":"tree"}]`)
+	f.Add("bitbucket", `{"values":[{"path":".devcontainer/go","type":"commit_directory"}]}`)
+	f.Add("gitea", `{"name":"x"}`)
+	f.Add("github", `[{"name":"../../etc","type":"dir"},{"name":"a/b","type":"dir"},{"name":"..","type":"dir"}]`)
+	f.Fuzz(func(t *testing.T, typ, body string) {
+		entries, err := decodeEntries(typ, ".devcontainer", []byte(body))
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, "/\x00") {
+				t.Fatalf("%s %q: an entry named %q", typ, body, e.Name)
+			}
+		}
+	})
+}
