@@ -84,7 +84,7 @@ func ProjectName(remote string) string {
 	if i := strings.LastIndexAny(base, "/:"); i >= 0 {
 		base = base[i+1:]
 	}
-	base = strings.ToLower(strings.TrimSuffix(path.Clean("/"+base)[1:], ".git"))
+	base = strings.ToLower(strings.TrimSuffix(path.Clean("/" + base)[1:], ".git"))
 	var b strings.Builder
 	for _, r := range base {
 		switch {
