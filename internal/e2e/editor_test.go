@@ -5,9 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -129,29 +127,5 @@ p.onData(d => process.stdout.write(d)); p.onExit(e => process.exit(e.exitCode));
 // scripts/build-editor-image) and loads it into the real node, once per cluster.
 func loadEditor(t testing.TB, c *kubetest.Cluster) {
 	t.Helper()
-	editorLoads.Lock()
-	defer editorLoads.Unlock()
-	if editorLoads.done[c.Dir] {
-		return
-	}
-	out, err := exec.Command("../../scripts/build-editor-image").Output()
-	if err != nil {
-		msg := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg = string(ee.Stderr)
-		}
-		t.Fatalf("scripts/build-editor-image: %v\n%s", err, msg)
-	}
-	archive := strings.TrimSpace(string(out))
-	if load, err := exec.Command("../../scripts/kube-load-image", c.Dir, archive).CombinedOutput(); err != nil {
-		t.Fatalf("kube-load-image: %v\n%s", err, load)
-	} else if !strings.Contains(string(load), devfile.EditorImage) {
-		t.Fatalf("kube-load-image did not load %s:\n%s", devfile.EditorImage, load)
-	}
-	editorLoads.done[c.Dir] = true
+	c.LoadBuiltImage(t, "build-editor-image", devfile.EditorImage)
 }
-
-var editorLoads = struct {
-	sync.Mutex
-	done map[string]bool
-}{done: map[string]bool{}}

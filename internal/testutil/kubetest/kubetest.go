@@ -1,9 +1,9 @@
 // Package kubetest gives tests a real Kubernetes cluster started by scripts/kube-up: etcd,
 // kube-apiserver, kube-controller-manager and kube-scheduler, a real node (RealNode: a kubelet with
 // containerd, runc and the CNI bridge, in a network namespace of the cluster's own, with the images
-// WorkspaceImage and HangarImage preloaded and a default storage class), and a simulated node
-// (KwokNode: kwok, no containers, tainted so that only pods that tolerate it land there). See
-// docs/kube-test-cluster.md.
+// WorkspaceImage and HangarImage preloaded, WorkspaceGitImage on demand, and a default storage
+// class), and a simulated node (KwokNode: kwok, no containers, tainted so that only pods that
+// tolerate it land there). See docs/kube-test-cluster.md.
 //
 // Start uses the cluster named by HANGAR_TEST_KUBECONFIG when that is set. Otherwise it runs
 // scripts/kube-up into a temporary directory, once per test binary; a test binary that uses
@@ -62,6 +62,10 @@ const (
 	// commands), and the same plus the hangar binary at /usr/local/bin/hangar.
 	WorkspaceImage = "hangar.local/workspace:dev"
 	HangarImage    = "hangar.local/hangar:dev"
+	// WorkspaceGitImage is WorkspaceImage's busybox plus real git (smart HTTP(S) and SSH) and
+	// OpenSSH's client, its user uid 5001 with HOME /home/user. It is not preloaded: a test calls
+	// Cluster.LoadWorkspaceGitImage first (scripts/build-workspace-git-image builds it).
+	WorkspaceGitImage = "hangar.local/workspace-git:dev"
 	// NoRegistry is where the real node's containerd sends every pull (kube-up's hosts.toml): an
 	// address of the cluster's namespace where nothing listens, so that a pull of an image that is
 	// not loaded fails at once and nothing leaves the machine.
