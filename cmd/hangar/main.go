@@ -50,9 +50,10 @@ func rootCommand() *cobra.Command {
 	// The daemons, apart from the client commands (the hidden ones too, should they be shown).
 	root.AddGroup(&cobra.Group{ID: groupDaemons, Title: "Running Hangar (the server and its daemons):"})
 	for _, c := range []*cobra.Command{servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), quickstart.Command(), projectCloneCommand(),
-		wshelper.Command(),   // hidden: a workspace's main container runs it
-		installSelfCommand(), // hidden: a workspace's init container copies the binary for it
-		loadcmd.Command(),    // hidden: the load generator (docs/benchmarks.md)
+		wshelper.Command(),        // hidden: a workspace's main container runs it
+		installSelfCommand(),      // hidden: a workspace's init container copies the binary for it
+		loadcmd.Command(),         // hidden: the load generator (docs/benchmarks.md)
+		quickstart.RelayCommand(), // hidden: the quick start's relay from the local cluster to the server
 	} {
 		c.GroupID = groupDaemons
 		root.AddCommand(c)
