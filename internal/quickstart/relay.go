@@ -30,10 +30,10 @@ const DefaultRelayConns = 256
 // that the cluster's pods reach the server on the host's loopback (their helpers connect out to
 // it) while nothing else of the host is reachable from there.
 func RelayCommand() *cobra.Command {
-	var path, listen, to string
+	var path, listen, to, label string
 	var maxConns int
 	cmd := &cobra.Command{
-		Use:    "relay --netns PATH --listen ADDR --to ADDR",
+		Use:    "relay --netns PATH --listen ADDR --to ADDR [--label TEXT]",
 		Short:  "Forward connections made inside a network namespace to an address of this host (hangar quickstart runs it)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
@@ -54,7 +54,7 @@ func RelayCommand() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			log.Info("relaying", "listen", l.Addr().String(), "netns", path, "to", to, "max_conns", maxConns)
+			log.Info("relaying", "listen", l.Addr().String(), "netns", path, "to", to, "max_conns", maxConns, "label", label)
 			err = (&Relay{Listener: l, To: to, MaxConns: maxConns, Log: log}).Serve(ctx)
 			log.Info("relay stopped")
 			return err
@@ -63,6 +63,7 @@ func RelayCommand() *cobra.Command {
 	cmd.Flags().StringVar(&path, "netns", "", "the network namespace to listen in (such as /run/netns/hangar-kube-...)")
 	cmd.Flags().StringVar(&listen, "listen", "", "the address to listen on inside the namespace (such as 10.99.0.2:7080)")
 	cmd.Flags().StringVar(&to, "to", "", "the address to forward to, dialled from this host's own namespace (such as 127.0.0.1:7080)")
+	cmd.Flags().StringVar(&label, "label", "", "a label for the process list and the log (the quick start's data directory, by which it knows its relay)")
 	cmd.Flags().IntVar(&maxConns, "max-conns", DefaultRelayConns, "the most connections relayed at a time; more wait to be accepted")
 	return cmd
 }
