@@ -2,10 +2,11 @@
 
 // Package quickstart is `hangar quickstart`: on one Linux machine, as root, a server on its embedded
 // store, the local Kubernetes cluster with its real node (scripts/kube-up), an agent, the access
-// proxy, the Kubernetes starter template and a first workspace with the web editor, each reused by
-// the next run; `hangar quickstart stop` ends what it started. The processes are this binary's own
-// commands (`hangar server`, `hangar agent`, `hangar proxy`), started in the background with their
-// logs in the data directory, so that they outlive the command that printed the URLs.
+// proxy, the relay that lets the cluster's pods reach the server, the Kubernetes and Terraform
+// starter templates and a first workspace with the web editor, each reused by the next run;
+// `hangar quickstart stop` ends what it started. The processes are this binary's own commands
+// (`hangar server`, `hangar agent`, `hangar proxy`, `hangar relay`), started in the background with
+// their logs in the data directory, so that they outlive the command that printed the URLs.
 package quickstart
 
 import (
@@ -90,7 +91,9 @@ func Command() *cobra.Command {
 browser and reach with 'hangar ssh': the server on its embedded SQLite store, the local Kubernetes
 cluster with its real node (scripts/kube-up: containerd, runc, CNI plugins, no Docker), an agent,
 the access proxy on this machine's loopback, the Kubernetes starter template (hangar templates init
-kubernetes) and a workspace made from it, with the web editor.
+kubernetes) and a workspace made from it, with the web editor. The Terraform starter is pushed too,
+as the template terraform-pod: 'hangar create mine --template terraform-pod' makes a pod whose
+helper connects back to the server through a relay in the cluster's network namespace.
 
 The cluster's programs and the editor's image are built from Hangar's source (a checkout: --source,
 or the current directory or one of its parents): the first run builds them (about 7 and 6 minutes
@@ -104,7 +107,7 @@ reuses what is there, and 'hangar quickstart stop' ends it all.`,
 	}
 	stop := &cobra.Command{
 		Use:   "stop [--data-dir DIR]",
-		Short: "Stop what 'hangar quickstart' started: the proxy, the agent, the server and the cluster",
+		Short: "Stop what 'hangar quickstart' started: the proxy, the agent, the relay, the server and the cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return Stop(cfg.DataDir, cmd.OutOrStdout())
@@ -169,7 +172,7 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 		return err
 	}
 	p := &progressWriter{w: progress, start: time.Now()}
-	p.say("data directory %s (logs: server.log, agent.log, proxy.log, kube-up.log)", l.dir)
+	p.say("data directory %s (logs: server.log, agent.log, proxy.log, relay.log, kube-up.log)", l.dir)
 
 	// 0. What the local cluster and the editor's image need from Debian (the one list:
 	// scripts/install-deps), installed on a fresh machine unless told not to.
@@ -925,8 +928,8 @@ func writeState(l layout, s state) error {
 	return os.WriteFile(l.state(), append(b, '\n'), 0o600)
 }
 
-// Stop ends what the quick start in dataDir started: the proxy, the agent, the server, then the
-// cluster (scripts/kube-down). It keeps the data (the next run reuses it) and may run any number of
+// Stop ends what the quick start in dataDir started: the proxy, the agent, the relay, the server,
+// then the cluster (scripts/kube-down). It keeps the data (the next run reuses it) and may run any number of
 // times.
 func Stop(dataDir string, out io.Writer) error {
 	l := layout{dir: dataDir}
