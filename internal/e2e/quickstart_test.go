@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -46,7 +47,14 @@ func TestNewUserQuickstart(t *testing.T) {
 			if ee, ok := err.(*exec.ExitError); ok {
 				stderr = ee.Stderr
 			}
-			t.Fatalf("hangar %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr)
+			// The quick start's processes log into the data directory, which the test removes.
+			var logs strings.Builder
+			for _, name := range []string{"server", "agent", "proxy", "relay"} {
+				b, _ := os.ReadFile(filepath.Join(data, name+".log"))
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				fmt.Fprintf(&logs, "--- the end of %s.log:\n%s\n", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			}
+			t.Fatalf("hangar %s: %v\n%s\n%s\n%s", strings.Join(args, " "), err, out, stderr, logs.String())
 		}
 		return string(out)
 	}
