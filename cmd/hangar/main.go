@@ -54,6 +54,7 @@ func rootCommand() *cobra.Command {
 		wshelper.GitCredentialCommand(), // hidden: git runs it in a workspace (credential.helper)
 		installSelfCommand(),            // hidden: a workspace's init container copies the binary for it
 		loadcmd.Command(),               // hidden: the load generator (docs/benchmarks.md)
+		quickstart.RelayCommand(),       // hidden: the quick start's relay from the local cluster to the server
 	} {
 		c.GroupID = groupDaemons
 		root.AddCommand(c)

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,9 +18,12 @@ import (
 // TestNewUserQuickstart follows the README from the top as a new user would, with the real binary
 // on the real node: `hangar quickstart` ends with a workspace; its printed URL opens the web editor
 // in Chromium (after signing in with the admin token, where it says the token is); the printed
-// `hangar ssh` runs a command in it (output and exit status); a second run reuses everything and
-// prints the same; `hangar quickstart stop` ends it all (the URL no longer answers), and a second
-// stop has nothing left to stop.
+// `hangar ssh` runs a command in it (output and exit status); the printed Terraform line makes a
+// workspace of the Terraform starter, a pod whose helper connects back to the server through the
+// quick start's relay (show says connected; hangar ssh runs a command there); a second run reuses
+// everything and prints the same; `hangar quickstart stop` ends it all (the URL no longer
+// answers), and a second stop has nothing left to stop. Should the test binary be killed, a
+// watchdog stops the quick start all the same (quickstartWatchdog).
 func TestNewUserQuickstart(t *testing.T) {
 	data := t.TempDir()
 	source, err := filepath.Abs("../..")
@@ -42,16 +47,18 @@ func TestNewUserQuickstart(t *testing.T) {
 			if ee, ok := err.(*exec.ExitError); ok {
 				stderr = ee.Stderr
 			}
-			t.Fatalf("hangar %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr)
+			// The quick start's processes log into the data directory, which the test removes.
+			var logs strings.Builder
+			for _, name := range []string{"server", "agent", "proxy", "relay"} {
+				b, _ := os.ReadFile(filepath.Join(data, name+".log"))
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				fmt.Fprintf(&logs, "--- the end of %s.log:\n%s\n", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			}
+			t.Fatalf("hangar %s: %v\n%s\n%s\n%s", strings.Join(args, " "), err, out, stderr, logs.String())
 		}
 		return string(out)
 	}
-	t.Cleanup(func() {
-		out, err := exec.Command(binary, "quickstart", "stop", "--data-dir", data).CombinedOutput()
-		if err != nil {
-			t.Errorf("quickstart stop: %v\n%s", err, out)
-		}
-	})
+	quickstartWatchdog(t, data)
 
 	began := time.Now()
 	out := quickstart(args...)
@@ -90,6 +97,43 @@ func TestNewUserQuickstart(t *testing.T) {
 		}
 	})
 
+	t.Run("TerraformStarter", func(t *testing.T) {
+		line := regexp.MustCompile(`(?m)^ +hangar create mine --template (\S+) --wait +# Terraform: `).FindStringSubmatch(out)
+		if line == nil {
+			t.Fatalf("quickstart printed no line for the Terraform starter:\n%s", out)
+		}
+		u := cliUser{url: m[1], token: token, home: t.TempDir()}
+		began := time.Now()
+		if out, errOut, code := u.run(t, "create", "mine", "--template", line[1], "--wait"); code != 0 {
+			t.Fatalf("hangar create mine --template %s --wait: exit %d\n%s%s", line[1], code, out, errOut)
+		}
+		running := time.Since(began)
+		// The pod's helper connects out to the server's --helper-url, the relay in the cluster's
+		// network namespace: show says so once it has.
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			out, errOut, code := u.run(t, "show", "mine")
+			if code == 0 && regexp.MustCompile(`\nHelper:\s+connected \(since `).MatchString(out) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("hangar show mine: the helper did not connect within 2 minutes of Running: exit %d\n%s%s", code, out, errOut)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Logf("the Terraform workspace: Running after %v, its helper connected after %v", running.Round(time.Second), time.Since(began).Round(time.Second))
+		// The first ssh says it trusts the helper's host key (saved for the next), then the
+		// command's own output.
+		sshOut, errOut, code := u.run(t, "ssh", "mine", "--", `echo "in $(id -u) $HOME"; echo to-stderr >&2; exit 6`)
+		if code != 6 || sshOut != "in 5001 /home/dev\n" || !strings.HasSuffix(errOut, "\nto-stderr\n") || !strings.Contains(errOut, "trusting the workspace's helper") {
+			t.Fatalf("hangar ssh mine: exit %d, stdout %q, stderr %q; want the pod user's line, the trusted host key, to-stderr and exit 6", code, sshOut, errOut)
+		}
+		sshOut, errOut, code = u.run(t, "ssh", "mine", "--", "cat /proc/sys/kernel/hostname")
+		if code != 0 || !strings.HasPrefix(sshOut, "hangar-") || errOut != "" {
+			t.Fatalf("hangar ssh mine again: exit %d, stdout %q, stderr %q; want the pod's name and nothing on stderr", code, sshOut, errOut)
+		}
+	})
+
 	t.Run("EditorInChromium", func(t *testing.T) {
 		// Chromium resolves names under .localhost to loopback itself; the rules only make sure
 		// that nothing else resolves.
@@ -124,7 +168,7 @@ func TestNewUserQuickstart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("quickstart stop: %v\n%s", err, out)
 		}
-		for _, want := range []string{"Stopped hangar proxy.", "Stopped hangar agent.", "Stopped hangar server.", "Stopped the local cluster"} {
+		for _, want := range []string{"Stopped hangar proxy.", "Stopped hangar agent.", "Stopped hangar relay.", "Stopped hangar server.", "Stopped the local cluster"} {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("quickstart stop did not say %q:\n%s", want, out)
 			}
@@ -138,6 +182,43 @@ func TestNewUserQuickstart(t *testing.T) {
 		out, err = exec.Command(binary, "quickstart", "stop", "--data-dir", data).CombinedOutput()
 		if err != nil || strings.Contains(string(out), "Stopped hangar") || !strings.Contains(string(out), "The quick start is stopped") {
 			t.Errorf("a second stop: %v\n%s", err, out)
+		}
+	})
+}
+
+// quickstartWatchdog makes sure `hangar quickstart stop` runs for the quick start in data: its
+// processes and cluster outlive the command by design, so a test binary killed halfway (a
+// timeout's panic, a kill) would leave them running. A shell in a session of its own (no signal of
+// the terminal's reaches it) waits for its standard input, a pipe whose only writer is this
+// process, to end, then runs the stop: the test's cleanup closes the pipe and checks the stop's
+// output; should the test binary die first, the kernel closes the pipe. (Pdeathsig would kill the
+// processes instead of stopping them, and is tied to the thread that started them, which Go may
+// end.)
+func quickstartWatchdog(t *testing.T, data string) {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile := filepath.Join(data, "watchdog.log")
+	log, err := os.Create(logFile) // a file, not a pipe to this process, which it may outlive
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command("sh", "-c", `read -r _ || true; exec "$0" quickstart stop --data-dir "$1"`, binary, data)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	t.Cleanup(func() {
+		pw.Close()
+		err := cmd.Wait()
+		out, _ := os.ReadFile(logFile)
+		if err != nil || !strings.Contains(string(out), "The quick start is stopped") {
+			t.Errorf("quickstart stop (the watchdog's): %v\n%s", err, out)
 		}
 	})
 }

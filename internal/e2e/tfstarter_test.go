@@ -29,13 +29,14 @@ func TestTerraformStarter(t *testing.T) {
 	}
 	c := kubetest.Start(t)
 	// The pods reach the server through a relay on the node's address inside the cluster's
-	// namespace (nothing in the namespace reaches the host); that is the server's access URL.
+	// namespace (nothing in the namespace reaches the host): that is the URL for helpers, while
+	// users keep the server's loopback one (as hangar quickstart has it, with hangar relay).
 	relay, err := c.ListenInside(net.JoinHostPort(kubetest.NodeIP, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = relay.Close() })
-	srv := startServer(t, "--access-url", "http://"+relay.Addr().String())
+	srv := startServer(t, "--helper-url", "http://"+relay.Addr().String())
 	go pipeTo(relay, func(ctx context.Context) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "tcp", srv.listen)
 	})

@@ -2,10 +2,11 @@
 
 // Package quickstart is `hangar quickstart`: on one Linux machine, as root, a server on its embedded
 // store, the local Kubernetes cluster with its real node (scripts/kube-up), an agent, the access
-// proxy, the Kubernetes starter template and a first workspace with the web editor, each reused by
-// the next run; `hangar quickstart stop` ends what it started. The processes are this binary's own
-// commands (`hangar server`, `hangar agent`, `hangar proxy`), started in the background with their
-// logs in the data directory, so that they outlive the command that printed the URLs.
+// proxy, the relay that lets the cluster's pods reach the server, the Kubernetes and Terraform
+// starter templates and a first workspace with the web editor, each reused by the next run;
+// `hangar quickstart stop` ends what it started. The processes are this binary's own commands
+// (`hangar server`, `hangar agent`, `hangar proxy`, `hangar relay`), started in the background with
+// their logs in the data directory, so that they outlive the command that printed the URLs.
 package quickstart
 
 import (
@@ -36,6 +37,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/devfile"
+	nsnet "github.com/hangar-dev/hangar/internal/netns"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/starters"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -43,9 +45,15 @@ import (
 
 // Names of what the quick start makes.
 const (
-	AgentName     = "local"
-	TemplateName  = "kubernetes" // the Kubernetes starter (internal/starters)
-	WorkspaceName = "first"
+	AgentName    = "local"
+	TemplateName = "kubernetes" // the Kubernetes starter (internal/starters)
+	// TerraformTemplateName is the Terraform starter terraform-kubernetes-pod, its kubeconfig the
+	// local cluster's: a workspace of it is a pod whose helper connects back through the relay.
+	TerraformTemplateName = "terraform-pod"
+	WorkspaceName         = "first"
+	// NodeIP is the local cluster's node address in its network namespace (tools/kube's kubeup),
+	// where the relay listens for the pods: they reach it, the host does not.
+	NodeIP = "10.99.0.2"
 	// Zone is the agent's DNS zone: every name under .localhost resolves to the loopback address
 	// (RFC 6761; Chromium, Firefox, curl and systemd-resolved do so without asking DNS), so the
 	// workspace hosts <port>-<name>--<owner>.workspaces.localhost need no DNS set-up.
@@ -83,7 +91,9 @@ func Command() *cobra.Command {
 browser and reach with 'hangar ssh': the server on its embedded SQLite store, the local Kubernetes
 cluster with its real node (scripts/kube-up: containerd, runc, CNI plugins, no Docker), an agent,
 the access proxy on this machine's loopback, the Kubernetes starter template (hangar templates init
-kubernetes) and a workspace made from it, with the web editor.
+kubernetes) and a workspace made from it, with the web editor. The Terraform starter is pushed too,
+as the template terraform-pod: 'hangar create mine --template terraform-pod' makes a pod whose
+helper connects back to the server through a relay in the cluster's network namespace.
 
 The cluster's programs and the editor's image are built from Hangar's source (a checkout: --source,
 or the current directory or one of its parents): the first run builds them (about 7 and 6 minutes
@@ -97,7 +107,7 @@ reuses what is there, and 'hangar quickstart stop' ends it all.`,
 	}
 	stop := &cobra.Command{
 		Use:   "stop [--data-dir DIR]",
-		Short: "Stop what 'hangar quickstart' started: the proxy, the agent, the server and the cluster",
+		Short: "Stop what 'hangar quickstart' started: the proxy, the agent, the relay, the server and the cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return Stop(cfg.DataDir, cmd.OutOrStdout())
@@ -129,6 +139,8 @@ func (l layout) log(n string) string { return filepath.Join(l.dir, n+".log") }
 type state struct {
 	Source    string `json:"source"`
 	ServerURL string `json:"server_url"`
+	// HelperURL is the server's --helper-url: the relay's address in the cluster's namespace.
+	HelperURL string `json:"helper_url"`
 }
 
 // Run brings everything up (or finds it up) and prints how to use it.
@@ -160,7 +172,7 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 		return err
 	}
 	p := &progressWriter{w: progress, start: time.Now()}
-	p.say("data directory %s (logs: server.log, agent.log, proxy.log, kube-up.log)", l.dir)
+	p.say("data directory %s (logs: server.log, agent.log, proxy.log, relay.log, kube-up.log)", l.dir)
 
 	// 0. What the local cluster and the editor's image need from Debian (the one list:
 	// scripts/install-deps), installed on a fresh machine unless told not to.
@@ -168,13 +180,22 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 		return err
 	}
 
-	// 1. The server.
+	// 1. The server. The pods of Terraform workspaces reach it through the relay (step 2), at the
+	// node's address in the cluster's namespace and the server's port.
 	st, _ := readState(l)
 	serverURL := "http://" + cfg.Listen
-	if !alive(l, "server") || st.ServerURL != serverURL || !serverAnswers(ctx, serverURL) {
+	serverHost, serverPort, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", cfg.Listen, err)
+	}
+	relayListen := net.JoinHostPort(NodeIP, serverPort)
+	helperURL := "http://" + relayListen
+	restartedServer := false
+	if !alive(l, "server") || st.ServerURL != serverURL || st.HelperURL != helperURL || !serverAnswers(ctx, serverURL) {
 		stopProcess(l, "server")
-		p.say("starting the server on %s (SQLite in %s)", serverURL, l.serverDir())
-		if err := start(l, "server", self, "server", "--listen", cfg.Listen, "--data-dir", l.serverDir()); err != nil {
+		restartedServer = true
+		p.say("starting the server on %s (SQLite in %s; Terraform workspaces' helpers connect to %s)", serverURL, l.serverDir(), helperURL)
+		if err := start(l, "server", self, "server", "--listen", cfg.Listen, "--data-dir", l.serverDir(), "--helper-url", helperURL); err != nil {
 			return err
 		}
 		if err := waitFor(ctx, func() bool { return serverAnswers(ctx, serverURL) }, func() error { return exited(l, "server") }); err != nil {
@@ -183,7 +204,7 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 	} else {
 		p.say("the server runs already on %s", serverURL)
 	}
-	if err := writeState(l, state{Source: src, ServerURL: serverURL}); err != nil {
+	if err := writeState(l, state{Source: src, ServerURL: serverURL, HelperURL: helperURL}); err != nil {
 		return err
 	}
 	tok, err := os.ReadFile(l.adminToken())
@@ -213,6 +234,23 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 		return fmt.Errorf("the cluster's network namespace: %w", err)
 	}
 	netns := "/run/netns/" + strings.TrimSpace(string(netnsName))
+
+	// The relay from the node's address in the cluster's namespace to the server.
+	if restartedServer || fresh || !alive(l, "relay") {
+		stopProcess(l, "relay")
+		to := net.JoinHostPort(serverHost, serverPort)
+		if ip := net.ParseIP(serverHost); serverHost == "" || ip != nil && ip.IsUnspecified() {
+			to = net.JoinHostPort("127.0.0.1", serverPort) // a server on every interface answers on loopback
+		}
+		p.say("starting the relay from %s in the cluster's network namespace to the server at %s (Terraform workspaces' helpers connect through it)", relayListen, to)
+		if err := start(l, "relay", self, "relay", "--netns", netns, "--listen", relayListen, "--to", to, "--label", l.dir); err != nil {
+			return err
+		}
+		inside := &nsnet.Dialer{Path: netns}
+		if err := waitFor(ctx, func() bool { return listeningInside(ctx, inside, relayListen) }, func() error { return exited(l, "relay") }); err != nil {
+			return fmt.Errorf("the relay did not start (%s): %w", l.log("relay"), err)
+		}
+	}
 
 	// 3. The editor's image on the node.
 	if err := loadEditor(ctx, p, l, src, fresh); err != nil {
@@ -269,8 +307,12 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 			return err
 		}
 	}
-	// 5. The starter template and the first workspace.
+	// 5. The starter templates and the first workspace. The Terraform starter is pushed, not
+	// built: a workspace of it is the user's to create (docs/decisions.md).
 	if err := ensureTemplate(ctx, admin, string(df)); err != nil {
+		return err
+	}
+	if err := ensureTerraformTemplate(ctx, admin, kubeconfig); err != nil {
 		return err
 	}
 	p.say("the workspace %q (template %s) is starting", WorkspaceName, TemplateName)
@@ -323,9 +365,10 @@ Log in:  hangar login --url %s --token "$(cat %s)"
 Then:    hangar ssh %s                      # a shell in the workspace
          hangar list                           # your workspaces
          hangar create dev --template %s --agent %s --wait   # another one from the starter
+         hangar create mine --template %s --wait     # Terraform: a pod whose helper connects back (hangar ssh mine)
          hangar templates init                 # the starter templates, to make your own
 Stop everything: hangar quickstart stop%s
-`, l.dir, WorkspaceName, wsURL, serverURL, l.adminToken(), serverURL, l.adminToken(), WorkspaceName, TemplateName, AgentName, dataDirFlag(cfg.DataDir))
+`, l.dir, WorkspaceName, wsURL, serverURL, l.adminToken(), serverURL, l.adminToken(), WorkspaceName, TemplateName, AgentName, TerraformTemplateName, dataDirFlag(cfg.DataDir))
 	return nil
 }
 
@@ -723,6 +766,18 @@ func editorAnswers(ctx context.Context, addr, url, token string) bool {
 	return resp.StatusCode < 400
 }
 
+// listeningInside reports whether addr accepts connections inside the namespace of d.
+func listeningInside(ctx context.Context, d *nsnet.Dialer, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
 func listening(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -769,7 +824,7 @@ func readPids(l layout) map[string]int {
 
 func writePids(l layout, pids map[string]int) error {
 	var b strings.Builder
-	for _, n := range []string{"server", "agent", "proxy"} {
+	for _, n := range []string{"server", "relay", "agent", "proxy"} {
 		if pid, ok := pids[n]; ok {
 			fmt.Fprintf(&b, "%d %s\n", pid, n)
 		}
@@ -873,8 +928,8 @@ func writeState(l layout, s state) error {
 	return os.WriteFile(l.state(), append(b, '\n'), 0o600)
 }
 
-// Stop ends what the quick start in dataDir started: the proxy, the agent, the server, then the
-// cluster (scripts/kube-down). It keeps the data (the next run reuses it) and may run any number of
+// Stop ends what the quick start in dataDir started: the proxy, the agent, the relay, the server,
+// then the cluster (scripts/kube-down). It keeps the data (the next run reuses it) and may run any number of
 // times.
 func Stop(dataDir string, out io.Writer) error {
 	l := layout{dir: dataDir}
@@ -885,7 +940,7 @@ func Stop(dataDir string, out io.Writer) error {
 	if err := checkDataDir(l.dir); err != nil {
 		return err
 	}
-	for _, name := range []string{"proxy", "agent", "server"} {
+	for _, name := range []string{"proxy", "agent", "relay", "server"} {
 		if stopProcess(l, name) {
 			fmt.Fprintf(out, "Stopped hangar %s.\n", name)
 		}

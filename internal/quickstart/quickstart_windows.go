@@ -17,3 +17,15 @@ func Command() *cobra.Command {
 		},
 	}
 }
+
+// RelayCommand is `hangar relay` (hidden), which the quick start runs: it needs Linux too.
+func RelayCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "relay",
+		Short:  "Forward connections made inside a network namespace to an address of this host (hangar quickstart runs it)",
+		Hidden: true,
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("hangar relay listens in a network namespace, which needs Linux")
+		},
+	}
+}

@@ -99,7 +99,7 @@ func newAgentEnv(t testing.TB, engine string, more ...servertest.Option) *agentE
 	ae := &agentEnv{rechecks: &rechecks{cur: make(chan time.Time)}}
 	var url string
 	mint := func(o *server.Options) {
-		o.Builder = tfbackend.New(tfbackend.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger, AccessURL: func() string { return url }})
+		o.Builder = tfbackend.New(tfbackend.Options{Store: o.Store, Clock: o.Clock, Logger: o.Logger, HelperURL: func() string { return url }})
 		o.RecheckAfter = ae.rechecks.after
 	}
 	ae.tfEnv = newTFEnv(t, engine, append([]servertest.Option{mint}, more...)...)

@@ -59,9 +59,12 @@ type Config struct {
 	// PollInterval is the provisioners' backup poll for queued builds (wake-ups normally come at
 	// once, across replicas through Postgres).
 	PollInterval string
-	// AccessURL is the server's URL as Terraform workspaces' machines reach it (their helpers
-	// connect out to it); empty: the address it listens on.
+	// AccessURL is the server's URL as users and their browsers reach it (OIDC redirects, the
+	// apps' scheme and port); empty: the address it listens on.
 	AccessURL string
+	// HelperURL is the server's URL as Terraform workspaces' machines reach it: their helpers
+	// (hangar_agent's init script) connect out to it; empty: the access URL.
+	HelperURL string
 	// AppsZone is the DNS zone of Terraform workspaces' apps ("auto": apps.localhost when the
 	// access URL is a loopback one, else none; "none": none).
 	AppsZone string
@@ -120,7 +123,8 @@ func Command() *cobra.Command {
 		cmdopt.String(&cfg.Terraform, "terraform", "HANGAR_TERRAFORM", "terraform", "the terraform binary the in-process provisioners run").Arg("PATH"),
 		cmdopt.Duration(&cfg.HeartbeatTimeout, "build-heartbeat-timeout", "HANGAR_BUILD_HEARTBEAT_TIMEOUT", "5m", "fail a running build whose provisioner has not reported for this long"),
 		cmdopt.Duration(&cfg.PendingTimeout, "build-pending-timeout", "HANGAR_BUILD_PENDING_TIMEOUT", "30m", "fail a build no provisioner has picked up for this long"),
-		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as the machines of Terraform workspaces and browsers reach it: their helpers (hangar_agent) connect out to it, and the OIDC provider sends browsers back to <access URL>/oidc/callback (default: http:// and the listen address, https:// with --tls-cert-file)"),
+		cmdopt.String(&cfg.AccessURL, "access-url", "HANGAR_ACCESS_URL", "", "the server's URL as users and browsers reach it: the OIDC provider sends browsers back to <access URL>/oidc/callback, and Terraform workspaces' helpers connect out to it unless --helper-url says otherwise (default: http:// and the listen address, https:// with --tls-cert-file)"),
+		cmdopt.String(&cfg.HelperURL, "helper-url", "HANGAR_HELPER_URL", "", "the server's URL as the machines of Terraform workspaces reach it, when it is not the access URL (a network of their own, such as the local cluster's: hangar quickstart relays http://10.99.0.2:PORT to the server): their helpers (hangar_agent's init script) connect out to it (default: the access URL)"),
 		cmdopt.String(&cfg.AppsZone, "apps-zone", "HANGAR_APPS_ZONE", "auto", "DNS zone whose hosts <port>-<workspace>--<owner>.<zone> the server serves as Terraform workspaces' apps in the browser, through their helpers (a wildcard DNS record *.<zone> must lead to the server); the scheme and port are the access URL's. auto: apps.localhost when the access URL is a loopback one, else none; none: no apps").Arg("ZONE"),
 		cmdopt.String(&cfg.RelayURL, "relay-url", "HANGAR_RELAY_URL", "", "with several replicas: this replica's own URL as the other replicas reach it (such as http://$(POD_IP):7080); they relay to it the users' connections to the Terraform workspaces whose helpers are connected here. Empty: they answer 503 and name this replica instead"),
 		cmdopt.Duration(&cfg.LifecycleInterval, "lifecycle-interval", "HANGAR_LIFECYCLE_INTERVAL", "1m", "how often the lifecycle executor applies autostart schedules, autostop TTLs, failure TTLs, dormancy and the agents' lifetimes (0: never; every replica runs it, each change is made once)"),
@@ -168,6 +172,18 @@ func Command() *cobra.Command {
 		}
 	}
 	return cmd
+}
+
+// serverURLOption checks a URL of the server given with --NAME ("" stays ""), without its final "/".
+func serverURLOption(name, raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	u, err := neturl.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("--%s: want the server's http:// or https:// URL (no query), got %q", name, raw)
+	}
+	return strings.TrimSuffix(raw, "/"), nil
 }
 
 // Run serves until ctx ends. It prints where to go next on out.
@@ -226,12 +242,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil || (prebuildInterval != 0 && prebuildInterval < time.Second) {
 		return fmt.Errorf("--prebuild-interval: want 0 (off) or a duration of at least 1s (like 1m), got %q", cfg.PrebuildInterval)
 	}
-	if cfg.AccessURL != "" {
-		u, err := neturl.Parse(cfg.AccessURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return fmt.Errorf("--access-url: want the server's http:// or https:// URL (no query), got %q", cfg.AccessURL)
-		}
-		cfg.AccessURL = strings.TrimSuffix(cfg.AccessURL, "/")
+	if cfg.AccessURL, err = serverURLOption("access-url", cfg.AccessURL); err != nil {
+		return err
+	}
+	if cfg.HelperURL, err = serverURLOption("helper-url", cfg.HelperURL); err != nil {
+		return err
 	}
 	if cfg.RelayURL != "" {
 		u, err := neturl.Parse(cfg.RelayURL)
@@ -273,6 +288,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if cfg.AccessURL == "" {
 		cfg.AccessURL = url // before the provisioners start, below
 	}
+	if cfg.HelperURL == "" {
+		cfg.HelperURL = cfg.AccessURL
+	}
 	appsOpts, err := AppsOptions(cfg.AppsZone, cfg.AccessURL)
 	if err != nil {
 		return err
@@ -287,7 +305,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	bld := tfbackend.New(tfbackend.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
 		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
-		AccessURL: func() string { return cfg.AccessURL }, MaxStoragePerUser: maxStorage})
+		HelperURL: func() string { return cfg.HelperURL }, MaxStoragePerUser: maxStorage})
 	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL,
 		AuditRetention: auditRetention, TrustedProxies: hard.trusted, StreamLimits: hard.streams, OIDC: oidcOpts,
 		TokenLifetime: tokenLifetime, MaxTokenLifetime: maxTokenLifetime})
@@ -333,6 +351,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		defer iso.release()
 	}
 	reach := printListening(out, ln.Addr(), url, givenAccessURL, storeName)
+	if cfg.HelperURL != cfg.AccessURL {
+		fmt.Fprintf(out, "Terraform workspaces' helpers connect to: %s\n", cfg.HelperURL)
+	}
 	tokenNotice, loginToken := adminTokenNotice(tokenFile, created)
 	fmt.Fprintln(out, tokenNotice)
 	signIn := "with the admin token"

@@ -85,7 +85,7 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	token, u := os.Getenv(EnvAgentToken), os.Getenv(EnvAgentURL)
 	if !strings.HasPrefix(token, protocol.WorkspaceAgentTokenPrefix) || u == "" {
 		resp.Diagnostics.AddError("no helper token from Hangar",
-			"hangar_agent takes its token and the server's URL from the environment a Hangar provisioner gives terraform ("+EnvAgentToken+", "+EnvAgentURL+"); they are empty. Run the build through Hangar, with a server that knows its access URL (hangar server --access-url).")
+			"hangar_agent takes its token and the server's URL from the environment a Hangar provisioner gives terraform ("+EnvAgentToken+", "+EnvAgentURL+"); they are empty. Run the build through Hangar, with a server that knows the URL helpers reach it at (hangar server --helper-url, by default --access-url).")
 		return
 	}
 	if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {

@@ -97,14 +97,14 @@ func terraformHelper(w Workspace, now time.Time) HelperStatus {
 	switch {
 	case st.State == HelperDisconnected:
 		st.Problem = fmt.Sprintf("the helper's connection ended %s ago and it has not connected again: the machine may be stopped or restarting, "+
-			"or may no longer reach the server's access URL (hangar server --access-url)", ago)
+			"or may no longer reach the server's URL for helpers (hangar server --helper-url, by default --access-url)", ago)
 	case !h.HasToken:
 		st.Problem = fmt.Sprintf("the helper has not connected %s after the workspace became Running, and the workspace's Terraform state holds no hangar_agent: "+
 			"the template must have a hangar_agent resource whose init script the machine runs", ago)
 	default:
 		st.Problem = fmt.Sprintf("the helper has not connected %s after the workspace became Running: the machine may not run hangar_agent's init script "+
 			"(it must run on the machine, for example as its startup script; run in the Terraform build, the sandbox ends it with the build), "+
-			"or it cannot reach the server's access URL (hangar server --access-url)", ago)
+			"or it cannot reach the server's URL for helpers (hangar server --helper-url, by default --access-url)", ago)
 	}
 	return st
 }

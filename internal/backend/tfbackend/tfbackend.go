@@ -43,9 +43,10 @@ type Options struct {
 	HeartbeatTimeout, PendingTimeout time.Duration
 	// PollInterval is the backup poll of a waiting Acquire, in case a wake-up was lost (default 30 s).
 	PollInterval time.Duration
-	// AccessURL returns the URL workspace helpers connect out to (hangar_agent's init script);
-	// nil or "": builds get no helper token and hangar_agent fails with a clear error.
-	AccessURL func() string
+	// HelperURL returns the URL workspace helpers connect out to (hangar_agent's init script:
+	// hangar server --helper-url, by default its access URL); nil or "": builds get no helper
+	// token and hangar_agent fails with a clear error.
+	HelperURL func() string
 	// MaxStoragePerUser bounds the bytes of Terraform state and build log each user's workspaces
 	// keep; a create or a start over it first prunes, then is refused (storage.go). 0: no bound.
 	MaxStoragePerUser int64
@@ -844,8 +845,8 @@ func (s *Service) jobPayload(ctx context.Context, b build.Build) (*protocol.Prov
 		ID: b.Job.ID, WorkspaceID: w.ID, WorkspaceName: w.Name, BuildNumber: b.Number, Transition: string(b.Transition),
 		Archive: v.Archive, State: b.State, Variables: Variables(w, b), LogLevel: b.LogLevel,
 	}
-	if s.opts.AccessURL != nil {
-		if u := s.opts.AccessURL(); u != "" {
+	if s.opts.HelperURL != nil {
+		if u := s.opts.HelperURL(); u != "" {
 			token, err := s.mintAgentToken(ctx, w, b)
 			if err != nil {
 				return nil, fmt.Errorf("job %s: %w", b.Job.ID, err)
