@@ -27,9 +27,9 @@ import (
 // sessions do not see).
 type Options struct {
 	SSHAddr, HostKey, HostKeyFile, StateDir, AuthorizedKeysFile, PostStart, RemoteEnv, Instance, Editor string
-	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                         string
-	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                                      string
-	ConnectURL, Token, TokenFile                                                             string
+	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                                    string
+	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                                                 string
+	ConnectURL, Token, TokenFile                                                                        string
 }
 
 // Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
