@@ -20,7 +20,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/yaml"
 
 	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -93,7 +92,8 @@ func Translate(data []byte, opts Options) (*Result, error) {
 	if len(t.warnings) > 0 {
 		d.attrs[devfile.DefinitionWarningsAttribute] = t.warnings
 	}
-	out, err := yaml.Marshal(d.devfile())
+	// JSON, which is YAML: it carries any string (a YAML writer refuses control characters).
+	out, err := json.MarshalIndent(d.devfile(), "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("devcontainer: write its devfile: %w", err)
 	}
@@ -331,7 +331,17 @@ func (t *translator) env(take func(string) (json.RawMessage, bool), d *doc) []ma
 			continue
 		}
 		var remote []map[string]any
-		for _, name := range slices.Sorted(maps.Keys(m)) {
+		names := slices.Sorted(maps.Keys(m))
+		if k == "containerEnv" {
+			// Kubernetes expands $(X) from the variables before it: those that refer to none go first.
+			for _, name := range names {
+				defined[name] = true
+			}
+			slices.SortStableFunc(names, func(a, b string) int {
+				return refers(m[a]) - refers(m[b])
+			})
+		}
+		for _, name := range names {
 			f := fieldPath("devcontainer."+k, name)
 			if !envNameRe.MatchString(name) {
 				t.v.Add(f, "must be letters, digits and '_' and not start with a digit")
@@ -350,13 +360,20 @@ func (t *translator) env(take func(string) (json.RawMessage, bool), d *doc) []ma
 				continue
 			}
 			out = append(out, map[string]any{"name": name, "value": t.expandEnv(*m[name], f, defined)})
-			defined[name] = true
 		}
 		if len(remote) > 0 {
 			d.mainAttrs[devfile.RemoteEnvAttribute] = remote
 		}
 	}
 	return out
+}
+
+// refers is 1 when a value refers to another variable, else 0.
+func refers(s *string) int {
+	if s != nil && strings.Contains(*s, "${containerEnv:") {
+		return 1
+	}
+	return 0
 }
 
 var (

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // MaxBytes caps a devcontainer.json: the same cap as a devfile in a create request
@@ -104,6 +105,9 @@ func decodeObject(data []byte) (map[string]json.RawMessage, error) {
 			return nil, fmt.Errorf("line %d: %v", line(js, int(min(se.Offset, int64(len(js))))), se)
 		case errors.As(err, &te):
 			return nil, fmt.Errorf("must be a JSON object, got %s", te.Value)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, errors.New("ends before the object is complete")
 		}
 		return nil, fmt.Errorf("not JSON: %w", err)
 	}
