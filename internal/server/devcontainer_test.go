@@ -35,7 +35,9 @@ func TestCreateWorkspaceFromDevcontainer(t *testing.T) {
 			if w.Definition != "devcontainer.json" {
 				t.Errorf("definition %q, want devcontainer.json", w.Definition)
 			}
-			if !slices.ContainsFunc(w.Warnings, func(s string) bool { return strings.HasPrefix(s, "customizations.vscode.extensions (golang.go) are not installed") }) {
+			if !slices.ContainsFunc(w.Warnings, func(s string) bool {
+				return strings.HasPrefix(s, "customizations.vscode.extensions (golang.go) are not installed")
+			}) {
 				t.Errorf("warnings %q, want the extension's", w.Warnings)
 			}
 			var got sdk.Workspace
