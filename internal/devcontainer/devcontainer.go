@@ -57,6 +57,9 @@ const (
 // and Kubernetes runs a container as a number (runAsUser), not a name it cannot look up in the image.
 var knownUsers = map[string]int64{"vscode": 1000, "node": 1000, "codespace": 1000}
 
+// devcontainersImages is the prefix of the Dev Containers images, whose user is vscode.
+const devcontainersImages = "mcr.microsoft.com/devcontainers/"
+
 // refusedBuild is the message for the fields that need an image built.
 const refusedBuild = "needs an image build in the cluster, which Hangar does not do yet; use `image` or an admin-mapped prebuilt image"
 
@@ -65,6 +68,7 @@ type translator struct {
 	warnings []string
 	opts     Options
 	folder   string // ${containerWorkspaceFolder}
+	image    string
 	local    string // ${localWorkspaceFolder}
 }
 
@@ -219,7 +223,7 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 			if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 				t.v.Add("devcontainer.image", "must be a container image reference such as mcr.microsoft.com/devcontainers/base:ubuntu, got %q", s)
 			}
-			ctr["image"] = s
+			ctr["image"], t.image = s, s
 		}
 	} else if _, build := raw["build"]; !build && raw["dockerFile"] == nil && raw["dockerComposeFile"] == nil {
 		t.v.Add("devcontainer.image", "is required: Hangar runs a devcontainer.json that names its image")
@@ -520,6 +524,12 @@ func (t *translator) user(take func(string) (json.RawMessage, bool), d *doc) {
 		if gid, err := strconv.ParseInt(group, 10, 32); err == nil && gid > 0 && d.podUser != nil {
 			d.podGroup = &gid
 		}
+	}
+	if d.podUser == nil && names[0] == "" && names[1] == "" && strings.HasPrefix(t.image, devcontainersImages) {
+		// The Dev Containers images name vscode (uid 1000) as their remoteUser in their metadata,
+		// which Hangar does not read from the registry.
+		uid := knownUsers["vscode"]
+		d.podUser = &uid
 	}
 	if names[0] != "" && names[1] != "" && names[0] != names[1] {
 		t.warn("remoteUser %q and containerUser %q differ: a workspace runs every process as one user, remoteUser", names[0], names[1])
@@ -843,12 +853,16 @@ func (t *translator) lifecycle(take func(string) (json.RawMessage, bool), d *doc
 		if !ok || strings.TrimSpace(line) == "" {
 			continue
 		}
+		if lc.key == "postAttachCommand" {
+			// Often a server that keeps running (streamlit run ...): it must not hold the start up,
+			// which waits for the postStart commands to end before serving SSH.
+			logFile := path.Join(d.sourcePath, ".hangar", "post-attach.log")
+			line = fmt.Sprintf("mkdir -p %s && nohup /bin/sh -c %s > %s 2>&1 < /dev/null &", shellQuote(path.Dir(logFile)), shellQuote(line), shellQuote(logFile))
+			t.warn("postAttachCommand runs at each start of the workspace, in the background after postStartCommand (its output goes to %s), not at each attach: an SSH session or the editor attaching does not run it", logFile)
+		}
 		cmd := map[string]any{"id": lc.id, "exec": map[string]any{"component": componentName, "commandLine": line, "workingDir": t.folder}}
 		if lc.once {
 			cmd["attributes"] = map[string]any{devfile.OncePerWorkspaceAttribute: true}
-		}
-		if lc.key == "postAttachCommand" {
-			t.warn("postAttachCommand runs at each start of the workspace, after postStartCommand, not at each attach: an SSH session or the editor attaching does not run it")
 		}
 		d.commands = append(d.commands, cmd)
 		d.postStart = append(d.postStart, lc.id)

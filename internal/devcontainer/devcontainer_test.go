@@ -242,6 +242,8 @@ func TestUser(t *testing.T) {
 		{`{"image":"i","remoteUser":"1234:1234"}`, 1234, ""},
 		{`{"image":"i","remoteUser":"dev"}`, 5001, `remoteUser "dev" is not a user whose uid Hangar knows`},
 		{`{"image":"i","remoteUser":"vscode","containerUser":"1001"}`, 1000, `remoteUser "vscode" and containerUser "1001" differ`},
+		{`{"image":"i"}`, 5001, ""},
+		{`{"image":"mcr.microsoft.com/devcontainers/base:ubuntu"}`, 1000, ""},
 	} {
 		p := generate(t, tc.text)
 		if p.security.RunAsUser == nil || *p.security.RunAsUser != tc.uid || p.security.RunAsNonRoot == nil || !*p.security.RunAsNonRoot {
@@ -331,7 +333,7 @@ func TestLifecycleCommands(t *testing.T) {
 	if cl := p.postStart[2].CommandLine; !strings.Contains(cl, "echo server\n) &") || !strings.Contains(cl, "echo watch\n) &") || !strings.Contains(cl, "wait $p1") {
 		t.Errorf("object form is not run in parallel: %q", cl)
 	}
-	if !strings.Contains(p.postStart[3].CommandLine, "echo attach ${HOME}") {
+	if cl := p.postStart[3].CommandLine; !strings.Contains(cl, "echo attach ${HOME}") || !strings.Contains(cl, "nohup /bin/sh -c") || !strings.HasSuffix(cl, "/workspaces/demo/.hangar/post-attach.log 2>&1 < /dev/null &") {
 		t.Errorf("${containerEnv:HOME} is not left to the shell: %q", p.postStart[3].CommandLine)
 	}
 	if !hasPrefix(p.warnings, "postAttachCommand runs at each start of the workspace") {
