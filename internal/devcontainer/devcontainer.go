@@ -194,15 +194,16 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 	// The workspace folder first: the variables of every other field may name it.
 	t.local = "/workspaces/" + t.opts.Basename
 	t.folder = t.local
-	if r, ok := take("workspaceFolder"); ok {
-		if s, ok := t.str("devcontainer.workspaceFolder", r); ok {
-			t.folder = t.expand(s, "devcontainer.workspaceFolder")
-		}
-	}
 	mountTarget := ""
 	if r, ok := take("workspaceMount"); ok {
 		if s, ok := t.str("devcontainer.workspaceMount", r); ok {
 			mountTarget = t.workspaceMount(t.expand(s, "devcontainer.workspaceMount"))
+			t.folder = cmpOr(mountTarget, t.folder) // the spec wants workspaceFolder with it; else its target
+		}
+	}
+	if r, ok := take("workspaceFolder"); ok {
+		if s, ok := t.str("devcontainer.workspaceFolder", r); ok {
+			t.folder = t.expand(s, "devcontainer.workspaceFolder")
 		}
 	}
 	d.sourcePath = cmpOr(mountTarget, t.folder)

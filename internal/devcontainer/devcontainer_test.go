@@ -270,6 +270,10 @@ func TestWorkspaceFolderAndMount(t *testing.T) {
 	if len(p.postStart) != 1 || !strings.Contains(p.postStart[0].CommandLine, `cd "/src/demo"`) {
 		t.Errorf("postStart %+v, want it run in the workspaceFolder /src/demo", p.postStart)
 	}
+	p = generate(t, `{"image":"i","workspaceMount":"source=${localWorkspaceFolder},target=/src,type=bind","postStartCommand":"pwd"}`)
+	if len(p.postStart) != 1 || !strings.Contains(p.postStart[0].CommandLine, `cd "/src"`) {
+		t.Errorf("postStart %+v, want it run in the workspaceMount's target without a workspaceFolder", p.postStart)
+	}
 	p = generate(t, `{"image":"i"}`)
 	if v, _ := p.env("PROJECTS_ROOT"); v != "/workspaces/demo" {
 		t.Errorf("default workspace folder %q, want /workspaces/demo", v)
