@@ -240,7 +240,7 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 	t.mounts(take, d, ctr)
 	t.hostRequirements(take, ctr)
 	t.lifecycle(take, d)
-	t.customizations(take)
+	t.customizations(take, d)
 
 	if r, ok := take("overrideCommand"); ok && string(r) == "false" {
 		t.warn("overrideCommand false is not honoured: Hangar runs its helper (SSH, the lifecycle commands) as the container's command, not the image's entrypoint")
@@ -938,9 +938,9 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// customizations: the web editor is injected, but VS Code's extensions and settings are not
-// applied to it.
-func (t *translator) customizations(take func(string) (json.RawMessage, bool)) {
+// customizations: the web editor is injected, with VS Code's settings as its user settings; the
+// extensions are not installed.
+func (t *translator) customizations(take func(string) (json.RawMessage, bool), d *doc) {
 	r, ok := take("customizations")
 	if !ok {
 		return
@@ -967,7 +967,20 @@ func (t *translator) customizations(take func(string) (json.RawMessage, bool)) {
 			t.warn("customizations.vscode.extensions (%s) are not installed: the web editor starts with its own bundled extensions; install these from its Extensions view", strings.Join(vs.Extensions, ", "))
 		}
 		if len(vs.Settings) > 0 && !isEmptyObject(vs.Settings) {
-			t.warn("customizations.vscode.settings are not applied to the web editor; set them in its Settings")
+			var settings map[string]json.RawMessage
+			if json.Unmarshal(vs.Settings, &settings) != nil {
+				t.v.Add("devcontainer.customizations.vscode.settings", "must be an object of settings")
+				continue
+			}
+			// The web editor's user settings, written at the first start unless the user has some
+			// already: defaults, as the spec means them, that the user may change afterwards.
+			b, _ := json.MarshalIndent(settings, "", "  ") // decoded JSON: cannot fail
+			file := devfile.EditorSettingsFile(d.sourcePath)
+			line := fmt.Sprintf("f=%s; [ -e \"$f\" ] || { mkdir -p %s && printf '%%s\\n' %s > \"$f\"; }", shellQuote(file), shellQuote(path.Dir(file)), shellQuote(string(b)))
+			cmd := map[string]any{"id": "vscode-settings", "attributes": map[string]any{devfile.OncePerWorkspaceAttribute: true},
+				"exec": map[string]any{"component": componentName, "commandLine": line, "workingDir": t.folder}}
+			d.commands = append([]map[string]any{cmd}, d.commands...)
+			d.postStart = append([]string{"vscode-settings"}, d.postStart...)
 		}
 	}
 }

@@ -3,6 +3,9 @@ package devcontainer
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -420,7 +423,6 @@ func TestUnknownFieldsAndCustomizations(t *testing.T) {
 	for _, w := range []string{
 		"customizations.codespaces is ignored",
 		"customizations.vscode.extensions (golang.go, ms-python.python) are not installed",
-		"customizations.vscode.settings are not applied",
 		"shutdownAction is ignored",
 		"somethingNew is not supported by Hangar and is ignored",
 		"updateRemoteUserUID is ignored",
@@ -428,6 +430,46 @@ func TestUnknownFieldsAndCustomizations(t *testing.T) {
 		if !hasPrefix(p.warnings, w) {
 			t.Errorf("warnings %q, want %q", p.warnings, w)
 		}
+	}
+}
+
+// TestVSCodeSettings: customizations.vscode.settings become the web editor's user settings,
+// written at the first start unless the user has some already.
+func TestVSCodeSettings(t *testing.T) {
+	p := generate(t, `{"image":"i","customizations":{"vscode":{"settings":{"editor.tabSize":3,"files.exclude":{"**/.git":true},"quote":"it's"}}},"postCreateCommand":"true"}`)
+	if len(p.postStart) != 2 || p.postStart[0].ID != "vscode-settings" || !p.postStart[0].OncePerWorkspace {
+		t.Fatalf("postStart %+v, want vscode-settings first, once per workspace", p.postStart)
+	}
+	if hasSubstring(p.warnings, "settings") {
+		t.Errorf("warnings %q mention the settings, which are applied", p.warnings)
+	}
+	// Run it as the helper would, with the workspace folder in a temporary directory.
+	dir := t.TempDir()
+	line := strings.ReplaceAll(p.postStart[0].CommandLine, "/workspaces/demo", dir)
+	file := filepath.Join(dir, ".hangar", "code-server", "data", "User", "settings.json")
+	if line == p.postStart[0].CommandLine || !strings.Contains(line, file) {
+		t.Fatalf("the command does not write %s: %q", devfile.EditorSettingsFile("/workspaces/demo"), p.postStart[0].CommandLine)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("/bin/sh", "-c", line).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var got map[string]any
+	b, _ := os.ReadFile(file)
+	if err := json.Unmarshal(b, &got); err != nil || got["editor.tabSize"] != 3.0 || got["quote"] != "it's" {
+		t.Fatalf("settings.json %s (%v)", b, err)
+	}
+	// The user's own settings are kept.
+	if err := os.WriteFile(file, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("/bin/sh", "-c", line).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "{}" {
+		t.Errorf("the user's settings were overwritten: %s", b)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // have it), created with `hangar create --devcontainer` on the real node: `hangar show` says how it
 // was defined and lists its forwarded port; through `hangar ssh`, the file its postCreateCommand
 // wrote is there, written with the remote environment, and a session has containerEnv and remoteEnv
-// (PATH extended from the image's own); after a stop and a start, postStartCommand ran again and
+// (PATH extended from the image's own), and the web editor has the file's VS Code settings; after a stop and a start, postStartCommand ran again and
 // postCreateCommand did not.
 func TestDevcontainerWorkspace(t *testing.T) {
 	e := setUpProxy(t)
@@ -48,6 +48,7 @@ func TestDevcontainerWorkspace(t *testing.T) {
 	"postCreateCommand": "echo \"created $DC_REMOTE\" >> ${containerWorkspaceFolder}/created.txt",
 	"postStartCommand": ["sh", "-c", "echo started >> /workspaces/dc/started.txt"],
 	"hostRequirements": {"cpus": 0.5, "memory": "512mb"},
+	"customizations": {"vscode": {"settings": {"editor.tabSize": 3}}},
 }
 `
 	if err := os.WriteFile(file, []byte(dc), 0o600); err != nil {
@@ -82,6 +83,11 @@ func TestDevcontainerWorkspace(t *testing.T) {
 	const script = `cat /workspaces/dc/created.txt /workspaces/dc/started.txt; echo "$DC_CONTAINER|$DC_REMOTE|${PATH##*:}"`
 	if out, errOut, code := ssh(script); code != 0 || out != "created remote-from-container\nstarted\nfrom-container|remote-from-container|/opt/dc/bin\n" {
 		t.Fatalf("hangar ssh dc: exit %d stdout %q stderr %q; want the postCreate and postStart files and the environment", code, out, errOut)
+	}
+
+	// The web editor's user settings are the file's.
+	if out, errOut, code := ssh("cat /workspaces/dc/.hangar/code-server/data/User/settings.json"); code != 0 || !strings.Contains(out, `"editor.tabSize": 3`) {
+		t.Errorf("the web editor's settings: exit %d stdout %q stderr %q", code, out, errOut)
 	}
 
 	must("stop", "dc", "--wait")
