@@ -145,6 +145,9 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 		{"Created", a.formatTime(ws.CreatedAt)},
 	}
 	rows = append(rows[:9:9], append(append(a.helperRows(ws), endpointRows(ws.Endpoints)...), rows[9:]...)...)
+	if ws.Definition == "devcontainer.json" {
+		rows = append(rows, [2]string{"Defined by", "devcontainer.json"})
+	}
 	if ws.Backend == "terraform" {
 		// Builds run it, not an agent: the agent's fields mean nothing here.
 		rows = [][2]string{

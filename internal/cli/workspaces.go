@@ -29,21 +29,24 @@ func (f *waitFlags) add(cmd *cobra.Command, goal string) {
 const logLevelUsage = "terraform workspaces: `LEVEL` of the builds' Terraform log, info or debug (debug runs Terraform with TF_LOG=DEBUG for these builds only; 'hangar logs' shows its lines)"
 
 func (a *app) createCmd() *cobra.Command {
-	var agent, devfileName, template, logLevel, preset string
+	var agent, devfileName, devcontainerName, template, logLevel, preset string
 	var wf waitFlags
 	var params parameterFlag
 	cmd := &cobra.Command{
-		Use:   "create NAME (--agent AGENT [--devfile FILE] | --template TEMPLATE [--parameter NAME=VALUE ... | --preset PRESET] [--log-level debug]) [--wait]",
+		Use:   "create NAME (--agent AGENT [--devfile FILE | --devcontainer FILE] | --template TEMPLATE [--parameter NAME=VALUE ... | --preset PRESET] [--log-level debug]) [--wait]",
 		Short: "Create a workspace",
 		Long: `Create a workspace, desired state Running: on the cluster of an agent, from a devfile
-(schemaVersion 2.2.0; without --devfile the server's default devfile) or a kubernetes template; or
-from a terraform template, which provisioners build (no agent). A terraform template's parameters
+(schemaVersion 2.2.0; without --devfile the server's default devfile), a devcontainer.json
+(--devcontainer: its image, ports, environment, user, volumes and lifecycle commands; what needs
+an image build or privileges is refused, naming the field) or a kubernetes template; or from a
+terraform template, which provisioners build (no agent). A terraform template's parameters
 are given with --parameter NAME=VALUE (a string, number or bool as text, a list or map as JSON);
 on a terminal, the required ones not given are asked for (sensitive ones without echo). The values
 are checked before any build. With --preset, a ready prebuilt workspace of the template's preset
 is claimed (it is yours at once, with a start that completes what the prebuild left for its user);
 without a ready one, the workspace is built with the preset's version and parameters.`,
 		Example: `  hangar create my-ws --agent eu --devfile devfile.yaml --wait
+  hangar create my-ws --agent eu --devcontainer .devcontainer/devcontainer.json --wait
   hangar create my-vm --template vm --parameter size=large --wait
   hangar create my-vm --template vm --preset small --wait`,
 		Args: oneName("workspace"),
@@ -58,6 +61,16 @@ without a ready one, the workspace is built with the preset's version and parame
 			}
 			if agent == "" && template == "" {
 				return usageError{errors.New("give --agent (a cluster) or --template (a template)")}
+			}
+			if devcontainerName != "" {
+				b, err := readInput(cmd.InOrStdin(), devcontainerName)
+				if err != nil {
+					return fmt.Errorf("read --devcontainer: %w", err)
+				}
+				if len(b) > sdk.MaxDevfileBytes {
+					return fmt.Errorf("read --devcontainer %s: it is %d bytes, the server accepts at most %d", devcontainerName, len(b), sdk.MaxDevfileBytes)
+				}
+				req.Devcontainer = string(b)
 			}
 			if devfileName != "" {
 				b, err := readInput(cmd.InOrStdin(), devfileName)
@@ -94,6 +107,7 @@ without a ready one, the workspace is built with the preset's version and parame
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "the `AGENT` whose cluster runs the workspace")
 	cmd.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (YAML; \"-\" for standard input)")
+	cmd.Flags().StringVar(&devcontainerName, "devcontainer", "", "devcontainer.json `FILE` defining the workspace instead of a devfile (\"-\" for standard input)")
 	cmd.Flags().StringVar(&template, "template", "", "create from `TEMPLATE` (see hangar templates list)")
 	params.add(cmd, "value of a terraform template's parameter (repeatable)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "", logLevelUsage)

@@ -178,7 +178,12 @@ func (d *Devfile) parseEvents(v *workspace.ValidationError, ev *v1alpha2.Events,
 		add   func(c *container, e execCommand)
 	}{
 		{"postStart", ev.PostStart, func(c *container, e execCommand) { c.postStart = append(c.postStart, e) }},
-		{"preStop", ev.PreStop, func(c *container, e execCommand) { c.preStop = append(c.preStop, e) }},
+		{"preStop", ev.PreStop, func(c *container, e execCommand) {
+			if e.oncePerWorkspace {
+				v.Add(fmt.Sprintf("devfile.commands[%d].attributes[%q]", cmds[e.id].index, OncePerWorkspaceAttribute), "applies to commands of the postStart event only")
+			}
+			c.preStop = append(c.preStop, e)
+		}},
 	} {
 		for j, group := range leaves(hook.event, hook.ids) {
 			f := fmt.Sprintf("devfile.events.%s[%d]", hook.event, j)
@@ -248,6 +253,12 @@ func (d *Devfile) checkInitNames(v *workspace.ValidationError, comps map[string]
 
 func execOf(v *workspace.ValidationError, c *commandInfo) execCommand {
 	e := execCommand{id: c.cmd.Id, commandLine: c.cmd.Exec.CommandLine, workingDir: c.cmd.Exec.WorkingDir}
+	if c.cmd.Attributes.Exists(OncePerWorkspaceAttribute) {
+		var err error
+		if e.oncePerWorkspace = c.cmd.Attributes.GetBoolean(OncePerWorkspaceAttribute, &err); err != nil {
+			v.Add(fmt.Sprintf("%s.attributes[%q]", c.field(), OncePerWorkspaceAttribute), "must be true or false")
+		}
+	}
 	if strings.TrimSpace(e.commandLine) == "" {
 		v.Add(c.field()+".exec.commandLine", "is empty; an event runs this command")
 	}

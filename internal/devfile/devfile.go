@@ -43,6 +43,46 @@ const GitLabMainAttribute = "gl/inject-editor"
 // gl/inject-editor asks for it. See editor.go.
 const EditorAttribute = workspace.ReservedPrefix + "editor"
 
+// DefinitionAttribute, at the top of a devfile, names what the workspace was defined with: a
+// devfile (unset) or DefinitionDevcontainer, when internal/devcontainer translated a
+// devcontainer.json into this devfile. DefinitionWarningsAttribute (a list of strings) carries that
+// translation's warnings, which Warnings lists first, so that they are shown with the workspace.
+const (
+	DefinitionAttribute         = workspace.ReservedPrefix + "definition"
+	DefinitionWarningsAttribute = workspace.ReservedPrefix + "definition-warnings"
+	DefinitionDevfile           = "devfile"
+	DefinitionDevcontainer      = "devcontainer.json"
+)
+
+// RemoteEnvAttribute on the main container component is a list of environment variables
+// ({name, value}) for what its helper runs: SSH sessions, postStart commands and the web editor,
+// not the container's own command (devcontainer.json's remoteEnv). A value's ${NAME} is expanded
+// by the helper from the container's environment, so that PATH can be extended.
+const RemoteEnvAttribute = workspace.ReservedPrefix + "remote-env"
+
+// parseRemoteEnv reads RemoteEnvAttribute of a container component.
+func parseRemoteEnv(v *workspace.ValidationError, f string, attrs attributes.Attributes) []workspace.EnvVar {
+	if !attrs.Exists(RemoteEnvAttribute) {
+		return nil
+	}
+	f = fmt.Sprintf("%s.attributes[%q]", f, RemoteEnvAttribute)
+	var env []workspace.EnvVar
+	if err := attrs.GetInto(RemoteEnvAttribute, &env); err != nil {
+		v.Add(f, "must be a list of {name, value}")
+		return nil
+	}
+	seen := map[string]bool{}
+	for i, e := range env {
+		checkEnvName(v, fmt.Sprintf("%s[%d].name", f, i), e.Name, seen, "in remote-env")
+	}
+	return env
+}
+
+// OncePerWorkspaceAttribute on an exec command that a postStart event runs makes it run at the
+// workspace's first start only (devcontainer.json's onCreate, updateContent and postCreate
+// commands): the helper records its success on the workspace's data volume.
+const OncePerWorkspaceAttribute = workspace.ReservedPrefix + "once-per-workspace"
+
 // reservedName is the prefix of component, endpoint and environment variable names that Hangar keeps
 // for its own (compared without regard to case).
 const reservedName = "hangar"
@@ -78,6 +118,9 @@ type Devfile struct {
 	// ephemeralData: the workspace data volume is an emptyDir, not a claim
 	// (controller.devfile.io/storage-type: ephemeral).
 	ephemeralData bool
+	// definition is what the user gave: DefinitionDevfile, or DefinitionDevcontainer (the devfile
+	// is internal/devcontainer's translation).
+	definition string
 	// editor: the workspace gets the web editor: in the main container, run by its helper
 	// (editorInMain, the main container's editor), else as the last of containers
 	// (EditorContainerName).
@@ -85,12 +128,14 @@ type Devfile struct {
 }
 
 type container struct {
-	name         string
-	image        string
-	command      []string
-	args         []string
-	keepAlive    bool // the main container sets neither command nor args: keep it running
-	env          []corev1.EnvVar
+	name      string
+	image     string
+	command   []string
+	args      []string
+	keepAlive bool // the main container sets neither command nor args: keep it running
+	env       []corev1.EnvVar
+	// remoteEnv (RemoteEnvAttribute) is for the helper's sessions and postStart commands only.
+	remoteEnv    []workspace.EnvVar
 	endpoints    []endpoint
 	mounts       []corev1.VolumeMount // devfile volume mounts, in devfile order
 	mountSources bool
@@ -128,6 +173,8 @@ type volume struct {
 type execCommand struct {
 	id, commandLine, workingDir string
 	env                         []corev1.EnvVar
+	// oncePerWorkspace: a postStart command that runs at the first start only (OncePerWorkspaceAttribute).
+	oncePerWorkspace bool
 }
 
 // project is a git repository cloned into PROJECTS_ROOT before the workspace starts.
@@ -248,6 +295,7 @@ func Parse(data []byte) (*Devfile, error) {
 	d.checkOtherComponents(v, spec.Components, cmds, comps)
 	d.pod = parsePodOverrides(v, "devfile.attributes", spec.Attributes, d.pod)
 	d.parseDevWorkspaceAttributes(v, spec.Attributes)
+	d.parseDefinition(v, spec.Attributes)
 	d.finishContainers(v, comps)
 
 	if err := v.Err(); err != nil {
@@ -321,8 +369,8 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 			v.Add(f+".name", "%q is used by another component; component names must be unique", c.Name)
 		}
 		for _, key := range slices.Sorted(maps.Keys(c.Attributes)) {
-			if strings.HasPrefix(key, workspace.ReservedPrefix) && key != MainAttribute && key != EditorAttribute {
-				v.Add(fmt.Sprintf("%s.attributes[%q]", f, key), "is not a known attribute; the %q attributes are %q and %q", workspace.ReservedPrefix, MainAttribute, EditorAttribute)
+			if strings.HasPrefix(key, workspace.ReservedPrefix) && key != MainAttribute && key != EditorAttribute && key != RemoteEnvAttribute {
+				v.Add(fmt.Sprintf("%s.attributes[%q]", f, key), "is not a known attribute; the %q attributes are %q, %q and %q", workspace.ReservedPrefix, MainAttribute, EditorAttribute, RemoteEnvAttribute)
 			}
 		}
 		info := &componentInfo{index: i, attrs: c.Attributes}
@@ -350,6 +398,7 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 			ctr := parseContainer(v, f+".container", c.Name, c.Container, ports, endpointNames)
 			d.warnEndpointFields(i, c.Container.Endpoints)
 			ctr.applyOverrides(v, f, c.Attributes)
+			ctr.remoteEnv = parseRemoteEnv(v, f, c.Attributes)
 			d.pod = parsePodOverrides(v, f+".attributes", c.Attributes, d.pod)
 			info.container = &ctr
 		case "volume":
@@ -373,6 +422,30 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 		}
 	}
 	return infos
+}
+
+// Definition is what the workspace was defined with: DefinitionDevfile or DefinitionDevcontainer.
+func (d *Devfile) Definition() string { return d.definition }
+
+// parseDefinition reads DefinitionAttribute and DefinitionWarningsAttribute.
+func (d *Devfile) parseDefinition(v *workspace.ValidationError, attrs attributes.Attributes) {
+	d.definition = DefinitionDevfile
+	if attrs.Exists(DefinitionAttribute) {
+		var err error
+		switch def := attrs.GetString(DefinitionAttribute, &err); {
+		case err == nil && (def == DefinitionDevfile || def == DefinitionDevcontainer):
+			d.definition = def
+		default:
+			v.Add(fmt.Sprintf("devfile.attributes[%q]", DefinitionAttribute), "must be %q or %q", DefinitionDevfile, DefinitionDevcontainer)
+		}
+	}
+	if attrs.Exists(DefinitionWarningsAttribute) {
+		var ws []string
+		if err := attrs.GetInto(DefinitionWarningsAttribute, &ws); err != nil {
+			v.Add(fmt.Sprintf("devfile.attributes[%q]", DefinitionWarningsAttribute), "must be a list of strings")
+		}
+		d.warnings = append(ws, d.warnings...)
+	}
 }
 
 // DevWorkspace operator attributes of the devfile that Hangar reads.

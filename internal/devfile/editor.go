@@ -159,7 +159,7 @@ func editorRoot(c container) (string, []corev1.VolumeMount) {
 // extensions kept on the data volume under .hangar/code-server, PROJECT_SOURCE open.
 func editorArgv(c container, source string, program ...string) []string {
 	root, _ := editorRoot(c)
-	state := path.Join(root, ".hangar", "code-server")
+	state := editorState(root)
 	return slices.Concat(program, []string{
 		"--bind-addr", "0.0.0.0:" + strconv.Itoa(EditorPort),
 		"--auth", "none", // the access proxy authenticates; the NetworkPolicy admits only it
@@ -169,6 +169,16 @@ func editorArgv(c container, source string, program ...string) []string {
 		"--user-data-dir", path.Join(state, "data"),
 		"--extensions-dir", path.Join(state, "extensions"),
 		path.Join(root, source)})
+}
+
+// editorState is where the web editor keeps its configuration, settings and extensions, under
+// the PROJECTS_ROOT root of the container that asked for it.
+func editorState(root string) string { return path.Join(root, ".hangar", "code-server") }
+
+// EditorSettingsFile is the web editor's user settings.json when the container that asks for it
+// has its PROJECTS_ROOT at root (devcontainer.json's customizations.vscode.settings go there).
+func EditorSettingsFile(root string) string {
+	return path.Join(editorState(root), "data", "User", "settings.json")
 }
 
 // editorInstallContainer is the init container that copies the editor's bundle from EditorImage

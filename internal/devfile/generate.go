@@ -930,13 +930,17 @@ func (c container) withHelper(h helperOptions) container {
 		c.env = append(c.env, corev1.EnvVar{Name: HelperEditorEnv, Value: string(b)})
 		c.mounts = append(slices.Clip(c.mounts), corev1.VolumeMount{Name: editorVolume, MountPath: EditorDir, ReadOnly: true})
 	}
+	if len(c.remoteEnv) > 0 {
+		b, _ := json.Marshal(c.remoteEnv) // strings only: cannot fail
+		c.env = append(c.env, corev1.EnvVar{Name: HelperRemoteEnvEnv, Value: string(b)})
+	}
 	// postStart runs in the helper, once per start of the workspace, instead of as the container's
 	// lifecycle hook (docs/decisions.md, "postStart runs in the helper"): each command is the very
 	// script the hook would run, so its meaning does not change.
 	if len(c.postStart) > 0 {
 		cmds := make([]workspace.PostStartCommand, 0, len(c.postStart))
 		for _, e := range c.postStart {
-			cmds = append(cmds, workspace.PostStartCommand{ID: e.id, CommandLine: shellScript([]execCommand{e})})
+			cmds = append(cmds, workspace.PostStartCommand{ID: e.id, CommandLine: shellScript([]execCommand{e}), OncePerWorkspace: e.oncePerWorkspace})
 		}
 		b, _ := json.Marshal(cmds) // strings only: cannot fail
 		c.env = append(c.env, corev1.EnvVar{Name: HelperPostStartEnv, Value: string(b)})
@@ -958,6 +962,10 @@ func (c container) withHelper(h helperOptions) container {
 // HelperEditorEnv is the main container's variable that gives the helper the web editor to run
 // (a workspace.EditorProcess as JSON).
 const HelperEditorEnv = "HANGAR_HELPER_EDITOR"
+
+// HelperRemoteEnvEnv is the main container's variable that gives the helper the environment of
+// what it runs (RemoteEnvAttribute; a JSON list of workspace.EnvVar).
+const HelperRemoteEnvEnv = "HANGAR_HELPER_REMOTE_ENV"
 
 // HelperPostStartEnv is the main container's variable that gives the helper the postStart
 // commands (a JSON list of workspace.PostStartCommand).

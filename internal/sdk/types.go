@@ -18,6 +18,9 @@ type Workspace struct {
 	// KubeName (kubernetes) names the workspace's objects in the cluster, and its namespace after
 	// "hangar-" when it has one of its own: unique to this workspace.
 	KubeName string `json:"kube_name,omitempty"`
+	// Definition (kubernetes) is what the workspace was defined with: "devfile" or
+	// "devcontainer.json"; in the answers to create and to a read of one workspace.
+	Definition string `json:"definition,omitempty"`
 	// Backend is "kubernetes" (an agent runs it) or "terraform" (builds run it).
 	Backend  string `json:"backend"`
 	Template string `json:"template,omitempty"`
@@ -119,6 +122,9 @@ type CreateWorkspaceRequest struct {
 	Name    string `json:"name"`
 	Agent   string `json:"agent,omitempty"`
 	Devfile string `json:"devfile,omitempty"`
+	// Devcontainer is a devcontainer.json (JSON with comments) that defines the workspace instead
+	// of a devfile: exclusive with Devfile and Template; at most MaxDevfileBytes.
+	Devcontainer string `json:"devcontainer,omitempty"`
 	// Template names a template: a terraform one needs no agent; a kubernetes one gives the devfile.
 	Template string `json:"template,omitempty"`
 	// Parameters are the values of the template's parameters (terraform), by name: a string,

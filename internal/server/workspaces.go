@@ -60,12 +60,12 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u works
 	if err := v.Err(); err != nil {
 		return err
 	}
-	ws, df, err := s.kube.Create(r.Context(), u, kube.CreateRequest{Name: req.Name, Agent: req.Agent, Devfile: req.Devfile, Template: tmpl})
+	ws, df, err := s.kube.Create(r.Context(), u, kube.CreateRequest{Name: req.Name, Agent: req.Agent, Devfile: req.Devfile, Devcontainer: req.Devcontainer, Template: tmpl})
 	if err != nil {
 		return err
 	}
 	out := s.toWorkspace(ws)
-	out.Warnings = df.Warnings()
+	out.Warnings, out.Definition = df.Warnings(), df.Definition()
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
@@ -164,6 +164,9 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u workspac
 	s.withAutomation(r.Context(), row, &out)
 	if row.Backend == workspace.KindKubernetes {
 		// The rest of the answer stands without them (an agent deleted since, say).
+		if df, err := s.kube.Devfile(r.Context(), row.ID); err == nil {
+			out.Definition = df.Definition()
+		}
 		if eps, err := s.kube.Endpoints(r.Context(), row); err != nil {
 			s.log.Warn("cannot list a workspace's endpoints", "workspace", row.OwnerName+"/"+row.Name, "err", err)
 		} else {

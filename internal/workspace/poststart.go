@@ -16,6 +16,10 @@ type PostStartCommand struct {
 	WorkingDir string `json:"workingDir,omitempty"`
 	// Env is added to the container's environment.
 	Env []EnvVar `json:"env,omitempty"`
+	// OncePerWorkspace: it runs at the workspace's first start only (devcontainer.json's
+	// postCreateCommand); the helper records its success in its state directory, on the
+	// workspace's data volume, and skips it at every later start.
+	OncePerWorkspace bool `json:"oncePerWorkspace,omitempty"`
 }
 
 // EnvVar is one environment variable of a PostStartCommand.

@@ -26,10 +26,10 @@ import (
 // Options are the subcommand's flags, each also an environment variable (HANGAR_HELPER_*, which
 // sessions do not see).
 type Options struct {
-	SSHAddr, HostKey, HostKeyFile, StateDir, AuthorizedKeysFile, PostStart, Instance, Editor string
-	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                         string
-	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                                      string
-	ConnectURL, ServerURL, Token, TokenFile                                                  string
+	SSHAddr, HostKey, HostKeyFile, StateDir, AuthorizedKeysFile, PostStart, RemoteEnv, Instance, Editor string
+	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                                    string
+	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                                                 string
+	ConnectURL, ServerURL, Token, TokenFile                                                             string
 }
 
 // Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
@@ -80,6 +80,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&o.StateDir, "state-dir", "HANGAR_HELPER_STATE_DIR", "", "directory that keeps the generated host key and the postStart record, on the workspace's data volume (default: $HOME/.local/state/hangar-helper)"),
 		cmdopt.String(&o.AuthorizedKeysFile, "authorized-keys-file", "HANGAR_HELPER_AUTHORIZED_KEYS_FILE", "", "authorized_keys file of the keys allowed in (normally the proxy's), re-read at every connection; missing or empty refuses everyone"),
 		cmdopt.String(&o.PostStart, "post-start", "HANGAR_HELPER_POST_START", "", `postStart commands as JSON: [{"id":..,"commandLine":..,"workingDir":..,"env":[{"name":..,"value":..}]}], run once per instance`).Arg("JSON"),
+		cmdopt.String(&o.RemoteEnv, "remote-env", "HANGAR_HELPER_REMOTE_ENV", "", `environment variables of SSH sessions, postStart commands and the editor, as JSON: [{"name":..,"value":..}]; ${NAME} in a value is expanded from the container's environment`).Arg("JSON"),
 		cmdopt.String(&o.Editor, "editor", "HANGAR_HELPER_EDITOR", "", `the web editor to run and keep running, as JSON: {"argv":[..],"port":60001}; SSH is served once it answers on its port`).Arg("JSON"),
 		cmdopt.String(&o.Instance, "instance", "HANGAR_HELPER_INSTANCE", "", "what identifies one start of the workspace for postStart (default: the hostname, which is the pod's name)").Arg("NAME"),
 		cmdopt.Int(&o.MaxConnections, "max-connections", "HANGAR_HELPER_MAX_CONNECTIONS", strconv.Itoa(DefaultMaxConnections), "most SSH connections served at once"),
@@ -126,6 +127,9 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 	}
 	if cfg.PostStart, err = ParsePostStart(o.PostStart); err != nil {
 		return 0, fmt.Errorf("--post-start: %w", err)
+	}
+	if cfg.RemoteEnv, err = ParseRemoteEnv(o.RemoteEnv); err != nil {
+		return 0, fmt.Errorf("--remote-env: %w", err)
 	}
 	if cfg.Editor, err = ParseEditor(o.Editor); err != nil {
 		return 0, fmt.Errorf("--editor: %w", err)

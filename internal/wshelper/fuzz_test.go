@@ -3,6 +3,7 @@ package wshelper
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,6 +124,30 @@ func FuzzParseEditor(f *testing.F) {
 		again, err := ParseEditor(string(b))
 		if err != nil || again == nil || again.Port != e.Port || len(again.Argv) != len(e.Argv) {
 			t.Fatalf("%s: encoded again as %s: %+v %v", s, b, again, err)
+		}
+	})
+}
+
+// FuzzParseRemoteEnv: what is accepted has names the environment can hold, and WithRemoteEnv sets
+// every one of them.
+func FuzzParseRemoteEnv(f *testing.F) {
+	f.Add(`[{"name":"PATH","value":"${PATH}:/x"},{"name":"A","value":"${A}${B}"}]`)
+	f.Add(`[{"name":"A=B","value":"x"}]`)
+	f.Add(`null`)
+	f.Add(`[{"name":"","value":""}]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		env, err := ParseRemoteEnv(s)
+		if err != nil {
+			return
+		}
+		out := WithRemoteEnv([]string{"PATH=/bin"}, env)
+		for _, e := range env {
+			if e.Name == "" || strings.ContainsAny(e.Name, "=\x00") {
+				t.Fatalf("name %q accepted: %q", e.Name, s)
+			}
+			if !slices.ContainsFunc(out, func(kv string) bool { return strings.HasPrefix(kv, e.Name+"=") }) {
+				t.Fatalf("%s is not set in %q", e.Name, out)
+			}
 		}
 	})
 }

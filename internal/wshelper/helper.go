@@ -82,6 +82,9 @@ type Config struct {
 	// Env is the container's environment, given to the command, postStart and sessions; nil:
 	// ContainerEnv(os.Environ()).
 	Env []string
+	// RemoteEnv is added to Env for sessions, postStart and the editor, not the command
+	// (WithRemoteEnv).
+	RemoteEnv []EnvVar
 	// The command's standard streams; postStart's output goes to Stdout.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -130,7 +133,8 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		return 0, err
 	}
 	opts := cfg.Server
-	opts.HostKey, opts.AuthorizedKeysFile, opts.Env, opts.Logger = hostKey, cfg.AuthorizedKeysFile, cfg.Env, log
+	remoteEnv := WithRemoteEnv(cfg.Env, cfg.RemoteEnv)
+	opts.HostKey, opts.AuthorizedKeysFile, opts.Env, opts.Logger = hostKey, cfg.AuthorizedKeysFile, remoteEnv, log
 	opts.TrustedOnly = cfg.SSHAddr == ""
 	srv, err := NewServer(opts)
 	if err != nil {
@@ -202,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		if after == nil {
 			after = time.After
 		}
-		editor = startEditor(postCtx, *cfg.Editor, cfg.Env, cfg.Stdout, log, cmp.Or(cfg.EditorReadyTimeout, DefaultEditorReadyTimeout), after)
+		editor = startEditor(postCtx, *cfg.Editor, remoteEnv, cfg.Stdout, log, cmp.Or(cfg.EditorReadyTimeout, DefaultEditorReadyTimeout), after)
 		editorReady = editor.ready
 	} else {
 		close(editorReady)
@@ -213,7 +217,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		postStart.Add(1)
 		go func() {
 			defer postStart.Done()
-			if err := RunPostStart(postCtx, cfg.PostStart, cfg.Env, cfg.StateDir, cfg.Instance, cfg.Stdout, log); err != nil {
+			if err := RunPostStart(postCtx, cfg.PostStart, remoteEnv, cfg.StateDir, cfg.Instance, cfg.Stdout, log); err != nil {
 				if postCtx.Err() != nil {
 					return // stopping
 				}

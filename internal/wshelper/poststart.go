@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -46,6 +47,9 @@ func ParsePostStart(s string) ([]PostStartCommand, error) {
 		if strings.TrimSpace(c.CommandLine) == "" {
 			return nil, fmt.Errorf("postStart command %d (%q): empty commandLine", i, c.ID)
 		}
+		if c.OncePerWorkspace && !onceIDRe.MatchString(c.ID) {
+			return nil, fmt.Errorf("postStart command %d (%q): a command that runs once per workspace needs an id of letters, digits and '-' (it names its record)", i, c.ID)
+		}
 		if strings.ContainsRune(c.CommandLine, 0) || strings.ContainsRune(c.WorkingDir, 0) {
 			return nil, fmt.Errorf("postStart command %d (%q): NUL in command or directory", i, c.ID)
 		}
@@ -58,6 +62,44 @@ func ParsePostStart(s string) ([]PostStartCommand, error) {
 	return cmds, nil
 }
 
+var onceIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`)
+
+// ParseRemoteEnv decodes the JSON list of remote environment variables; empty input is none.
+func ParseRemoteEnv(s string) ([]EnvVar, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	var env []EnvVar
+	if err := dec.Decode(&env); err != nil {
+		return nil, fmt.Errorf("remote environment: %w", err)
+	}
+	for _, e := range env {
+		if e.Name == "" || strings.ContainsAny(e.Name, "=\x00") || strings.ContainsRune(e.Value, 0) {
+			return nil, fmt.Errorf("remote environment: bad variable %q", e.Name)
+		}
+	}
+	return env, nil
+}
+
+// WithRemoteEnv returns env with vars set in order, each value's ${NAME} replaced by NAME's value
+// so far (empty when unset): `PATH=${PATH}:/home/me/bin` extends the image's PATH. Nothing else in
+// a value is expanded.
+func WithRemoteEnv(env []string, vars []EnvVar) []string {
+	if len(vars) == 0 {
+		return env
+	}
+	out := append([]string(nil), env...)
+	for _, e := range vars {
+		val := remoteVarRe.ReplaceAllStringFunc(e.Value, func(m string) string { return lookupEnv(out, m[2:len(m)-1]) })
+		out = setEnv(out, e.Name, val)
+	}
+	return out
+}
+
+var remoteVarRe = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
+
 // PostStartMarker is the file under the state directory that records postStart commands that
 // succeeded.
 const PostStartMarker = "poststart-done.json"
@@ -65,6 +107,10 @@ const PostStartMarker = "poststart-done.json"
 // PostStartLog is the file under the state directory that holds the output of the latest run of
 // the postStart commands.
 const PostStartLog = "poststart.log"
+
+// OnceMarkerPrefix, followed by a command's id, is the file under the state directory that records
+// the success of a command that runs once per workspace (PostStartCommand.OncePerWorkspace).
+const OnceMarkerPrefix = "once-done-"
 
 // postStartRecord is PostStartMarker's content.
 type postStartRecord struct {
@@ -117,6 +163,13 @@ func RunPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 		out = io.MultiWriter(out, f)
 	}
 	for i, c := range cmds {
+		once := filepath.Join(stateDir, OnceMarkerPrefix+c.ID)
+		if c.OncePerWorkspace {
+			if _, err := os.Stat(once); err == nil {
+				log.Info("postStart command runs once per workspace and already succeeded; not running it again", "id", c.ID)
+				continue
+			}
+		}
 		log.Info("postStart command", "id", c.ID, "n", i+1, "of", len(cmds))
 		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.CommandLine)
 		cmd.Env = append([]string(nil), env...)
@@ -129,6 +182,12 @@ func RunPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 		cmd.WaitDelay = waitDelay
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("postStart command %q: %w", c.ID, err)
+		}
+		if c.OncePerWorkspace {
+			// Recorded at once: a later command's failure must not run this one again.
+			if err := writeFileAtomic(once, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
+				return fmt.Errorf("postStart: record success of %q: %w", c.ID, err)
+			}
 		}
 	}
 	want.Finished = time.Now().UTC()

@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/backend"
 	"github.com/hangar-dev/hangar/internal/clock"
+	"github.com/hangar-dev/hangar/internal/devcontainer"
 	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/reconcile"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -87,8 +88,11 @@ type CreateRequest struct {
 	Agent string
 	// Devfile is the devfile's text; with a template, it must be empty (the template's active
 	// version is the devfile); with neither, the workspace gets the default devfile.
-	Devfile  string
-	Template *store.Template
+	Devfile string
+	// Devcontainer is a devcontainer.json's text, translated into the workspace's devfile
+	// (internal/devcontainer); exclusive with Devfile and Template.
+	Devcontainer string
+	Template     *store.Template
 	// Schedule is the workspace's own lifecycle settings (checked by the caller).
 	Schedule workspace.Schedule
 }
@@ -107,6 +111,15 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 	if len(req.Devfile) > sdk.MaxDevfileBytes {
 		v.Add("devfile", "is %d bytes, the limit is %d", len(req.Devfile), sdk.MaxDevfileBytes)
 	}
+	if req.Devcontainer != "" && req.Devfile != "" {
+		v.Add("devcontainer", "and devfile both define the workspace: give one or the other")
+	}
+	if req.Devcontainer != "" && req.Template != nil {
+		v.Add("devcontainer", "and the template %q both define the workspace: give one or the other", req.Template.Name)
+	}
+	if len(req.Devcontainer) > sdk.MaxDevfileBytes {
+		v.Add("devcontainer", "is %d bytes, the limit is %d", len(req.Devcontainer), sdk.MaxDevfileBytes)
+	}
 	if err := v.Err(); err != nil {
 		return workspace.Workspace{}, nil, err
 	}
@@ -118,8 +131,16 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 		}
 		return workspace.Workspace{}, nil, err
 	}
+	id := uuid.NewString()
 	text := []byte(req.Devfile)
-	if req.Template != nil {
+	if req.Devcontainer != "" {
+		// Its devfile is what is kept: the workspace is generated from it as from any devfile.
+		r, err := devcontainer.Translate([]byte(req.Devcontainer), devcontainer.Options{Basename: req.Name, ID: id, Caps: agent.Config.MaxResources})
+		if err != nil {
+			return workspace.Workspace{}, nil, err
+		}
+		text = r.Devfile
+	} else if req.Template != nil {
 		ver, err := s.st.TemplateVersionByID(ctx, req.Template.ActiveVersionID)
 		if err != nil {
 			return workspace.Workspace{}, nil, fmt.Errorf("read template %q: %w", req.Template.Name, err)
@@ -136,7 +157,6 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 	}
 	cfg := agent.Config
 	now := s.clock.Now()
-	id := uuid.NewString()
 	// The cluster name is unique to this workspace: two owners' "dev", or a "dev" created again while
 	// the previous one is being deleted, never share a namespace or an object.
 	kubeName := workspace.KubeName(req.Name, id)

@@ -1,0 +1,97 @@
+package devfile
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// TestDefinitionAttributes: a devfile says what defined the workspace and carries that
+// translation's warnings first; a postStart command may run once per workspace, which the helper
+// is told; the main container's remote-env reaches the helper. Wrong values are refused naming the
+// attribute.
+func TestDefinitionAttributes(t *testing.T) {
+	d := mustParse(t, []byte(`schemaVersion: 2.2.0
+attributes:
+  hangar.dev/definition: devcontainer.json
+  hangar.dev/definition-warnings: ["first"]
+  controller.devfile.io/scc: x
+components:
+  - name: main
+    attributes:
+      hangar.dev/remote-env: [{name: PATH, value: "${PATH}:/x"}]
+    container: {image: busybox}
+commands:
+  - id: create
+    attributes: {hangar.dev/once-per-workspace: true}
+    exec: {component: main, commandLine: make}
+  - id: start
+    exec: {component: main, commandLine: run}
+events:
+  postStart: [create, start]
+`))
+	if d.Definition() != DefinitionDevcontainer {
+		t.Errorf("definition %q", d.Definition())
+	}
+	if w := d.Warnings(); len(w) != 2 || w[0] != "first" {
+		t.Errorf("warnings %q, want the translation's first", w)
+	}
+	out, err := Generate(d, defaultParams(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := readBack(t, out)
+	env := map[string]string{}
+	for _, e := range g.deployment.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	var cmds []workspace.PostStartCommand
+	if err := json.Unmarshal([]byte(env[HelperPostStartEnv]), &cmds); err != nil || len(cmds) != 2 || !cmds[0].OncePerWorkspace || cmds[1].OncePerWorkspace {
+		t.Errorf("postStart %s (%v), want create once per workspace and start not", env[HelperPostStartEnv], err)
+	}
+	if env[HelperRemoteEnvEnv] != `[{"name":"PATH","value":"${PATH}:/x"}]` {
+		t.Errorf("remote env %q", env[HelperRemoteEnvEnv])
+	}
+	if d := mustParse(t, []byte("schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox}\n")); d.Definition() != DefinitionDevfile {
+		t.Errorf("a plain devfile: definition %q", d.Definition())
+	}
+
+	_, err = Parse([]byte(`schemaVersion: 2.2.0
+attributes:
+  hangar.dev/definition: compose
+  hangar.dev/definition-warnings: 3
+components:
+  - name: main
+    attributes:
+      hangar.dev/remote-env: [{name: HANGAR_X, value: "1"}]
+    container: {image: busybox}
+commands:
+  - id: stop
+    attributes: {hangar.dev/once-per-workspace: true}
+    exec: {component: main, commandLine: x}
+events:
+  preStop: [stop]
+`))
+	var ve *workspace.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("want a ValidationError, got %v", err)
+	}
+	var got []string
+	for _, p := range ve.Problems {
+		got = append(got, p.Field+": "+p.Detail)
+	}
+	for _, want := range []string{
+		`devfile.attributes["hangar.dev/definition"]: must be "devfile" or "devcontainer.json"`,
+		`devfile.attributes["hangar.dev/definition-warnings"]: must be a list of strings`,
+		`devfile.components[0].attributes["hangar.dev/remote-env"][0].name: "HANGAR_X" starts with "HANGAR"`,
+		`devfile.commands[0].attributes["hangar.dev/once-per-workspace"]: applies to commands of the postStart event only`,
+	} {
+		if !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, want) }) {
+			t.Errorf("problems %q, want %q", got, want)
+		}
+	}
+}
