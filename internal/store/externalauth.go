@@ -22,6 +22,9 @@ type ExternalAuthLink struct {
 	// RefreshError is the last refresh's failure ("" after a success); RelinkReason is set when the
 	// forge refused the refresh token: no token is handed out until the user links again.
 	RefreshError, RelinkReason string
+	// RefreshClaimedUntil is set while a replica refreshes the token (a claim that lapses then):
+	// only the claimant sends the refresh token to the forge.
+	RefreshClaimedUntil *time.Time
 	// Version is bumped by every write; UpdateExternalAuthLink compares it.
 	Version int64
 }
@@ -45,7 +48,7 @@ type ExternalAuthStore interface {
 	ExternalAuthLink(ctx context.Context, userID, providerID string) (ExternalAuthLink, error)
 	// ExternalAuthLinks lists a user's links, by provider id.
 	ExternalAuthLinks(ctx context.Context, userID string) ([]ExternalAuthLink, error)
-	// UpdateExternalAuthLink writes l's tokens, expiry and refresh outcome if the stored link's
+	// UpdateExternalAuthLink writes l's tokens, expiry, refresh outcome and claim if the stored link's
 	// version is still l.Version (compare-and-swap), and returns it with its new version. Another
 	// write since: ErrConflict; unlinked since: ErrNotFound.
 	UpdateExternalAuthLink(ctx context.Context, l ExternalAuthLink) (ExternalAuthLink, error)

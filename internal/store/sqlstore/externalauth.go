@@ -11,17 +11,17 @@ import (
 )
 
 const externalAuthLinkCols = `user_id, provider_id, key_id, access_token, refresh_token, expires_at, account_login, account_email,
-	linked_at, refreshed_at, refresh_error, relink_reason, version`
+	linked_at, refreshed_at, refresh_error, relink_reason, refresh_claimed_until, version`
 
 func scanExternalAuthLink(row interface{ Scan(...any) error }) (store.ExternalAuthLink, error) {
 	var l store.ExternalAuthLink
-	var expires, refreshed sql.NullInt64
+	var expires, refreshed, claimed sql.NullInt64
 	var linked int64
 	if err := row.Scan(&l.UserID, &l.ProviderID, &l.KeyID, &l.AccessToken, &l.RefreshToken, &expires, &l.AccountLogin, &l.AccountEmail,
-		&linked, &refreshed, &l.RefreshError, &l.RelinkReason, &l.Version); err != nil {
+		&linked, &refreshed, &l.RefreshError, &l.RelinkReason, &claimed, &l.Version); err != nil {
 		return store.ExternalAuthLink{}, err
 	}
-	l.ExpiresAt, l.RefreshedAt, l.LinkedAt = ptrTime(expires), ptrTime(refreshed), fromMicros(linked)
+	l.ExpiresAt, l.RefreshedAt, l.LinkedAt, l.RefreshClaimedUntil = ptrTime(expires), ptrTime(refreshed), fromMicros(linked), ptrTime(claimed)
 	return l, nil
 }
 
@@ -34,9 +34,9 @@ func (s *Store) PutExternalAuthLink(ctx context.Context, l store.ExternalAuthLin
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			l.Version = 1
-			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO external_auth_links (`+externalAuthLinkCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO external_auth_links (`+externalAuthLinkCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 				l.UserID, l.ProviderID, l.KeyID, l.AccessToken, l.RefreshToken, nullMicros(l.ExpiresAt), l.AccountLogin, l.AccountEmail,
-				micros(l.LinkedAt), nullMicros(l.RefreshedAt), l.RefreshError, l.RelinkReason, l.Version)
+				micros(l.LinkedAt), nullMicros(l.RefreshedAt), l.RefreshError, l.RelinkReason, nullMicros(l.RefreshClaimedUntil), l.Version)
 			if err = s.wrapUnique(err, "external auth link"); err != nil {
 				return fmt.Errorf("insert the link: %w", err)
 			}
@@ -45,10 +45,10 @@ func (s *Store) PutExternalAuthLink(ctx context.Context, l store.ExternalAuthLin
 		default:
 			l.Version = version + 1
 			if _, err := tx.ExecContext(ctx, s.q(`UPDATE external_auth_links SET key_id = ?, access_token = ?, refresh_token = ?, expires_at = ?,
-				account_login = ?, account_email = ?, linked_at = ?, refreshed_at = ?, refresh_error = ?, relink_reason = ?, version = ?
-				WHERE user_id = ? AND provider_id = ?`),
+				account_login = ?, account_email = ?, linked_at = ?, refreshed_at = ?, refresh_error = ?, relink_reason = ?,
+				refresh_claimed_until = ?, version = ? WHERE user_id = ? AND provider_id = ?`),
 				l.KeyID, l.AccessToken, l.RefreshToken, nullMicros(l.ExpiresAt), l.AccountLogin, l.AccountEmail, micros(l.LinkedAt),
-				nullMicros(l.RefreshedAt), l.RefreshError, l.RelinkReason, l.Version, l.UserID, l.ProviderID); err != nil {
+				nullMicros(l.RefreshedAt), l.RefreshError, l.RelinkReason, nullMicros(l.RefreshClaimedUntil), l.Version, l.UserID, l.ProviderID); err != nil {
 				return fmt.Errorf("replace the link: %w", err)
 			}
 		}
@@ -95,10 +95,10 @@ func (s *Store) ExternalAuthLinks(ctx context.Context, userID string) ([]store.E
 
 func (s *Store) UpdateExternalAuthLink(ctx context.Context, l store.ExternalAuthLink) (store.ExternalAuthLink, error) {
 	res, err := s.db.ExecContext(ctx, s.q(`UPDATE external_auth_links SET key_id = ?, access_token = ?, refresh_token = ?, expires_at = ?,
-		refreshed_at = ?, refresh_error = ?, relink_reason = ?, version = version + 1
+		refreshed_at = ?, refresh_error = ?, relink_reason = ?, refresh_claimed_until = ?, version = version + 1
 		WHERE user_id = ? AND provider_id = ? AND version = ?`),
 		l.KeyID, l.AccessToken, l.RefreshToken, nullMicros(l.ExpiresAt), nullMicros(l.RefreshedAt), l.RefreshError, l.RelinkReason,
-		l.UserID, l.ProviderID, l.Version)
+		nullMicros(l.RefreshClaimedUntil), l.UserID, l.ProviderID, l.Version)
 	if err != nil {
 		return store.ExternalAuthLink{}, fmt.Errorf("update the link to %s: %w", l.ProviderID, err)
 	}

@@ -45,7 +45,7 @@ func testExternalAuthLinks(t *testing.T, s store.Store) {
 	// Compare-and-swap: the update from version 1 wins once; a second from version 1 loses.
 	at := t0.Add(time.Minute)
 	upd := got
-	upd.AccessToken, upd.RefreshToken, upd.RefreshedAt = []byte("sealed-a2"), []byte("sealed-r2"), &at
+	upd.AccessToken, upd.RefreshToken, upd.RefreshedAt, upd.RefreshClaimedUntil = []byte("sealed-a2"), []byte("sealed-r2"), &at, &exp
 	won, err := s.UpdateExternalAuthLink(ctx, upd)
 	if err != nil || won.Version != 2 {
 		t.Fatalf("UpdateExternalAuthLink = %+v, %v; want version 2", won, err)
@@ -53,7 +53,8 @@ func testExternalAuthLinks(t *testing.T, s store.Store) {
 	if _, err := s.UpdateExternalAuthLink(ctx, upd); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("UpdateExternalAuthLink(stale version) = %v, want ErrConflict", err)
 	}
-	if got, _ := s.ExternalAuthLink(ctx, f.User.ID, "gitea"); !bytes.Equal(got.RefreshToken, []byte("sealed-r2")) || got.RefreshedAt == nil || got.Version != 2 {
+	if got, _ := s.ExternalAuthLink(ctx, f.User.ID, "gitea"); !bytes.Equal(got.RefreshToken, []byte("sealed-r2")) || got.RefreshedAt == nil || got.Version != 2 ||
+		got.RefreshClaimedUntil == nil || !got.RefreshClaimedUntil.Equal(exp) {
 		t.Fatalf("after the update: %+v", got)
 	}
 	// Two concurrent updates from the same read: one wins, one gets ErrConflict.

@@ -4,7 +4,9 @@
 -- key: the forges live in the server's config). The tokens are sealed with AES-256-GCM under the
 -- key key_id names (internal/externalauth); a row never holds a token in the clear. version is
 -- bumped by every write so that two replicas refreshing at once compare-and-swap: the loser
--- re-reads and uses the winner's token (a used refresh token is dead at the forge).
+-- re-reads and uses the winner's token (a used refresh token is dead at the forge). A refresh is
+-- claimed first (refresh_claimed_until, by compare-and-swap) so that only one replica sends a
+-- refresh token to the forge; the others wait for its result or for the claim to lapse.
 CREATE TABLE external_auth_links (
     user_id         TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,
     provider_id     TEXT NOT NULL,
@@ -18,6 +20,7 @@ CREATE TABLE external_auth_links (
     refreshed_at    BIGINT,
     refresh_error   TEXT NOT NULL DEFAULT '',
     relink_reason   TEXT NOT NULL DEFAULT '',
+    refresh_claimed_until BIGINT,
     version         BIGINT NOT NULL,
     PRIMARY KEY (user_id, provider_id)
 );
