@@ -195,15 +195,21 @@ func (s *Service) seal(l *store.ExternalAuthLink, tok *oauth2.Token, now time.Ti
 	if tok.RefreshToken != "" {
 		_, l.RefreshToken = s.o.Keys.Seal([]byte(tok.RefreshToken), tokenAAD(l.UserID, l.ProviderID, "refresh"))
 	}
-	l.ExpiresAt = nil
+	l.ExpiresAt = expiry(tok, now)
+}
+
+// expiry is when tok expires: expires_in from now on the injected clock (nil: never).
+func expiry(tok *oauth2.Token, now time.Time) *time.Time {
+	var e time.Time
 	switch {
 	case tok.ExpiresIn > 0:
-		e := now.Add(time.Duration(tok.ExpiresIn) * time.Second)
-		l.ExpiresAt = &e
+		e = now.Add(time.Duration(tok.ExpiresIn) * time.Second)
 	case !tok.Expiry.IsZero():
-		e := tok.Expiry.UTC()
-		l.ExpiresAt = &e
+		e = tok.Expiry.UTC()
+	default:
+		return nil
 	}
+	return &e
 }
 
 // account reads the forge account's login and email from its user API.
@@ -261,7 +267,9 @@ func truncate(s string, n int) string {
 type Token struct {
 	AccessToken string
 	Username    string
-	Provider    Provider
+	// ExpiresAt is when the access token expires (nil: not said).
+	ExpiresAt *time.Time
+	Provider  Provider
 }
 
 // Token returns u's valid access token at a forge: the stored one while it has more than the
@@ -338,7 +346,7 @@ func (s *Service) refresh(ctx context.Context, l store.ExternalAuthLink, p Provi
 	if err := s.finishRefresh(ctx, l, p, tok, "", false); err != nil {
 		return Token{}, err
 	}
-	return Token{AccessToken: tok.AccessToken, Username: p.GitUsername(), Provider: p}, nil
+	return Token{AccessToken: tok.AccessToken, Username: p.GitUsername(), ExpiresAt: expiry(tok, s.o.Clock.Now()), Provider: p}, nil
 }
 
 // finishRefresh writes a refresh's outcome over the claimed link: the new tokens, or the error
@@ -412,7 +420,7 @@ func (s *Service) open(l store.ExternalAuthLink, p Provider) (Token, error) {
 	if err != nil {
 		return Token{}, fmt.Errorf("%w: %s: the stored token does not open (was the key file changed?); run `hangar external-auth link %s`", ErrRelink, p.Name, p.ID)
 	}
-	return Token{AccessToken: string(at), Username: p.GitUsername(), Provider: p}, nil
+	return Token{AccessToken: string(at), Username: p.GitUsername(), ExpiresAt: l.ExpiresAt, Provider: p}, nil
 }
 
 // GitCredential is the credential git gets for req in a workspace of owner: the owner's token at

@@ -29,6 +29,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/errs"
+	"github.com/hangar-dev/hangar/internal/externalauth"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -74,6 +75,9 @@ type Options struct {
 	StreamLimits   StreamLimits
 	// OIDC configures sign-in through an OpenID Connect provider (oidc.go); nil: none.
 	OIDC *OIDCOptions
+	// ExternalAuth links users to forges and hands their tokens to git (externalauth.go); nil:
+	// no forge is configured.
+	ExternalAuth *externalauth.Service
 	// HeartbeatAfter makes the timers of the live workspace stream's heartbeats (events.go;
 	// default time.After; tests fire their own).
 	HeartbeatAfter func(time.Duration) <-chan time.Time
@@ -119,6 +123,8 @@ type Server struct {
 
 	// oidc is the OpenID Connect provider users sign in with (nil: none).
 	oidc *oidcSignIn
+	// extAuth is the forges users link (nil: none).
+	extAuth *externalauth.Service
 
 	// csrf guards the browser's form posts (sign-in, sign-out).
 	csrf *http.CrossOriginProtection
@@ -197,6 +203,7 @@ func New(opts Options) *Server {
 	s.stateBodies = newBodyLimiter(BodyBudgetBytes)
 	s.authFailures = newAuthLimiter(opts.AuthLimit, opts.Clock.Now, opts.Logger.With("component", "limits"))
 	s.oidc = newOIDCSignIn(opts.OIDC)
+	s.extAuth = opts.ExternalAuth
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -295,11 +302,15 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", OIDCCallbackPath, http.HandlerFunc(s.oidcCallback)},
 		{"GET", OIDCLogoutPath, http.HandlerFunc(s.oidcLogout)},
 		{"GET", OIDCSignedOutPath, http.HandlerFunc(s.oidcSignedOut)},
+		{"GET", ExternalAuthCallbackPath, http.HandlerFunc(s.externalAuthCallback)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
 		{"GET", "/api/v1/users/me/ssh-keys", s.authUser(s.listSSHKeys)},
 		{"POST", "/api/v1/users/me/ssh-keys", s.authUser(s.addSSHKey)},
 		{"DELETE", "/api/v1/users/me/ssh-keys/{key}", s.authUser(s.removeSSHKey)},
+		{"GET", "/api/v1/external-auth", s.authUser(s.listExternalAuth)},
+		{"POST", "/api/v1/external-auth/{id}/link", s.authUser(s.linkExternalAuth)},
+		{"DELETE", "/api/v1/external-auth/{id}", s.authUser(s.unlinkExternalAuth)},
 		{"POST", "/api/v1/users", s.authUser(s.adminOnly(s.createUser))},
 		{"GET", "/api/v1/users", s.authUser(s.adminOnly(s.listUsers))},
 		{"PATCH", "/api/v1/users/{username}", s.authUser(s.adminOnly(s.updateUser))},
@@ -323,6 +334,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"PUT", "/api/v1/workspaces/{name}/schedule", s.authUser(s.setSchedule)},
 		{"POST", "/api/v1/workspaces/{name}/update", s.authUser(s.updateWorkspaceVersion)},
 		{"GET", protocol.WorkspaceAgentConnectPath, http.HandlerFunc(s.workspaceAgentConnect)},
+		{"POST", GitCredentialsPath, http.HandlerFunc(s.gitCredentials)},
 
 		{"POST", "/api/v1/templates/{name}/versions", s.authUser(s.adminOnly(s.pushTemplateVersion))},
 		{"GET", "/api/v1/templates/{name}/versions", s.authUser(s.listTemplateVersions)},
