@@ -137,9 +137,10 @@ func New(t testing.TB, opts Options) *Provider {
 	p.server = httptest.NewUnstartedServer(nil)
 	issuer := "http://" + p.server.Listener.Addr().String()
 	cfg := &op.Config{
-		CryptoKey:      sha256.Sum256([]byte(p.keyID)),
-		CodeMethodS256: true,
-		AuthMethodPost: true,
+		CryptoKey:             sha256.Sum256([]byte(p.keyID)),
+		CodeMethodS256:        true,
+		AuthMethodPost:        true,
+		GrantTypeRefreshToken: true,
 	}
 	p.op, err = op.NewProvider(cfg, &storage{p}, op.StaticIssuer(issuer), op.WithAllowInsecure(),
 		op.WithLogger(slog.New(slog.DiscardHandler)))
