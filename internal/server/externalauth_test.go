@@ -67,7 +67,9 @@ func newForgeEnv(t *testing.T, engine string) *forgeEnv {
 	fe.forge.AddUser(oidctest.User{Subject: forgeSubject, PreferredUsername: forgeLogin, Email: "dev@forge.test"})
 	var err error
 	fe.providers, err = externalauth.Decode([]byte(forgeConfig(fe.forge.Issuer())),
-		func(k string) (string, bool) { return map[string]string{"FORGE_SECRET": forgeSecret}[k], k == "FORGE_SECRET" }, os.ReadFile)
+		func(k string) (string, bool) {
+			return map[string]string{"FORGE_SECRET": forgeSecret}[k], k == "FORGE_SECRET"
+		}, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
 	}
