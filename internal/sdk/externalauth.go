@@ -66,7 +66,7 @@ func (c *Client) ListExternalAuth(ctx context.Context) ([]ExternalAuth, error) {
 // LinkExternalAuth begins the caller's link to a forge.
 func (c *Client) LinkExternalAuth(ctx context.Context, id string) (ExternalAuthLinkStart, error) {
 	var out ExternalAuthLinkStart
-	err := c.do(ctx, http.MethodPost, []string{"external-auth", id, "link"}, struct{}{}, &out)
+	err := c.do(ctx, http.MethodPost, []string{"external-auth", id, "link"}, nil, &out)
 	return out, err
 }
 

@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/audit"
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/externalauth"
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
@@ -390,4 +392,74 @@ func TestExternalAuthCallbackBoundToUser(t *testing.T) {
 	if r := anon.redirectFrom("/external-auth/forge/callback"); r == nil || !strings.HasPrefix(r.Header.Get("Location"), "/signin?return_to=%2Fexternal-auth%2Fforge%2Fcallback") {
 		t.Fatalf("a browser not signed in was not sent to sign in: %v", r)
 	}
+}
+
+// withForge configures p as the forge "forge" of a server whose URL *base will hold.
+func withForge(t *testing.T, p *oidctest.Provider, base *string) servertest.Option {
+	providers, err := externalauth.Decode([]byte(forgeConfig(p.Issuer())),
+		func(k string) (string, bool) { return forgeSecret, k == "FORGE_SECRET" }, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := externalauth.ParseKeys([]byte(testKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.AddUser(oidctest.User{Subject: forgeSubject, PreferredUsername: forgeLogin, Email: "dev@forge.test"})
+	return func(o *server.Options) {
+		o.ExternalAuth = externalauth.New(externalauth.Options{Providers: providers, Keys: keys, Store: o.Store, Clock: o.Clock,
+			CallbackURL: func(id string) string { return server.ExternalAuthCallbackURL(*base, id) }})
+	}
+}
+
+// oaExternalAuth goes through the external auth endpoints with the document's checker: a link
+// (the browser's part at the forge in a browser of its own), the helper's git credential, unlink.
+func oaExternalAuth(t *testing.T, c *oaChecker, p *oidctest.Provider, dev string) {
+	t.Helper()
+	env := c.env
+	p.AddClient(oidctest.Client{ID: forgeClient, Secret: forgeSecret, RedirectURIs: []string{server.ExternalAuthCallbackURL(env.URL, "forge")}})
+	var ws struct {
+		ID string `json:"id"`
+	}
+	c.decode(c.do(dev, "POST", "/api/v1/workspaces", map[string]any{"name": "tfgit", "template": "tf"}, 201, true), &ws)
+	helper := protocol.WorkspaceAgentTokenPrefix + "openapi-git"
+	if err := env.Store.CreateWorkspaceAgentToken(context.Background(), store.WorkspaceAgentToken{Hash: tfbackend.HashAgentToken(helper),
+		WorkspaceID: ws.ID, BuildNumber: 1, CreatedAt: env.Clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	c.do(dev, "GET", "/api/v1/external-auth", nil, 200, true)
+	c.do(dev, "POST", "/api/v1/external-auth/nope/link", nil, 404, true)
+	c.do(helper, "POST", server.GitCredentialsPath, map[string]any{"protocol": "https", "host": forgeHost}, 404, true)
+	var start sdk.ExternalAuthLinkStart
+	c.decode(c.do(dev, "POST", "/api/v1/external-auth/forge/link", nil, 200, true), &start)
+	b := newOIDCBrowser(t)
+	b.stopAt = "/external-auth/forge/callback"
+	b.postForm(env.URL+"/signin", url.Values{"token": {dev}, "return_to": {"/ui/"}})
+	page, _ := b.get(start.AuthorizeURL)
+	resp, err := p.LogIn(b.c, page, forgeSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cb, err := resp.Location()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.do("", "GET", cb.RequestURI(), nil, 303, true) // not signed in: to /signin
+	u, _ := url.Parse(env.URL)
+	saved := c.cookie
+	for _, ck := range b.c.Jar.Cookies(u) {
+		if ck.Name == server.SessionCookie {
+			c.cookie = ck.Name + "=" + ck.Value
+		}
+	}
+	c.do("", "GET", cb.RequestURI(), nil, 200, true)
+	c.do("", "GET", cb.RequestURI(), nil, 400, true) // the state was used
+	c.cookie = saved
+	c.do(helper, "POST", server.GitCredentialsPath, map[string]any{"protocol": "https", "host": forgeHost, "path": "team/app.git"}, 200, true)
+	c.do(helper, "POST", server.GitCredentialsPath, map[string]any{"protocol": "https", "host": "github.com"}, 404, true)
+	c.do(helper, "POST", server.GitCredentialsPath, map[string]any{"protocol": "ssh", "host": forgeHost}, 400, false)
+	c.do(dev, "POST", server.GitCredentialsPath, map[string]any{"protocol": "https", "host": forgeHost}, 401, false)
+	c.do(dev, "DELETE", "/api/v1/external-auth/forge", nil, 204, true)
+	c.do(dev, "DELETE", "/api/v1/external-auth/forge", nil, 404, true)
 }
