@@ -101,7 +101,7 @@ func TestExternalAuthCommands(t *testing.T) {
 	if out := c.ok("external-auth", "unlink", "forge"); out != "Unlinked forge.\n" {
 		t.Fatalf("unlink:\n%s", out)
 	}
-	if out := c.fail("external-auth", "unlink", "forge"); !strings.Contains(out, "error: not linked") {
+	if out := c.fail("external-auth", "unlink", "forge"); !strings.Contains(out, "error: no link: alice has no link to Test Forge") {
 		t.Fatalf("second unlink:\n%s", out)
 	}
 	// Nobody links: the wait ends at --timeout, saying what to do.

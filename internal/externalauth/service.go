@@ -38,12 +38,16 @@ const (
 // Errors Token and GitCredential return (wrapped, with the forge and what to do).
 var (
 	ErrUnknownProvider = errs.New(errs.NotFound, "no such forge")
-	ErrNotLinked       = errs.New(errs.NotFound, "not linked")
-	ErrRelink          = errs.New(errs.Conflict, "must be linked again")
-	ErrSuspended       = errs.New(errs.Forbidden, "user suspended")
-	ErrNoForge         = errs.New(errs.NotFound, "no forge for this host")
-	ErrForge           = errs.New(errs.Unreachable, "the forge did not answer")
-	ErrLinkState       = errs.New(errs.Invalid, "invalid link")
+	// ErrNotLinked is a conflict, not a not-found: git's credential helper lets git go on to other
+	// helpers on a 404 (no forge serves the host) and stops it, with this message, otherwise.
+	ErrNotLinked = errs.New(errs.Conflict, "not linked")
+	// ErrNoLink is an unlink of a forge the user has no link to.
+	ErrNoLink    = errs.New(errs.NotFound, "no link")
+	ErrRelink    = errs.New(errs.Conflict, "must be linked again")
+	ErrSuspended = errs.New(errs.Forbidden, "user suspended")
+	ErrNoForge   = errs.New(errs.NotFound, "no forge for this host")
+	ErrForge     = errs.New(errs.Unreachable, "the forge did not answer")
+	ErrLinkState = errs.New(errs.Invalid, "invalid link")
 )
 
 // Options configure a Service.
@@ -440,7 +444,7 @@ func (s *Service) Unlink(ctx context.Context, u workspace.User, providerID strin
 		return err
 	}
 	if err := s.o.Store.DeleteExternalAuthLink(ctx, u.ID, p.ID); errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: %s has not linked %s", ErrNotLinked, u.Username, p.Name)
+		return fmt.Errorf("%w: %s has no link to %s", ErrNoLink, u.Username, p.Name)
 	} else if err != nil {
 		return err
 	}

@@ -46,6 +46,8 @@ type GitCredentialRequest struct {
 	Protocol string `json:"protocol"`
 	Host     string `json:"host"`
 	Path     string `json:"path,omitempty"`
+	// Username is the remote URL's user name, when it has one; the answer names the forge's own.
+	Username string `json:"username,omitempty"`
 }
 
 // GitCredential is its answer: what git sends to the forge.

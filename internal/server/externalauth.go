@@ -35,13 +35,14 @@ func ExternalAuthCallbackURL(accessURL, id string) string {
 var errNoExternalAuth = errCode(errs.NotFound, "no forge is configured",
 	"this server has no external auth config (hangar server --external-auth-config)")
 
-// extAuthAnswer gives externalauth's errors their own message (the sentinel's text) and the
-// whole sentence as the detail.
+// extAuthAnswer gives externalauth's errors their whole sentence as the message: the workspace's
+// credential helper shows git the message alone ("not linked: ... run `hangar external-auth link
+// NAME`").
 func extAuthAnswer(err error) error {
-	for _, e := range []error{externalauth.ErrUnknownProvider, externalauth.ErrNotLinked, externalauth.ErrRelink, externalauth.ErrSuspended,
-		externalauth.ErrNoForge, externalauth.ErrForge, externalauth.ErrLinkState} {
+	for _, e := range []error{externalauth.ErrUnknownProvider, externalauth.ErrNotLinked, externalauth.ErrNoLink, externalauth.ErrRelink,
+		externalauth.ErrSuspended, externalauth.ErrNoForge, externalauth.ErrForge, externalauth.ErrLinkState} {
 		if errors.Is(err, e) {
-			return errCode(errs.CodeOf(e), e.Error(), err.Error())
+			return errCode(errs.CodeOf(e), err.Error(), "")
 		}
 	}
 	return err
@@ -130,7 +131,7 @@ func (s *Server) externalAuthCallback(w http.ResponseWriter, r *http.Request) {
 	st, err := s.extAuth.TakeState(r.Context(), r.PathValue("id"), q.Get("state"))
 	if err != nil {
 		status, body := statusOf(extAuthAnswer(err))
-		fail(status, body.Detail)
+		fail(status, body.Message)
 		return
 	}
 	p := st.Provider
@@ -155,7 +156,7 @@ func (s *Server) externalAuthCallback(w http.ResponseWriter, r *http.Request) {
 		if status >= 500 {
 			s.log.Error("external auth callback", "forge", p.ID, "err", err)
 		}
-		fail(status, body.Detail)
+		fail(status, body.Message)
 		return
 	}
 	s.auditor.Record(r.Context(), actorOf(u), audit.ExternalAuthLink, target, nil, map[string]any{"account": l.AccountLogin})
