@@ -28,9 +28,10 @@ const (
 	// answer may take (forgeTimeout, twice), so that a claim lapses only when its replica died.
 	refreshClaim = 45 * time.Second
 	forgeTimeout = 15 * time.Second
-	// maxWaits bounds how often Token waits for another replica's refresh.
-	maxWaits     = 20
+	// waitInterval is how often Token reads a link again while another replica refreshes it;
+	// maxReads bounds its reads of one link: a claim lapses before.
 	waitInterval = 250 * time.Millisecond
+	maxReads     = int(refreshClaim/waitInterval) + 10
 	// maxUserAPIBytes bounds the forge's user API answer.
 	maxUserAPIBytes = 1 << 20
 )
@@ -289,7 +290,10 @@ func (s *Service) Token(ctx context.Context, u workspace.User, providerID string
 	if u.SuspendedAt != nil {
 		return Token{}, fmt.Errorf("%w: %s is suspended (since %s): no forge token is handed out", ErrSuspended, u.Username, u.SuspendedAt.Format(time.RFC3339))
 	}
-	for waits := 0; ; {
+	for reads := 1; ; reads++ {
+		if reads > maxReads {
+			return Token{}, fmt.Errorf("%w: another server is still refreshing the token of %s", ErrForge, p.Name)
+		}
 		l, err := s.o.Store.ExternalAuthLink(ctx, u.ID, p.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			return Token{}, fmt.Errorf("%w: %s has not linked %s: run `hangar external-auth link %s`", ErrNotLinked, u.Username, p.Name, p.ID)
@@ -306,9 +310,6 @@ func (s *Service) Token(ctx context.Context, u workspace.User, providerID string
 		}
 		if l.RefreshClaimedUntil != nil && now.Before(*l.RefreshClaimedUntil) {
 			// Another replica (or request) is refreshing: wait for its result.
-			if waits++; waits > maxWaits {
-				return Token{}, fmt.Errorf("%w: another server is still refreshing the token of %s", ErrForge, p.Name)
-			}
 			select {
 			case <-ctx.Done():
 				return Token{}, ctx.Err()
