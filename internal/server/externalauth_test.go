@@ -385,6 +385,17 @@ func TestExternalAuthCallbackBoundToUser(t *testing.T) {
 	if again.StatusCode != http.StatusBadRequest || !strings.Contains(body, "used already") {
 		t.Fatalf("a used state: %s %s", again.Status, body)
 	}
+	// The user refuses at the forge: the forge's words, and an audited failure.
+	mustCall(t, env, fe.dev, "POST", "/api/v1/external-auth/forge/link", nil, http.StatusOK, &start)
+	au, _ := url.Parse(start.AuthorizeURL)
+	denied, body := b.get(server.ExternalAuthCallbackURL(env.URL, "forge") + "?" + url.Values{"state": {au.Query().Get("state")},
+		"error": {"access_denied"}, "error_description": {"the user said no"}}.Encode())
+	if denied.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Test Forge refused the link: access_denied: the user said no") {
+		t.Fatalf("a refusal at the forge: %s %s", denied.Status, body)
+	}
+	if es := auditEntries(t, env.Store, audit.Filter{Action: audit.ExternalAuthLink}); len(es) != 1 || es[0].Outcome != audit.Failure {
+		t.Fatalf("audit of the refusal: %+v", es)
+	}
 	// Not signed in: sent to sign in, and back.
 	anon := newOIDCBrowser(t)
 	anon.stopAt = "/signin"
