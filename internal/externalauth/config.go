@@ -40,11 +40,15 @@ type typeDefaults struct {
 	scopes                 []string
 	gitUsername            string
 	apiBase                string // the user API's base when it is not the base URL's (github.com)
+	// clientAuthInBody: the client id and secret go in the token request's body (GitHub's
+	// documented way), else in a Basic header (RFC 6749 2.3.1, which the others take). Said per
+	// type rather than auto-detected: detection sends a request twice, a refresh token too.
+	clientAuthInBody bool
 }
 
 var defaults = map[Type]typeDefaults{
 	GitHub: {base: "https://github.com", authorize: "/login/oauth/authorize", token: "/login/oauth/access_token", user: "/api/v3/user",
-		apiBase: "https://api.github.com", scopes: []string{"repo", "read:user", "user:email"}, gitUsername: "x-access-token"},
+		apiBase: "https://api.github.com", scopes: []string{"repo", "read:user", "user:email"}, gitUsername: "x-access-token", clientAuthInBody: true},
 	GitLab: {base: "https://gitlab.com", authorize: "/oauth/authorize", token: "/oauth/token", user: "/api/v4/user",
 		scopes: []string{"read_user", "read_repository", "write_repository"}, gitUsername: "oauth2"},
 	Gitea: {authorize: "/login/oauth/authorize", token: "/login/oauth/access_token", user: "/api/v1/user",
@@ -82,6 +86,9 @@ type Provider struct {
 
 	hosts []hostPrefix
 }
+
+// clientAuthInBody tells how this forge takes the client's credentials at its token endpoint.
+func (p Provider) clientAuthInBody() bool { return defaults[p.Type].clientAuthInBody }
 
 // GitUsername is the user name git sends with an access token of this forge as its password.
 func (p Provider) GitUsername() string { return defaults[p.Type].gitUsername }

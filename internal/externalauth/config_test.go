@@ -43,7 +43,7 @@ providers:
 	for i, w := range want {
 		p := ps[i]
 		if p.AuthorizeURL != w.authorize || p.TokenURL != w.token || p.UserURL != w.user || p.ClientSecret != w.secret ||
-			p.GitUsername() != w.git || strings.Join(p.Scopes, " ") != w.scopes {
+			p.GitUsername() != w.git || strings.Join(p.Scopes, " ") != w.scopes || p.clientAuthInBody() != (p.Type == GitHub) {
 			t.Errorf("%s: %+v\nwant %+v", p.ID, p, w)
 		}
 	}

@@ -109,8 +109,12 @@ func (s *Service) Provider(id string) (Provider, error) {
 }
 
 func (s *Service) oauth(p Provider) *oauth2.Config {
+	style := oauth2.AuthStyleInHeader
+	if p.clientAuthInBody() {
+		style = oauth2.AuthStyleInParams
+	}
 	return &oauth2.Config{ClientID: p.ClientID, ClientSecret: p.ClientSecret, Scopes: p.Scopes, RedirectURL: s.o.CallbackURL(p.ID),
-		Endpoint: oauth2.Endpoint{AuthURL: p.AuthorizeURL, TokenURL: p.TokenURL}}
+		Endpoint: oauth2.Endpoint{AuthURL: p.AuthorizeURL, TokenURL: p.TokenURL, AuthStyle: style}}
 }
 
 func (s *Service) forgeCtx(ctx context.Context) context.Context {
