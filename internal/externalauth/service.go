@@ -352,6 +352,9 @@ func (s *Service) refresh(ctx context.Context, l store.ExternalAuthLink, p Provi
 	if err != nil {
 		return Token{}, s.finishRefresh(ctx, l, p, nil, forgeReason(err), refused(err))
 	}
+	if tok.RefreshToken == "" {
+		tok.RefreshToken = string(rt) // the forge keeps it (no rotation): sealed again with the rest
+	}
 	if err := s.finishRefresh(ctx, l, p, tok, "", false); err != nil {
 		return Token{}, err
 	}
@@ -364,11 +367,7 @@ func (s *Service) finishRefresh(ctx context.Context, l store.ExternalAuthLink, p
 	now := s.o.Clock.Now()
 	l.RefreshClaimedUntil = nil
 	if tok != nil {
-		refreshToken := l.RefreshToken
-		s.seal(&l, tok, now)
-		if tok.RefreshToken == "" { // the forge kept the old one (no rotation)
-			l.RefreshToken = refreshToken
-		}
+		s.seal(&l, tok, now) // under the current key, the refresh token too
 		l.RefreshedAt, l.RefreshError, l.RelinkReason = &now, "", ""
 	} else {
 		l.RefreshError = reason

@@ -22,10 +22,13 @@ type tokenEndpoint struct {
 	mu      sync.Mutex
 	answers [][2]string
 	calls   int
+	sent    []string // the refresh tokens sent
 }
 
 func (e *tokenEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
 	e.mu.Lock()
+	e.sent = append(e.sent, r.PostForm.Get("refresh_token"))
 	a := e.answers[min(e.calls, len(e.answers)-1)]
 	e.calls++
 	e.mu.Unlock()
@@ -38,6 +41,11 @@ func (e *tokenEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // newRefreshService is a Service over a real SQLite store, with alice linked to a forge whose
 // token endpoint is e, her access token due for a refresh.
 func newRefreshService(t *testing.T, e *tokenEndpoint) (*Service, workspace.User, *clock.Fake) {
+	s, u, clk, _ := newRefreshServiceStore(t, e)
+	return s, u, clk
+}
+
+func newRefreshServiceStore(t *testing.T, e *tokenEndpoint) (*Service, workspace.User, *clock.Fake, store.Store) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "hangar.db"))
@@ -70,7 +78,7 @@ func newRefreshService(t *testing.T, e *tokenEndpoint) (*Service, workspace.User
 	if _, err := st.PutExternalAuthLink(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	return s, u, clk
+	return s, u, clk, st
 }
 
 const newToken = `{"access_token":"new-access","refresh_token":"new-refresh","token_type":"bearer","expires_in":7200}`
@@ -119,6 +127,33 @@ func TestTokenRefresh(t *testing.T) {
 		}
 		if _, err := s.Token(ctx, u, "gl"); !errors.Is(err, ErrRelink) || e.calls != 1 {
 			t.Fatalf("Token again = %v after %d calls; want ErrRelink without asking the forge", err, e.calls)
+		}
+	})
+	t.Run("a forge that does not rotate, across a key rotation", func(t *testing.T) {
+		e := &tokenEndpoint{answers: [][2]string{{"200", `{"access_token":"a2","token_type":"bearer","expires_in":120}`}}}
+		s, u, clk, st := newRefreshServiceStore(t, e)
+		if tok, err := s.Token(ctx, u, "gl"); err != nil || tok.AccessToken != "a2" {
+			t.Fatalf("Token = %+v, %v", tok, err)
+		}
+		// The admin rotates the key: a new one first, the old one kept.
+		keys, err := ParseKeys([]byte("new:" + strings.Repeat("cd", 32) + "\n" + testKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rotated := New(Options{Providers: s.o.Providers, Keys: keys, Store: st, Clock: clk, CallbackURL: s.o.CallbackURL, After: s.o.After})
+		clk.Advance(2 * time.Minute)
+		if tok, err := rotated.Token(ctx, u, "gl"); err != nil || tok.AccessToken != "a2" {
+			t.Fatalf("Token after the key rotation = %+v, %v", tok, err)
+		}
+		clk.Advance(2 * time.Minute)
+		if tok, err := rotated.Token(ctx, u, "gl"); err != nil || tok.AccessToken != "a2" {
+			t.Fatalf("Token after a refresh under the new key = %+v, %v", tok, err)
+		}
+		if strings.Join(e.sent, ",") != "old-refresh,old-refresh,old-refresh" {
+			t.Fatalf("refresh tokens sent: %q, want the one the forge keeps, each time", e.sent)
+		}
+		if l, _ := st.ExternalAuthLink(ctx, u.ID, "gl"); l.KeyID != "new" {
+			t.Fatalf("after refreshes under the new key the link is sealed under %q", l.KeyID)
 		}
 	})
 	t.Run("suspended", func(t *testing.T) {
