@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/testutil/oidctest"
 )
 
@@ -264,8 +265,18 @@ func testExternalAuth(t *testing.T, engine string) {
 	}
 
 	// Two replicas asked at once when the token is due: one refresh at the forge, the same token.
-	other := server.New(server.Options{Store: env.Store, Clock: env.Clock, Logger: slog.New(slog.DiscardHandler), ReplicaID: "replica-b",
-		ExternalAuth: fe.service(env.Store, &server.Options{Clock: env.Clock, Logger: slog.New(slog.DiscardHandler)}, func() string { return env.URL })})
+	// On Postgres the second replica has a store (a connection pool) of its own.
+	otherStore := env.Store
+	if env.PostgresURL != "" {
+		st, err := postgres.Open(ctx, env.PostgresURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		otherStore = st
+	}
+	other := server.New(server.Options{Store: otherStore, Clock: env.Clock, Logger: slog.New(slog.DiscardHandler), ReplicaID: "replica-b",
+		ExternalAuth: fe.service(otherStore, &server.Options{Clock: env.Clock, Logger: slog.New(slog.DiscardHandler)}, func() string { return env.URL })})
 	otherHS := httptest.NewServer(other.Handler())
 	defer otherHS.Close()
 	env.Clock.Advance(4*time.Minute + 30*time.Second)
