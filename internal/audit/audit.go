@@ -56,13 +56,15 @@ const (
 	SignInWorkspace     Action = "signin.workspace" // a proxy exchanged a one-time code for a workspace session
 	SSHKeyAdd           Action = "ssh_key.add"
 	SSHKeyRemove        Action = "ssh_key.remove"
-	TokenCreate         Action = "token.create"      // details: expires_at; never the secret
-	TokenRevoke         Action = "token.revoke"      // target: the token (its owner in details)
-	UserSuspend         Action = "user.suspend"      // details: suspended (false: reinstated), stopped workspaces
-	UserDelete          Action = "user.delete"       // the user is marked deleted; its name stays taken
-	AgentUpdate         Action = "agent.update"      // PATCH of the config; details: the fields changed
-	AgentToken          Action = "agent.token"       // details: revoked (true: no new token)
-	ProvisionerToken    Action = "provisioner.token" // details: revoked (true: no new token)
+	TokenCreate         Action = "token.create"         // details: expires_at; never the secret
+	TokenRevoke         Action = "token.revoke"         // target: the token (its owner in details)
+	UserSuspend         Action = "user.suspend"         // details: suspended (false: reinstated), stopped workspaces
+	UserDelete          Action = "user.delete"          // the user is marked deleted; its name stays taken
+	AgentUpdate         Action = "agent.update"         // PATCH of the config; details: the fields changed
+	AgentToken          Action = "agent.token"          // details: revoked (true: no new token)
+	ProvisionerToken    Action = "provisioner.token"    // details: revoked (true: no new token)
+	ExternalAuthLink    Action = "external_auth.link"   // target: the forge; details: the account's login; never a token
+	ExternalAuthUnlink  Action = "external_auth.unlink" // target: the forge
 )
 
 // Target kinds.
@@ -73,6 +75,7 @@ const (
 	KindTemplate    = "template"
 	KindProvisioner = "provisioner"
 	KindSSHKey      = "ssh_key"
+	KindForge       = "forge"  // a forge of the external auth config, by its id
 	KindPreset      = "preset" // named TEMPLATE/PRESET
 	KindToken       = "token"  // named USER/TOKEN-NAME
 )
@@ -322,10 +325,11 @@ const (
 
 // Actions lists every action, for validation and help.
 var Actions = []Action{WorkspaceCreate, WorkspaceTransition, WorkspaceDormant, WorkspaceSchedule, BuildCreate, BuildCancel, StatePush,
-	AgentCreate, UserCreate, UserToken, ProvisionerCreate, TemplatePush, TemplateLifecycle, TemplateDelete, SignIn, SignInWorkspace, SSHKeyAdd, SSHKeyRemove}
+	AgentCreate, UserCreate, UserToken, ProvisionerCreate, TemplatePush, TemplateLifecycle, TemplateDelete, SignIn, SignInWorkspace, SSHKeyAdd, SSHKeyRemove,
+	ExternalAuthLink, ExternalAuthUnlink}
 
 // Kinds lists every target kind.
-var Kinds = []string{KindWorkspace, KindUser, KindAgent, KindTemplate, KindProvisioner, KindSSHKey, KindPreset}
+var Kinds = []string{KindWorkspace, KindUser, KindAgent, KindTemplate, KindProvisioner, KindSSHKey, KindPreset, KindForge}
 
 // Workspace is the target of an action on a workspace.
 func Workspace(id, owner, name string) Target {

@@ -53,6 +53,11 @@ var rules = []rule{
 	{pkg: "internal/backend/tfbackend", why: "the Terraform service is called by the server, not the other way",
 		forbid: []string{"internal/server", "internal/servercmd", "internal/provisioner", "internal/store/sqlite", "internal/store/postgres", "internal/store/sqlstore"}},
 
+	// External auth's decisions and service are called by the server (docs/decisions.md, "Forge
+	// identities"); they reach the store through its interface only.
+	{pkg: "internal/externalauth", why: "external auth is called by the server, not the other way, and reaches the store through its interface",
+		forbid: []string{"internal/server", "internal/servercmd", "internal/cli", "internal/backend", "internal/store/sqlite", "internal/store/postgres", "internal/store/sqlstore"}},
+
 	// The agent and the access proxy speak protocol; the generator and the store are the server's.
 	{pkg: "internal/agent", why: "the agent reads protocol's labels and configs, not the generator; it talks to the server over HTTP",
 		forbid: []string{"internal/devfile", "internal/server", "internal/store", "internal/backend", "internal/reconcile"}},

@@ -19,7 +19,7 @@ func TestKubeHelperTokens(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			key := []byte("a key of 32 bytes for the tests.")
 			env := servertest.NewWith(t, engine, func(o *server.Options) {
-				o.HelperTokenKey = key
+				o.HelperTokenKeys = [][]byte{key}
 				o.HelperURL = func() string { return "http://10.99.0.2:8443" }
 			})
 			agentToken := createAgent(t, env, "k1", nil)

@@ -338,7 +338,9 @@ func (c *oaChecker) decode(data []byte, out any) {
 func TestOpenAPIMatchesResponses(t *testing.T) {
 	timers := newFakeTimers()
 	idp := newOIDCProvider(t)
-	env := servertest.NewWith(t, "sqlite", timers.option, withOIDC(idp))
+	var base string
+	env := servertest.NewWith(t, "sqlite", timers.option, withOIDC(idp), withForge(t, idp, &base))
+	base = env.URL
 	registerOIDCClient(env, idp)
 	c := newOAChecker(t, env)
 	admin := env.AdminToken
@@ -511,6 +513,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 
 	oaTerraformBackend(t, c, dev.Token)
 	oaWorkspaceAgent(t, c, dev.Token)
+	oaExternalAuth(t, c, idp, dev.Token)
 	oaTokensAndUsers(t, c, dev.Token)
 
 	// The audit log of all the above (admins).

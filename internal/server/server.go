@@ -29,6 +29,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/errs"
+	"github.com/hangar-dev/hangar/internal/externalauth"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -61,11 +62,12 @@ type Options struct {
 	// RelayURL is this replica's URL as the other replicas reach it ("": it takes no relayed
 	// connections; relay.go).
 	RelayURL string
-	// HelperTokenKey, when set, gives the helpers of Kubernetes workspaces tokens
-	// (workspace.KubeHelperToken; every replica must have the same key) and HelperURL() as the
-	// server's URL, to ask for their owner's git credentials. Nil: they get neither.
-	HelperTokenKey []byte
-	HelperURL      func() string
+	// HelperTokenKeys, when set, give the helpers of Kubernetes workspaces tokens
+	// (workspace.KubeHelperToken under the first key; any of them checks one: a rotation puts a new
+	// key first; every replica must have the same keys) and HelperURL() as the server's URL, to ask
+	// for their owner's git credentials. None: they get neither.
+	HelperTokenKeys [][]byte
+	HelperURL       func() string
 	// Apps configures the serving of Terraform workspaces' apps (apps.go); its zero value serves
 	// none.
 	Apps AppsOptions
@@ -79,6 +81,9 @@ type Options struct {
 	StreamLimits   StreamLimits
 	// OIDC configures sign-in through an OpenID Connect provider (oidc.go); nil: none.
 	OIDC *OIDCOptions
+	// ExternalAuth links users to forges and hands their tokens to git (externalauth.go); nil:
+	// no forge is configured.
+	ExternalAuth *externalauth.Service
 	// HeartbeatAfter makes the timers of the live workspace stream's heartbeats (events.go;
 	// default time.After; tests fire their own).
 	HeartbeatAfter func(time.Duration) <-chan time.Time
@@ -96,11 +101,11 @@ type Server struct {
 	metrics *metrics
 	ops     *opsMetrics // httpmetrics.go
 	kube    *kube.Service
-	// helperTokenKey checks the tokens of Kubernetes workspaces' helpers (Options.HelperTokenKey).
-	helperTokenKey []byte
-	mux            *http.ServeMux
-	after          func(time.Duration) <-chan time.Time
-	builder        *tfbackend.Service
+	// helperTokenKeys check the tokens of Kubernetes workspaces' helpers (Options.HelperTokenKeys).
+	helperTokenKeys [][]byte
+	mux             *http.ServeMux
+	after           func(time.Duration) <-chan time.Time
+	builder         *tfbackend.Service
 	// backends sends desired-state changes to the service of each workspace's backend.
 	backends backend.Router
 	// lifecycle is the lifecycle executor over backends (run by Run; tests Tick it).
@@ -126,6 +131,8 @@ type Server struct {
 
 	// oidc is the OpenID Connect provider users sign in with (nil: none).
 	oidc *oidcSignIn
+	// extAuth is the forges users link (nil: none).
+	extAuth *externalauth.Service
 
 	// csrf guards the browser's form posts (sign-in, sign-out).
 	csrf *http.CrossOriginProtection
@@ -180,15 +187,15 @@ func New(opts Options) *Server {
 	}
 	if opts.Kube == nil {
 		opts.Kube = kube.New(opts.Store, opts.Clock, opts.Logger)
-		if len(opts.HelperTokenKey) > 0 && opts.HelperURL != nil {
-			opts.Kube.SetHelperTokens(opts.HelperTokenKey, opts.HelperURL)
+		if len(opts.HelperTokenKeys) > 0 && opts.HelperURL != nil {
+			opts.Kube.SetHelperTokens(opts.HelperTokenKeys[0], opts.HelperURL)
 		}
 	}
 	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, kube: opts.Kube, after: opts.After,
 		builder: opts.Builder, shutdowns: map[*http.Server]chan struct{}{}, csrf: http.NewCrossOriginProtection(),
 		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
 	s.tokenDefault, s.tokenMax = opts.TokenLifetime, opts.MaxTokenLifetime
-	s.helperTokenKey = opts.HelperTokenKey
+	s.helperTokenKeys = opts.HelperTokenKeys
 	s.backends = backend.Router{Store: opts.Store, Kubernetes: opts.Kube, Terraform: opts.Builder}
 	s.metrics = newMetrics(opts.Store, opts.Builder, opts.Clock.Now)
 	s.ops = newOpsMetrics(s.metrics.reg, opts.Store)
@@ -208,6 +215,7 @@ func New(opts Options) *Server {
 	s.stateBodies = newBodyLimiter(BodyBudgetBytes)
 	s.authFailures = newAuthLimiter(opts.AuthLimit, opts.Clock.Now, opts.Logger.With("component", "limits"))
 	s.oidc = newOIDCSignIn(opts.OIDC)
+	s.extAuth = opts.ExternalAuth
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -306,11 +314,15 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", OIDCCallbackPath, http.HandlerFunc(s.oidcCallback)},
 		{"GET", OIDCLogoutPath, http.HandlerFunc(s.oidcLogout)},
 		{"GET", OIDCSignedOutPath, http.HandlerFunc(s.oidcSignedOut)},
+		{"GET", ExternalAuthCallbackPath, http.HandlerFunc(s.externalAuthCallback)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
 		{"GET", "/api/v1/users/me/ssh-keys", s.authUser(s.listSSHKeys)},
 		{"POST", "/api/v1/users/me/ssh-keys", s.authUser(s.addSSHKey)},
 		{"DELETE", "/api/v1/users/me/ssh-keys/{key}", s.authUser(s.removeSSHKey)},
+		{"GET", "/api/v1/external-auth", s.authUser(s.listExternalAuth)},
+		{"POST", "/api/v1/external-auth/{id}/link", s.authUser(s.linkExternalAuth)},
+		{"DELETE", "/api/v1/external-auth/{id}", s.authUser(s.unlinkExternalAuth)},
 		{"POST", "/api/v1/users", s.authUser(s.adminOnly(s.createUser))},
 		{"GET", "/api/v1/users", s.authUser(s.adminOnly(s.listUsers))},
 		{"PATCH", "/api/v1/users/{username}", s.authUser(s.adminOnly(s.updateUser))},
@@ -334,6 +346,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"PUT", "/api/v1/workspaces/{name}/schedule", s.authUser(s.setSchedule)},
 		{"POST", "/api/v1/workspaces/{name}/update", s.authUser(s.updateWorkspaceVersion)},
 		{"GET", protocol.WorkspaceAgentConnectPath, http.HandlerFunc(s.workspaceAgentConnect)},
+		{"POST", protocol.GitCredentialsPath, http.HandlerFunc(s.gitCredentials)},
 
 		{"POST", "/api/v1/templates/{name}/versions", s.authUser(s.adminOnly(s.pushTemplateVersion))},
 		{"GET", "/api/v1/templates/{name}/versions", s.authUser(s.listTemplateVersions)},

@@ -138,10 +138,16 @@ func (s *Server) helperWorkspace(ctx context.Context, token string) (workspace.W
 // kubeHelperWorkspace is the Kubernetes workspace a helper token made by
 // workspace.KubeHelperToken admits, or why it admits none.
 func (s *Server) kubeHelperWorkspace(ctx context.Context, token string) (workspace.Workspace, error) {
-	if len(s.helperTokenKey) == 0 {
+	if len(s.helperTokenKeys) == 0 {
 		return workspace.Workspace{}, errUnauthorized("invalid helper token: this server gives Kubernetes workspaces' helpers no tokens (no key is configured)")
 	}
-	id, ok := workspace.VerifyKubeHelperToken(s.helperTokenKey, token)
+	var id string
+	ok := false
+	for _, key := range s.helperTokenKeys {
+		if id, ok = workspace.VerifyKubeHelperToken(key, token); ok {
+			break
+		}
+	}
 	if !ok {
 		return workspace.Workspace{}, errUnauthorized("invalid helper token: not made by this server's key")
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/cmdopt"
+	"github.com/hangar-dev/hangar/internal/externalauth"
 	"github.com/hangar-dev/hangar/internal/logging"
 	"github.com/hangar-dev/hangar/internal/provisioner"
 	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
@@ -81,6 +82,8 @@ type Config struct {
 	Hardening HardeningConfig
 	// OIDC configures sign-in with an OpenID Connect provider (oidc.go).
 	OIDC OIDCConfig
+	// ExternalAuth configures the forges users link (externalauth.go).
+	ExternalAuth ExternalAuthConfig
 	// TokenLifetime is a new API token's default lifetime, MaxTokenLifetime the longest a
 	// request may ask ("": the defaults, 720h and 8760h).
 	TokenLifetime, MaxTokenLifetime string
@@ -144,6 +147,8 @@ func Command() *cobra.Command {
 		cmdopt.List(&cfg.OIDC.AdminEmails, "oidc-admin-emails", "HANGAR_OIDC_ADMIN_EMAILS", "", "comma-separated email addresses of admins (evaluated again at every sign-in)"),
 		cmdopt.Bool(&cfg.OIDC.ProviderLogout, "oidc-provider-logout", "HANGAR_OIDC_PROVIDER_LOGOUT", "true", "sign-out of a session begun through the provider signs out of the provider too, when its discovery has an end_session_endpoint; its client must allow the post-logout redirect URI <access URL>/oidc/signed-out"),
 		cmdopt.List(&cfg.OIDC.AllowedDomains, "oidc-allowed-domains", "HANGAR_OIDC_ALLOWED_DOMAINS", "", "comma-separated email domains: only users with an email address in one of them may sign in (default: anyone the provider signs in)"),
+		cmdopt.String(&cfg.ExternalAuth.ConfigFile, "external-auth-config", "HANGAR_EXTERNAL_AUTH_CONFIG", "", "a YAML or JSON file of the forges (GitHub, GitLab, Gitea/Forgejo, Bitbucket) users link their accounts at, for git in their workspaces: each an OAuth2 application whose redirect URI is <access URL>/external-auth/<id>/callback (docs/decisions.md, \"Forge identities\")").Arg("FILE"),
+		cmdopt.String(&cfg.ExternalAuth.KeyFile, "external-auth-key-file", "HANGAR_EXTERNAL_AUTH_KEY_FILE", "", "with --external-auth-config: a file holding the key (base64 of 32 random bytes: openssl rand -base64 32) the forges' tokens are encrypted under at rest; required with it"),
 		cmdopt.String(&cfg.OTelEndpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", tracing.EndpointHelp).Arg("URL"),
 		cmdopt.String(&cfg.LogLevel, "log-level", "HANGAR_LOG_LEVEL", "info", "debug, info, warn or error").Arg("LEVEL"),
 		cmdopt.String(&cfg.LogFormat, "log-format", "HANGAR_LOG_FORMAT", "text", "text or json").Arg("FORMAT"),
@@ -299,6 +304,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	forges, forgeKeys, err := ExternalAuthOptions(cfg.ExternalAuth)
+	if err != nil {
+		return err
+	}
 	maxStorage, err := maxStoragePerUser(cfg.MaxStoragePerUser)
 	if err != nil {
 		return err
@@ -306,7 +315,17 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	bld := tfbackend.New(tfbackend.Options{Store: st, Clock: clock.Real{}, Logger: log.With("component", "builder"),
 		HeartbeatTimeout: hbTimeout, PendingTimeout: pendingTimeout, PollInterval: pollInterval,
 		HelperURL: func() string { return cfg.HelperURL }, MaxStoragePerUser: maxStorage})
-	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL,
+	var extAuth *externalauth.Service
+	var helperTokenKeys [][]byte
+	if forges != nil {
+		extAuth = externalauth.New(externalauth.Options{Providers: forges, Keys: forgeKeys, Store: st, Clock: clock.Real{}, Log: log.With("component", "external-auth"),
+			CallbackURL: func(id string) string { return server.ExternalAuthCallbackURL(cfg.AccessURL, id) }})
+		// Kubernetes workspaces' helpers ask for git credentials with tokens made under a key
+		// derived from the same key file (docs/decisions.md, "git credentials in the workspace").
+		helperTokenKeys = forgeKeys.DerivedKeys("hangar kubernetes helper tokens v1")
+	}
+	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL, ExternalAuth: extAuth,
+		HelperTokenKeys: helperTokenKeys, HelperURL: func() string { return cfg.HelperURL },
 		AuditRetention: auditRetention, TrustedProxies: hard.trusted, StreamLimits: hard.streams, OIDC: oidcOpts,
 		TokenLifetime: tokenLifetime, MaxTokenLifetime: maxTokenLifetime})
 	tokenFile, created, err := srv.Bootstrap(ctx, cfg.DataDir)
@@ -373,6 +392,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		if !oidcOpts.NoProviderLogout {
 			fmt.Fprintf(out, "Sign-out at the provider: its post-logout redirect URI: %s\n", strings.TrimSuffix(oidcOpts.RedirectURL, server.OIDCCallbackPath)+server.OIDCSignedOutPath)
 		}
+	}
+	for _, p := range forges {
+		fmt.Fprintf(out, "Forge %s (%s, client %s): its OAuth2 application's redirect URI: %s\n", p.ID, p.Type, p.ClientID, server.ExternalAuthCallbackURL(cfg.AccessURL, p.ID))
 	}
 	if appsOpts.Zone != "" {
 		fmt.Fprintf(out, "Terraform workspaces' apps: %s://<port>-<workspace>--<owner>.%s%s (any port the machine listens on, through its hangar_agent)\n",

@@ -29,6 +29,9 @@ type Env struct {
 	Store      store.Store
 	Server     *server.Server
 	DataDir    string
+	// PostgresURL is the database's URL on the postgres engine ("" on SQLite): a second replica
+	// opens its own store on it.
+	PostgresURL string
 }
 
 // Engines are the store engines every server-level test runs on.
@@ -49,11 +52,13 @@ func NewWith(t testing.TB, engine string, opts ...Option) *Env {
 	dir := t.TempDir()
 	var st store.Store
 	var err error
+	var pgURL string
 	switch engine {
 	case "sqlite":
 		st, err = sqlite.Open(ctx, dir+"/hangar.db")
 	case "postgres":
-		st, err = postgres.Open(ctx, pgtest.NewDatabase(t))
+		pgURL = pgtest.NewDatabase(t)
+		st, err = postgres.Open(ctx, pgURL)
 	default:
 		t.Fatalf("unknown engine %q", engine)
 	}
@@ -86,5 +91,5 @@ func NewWith(t testing.TB, engine string, opts ...Option) *Env {
 	}
 	hs.Config.Handler = srv.Handler()
 	hs.Start()
-	return &Env{URL: url, AdminToken: token, Clock: clk, Store: st, Server: srv, DataDir: dir}
+	return &Env{URL: url, AdminToken: token, Clock: clk, Store: st, Server: srv, DataDir: dir, PostgresURL: pgURL}
 }

@@ -72,6 +72,7 @@ type Store interface {
 	AuditStore
 	PresetStore
 	OIDCStore
+	ExternalAuthStore
 	WorkspaceChangeStore
 	AgentSeenStore
 	TokenStore

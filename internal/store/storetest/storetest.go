@@ -39,6 +39,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NameFreeOnceTerminated", testNameFreeOnceTerminated},
 		{"Sessions", testSessions},
 		{"OIDC", testOIDC},
+		{"ExternalAuthLinks", testExternalAuthLinks},
+		{"ExternalAuthStates", testExternalAuthStates},
 		{"Tokens", testTokens},
 		{"SuspendAndDeleteUsers", testSuspendAndDelete},
 		{"LastAdminStays", testLastAdmin},

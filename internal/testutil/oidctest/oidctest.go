@@ -7,6 +7,10 @@
 // do: a later authorization request from that browser is answered without the login form, until
 // the browser's session is ended at the provider's end_session endpoint (RP-initiated logout).
 //
+// With the offline_access scope, the code flow also gives a refresh token; the refresh_token grant
+// rotates it (a used refresh token is dead, as GitLab's and Gitea's are), and RevokeRefreshTokens
+// kills a user's, as a forge does when the user revokes the application.
+//
 // A test may make the provider misbehave on purpose (Tamper: the ID token's claims changed and
 // signed again with the provider's key), to check that the client refuses what it must.
 package oidctest
@@ -107,9 +111,10 @@ type Provider struct {
 	mu       sync.Mutex
 	users    map[string]User
 	clients  map[string]Client
-	requests map[string]*authRequest // by id
-	codes    map[string]string       // code → request id
-	tokens   map[string]accessToken  // id → token
+	requests map[string]*authRequest    // by id
+	codes    map[string]string          // code → request id
+	tokens   map[string]accessToken     // id → token
+	refresh  map[string]*refreshRequest // refresh token → what it was issued for
 	seenAuth []AuthRequest
 	seenTok  []TokenRequest
 	seenEnd  []EndSessionRequest
@@ -128,13 +133,14 @@ func New(t testing.TB, opts Options) *Provider {
 		t.Fatal(err)
 	}
 	p := &Provider{key: key, keyID: uuid.NewString(), opts: opts, users: map[string]User{}, clients: map[string]Client{},
-		requests: map[string]*authRequest{}, codes: map[string]string{}, tokens: map[string]accessToken{}, sessions: map[string]string{}}
+		requests: map[string]*authRequest{}, codes: map[string]string{}, tokens: map[string]accessToken{}, refresh: map[string]*refreshRequest{}, sessions: map[string]string{}}
 	p.server = httptest.NewUnstartedServer(nil)
 	issuer := "http://" + p.server.Listener.Addr().String()
 	cfg := &op.Config{
-		CryptoKey:      sha256.Sum256([]byte(p.keyID)),
-		CodeMethodS256: true,
-		AuthMethodPost: true,
+		CryptoKey:             sha256.Sum256([]byte(p.keyID)),
+		CodeMethodS256:        true,
+		AuthMethodPost:        true,
+		GrantTypeRefreshToken: true,
 	}
 	p.op, err = op.NewProvider(cfg, &storage{p}, op.StaticIssuer(issuer), op.WithAllowInsecure(),
 		op.WithLogger(slog.New(slog.DiscardHandler)))
@@ -176,6 +182,31 @@ func (p *Provider) Tamper(fn func(claims map[string]any)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.tamper = fn
+}
+
+// RevokeRefreshTokens kills every refresh token of the user subject: their next use is refused
+// with invalid_grant.
+func (p *Provider) RevokeRefreshTokens(subject string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for rt, r := range p.refresh {
+		if r.subject == subject {
+			delete(p.refresh, rt)
+		}
+	}
+}
+
+// RefreshTokens is the number of live refresh tokens of the user subject.
+func (p *Provider) RefreshTokens(subject string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, r := range p.refresh {
+		if r.subject == subject {
+			n++
+		}
+	}
+	return n
 }
 
 // AuthRequests returns the authorization requests the provider accepted, oldest first.
@@ -456,7 +487,7 @@ func (c client) ResponseTypes() []oidc.ResponseType {
 	return []oidc.ResponseType{oidc.ResponseTypeCode}
 }
 func (c client) GrantTypes() []oidc.GrantType {
-	return []oidc.GrantType{oidc.GrantTypeCode}
+	return []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}
 }
 func (c client) LoginURL(id string) string            { return "/login?authRequestID=" + url.QueryEscape(id) }
 func (c client) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeBearer }
@@ -544,22 +575,70 @@ func (s *storage) DeleteAuthRequest(_ context.Context, id string) error {
 
 func (s *storage) CreateAccessToken(_ context.Context, r op.TokenRequest) (string, time.Time, error) {
 	id, exp := uuid.NewString(), time.Now().Add(5*time.Minute)
-	clientID := ""
-	if ar, ok := r.(*authRequest); ok {
-		clientID = ar.clientID
-	}
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
-	s.p.tokens[id] = accessToken{subject: r.GetSubject(), clientID: clientID, scopes: r.GetScopes(), expires: exp}
+	s.p.tokens[id] = accessToken{subject: r.GetSubject(), clientID: clientOf(r), scopes: r.GetScopes(), expires: exp}
 	return id, exp, nil
 }
 
-func (s *storage) CreateAccessAndRefreshTokens(context.Context, op.TokenRequest, string) (string, string, time.Time, error) {
-	return "", "", time.Time{}, errNotSupported
+func clientOf(r op.TokenRequest) string {
+	switch r := r.(type) {
+	case *authRequest:
+		return r.clientID
+	case *refreshRequest:
+		return r.clientID
+	}
+	return ""
 }
 
-func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.RefreshTokenRequest, error) {
-	return nil, errNotSupported
+// refreshRequest is what a refresh token was issued for (op.RefreshTokenRequest).
+type refreshRequest struct {
+	subject, clientID string
+	scopes            []string
+	authTime          time.Time
+}
+
+func (r *refreshRequest) GetAMR() []string             { return []string{"pwd"} }
+func (r *refreshRequest) GetAudience() []string        { return []string{r.clientID} }
+func (r *refreshRequest) GetAuthTime() time.Time       { return r.authTime }
+func (r *refreshRequest) GetClientID() string          { return r.clientID }
+func (r *refreshRequest) GetScopes() []string          { return r.scopes }
+func (r *refreshRequest) GetSubject() string           { return r.subject }
+func (r *refreshRequest) SetCurrentScopes(sc []string) { r.scopes = sc }
+
+// CreateAccessAndRefreshTokens issues an access token and a new refresh token; a refresh
+// (current set) kills the refresh token it used.
+func (s *storage) CreateAccessAndRefreshTokens(ctx context.Context, r op.TokenRequest, current string) (string, string, time.Time, error) {
+	if current != "" {
+		s.p.mu.Lock()
+		_, ok := s.p.refresh[current]
+		delete(s.p.refresh, current)
+		s.p.mu.Unlock()
+		if !ok {
+			return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("the refresh token was used already")
+		}
+	}
+	id, exp, err := s.CreateAccessToken(ctx, r)
+	if err != nil {
+		return "", "", time.Time{}, err
+	}
+	rt := rand.Text()
+	req := &refreshRequest{subject: r.GetSubject(), clientID: clientOf(r), scopes: slices.Clone(r.GetScopes()), authTime: time.Now()}
+	s.p.mu.Lock()
+	s.p.refresh[rt] = req
+	s.p.mu.Unlock()
+	return id, rt, exp, nil
+}
+
+func (s *storage) TokenRequestByRefreshToken(_ context.Context, rt string) (op.RefreshTokenRequest, error) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	r, ok := s.p.refresh[rt]
+	if !ok {
+		return nil, oidc.ErrInvalidGrant().WithDescription("the refresh token is unknown, used or revoked")
+	}
+	c := *r
+	return &c, nil
 }
 
 // TerminateSession ends the browser's session at the provider (its cookie, put in ctx by

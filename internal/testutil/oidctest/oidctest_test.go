@@ -2,6 +2,7 @@ package oidctest_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -164,5 +165,40 @@ func TestProviderRequiresPKCEAndTampers(t *testing.T) {
 	prov, _ := oidc.NewProvider(ctx, p.Issuer())
 	if _, err := prov.Verifier(&noAud).Verify(ctx, raw); err != nil {
 		t.Fatalf("the tampered token's signature does not verify: %v", err)
+	}
+}
+
+// With offline_access the code gives a refresh token; a refresh gives a new one and kills the one
+// used (a second use is invalid_grant); RevokeRefreshTokens kills the user's.
+func TestRefreshTokensRotate(t *testing.T) {
+	ctx := context.Background()
+	p := oidctest.New(t, oidctest.Options{})
+	p.AddUser(oidctest.User{Subject: "u1", PreferredUsername: "one"})
+	r := newRP(t, p, oidc.ScopeOfflineAccess)
+	verifier := oauth2.GenerateVerifier()
+	tok, err := r.cfg.Exchange(ctx, r.signIn(t, p, "u1", oauth2.S256ChallengeOption(verifier)), oauth2.VerifierOption(verifier))
+	if err != nil || tok.RefreshToken == "" || p.RefreshTokens("u1") != 1 {
+		t.Fatalf("exchange: %+v, %v; %d refresh tokens", tok, err, p.RefreshTokens("u1"))
+	}
+	refresh := func(rt string) (*oauth2.Token, error) {
+		return r.cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: rt}).Token()
+	}
+	next, err := refresh(tok.RefreshToken)
+	if err != nil || next.AccessToken == "" || next.RefreshToken == "" || next.RefreshToken == tok.RefreshToken || p.RefreshTokens("u1") != 1 {
+		t.Fatalf("refresh: %+v, %v; %d refresh tokens", next, err, p.RefreshTokens("u1"))
+	}
+	var re *oauth2.RetrieveError
+	if _, err := refresh(tok.RefreshToken); !errors.As(err, &re) || re.ErrorCode != "invalid_grant" {
+		t.Fatalf("the used refresh token again: %v, want invalid_grant", err)
+	}
+	p.RevokeRefreshTokens("u1")
+	if _, err := refresh(next.RefreshToken); !errors.As(err, &re) || re.ErrorCode != "invalid_grant" || p.RefreshTokens("u1") != 0 {
+		t.Fatalf("a revoked refresh token: %v, want invalid_grant", err)
+	}
+	// Without offline_access: no refresh token.
+	plain := newRP(t, p)
+	v2 := oauth2.GenerateVerifier()
+	if tok, err := plain.cfg.Exchange(ctx, plain.signIn(t, p, "u1", oauth2.S256ChallengeOption(v2)), oauth2.VerifierOption(v2)); err != nil || tok.RefreshToken != "" {
+		t.Fatalf("exchange without offline_access: %+v, %v", tok, err)
 	}
 }

@@ -1,0 +1,79 @@
+package externalauth
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// hostPrefix is one entry of a forge's hosts: a scheme ("" means https), a host (with its port,
+// lower case) and a path prefix ("" for the whole host).
+type hostPrefix struct {
+	scheme, host, path string
+}
+
+func (h hostPrefix) String() string {
+	s := h.host
+	if h.path != "" {
+		s += "/" + h.path
+	}
+	if h.scheme != "" {
+		s = h.scheme + "://" + s
+	}
+	return s
+}
+
+// parseHost reads "host[:port][/path]" or "scheme://host[:port][/path]".
+func parseHost(s string) (hostPrefix, error) {
+	raw := s
+	if !strings.Contains(s, "://") {
+		s = "https://" + s
+	} else if err := checkURL(s); err != nil {
+		return hostPrefix{}, fmt.Errorf("%q: %w", raw, err)
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return hostPrefix{}, fmt.Errorf("%q: want a host such as github.com, or a URL prefix such as https://git.example.com/team", raw)
+	}
+	h := hostPrefix{host: strings.ToLower(u.Host), path: strings.Trim(u.Path, "/")}
+	if strings.Contains(raw, "://") {
+		h.scheme = u.Scheme
+	}
+	if h.scheme == "https" {
+		h.scheme = ""
+	}
+	return h, nil
+}
+
+// CredentialRequest is what git asks a credential helper (git-credential(1)): the protocol, the
+// host (with its port) and, with credential.useHttpPath, the repository's path.
+type CredentialRequest struct {
+	Protocol string `json:"protocol"`
+	Host     string `json:"host"`
+	Path     string `json:"path,omitempty"`
+}
+
+// Match returns the forge that serves the repository req names: the entry of the longest path
+// prefix that matches req's host and path. ok is false when none does.
+func Match(providers []Provider, req CredentialRequest) (Provider, bool) {
+	proto := strings.ToLower(req.Protocol)
+	if proto == "https" {
+		proto = ""
+	}
+	host, path := strings.ToLower(req.Host), strings.Trim(req.Path, "/")
+	best, bestLen, found := Provider{}, -1, false
+	for _, p := range providers {
+		for _, h := range p.hosts {
+			if h.scheme != proto || h.host != host {
+				continue
+			}
+			if h.path != "" && path != h.path && !strings.HasPrefix(path, h.path+"/") {
+				continue
+			}
+			if len(h.path) > bestLen {
+				best, bestLen, found = p, len(h.path), true
+			}
+		}
+	}
+	return best, found
+}
