@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,17 +30,19 @@ func (f *waitFlags) add(cmd *cobra.Command, goal string) {
 const logLevelUsage = "terraform workspaces: `LEVEL` of the builds' Terraform log, info or debug (debug runs Terraform with TF_LOG=DEBUG for these builds only; 'hangar logs' shows its lines)"
 
 func (a *app) createCmd() *cobra.Command {
-	var agent, devfileName, devcontainerName, template, logLevel, preset string
+	var agent, devfileName, devcontainerName, repo, devcontainerPath, template, logLevel, preset string
 	var wf waitFlags
 	var params parameterFlag
 	cmd := &cobra.Command{
-		Use:   "create NAME (--agent AGENT [--devfile FILE | --devcontainer FILE] | --template TEMPLATE [--parameter NAME=VALUE ... | --preset PRESET] [--log-level debug]) [--wait]",
+		Use:   "create NAME (--agent AGENT [--devfile FILE | --devcontainer FILE | --repo URL[#REF] [--devcontainer-path PATH]] | --template TEMPLATE [--parameter NAME=VALUE ... | --preset PRESET] [--log-level debug]) [--wait]",
 		Short: "Create a workspace",
 		Long: `Create a workspace, desired state Running: on the cluster of an agent, from a devfile
 (schemaVersion 2.2.0; without --devfile the server's default devfile), a devcontainer.json
 (--devcontainer: its image, ports, environment, user, volumes and lifecycle commands; what needs
-an image build or privileges is refused, naming the field) or a kubernetes template; or from a
-terraform template, which provisioners build (no agent). A terraform template's parameters
+an image build or privileges is refused, naming the field), a repository (--repo: cloned as the
+workspace's first project at REF, and defined by its .devfile.yaml or devfile.yaml, else its
+devcontainer.json, read with your linked forge account: see hangar external-auth) or a kubernetes
+template; or from a terraform template, which provisioners build (no agent). A terraform template's parameters
 are given with --parameter NAME=VALUE (a string, number or bool as text, a list or map as JSON);
 on a terminal, the required ones not given are asked for (sensitive ones without echo). The values
 are checked before any build. With --preset, a ready prebuilt workspace of the template's preset
@@ -47,6 +50,7 @@ is claimed (it is yours at once, with a start that completes what the prebuild l
 without a ready one, the workspace is built with the preset's version and parameters.`,
 		Example: `  hangar create my-ws --agent eu --devfile devfile.yaml --wait
   hangar create my-ws --agent eu --devcontainer .devcontainer/devcontainer.json --wait
+  hangar create my-ws --agent eu --repo https://github.com/team/app#main --wait
   hangar create my-vm --template vm --parameter size=large --wait
   hangar create my-vm --template vm --preset small --wait`,
 		Args: oneName("workspace"),
@@ -61,6 +65,13 @@ without a ready one, the workspace is built with the preset's version and parame
 			}
 			if agent == "" && template == "" {
 				return usageError{errors.New("give --agent (a cluster) or --template (a template)")}
+			}
+			if devcontainerPath != "" && repo == "" {
+				return usageError{errors.New("--devcontainer-path names a devcontainer.json in --repo: give --repo too")}
+			}
+			if repo != "" {
+				u, ref, _ := strings.Cut(repo, "#")
+				req.Repository = &sdk.RepositorySource{URL: u, Ref: ref, DevcontainerPath: devcontainerPath}
 			}
 			if devcontainerName != "" {
 				b, err := readInput(cmd.InOrStdin(), devcontainerName)
@@ -108,6 +119,8 @@ without a ready one, the workspace is built with the preset's version and parame
 	cmd.Flags().StringVar(&agent, "agent", "", "the `AGENT` whose cluster runs the workspace")
 	cmd.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (YAML; \"-\" for standard input)")
 	cmd.Flags().StringVar(&devcontainerName, "devcontainer", "", "devcontainer.json `FILE` defining the workspace instead of a devfile (\"-\" for standard input)")
+	cmd.Flags().StringVar(&repo, "repo", "", "create from the repository at `URL[#REF]` (https; REF a branch, tag or commit): its first project, defined by its devfile or devcontainer.json")
+	cmd.Flags().StringVar(&devcontainerPath, "devcontainer-path", "", "with --repo: the devcontainer.json to use when the repository has several (`PATH` such as .devcontainer/go/devcontainer.json)")
 	cmd.Flags().StringVar(&template, "template", "", "create from `TEMPLATE` (see hangar templates list)")
 	params.add(cmd, "value of a terraform template's parameter (repeatable)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "", logLevelUsage)

@@ -35,6 +35,11 @@ type Options struct {
 	ID string
 	// Caps are the agent's max_resources_per_workspace (hostRequirements must fit them).
 	Caps workspace.Resources
+	// FromRepository says the definition comes from the repository the workspace clones (its first
+	// project, named Basename): as VS Code does, the repository is the workspace folder
+	// (/workspaces/<Basename>, or the workspaceMount's target), so the data volume is mounted at
+	// its parent (PROJECTS_ROOT) and the repository cloned into it under its own name.
+	FromRepository bool
 }
 
 // Result is a translated devcontainer.json.
@@ -207,6 +212,13 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 		}
 	}
 	d.sourcePath = cmpOr(mountTarget, t.folder)
+	if t.opts.FromRepository {
+		repoDir := cmpOr(mountTarget, t.local)
+		if path.Base(repoDir) != t.opts.Basename {
+			t.v.Add("devcontainer.workspaceMount", "puts the repository at %q: Hangar clones it into a folder named after it (%s), so the target must end in /%s", repoDir, t.opts.Basename, t.opts.Basename)
+		}
+		d.sourcePath = path.Dir(repoDir)
+	}
 	if !path.IsAbs(t.folder) || path.Clean(t.folder) == "/" {
 		t.v.Add("devcontainer.workspaceFolder", "must be an absolute path such as /workspaces/app, got %q", t.folder)
 	} else if mountTarget != "" && t.folder != mountTarget && !strings.HasPrefix(t.folder, strings.TrimSuffix(mountTarget, "/")+"/") {

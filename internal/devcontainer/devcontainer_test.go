@@ -482,3 +482,30 @@ func TestVariables(t *testing.T) {
 		}
 	}
 }
+
+// From a repository, the repository is the workspace folder, as in VS Code: the data volume at
+// its parent, the repository cloned into it under its own name; a workspaceMount elsewhere must
+// still end in that name.
+func TestFromRepository(t *testing.T) {
+	o := testOptions()
+	o.FromRepository = true
+	for _, tc := range []struct{ in, mapping, wantErr string }{
+		{`{"image": "x", "postCreateCommand": "make"}`, "/workspaces", ""},
+		{`{"image": "x", "workspaceMount": "source=${localWorkspaceFolder},target=/src/demo,type=bind", "workspaceFolder": "/src/demo"}`, "/src", ""},
+		{`{"image": "x", "workspaceMount": "source=${localWorkspaceFolder},target=/src,type=bind", "workspaceFolder": "/src"}`, "", "devcontainer.workspaceMount: puts the repository at \"/src\""},
+	} {
+		r, err := Translate([]byte(tc.in), o)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: %v, want an error with %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if !strings.Contains(string(r.Devfile), `"sourceMapping": "`+tc.mapping+`"`) {
+			t.Errorf("%s: the devfile mounts the data at %s? %s", tc.in, tc.mapping, r.Devfile)
+		}
+	}
+}

@@ -77,6 +77,10 @@ type Provider struct {
 	AuthorizeURL string `json:"authorize_url,omitempty"`
 	TokenURL     string `json:"token_url,omitempty"`
 	UserURL      string `json:"user_url,omitempty"`
+	// APIURL is the root of the forge's REST API, where a workspace's definition is read from its
+	// repository (https://api.github.com, <base>/api/v4, <base>/api/v1, https://api.bitbucket.org/2.0);
+	// defaults from the type and BaseURL.
+	APIURL string `json:"api_url,omitempty"`
 	// Scopes default to the type's: enough to clone and push.
 	Scopes []string `json:"scopes,omitempty"`
 	// Hosts are the git hosts, or URL prefixes, whose credentials this forge gives: "github.com",
@@ -188,7 +192,8 @@ func (p *Provider) complete(env Env, readFile ReadFile) error {
 		field string
 		v     *string
 		def   string
-	}{{"authorize_url", &p.AuthorizeURL, base + d.authorize}, {"token_url", &p.TokenURL, base + d.token}, {"user_url", &p.UserURL, userURL(p.Type, apiBase, d)}} {
+	}{{"authorize_url", &p.AuthorizeURL, base + d.authorize}, {"token_url", &p.TokenURL, base + d.token}, {"user_url", &p.UserURL, userURL(p.Type, apiBase, d)},
+		{"api_url", &p.APIURL, restAPI(p.Type, base, apiBase, d)}} {
 		if *u.v == "" {
 			*u.v = u.def
 		} else if err := checkURL(*u.v); err != nil {
@@ -224,6 +229,24 @@ func userURL(t Type, apiBase string, d typeDefaults) string {
 		return apiBase + "/user"
 	}
 	return apiBase + d.user
+}
+
+// restAPI is the type's REST API root: api.github.com (or <base>/api/v3 on GitHub Enterprise),
+// <base>/api/v4 (GitLab), <base>/api/v1 (Gitea, Forgejo), api.bitbucket.org/2.0.
+func restAPI(t Type, base, apiBase string, d typeDefaults) string {
+	switch t {
+	case GitHub:
+		if apiBase == d.apiBase {
+			return apiBase
+		}
+		return base + "/api/v3"
+	case GitLab:
+		return base + "/api/v4"
+	case Gitea:
+		return base + "/api/v1"
+	default: // Bitbucket Cloud
+		return apiBase + "/2.0"
+	}
 }
 
 func (p *Provider) secret(env Env, readFile ReadFile) (string, error) {

@@ -34,16 +34,16 @@ providers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []struct{ authorize, token, user, secret, git, scopes string }{
-		{"https://github.com/login/oauth/authorize", "https://github.com/login/oauth/access_token", "https://api.github.com/user", "s1", "x-access-token", "repo read:user user:email"},
-		{"https://gitlab.com/oauth/authorize", "https://gitlab.com/oauth/token", "https://gitlab.com/api/v4/user", "s3", "oauth2", "read_user read_repository write_repository"},
-		{"https://git.example.com/login/oauth/authorize", "https://git.example.com/login/oauth/access_token", "https://git.example.com/api/v1/user", "s4", "oauth2", "read:user write:repository"},
-		{"https://bitbucket.org/site/oauth2/authorize", "https://bitbucket.org/site/oauth2/access_token", "https://api.bitbucket.org/2.0/user", "s2", "x-token-auth", "repository"},
-		{"https://ghe.example.com/login/oauth/authorize", "https://ghe.example.com/login/oauth/access_token", "https://ghe.example.com/api/v3/user", "s2", "x-access-token", "repo read:user user:email"},
+	want := []struct{ authorize, token, user, api, secret, git, scopes string }{
+		{"https://github.com/login/oauth/authorize", "https://github.com/login/oauth/access_token", "https://api.github.com/user", "https://api.github.com", "s1", "x-access-token", "repo read:user user:email"},
+		{"https://gitlab.com/oauth/authorize", "https://gitlab.com/oauth/token", "https://gitlab.com/api/v4/user", "https://gitlab.com/api/v4", "s3", "oauth2", "read_user read_repository write_repository"},
+		{"https://git.example.com/login/oauth/authorize", "https://git.example.com/login/oauth/access_token", "https://git.example.com/api/v1/user", "https://git.example.com/api/v1", "s4", "oauth2", "read:user write:repository"},
+		{"https://bitbucket.org/site/oauth2/authorize", "https://bitbucket.org/site/oauth2/access_token", "https://api.bitbucket.org/2.0/user", "https://api.bitbucket.org/2.0", "s2", "x-token-auth", "repository"},
+		{"https://ghe.example.com/login/oauth/authorize", "https://ghe.example.com/login/oauth/access_token", "https://ghe.example.com/api/v3/user", "https://ghe.example.com/api/v3", "s2", "x-access-token", "repo read:user user:email"},
 	}
 	for i, w := range want {
 		p := ps[i]
-		if p.AuthorizeURL != w.authorize || p.TokenURL != w.token || p.UserURL != w.user || p.ClientSecret != w.secret ||
+		if p.AuthorizeURL != w.authorize || p.TokenURL != w.token || p.UserURL != w.user || p.APIURL != w.api || p.ClientSecret != w.secret ||
 			p.GitUsername() != w.git || strings.Join(p.Scopes, " ") != w.scopes || p.clientAuthInBody() != (p.Type == GitHub) {
 			t.Errorf("%s: %+v\nwant %+v", p.ID, p, w)
 		}

@@ -116,6 +116,17 @@ type WorkspaceError struct {
 	Message string `json:"message"`
 }
 
+// RepositorySource is a repository a workspace is created from.
+type RepositorySource struct {
+	// URL is the repository's https:// or http:// URL.
+	URL string `json:"url"`
+	// Ref is a branch, tag or commit ("": the default branch).
+	Ref string `json:"ref,omitempty"`
+	// DevcontainerPath names the devcontainer.json to use when the repository has several
+	// (.devcontainer/<name>/devcontainer.json).
+	DevcontainerPath string `json:"devcontainer_path,omitempty"`
+}
+
 // CreateWorkspaceRequest is the body of POST /api/v1/workspaces. Devfile is YAML text; empty means
 // the default devfile.
 type CreateWorkspaceRequest struct {
@@ -125,6 +136,10 @@ type CreateWorkspaceRequest struct {
 	// Devcontainer is a devcontainer.json (JSON with comments) that defines the workspace instead
 	// of a devfile: exclusive with Devfile and Template; at most MaxDevfileBytes.
 	Devcontainer string `json:"devcontainer,omitempty"`
+	// Repository, when set, creates the workspace from a repository: its first project, defined by
+	// the repository's devfile or devcontainer.json (read with the user's linked forge account),
+	// else the agent's default; exclusive with Devfile, Devcontainer and Template.
+	Repository *RepositorySource `json:"repository,omitempty"`
 	// Template names a template: a terraform one needs no agent; a kubernetes one gives the devfile.
 	Template string `json:"template,omitempty"`
 	// Parameters are the values of the template's parameters (terraform), by name: a string,

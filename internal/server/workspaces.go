@@ -60,12 +60,19 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u works
 	if err := v.Err(); err != nil {
 		return err
 	}
-	ws, df, err := s.kube.Create(r.Context(), u, kube.CreateRequest{Name: req.Name, Agent: req.Agent, Devfile: req.Devfile, Devcontainer: req.Devcontainer, Template: tmpl})
+	var repo *kube.Repository
+	var repoWarnings []string
+	if req.Repository != nil {
+		if repo, repoWarnings, err = s.readRepository(r.Context(), u, *req.Repository); err != nil {
+			return err
+		}
+	}
+	ws, df, err := s.kube.Create(r.Context(), u, kube.CreateRequest{Name: req.Name, Agent: req.Agent, Devfile: req.Devfile, Devcontainer: req.Devcontainer, Template: tmpl, Repository: repo})
 	if err != nil {
 		return err
 	}
 	out := s.toWorkspace(ws)
-	out.Warnings, out.Definition = df.Warnings(), df.Definition()
+	out.Warnings, out.Definition = append(repoWarnings, df.Warnings()...), df.Definition()
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/devcontainer"
 	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/reconcile"
+	"github.com/hangar-dev/hangar/internal/repodef"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -93,8 +94,47 @@ type CreateRequest struct {
 	// (internal/devcontainer); exclusive with Devfile and Template.
 	Devcontainer string
 	Template     *store.Template
+	// Repository, when set, is the repository the workspace is created from: its first project,
+	// defined by the definition found in it (exclusive with Devfile, Devcontainer and Template).
+	Repository *Repository
 	// Schedule is the workspace's own lifecycle settings (checked by the caller).
 	Schedule workspace.Schedule
+}
+
+// Repository is a repository a workspace is created from, with the definition the caller read
+// from it (internal/repodef; none: the agent's default devfile).
+type Repository struct {
+	URL, Ref   string
+	Definition repodef.Definition
+}
+
+// repositoryDevfile is the devfile of a workspace created from a repository: the definition found
+// in it (a devfile, or a devcontainer.json translated with the repository as the workspace
+// folder), else the agent's default, with the repository as the first project at its ref. Errors
+// in the repository's file name it.
+func repositoryDevfile(r Repository, name, id string, cfg workspace.AgentConfig) ([]byte, error) {
+	var text []byte
+	switch r.Definition.Kind {
+	case repodef.Devfile:
+		// Parsed first: its errors are the repository's, and the bounds of the parse protect
+		// what follows.
+		if _, err := devfile.Parse(r.Definition.Content); err != nil {
+			return nil, fmt.Errorf("the repository's %s: %w", r.Definition.Path, err)
+		}
+		text = r.Definition.Content
+	case repodef.Devcontainer:
+		t, err := devcontainer.Translate(r.Definition.Content, devcontainer.Options{Basename: devfile.ProjectName(r.URL), ID: id, Caps: cfg.MaxResources, FromRepository: true})
+		if err != nil {
+			return nil, fmt.Errorf("the repository's %s: %w", r.Definition.Path, err)
+		}
+		text = t.Devfile
+	default:
+		text = devfile.Default()
+		if cfg.DefaultDevfile != "" {
+			text = []byte(cfg.DefaultDevfile)
+		}
+	}
+	return devfile.WithFirstProject(text, r.URL, r.Ref)
 }
 
 // Create creates the workspace, desired Running, after checking that the agent exists and that its
@@ -120,6 +160,9 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 	if len(req.Devcontainer) > sdk.MaxDevfileBytes {
 		v.Add("devcontainer", "is %d bytes, the limit is %d", len(req.Devcontainer), sdk.MaxDevfileBytes)
 	}
+	if req.Repository != nil && (req.Devfile != "" || req.Devcontainer != "" || req.Template != nil) {
+		v.Add("repository", "defines the workspace (its devfile or devcontainer.json): give no devfile, devcontainer or template with it")
+	}
 	if err := v.Err(); err != nil {
 		return workspace.Workspace{}, nil, err
 	}
@@ -133,7 +176,11 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 	}
 	id := uuid.NewString()
 	text := []byte(req.Devfile)
-	if req.Devcontainer != "" {
+	if req.Repository != nil {
+		if text, err = repositoryDevfile(*req.Repository, req.Name, id, agent.Config); err != nil {
+			return workspace.Workspace{}, nil, err
+		}
+	} else if req.Devcontainer != "" {
 		// Its devfile is what is kept: the workspace is generated from it as from any devfile.
 		r, err := devcontainer.Translate([]byte(req.Devcontainer), devcontainer.Options{Basename: req.Name, ID: id, Caps: agent.Config.MaxResources})
 		if err != nil {

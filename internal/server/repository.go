@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/backend/kube"
+	"github.com/hangar-dev/hangar/internal/externalauth"
+	"github.com/hangar-dev/hangar/internal/repodef"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// repositoryReadTimeout bounds reading a repository's definition (a few requests to the forge).
+const repositoryReadTimeout = 30 * time.Second
+
+// readRepository finds the definition of a workspace created from a repository (docs/decisions.md,
+// "A workspace from a repository"): through the API of the configured forge that serves the
+// repository's host, with u's linked account there (anonymously when u has none, for a public
+// repository). A host no configured forge serves gets the agent's default definition, with a
+// warning saying why.
+func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.RepositorySource) (*kube.Repository, []string, error) {
+	raw := req.URL
+	if req.Ref != "" {
+		raw += "#" + req.Ref
+	}
+	src, err := repodef.ParseSource("repository.url", raw)
+	if err != nil {
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository", Detail: err.Error()})
+	}
+	if strings.Contains(req.URL, "#") {
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.url", Detail: "give the ref in repository.ref, not after '#'"})
+	}
+	if req.DevcontainerPath != "" {
+		if _, err := repodef.CleanPath("repository.devcontainer_path", req.DevcontainerPath); err != nil {
+			return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.devcontainer_path", Detail: err.Error()})
+		}
+	}
+	host, repoPath, _ := repodef.RepoHostPath(src.URL)
+	scheme, _, _ := strings.Cut(src.URL, "://")
+	if scheme != "https" && scheme != "http" {
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.url",
+			Detail: "SSH remotes need a per-user SSH key, which Hangar does not make yet: give the repository's https:// URL (git then uses your linked forge account)"})
+	}
+	repo := &kube.Repository{URL: src.URL, Ref: src.Ref}
+	var provider externalauth.Provider
+	found := false
+	if s.extAuth != nil {
+		provider, found = externalauth.Match(s.extAuth.Providers(), externalauth.CredentialRequest{Protocol: scheme, Host: host, Path: repoPath})
+	}
+	if !found {
+		return repo, []string{fmt.Sprintf("the repository's own definition was not read: no forge configured in Hangar serves %s (an admin adds it with --external-auth-config); the agent's default definition is used, and the repository is cloned at the start", host)}, nil
+	}
+	token := ""
+	tok, err := s.extAuth.Token(ctx, u, provider.ID)
+	switch {
+	case err == nil:
+		token = tok.AccessToken
+	case errors.Is(err, externalauth.ErrNotLinked):
+		// Anonymous: a public repository reads; a private one is refused below, saying to link.
+	default:
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, repositoryReadTimeout)
+	defer cancel()
+	reader := &repodef.ForgeReader{Type: string(provider.Type), APIBase: provider.APIURL, Repo: repoPath, Ref: src.Ref, Token: token,
+		HTTP: &http.Client{Timeout: repositoryReadTimeout}}
+	def, err := repodef.Find(ctx, reader, req.DevcontainerPath)
+	var refused *repodef.RefusedError
+	var choice *repodef.ChoiceError
+	switch {
+	case errors.As(err, &refused) && token == "":
+		return nil, nil, errConflict(fmt.Sprintf("%s cannot read %s without your account there: link it with `hangar external-auth link %s`, then create the workspace again", provider.Name, repoPath, provider.ID), "")
+	case errors.As(err, &refused):
+		return nil, nil, errConflict(fmt.Sprintf("%s refused to read %s with your linked account (%s): it is private and your account may not read it, or it does not exist", provider.Name, repoPath, err), "")
+	case errors.As(err, &choice):
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.devcontainer_path", Detail: err.Error()})
+	case err != nil && strings.HasPrefix(err.Error(), "devcontainer_path: "):
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.devcontainer_path", Detail: strings.TrimPrefix(err.Error(), "devcontainer_path: ")})
+	case err != nil:
+		return nil, nil, fmt.Errorf("read the definition of %s: %w", src.URL, err)
+	}
+	repo.Definition = def
+	var warnings []string
+	if def.Kind == "" {
+		warnings = append(warnings, fmt.Sprintf("%s has no devfile or devcontainer.json at %s: the agent's default definition is used", repoPath, refName(src.Ref)))
+	}
+	return repo, warnings, nil
+}
+
+func refName(ref string) string {
+	if ref == "" {
+		return "its default branch"
+	}
+	return ref
+}

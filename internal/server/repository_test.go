@@ -1,0 +1,186 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/hangar-dev/hangar/internal/externalauth"
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/server"
+	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
+)
+
+// repoEnv is a Kubernetes server with the test forge configured as a Gitea, and user dev linked
+// there as alice.
+type repoEnv struct {
+	*servertest.Env
+	forge      *forgetest.Forge
+	dev, agent string
+}
+
+func newRepoEnv(t *testing.T, engine string) *repoEnv {
+	t.Helper()
+	re := &repoEnv{forge: forgetest.New(t, forgetest.Options{})}
+	re.forge.AddUser(forgetest.User{Login: "alice", FullName: "Alice", Email: "alice@example.com"})
+	cfg := fmt.Sprintf("providers:\n  - {id: forge, name: Forge, type: gitea, client_id: hangar, client_secret_env: FORGE_SECRET, base_url: %q, hosts: [%q]}\n", re.forge.HTTPURL(), re.forge.HTTPURL())
+	providers, err := externalauth.Decode([]byte(cfg), func(k string) (string, bool) { return "forge-secret", k == "FORGE_SECRET" }, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := externalauth.ParseKeys([]byte(testKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base string
+	re.Env = servertest.NewWith(t, engine, func(o *server.Options) {
+		o.ExternalAuth = externalauth.New(externalauth.Options{Providers: providers, Keys: keys, Store: o.Store, Clock: o.Clock, Log: o.Logger,
+			CallbackURL: func(id string) string { return server.ExternalAuthCallbackURL(base, id) }})
+	})
+	base = re.URL
+	re.forge.AddClient("hangar", "forge-secret", []string{server.ExternalAuthCallbackURL(base, "forge")})
+	re.agent = createAgent(t, re.Env, "k1", nil)
+	re.dev = createUser(t, re.Env, "dev")
+	return re
+}
+
+// link links dev's account at the forge as alice, as a browser signed in to Hangar would.
+func (re *repoEnv) link(t *testing.T) {
+	t.Helper()
+	var start sdk.ExternalAuthLinkStart
+	mustCall(t, re.Env, re.dev, "POST", "/api/v1/external-auth/forge/link", map[string]any{}, http.StatusOK, &start)
+	b := newOIDCBrowser(t)
+	if resp, body := b.postForm(re.URL+"/signin", url.Values{"token": {re.dev}, "return_to": {"/ui/"}}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("sign in: %s %s", resp.Status, body)
+	}
+	back, err := re.forge.Approve(b.c, start.AuthorizeURL, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := b.get(back.String()); resp.StatusCode != http.StatusOK || !strings.Contains(body, "alice") {
+		t.Fatalf("callback: %s %s", resp.Status, body)
+	}
+}
+
+// configOf is the config the agent gets for the workspace.
+func (re *repoEnv) configOf(t *testing.T, name string) string {
+	t.Helper()
+	resp := reconcileCall(t, re.Env, re.agent, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+	for _, w := range resp.WorkspaceRailsInfos {
+		if strings.HasPrefix(w.Name, name+"-") {
+			return w.ConfigToApply
+		}
+	}
+	t.Fatalf("no config for %s", name)
+	return ""
+}
+
+func TestCreateWorkspaceFromRepository(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			re := newRepoEnv(t, engine)
+			f := re.forge
+			f.CreateRepo("alice", "app", true, map[string]string{
+				".devcontainer/devcontainer.json": `{
+  // comments, as real files have them
+  "image": "hangar.local/workspace:dev",
+  "forwardPorts": [8000],
+  "containerEnv": {"APP_MODE": "dev"},
+  "postCreateCommand": "echo created > created.txt",
+}`,
+			})
+			f.CreateRepo("alice", "pub", false, map[string]string{"devfile.yaml": "schemaVersion: 2.2.0\nmetadata: {name: pub}\ncomponents:\n- name: tools\n  container: {image: 'hangar.local/workspace:dev', mountSources: true}\n"})
+			f.CreateRepo("alice", "two", true, map[string]string{".devcontainer/go/devcontainer.json": `{"image": "a"}`, ".devcontainer/py/devcontainer.json": `{"image": "b"}`})
+			f.CreateRepo("alice", "plain", true, map[string]string{"README.md": "nothing to see\n"})
+			create := func(name string, repo map[string]any) (int, []byte) {
+				return call(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": name, "agent": "k1", "repository": repo})
+			}
+
+			// Not linked: the public repository's devfile is read anonymously; the private one is
+			// refused, saying to link.
+			var pub sdk.Workspace
+			if status, body := create("pub", map[string]any{"url": f.CloneURL("alice", "pub")}); status != http.StatusCreated || json.Unmarshal(body, &pub) != nil {
+				t.Fatalf("public, not linked: %d %s", status, body)
+			}
+			if cfg := re.configOf(t, "pub"); !strings.Contains(cfg, "image: hangar.local/workspace:dev") || !strings.Contains(cfg, `\"name\":\"pub\"`) {
+				t.Fatalf("the public repository's devfile and project are not in its config:\n%s", cfg)
+			}
+			status, body := create("app", map[string]any{"url": f.CloneURL("alice", "app")})
+			if e := apiError(t, body); status != http.StatusConflict || !strings.Contains(e.Message, "hangar external-auth link forge") {
+				t.Fatalf("private, not linked: %d %s", status, body)
+			}
+
+			re.link(t)
+			var ws sdk.Workspace
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1", "repository": map[string]any{"url": f.CloneURL("alice", "app"), "ref": "main"}}, http.StatusCreated, &ws)
+			if ws.Definition == "" || !strings.Contains(ws.Definition, "devcontainer") {
+				t.Errorf("definition %q, want the devcontainer.json's", ws.Definition)
+			}
+			cfg := re.configOf(t, "app")
+			for _, want := range []string{
+				"image: hangar.local/workspace:dev", // the devcontainer's image
+				"name: APP_MODE",                    // its containerEnv
+				"containerPort: 8000",               // its forwardPorts
+				`\"revision\":\"main\"`,             // the repository, cloned at the ref
+				f.CloneURL("alice", "app"),
+				"value: /workspaces/app",                  // PROJECT_SOURCE: the repository is the workspace folder
+				`created.txt\",\"oncePerWorkspace\":true`, // its postCreateCommand, once per workspace
+			} {
+				if !strings.Contains(cfg, want) {
+					t.Errorf("the config lacks %q", want)
+				}
+			}
+			if t.Failed() {
+				t.Logf("config:\n%s", cfg)
+			}
+
+			// Several devcontainer definitions: the user names one.
+			status, body = create("two", map[string]any{"url": f.CloneURL("alice", "two")})
+			if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) != 1 || e.Validations[0].Field != "repository.devcontainer_path" ||
+				!strings.Contains(e.Validations[0].Detail, ".devcontainer/go/devcontainer.json, .devcontainer/py/devcontainer.json") {
+				t.Fatalf("two definitions: %d %s", status, body)
+			}
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "two", "agent": "k1",
+				"repository": map[string]any{"url": f.CloneURL("alice", "two"), "devcontainer_path": ".devcontainer/py/devcontainer.json"}}, http.StatusCreated, nil)
+			if cfg := re.configOf(t, "two"); !strings.Contains(cfg, "image: b") {
+				t.Fatalf("the named definition is not used:\n%s", cfg)
+			}
+			// No definition: the default, with a warning; and the repository cloned.
+			var plain sdk.Workspace
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "plain", "agent": "k1", "repository": map[string]any{"url": f.CloneURL("alice", "plain")}}, http.StatusCreated, &plain)
+			if len(plain.Warnings) == 0 || !strings.Contains(plain.Warnings[0], "alice/plain has no devfile or devcontainer.json") {
+				t.Fatalf("warnings %q", plain.Warnings)
+			}
+			// A host no forge serves: the default and a warning; bad input names the field.
+			var other sdk.Workspace
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "other", "agent": "k1", "repository": map[string]any{"url": "https://git.elsewhere.test/x/y.git"}}, http.StatusCreated, &other)
+			if len(other.Warnings) == 0 || !strings.Contains(other.Warnings[0], "no forge configured in Hangar serves git.elsewhere.test") {
+				t.Fatalf("warnings %q", other.Warnings)
+			}
+			for _, tc := range []struct {
+				repo  map[string]any
+				field string
+			}{
+				{map[string]any{"url": "git@" + strings.TrimPrefix(f.HTTPURL(), "http://") + ":alice/app.git"}, "repository.url"},
+				{map[string]any{"url": "https://u:p@h/x/y"}, "repository"},
+				{map[string]any{"url": f.CloneURL("alice", "app"), "ref": "-x"}, "repository"},
+				{map[string]any{"url": f.CloneURL("alice", "app"), "devcontainer_path": "../x"}, "repository.devcontainer_path"},
+			} {
+				status, body := create("bad", tc.repo)
+				if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) == 0 || e.Validations[0].Field != tc.field {
+					t.Errorf("%v: %d %s, want a 400 naming %s", tc.repo, status, body, tc.field)
+				}
+			}
+			status, body = call(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "both", "agent": "k1", "devfile": "x", "repository": map[string]any{"url": f.CloneURL("alice", "pub")}})
+			if e := apiError(t, body); status != http.StatusBadRequest || !strings.Contains(string(body), "repository") {
+				t.Fatalf("repository with a devfile: %d %s %+v", status, body, e)
+			}
+		})
+	}
+}
