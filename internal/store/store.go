@@ -73,6 +73,7 @@ type Store interface {
 	PresetStore
 	OIDCStore
 	ExternalAuthStore
+	GitSSHKeyStore
 	WorkspaceChangeStore
 	AgentSeenStore
 	TokenStore
