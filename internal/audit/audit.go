@@ -65,6 +65,7 @@ const (
 	ProvisionerToken    Action = "provisioner.token"    // details: revoked (true: no new token)
 	ExternalAuthLink    Action = "external_auth.link"   // target: the forge; details: the account's login; never a token
 	ExternalAuthUnlink  Action = "external_auth.unlink" // target: the forge
+	GitSSHRotate        Action = "git_ssh.rotate"       // target: the user; details: the new key's fingerprint
 )
 
 // Target kinds.
@@ -326,7 +327,7 @@ const (
 // Actions lists every action, for validation and help.
 var Actions = []Action{WorkspaceCreate, WorkspaceTransition, WorkspaceDormant, WorkspaceSchedule, BuildCreate, BuildCancel, StatePush,
 	AgentCreate, UserCreate, UserToken, ProvisionerCreate, TemplatePush, TemplateLifecycle, TemplateDelete, SignIn, SignInWorkspace, SSHKeyAdd, SSHKeyRemove,
-	ExternalAuthLink, ExternalAuthUnlink}
+	ExternalAuthLink, ExternalAuthUnlink, GitSSHRotate}
 
 // Kinds lists every target kind.
 var Kinds = []string{KindWorkspace, KindUser, KindAgent, KindTemplate, KindProvisioner, KindSSHKey, KindPreset, KindForge}

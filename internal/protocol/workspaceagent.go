@@ -18,4 +18,8 @@ const (
 	// GitCredentialsPath is where a helper asks, with its token, for the workspace owner's
 	// credentials for a git remote (POST, git's attributes as JSON: protocol, host, path).
 	GitCredentialsPath = "/api/v1/workspace-agent/git-credentials"
+	// GitSSHKeyPath is where a helper reads, with its token, the workspace owner's git SSH public
+	// key (GET); GitSSHSignPath is where it asks the server to sign with that key (POST).
+	GitSSHKeyPath  = "/api/v1/workspace-agent/gitssh"
+	GitSSHSignPath = "/api/v1/workspace-agent/gitssh/sign"
 )

@@ -30,6 +30,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/externalauth"
+	"github.com/hangar-dev/hangar/internal/gitssh"
 	"github.com/hangar-dev/hangar/internal/prebuilds"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -84,6 +85,9 @@ type Options struct {
 	// ExternalAuth links users to forges and hands their tokens to git (externalauth.go); nil:
 	// no forge is configured.
 	ExternalAuth *externalauth.Service
+	// GitSSH keeps users' git SSH keys and signs for their workspaces (gitssh.go); nil: the
+	// server has no key file to seal them with, and refuses.
+	GitSSH *gitssh.Service
 	// HeartbeatAfter makes the timers of the live workspace stream's heartbeats (events.go;
 	// default time.After; tests fire their own).
 	HeartbeatAfter func(time.Duration) <-chan time.Time
@@ -103,6 +107,7 @@ type Server struct {
 	kube    *kube.Service
 	// helperTokenKeys check the tokens of Kubernetes workspaces' helpers (Options.HelperTokenKeys).
 	helperTokenKeys [][]byte
+	gitSSH          *gitssh.Service
 	mux             *http.ServeMux
 	after           func(time.Duration) <-chan time.Time
 	builder         *tfbackend.Service
@@ -196,6 +201,7 @@ func New(opts Options) *Server {
 		agents: agentRegistry{live: map[string]*agentConn{}}, recheck: opts.RecheckInterval, recheckAfter: opts.RecheckAfter, replica: opts.ReplicaID}
 	s.tokenDefault, s.tokenMax = opts.TokenLifetime, opts.MaxTokenLifetime
 	s.helperTokenKeys = opts.HelperTokenKeys
+	s.gitSSH = opts.GitSSH
 	s.backends = backend.Router{Store: opts.Store, Kubernetes: opts.Kube, Terraform: opts.Builder}
 	s.metrics = newMetrics(opts.Store, opts.Builder, opts.Clock.Now)
 	s.ops = newOpsMetrics(s.metrics.reg, opts.Store)
@@ -320,6 +326,8 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", "/api/v1/users/me/ssh-keys", s.authUser(s.listSSHKeys)},
 		{"POST", "/api/v1/users/me/ssh-keys", s.authUser(s.addSSHKey)},
 		{"DELETE", "/api/v1/users/me/ssh-keys/{key}", s.authUser(s.removeSSHKey)},
+		{"GET", "/api/v1/users/me/gitssh", s.authUser(s.gitSSHKey)},
+		{"POST", "/api/v1/users/me/gitssh/rotate", s.authUser(s.rotateGitSSHKey)},
 		{"GET", "/api/v1/external-auth", s.authUser(s.listExternalAuth)},
 		{"POST", "/api/v1/external-auth/{id}/link", s.authUser(s.linkExternalAuth)},
 		{"DELETE", "/api/v1/external-auth/{id}", s.authUser(s.unlinkExternalAuth)},
@@ -347,6 +355,8 @@ func (s *Server) routeTable() []routeEntry {
 		{"POST", "/api/v1/workspaces/{name}/update", s.authUser(s.updateWorkspaceVersion)},
 		{"GET", protocol.WorkspaceAgentConnectPath, http.HandlerFunc(s.workspaceAgentConnect)},
 		{"POST", protocol.GitCredentialsPath, http.HandlerFunc(s.gitCredentials)},
+		{"GET", protocol.GitSSHKeyPath, http.HandlerFunc(s.helperGitSSHKey)},
+		{"POST", protocol.GitSSHSignPath, http.HandlerFunc(s.helperGitSSHSign)},
 
 		{"POST", "/api/v1/templates/{name}/versions", s.authUser(s.adminOnly(s.pushTemplateVersion))},
 		{"GET", "/api/v1/templates/{name}/versions", s.authUser(s.listTemplateVersions)},

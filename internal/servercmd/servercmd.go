@@ -29,6 +29,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/externalauth"
+	"github.com/hangar-dev/hangar/internal/gitssh"
 	"github.com/hangar-dev/hangar/internal/logging"
 	"github.com/hangar-dev/hangar/internal/provisioner"
 	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
@@ -317,14 +318,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		HelperURL: func() string { return cfg.HelperURL }, MaxStoragePerUser: maxStorage})
 	var extAuth *externalauth.Service
 	var helperTokenKeys [][]byte
+	var gitSSH *gitssh.Service
 	if forges != nil {
 		extAuth = externalauth.New(externalauth.Options{Providers: forges, Keys: forgeKeys, Store: st, Clock: clock.Real{}, Log: log.With("component", "external-auth"),
 			CallbackURL: func(id string) string { return server.ExternalAuthCallbackURL(cfg.AccessURL, id) }})
 		// Kubernetes workspaces' helpers ask for git credentials with tokens made under a key
 		// derived from the same key file (docs/decisions.md, "git credentials in the workspace").
 		helperTokenKeys = forgeKeys.DerivedKeys("hangar kubernetes helper tokens v1")
+		// Users' git SSH keys are sealed under the same key file (docs/decisions.md, "a git SSH
+		// key per user").
+		gitSSH = &gitssh.Service{Keys: forgeKeys, Store: st, Clock: clock.Real{}}
 	}
-	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL, ExternalAuth: extAuth,
+	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL, ExternalAuth: extAuth, GitSSH: gitSSH,
 		HelperTokenKeys: helperTokenKeys, HelperURL: func() string { return cfg.HelperURL },
 		AuditRetention: auditRetention, TrustedProxies: hard.trusted, StreamLimits: hard.streams, OIDC: oidcOpts,
 		TokenLifetime: tokenLifetime, MaxTokenLifetime: maxTokenLifetime})

@@ -23,7 +23,8 @@ type GitSSHKeyStore interface {
 	// CreateGitSSHKey stores the user's first key; ErrConflict when the user has one already
 	// (another replica made it first: read that one).
 	CreateGitSSHKey(ctx context.Context, k GitSSHKey) error
-	// ReplaceGitSSHKey stores k as the user's key, replacing any (a rotation).
+	// ReplaceGitSSHKey stores k as the user's key, replacing any (a rotation), with the pending audit entry
+	// of the context in the same transaction.
 	ReplaceGitSSHKey(ctx context.Context, k GitSSHKey) error
 	// GitSSHKey reads the user's key (ErrNotFound when none was made yet).
 	GitSSHKey(ctx context.Context, userID string) (GitSSHKey, error)

@@ -19,10 +19,13 @@ func (s *Store) CreateGitSSHKey(ctx context.Context, k store.GitSSHKey) error {
 }
 
 func (s *Store) ReplaceGitSSHKey(ctx context.Context, k store.GitSSHKey) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO git_ssh_keys (user_id, public_key, fingerprint, key_id, private_key, created_at)
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO git_ssh_keys (user_id, public_key, fingerprint, key_id, private_key, created_at)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id) DO UPDATE SET public_key = excluded.public_key,
 		fingerprint = excluded.fingerprint, key_id = excluded.key_id, private_key = excluded.private_key, created_at = excluded.created_at`),
-		k.UserID, k.PublicKey, k.Fingerprint, k.KeyID, k.PrivateKey, micros(k.CreatedAt))
+			k.UserID, k.PublicKey, k.Fingerprint, k.KeyID, k.PrivateKey, micros(k.CreatedAt))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("replace the git SSH key: %w", err)
 	}
