@@ -168,7 +168,7 @@ func AskServer(hc *http.Client, baseURL, token string) AskFunc {
 			}
 			return Answer{Credential: c}
 		case errors.As(err, &se):
-			msg := errorMessage(se.Body)
+			msg := ErrorMessage(se.Body)
 			if se.Code == http.StatusNotFound {
 				return Answer{Error: msg}
 			}
@@ -179,8 +179,8 @@ func AskServer(hc *http.Client, baseURL, token string) AskFunc {
 	}
 }
 
-// errorMessage is an error body's message (sdk.Error), or the body itself.
-func errorMessage(body string) string {
+// ErrorMessage is an error body's message (sdk.Error), or the body itself.
+func ErrorMessage(body string) string {
 	var e struct {
 		Message string `json:"message"`
 	}

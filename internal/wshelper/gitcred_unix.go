@@ -34,13 +34,18 @@ const gitCredentialTimeout = 30 * time.Second
 // maxGitCredentialsInFlight bounds the questions the helper asks the server at once; more wait.
 const maxGitCredentialsInFlight = 8
 
-// listenGitCredentials opens the credential socket in stateDir (which the helper keeps 0700, so
-// only the workspace's user reaches it) and returns it with its path.
+// listenGitCredentials opens the credential socket in stateDir and returns it with its path.
 func listenGitCredentials(stateDir string) (net.Listener, string, error) {
+	return listenStateSocket(stateDir, gitCredentialSocketName)
+}
+
+// listenStateSocket opens the Unix socket name in stateDir (which the helper keeps 0700, so only
+// the workspace's user reaches it; the socket is 0600 too) and returns it with its path.
+func listenStateSocket(stateDir, name string) (net.Listener, string, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, "", err
 	}
-	path := filepath.Join(stateDir, gitCredentialSocketName)
+	path := filepath.Join(stateDir, name)
 	_ = os.Remove(path) // a previous run's
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -129,9 +134,10 @@ func readAnswer(r io.Reader) (gitcred.Answer, error) {
 	return a, nil
 }
 
-// startGitCredentials opens the credential socket in cfg.StateDir and answers on it with the
-// server cfg.ServerURL (cfg.Connect.HTTPClient, as the connection); it returns cfg.Env with git
-// pointed at it, and what stops it.
+// startGitCredentials opens the credential socket and the git SSH agent's socket
+// (gitssh_unix.go) in cfg.StateDir and answers on them with the server cfg.ServerURL
+// (cfg.Connect.HTTPClient, as the connection); it returns cfg.Env with git pointed at them, and
+// what stops them.
 func startGitCredentials(cfg Config, log *slog.Logger) ([]string, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -141,19 +147,27 @@ func startGitCredentials(cfg Config, log *slog.Logger) ([]string, func(), error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the credential socket: %w", err)
 	}
+	agentPath, stopAgent, err := startGitSSHAgent(cfg, log)
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		serveGitCredentials(ctx, ln, gitcred.AskServer(cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token), log)
 	}()
-	return gitCredentialEnv(cfg.Env, self, path), func() { cancel(); ln.Close(); <-done }, nil
+	return gitCredentialEnv(cfg.Env, self, path, agentPath), func() { cancel(); ln.Close(); <-done; stopAgent() }, nil
 }
 
 // gitCredentialEnv returns env with git told to ask `self git-credential` (after the user's own
 // credential helpers, with the remote's path, so a server can tell repositories apart) and where
-// the socket is. It appends to GIT_CONFIG_COUNT's entries rather than replacing them.
-func gitCredentialEnv(env []string, self, socket string) []string {
+// the socket is. It appends to GIT_CONFIG_COUNT's entries rather than replacing them. With an
+// agent socket, git's ssh also uses the git SSH agent (core.sshCommand = ssh -o
+// IdentityAgent=SOCKET, the user's own agent untouched), unless env sets GIT_SSH_COMMAND or
+// GIT_SSH: then the container chose its own ssh, and keeps it.
+func gitCredentialEnv(env []string, self, socket, agentSocket string) []string {
 	n := 0
 	if v := lookupEnv(env, "GIT_CONFIG_COUNT"); v != "" {
 		if c, err := strconv.Atoi(v); err == nil && c >= 0 && c < 1000 {
@@ -164,7 +178,13 @@ func gitCredentialEnv(env []string, self, socket string) []string {
 	env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), "!"+shellQuote(self)+" git-credential")
 	env = setEnv(env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n+1), "credential.useHttpPath")
 	env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n+1), "true")
-	env = setEnv(env, "GIT_CONFIG_COUNT", strconv.Itoa(n+2))
+	n += 2
+	if agentSocket != "" && lookupEnv(env, "GIT_SSH_COMMAND") == "" && lookupEnv(env, "GIT_SSH") == "" {
+		env = setEnv(env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n), "core.sshCommand")
+		env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), "ssh -o IdentityAgent="+shellQuote(agentSocket))
+		n++
+	}
+	env = setEnv(env, "GIT_CONFIG_COUNT", strconv.Itoa(n))
 	return setEnv(env, GitCredentialSocketEnv, socket)
 }
 

@@ -1,0 +1,174 @@
+//go:build unix
+
+package wshelper
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/hangar-dev/hangar/internal/apiclient"
+	"github.com/hangar-dev/hangar/internal/gitcred"
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
+)
+
+// The workspace's git SSH agent (docs/decisions.md, "A team's repository: a git SSH key per user
+// (issue 22)"): an SSH agent on a socket in the helper's state directory whose one key is the
+// workspace owner's git SSH key; the server holds the private key and makes each signature, so
+// the key is never in the workspace, and a suspension or a rotation stops signing at the next
+// request.
+
+// gitSSHAgentSocketName is the agent's socket in the helper's state directory (mode 0700; the
+// socket 0600).
+const gitSSHAgentSocketName = "git-ssh-agent.sock"
+
+// maxGitSSHAgentConns bounds the agent's connections at once (an ssh process keeps one for its
+// whole connection); more wait.
+const maxGitSSHAgentConns = 16
+
+// gitSSHAgentConnLifetime bounds one connection: ssh asks at authentication, minutes are plenty.
+const gitSSHAgentConnLifetime = 10 * time.Minute
+
+// maxGitSSHAgentRequest bounds one agent request (ssh's sign request: a key and a session's
+// data, well under 1 KiB); the library's own cap is 16 MiB.
+const maxGitSSHAgentRequest = 64 << 10
+
+// errGitSSHAgentRefused answers every operation but List and Sign: the agent holds the owner's
+// key only, which nobody adds, removes or locks from the workspace.
+var errGitSSHAgentRefused = errors.New("the Hangar git SSH agent only lists and signs with the workspace owner's key")
+
+// gitSSHAgent is the agent.Agent: List and Sign ask the server, with the helper's token.
+type gitSSHAgent struct {
+	ctx            context.Context
+	hc             *http.Client
+	baseURL, token string
+	log            *slog.Logger
+}
+
+func (a *gitSSHAgent) ask(method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeout(a.ctx, gitCredentialTimeout)
+	defer cancel()
+	err := apiclient.Do(ctx, a.hc, a.baseURL, a.token, method, path, in, out, maxGitSSHAgentRequest)
+	var se *apiclient.StatusError
+	if errors.As(err, &se) {
+		return fmt.Errorf("the Hangar server refused: %s", gitcred.ErrorMessage(se.Body))
+	}
+	return err
+}
+
+// List gives the owner's current public key.
+func (a *gitSSHAgent) List() ([]*agent.Key, error) {
+	var k sdk.GitSSHKey
+	if err := a.ask(http.MethodGet, protocol.GitSSHKeyPath, nil, &k); err != nil {
+		a.log.Warn("git SSH agent: list", "err", err)
+		return nil, err
+	}
+	pub, comment, _, _, err := ssh.ParseAuthorizedKey([]byte(k.PublicKey))
+	if err != nil {
+		return nil, fmt.Errorf("the Hangar server's git SSH key: %w", err)
+	}
+	return []*agent.Key{{Format: pub.Type(), Blob: pub.Marshal(), Comment: comment}}, nil
+}
+
+// Sign asks the server to sign data with the owner's key (key must be it).
+func (a *gitSSHAgent) Sign(key ssh.PublicKey, data []byte) (*ssh.Signature, error) {
+	var sig sdk.GitSSHSignature
+	if err := a.ask(http.MethodPost, protocol.GitSSHSignPath, sdk.GitSSHSignRequest{PublicKey: key.Marshal(), Data: data}, &sig); err != nil {
+		a.log.Warn("git SSH agent: sign", "err", err)
+		return nil, err
+	}
+	a.log.Info("git SSH signature made by the server", "key", ssh.FingerprintSHA256(key))
+	return &ssh.Signature{Format: sig.Format, Blob: sig.Blob}, nil
+}
+
+func (a *gitSSHAgent) Add(agent.AddedKey) error       { return errGitSSHAgentRefused }
+func (a *gitSSHAgent) Remove(ssh.PublicKey) error     { return errGitSSHAgentRefused }
+func (a *gitSSHAgent) RemoveAll() error               { return errGitSSHAgentRefused }
+func (a *gitSSHAgent) Lock([]byte) error              { return errGitSSHAgentRefused }
+func (a *gitSSHAgent) Unlock([]byte) error            { return errGitSSHAgentRefused }
+func (a *gitSSHAgent) Signers() ([]ssh.Signer, error) { return nil, errGitSSHAgentRefused }
+
+// boundedAgentConn lets through agent requests of at most maxGitSSHAgentRequest bytes: it reads
+// each request's length first and fails the connection on a larger one, before the library
+// allocates it.
+type boundedAgentConn struct {
+	net.Conn
+	left    int    // bytes of the current request still to pass on
+	pending []byte // the length prefix, read and not yet passed on
+}
+
+func (b *boundedAgentConn) Read(p []byte) (int, error) {
+	if b.left == 0 && len(b.pending) == 0 {
+		var hdr [4]byte
+		if _, err := io.ReadFull(b.Conn, hdr[:]); err != nil {
+			return 0, err
+		}
+		l := binary.BigEndian.Uint32(hdr[:])
+		if l > maxGitSSHAgentRequest {
+			return 0, fmt.Errorf("git SSH agent: a request of %d bytes, at most %d", l, maxGitSSHAgentRequest)
+		}
+		b.pending, b.left = hdr[:], int(l)
+	}
+	if len(b.pending) > 0 {
+		n := copy(p, b.pending)
+		b.pending = b.pending[n:]
+		return n, nil
+	}
+	if len(p) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.Conn.Read(p)
+	b.left -= n
+	return n, err
+}
+
+// serveGitSSHAgent serves ag on ln until it is closed, at most maxGitSSHAgentConns connections at
+// once.
+func serveGitSSHAgent(ctx context.Context, ln net.Listener, ag agent.Agent) {
+	slots := make(chan struct{}, maxGitSSHAgentConns)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			c.Close()
+			return
+		}
+		go func() {
+			defer func() { <-slots }()
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(gitSSHAgentConnLifetime))
+			_ = agent.ServeAgent(ag, &boundedAgentConn{Conn: c})
+		}()
+	}
+}
+
+// startGitSSHAgent opens the agent's socket in cfg.StateDir and serves the owner's key through
+// the server cfg.ServerURL; it returns the socket's path and what stops it.
+func startGitSSHAgent(cfg Config, log *slog.Logger) (string, func(), error) {
+	ln, path, err := listenStateSocket(cfg.StateDir, gitSSHAgentSocketName)
+	if err != nil {
+		return "", nil, fmt.Errorf("the git SSH agent's socket: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	ag := &gitSSHAgent{ctx: ctx, hc: cfg.Connect.HTTPClient, baseURL: cfg.ServerURL, token: cfg.Token, log: log}
+	go func() {
+		defer close(done)
+		serveGitSSHAgent(ctx, ln, ag)
+	}()
+	return path, func() { cancel(); ln.Close(); <-done }, nil
+}
