@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/externalauth"
@@ -105,12 +106,13 @@ func (s *Service) PublicKey(ctx context.Context, u workspace.User) (Key, error) 
 }
 
 // Rotate makes the user a new key: the old one signs nothing more (the forge still lists it until
-// the user removes it there).
+// the user removes it there). The new fingerprint goes into ctx's pending audit entry.
 func (s *Service) Rotate(ctx context.Context, u workspace.User) (Key, error) {
 	k, err := s.newKey(u)
 	if err != nil {
 		return Key{}, err
 	}
+	audit.From(ctx).Set("fingerprint", k.Fingerprint) // the pending entry, written with the key
 	if err := s.Store.ReplaceGitSSHKey(ctx, k); err != nil {
 		return Key{}, err
 	}

@@ -52,7 +52,6 @@ func (s *Server) rotateGitSSHKey(w http.ResponseWriter, r *http.Request, u works
 	if err != nil {
 		return err
 	}
-	audit.From(r.Context()).Set("fingerprint", k.Fingerprint)
 	writeJSON(w, http.StatusOK, toGitSSHKey(k))
 	return nil
 }
