@@ -1,0 +1,197 @@
+//go:build unix
+
+package wshelper
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+)
+
+// signingServer answers the git SSH endpoints as the Hangar server does, with a key of its own,
+// counting the requests and their tokens.
+type signingServer struct {
+	signer ssh.Signer
+	mu     sync.Mutex
+	asked  []string // "METHOD path token"
+	refuse string   // set: every answer is a 403 with this message
+}
+
+func newSigningServer(t *testing.T) *signingServer {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &signingServer{signer: s}
+}
+
+func (h *signingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.asked = append(h.asked, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+	refuse := h.refuse
+	h.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if refuse != "" {
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(sdk.Error{Code: "forbidden", Message: refuse})
+		return
+	}
+	switch r.Method + " " + r.URL.Path {
+	case "GET /api/v1/workspace-agent/gitssh":
+		_ = json.NewEncoder(w).Encode(sdk.GitSSHKey{PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(h.signer.PublicKey()))) + " hangar:alice"})
+	case "POST /api/v1/workspace-agent/gitssh/sign":
+		var req sdk.GitSSHSignRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || string(req.PublicKey) != string(h.signer.PublicKey().Marshal()) {
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(sdk.Error{Code: "conflict", Message: "not the user's current git SSH key"})
+			return
+		}
+		sig, err := h.signer.Sign(rand.Reader, req.Data)
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(sdk.GitSSHSignature{Format: sig.Format, Blob: sig.Blob})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// startTestAgent serves the git SSH agent on a socket in a new state directory, asking h.
+func startTestAgent(t *testing.T, h *signingServer) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	path, stop, err := startGitSSHAgent(Config{StateDir: t.TempDir() + "/state", ServerURL: srv.URL, Token: "hwa_test", Connect: ConnectOptions{HTTPClient: srv.Client()}},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return path
+}
+
+func dialAgent(t *testing.T, path string) agent.ExtendedAgent {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return agent.NewClient(c)
+}
+
+// The agent lists the owner's key and signs with it through the server (the signature verifies
+// with that key); it refuses every other operation, and the server's refusals reach the client.
+func TestGitSSHAgent(t *testing.T) {
+	h := newSigningServer(t)
+	path := startTestAgent(t, h)
+	ag := dialAgent(t, path)
+	keys, err := ag.List()
+	if err != nil || len(keys) != 1 || keys[0].Comment != "hangar:alice" || string(keys[0].Blob) != string(h.signer.PublicKey().Marshal()) {
+		t.Fatalf("List = %v, %v; want the owner's key", keys, err)
+	}
+	data := []byte("to sign")
+	sig, err := ag.Sign(keys[0], data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.signer.PublicKey().Verify(data, sig); err != nil {
+		t.Fatalf("the signature does not verify: %v", err)
+	}
+	_, other, _ := ed25519.GenerateKey(rand.Reader)
+	otherSigner, _ := ssh.NewSignerFromKey(other)
+	if _, err := ag.Sign(otherSigner.PublicKey(), data); err == nil {
+		t.Fatal("signed with a key that is not the owner's")
+	}
+	for name, op := range map[string]func() error{
+		"Add":       func() error { return ag.Add(agent.AddedKey{PrivateKey: other}) },
+		"Remove":    func() error { return ag.Remove(otherSigner.PublicKey()) },
+		"RemoveAll": func() error { return ag.RemoveAll() },
+		"Lock":      func() error { return ag.Lock([]byte("x")) },
+		"Unlock":    func() error { return ag.Unlock([]byte("x")) },
+		"Extension": func() error { _, err := ag.Extension("session-bind@openssh.com", nil); return err },
+	} {
+		if err := op(); err == nil {
+			t.Errorf("%s succeeded; want it refused", name)
+		}
+	}
+	if keys, err := ag.List(); err != nil || len(keys) != 1 {
+		t.Fatalf("after the refused operations, List = %v, %v; want the one key still", keys, err)
+	}
+	h.mu.Lock()
+	for _, a := range h.asked {
+		if !strings.HasSuffix(a, " Bearer hwa_test") {
+			t.Errorf("the server was asked %q; want the helper's token", a)
+		}
+	}
+	h.refuse = "alice is suspended"
+	h.mu.Unlock()
+	if _, err := ag.Sign(keys[0], data); err == nil {
+		t.Fatal("signed for a suspended owner")
+	}
+	if keys, err := ag.List(); err == nil || len(keys) != 0 {
+		t.Fatalf("List for a suspended owner = %v, %v; want a failure", keys, err)
+	}
+}
+
+// A request over maxGitSSHAgentRequest ends the connection before anything is read into memory
+// or asked of the server; the agent goes on serving others.
+func TestGitSSHAgentBoundsRequests(t *testing.T) {
+	h := newSigningServer(t)
+	path := startTestAgent(t, h)
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], 8<<20)
+	if _, err := c.Write(hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 16)); err != io.EOF {
+		t.Fatalf("after an 8 MiB request's length, read %d bytes, %v; want the connection closed", n, err)
+	}
+	if keys, err := dialAgent(t, path).List(); err != nil || len(keys) != 1 {
+		t.Fatalf("another connection: %v, %v", keys, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.asked) != 1 {
+		t.Fatalf("the server was asked %v; want only the second connection's List", h.asked)
+	}
+}
+
+// git's ssh uses the agent unless the container chose its own ssh.
+func TestGitCredentialEnvPointsSSHAtTheAgent(t *testing.T) {
+	env := strings.Join(gitCredentialEnv([]string{"PATH=/bin"}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/git ssh.sock"), "\n")
+	for _, want := range []string{"GIT_CONFIG_KEY_2=core.sshCommand", "GIT_CONFIG_VALUE_2=ssh -o IdentityAgent='/s/git ssh.sock'", "GIT_CONFIG_COUNT=3"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("environment\n%s\nlacks %q", env, want)
+		}
+	}
+	for _, own := range []string{"GIT_SSH_COMMAND=ssh -i /home/me/key", "GIT_SSH=/usr/bin/plink"} {
+		env := strings.Join(gitCredentialEnv([]string{own}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/a.sock"), "\n")
+		if strings.Contains(env, "core.sshCommand") || !strings.Contains(env, "GIT_CONFIG_COUNT=2") || !strings.Contains(env, own) {
+			t.Errorf("with %s, environment\n%s\nwants the container's ssh kept", own, env)
+		}
+	}
+}
