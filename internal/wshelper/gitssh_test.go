@@ -195,3 +195,51 @@ func TestGitCredentialEnvPointsSSHAtTheAgent(t *testing.T) {
 		}
 	}
 }
+
+// FuzzGitSSHAgentConn feeds the agent's socket arbitrary bytes through the request bound and the
+// agent protocol (with an agent that asks no server): nothing panics, what passes the bound is a
+// prefix of the input made of requests of at most maxGitSSHAgentRequest bytes.
+func FuzzGitSSHAgentConn(f *testing.F) {
+	req := func(body []byte) []byte { return binary.BigEndian.AppendUint32(nil, uint32(len(body))) }
+	f.Add(append(req([]byte{11}), 11))                      // list
+	f.Add(append(req(make([]byte, 9)), make([]byte, 9)...)) // a short garbage request
+	f.Add([]byte{0, 0x10, 0, 0, 13})                        // a 1 MiB request's length
+	f.Add([]byte{0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		a, b := net.Pipe()
+		go func() {
+			_, _ = a.Write(in)
+			a.Close()
+		}()
+		bc := &boundedAgentConn{Conn: b}
+		passed, _ := io.ReadAll(bc)
+		if !strings.HasPrefix(string(in), string(passed)) {
+			t.Fatalf("passed %x, not a prefix of %x", passed, in)
+		}
+		for rest := passed; len(rest) >= 4; {
+			l := binary.BigEndian.Uint32(rest[:4])
+			if l > maxGitSSHAgentRequest {
+				t.Fatalf("a request of %d bytes passed", l)
+			}
+			rest = rest[min(len(rest), 4+int(l)):]
+		}
+		b.Close()
+		// The whole protocol over the bound, with an agent that refuses everything.
+		a, b = net.Pipe()
+		go func() {
+			go func() { _, _ = io.Copy(io.Discard, a) }() // the answers
+			_, _ = a.Write(in)
+			a.Close()
+		}()
+		_ = agent.ServeAgent(&gitSSHAgent{ctx: t.Context(), hc: &http.Client{Transport: refuseTransport{}}, baseURL: "http://127.0.0.1:1",
+			log: slog.New(slog.DiscardHandler)}, &boundedAgentConn{Conn: b})
+		b.Close()
+	})
+}
+
+// refuseTransport answers no request (no network in the fuzz test).
+type refuseTransport struct{}
+
+func (refuseTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, io.ErrUnexpectedEOF
+}
