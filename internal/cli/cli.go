@@ -85,7 +85,7 @@ var groupOf = map[string]string{
 	"stop": GroupWorkspaces, "restart": GroupWorkspaces, "delete": GroupWorkspaces, "update": GroupWorkspaces,
 	"schedule": GroupWorkspaces, "ssh": GroupWorkspaces, "port-forward": GroupWorkspaces, "config-ssh": GroupWorkspaces,
 	"builds": GroupWorkspaces, "logs": GroupWorkspaces, "cancel": GroupWorkspaces, "state": GroupWorkspaces,
-	"login": GroupAccount, "logout": GroupAccount, "whoami": GroupAccount, "tokens": GroupAccount, "ssh-keys": GroupAccount, "external-auth": GroupAccount,
+	"login": GroupAccount, "logout": GroupAccount, "whoami": GroupAccount, "tokens": GroupAccount, "ssh-keys": GroupAccount, "external-auth": GroupAccount, "gitssh": GroupAccount,
 	"templates": GroupAdmin, "agents": GroupAdmin, "provisioners": GroupAdmin, "users": GroupAdmin, "audit": GroupAdmin,
 }
 
@@ -103,6 +103,7 @@ func addCommands(root *cobra.Command, a *app) {
 		a.usersCmd(),
 		a.sshKeysCmd(),
 		a.externalAuthCmd(),
+		a.gitSSHCmd(),
 		a.agentsCmd(),
 		a.createCmd(),
 		a.listCmd(),

@@ -21,7 +21,7 @@ func TestHelp(t *testing.T) {
 		"tokens", "tokens create", "tokens list", "tokens revoke", "users suspend", "users delete", "agents update", "whoami", "logout", "version",
 		"templates lifecycle", "templates delete", "templates init",
 		"templates", "templates push", "templates pull", "templates promote", "update", "builds",
-		"external-auth", "external-auth list", "external-auth link", "external-auth unlink",
+		"external-auth", "external-auth list", "external-auth link", "external-auth unlink", "gitssh", "gitssh rotate",
 	}
 	for _, c := range commands {
 		name := strings.ReplaceAll(c, " ", "-")
