@@ -18,7 +18,7 @@ type GitSSHKey struct {
 // GitSSHSignRequest is the body of POST /api/v1/workspace-agent/gitssh/sign: what an SSH client
 // asked the workspace's agent to sign, and with which key (the SSH wire format of the public key).
 type GitSSHSignRequest struct {
-	PublicKey []byte `json:"public_key"`
+	PublicKey []byte `json:"public_key,omitempty"`
 	Data      []byte `json:"data"`
 }
 

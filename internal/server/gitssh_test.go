@@ -13,12 +13,14 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/externalauth"
 	"github.com/hangar-dev/hangar/internal/gitssh"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
 	"github.com/hangar-dev/hangar/internal/wshelper"
 )
@@ -253,4 +255,32 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 	if err := os.WriteFile(path, []byte(content), mode); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// oaGitSSH goes through the git SSH endpoints with the document's checker.
+func oaGitSSH(t *testing.T, c *oaChecker, dev string) {
+	t.Helper()
+	env := c.env
+	var ws struct {
+		ID string `json:"id"`
+	}
+	c.decode(c.do(dev, "POST", "/api/v1/workspaces", map[string]any{"name": "tfssh", "template": "tf"}, 201, true), &ws)
+	helper := protocol.WorkspaceAgentTokenPrefix + "openapi-gitssh"
+	if err := env.Store.CreateWorkspaceAgentToken(context.Background(), store.WorkspaceAgentToken{Hash: tfbackend.HashAgentToken(helper),
+		WorkspaceID: ws.ID, BuildNumber: 1, CreatedAt: env.Clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var k sdk.GitSSHKey
+	c.decode(c.do(dev, "GET", "/api/v1/users/me/gitssh", nil, 200, true), &k)
+	c.do("", "GET", "/api/v1/users/me/gitssh", nil, 401, false)
+	c.do(helper, "GET", protocol.GitSSHKeyPath, nil, 200, true)
+	c.do(dev, "GET", protocol.GitSSHKeyPath, nil, 401, false)
+	pub := parseGitSSHKey(t, k)
+	c.do(helper, "POST", protocol.GitSSHSignPath, map[string]any{"public_key": pub.Marshal(), "data": []byte("to sign")}, 200, true)
+	c.do(helper, "POST", protocol.GitSSHSignPath, map[string]any{"data": []byte("to sign")}, 200, true)
+	c.do(helper, "POST", protocol.GitSSHSignPath, map[string]any{"public_key": []byte("another key"), "data": []byte("to sign")}, 409, true)
+	c.do(helper, "POST", protocol.GitSSHSignPath, map[string]any{"public_key": pub.Marshal()}, 400, false)
+	c.do(dev, "POST", protocol.GitSSHSignPath, map[string]any{"data": []byte("to sign")}, 401, false)
+	c.do(dev, "POST", "/api/v1/users/me/gitssh/rotate", nil, 200, true)
+	c.do(helper, "POST", protocol.GitSSHSignPath, map[string]any{"public_key": pub.Marshal(), "data": []byte("to sign")}, 409, true)
 }

@@ -339,7 +339,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	timers := newFakeTimers()
 	idp := newOIDCProvider(t)
 	var base string
-	env := servertest.NewWith(t, "sqlite", timers.option, withOIDC(idp), withForge(t, idp, &base))
+	env := servertest.NewWith(t, "sqlite", timers.option, withOIDC(idp), withForge(t, idp, &base), withGitSSH(t))
 	base = env.URL
 	registerOIDCClient(env, idp)
 	c := newOAChecker(t, env)
@@ -514,6 +514,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	oaTerraformBackend(t, c, dev.Token)
 	oaWorkspaceAgent(t, c, dev.Token)
 	oaExternalAuth(t, c, idp, dev.Token)
+	oaGitSSH(t, c, dev.Token)
 	oaTokensAndUsers(t, c, dev.Token)
 
 	// The audit log of all the above (admins).
