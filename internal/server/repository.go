@@ -44,7 +44,7 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 	scheme, _, _ := strings.Cut(src.URL, "://")
 	if scheme != "https" && scheme != "http" {
 		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.url",
-			Detail: "SSH remotes need a per-user SSH key, which Hangar does not make yet: give the repository's https:// URL (git then uses your linked forge account)"})
+			Detail: "the clone at the workspace's start does not use SSH remotes yet: give the repository's https:// URL (git then uses your linked forge account; inside the workspace, SSH remotes work with your key from hangar gitssh)"})
 	}
 	repo := &kube.Repository{URL: src.URL, Ref: src.Ref}
 	var provider externalauth.Provider
