@@ -206,13 +206,11 @@ func FuzzGitSSHAgentConn(f *testing.F) {
 	f.Add([]byte{0, 0x10, 0, 0, 13})                        // a 1 MiB request's length
 	f.Add([]byte{0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		a, b := net.Pipe()
-		go func() {
-			_, _ = a.Write(in)
-			a.Close()
-		}()
+		b, done := feedPipe(in)
 		bc := &boundedAgentConn{Conn: b}
 		passed, _ := io.ReadAll(bc)
+		b.Close()
+		<-done
 		if !strings.HasPrefix(string(in), string(passed)) {
 			t.Fatalf("passed %x, not a prefix of %x", passed, in)
 		}
@@ -223,18 +221,29 @@ func FuzzGitSSHAgentConn(f *testing.F) {
 			}
 			rest = rest[min(len(rest), 4+int(l)):]
 		}
-		b.Close()
-		// The whole protocol over the bound, with an agent that refuses everything.
-		a, b = net.Pipe()
-		go func() {
-			go func() { _, _ = io.Copy(io.Discard, a) }() // the answers
-			_, _ = a.Write(in)
-			a.Close()
-		}()
+		// The whole protocol over the bound, with an agent whose server never answers.
+		b, done = feedPipe(in)
 		_ = agent.ServeAgent(&gitSSHAgent{ctx: t.Context(), hc: &http.Client{Transport: refuseTransport{}}, baseURL: "http://127.0.0.1:1",
 			log: slog.New(slog.DiscardHandler)}, &boundedAgentConn{Conn: b})
 		b.Close()
+		<-done
 	})
+}
+
+// feedPipe returns one end of a pipe whose other end writes in, then closes, and drains what
+// comes back; done is closed once that end is done.
+func feedPipe(in []byte) (net.Conn, <-chan struct{}) {
+	a, b := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		drained := make(chan struct{})
+		go func() { defer close(drained); _, _ = io.Copy(io.Discard, a) }() // the answers
+		_, _ = a.Write(in)
+		a.Close()
+		<-drained
+	}()
+	return b, done
 }
 
 // refuseTransport answers no request (no network in the fuzz test).
