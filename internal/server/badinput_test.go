@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/store"
 )
 
 // TestBadInputEveryRoute walks the server's route table (every endpoint, the one openapi.yaml
@@ -31,9 +33,19 @@ func TestBadInputEveryRoute(t *testing.T) {
 			agent := createAgent(t, env, "k1", nil)
 			user := createUser(t, env, "dev")
 			mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": "w", "agent": "k1"}, http.StatusCreated, nil)
-			mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": "tw", "template": "tf"}, http.StatusCreated, nil)
+			var tw sdk.Workspace
+			mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": "tw", "template": "tf"}, http.StatusCreated, &tw)
+			// The helper endpoints that answer with a helper's token get one: an admin's would be
+			// failed authentications, which the rate limit counts.
+			helper := protocol.WorkspaceAgentTokenPrefix + "badinput"
+			if err := env.Store.CreateWorkspaceAgentToken(context.Background(), store.WorkspaceAgentToken{Hash: tfbackend.HashAgentToken(helper),
+				WorkspaceID: tw.ID, BuildNumber: 1, CreatedAt: env.Clock.Now()}); err != nil {
+				t.Fatal(err)
+			}
 			tokenFor := func(path string) string {
 				switch {
+				case path == protocol.GitCredentialsPath, strings.HasPrefix(path, protocol.GitSSHKeyPath):
+					return helper
 				case strings.HasPrefix(path, "/api/v1/agent/"), strings.HasPrefix(path, "/api/v1/proxy/"):
 					return agent
 				case strings.HasPrefix(path, "/api/v1/provisioner/"):
