@@ -177,7 +177,7 @@ git -c user.name='Alice Liddell' -c user.email=alice@example.com commit -q -m 'f
 	// 5. bob links his own account; alice's repository stays hers.
 	link(t, e.srv.URL, forge, bu, bobToken, "bob")
 	out, errOut, code := bu.run(t, "create", "stolen", "--agent", e.agent, "--repo", appURL+"#main")
-	if code == 0 || !strings.Contains(errOut, "Forge refused to read alice/app with your linked account") {
+	if code == 0 || !strings.Contains(errOut, "Forge refused to read alice/app with your linked account (HTTP 404): it is private") {
 		t.Fatalf("bob creating a workspace from alice's private repository: exit %d, want refused naming the forge\n%s%s", code, out, errOut)
 	}
 	t.Logf("bob's create from alice's repository: %s", strings.TrimSpace(errOut))
