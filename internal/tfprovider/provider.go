@@ -4,7 +4,8 @@
 // ../shared/seeds/terraform-state-management.md): its id, name, owner, the transition, start_count
 // and the prebuild flags. Templates then need no variables for these. The provisioner installs it
 // through a filesystem mirror (Mirror), so no registry is needed. Its resources are hangar_agent
-// (agent.go) and hangar_kubernetes_pod (pod.go).
+// (agent.go) and hangar_kubernetes_pod (pod.go); its data source hangar_devcontainer
+// (devcontainer.go) reads a devcontainer.json for a template.
 package tfprovider
 
 import (
@@ -107,7 +108,10 @@ func (p *hangarProvider) Configure(context.Context, provider.ConfigureRequest, *
 }
 
 func (p *hangarProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{func() datasource.DataSource { return &workspaceDataSource{} }}
+	return []func() datasource.DataSource{
+		func() datasource.DataSource { return &workspaceDataSource{} },
+		func() datasource.DataSource { return &devcontainerDataSource{} },
+	}
 }
 
 func (p *hangarProvider) Resources(context.Context) []func() resource.Resource {
