@@ -17,6 +17,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
@@ -242,12 +243,24 @@ components:
 	must(bu, "create", "plain", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/bob/plain.git", "--wait")
 	devfileTime := time.Since(begin)
 	cleanUp(bobAPI, "plain")
-	t.Logf("create --repo to Running: devcontainer.json %v (the node's first workspace) and %v, devfile %v",
-		devcontainerTime.Round(time.Millisecond), secondDevcontainerTime.Round(time.Millisecond), devfileTime.Round(time.Millisecond))
+	// The same devfile asking for the web editor, as a devcontainer.json's translation does.
+	forge.CreateRepo("bob", "edited", false, map[string]string{".devfile.yaml": `schemaVersion: 2.2.0
+components:
+  - name: dev
+    attributes: {` + devfile.EditorAttribute + `: ` + devfile.EditorCodeServer + `}
+    container:
+      image: ` + kubetest.WorkspaceGitImage + "\n"})
+	begin = time.Now()
+	must(bu, "create", "edited", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/bob/edited.git", "--wait")
+	editorDevfileTime := time.Since(begin)
+	cleanUp(bobAPI, "edited")
+	t.Logf("create --repo to Running: devcontainer.json %v (the node's first workspace) and %v, devfile %v, devfile with the web editor %v",
+		devcontainerTime.Round(time.Millisecond), secondDevcontainerTime.Round(time.Millisecond), devfileTime.Round(time.Millisecond),
+		editorDevfileTime.Round(time.Millisecond))
 	for _, w := range []struct {
 		u    cliUser
 		name string
-	}{{au, "app"}, {bu, "tools"}, {bu, "plain"}} {
+	}{{au, "app"}, {bu, "tools"}, {bu, "plain"}, {bu, "edited"}} {
 		must(w.u, "delete", w.name, "--yes", "--wait")
 	}
 }
