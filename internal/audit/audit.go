@@ -60,6 +60,7 @@ const (
 	TokenRevoke         Action = "token.revoke"      // target: the token (its owner in details)
 	UserSuspend         Action = "user.suspend"      // details: suspended (false: reinstated), stopped workspaces
 	UserDelete          Action = "user.delete"       // the user is marked deleted; its name stays taken
+	UserProfile         Action = "user.profile"      // a user changed their profile; details: the fields changed
 	AgentUpdate         Action = "agent.update"      // PATCH of the config; details: the fields changed
 	AgentToken          Action = "agent.token"       // details: revoked (true: no new token)
 	ProvisionerToken    Action = "provisioner.token" // details: revoked (true: no new token)

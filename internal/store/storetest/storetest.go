@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NameFreeOnceTerminated", testNameFreeOnceTerminated},
 		{"Sessions", testSessions},
 		{"OIDC", testOIDC},
+		{"Profile", testProfile},
 		{"Tokens", testTokens},
 		{"SuspendAndDeleteUsers", testSuspendAndDelete},
 		{"LastAdminStays", testLastAdmin},
