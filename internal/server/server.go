@@ -308,6 +308,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", OIDCSignedOutPath, http.HandlerFunc(s.oidcSignedOut)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
+		{"PATCH", "/api/v1/users/me", s.authUser(s.updateProfile)},
 		{"GET", "/api/v1/users/me/ssh-keys", s.authUser(s.listSSHKeys)},
 		{"POST", "/api/v1/users/me/ssh-keys", s.authUser(s.addSSHKey)},
 		{"DELETE", "/api/v1/users/me/ssh-keys/{key}", s.authUser(s.removeSSHKey)},
