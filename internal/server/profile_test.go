@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
 )
@@ -100,6 +101,42 @@ func TestProfile(t *testing.T) {
 			}
 			if len(ok) != 4 || len(log.Entries) != 4+8 {
 				t.Fatalf("user.profile audit entries = %+v, want the 4 accepted changes and the 8 refused", log.Entries)
+			}
+		})
+	}
+}
+
+// TestProfileInWorkspaceConfig: the config the agent gets for a workspace carries its owner's git
+// identity and dotfiles repository, as the owner set them before the start; without a profile the
+// name is the username and there is no email nor dotfiles.
+func TestProfileInWorkspaceConfig(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine)
+			agentToken := createAgent(t, env, "k1", nil)
+			dev, plain := createUser(t, env, "dev"), createUser(t, env, "plain")
+			mustCall(t, env, dev, "PATCH", "/api/v1/users/me", map[string]any{
+				"full_name": "Dev Eloper", "email": "dev@example.com", "dotfiles_repo": "https://git.example.com/dev/dotfiles.git#main",
+			}, http.StatusOK, nil)
+			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "a", "agent": "k1"}, http.StatusCreated, nil)
+			mustCall(t, env, plain, "POST", "/api/v1/workspaces", map[string]any{"name": "b", "agent": "k1"}, http.StatusCreated, nil)
+			resp := reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+			configs := map[string]string{}
+			for _, r := range resp.WorkspaceRailsInfos {
+				configs[r.Name[:1]] = r.ConfigToApply
+			}
+			for _, want := range []string{
+				"- name: GIT_AUTHOR_NAME\n          value: \"Dev Eloper\"", "- name: GIT_AUTHOR_EMAIL\n          value: dev@example.com",
+				"- name: GIT_COMMITTER_NAME\n          value: \"Dev Eloper\"", "- name: GIT_COMMITTER_EMAIL\n          value: dev@example.com",
+				"- name: HANGAR_HELPER_DOTFILES_REPO\n          value: \"https://git.example.com/dev/dotfiles.git#main\"",
+			} {
+				if !strings.Contains(configs["a"], want) {
+					t.Errorf("dev's workspace config lacks %q", want)
+				}
+			}
+			if !strings.Contains(configs["b"], "- name: GIT_AUTHOR_NAME\n          value: plain") || strings.Contains(configs["b"], "GIT_AUTHOR_EMAIL") ||
+				strings.Contains(configs["b"], "HANGAR_HELPER_DOTFILES_REPO") {
+				t.Errorf("plain's workspace config, without a profile:\n%s", configs["b"])
 			}
 		})
 	}
