@@ -4,6 +4,7 @@ import { h, fill } from './dom.js';
 import { get } from './api.js';
 import { startLive, listPage, workspacePage, createPage } from './workspaces.js';
 import { sshKeysPage } from './sshkeys.js';
+import { profilePage } from './profile.js';
 import { agentsPage, templatesPage, templatePage, provisionersPage, auditPage, usersPage, tokensPage } from './admin.js';
 
 const main = document.getElementById('main');
@@ -16,6 +17,7 @@ const routes = [
   [/^\/ui\/w\/([^/]+)\/([^/]+)$/, (m) => workspacePage(main, me, nav, decodeURIComponent(m[1]), decodeURIComponent(m[2]))],
   [/^\/ui\/tokens$/, () => tokensPage(main, me)],
   [/^\/ui\/ssh-keys$/, () => sshKeysPage(main, me)],
+  [/^\/ui\/profile$/, () => profilePage(main)],
   [/^\/ui\/admin\/agents$/, () => agentsPage(main, me), true],
   [/^\/ui\/admin\/templates$/, () => templatesPage(main, me, nav), true],
   [/^\/ui\/admin\/templates\/([^/]+)$/, (m) => templatePage(main, me, nav, decodeURIComponent(m[1])), true],
