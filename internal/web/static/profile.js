@@ -23,7 +23,7 @@ export async function profilePage(main) {
   const form = h('form', { class: 'stack', testid: 'profile-form', novalidate: true },
     ...field('full_name', 'Full name', 'the name of your commits in your workspaces (GIT_AUTHOR_NAME); empty: your username, ' + me.username, { maxlength: 256, autocomplete: 'name' }),
     ...field('email', 'Email', 'the email of your commits (GIT_AUTHOR_EMAIL); empty: none', { type: 'email', maxlength: 320, autocomplete: 'email' }),
-    ...field('dotfiles_repo', 'Dotfiles repository', 'an https://, http:// or ssh:// git URL, or git@host:path, with an optional #branch, tag or commit: cloned into ~/.dotfiles with your forge credentials and installed at each workspace\u2019s first start', { maxlength: 1024, spellcheck: 'false', placeholder: 'https://github.com/you/dotfiles.git' }),
+    ...field('dotfiles_repo', 'Dotfiles repository', 'an https://, http:// or ssh:// git URL, or git@host:path, with an optional #branch, tag or commit: cloned into ~/.dotfiles with your forge credentials and installed at each workspace\u2019s first start', { maxlength: 1024, spellcheck: 'false' }),
     h('div', {}, h('button', { type: 'submit', class: 'primary', testid: 'profile-submit' }, 'Save')),
     general);
   form.addEventListener('submit', async (e) => {
