@@ -61,7 +61,7 @@ func TestProfile(t *testing.T) {
 					t.Errorf("PATCH %v: %d %s, want 400 naming one field", bad, status, body)
 				}
 			}
-			if status, body := call(t, env, dev, "PATCH", "/api/v1/users/me", map[string]any{}); status != http.StatusBadRequest {
+			if status, body := call(t, env, dev, "PATCH", "/api/v1/users/me", map[string]any{}); status != http.StatusBadRequest || !strings.Contains(apiError(t, body).Message, "give at least one of full_name, email and dotfiles_repo") {
 				t.Errorf("empty PATCH: %d %s", status, body)
 			}
 			me = sdk.User{}

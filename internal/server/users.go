@@ -62,7 +62,7 @@ func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, u workspa
 		return err
 	}
 	if len(changed) == 0 {
-		return errBadRequest("invalid request", sdk.Validation{Field: "full_name", Detail: "give at least one of full_name, email and dotfiles_repo"})
+		return errBadRequest("nothing to change: give at least one of full_name, email and dotfiles_repo")
 	}
 	audit.From(r.Context()).Set("fields", changed)
 	u, err = s.store.UpdateUserProfile(r.Context(), u.ID, workspace.ProfileChange{FullName: req.FullName, Email: req.Email, DotfilesRepo: req.DotfilesRepo})
