@@ -68,7 +68,7 @@ type TokenStore interface {
 	// last active admin is ErrLastAdmin.
 	SetUserSuspended(ctx context.Context, userID string, at *time.Time) (workspace.User, error)
 	// DeleteUser marks the user deleted (its name stays taken), revokes its tokens and removes its
-	// sessions and SSH keys (audited). ErrOwnsWorkspaces (naming them) while it owns workspaces
+	// sessions, SSH keys and forge links, their tokens with them (audited). ErrOwnsWorkspaces (naming them) while it owns workspaces
 	// that are not Terminated; ErrLastAdmin for the last active admin.
 	DeleteUser(ctx context.Context, userID string, at time.Time) error
 
