@@ -159,3 +159,34 @@ func FuzzDecodeEntries(f *testing.F) {
 		}
 	})
 }
+
+// A repository path is one path in the forge's API, whatever it holds: an escaped '?' or '#' in
+// the URL a user gives (owner/app%3Fref=x%23) neither adds a query to the requests that carry the
+// user's token nor cuts their path short.
+func TestForgeReaderEscapesRepoPath(t *testing.T) {
+	host, repo, err := RepoHostPath("https://forge.example/alice/app%3Fref=evil%23x")
+	if err != nil || host != "forge.example" || repo != "alice/app?ref=evil#x" {
+		t.Fatalf("RepoHostPath = %q, %q, %v", host, repo, err)
+	}
+	for _, typ := range []string{"github", "gitea", "bitbucket"} {
+		var seen []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen = append(seen, r.URL.EscapedPath()+" ?"+r.URL.RawQuery)
+			http.NotFound(w, r)
+		}))
+		_, err := Find(context.Background(), &ForgeReader{Type: typ, APIBase: srv.URL, Repo: repo, Token: "tok"}, "")
+		srv.Close()
+		var refused *RefusedError
+		if !errors.As(err, &refused) || len(seen) != 1 {
+			t.Fatalf("%s: Find = %v after %q, want refused after one request", typ, err, seen)
+		}
+		if want := "/repositories/alice/app%3Fref=evil%23x ?"; typ != "bitbucket" {
+			want = "/repos/alice/app%3Fref=evil%23x ?"
+			if seen[0] != want {
+				t.Errorf("%s: the forge was asked %q, want %q", typ, seen[0], want)
+			}
+		} else if seen[0] != want {
+			t.Errorf("%s: the forge was asked %q, want %q", typ, seen[0], want)
+		}
+	}
+}
