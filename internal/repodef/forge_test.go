@@ -190,3 +190,39 @@ func TestForgeReaderEscapesRepoPath(t *testing.T) {
 		}
 	}
 }
+
+// A forge's API that redirects elsewhere (another host name) does not get the user's token sent
+// there: Go's client drops Authorization on a redirect to another host name (not to another port
+// of the same name), and the reader relies on it.
+func TestForgeReaderRedirectDropsToken(t *testing.T) {
+	var elsewhere []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere = append(elsewhere, r.Header.Get("Authorization"))
+		w.Write([]byte(`{"image":"x"}`))
+	}))
+	defer other.Close()
+	var atForge []string
+	forge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		atForge = append(atForge, r.Header.Get("Authorization"))
+		switch r.URL.Path {
+		case "/repos/alice/app":
+			w.Write([]byte(`{}`))
+		case "/repos/alice/app/contents/.devcontainer/devcontainer.json":
+			// The same loopback server by another name: another host to Go's client.
+			http.Redirect(w, r, strings.Replace(other.URL, "127.0.0.1", "localhost", 1)+"/blob", http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer forge.Close()
+	d, err := Find(context.Background(), &ForgeReader{Type: "github", APIBase: forge.URL, Repo: "alice/app", Token: "secret-token"}, "")
+	if err != nil || string(d.Content) != `{"image":"x"}` {
+		t.Fatalf("Find = %+v, %v", d, err)
+	}
+	if len(atForge) == 0 || atForge[0] != "Bearer secret-token" {
+		t.Fatalf("the forge got %q, want the token", atForge)
+	}
+	if len(elsewhere) != 1 || elsewhere[0] != "" {
+		t.Fatalf("the other host got Authorization %q, want none", elsewhere)
+	}
+}
