@@ -72,7 +72,7 @@ type TokenStore interface {
 	// sign-ins leave it); one cleared is handed back to the sign-ins. The caller validated c.
 	UpdateUserProfile(ctx context.Context, userID string, c workspace.ProfileChange) (workspace.User, error)
 	// DeleteUser marks the user deleted (its name stays taken), revokes its tokens and removes its
-	// sessions and SSH keys (audited). ErrOwnsWorkspaces (naming them) while it owns workspaces
+	// sessions, SSH keys and forge links, their tokens with them (audited). ErrOwnsWorkspaces (naming them) while it owns workspaces
 	// that are not Terminated; ErrLastAdmin for the last active admin.
 	DeleteUser(ctx context.Context, userID string, at time.Time) error
 

@@ -341,7 +341,10 @@ func (s *Store) DeleteUser(ctx context.Context, userID string, at time.Time) err
 		if err := s.revokeTokens(ctx, tx, `user_id = ?`, at, userID); err != nil {
 			return err
 		}
-		for _, q := range []string{`DELETE FROM sessions WHERE user_id = ?`, `DELETE FROM ssh_keys WHERE user_id = ?`} {
+		// Its forge links go too (their sealed tokens; the rows' ON DELETE CASCADE does not fire, as
+		// the user's row stays), and its links in progress.
+		for _, q := range []string{`DELETE FROM sessions WHERE user_id = ?`, `DELETE FROM ssh_keys WHERE user_id = ?`,
+			`DELETE FROM external_auth_links WHERE user_id = ?`, `DELETE FROM external_auth_states WHERE user_id = ?`} {
 			if _, err := tx.ExecContext(ctx, s.q(q), userID); err != nil {
 				return fmt.Errorf("delete user: %w", err)
 			}
