@@ -22,7 +22,8 @@ import (
 // links the forge there, creates the workspace from the repository's devcontainer.json through
 // the form, sees the definition and the translation's warnings on its page and the workspace in
 // the list; a repository with two definitions offers them as a choice, and the one picked is used;
-// a bad URL gets its error under its field.
+// a bad URL gets its error under its field. A devcontainer.json pasted in the form (no repository)
+// has what is refused named, and defines the workspace.
 func TestBrowserWorkspaceFromRepository(t *testing.T) {
 	f := forgetest.New(t, forgetest.Options{})
 	f.AddUser(forgetest.User{Login: "alice", FullName: "Alice", Email: "alice@example.com"})
@@ -145,6 +146,22 @@ func TestBrowserWorkspaceFromRepository(t *testing.T) {
 	b.Click(`//button[@data-testid="create-submit"]`, `//dd[@data-testid="ws-definition" and text()="devcontainer.json"]`)
 	if devfile := storedDevfile(t, env, "two"); !strings.Contains(devfile, "hangar.local/py:dev") {
 		t.Errorf("the picked definition is not used:\n%s", devfile)
+	}
+
+	// A devcontainer.json pasted, without a repository: what is refused is named, then it works.
+	newForm()
+	b.Run("a pasted devcontainer.json",
+		chromedp.SetValue(`//input[@data-testid="create-name"]`, "pasted", chromedp.BySearch),
+		chromedp.Click(`//input[@data-testid="create-source-devcontainer"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//textarea[@data-testid="create-devcontainer"]`, chromedp.BySearch),
+		chromedp.SetValue(`//textarea[@data-testid="create-devcontainer"]`, `{"image": "hangar.local/workspace:dev", "privileged": true}`, chromedp.BySearch),
+		chromedp.WaitReady(`//select[@data-testid="create-agent"]/option[@value="k1"]`, chromedp.BySearch),
+		chromedp.SetValue(`//select[@data-testid="create-agent"]`, "k1", chromedp.BySearch))
+	b.Click(`//button[@data-testid="create-submit"]`, `//*[@data-testid="create-error" and contains(., "privileged")]`)
+	b.Run("without privileged", chromedp.SetValue(`//textarea[@data-testid="create-devcontainer"]`, `{"image": "hangar.local/workspace:dev", "containerEnv": {"MODE": "pasted"}}`, chromedp.BySearch))
+	b.Click(`//button[@data-testid="create-submit"]`, `//dd[@data-testid="ws-definition" and text()="devcontainer.json"]`)
+	if devfile := storedDevfile(t, env, "pasted"); !strings.Contains(devfile, "pasted") {
+		t.Errorf("the pasted definition is not used:\n%s", devfile)
 	}
 }
 

@@ -541,6 +541,7 @@ export function createPage(main, me, nav) {
   const nameIn = h('input', { id: 'c-name', name: 'name', required: true, pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?', maxlength: 40, autocomplete: 'off', testid: 'create-name' });
   const srcT = h('input', { type: 'radio', name: 'source', value: 'template', id: 'c-src-t', checked: true, testid: 'create-source-template' });
   const srcD = h('input', { type: 'radio', name: 'source', value: 'devfile', id: 'c-src-d', testid: 'create-source-devfile' });
+  const srcC = h('input', { type: 'radio', name: 'source', value: 'devcontainer', id: 'c-src-c', testid: 'create-source-devcontainer' });
   const srcR = h('input', { type: 'radio', name: 'source', value: 'repository', id: 'c-src-r', testid: 'create-source-repository' });
   const tmplSel = h('select', { id: 'c-template', testid: 'create-template' }, h('option', { value: '' }, 'Loading…'));
   const presetSel = h('select', { id: 'c-preset', testid: 'create-preset' }, h('option', { value: '' }, 'none'));
@@ -548,6 +549,8 @@ export function createPage(main, me, nav) {
   const agentSel = h('select', { id: 'c-agent', testid: 'create-agent' }, h('option', { value: '' }, 'the default'));
   const devfile = h('textarea', { id: 'c-devfile', name: 'devfile', testid: 'create-devfile', spellcheck: false, placeholder: 'schemaVersion: 2.2.0\ncomponents:\n  - name: dev\n    container:\n      image: …' });
   const upload = h('input', { type: 'file', id: 'c-upload', accept: '.yaml,.yml,text/yaml', testid: 'create-devfile-file' });
+  const devcontainer = h('textarea', { id: 'c-devcontainer', name: 'devcontainer', testid: 'create-devcontainer', spellcheck: false, placeholder: '{\n  "image": "…",\n  "forwardPorts": [3000]\n}' });
+  const uploadC = h('input', { type: 'file', id: 'c-upload-c', accept: '.json,application/json', testid: 'create-devcontainer-file' });
   // A repository: its URL, a ref, and which devcontainer.json when it has several. Each field has
   // its error under it (the server's 400 names repository.url, .ref, .devcontainer_path).
   const repoField = (key, label, hint, attrs) => {
@@ -561,6 +564,7 @@ export function createPage(main, me, nav) {
   const repoPath = repoField('devcontainer', 'devcontainer.json path', 'only when the repository has several, e.g. .devcontainer/go/devcontainer.json; empty: its devfile, else its devcontainer.json', {});
   // The server's choices when the repository has several devcontainer definitions.
   const choices = h('fieldset', { testid: 'create-repo-choices', hidden: true });
+  const dcPart = h('fieldset', { hidden: true }, h('legend', {}, 'devcontainer.json'), h('label', { for: 'c-devcontainer' }, 'Paste a devcontainer.json', devcontainer), h('label', { for: 'c-upload-c' }, 'or upload one', uploadC));
   const repoPart = h('fieldset', { hidden: true }, h('legend', {}, 'Repository'), repoURL.part, repoRef.part, repoPath.part, choices);
   const fields = { 'repository.url': repoURL, repository: repoURL, 'repository.ref': repoRef, 'repository.devcontainer_path': repoPath };
   const errors = h('div', { class: 'error', role: 'alert', testid: 'create-error' });
@@ -570,17 +574,18 @@ export function createPage(main, me, nav) {
   const devPart = h('fieldset', { hidden: true }, h('legend', {}, 'Devfile'), h('label', { for: 'c-devfile' }, 'Paste a devfile', devfile), h('label', { for: 'c-upload' }, 'or upload one', upload));
   form.append(h('label', { for: 'c-name' }, 'Name', h('span', { class: 'hint' }, 'lower-case letters, digits and dashes'), nameIn),
     h('fieldset', {}, h('legend', {}, 'From'), h('label', { class: 'radio', for: 'c-src-t' }, srcT, 'a template'), h('label', { class: 'radio', for: 'c-src-d' }, srcD, 'a devfile'),
-      h('label', { class: 'radio', for: 'c-src-r' }, srcR, 'a repository')),
-    tmplPart, devPart, repoPart, agentPart,
+      h('label', { class: 'radio', for: 'c-src-c' }, srcC, 'a devcontainer.json'), h('label', { class: 'radio', for: 'c-src-r' }, srcR, 'a repository')),
+    tmplPart, devPart, dcPart, repoPart, agentPart,
     errors, h('div', {}, h('button', { type: 'submit', class: 'primary', testid: 'create-submit' }, 'Create workspace')));
   fill(main, h('h1', {}, 'New workspace'), form);
 
-  const source = () => (srcD.checked ? 'devfile' : srcR.checked ? 'repository' : 'template');
-  // The agent matters to Kubernetes workspaces only: a devfile's, a repository's, or a Kubernetes
-  // template's.
+  const source = () => (srcD.checked ? 'devfile' : srcC.checked ? 'devcontainer' : srcR.checked ? 'repository' : 'template');
+  // The agent matters to Kubernetes workspaces only: a devfile's, a devcontainer.json's, a
+  // repository's, or a Kubernetes template's.
   const showSource = () => {
     tmplPart.hidden = source() !== 'template';
     devPart.hidden = source() !== 'devfile';
+    dcPart.hidden = source() !== 'devcontainer';
     repoPart.hidden = source() !== 'repository';
     repoURL.input.required = source() === 'repository';
     const t = templates.find((x) => x.name === tmplSel.value);
@@ -588,7 +593,9 @@ export function createPage(main, me, nav) {
   };
   srcT.addEventListener('change', showSource);
   srcD.addEventListener('change', showSource);
+  srcC.addEventListener('change', showSource);
   srcR.addEventListener('change', showSource);
+  uploadC.addEventListener('change', async () => { if (uploadC.files[0]) devcontainer.value = await uploadC.files[0].text(); });
   // offerChoices shows the definitions the server found as radio buttons; picking one fills the
   // path, and the form is sent again with it.
   function offerChoices(paths) {
@@ -603,6 +610,8 @@ export function createPage(main, me, nav) {
     const first = choices.querySelector('input');
     if (first) first.focus();
   }
+  // Another repository: the definitions found in the last one no longer apply.
+  repoURL.input.addEventListener('input', () => { choices.hidden = true; clear(choices); });
   repoPath.input.addEventListener('input', () => {
     for (const r of choices.querySelectorAll('input')) r.checked = r.value === repoPath.input.value;
   });
@@ -676,6 +685,9 @@ export function createPage(main, me, nav) {
       body.repository = { url: repoURL.input.value.trim() };
       if (repoRef.input.value.trim()) body.repository.ref = repoRef.input.value.trim();
       if (repoPath.input.value.trim()) body.repository.devcontainer_path = repoPath.input.value.trim();
+    } else if (source() === 'devcontainer') {
+      body.devcontainer = devcontainer.value;
+      if (!body.devcontainer.trim()) { errors.textContent = 'devcontainer: paste or upload one'; devcontainer.focus(); return; }
     } else if (source() === 'devfile') {
       body.devfile = devfile.value;
       if (!body.devfile.trim()) { errors.textContent = 'devfile: paste or upload one'; devfile.focus(); return; }
@@ -700,7 +712,7 @@ export function createPage(main, me, nav) {
     } catch (err) {
       if (source() === 'repository' && err.status === 409) {
         // The forge needs the user's account (or refused it): say so, with the way to link it.
-        fill(errors, err.message, ' ', h('a', { href: '/ui/forges', 'data-link': true, testid: 'create-link-forge' }, 'Link your account on the Forges page'), '.');
+        fill(errors, h('div', {}, err.message), h('div', {}, h('a', { href: '/ui/forges', 'data-link': true, testid: 'create-link-forge' }, 'Link your account on the Forges page'), ', then create the workspace again.'));
       } else if (source() === 'repository') {
         fieldErrors(err, fields, errors);
         const v = ((err.body && err.body.validations) || []).find((x) => x.field === 'repository.devcontainer_path' && (x.choices || []).length);
