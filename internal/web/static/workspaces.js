@@ -559,7 +559,7 @@ export function createPage(main, me, nav) {
     const out = h('p', { class: 'error field-error', id: id + '-error', testid: 'create-repo-' + key + '-error', hidden: true });
     return { input, out, part: [h('label', { for: id }, label, h('span', { class: 'hint' }, hint), input), out] };
   };
-  const repoURL = repoField('url', 'Repository URL', 'its https:// address; a private one is read with your account linked on the Forges page', { type: 'url', placeholder: 'https://git.example.com/team/app.git' });
+  const repoURL = repoField('url', 'Repository URL', 'its https:// address; a private one is read with your account linked on the Forges page', { type: 'url', placeholder: 'https://FORGE/team/app.git' });
   const repoRef = repoField('ref', 'Branch, tag or commit', 'empty: the default branch', { placeholder: 'main' });
   const repoPath = repoField('devcontainer', 'devcontainer.json path', 'only when the repository has several, e.g. .devcontainer/go/devcontainer.json; empty: its devfile, else its devcontainer.json', {});
   // The server's choices when the repository has several devcontainer definitions.
