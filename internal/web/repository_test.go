@@ -64,11 +64,11 @@ func TestBrowserWorkspaceFromRepository(t *testing.T) {
 	fillForm := func(name, url, ref string) {
 		t.Helper()
 		b.Run("fill the form for "+name,
+			chromedp.WaitReady(`//select[@data-testid="create-agent"]/option[@value="k1"]`, chromedp.BySearch),
 			chromedp.SetValue(`//input[@data-testid="create-name"]`, name, chromedp.BySearch),
 			chromedp.Click(`//input[@data-testid="create-source-repository"]`, chromedp.BySearch),
 			chromedp.WaitVisible(`//input[@data-testid="create-repo-url"]`, chromedp.BySearch),
 			chromedp.SetValue(`//input[@data-testid="create-repo-url"]`, url, chromedp.BySearch),
-			chromedp.WaitReady(`//select[@data-testid="create-agent"]/option[@value="k1"]`, chromedp.BySearch),
 			chromedp.SetValue(`//select[@data-testid="create-agent"]`, "k1", chromedp.BySearch))
 		if ref != "" {
 			b.Run("the ref", chromedp.SetValue(`//input[@data-testid="create-repo-ref"]`, ref, chromedp.BySearch))
@@ -151,11 +151,15 @@ func TestBrowserWorkspaceFromRepository(t *testing.T) {
 	// A devcontainer.json pasted, without a repository: what is refused is named, then it works.
 	newForm()
 	b.Run("a pasted devcontainer.json",
+		chromedp.WaitReady(`//select[@data-testid="create-agent"]/option[@value="k1"]`, chromedp.BySearch),
 		chromedp.SetValue(`//input[@data-testid="create-name"]`, "pasted", chromedp.BySearch),
+		// A URL the browser refuses, left in the repository's part when another source is
+		// chosen, must not block the form.
+		chromedp.Click(`//input[@data-testid="create-source-repository"]`, chromedp.BySearch),
+		chromedp.SetValue(`//input[@data-testid="create-repo-url"]`, "not a url", chromedp.BySearch),
 		chromedp.Click(`//input[@data-testid="create-source-devcontainer"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`//textarea[@data-testid="create-devcontainer"]`, chromedp.BySearch),
 		chromedp.SetValue(`//textarea[@data-testid="create-devcontainer"]`, `{"image": "hangar.local/workspace:dev", "privileged": true}`, chromedp.BySearch),
-		chromedp.WaitReady(`//select[@data-testid="create-agent"]/option[@value="k1"]`, chromedp.BySearch),
 		chromedp.SetValue(`//select[@data-testid="create-agent"]`, "k1", chromedp.BySearch))
 	b.Click(`//button[@data-testid="create-submit"]`, `//*[@data-testid="create-error" and contains(., "privileged")]`)
 	b.Run("without privileged", chromedp.SetValue(`//textarea[@data-testid="create-devcontainer"]`, `{"image": "hangar.local/workspace:dev", "containerEnv": {"MODE": "pasted"}}`, chromedp.BySearch))

@@ -559,19 +559,19 @@ export function createPage(main, me, nav) {
     const out = h('p', { class: 'error field-error', id: id + '-error', testid: 'create-repo-' + key + '-error', hidden: true });
     return { input, out, part: [h('label', { for: id }, label, h('span', { class: 'hint' }, hint), input), out] };
   };
-  const repoURL = repoField('url', 'Repository URL', 'its https:// address; a private one is read with your account linked on the Forges page', { type: 'url', placeholder: 'https://FORGE/team/app.git' });
+  const repoURL = repoField('url', 'Repository URL', 'its https:// address; a private one is read with your account linked on the Forges page', { type: 'url', required: true, placeholder: 'https://FORGE/team/app.git' });
   const repoRef = repoField('ref', 'Branch, tag or commit', 'empty: the default branch', { placeholder: 'main' });
   const repoPath = repoField('devcontainer', 'devcontainer.json path', 'only when the repository has several, e.g. .devcontainer/go/devcontainer.json; empty: its devfile, else its devcontainer.json', {});
   // The server's choices when the repository has several devcontainer definitions.
   const choices = h('fieldset', { testid: 'create-repo-choices', hidden: true });
-  const dcPart = h('fieldset', { hidden: true }, h('legend', {}, 'devcontainer.json'), h('label', { for: 'c-devcontainer' }, 'Paste a devcontainer.json', devcontainer), h('label', { for: 'c-upload-c' }, 'or upload one', uploadC));
-  const repoPart = h('fieldset', { hidden: true }, h('legend', {}, 'Repository'), repoURL.part, repoRef.part, repoPath.part, choices);
+  const dcPart = h('fieldset', { hidden: true, disabled: true }, h('legend', {}, 'devcontainer.json'), h('label', { for: 'c-devcontainer' }, 'Paste a devcontainer.json', devcontainer), h('label', { for: 'c-upload-c' }, 'or upload one', uploadC));
+  const repoPart = h('fieldset', { hidden: true, disabled: true }, h('legend', {}, 'Repository'), repoURL.part, repoRef.part, repoPath.part, choices);
   const fields = { 'repository.url': repoURL, repository: repoURL, 'repository.ref': repoRef, 'repository.devcontainer_path': repoPath };
   const errors = h('div', { class: 'error', role: 'alert', testid: 'create-error' });
   const tmplPart = h('fieldset', {}, h('legend', {}, 'Template'), h('label', { for: 'c-template' }, 'Template', tmplSel),
     h('label', { for: 'c-preset' }, 'Preset', h('span', { class: 'hint' }, 'sets the parameters; a prebuilt workspace is claimed when one is ready'), presetSel), params);
   const agentPart = h('label', { for: 'c-agent' }, 'Agent', h('span', { class: 'hint' }, 'the cluster of a Kubernetes workspace'), agentSel);
-  const devPart = h('fieldset', { hidden: true }, h('legend', {}, 'Devfile'), h('label', { for: 'c-devfile' }, 'Paste a devfile', devfile), h('label', { for: 'c-upload' }, 'or upload one', upload));
+  const devPart = h('fieldset', { hidden: true, disabled: true }, h('legend', {}, 'Devfile'), h('label', { for: 'c-devfile' }, 'Paste a devfile', devfile), h('label', { for: 'c-upload' }, 'or upload one', upload));
   form.append(h('label', { for: 'c-name' }, 'Name', h('span', { class: 'hint' }, 'lower-case letters, digits and dashes'), nameIn),
     h('fieldset', {}, h('legend', {}, 'From'), h('label', { class: 'radio', for: 'c-src-t' }, srcT, 'a template'), h('label', { class: 'radio', for: 'c-src-d' }, srcD, 'a devfile'),
       h('label', { class: 'radio', for: 'c-src-c' }, srcC, 'a devcontainer.json'), h('label', { class: 'radio', for: 'c-src-r' }, srcR, 'a repository')),
@@ -582,12 +582,13 @@ export function createPage(main, me, nav) {
   const source = () => (srcD.checked ? 'devfile' : srcC.checked ? 'devcontainer' : srcR.checked ? 'repository' : 'template');
   // The agent matters to Kubernetes workspaces only: a devfile's, a devcontainer.json's, a
   // repository's, or a Kubernetes template's.
+  // A hidden part is also disabled: its fields (a required parameter, a URL the browser refuses)
+  // then take no part in the form's validation, which could not show them.
   const showSource = () => {
-    tmplPart.hidden = source() !== 'template';
-    devPart.hidden = source() !== 'devfile';
-    dcPart.hidden = source() !== 'devcontainer';
-    repoPart.hidden = source() !== 'repository';
-    repoURL.input.required = source() === 'repository';
+    for (const [part, src] of [[tmplPart, 'template'], [devPart, 'devfile'], [dcPart, 'devcontainer'], [repoPart, 'repository']]) {
+      part.hidden = source() !== src;
+      part.disabled = part.hidden;
+    }
     const t = templates.find((x) => x.name === tmplSel.value);
     agentPart.hidden = source() === 'template' && !(t && t.kind === 'kubernetes');
   };
@@ -670,7 +671,7 @@ export function createPage(main, me, nav) {
     templates = ts || [];
     fill(tmplSel, h('option', { value: '' }, templates.length ? 'choose…' : 'no template yet'), templates.map((t) => h('option', { value: t.name }, t.name + ' (' + t.kind + ')')));
     for (const a of as || []) agentSel.append(h('option', { value: a.name }, a.name));
-    if (!templates.length) srcD.checked = true;
+    if (!templates.length && srcT.checked) srcD.checked = true; // unless the user chose already
     showSource();
   });
 
