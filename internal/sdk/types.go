@@ -258,6 +258,9 @@ type Error struct {
 type Validation struct {
 	Field  string `json:"field"`
 	Detail string `json:"detail"`
+	// Choices, when the field needs one of several values the server found (the repository's
+	// devcontainer definitions for repository.devcontainer_path), lists them: a client offers them.
+	Choices []string `json:"choices,omitempty"`
 }
 
 // Body size limits of the user API.
