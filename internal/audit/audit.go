@@ -65,6 +65,7 @@ const (
 	ProvisionerToken    Action = "provisioner.token"    // details: revoked (true: no new token)
 	ExternalAuthLink    Action = "external_auth.link"   // target: the forge; details: the account's login; never a token
 	ExternalAuthUnlink  Action = "external_auth.unlink" // target: the forge
+	UserProfile         Action = "user.profile"         // a user changed their profile; details: the fields changed
 )
 
 // Target kinds.

@@ -152,7 +152,8 @@ func TestCreateWorkspaceFromRepository(t *testing.T) {
 			// Several devcontainer definitions: the user names one.
 			status, body = create("two", map[string]any{"url": f.CloneURL("alice", "two")})
 			if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) != 1 || e.Validations[0].Field != "repository.devcontainer_path" ||
-				!strings.Contains(e.Validations[0].Detail, ".devcontainer/go/devcontainer.json, .devcontainer/py/devcontainer.json") {
+				!strings.Contains(e.Validations[0].Detail, ".devcontainer/go/devcontainer.json, .devcontainer/py/devcontainer.json") ||
+				strings.Join(e.Validations[0].Choices, " ") != ".devcontainer/go/devcontainer.json .devcontainer/py/devcontainer.json" {
 				t.Fatalf("two definitions: %d %s", status, body)
 			}
 			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "two", "agent": "k1",

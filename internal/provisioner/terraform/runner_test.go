@@ -652,3 +652,39 @@ func TestDevcontainerDataSource(t *testing.T) {
 		t.Fatalf("a privileged devcontainer.json: %v", res.Err)
 	}
 }
+
+// A template reads its owner's profile from data.hangar_workspace (the environment the
+// provisioner gives terraform from the build's variables), with the real terraform and provider.
+func TestRunOwnerProfileInDataSource(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t)
+	if r.PluginMirror, err = tfprovider.Mirror(t.TempDir(), exe); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"start_count": "1", "workspace_id": "w-1", "workspace_name": "dev", "workspace_owner": "ada", "workspace_transition": "start",
+		"workspace_owner_full_name": "Ada Lovelace", "workspace_owner_email": "ada@example.com", "workspace_owner_dotfiles_repo": "https://git.example.com/ada/dots.git#main"}
+	res, lines := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "ownerprofile"), Variables: vars, Env: tfprovider.Env(vars)}, nil)
+	if res.Err != nil {
+		text := ""
+		for _, l := range lines {
+			text += l.Output + "\n"
+		}
+		t.Fatalf("Run: %v\n%s", res.Err, text)
+	}
+	var state struct {
+		Outputs map[string]struct{ Value string } `json:"outputs"`
+	}
+	if err := json.Unmarshal(res.State, &state); err != nil {
+		t.Fatal(err)
+	}
+	if got := state.Outputs["git"].Value; got != "Ada Lovelace <ada@example.com>" {
+		t.Errorf("output git = %q", got)
+	}
+	if got := state.Outputs["dotfiles"].Value; got != "https://git.example.com/ada/dots.git#main" {
+		t.Errorf("output dotfiles = %q", got)
+	}
+}

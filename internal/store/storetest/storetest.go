@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"OIDC", testOIDC},
 		{"ExternalAuthLinks", testExternalAuthLinks},
 		{"ExternalAuthStates", testExternalAuthStates},
+		{"Profile", testProfile},
 		{"Tokens", testTokens},
 		{"SuspendAndDeleteUsers", testSuspendAndDelete},
 		{"LastAdminStays", testLastAdmin},
