@@ -11,6 +11,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,9 +27,10 @@ import (
 // TestTeamRepositoryWorkspace: issue 22 end to end, through the CLI, on the real node, against the
 // test forge (a Gitea to Hangar: its OAuth2 and API on loopback for the server, its git inside the
 // cluster's namespace for the pods). alice links her account with `hangar external-auth link`
-// (the test does the browser's part), creates a workspace from her private repository described by
-// a devcontainer.json (postCreateCommand ran, containerEnv set), pulls and pushes there as
-// herself; the forge's access tokens live 3 s, so the server refreshes them while git works. bob
+// (the test does the browser's part), sets her profile (name, email, a private dotfiles
+// repository), creates a workspace from her private repository described by a devcontainer.json
+// (postCreateCommand ran, containerEnv set, her dotfiles installed), pulls and pushes there as
+// herself (authenticated as alice at the forge; the commit's author her profile's); the forge's access tokens live 3 s, so the server refreshes them while git works. bob
 // links his own account and can neither create a workspace from alice's repository nor read it
 // from his own workspace, and the forge never sees alice's token used by him. Once alice unlinks,
 // git in her running workspace is refused within seconds with the server's words.
@@ -110,6 +112,10 @@ func TestTeamRepositoryWorkspace(t *testing.T) {
 	// 2. alice links her account through the CLI; the test is her browser.
 	link(t, e.srv.URL, forge, au, aliceToken, "alice")
 
+	// 7. Her profile: a git identity and a private dotfiles repository at the forge.
+	forge.CreateRepo("alice", "dotfiles", true, map[string]string{"install.sh": "#!/bin/sh\necho \"installed by $(id -u)\" > \"$HOME/dotfiles-marker\"\n"})
+	must(au, "profile", "set", "--name", "Alice Liddell", "--email", "alice@example.com", "--dotfiles-repo", forge.InsideHTTPURL()+"/alice/dotfiles.git")
+
 	// 3. Her private repository, described by a devcontainer.json.
 	dc := `// the team's environment
 {
@@ -129,16 +135,32 @@ func TestTeamRepositoryWorkspace(t *testing.T) {
 		t.Fatalf("the postCreate file, containerEnv and the clone's HEAD: %q, want the file, the variable and %s", out, head)
 	}
 
+	// Her dotfiles, cloned with her credentials, installed at the first start.
+	kubetest.Eventually(t, 2*time.Minute, "alice's dotfiles to be installed", func(context.Context) error {
+		if out, errOut, code := ssh(au, "app", `cat "$HOME/dotfiles-marker"`); code != 0 || out != "installed by 5001\n" {
+			return fmt.Errorf("the marker: exit %d %q %q", code, out, errOut)
+		}
+		return nil
+	})
+	if !slices.ContainsFunc(forge.GitAccesses(), func(a forgetest.GitAccess) bool {
+		return a.Repo == "alice/dotfiles" && a.User == "alice" && a.Status == http.StatusOK
+	}) {
+		t.Fatalf("the forge never served alice/dotfiles to alice: %+v", forge.GitAccesses())
+	}
+
 	// git pull gets a commit made at the forge since the clone.
 	second := forge.Commit("alice", "app", "from the forge", map[string]string{"NEWS.md": "news\n"})
 	mustSSH(au, "app", "git -C /workspaces/app pull -q")
 	if out := mustSSH(au, "app", "git -C /workspaces/app rev-parse HEAD; cat /workspaces/app/NEWS.md"); out != second+"\nnews\n" {
 		t.Fatalf("after git pull: %q, want %s and NEWS.md", out, second)
 	}
-	// A commit pushed as alice. (No identity comes from the profile yet: the commit names one.)
+	// A commit pushed as alice, its author and committer her profile's.
 	mustSSH(au, "app", `cd /workspaces/app && echo pushed > from-workspace.txt && git add from-workspace.txt &&
-git -c user.name='Alice Liddell' -c user.email=alice@example.com commit -q -m 'from the workspace' && git push -q origin HEAD:main`)
-	pushed := strings.TrimSpace(mustSSH(au, "app", "git -C /workspaces/app rev-parse HEAD"))
+git commit -q -m 'from the workspace' && git push -q origin HEAD:main`)
+	pushed, identity, _ := strings.Cut(strings.TrimSpace(mustSSH(au, "app", "git -C /workspaces/app log -1 --format='%H %an <%ae>|%cn <%ce>'")), " ")
+	if identity != "Alice Liddell <alice@example.com>|Alice Liddell <alice@example.com>" {
+		t.Fatalf("the pushed commit's author|committer: %q, want alice's profile", identity)
+	}
 	if got := forge.Head("alice", "app"); got != pushed || got == second {
 		t.Fatalf("the forge's main is %s after the push, want the workspace's %s", got, pushed)
 	}
