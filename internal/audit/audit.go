@@ -66,6 +66,7 @@ const (
 	ExternalAuthLink    Action = "external_auth.link"   // target: the forge; details: the account's login; never a token
 	ExternalAuthUnlink  Action = "external_auth.unlink" // target: the forge
 	GitSSHRotate        Action = "git_ssh.rotate"       // target: the user; details: the new key's fingerprint
+	UserProfile         Action = "user.profile"         // a user changed their profile; details: the fields changed
 )
 
 // Target kinds.

@@ -85,7 +85,7 @@ var groupOf = map[string]string{
 	"stop": GroupWorkspaces, "restart": GroupWorkspaces, "delete": GroupWorkspaces, "update": GroupWorkspaces,
 	"schedule": GroupWorkspaces, "ssh": GroupWorkspaces, "port-forward": GroupWorkspaces, "config-ssh": GroupWorkspaces,
 	"builds": GroupWorkspaces, "logs": GroupWorkspaces, "cancel": GroupWorkspaces, "state": GroupWorkspaces,
-	"login": GroupAccount, "logout": GroupAccount, "whoami": GroupAccount, "tokens": GroupAccount, "ssh-keys": GroupAccount, "external-auth": GroupAccount, "gitssh": GroupAccount,
+	"login": GroupAccount, "logout": GroupAccount, "whoami": GroupAccount, "profile": GroupAccount, "tokens": GroupAccount, "ssh-keys": GroupAccount, "external-auth": GroupAccount, "gitssh": GroupAccount,
 	"templates": GroupAdmin, "agents": GroupAdmin, "provisioners": GroupAdmin, "users": GroupAdmin, "audit": GroupAdmin,
 }
 
@@ -99,6 +99,7 @@ func addCommands(root *cobra.Command, a *app) {
 		a.loginCmd(),
 		a.logoutCmd(),
 		a.whoamiCmd(),
+		a.profileCmd(),
 		a.tokensCmd(),
 		a.usersCmd(),
 		a.sshKeysCmd(),
@@ -158,12 +159,18 @@ var (
 // holds `hangar server` and the other daemons, which take none of them; and not a group's
 // persistent ones, which would list them as Flags under `hangar stop` but as Global Flags under
 // `hangar agents create` (docs/decisions.md, "CLI help").
+// runsItself is the annotation of a command with subcommands that also does something itself
+// (`hangar profile` shows the profile), so it takes the global flags as its subcommands do.
+const runsItself = "hangar.runs-itself"
+
 func addGlobalFlags(c, root *cobra.Command) {
 	if c.HasSubCommands() {
 		for _, sub := range c.Commands() {
 			addGlobalFlags(sub, root)
 		}
-		return
+		if c.Annotations[runsItself] == "" {
+			return
+		}
 	}
 	for _, f := range globalFlags {
 		if root.PersistentFlags().Lookup(f.name) != nil {

@@ -18,7 +18,7 @@ func TestHelp(t *testing.T) {
 		"", "login", "users", "users create", "agents", "agents create", "agents list",
 		"create", "list", "show", "start", "stop", "restart", "delete",
 		"ssh-keys", "ssh-keys add", "ssh-keys list", "ssh-keys remove", "ssh", "port-forward", "config-ssh", "audit",
-		"tokens", "tokens create", "tokens list", "tokens revoke", "users suspend", "users delete", "agents update", "whoami", "logout", "version",
+		"tokens", "tokens create", "tokens list", "tokens revoke", "users suspend", "users delete", "agents update", "whoami", "profile", "profile set", "logout", "version",
 		"templates lifecycle", "templates delete", "templates init",
 		"templates", "templates push", "templates pull", "templates promote", "update", "builds",
 		"external-auth", "external-auth list", "external-auth link", "external-auth unlink", "gitssh", "gitssh rotate",

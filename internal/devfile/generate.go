@@ -57,6 +57,12 @@ type Params struct {
 	// the server for what it needs (the owner's git credentials): the token goes in the <name>-ssh
 	// Secret, never in the pod spec, and the helper reads it from its file.
 	HelperToken, ServerURL string
+	// OwnerFullName and OwnerEmail are the owner's profile: the main container's git identity
+	// (GIT_AUTHOR_NAME and the like; the name falls back to Owner, the email to none). Not secret.
+	OwnerFullName, OwnerEmail string
+	// DotfilesRepo is the owner's dotfiles repository (URL[#ref], workspace.CheckDotfilesRepo),
+	// which the helper installs at the workspace's first start ("": none).
+	DotfilesRepo string
 }
 
 const (
@@ -217,7 +223,12 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	if p.HelperToken != "" && p.ServerURL != "" {
 		helperServer = p.ServerURL
 	}
-	pod, err := d.podContainers(a, helperOptions{hostKey: p.HelperHostKey != nil, serverURL: helperServer})
+	gitName := p.OwnerFullName
+	if gitName == "" {
+		gitName = p.Owner
+	}
+	pod, err := d.podContainers(a, helperOptions{hostKey: p.HelperHostKey != nil, serverURL: helperServer,
+		gitName: gitName, gitEmail: p.OwnerEmail, dotfiles: p.DotfilesRepo})
 	if err != nil {
 		return nil, err
 	}
@@ -893,6 +904,9 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 type helperOptions struct {
 	hostKey   bool
 	serverURL string
+	// gitName and gitEmail are the owner's git identity; dotfiles the repository the helper
+	// installs (HelperDotfilesEnv, "": none).
+	gitName, gitEmail, dotfiles string
 }
 
 // withHelper returns the main container c running `hangar workspace-helper`: around the devfile's
@@ -923,6 +937,19 @@ func (c container) withHelper(h helperOptions) container {
 	}
 	if h.hostKey {
 		c.env = append(c.env, corev1.EnvVar{Name: "HANGAR_HELPER_HOST_KEY_FILE", Value: path.Join(HelperSSHDir, HostKeyKey)})
+	}
+	if h.dotfiles != "" {
+		c.env = append(c.env, corev1.EnvVar{Name: HelperDotfilesEnv, Value: h.dotfiles})
+	}
+	// The owner's git identity, as Coder gives it (not secret); a devfile's own value of one of
+	// these variables wins.
+	for _, v := range []corev1.EnvVar{
+		{Name: "GIT_AUTHOR_NAME", Value: h.gitName}, {Name: "GIT_AUTHOR_EMAIL", Value: h.gitEmail},
+		{Name: "GIT_COMMITTER_NAME", Value: h.gitName}, {Name: "GIT_COMMITTER_EMAIL", Value: h.gitEmail},
+	} {
+		if v.Value != "" && !slices.ContainsFunc(c.env, func(e corev1.EnvVar) bool { return e.Name == v.Name }) {
+			c.env = append(c.env, v)
+		}
 	}
 	// The web editor, run by the helper, from the bundle the editor's init container copied.
 	if c.editor != nil {
@@ -970,6 +997,10 @@ const HelperRemoteEnvEnv = "HANGAR_HELPER_REMOTE_ENV"
 // HelperPostStartEnv is the main container's variable that gives the helper the postStart
 // commands (a JSON list of workspace.PostStartCommand).
 const HelperPostStartEnv = "HANGAR_HELPER_POST_START"
+
+// HelperDotfilesEnv is the main container's variable that gives the helper the owner's dotfiles
+// repository (URL[#ref]) to install at the workspace's first start.
+const HelperDotfilesEnv = "HANGAR_HELPER_DOTFILES_REPO"
 
 // toolsContainer is the init container that copies the hangar binary of the agent's tools image
 // into the toolsVolume, for the main container's helper. Small fixed resources: it copies one file.

@@ -87,6 +87,9 @@ func generateCases(t testing.TB) []generateCase {
 	// ... and the helper's token for the server (a fixed test key), with the server's URL.
 	rich.HelperToken = workspace.KubeHelperToken(make([]byte, 32), rich.WorkspaceID)
 	rich.ServerURL = "https://hangar.example.org"
+	// ... and the owner's profile: git identity and dotfiles.
+	rich.OwnerFullName, rich.OwnerEmail = "Bob Builder", "bob@example.org"
+	rich.DotfilesRepo = "https://git.example.org/bob/dotfiles.git#main"
 	rich.Agent = agent(t, workspace.AgentConfig{
 		DNSZone:         "ws.example.org",
 		NamespaceMode:   workspace.NamespaceShared,

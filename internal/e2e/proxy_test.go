@@ -89,14 +89,31 @@ var (
 // proxy.
 func setUpProxy(t testing.TB, serverArgs ...string) *proxyEnv {
 	t.Helper()
-	e := &proxyEnv{cluster: kubetest.Start(t), srv: startServer(t, serverArgs...), ca: testca.New(t), agent: "proxied"}
+	return setUpProxyWith(t, func(*kubetest.Cluster, string) []string { return serverArgs })
+}
+
+// setUpProxyWith is setUpProxy with the server's options made from the cluster and the relay's
+// URL inside the cluster's namespace (where pods reach the server: a --helper-url).
+func setUpProxyWith(t testing.TB, serverArgs func(c *kubetest.Cluster, relayURL string) []string) *proxyEnv {
+	t.Helper()
+	e := &proxyEnv{cluster: kubetest.Start(t), ca: testca.New(t), agent: "proxied"}
+	// The proxy (and helpers, with --helper-url) reach the server (on this host's loopback)
+	// through a relay inside the namespace.
+	relay, err := e.cluster.ListenInside(net.JoinHostPort(kubetest.NodeIP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = relay.Close() })
+	e.srv = startServer(t, serverArgs(e.cluster, "http://"+relay.Addr().String())...)
+	go pipeTo(relay, func(ctx context.Context) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", e.srv.listen)
+	})
 	e.admin = e.srv.client(t, e.srv.AdminToken)
 	loadWebecho(t, e.cluster)
 	// The proxy's SSH: its host key, its key for the workspaces' helpers (in the agent config), and
 	// a relay from this host's loopback to where it listens inside the namespace.
 	dir := t.TempDir()
 	var sshRelay net.Listener
-	var err error
 	hostKeyFile, clientKeyFile := filepath.Join(dir, "ssh_host_key"), filepath.Join(dir, "ssh_client_key")
 	hostPub := writeSSHKey(t, hostKeyFile)
 	if e.sshHostKey, _, _, _, err = ssh.ParseAuthorizedKey([]byte(hostPub)); err != nil {
@@ -112,16 +129,6 @@ func setUpProxy(t testing.TB, serverArgs ...string) *proxyEnv {
 	cfg, _ := json.Marshal(map[string]any{"dns_zone": proxyZone, "proxy_ssh_public_keys": []string{clientPub}, "proxy_ssh_address": e.sshPublic})
 	tokenFile := e.srv.registerRealAgent(t, e.agent, string(cfg))
 	startAgent(t, e.srv, e.cluster, e.agent, tokenFile, "hangar-agent-proxied")
-
-	// The proxy reaches the server (on this host's loopback) through a relay inside the namespace.
-	relay, err := e.cluster.ListenInside(net.JoinHostPort(kubetest.NodeIP, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = relay.Close() })
-	go pipeTo(relay, func(ctx context.Context) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "tcp", e.srv.listen)
-	})
 
 	cert, key := e.ca.Issue(t, "*."+proxyZone)
 	e.certPEM = cert

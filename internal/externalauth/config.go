@@ -87,6 +87,10 @@ type Provider struct {
 	// "git.example.com/team", "http://127.0.0.1:3000" (without a scheme: https only). Default: the
 	// base URL.
 	Hosts []string `json:"hosts,omitempty"`
+	// AllowHTTPHosts lets hosts name http:// URLs beyond loopback: a forge that the workspaces
+	// reach on a private network without TLS (the local test cluster's namespace). git's tokens
+	// then cross that network in the clear, so it is never the default.
+	AllowHTTPHosts bool `json:"allow_http_hosts,omitempty"`
 
 	hosts []hostPrefix
 }
@@ -213,7 +217,7 @@ func (p *Provider) complete(env Env, readFile ReadFile) error {
 	}
 	p.hosts = nil
 	for _, h := range p.Hosts {
-		hp, err := parseHost(h)
+		hp, err := parseHost(h, p.AllowHTTPHosts)
 		if err != nil {
 			return fmt.Errorf("hosts: %w", err)
 		}

@@ -67,6 +67,8 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `token_url: "ftp://x"}]}`, "providers[0] (a): token_url: want an https:// URL"},
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `scopes: ["a b"]}]}`, `providers[0] (a): scopes: "a b" is not a scope`},
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `hosts: ["https://u:p@h"]}]}`, `providers[0] (a): hosts: "https://u:p@h"`},
+		{`{providers: [{id: a, type: gitea, client_id: x, ` + secret + `base_url: "https://git.example.com", hosts: ["http://10.99.0.2:3000"]}]}`, `providers[0] (a): hosts: "http://10.99.0.2:3000": want an https:// URL without query (http:// only on a loopback address), got "http://10.99.0.2:3000" (or set allow_http_hosts: true`},
+		{`{providers: [{id: a, type: gitea, client_id: x, ` + secret + `base_url: "https://git.example.com", allow_http_hosts: true, hosts: ["http://u:p@10.99.0.2:3000"]}]}`, `providers[0] (a): hosts: "http://u:p@10.99.0.2:3000"`},
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `}, {id: a, type: gitlab, client_id: y, ` + secret + `}]}`, `providers[1] (a): id: "a" is used twice`},
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `}, {id: b, type: github, client_id: y, ` + secret + `}]}`, `providers[1] (b): hosts: github.com is served by a already`},
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `client_secret: inline}]}`, `unknown field "client_secret"`},
@@ -85,6 +87,7 @@ providers:
   - {id: team, type: gitea, client_id: y, client_secret_env: S, base_url: "https://git.example.com", hosts: ["git.example.com/team"]}
   - {id: all, type: gitea, client_id: z, client_secret_env: S, base_url: "https://git.example.com"}
   - {id: local, type: gitea, client_id: w, client_secret_env: S, base_url: "http://127.0.0.1:3000"}
+  - {id: inside, type: gitea, client_id: v, client_secret_env: S, base_url: "http://127.0.0.1:3002", allow_http_hosts: true, hosts: ["http://10.99.0.2:3002"]}
 `), env(map[string]string{"S": "s"}), files(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +107,8 @@ providers:
 		{CredentialRequest{Protocol: "http", Host: "127.0.0.1:3000", Path: "a/b"}, "local"},
 		{CredentialRequest{Protocol: "https", Host: "127.0.0.1:3000"}, ""},
 		{CredentialRequest{Protocol: "http", Host: "127.0.0.1:3001"}, ""},
+		{CredentialRequest{Protocol: "http", Host: "10.99.0.2:3002", Path: "alice/app.git"}, "inside"}, // allow_http_hosts
+		{CredentialRequest{Protocol: "https", Host: "10.99.0.2:3002"}, ""},
 	} {
 		p, ok := Match(ps, tc.req)
 		if got := map[bool]string{true: p.ID}[ok]; got != tc.want {

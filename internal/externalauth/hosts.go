@@ -23,13 +23,18 @@ func (h hostPrefix) String() string {
 	return s
 }
 
-// parseHost reads "host[:port][/path]" or "scheme://host[:port][/path]".
-func parseHost(s string) (hostPrefix, error) {
+// parseHost reads "host[:port][/path]" or "scheme://host[:port][/path]". An http:// URL is
+// accepted on loopback, or anywhere with allowHTTP (allow_http_hosts).
+func parseHost(s string, allowHTTP bool) (hostPrefix, error) {
 	raw := s
 	if !strings.Contains(s, "://") {
 		s = "https://" + s
+	} else if allowHTTP && strings.HasPrefix(strings.ToLower(s), "http://") {
+		if err := checkURL("https://" + s[len("http://"):]); err != nil {
+			return hostPrefix{}, fmt.Errorf("%q: %w", raw, err)
+		}
 	} else if err := checkURL(s); err != nil {
-		return hostPrefix{}, fmt.Errorf("%q: %w", raw, err)
+		return hostPrefix{}, fmt.Errorf("%q: %w (or set allow_http_hosts: true for a forge on a private network without TLS)", raw, err)
 	}
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {

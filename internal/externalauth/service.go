@@ -335,8 +335,12 @@ func (s *Service) Token(ctx context.Context, u workspace.User, providerID string
 	}
 }
 
-// refresh exchanges l's refresh token (l is claimed) and stores the outcome.
+// refresh exchanges l's refresh token (l is claimed) and stores the outcome. It is finished within
+// the claim even if the request that asked ends first: a forge that rotates refresh tokens makes
+// the old one dead as it answers, so an outcome not stored would leave the link to be made again.
 func (s *Service) refresh(ctx context.Context, l store.ExternalAuthLink, p Provider) (Token, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshClaim)
+	defer cancel()
 	rt, err := s.o.Keys.Open(l.KeyID, l.RefreshToken, tokenAAD(l.UserID, l.ProviderID, "refresh"))
 	if err != nil {
 		return Token{}, s.finishRefresh(ctx, l, p, nil, "the stored refresh token does not open (was the key file changed?)", true)

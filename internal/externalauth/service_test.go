@@ -1,8 +1,10 @@
 package externalauth
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -165,4 +167,44 @@ func TestTokenRefresh(t *testing.T) {
 			t.Fatalf("Token of a suspended user = %v after %d calls", err, e.calls)
 		}
 	})
+}
+
+// cancelAfterAnswer passes requests on and, once the forge has answered (its body read), cancels
+// the caller's context: the caller (git, through the workspace's helper) gave up just as the forge
+// rotated the refresh token.
+type cancelAfterAnswer struct{ cancel context.CancelFunc }
+
+func (c cancelAfterAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	c.cancel()
+	return resp, nil
+}
+
+// TestTokenRefreshOutlivesTheCaller: a refresh, once claimed, is finished and stored even when the
+// request that asked for it ends meanwhile; else the forge's new refresh token was lost, its old
+// one dead (rotated), and the link had to be made again.
+func TestTokenRefreshOutlivesTheCaller(t *testing.T) {
+	e := &tokenEndpoint{answers: [][2]string{{"200", newToken}}}
+	s, u, _ := newRefreshService(t, e)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.o.HTTPClient = &http.Client{Transport: cancelAfterAnswer{cancel: cancel}}
+	_, _ = s.Token(ctx, u, "gl") // its caller is gone: what it returns is nobody's
+	tok, err := s.Token(context.Background(), u, "gl")
+	if err != nil || tok.AccessToken != "new-access" || e.calls != 1 {
+		t.Fatalf("Token after the first caller left = %+v, %v after %d refreshes; want the refreshed token, stored", tok, err, e.calls)
+	}
+	ls, _ := s.Links(context.Background(), u)
+	if ls[0].Link.RefreshClaimedUntil != nil || ls[0].Link.RelinkReason != "" {
+		t.Fatalf("link: %+v", ls[0].Link)
+	}
 }

@@ -20,7 +20,8 @@ type ForgeReader struct {
 	// APIBase is the API's root: https://api.github.com, https://gitlab.example.com/api/v4,
 	// https://gitea.example.com/api/v1, https://api.bitbucket.org/2.0.
 	APIBase string
-	// Repo is the repository's path on the forge ("owner/name"; GitLab: "group/sub/name").
+	// Repo is the repository's path on the forge ("owner/name"; GitLab: "group/sub/name"), escaped
+	// into the API's URLs (a '?' or '#' in it stays in the path).
 	Repo string
 	// Ref is the branch, tag or commit ("": the default branch).
 	Ref string
@@ -40,11 +41,11 @@ func (f *ForgeReader) Check(ctx context.Context) error {
 	var u string
 	switch f.Type {
 	case "github", "gitea":
-		u = f.APIBase + "/repos/" + f.Repo
+		u = f.APIBase + "/repos/" + escapePath(f.Repo)
 	case "gitlab":
 		u = f.APIBase + "/projects/" + url.PathEscape(f.Repo)
 	case "bitbucket":
-		u = f.APIBase + "/repositories/" + f.Repo
+		u = f.APIBase + "/repositories/" + escapePath(f.Repo)
 	default:
 		return fmt.Errorf("reading a repository: unknown forge type %q", f.Type)
 	}
@@ -61,7 +62,7 @@ func (f *ForgeReader) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	accept := ""
 	switch f.Type {
 	case "github":
-		u, accept = f.APIBase+"/repos/"+f.Repo+"/contents/"+escapePath(p)+f.refQuery("ref"), "application/vnd.github.raw+json"
+		u, accept = f.APIBase+"/repos/"+escapePath(f.Repo)+"/contents/"+escapePath(p)+f.refQuery("ref"), "application/vnd.github.raw+json"
 	case "gitlab":
 		ref := f.Ref
 		if ref == "" {
@@ -69,13 +70,13 @@ func (f *ForgeReader) ReadFile(ctx context.Context, p string) ([]byte, error) {
 		}
 		u = f.APIBase + "/projects/" + url.PathEscape(f.Repo) + "/repository/files/" + url.PathEscape(p) + "/raw?ref=" + url.QueryEscape(ref)
 	case "gitea":
-		u = f.APIBase + "/repos/" + f.Repo + "/raw/" + escapePath(p) + f.refQuery("ref")
+		u = f.APIBase + "/repos/" + escapePath(f.Repo) + "/raw/" + escapePath(p) + f.refQuery("ref")
 	case "bitbucket":
 		ref, err := f.bbRef(ctx)
 		if err != nil {
 			return nil, err
 		}
-		u = f.APIBase + "/repositories/" + f.Repo + "/src/" + url.PathEscape(ref) + "/" + escapePath(p)
+		u = f.APIBase + "/repositories/" + escapePath(f.Repo) + "/src/" + url.PathEscape(ref) + "/" + escapePath(p)
 	default:
 		return nil, fmt.Errorf("reading a repository: unknown forge type %q", f.Type)
 	}
@@ -94,9 +95,9 @@ func (f *ForgeReader) List(ctx context.Context, dir string) ([]Entry, error) {
 	var u string
 	switch f.Type {
 	case "github":
-		u = f.APIBase + "/repos/" + f.Repo + "/contents/" + escapePath(dir) + f.refQuery("ref")
+		u = f.APIBase + "/repos/" + escapePath(f.Repo) + "/contents/" + escapePath(dir) + f.refQuery("ref")
 	case "gitea":
-		u = f.APIBase + "/repos/" + f.Repo + "/contents/" + escapePath(dir) + f.refQuery("ref")
+		u = f.APIBase + "/repos/" + escapePath(f.Repo) + "/contents/" + escapePath(dir) + f.refQuery("ref")
 	case "gitlab":
 		u = f.APIBase + "/projects/" + url.PathEscape(f.Repo) + "/repository/tree?per_page=100&path=" + url.QueryEscape(dir)
 		if f.Ref != "" {
@@ -107,7 +108,7 @@ func (f *ForgeReader) List(ctx context.Context, dir string) ([]Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		u = f.APIBase + "/repositories/" + f.Repo + "/src/" + url.PathEscape(ref) + "/" + escapePath(dir) + "/?pagelen=100"
+		u = f.APIBase + "/repositories/" + escapePath(f.Repo) + "/src/" + url.PathEscape(ref) + "/" + escapePath(dir) + "/?pagelen=100"
 	default:
 		return nil, fmt.Errorf("reading a repository: unknown forge type %q", f.Type)
 	}
@@ -182,7 +183,7 @@ func (f *ForgeReader) bbRef(ctx context.Context) (string, error) {
 	if f.bitbucketRef != "" {
 		return f.bitbucketRef, nil
 	}
-	b, err := f.get(ctx, f.APIBase+"/repositories/"+f.Repo, "application/json", maxListBytes, "the repository")
+	b, err := f.get(ctx, f.APIBase+"/repositories/"+escapePath(f.Repo), "application/json", maxListBytes, "the repository")
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return "", f.refused(http.StatusNotFound)

@@ -159,3 +159,70 @@ func FuzzDecodeEntries(f *testing.F) {
 		}
 	})
 }
+
+// A repository path is one path in the forge's API, whatever it holds: an escaped '?' or '#' in
+// the URL a user gives (owner/app%3Fref=x%23) neither adds a query to the requests that carry the
+// user's token nor cuts their path short.
+func TestForgeReaderEscapesRepoPath(t *testing.T) {
+	host, repo, err := RepoHostPath("https://forge.example/alice/app%3Fref=evil%23x")
+	if err != nil || host != "forge.example" || repo != "alice/app?ref=evil#x" {
+		t.Fatalf("RepoHostPath = %q, %q, %v", host, repo, err)
+	}
+	for _, typ := range []string{"github", "gitea", "bitbucket"} {
+		var seen []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen = append(seen, r.URL.EscapedPath()+" ?"+r.URL.RawQuery)
+			http.NotFound(w, r)
+		}))
+		_, err := Find(context.Background(), &ForgeReader{Type: typ, APIBase: srv.URL, Repo: repo, Token: "tok"}, "")
+		srv.Close()
+		var refused *RefusedError
+		if !errors.As(err, &refused) || len(seen) != 1 {
+			t.Fatalf("%s: Find = %v after %q, want refused after one request", typ, err, seen)
+		}
+		if want := "/repositories/alice/app%3Fref=evil%23x ?"; typ != "bitbucket" {
+			want = "/repos/alice/app%3Fref=evil%23x ?"
+			if seen[0] != want {
+				t.Errorf("%s: the forge was asked %q, want %q", typ, seen[0], want)
+			}
+		} else if seen[0] != want {
+			t.Errorf("%s: the forge was asked %q, want %q", typ, seen[0], want)
+		}
+	}
+}
+
+// A forge's API that redirects elsewhere (another host name) does not get the user's token sent
+// there: Go's client drops Authorization on a redirect to another host name (not to another port
+// of the same name), and the reader relies on it.
+func TestForgeReaderRedirectDropsToken(t *testing.T) {
+	var elsewhere []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere = append(elsewhere, r.Header.Get("Authorization"))
+		w.Write([]byte(`{"image":"x"}`))
+	}))
+	defer other.Close()
+	var atForge []string
+	forge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		atForge = append(atForge, r.Header.Get("Authorization"))
+		switch r.URL.Path {
+		case "/repos/alice/app":
+			w.Write([]byte(`{}`))
+		case "/repos/alice/app/contents/.devcontainer/devcontainer.json":
+			// The same loopback server by another name: another host to Go's client.
+			http.Redirect(w, r, strings.Replace(other.URL, "127.0.0.1", "localhost", 1)+"/blob", http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer forge.Close()
+	d, err := Find(context.Background(), &ForgeReader{Type: "github", APIBase: forge.URL, Repo: "alice/app", Token: "secret-token"}, "")
+	if err != nil || string(d.Content) != `{"image":"x"}` {
+		t.Fatalf("Find = %+v, %v", d, err)
+	}
+	if len(atForge) == 0 || atForge[0] != "Bearer secret-token" {
+		t.Fatalf("the forge got %q, want the token", atForge)
+	}
+	if len(elsewhere) != 1 || elsewhere[0] != "" {
+		t.Fatalf("the other host got Authorization %q, want none", elsewhere)
+	}
+}

@@ -35,6 +35,11 @@ const MaxFileBytes = 256 << 10
 // MaxEntries bounds a directory listing (.devcontainer/).
 const MaxEntries = 1000
 
+// MaxFolders bounds the folders of .devcontainer/ probed for a devcontainer.json (one request to
+// the forge each): past it, the definition must be named (devcontainer_path), so that one create
+// does not send the forge a request per entry (anonymous ones spend the server's own rate limit).
+const MaxFolders = 20
+
 // ErrNotFound is a file or directory the repository does not have at the ref.
 var ErrNotFound = errors.New("not found")
 
@@ -105,6 +110,15 @@ func Find(ctx context.Context, r Reader, devcontainerPath string) (Definition, e
 	}
 	if err != nil {
 		return Definition{}, err
+	}
+	var folders int
+	for _, e := range entries {
+		if e.Dir {
+			folders++
+		}
+	}
+	if folders > MaxFolders {
+		return Definition{}, fmt.Errorf("devcontainer_path: the repository's .devcontainer/ has %d folders (at most %d are looked into): name the definition, such as .devcontainer/<folder>/devcontainer.json", folders, MaxFolders)
 	}
 	var found []string
 	for _, e := range entries {

@@ -132,3 +132,37 @@ func TestRefusedIsNotNotFound(t *testing.T) {
 		t.Fatal("a refused repository reads as a missing file")
 	}
 }
+
+// countingRepo counts the files read.
+type countingRepo struct {
+	mapRepo
+	reads int
+}
+
+func (c *countingRepo) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	c.reads++
+	return c.mapRepo.ReadFile(ctx, p)
+}
+
+// A .devcontainer/ of many folders is not probed folder by folder (a request to the forge each):
+// the definition must be named, and the error says so, naming the field.
+func TestFindBoundsFolders(t *testing.T) {
+	repo := &countingRepo{mapRepo: mapRepo{}}
+	for i := range MaxFolders + 1 {
+		repo.mapRepo[".devcontainer/f"+strings.Repeat("x", i)+"/Dockerfile"] = "x"
+	}
+	_, err := Find(context.Background(), repo, "")
+	if err == nil || !strings.Contains(err.Error(), "devcontainer_path: the repository's .devcontainer/ has 21 folders (at most 20 are looked into)") {
+		t.Fatalf("Find = %v", err)
+	}
+	if repo.reads > 4 {
+		t.Fatalf("%d files read, want the 4 fixed places only", repo.reads)
+	}
+	// At the bound, each folder is looked into.
+	delete(repo.mapRepo, ".devcontainer/f/Dockerfile")
+	repo.mapRepo[".devcontainer/fx/devcontainer.json"] = "{}"
+	repo.reads = 0
+	if d, err := Find(context.Background(), repo, ""); err != nil || d.Path != ".devcontainer/fx/devcontainer.json" || repo.reads != 4+MaxFolders+1 {
+		t.Fatalf("Find = %+v, %v after %d reads", d, err, repo.reads)
+	}
+}

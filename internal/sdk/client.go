@@ -104,6 +104,13 @@ func (c *Client) Me(ctx context.Context) (User, error) {
 	return u, err
 }
 
+// UpdateProfile changes the caller's profile and returns the caller as changed.
+func (c *Client) UpdateProfile(ctx context.Context, req UpdateProfileRequest) (User, error) {
+	var u User
+	err := c.do(ctx, http.MethodPatch, []string{"users", "me"}, req, &u)
+	return u, err
+}
+
 // CreateAgent registers an agent (admin only). The answer carries the agent's token, shown only once.
 func (c *Client) CreateAgent(ctx context.Context, req CreateAgentRequest) (Agent, error) {
 	var a Agent

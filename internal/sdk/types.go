@@ -201,6 +201,19 @@ type User struct {
 	CurrentToken *Token `json:"current_token,omitempty"`
 	// StoppedWorkspaces, in the answer to a suspension only: the workspaces it asked to stop.
 	StoppedWorkspaces []string `json:"stopped_workspaces,omitempty"`
+	// The profile ("" for none): the name and email of the user's commits in their workspaces,
+	// and the dotfiles repository (URL[#ref]) installed at each workspace's first start.
+	FullName     string `json:"full_name,omitempty"`
+	Email        string `json:"email,omitempty"`
+	DotfilesRepo string `json:"dotfiles_repo,omitempty"`
+}
+
+// UpdateProfileRequest is the body of PATCH /api/v1/users/me: each field given is set, "" clears
+// it, an absent one is left as it is.
+type UpdateProfileRequest struct {
+	FullName     *string `json:"full_name,omitempty"`
+	Email        *string `json:"email,omitempty"`
+	DotfilesRepo *string `json:"dotfiles_repo,omitempty"`
 }
 
 // CreateUserRequest is the body of POST /api/v1/users.
@@ -245,6 +258,9 @@ type Error struct {
 type Validation struct {
 	Field  string `json:"field"`
 	Detail string `json:"detail"`
+	// Choices, when the field needs one of several values the server found (the repository's
+	// devcontainer definitions for repository.devcontainer_path), lists them: a client offers them.
+	Choices []string `json:"choices,omitempty"`
 }
 
 // Body size limits of the user API.

@@ -14,7 +14,8 @@ import (
 // This file is the only place store rows become API types.
 
 func toUser(u workspace.User, token string) sdk.User {
-	return sdk.User{ID: u.ID, Username: u.Username, Admin: u.Admin, Token: token, CreatedAt: u.CreatedAt, Suspended: u.SuspendedAt != nil, SuspendedAt: u.SuspendedAt}
+	return sdk.User{ID: u.ID, Username: u.Username, Admin: u.Admin, Token: token, CreatedAt: u.CreatedAt, Suspended: u.SuspendedAt != nil, SuspendedAt: u.SuspendedAt,
+		FullName: u.FullName, Email: u.Email, DotfilesRepo: u.DotfilesRepo}
 }
 
 func toAgent(a workspace.Agent, token string) (sdk.Agent, error) {

@@ -1,14 +1,19 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // A Kubernetes workspace's generated config gives its helper a token (in the <name>-ssh Secret)
@@ -77,5 +82,23 @@ func TestKubeHelperTokensOff(t *testing.T) {
 	status, body := call(t, env, "hwa_k1_x.AAAA", "GET", protocol.WorkspaceAgentConnectPath, nil)
 	if status != http.StatusUnauthorized || !strings.Contains(string(body), "no key is configured") {
 		t.Fatalf("%d %s", status, body)
+	}
+}
+
+// A Terraform helper's random token may begin as a Kubernetes one does; its hash still admits it,
+// with or without the Kubernetes tokens' key.
+func TestTerraformTokenThatLooksKubernetes(t *testing.T) {
+	for _, keys := range [][][]byte{nil, {[]byte("a key of 32 bytes for the tests.")}} {
+		ae := newAgentEnv(t, "sqlite", func(o *server.Options) { o.HelperTokenKeys = keys; o.HelperURL = func() string { return "http://x" } })
+		var ws sdk.Workspace
+		mustCall(t, ae.Env, ae.dev, "GET", "/api/v1/workspaces/tfw", nil, http.StatusOK, &ws)
+		token := workspace.KubeHelperTokenPrefix + "rest-of-a-random-terraform-token"
+		if err := ae.Store.CreateWorkspaceAgentToken(context.Background(), store.WorkspaceAgentToken{Hash: tfbackend.HashAgentToken(token), WorkspaceID: ws.ID, BuildNumber: 1, CreatedAt: ae.Clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		// Admitted (a plain GET is then a 400: not a WebSocket), not refused as a bad Kubernetes token.
+		if status, body := call(t, ae.Env, token, "GET", protocol.WorkspaceAgentConnectPath, nil); status != http.StatusBadRequest {
+			t.Fatalf("keys %d: %d %s", len(keys), status, body)
+		}
 	}
 }

@@ -375,6 +375,7 @@ func (s *Server) oidcFinish(ctx context.Context, r *http.Request) (workspace.Use
 		(claims.Email != "" && claims.EmailVerified != nil && *claims.EmailVerified && slices.Contains(s.oidc.opts.AdminEmails, strings.ToLower(claims.Email)))
 	in := store.OIDCSignIn{Issuer: idt.Issuer, Subject: idt.Subject, Email: claims.Email, Admin: admin,
 		Username: oidcUsername(claims.PreferredUsername, claims.Email), At: s.clock.Now()}
+	in.FullName, in.ProfileEmail = profileClaims(claims)
 	for try := 1; ; try++ {
 		// Each try a new id and a random token nobody knows: an OIDC user has no API token.
 		in.UserID, in.TokenHash = uuid.NewString(), HashToken(NewToken(userTokenPrefix))
@@ -399,8 +400,23 @@ func (s *Server) oidcFinish(ctx context.Context, r *http.Request) (workspace.Use
 	}
 }
 
+// profileClaims are the full name and email a sign-in gives the user's profile (unless the user
+// set them: store.OIDCSignIn): the name and email claims, the email only when the provider did
+// not say it is unverified (such a sign-in is refused anyway). A claim the profile's rules refuse
+// (a '<' in a name, a control character, too long) is left out rather than refusing the sign-in.
+func profileClaims(c oidcClaims) (fullName, email string) {
+	if workspace.CheckFullName(c.Name) == "" {
+		fullName = c.Name
+	}
+	if (c.EmailVerified == nil || *c.EmailVerified) && workspace.CheckEmail(c.Email) == "" {
+		email = c.Email
+	}
+	return fullName, email
+}
+
 // oidcClaims are the claims of an ID token that Hangar reads besides the registered ones.
 type oidcClaims struct {
+	Name              string // the full name (OIDC Core 5.1 "name")
 	Email             string
 	EmailVerified     *bool // nil: the provider did not say
 	PreferredUsername string
@@ -428,6 +444,9 @@ func parseOIDCClaims(payload []byte, groupsClaim string) (oidcClaims, error) {
 		return oidcClaims{}, err
 	}
 	if err := str("preferred_username", &c.PreferredUsername); err != nil {
+		return oidcClaims{}, err
+	}
+	if err := str("name", &c.Name); err != nil {
 		return oidcClaims{}, err
 	}
 	if v, ok := m["email_verified"]; ok && string(v) != "null" {

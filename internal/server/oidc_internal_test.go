@@ -50,6 +50,7 @@ func FuzzOIDCClaims(f *testing.F) {
 	f.Add([]byte(`{"sub":"x","email":"Alice.Smith@example.com","email_verified":true,"groups":["devs"]}`), "groups")
 	f.Add([]byte(`{"preferred_username":"日本--x","email_verified":"false","roles":"a"}`), "roles")
 	f.Add([]byte(`{"email":"@","groups":null}`), "groups")
+	f.Add([]byte(`{"name":"Ada <Lovelace>","email":"ada@example.com","email_verified":"false"}`), "groups")
 	f.Fuzz(func(t *testing.T, payload []byte, claim string) {
 		c, err := parseOIDCClaims(payload, claim)
 		if err != nil {
@@ -64,6 +65,17 @@ func FuzzOIDCClaims(f *testing.F) {
 		}
 		if msg := workspace.CheckUsername(name + "-100"); msg != "" {
 			t.Fatalf("username %q with a suffix: %s", name, msg)
+		}
+		// The profile gets only what its own rules accept, and never an unverified email.
+		full, email := profileClaims(c)
+		if msg := workspace.CheckFullName(full); msg != "" {
+			t.Fatalf("full name %q: %s", full, msg)
+		}
+		if msg := workspace.CheckEmail(email); msg != "" {
+			t.Fatalf("email %q: %s", email, msg)
+		}
+		if email != "" && c.EmailVerified != nil && !*c.EmailVerified {
+			t.Fatalf("unverified email %q went to the profile", email)
 		}
 	})
 }

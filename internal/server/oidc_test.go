@@ -54,7 +54,7 @@ func newOIDCEnv(t *testing.T, engine string, more ...func(*server.OIDCOptions)) 
 // newOIDCProvider starts a provider with a few users.
 func newOIDCProvider(t *testing.T) *oidctest.Provider {
 	p := oidctest.New(t, oidctest.Options{})
-	p.AddUser(oidctest.User{Subject: "sub-alice", Email: "alice@example.com", EmailVerified: yes(), PreferredUsername: "Alice.Smith", Groups: []string{"devs"}})
+	p.AddUser(oidctest.User{Subject: "sub-alice", Email: "alice@example.com", EmailVerified: yes(), PreferredUsername: "Alice.Smith", Name: "Alice Smith", Groups: []string{"devs"}})
 	p.AddUser(oidctest.User{Subject: "sub-boss", Email: "boss@example.com", PreferredUsername: "boss", Groups: []string{"devs", "hangar-admins"}})
 	p.AddUser(oidctest.User{Subject: "sub-listed", Email: "listed@example.com", EmailVerified: yes()})
 	p.AddUser(oidctest.User{Subject: "sub-unverified", Email: "mallory@example.com", EmailVerified: no(), PreferredUsername: "mallory"})
@@ -220,6 +220,10 @@ func TestOIDCSignIn(t *testing.T) {
 			alice := userNamed(t, env.Store, "alice-smith")
 			if alice.Admin {
 				t.Fatal("alice is an admin")
+			}
+			// Her profile is the claims' (name, and the verified email).
+			if alice.FullName != "Alice Smith" || alice.Email != "alice@example.com" || alice.FullNameSet || alice.EmailSet {
+				t.Fatalf("alice's profile after the first sign-in: %q %q (set %v %v)", alice.FullName, alice.Email, alice.FullNameSet, alice.EmailSet)
 			}
 			// The session cookie is the server's (HttpOnly, SameSite=Lax), the login cookie is cleared.
 			cb := b.redirectFrom(server.OIDCCallbackPath)

@@ -359,6 +359,9 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	// Users.
 	c.do(admin, "GET", "/api/v1/users/me", nil, 200, true)
 	c.do("", "GET", "/api/v1/users/me", nil, 401, false)
+	c.do(admin, "PATCH", "/api/v1/users/me", map[string]any{"full_name": "Ada Lovelace", "email": "ada@example.com", "dotfiles_repo": "git@git.example.com:ada/dots.git#main"}, 200, true)
+	c.do(admin, "PATCH", "/api/v1/users/me", map[string]any{"dotfiles_repo": "file:///etc"}, 400, true)
+	c.do("", "PATCH", "/api/v1/users/me", map[string]any{"full_name": "x"}, 401, false)
 	var dev sdk.User
 	c.decode(c.do(admin, "POST", "/api/v1/users", map[string]any{"username": "dev"}, 201, true), &dev)
 	if !strings.HasPrefix(dev.Token, "hgu_") {

@@ -117,6 +117,15 @@ func TestCreateWorkspaceFromRepository(t *testing.T) {
 			}
 
 			re.link(t)
+			// Another user's private repository, with the linked account: refused naming the
+			// forge, the reason said once.
+			f.AddUser(forgetest.User{Login: "carol", Email: "carol@example.com"})
+			f.CreateRepo("carol", "secret", true, map[string]string{"devfile.yaml": "schemaVersion: 2.2.0\n"})
+			status, body = create("secret", map[string]any{"url": f.CloneURL("carol", "secret")})
+			if e := apiError(t, body); status != http.StatusConflict ||
+				e.Message != "Forge refused to read carol/secret with your linked account (HTTP 404): it is private and your account may not read it, or it does not exist" {
+				t.Fatalf("another user's private repository: %d %s", status, body)
+			}
 			var ws sdk.Workspace
 			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1", "repository": map[string]any{"url": f.CloneURL("alice", "app"), "ref": "main"}}, http.StatusCreated, &ws)
 			if ws.Definition == "" || !strings.Contains(ws.Definition, "devcontainer") {
@@ -143,7 +152,8 @@ func TestCreateWorkspaceFromRepository(t *testing.T) {
 			// Several devcontainer definitions: the user names one.
 			status, body = create("two", map[string]any{"url": f.CloneURL("alice", "two")})
 			if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) != 1 || e.Validations[0].Field != "repository.devcontainer_path" ||
-				!strings.Contains(e.Validations[0].Detail, ".devcontainer/go/devcontainer.json, .devcontainer/py/devcontainer.json") {
+				!strings.Contains(e.Validations[0].Detail, ".devcontainer/go/devcontainer.json, .devcontainer/py/devcontainer.json") ||
+				strings.Join(e.Validations[0].Choices, " ") != ".devcontainer/go/devcontainer.json .devcontainer/py/devcontainer.json" {
 				t.Fatalf("two definitions: %d %s", status, body)
 			}
 			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "two", "agent": "k1",

@@ -323,6 +323,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", ExternalAuthCallbackPath, http.HandlerFunc(s.externalAuthCallback)},
 
 		{"GET", "/api/v1/users/me", s.authUser(s.me)},
+		{"PATCH", "/api/v1/users/me", s.authUser(s.updateProfile)},
 		{"GET", "/api/v1/users/me/ssh-keys", s.authUser(s.listSSHKeys)},
 		{"POST", "/api/v1/users/me/ssh-keys", s.authUser(s.addSSHKey)},
 		{"DELETE", "/api/v1/users/me/ssh-keys/{key}", s.authUser(s.removeSSHKey)},

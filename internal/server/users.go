@@ -31,6 +31,48 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, u workspace.User) er
 	return nil
 }
 
+// updateProfile serves PATCH /api/v1/users/me: the caller changes their own profile (every field
+// checked, each failure named, before anything is written).
+func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
+	var req sdk.UpdateProfileRequest
+	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	defer s.audit(&r, u, audit.UserProfile, audit.Target{Kind: audit.KindUser, ID: u.ID, Name: u.Username})(&err)
+	v := &workspace.ValidationError{}
+	var changed []string
+	for _, f := range []struct {
+		name  string
+		value *string
+		check func(string) string
+	}{
+		{"full_name", req.FullName, workspace.CheckFullName},
+		{"email", req.Email, workspace.CheckEmail},
+		{"dotfiles_repo", req.DotfilesRepo, workspace.CheckDotfilesRepo},
+	} {
+		if f.value == nil {
+			continue
+		}
+		changed = append(changed, f.name)
+		if msg := f.check(*f.value); msg != "" {
+			v.Add(f.name, "%s", msg)
+		}
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	if len(changed) == 0 {
+		return errBadRequest("nothing to change: give at least one of full_name, email and dotfiles_repo")
+	}
+	audit.From(r.Context()).Set("fields", changed)
+	u, err = s.store.UpdateUserProfile(r.Context(), u.ID, workspace.ProfileChange{FullName: req.FullName, Email: req.Email, DotfilesRepo: req.DotfilesRepo})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toUser(u, ""))
+	return nil
+}
+
 // initialToken is a new user's first token, or a user's token after a reset: named
 // InitialTokenName, with the default lifetime.
 func (s *Server) initialToken() (string, store.APIToken) {

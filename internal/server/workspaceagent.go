@@ -112,8 +112,22 @@ func (g *agentRegistry) get(workspaceID string) *agentConn {
 // helperWorkspace is the workspace a helper token admits, or why it admits none.
 func (s *Server) helperWorkspace(ctx context.Context, token string) (workspace.Workspace, error) {
 	if strings.HasPrefix(token, workspace.KubeHelperTokenPrefix) {
-		return s.kubeHelperWorkspace(ctx, token)
+		ws, verified, err := s.kubeHelperWorkspace(ctx, token)
+		if verified {
+			return ws, err
+		}
+		// A Terraform helper's random token may begin so too (one in 2^18): its hash decides.
+		if tws, terr := s.terraformHelperWorkspace(ctx, token); terr == nil {
+			return tws, nil
+		}
+		return workspace.Workspace{}, err
 	}
+	return s.terraformHelperWorkspace(ctx, token)
+}
+
+// terraformHelperWorkspace is the Terraform workspace a hangar_agent token admits, or why it
+// admits none.
+func (s *Server) terraformHelperWorkspace(ctx context.Context, token string) (workspace.Workspace, error) {
 	if !strings.HasPrefix(token, protocol.WorkspaceAgentTokenPrefix) || len(token) > maxAgentTokenLen {
 		return workspace.Workspace{}, errUnauthorized("invalid helper token: want the token of a hangar_agent resource (" + protocol.WorkspaceAgentTokenPrefix + "...)")
 	}
@@ -137,9 +151,11 @@ func (s *Server) helperWorkspace(ctx context.Context, token string) (workspace.W
 
 // kubeHelperWorkspace is the Kubernetes workspace a helper token made by
 // workspace.KubeHelperToken admits, or why it admits none.
-func (s *Server) kubeHelperWorkspace(ctx context.Context, token string) (workspace.Workspace, error) {
+// verified says the token was made under the server's keys (else err says why not, and the token
+// may still be a Terraform helper's).
+func (s *Server) kubeHelperWorkspace(ctx context.Context, token string) (ws workspace.Workspace, verified bool, err error) {
 	if len(s.helperTokenKeys) == 0 {
-		return workspace.Workspace{}, errUnauthorized("invalid helper token: this server gives Kubernetes workspaces' helpers no tokens (no key is configured)")
+		return workspace.Workspace{}, false, errUnauthorized("invalid helper token: this server gives Kubernetes workspaces' helpers no tokens (no key is configured)")
 	}
 	var id string
 	ok := false
@@ -149,18 +165,18 @@ func (s *Server) kubeHelperWorkspace(ctx context.Context, token string) (workspa
 		}
 	}
 	if !ok {
-		return workspace.Workspace{}, errUnauthorized("invalid helper token: not made by this server's key")
+		return workspace.Workspace{}, false, errUnauthorized("invalid helper token: not made by this server's key")
 	}
-	ws, err := s.store.WorkspaceByID(ctx, id)
+	ws, err = s.store.WorkspaceByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return workspace.Workspace{}, errUnauthorized("invalid helper token: its workspace is gone")
+		return workspace.Workspace{}, true, errUnauthorized("invalid helper token: its workspace is gone")
 	} else if err != nil {
-		return workspace.Workspace{}, err
+		return workspace.Workspace{}, true, err
 	}
 	if ws.Backend != workspace.KindKubernetes || ws.ActualState == workspace.Terminated || ws.DesiredState == workspace.Terminated {
-		return workspace.Workspace{}, errUnauthorized("invalid helper token: its workspace is deleted")
+		return workspace.Workspace{}, true, errUnauthorized("invalid helper token: its workspace is deleted")
 	}
-	return ws, nil
+	return ws, true, nil
 }
 
 func isWebSocket(r *http.Request) bool {

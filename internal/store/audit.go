@@ -12,8 +12,8 @@ import (
 // The write methods that are actions a person or the automation takes are "audited": when their
 // ctx carries a pending entry (audit.From), they insert it, as a success, in their own
 // transaction, so that it commits with the action or not at all. They are CreateUser,
-// CreateUserWithToken, CreateToken, RevokeToken, ResetUserTokens, SetUserSuspended, DeleteUser,
-// CreateAgent, SetAgentToken, SetAgentConfig, CreateWorkspace, UpdateWorkspace,
+// CreateUserWithToken, CreateToken, RevokeToken, ResetUserTokens, SetUserSuspended,
+// UpdateUserProfile, DeleteUser, CreateAgent, SetAgentToken, SetAgentConfig, CreateWorkspace, UpdateWorkspace,
 // CreateTemplateVersion, SetTemplateLifecycle, PromoteTemplateVersion, CreateBuildWorkspace,
 // NewBuild, UpdateBuild, PutBuildState, ClaimPrebuild, CreateProvisioner, SetProvisionerToken,
 // CreateSession, CreateSSHKey and DeleteSSHKey. Other writes (logs, heartbeats, reconciles,

@@ -14,6 +14,10 @@ type OIDCSignIn struct {
 	Issuer, Subject string
 	// Email is the identity's email as the provider gave it ("" for none); kept for people to read.
 	Email string
+	// FullName and ProfileEmail are the claims the user's profile takes (name; email when the
+	// provider did not say it is unverified), "" for none: SignInOIDC copies each into the
+	// profile unless the user set that field themselves (workspace.User.FullNameSet, EmailSet).
+	FullName, ProfileEmail string
 	// Admin is whether the user is an admin from now on (re-evaluated at every sign-in).
 	Admin bool
 	// Username is the name a new user should get; SignInOIDC adds "-2", "-3"... when it is taken.

@@ -67,8 +67,12 @@ type TokenStore interface {
 	// SetUserSuspended suspends (at set) or reinstates (at nil) a user (audited). Suspending the
 	// last active admin is ErrLastAdmin.
 	SetUserSuspended(ctx context.Context, userID string, at *time.Time) (workspace.User, error)
+	// UpdateUserProfile applies a user's change of their own profile (audited) and returns the
+	// user as changed. A full name or email set to a value is marked set by the user (OIDC
+	// sign-ins leave it); one cleared is handed back to the sign-ins. The caller validated c.
+	UpdateUserProfile(ctx context.Context, userID string, c workspace.ProfileChange) (workspace.User, error)
 	// DeleteUser marks the user deleted (its name stays taken), revokes its tokens and removes its
-	// sessions and SSH keys (audited). ErrOwnsWorkspaces (naming them) while it owns workspaces
+	// sessions, SSH keys and forge links, their tokens with them (audited). ErrOwnsWorkspaces (naming them) while it owns workspaces
 	// that are not Terminated; ErrLastAdmin for the last active admin.
 	DeleteUser(ctx context.Context, userID string, at time.Time) error
 

@@ -4,7 +4,8 @@
 // ../shared/seeds/terraform-state-management.md): its id, name, owner, the transition, start_count
 // and the prebuild flags. Templates then need no variables for these. The provisioner installs it
 // through a filesystem mirror (Mirror), so no registry is needed. Its resources are hangar_agent
-// (agent.go) and hangar_kubernetes_pod (pod.go).
+// (agent.go) and hangar_kubernetes_pod (pod.go); its data source hangar_devcontainer
+// (devcontainer.go) reads a devcontainer.json for a template.
 package tfprovider
 
 import (
@@ -41,6 +42,10 @@ const (
 	EnvStartCount      = "HANGAR_WORKSPACE_START_COUNT"
 	EnvIsPrebuild      = "HANGAR_WORKSPACE_IS_PREBUILD"
 	EnvIsPrebuildClaim = "HANGAR_WORKSPACE_IS_PREBUILD_CLAIM"
+	// The owner's profile (docs/decisions.md, "A team's repository: dotfiles and identity").
+	EnvOwnerFullName     = "HANGAR_WORKSPACE_OWNER_FULL_NAME"
+	EnvOwnerEmail        = "HANGAR_WORKSPACE_OWNER_EMAIL"
+	EnvOwnerDotfilesRepo = "HANGAR_WORKSPACE_OWNER_DOTFILES_REPO"
 )
 
 // Env is the environment the data source reads, from the variables Hangar offers a build
@@ -50,6 +55,8 @@ func Env(vars map[string]string) map[string]string {
 		EnvWorkspaceID: vars["workspace_id"], EnvWorkspaceName: vars["workspace_name"], EnvWorkspaceOwner: vars["workspace_owner"],
 		EnvTransition: vars["workspace_transition"], EnvStartCount: vars["start_count"],
 		EnvIsPrebuild: vars["is_prebuild"], EnvIsPrebuildClaim: vars["is_prebuild_claim"],
+		EnvOwnerFullName: vars["workspace_owner_full_name"], EnvOwnerEmail: vars["workspace_owner_email"],
+		EnvOwnerDotfilesRepo: vars["workspace_owner_dotfiles_repo"],
 	}
 }
 
@@ -107,7 +114,10 @@ func (p *hangarProvider) Configure(context.Context, provider.ConfigureRequest, *
 }
 
 func (p *hangarProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{func() datasource.DataSource { return &workspaceDataSource{} }}
+	return []func() datasource.DataSource{
+		func() datasource.DataSource { return &workspaceDataSource{} },
+		func() datasource.DataSource { return &devcontainerDataSource{} },
+	}
 }
 
 func (p *hangarProvider) Resources(context.Context) []func() resource.Resource {
@@ -127,6 +137,9 @@ type workspaceModel struct {
 	StartCount      types.Int64  `tfsdk:"start_count"`
 	IsPrebuild      types.Bool   `tfsdk:"is_prebuild"`
 	IsPrebuildClaim types.Bool   `tfsdk:"is_prebuild_claim"`
+	OwnerFullName   types.String `tfsdk:"owner_full_name"`
+	OwnerEmail      types.String `tfsdk:"owner_email"`
+	OwnerDotfiles   types.String `tfsdk:"owner_dotfiles_repo"`
 }
 
 func (d *workspaceDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -137,13 +150,16 @@ func (d *workspaceDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 	resp.Schema = schema.Schema{
 		Description: "The workspace this build is for.",
 		Attributes: map[string]schema.Attribute{
-			"id":                schema.StringAttribute{Computed: true, Description: "The workspace's id."},
-			"name":              schema.StringAttribute{Computed: true, Description: "The workspace's name."},
-			"owner":             schema.StringAttribute{Computed: true, Description: "Its owner's username."},
-			"transition":        schema.StringAttribute{Computed: true, Description: "start, stop or delete."},
-			"start_count":       schema.Int64Attribute{Computed: true, Description: "1 on start, 0 on stop and delete: the count of the resources that run only while the workspace runs."},
-			"is_prebuild":       schema.BoolAttribute{Computed: true, Description: "The build makes a prebuilt workspace (no owner yet)."},
-			"is_prebuild_claim": schema.BoolAttribute{Computed: true, Description: "The build hands a prebuilt workspace to its owner."},
+			"id":                  schema.StringAttribute{Computed: true, Description: "The workspace's id."},
+			"name":                schema.StringAttribute{Computed: true, Description: "The workspace's name."},
+			"owner":               schema.StringAttribute{Computed: true, Description: "Its owner's username."},
+			"transition":          schema.StringAttribute{Computed: true, Description: "start, stop or delete."},
+			"start_count":         schema.Int64Attribute{Computed: true, Description: "1 on start, 0 on stop and delete: the count of the resources that run only while the workspace runs."},
+			"is_prebuild":         schema.BoolAttribute{Computed: true, Description: "The build makes a prebuilt workspace (no owner yet)."},
+			"is_prebuild_claim":   schema.BoolAttribute{Computed: true, Description: "The build hands a prebuilt workspace to its owner."},
+			"owner_full_name":     schema.StringAttribute{Computed: true, Description: "Its owner's full name, for git (GIT_AUTHOR_NAME; empty: none, use owner)."},
+			"owner_email":         schema.StringAttribute{Computed: true, Description: "Its owner's email, for git (GIT_AUTHOR_EMAIL; empty: none)."},
+			"owner_dotfiles_repo": schema.StringAttribute{Computed: true, Description: "Its owner's dotfiles repository, URL[#ref] (empty: none)."},
 		},
 	}
 }
@@ -164,6 +180,8 @@ func (d *workspaceDataSource) Read(ctx context.Context, _ datasource.ReadRequest
 		ID: types.StringValue(os.Getenv(EnvWorkspaceID)), Name: types.StringValue(name), Owner: types.StringValue(os.Getenv(EnvWorkspaceOwner)),
 		Transition: types.StringValue(os.Getenv(EnvTransition)), StartCount: types.Int64Value(count),
 		IsPrebuild: types.BoolValue(os.Getenv(EnvIsPrebuild) == "true"), IsPrebuildClaim: types.BoolValue(os.Getenv(EnvIsPrebuildClaim) == "true"),
+		OwnerFullName: types.StringValue(os.Getenv(EnvOwnerFullName)), OwnerEmail: types.StringValue(os.Getenv(EnvOwnerEmail)),
+		OwnerDotfiles: types.StringValue(os.Getenv(EnvOwnerDotfilesRepo)),
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

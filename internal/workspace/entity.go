@@ -23,6 +23,10 @@ type User struct {
 	// SuspendedAt is when the user was suspended (nil: active); a suspended user's tokens,
 	// sessions and keys are refused. Filled on reads.
 	SuspendedAt *time.Time
+	// The profile (profile.go): "" for none. FullNameSet and EmailSet say the user set that field
+	// themselves; an OIDC sign-in fills only the others from its claims.
+	FullName, Email, DotfilesRepo string
+	FullNameSet, EmailSet         bool
 }
 
 // Agent is a registered `hangar agent`.
@@ -42,21 +46,24 @@ type Workspace struct {
 	// KubeName is the workspace's name in the cluster (func KubeName; for workspaces from
 	// before schema version 3, its name): its objects' name, its namespace's after "hangar-", and
 	// the name the agent reports it by. Unique across every workspace ever stored.
-	KubeName                  string
-	OwnerID                   string
-	OwnerName                 string // filled on reads
-	AgentID                   string
-	AgentName                 string // filled on reads
-	Namespace                 string
-	Devfile                   string // written on creation; reads leave it empty (WorkspaceDevfile)
-	DesiredState              State
-	ActualState               State
-	DesiredStateUpdatedAt     time.Time
-	ActualStateUpdatedAt      *time.Time
-	RespondedToAgentAt        *time.Time
-	DeploymentResourceVersion *string
-	ErrorType                 string
-	ErrorMessage              string
+	KubeName  string
+	OwnerID   string
+	OwnerName string // filled on reads
+	// Owner is the owner's profile (User.FullName, Email, DotfilesRepo; with OwnerName as
+	// Username), filled on reads: the generator gives it to the workspace.
+	OwnerFullName, OwnerEmail, OwnerDotfilesRepo string
+	AgentID                                      string
+	AgentName                                    string // filled on reads
+	Namespace                                    string
+	Devfile                                      string // written on creation; reads leave it empty (WorkspaceDevfile)
+	DesiredState                                 State
+	ActualState                                  State
+	DesiredStateUpdatedAt                        time.Time
+	ActualStateUpdatedAt                         *time.Time
+	RespondedToAgentAt                           *time.Time
+	DeploymentResourceVersion                    *string
+	ErrorType                                    string
+	ErrorMessage                                 string
 	// URL is where the workspace's main endpoint is served (set at creation).
 	URL string
 	// CreatedAt is when the workspace became its owner's: its create, or the claim of a prebuilt

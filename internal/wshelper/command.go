@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/cmdopt"
 	"github.com/hangar-dev/hangar/internal/logging"
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // Options are the subcommand's flags, each also an environment variable (HANGAR_HELPER_*, which
@@ -30,6 +31,7 @@ type Options struct {
 	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                                    string
 	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                                                 string
 	ConnectURL, ServerURL, Token, TokenFile                                                             string
+	Dotfiles, DotfilesTimeout                                                                           string
 }
 
 // Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
@@ -82,6 +84,8 @@ func Command() *cobra.Command {
 		cmdopt.String(&o.PostStart, "post-start", "HANGAR_HELPER_POST_START", "", `postStart commands as JSON: [{"id":..,"commandLine":..,"workingDir":..,"env":[{"name":..,"value":..}]}], run once per instance`).Arg("JSON"),
 		cmdopt.String(&o.RemoteEnv, "remote-env", "HANGAR_HELPER_REMOTE_ENV", "", `environment variables of SSH sessions, postStart commands and the editor, as JSON: [{"name":..,"value":..}]; ${NAME} in a value is expanded from the container's environment`).Arg("JSON"),
 		cmdopt.String(&o.Editor, "editor", "HANGAR_HELPER_EDITOR", "", `the web editor to run and keep running, as JSON: {"argv":[..],"port":60001}; SSH is served once it answers on its port`).Arg("JSON"),
+		cmdopt.String(&o.Dotfiles, "dotfiles-repo", "HANGAR_HELPER_DOTFILES_REPO", "", "the workspace owner's dotfiles repository (URL[#ref]), cloned into ~/.dotfiles with the owner's git credentials and installed at the first start").Arg("URL"),
+		cmdopt.Duration(&o.DotfilesTimeout, "dotfiles-timeout", "HANGAR_HELPER_DOTFILES_TIMEOUT", DefaultDotfilesTimeout.String(), "how long the dotfiles' clone and install may take before they are killed"),
 		cmdopt.String(&o.Instance, "instance", "HANGAR_HELPER_INSTANCE", "", "what identifies one start of the workspace for postStart (default: the hostname, which is the pod's name)").Arg("NAME"),
 		cmdopt.Int(&o.MaxConnections, "max-connections", "HANGAR_HELPER_MAX_CONNECTIONS", strconv.Itoa(DefaultMaxConnections), "most SSH connections served at once"),
 		cmdopt.Int(&o.MaxChannels, "max-channels", "HANGAR_HELPER_MAX_CHANNELS", strconv.Itoa(DefaultMaxChannels), "most sessions and forwarded connections open at once on one SSH connection"),
@@ -122,7 +126,7 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 	cfg := Config{
 		ConnectURL: o.ConnectURL, ServerURL: o.ServerURL, Token: token,
 		SSHAddr: o.SSHAddr, HostKey: o.HostKey, HostKeyFile: o.HostKeyFile, StateDir: o.StateDir,
-		AuthorizedKeysFile: o.AuthorizedKeysFile, Instance: o.Instance, Command: command,
+		AuthorizedKeysFile: o.AuthorizedKeysFile, Instance: o.Instance, Command: command, Dotfiles: o.Dotfiles,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: log,
 	}
 	if cfg.PostStart, err = ParsePostStart(o.PostStart); err != nil {
@@ -130,6 +134,9 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 	}
 	if cfg.RemoteEnv, err = ParseRemoteEnv(o.RemoteEnv); err != nil {
 		return 0, fmt.Errorf("--remote-env: %w", err)
+	}
+	if msg := workspace.CheckDotfilesRepo(o.Dotfiles); msg != "" {
+		return 0, fmt.Errorf("--dotfiles-repo %s", msg)
 	}
 	if cfg.Editor, err = ParseEditor(o.Editor); err != nil {
 		return 0, fmt.Errorf("--editor: %w", err)
@@ -168,6 +175,7 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 		{"--handshake-timeout", o.HandshakeTimeout, &cfg.Server.HandshakeTimeout},
 		{"--keepalive-interval", o.KeepaliveInterval, &cfg.Server.KeepaliveInterval},
 		{"--grace-period", o.GracePeriod, &cfg.GracePeriod},
+		{"--dotfiles-timeout", o.DotfilesTimeout, &cfg.DotfilesTimeout},
 	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(d.v)

@@ -69,6 +69,11 @@ type Config struct {
 	// and a failure is told to every shell session (Server.SetNotice).
 	PostStart []PostStartCommand
 	Instance  string
+	// Dotfiles, when set, is the owner's dotfiles repository (URL[#ref]), installed into $HOME
+	// (dotfiles.go) beside everything else, within DotfilesTimeout (DefaultDotfilesTimeout when
+	// 0); a failure is told to every shell session.
+	Dotfiles        string
+	DotfilesTimeout time.Duration
 	// Editor, when set, is the web editor the helper runs and keeps running (editor.go); SSHAddr
 	// is served once it answers on its port (or EditorReadyTimeout passed: DefaultEditorReadyTimeout).
 	Editor             *EditorProcess
@@ -222,7 +227,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 					return // stopping
 				}
 				log.Error("postStart failed; they will run again at the next container start", "err", err)
-				srv.SetNotice(postStartNotice(err, cfg.StateDir))
+				srv.AddNotice(postStartNotice(err, cfg.StateDir))
 			}
 			select {
 			case <-editorReady:
@@ -232,6 +237,16 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 				if err := listen(); err != nil {
 					listenFailed <- err
 				}
+			}
+		}()
+	}
+	if cfg.Dotfiles != "" {
+		postStart.Add(1)
+		go func() {
+			defer postStart.Done()
+			if err := installDotfiles(postCtx, cfg, log); err != nil && postCtx.Err() == nil {
+				log.Error("dotfiles not installed; they are tried again at the next container start", "err", err)
+				srv.AddNotice(dotfilesNotice(err, cfg.StateDir))
 			}
 		}()
 	}

@@ -259,6 +259,21 @@ func (s *Server) tick() {
 // a failed postStart, for instance.
 func (s *Server) SetNotice(msg string) { s.notice.Store(&msg) }
 
+// AddNotice appends msg to the notice (the postStart commands' and the dotfiles' failures are
+// told together).
+func (s *Server) AddNotice(msg string) {
+	for {
+		old := s.notice.Load()
+		n := msg
+		if old != nil {
+			n = *old + msg
+		}
+		if s.notice.CompareAndSwap(old, &n) {
+			return
+		}
+	}
+}
+
 // Notice is what SetNotice set.
 func (s *Server) Notice() string {
 	if p := s.notice.Load(); p != nil {

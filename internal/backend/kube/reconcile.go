@@ -70,6 +70,7 @@ func (s *Service) config(tx store.ReconcileTx, ws workspace.Workspace, agent wor
 		WorkspaceID: ws.ID, WorkspaceName: ws.Name, KubeName: ws.KubeName, Owner: ws.OwnerName, AgentID: agent.ID,
 		Namespace: ws.Namespace, DesiredState: ws.DesiredState, Agent: agent.Config,
 		HelperHostKey: workspace.HelperHostKey(agent.TokenHash, ws.ID),
+		OwnerFullName: ws.OwnerFullName, OwnerEmail: ws.OwnerEmail, DotfilesRepo: ws.OwnerDotfilesRepo,
 	}
 	if len(s.helperKey) > 0 && s.helperURL != nil {
 		p.HelperToken, p.ServerURL = workspace.KubeHelperToken(s.helperKey, ws.ID), s.helperURL()

@@ -871,6 +871,10 @@ func Variables(w workspace.Workspace, b build.Build) map[string]string {
 		"workspace_transition": string(b.Transition),
 		"is_prebuild":          strconv.FormatBool(b.IsPrebuild),
 		"is_prebuild_claim":    strconv.FormatBool(b.IsPrebuildClaim),
+		// The owner's profile, for the template's git identity and dotfiles.
+		"workspace_owner_full_name":     w.OwnerFullName,
+		"workspace_owner_email":         w.OwnerEmail,
+		"workspace_owner_dotfiles_repo": w.OwnerDotfilesRepo,
 	} {
 		out[k] = v
 	}
@@ -879,7 +883,7 @@ func Variables(w workspace.Workspace, b build.Build) map[string]string {
 
 // ReservedVariables are the variables Hangar sets itself (Variables): no parameter may be named so.
 var ReservedVariables = []string{"start_count", "workspace_id", "workspace_name", "workspace_owner", "workspace_transition",
-	"is_prebuild", "is_prebuild_claim"}
+	"is_prebuild", "is_prebuild_claim", "workspace_owner_full_name", "workspace_owner_email", "workspace_owner_dotfiles_repo"}
 
 // VariableNames are the names of Variables: Hangar supplies these, so they are never parameters.
 func VariableNames() map[string]bool {

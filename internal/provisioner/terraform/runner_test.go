@@ -601,3 +601,90 @@ func TestRunVariableValidationNamesTheParameter(t *testing.T) {
 		}
 	}
 }
+
+// A template reads a devcontainer.json through Hangar's data source, with the real terraform: what a
+// Kubernetes workspace would run, as outputs it can use on any machine; a file asking for privileges
+// fails the build naming the fields.
+func TestDevcontainerDataSource(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t)
+	if r.PluginMirror, err = tfprovider.Mirror(t.TempDir(), exe); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "devcontainer")}, nil)
+	if res.Err != nil {
+		t.Fatalf("Run: %v", res.Err)
+	}
+	var state struct {
+		Outputs map[string]struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"outputs"`
+	}
+	if err := json.Unmarshal(res.State, &state); err != nil {
+		t.Fatal(err)
+	}
+	var dc struct {
+		User              int64             `json:"user"`
+		WorkspaceFolder   string            `json:"workspace_folder"`
+		ContainerEnv      map[string]string `json:"container_env"`
+		RemoteEnv         map[string]string `json:"remote_env"`
+		ForwardPorts      []int             `json:"forward_ports"`
+		PostCreateCommand string            `json:"post_create_command"`
+		PostStartCommand  string            `json:"post_start_command"`
+		Warnings          []string          `json:"warnings"`
+	}
+	if err := json.Unmarshal(state.Outputs["devcontainer"].Value, &dc); err != nil {
+		t.Fatalf("outputs %s: %v", res.State, err)
+	}
+	if string(state.Outputs["image"].Value) != `"mcr.microsoft.com/devcontainers/python:3"` || dc.User != 1000 || dc.WorkspaceFolder != "/workspaces/app" ||
+		dc.ContainerEnv["APP_MODE"] != "dev" || dc.RemoteEnv["PATH"] != "${PATH}:/home/vscode/.local/bin" || len(dc.ForwardPorts) != 1 || dc.ForwardPorts[0] != 8000 ||
+		!strings.Contains(dc.PostCreateCommand, "pip install -r requirements.txt") || !strings.Contains(dc.PostStartCommand, "make serve &") ||
+		len(dc.Warnings) == 0 || !strings.Contains(strings.Join(dc.Warnings, "\n"), "ms-python.python") {
+		t.Fatalf("image %s, devcontainer %+v", state.Outputs["image"].Value, dc)
+	}
+
+	res, _ = runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "devcontainer"), Variables: map[string]string{"which": "privileged.json"}}, nil)
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "devcontainer.privileged") || !strings.Contains(res.Err.Error(), "devcontainer.runArgs[0]") {
+		t.Fatalf("a privileged devcontainer.json: %v", res.Err)
+	}
+}
+
+// A template reads its owner's profile from data.hangar_workspace (the environment the
+// provisioner gives terraform from the build's variables), with the real terraform and provider.
+func TestRunOwnerProfileInDataSource(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t)
+	if r.PluginMirror, err = tfprovider.Mirror(t.TempDir(), exe); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"start_count": "1", "workspace_id": "w-1", "workspace_name": "dev", "workspace_owner": "ada", "workspace_transition": "start",
+		"workspace_owner_full_name": "Ada Lovelace", "workspace_owner_email": "ada@example.com", "workspace_owner_dotfiles_repo": "https://git.example.com/ada/dots.git#main"}
+	res, lines := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "ownerprofile"), Variables: vars, Env: tfprovider.Env(vars)}, nil)
+	if res.Err != nil {
+		text := ""
+		for _, l := range lines {
+			text += l.Output + "\n"
+		}
+		t.Fatalf("Run: %v\n%s", res.Err, text)
+	}
+	var state struct {
+		Outputs map[string]struct{ Value string } `json:"outputs"`
+	}
+	if err := json.Unmarshal(res.State, &state); err != nil {
+		t.Fatal(err)
+	}
+	if got := state.Outputs["git"].Value; got != "Ada Lovelace <ada@example.com>" {
+		t.Errorf("output git = %q", got)
+	}
+	if got := state.Outputs["dotfiles"].Value; got != "https://git.example.com/ada/dots.git#main" {
+		t.Errorf("output dotfiles = %q", got)
+	}
+}

@@ -30,14 +30,16 @@ func (s *Store) SignInOIDC(ctx context.Context, in store.OIDCSignIn) (workspace.
 			if deleted {
 				return fmt.Errorf("the user linked to this identity was deleted: %w", store.ErrNotFound)
 			}
-			if _, err := tx.ExecContext(ctx, s.q(`UPDATE users SET admin = ? WHERE id = ?`), in.Admin, userID); err != nil {
-				return fmt.Errorf("set the admin flag: %w", err)
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE users SET admin = ?,
+				full_name = CASE WHEN full_name_set THEN full_name ELSE ? END, email = CASE WHEN email_set THEN email ELSE ? END WHERE id = ?`),
+				in.Admin, in.FullName, in.ProfileEmail, userID); err != nil {
+				return fmt.Errorf("set the admin flag and profile: %w", err)
 			}
 			if _, err := tx.ExecContext(ctx, s.q(`UPDATE oidc_identities SET email = ?, last_signin_at = ? WHERE issuer = ? AND subject = ?`),
 				in.Email, micros(in.At), in.Issuer, in.Subject); err != nil {
 				return fmt.Errorf("record the sign-in: %w", err)
 			}
-			if u, err = scanUser(tx.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE id = ?`), userID)); err != nil {
+			if u, err = scanUser(tx.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users u WHERE id = ?`), userID)); err != nil {
 				return fmt.Errorf("read the linked user: %w", err)
 			}
 		case errors.Is(err, sql.ErrNoRows):
@@ -45,9 +47,9 @@ func (s *Store) SignInOIDC(ctx context.Context, in store.OIDCSignIn) (workspace.
 			if err != nil {
 				return err
 			}
-			u = workspace.User{ID: in.UserID, Username: name, Admin: in.Admin, TokenHash: in.TokenHash, CreatedAt: in.At}
-			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO users (id, username, admin, token_hash, created_at) VALUES (?, ?, ?, ?, ?)`),
-				u.ID, u.Username, u.Admin, u.TokenHash, micros(u.CreatedAt))
+			u = workspace.User{ID: in.UserID, Username: name, Admin: in.Admin, TokenHash: in.TokenHash, CreatedAt: in.At, FullName: in.FullName, Email: in.ProfileEmail}
+			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO users (id, username, admin, token_hash, created_at, full_name, email) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+				u.ID, u.Username, u.Admin, u.TokenHash, micros(u.CreatedAt), u.FullName, u.Email)
 			if err = s.wrapUnique(err, fmt.Sprintf("user %q", name)); err != nil {
 				return fmt.Errorf("create user: %w", err)
 			}

@@ -75,7 +75,7 @@ func (s *Store) sessionUser(ctx context.Context, db rowQuerier, ss store.Session
 	}
 	var expires, revoked sql.NullInt64
 	var tokenID sql.NullString
-	u, err := scanUser(db.QueryRowContext(ctx, s.q(`SELECT u.id, u.username, u.admin, u.created_at, u.suspended_at, t.id, t.expires_at, t.revoked_at
+	u, err := scanUser(db.QueryRowContext(ctx, s.q(`SELECT `+userCols+`, t.id, t.expires_at, t.revoked_at
 		FROM users u LEFT JOIN api_tokens t ON t.id = ? WHERE u.id = ? AND NOT u.system AND u.deleted_at IS NULL`), nullID(ss.TokenID), ss.UserID),
 		&tokenID, &expires, &revoked)
 	if err != nil {

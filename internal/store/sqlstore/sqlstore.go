@@ -223,13 +223,22 @@ func (s *Store) insertUser(ctx context.Context, tx *sql.Tx, u workspace.User) er
 	return nil
 }
 
-const userCols = `id, username, admin, created_at, suspended_at`
+// userCols are a user's columns, the users table named u; scanUser reads them.
+const userCols = `u.id, u.username, u.admin, u.created_at, u.suspended_at, ` + userProfileCols
+
+// userProfileCols are the profile's columns (migration 24), read into profileDest's.
+const userProfileCols = `u.full_name, u.email, u.dotfiles_repo, u.full_name_set, u.email_set`
+
+func profileDest(u *workspace.User) []any {
+	return []any{&u.FullName, &u.Email, &u.DotfilesRepo, &u.FullNameSet, &u.EmailSet}
+}
 
 func scanUser(row interface{ Scan(...any) error }, more ...any) (workspace.User, error) {
 	var u workspace.User
 	var created int64
 	var suspended sql.NullInt64
-	if err := row.Scan(append([]any{&u.ID, &u.Username, &u.Admin, &created, &suspended}, more...)...); err != nil {
+	dest := append([]any{&u.ID, &u.Username, &u.Admin, &created, &suspended}, profileDest(&u)...)
+	if err := row.Scan(append(dest, more...)...); err != nil {
 		return u, err
 	}
 	u.CreatedAt, u.SuspendedAt = fromMicros(created), ptrTime(suspended)
@@ -244,7 +253,7 @@ func notFound(err error, what string) error {
 }
 
 func (s *Store) UserByUsername(ctx context.Context, username string) (workspace.User, error) {
-	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE username = ? AND NOT system AND deleted_at IS NULL`), username))
+	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users u WHERE username = ? AND NOT system AND deleted_at IS NULL`), username))
 	return u, notFound(err, fmt.Sprintf("user %q", username))
 }
 
@@ -317,7 +326,7 @@ func (s *Store) ListAgents(ctx context.Context) ([]workspace.Agent, error) {
 
 // --- workspaces
 
-const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, COALESCE(w.agent_id, ''), COALESCE(a.name, ''), w.namespace,
+const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, u.full_name, u.email, u.dotfiles_repo, COALESCE(w.agent_id, ''), COALESCE(a.name, ''), w.namespace,
 	w.desired_state, w.actual_state, w.desired_state_updated_at, w.actual_state_updated_at, w.responded_to_agent_at,
 	w.deployment_resource_version, w.error_type, w.error_message, w.url, w.created_at, w.backend,
 	COALESCE(w.template_id, ''), COALESCE(t.deleted_name, t.name, ''), w.last_activity_at,
@@ -341,7 +350,7 @@ func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, er
 	var actualAt, respondedAt, activityAt, ttl, dormantAt, claimedAt, helperAt, helperEndedAt sql.NullInt64
 	var rv sql.NullString
 	var params string
-	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.AgentID, &w.AgentName, &w.Namespace,
+	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.OwnerFullName, &w.OwnerEmail, &w.OwnerDotfilesRepo, &w.AgentID, &w.AgentName, &w.Namespace,
 		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created,
 		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt,
 		&w.Schedule.Autostart, &w.Schedule.Timezone, &ttl, &dormantAt, &w.DesiredStateReason,

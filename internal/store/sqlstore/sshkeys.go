@@ -72,9 +72,9 @@ func (s *Store) UserBySSHKey(ctx context.Context, fingerprint string) (workspace
 	var u workspace.User
 	var created int64
 	var suspended sql.NullInt64
-	k, err := scanSSHKey(s.db.QueryRowContext(ctx, s.q(`SELECT k.id, k.user_id, k.name, k.fingerprint, k.public_key, k.created_at, u.id, u.username, u.admin, u.created_at, u.suspended_at
+	k, err := scanSSHKey(s.db.QueryRowContext(ctx, s.q(`SELECT k.id, k.user_id, k.name, k.fingerprint, k.public_key, k.created_at, u.id, u.username, u.admin, u.created_at, u.suspended_at, `+userProfileCols+`
 		FROM ssh_keys k JOIN users u ON u.id = k.user_id WHERE k.fingerprint = ? AND u.deleted_at IS NULL`), fingerprint),
-		&u.ID, &u.Username, &u.Admin, &created, &suspended)
+		append([]any{&u.ID, &u.Username, &u.Admin, &created, &suspended}, profileDest(&u)...)...)
 	if err != nil {
 		return workspace.User{}, store.SSHKey{}, notFound(err, "user of ssh key "+fingerprint)
 	}

@@ -85,9 +85,9 @@ func (s *Store) TokenByHash(ctx context.Context, hash []byte) (store.APIToken, w
 	var u workspace.User
 	var created int64
 	var suspended sql.NullInt64
-	t, err := scanToken(s.db.QueryRowContext(ctx, s.q(`SELECT `+tokenCols+`, u.id, u.username, u.admin, u.created_at, u.suspended_at
+	t, err := scanToken(s.db.QueryRowContext(ctx, s.q(`SELECT `+tokenCols+`, u.id, u.username, u.admin, u.created_at, u.suspended_at, `+userProfileCols+`
 		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND NOT u.system AND u.deleted_at IS NULL`), hash),
-		&u.ID, &u.Username, &u.Admin, &created, &suspended)
+		append([]any{&u.ID, &u.Username, &u.Admin, &created, &suspended}, profileDest(&u)...)...)
 	if err != nil {
 		return store.APIToken{}, workspace.User{}, notFound(err, "token")
 	}
@@ -185,7 +185,7 @@ func (s *Store) TouchToken(ctx context.Context, t store.APIToken, at time.Time, 
 }
 
 func (s *Store) ListUsers(ctx context.Context) ([]workspace.User, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+userCols+` FROM users WHERE NOT system AND deleted_at IS NULL ORDER BY username`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+userCols+` FROM users u WHERE NOT system AND deleted_at IS NULL ORDER BY username`)
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
@@ -203,7 +203,7 @@ func (s *Store) ListUsers(ctx context.Context) ([]workspace.User, error) {
 
 // lockUser reads the user (not deleted, not a system user) locked for update.
 func (s *Store) lockUser(ctx context.Context, tx *sql.Tx, userID string) (workspace.User, error) {
-	u, err := scanUser(tx.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users WHERE id = ? AND NOT system AND deleted_at IS NULL`+s.d.ForUpdate), userID))
+	u, err := scanUser(tx.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users u WHERE id = ? AND NOT system AND deleted_at IS NULL`+s.d.ForUpdate), userID))
 	return u, notFound(err, "user "+userID)
 }
 
@@ -276,6 +276,35 @@ func (s *Store) SetUserSuspended(ctx context.Context, userID string, at *time.Ti
 	return u, err
 }
 
+func (s *Store) UpdateUserProfile(ctx context.Context, userID string, c workspace.ProfileChange) (workspace.User, error) {
+	var u workspace.User
+	err := s.actionTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if u, err = s.lockUser(ctx, tx, userID); err != nil {
+			return err
+		}
+		if c.FullName != nil {
+			u.FullName, u.FullNameSet = *c.FullName, *c.FullName != ""
+		}
+		if c.Email != nil {
+			u.Email, u.EmailSet = *c.Email, *c.Email != ""
+		}
+		if c.DotfilesRepo != nil {
+			u.DotfilesRepo = *c.DotfilesRepo
+		}
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE users SET full_name = ?, email = ?, dotfiles_repo = ?, full_name_set = ?, email_set = ? WHERE id = ?`),
+			u.FullName, u.Email, u.DotfilesRepo, u.FullNameSet, u.EmailSet, userID)
+		if err != nil {
+			return fmt.Errorf("update profile: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return workspace.User{}, err
+	}
+	return u, nil
+}
+
 func (s *Store) DeleteUser(ctx context.Context, userID string, at time.Time) error {
 	return s.revokeTx(ctx, func(tx *sql.Tx) error {
 		u, admins, err := s.lockForRemoval(ctx, tx, userID)
@@ -312,7 +341,10 @@ func (s *Store) DeleteUser(ctx context.Context, userID string, at time.Time) err
 		if err := s.revokeTokens(ctx, tx, `user_id = ?`, at, userID); err != nil {
 			return err
 		}
-		for _, q := range []string{`DELETE FROM sessions WHERE user_id = ?`, `DELETE FROM ssh_keys WHERE user_id = ?`} {
+		// Its forge links go too (their sealed tokens; the rows' ON DELETE CASCADE does not fire, as
+		// the user's row stays), and its links in progress.
+		for _, q := range []string{`DELETE FROM sessions WHERE user_id = ?`, `DELETE FROM ssh_keys WHERE user_id = ?`,
+			`DELETE FROM external_auth_links WHERE user_id = ?`, `DELETE FROM external_auth_states WHERE user_id = ?`} {
 			if _, err := tx.ExecContext(ctx, s.q(q), userID); err != nil {
 				return fmt.Errorf("delete user: %w", err)
 			}

@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ExternalAuthLinks", testExternalAuthLinks},
 		{"ExternalAuthStates", testExternalAuthStates},
 		{"GitSSHKeys", testGitSSHKeys},
+		{"Profile", testProfile},
 		{"Tokens", testTokens},
 		{"SuspendAndDeleteUsers", testSuspendAndDelete},
 		{"LastAdminStays", testLastAdmin},

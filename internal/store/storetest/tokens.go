@@ -191,8 +191,24 @@ func testSuspendAndDelete(t *testing.T, s store.Store) {
 	if err := s.CreateSession(ctx, sess); err != nil {
 		t.Fatal(err)
 	}
+	// Its forge links (sealed tokens) and links in progress go with it: nothing keeps a deleted
+	// user's forge tokens.
+	if _, err := s.PutExternalAuthLink(ctx, store.ExternalAuthLink{UserID: f.User.ID, ProviderID: "gitea", KeyID: "k1",
+		AccessToken: []byte("sealed-a"), RefreshToken: []byte("sealed-r"), AccountLogin: "sus", LinkedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateExternalAuthState(ctx, store.ExternalAuthState{StateHash: []byte("sus-state"), UserID: f.User.ID, ProviderID: "gitea",
+		CodeVerifier: "v", ExpiresAt: later.Add(time.Hour)}, later); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.DeleteUser(ctx, f.User.ID, later); err != nil {
 		t.Fatalf("DeleteUser: %v", err)
+	}
+	if links, err := s.ExternalAuthLinks(ctx, f.User.ID); err != nil || len(links) != 0 {
+		t.Fatalf("the deleted user's forge links = %+v, %v; want none", links, err)
+	}
+	if _, err := s.TakeExternalAuthState(ctx, []byte("sus-state"), later); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("TakeExternalAuthState(deleted user's) = %v, want ErrNotFound", err)
 	}
 	// Gone: not found by name, token, key or session; not listed; its name stays taken; its
 	// Terminated workspace keeps its owner.

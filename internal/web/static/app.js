@@ -5,6 +5,7 @@ import { get } from './api.js';
 import { startLive, listPage, workspacePage, createPage } from './workspaces.js';
 import { sshKeysPage } from './sshkeys.js';
 import { forgesPage } from './forges.js';
+import { profilePage } from './profile.js';
 import { agentsPage, templatesPage, templatePage, provisionersPage, auditPage, usersPage, tokensPage } from './admin.js';
 
 const main = document.getElementById('main');
@@ -18,6 +19,7 @@ const routes = [
   [/^\/ui\/tokens$/, () => tokensPage(main, me)],
   [/^\/ui\/ssh-keys$/, () => sshKeysPage(main, me)],
   [/^\/ui\/forges$/, () => forgesPage(main, me)],
+  [/^\/ui\/profile$/, () => profilePage(main)],
   [/^\/ui\/admin\/agents$/, () => agentsPage(main, me), true],
   [/^\/ui\/admin\/templates$/, () => templatesPage(main, me, nav), true],
   [/^\/ui\/admin\/templates\/([^/]+)$/, (m) => templatePage(main, me, nav, decodeURIComponent(m[1])), true],

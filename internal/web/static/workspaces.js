@@ -37,6 +37,10 @@ export function startLive(statusEl) {
 
 export function subscribe(fn) { live.listeners.add(fn); return () => live.listeners.delete(fn); }
 
+// created holds the answer to the creation of a workspace created in this tab (by id): its
+// warnings come only in that answer, and the workspace's page shows them.
+const created = new Map();
+
 export const refOf = (w) => w.owner + '/' + w.name;
 const listOf = (v, key) => (Array.isArray(v) ? v : (v && v[key]) || []);
 const sortKey = (w) => w.owner + '\u0000' + w.name;
@@ -158,7 +162,8 @@ export function workspacePage(main, me, nav, owner, name) {
   const logsBox = h('section', { testid: 'ws-builds' });
   const sched = h('section', {});
   const paramsBox = h('section', { testid: 'ws-params' });
-  fill(main, h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, actions,
+  const warnBox = h('div', { class: 'note', role: 'status', testid: 'ws-warnings', hidden: true });
+  fill(main, h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, warnBox, actions,
     h('h2', {}, 'Apps'), apps, h('h2', {}, 'SSH'), ssh, paramsBox, sched, logsBox);
 
   async function act(label, desired, confirmText) {
@@ -186,6 +191,7 @@ export function workspacePage(main, me, nav, owner, name) {
     fill(state, 
       h('dt', {}, 'State'), h('dd', {}, stateChip(w.actual_state, 'ws-detail-state'), ' ', h('span', { class: 'muted' }, 'desired '), stateChip(w.desired_state, 'ws-detail-desired')),
       h('dt', {}, 'Backend'), h('dd', {}, w.backend + (w.agent ? ' (agent ' + w.agent + ')' : '') + (w.template ? ' · template ' + w.template + (w.template_version ? ' v' + w.template_version : '') : '')),
+      definition ? [h('dt', {}, 'Definition'), h('dd', { testid: 'ws-definition' }, definition)] : null,
       w.outdated ? [h('dt', {}, 'Version'), h('dd', { testid: 'ws-outdated' }, 'A newer template version is active.')] : null,
       w.desired_state_reason ? [h('dt', {}, 'Why'), h('dd', {}, w.desired_state_reason)] : null,
       h('dt', {}, 'Created'), h('dd', {}, fmtTime(w.created_at)),
@@ -209,6 +215,7 @@ export function workspacePage(main, me, nav, owner, name) {
   }
 
   let endpoints = []; // the devfile's, in the answer about this workspace only (they never change)
+  let definition = ''; // devfile or devcontainer.json: in that answer too, not in the live stream
   let appsShown = '';
   function renderApps(w) {
     // Rendered at each change of the workspace: the section is rebuilt only when what it shows
@@ -371,6 +378,12 @@ export function workspacePage(main, me, nav, owner, name) {
   };
   get(path).then((w) => {
     endpoints = w.endpoints || []; // the live stream's workspaces do not carry them
+    definition = w.definition || '';
+    const made = created.get(w.id);
+    if (made && (made.warnings || []).length) {
+      fill(warnBox, h('strong', {}, 'Created with warnings:'), h('ul', {}, made.warnings.map((x) => h('li', { testid: 'ws-warning' }, x))));
+      warnBox.hidden = false;
+    }
     render(live.byId.get(w.id) || w);
     renderSchedule(w);
     renderParams(w);
@@ -528,33 +541,81 @@ export function createPage(main, me, nav) {
   const nameIn = h('input', { id: 'c-name', name: 'name', required: true, pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?', maxlength: 40, autocomplete: 'off', testid: 'create-name' });
   const srcT = h('input', { type: 'radio', name: 'source', value: 'template', id: 'c-src-t', checked: true, testid: 'create-source-template' });
   const srcD = h('input', { type: 'radio', name: 'source', value: 'devfile', id: 'c-src-d', testid: 'create-source-devfile' });
+  const srcC = h('input', { type: 'radio', name: 'source', value: 'devcontainer', id: 'c-src-c', testid: 'create-source-devcontainer' });
+  const srcR = h('input', { type: 'radio', name: 'source', value: 'repository', id: 'c-src-r', testid: 'create-source-repository' });
   const tmplSel = h('select', { id: 'c-template', testid: 'create-template' }, h('option', { value: '' }, 'Loading…'));
   const presetSel = h('select', { id: 'c-preset', testid: 'create-preset' }, h('option', { value: '' }, 'none'));
   const params = h('div', { class: 'stack', testid: 'create-params' });
   const agentSel = h('select', { id: 'c-agent', testid: 'create-agent' }, h('option', { value: '' }, 'the default'));
   const devfile = h('textarea', { id: 'c-devfile', name: 'devfile', testid: 'create-devfile', spellcheck: false, placeholder: 'schemaVersion: 2.2.0\ncomponents:\n  - name: dev\n    container:\n      image: …' });
   const upload = h('input', { type: 'file', id: 'c-upload', accept: '.yaml,.yml,text/yaml', testid: 'create-devfile-file' });
+  const devcontainer = h('textarea', { id: 'c-devcontainer', name: 'devcontainer', testid: 'create-devcontainer', spellcheck: false, placeholder: '{\n  "image": "…",\n  "forwardPorts": [3000]\n}' });
+  const uploadC = h('input', { type: 'file', id: 'c-upload-c', accept: '.json,application/json', testid: 'create-devcontainer-file' });
+  // A repository: its URL, a ref, and which devcontainer.json when it has several. Each field has
+  // its error under it (the server's 400 names repository.url, .ref, .devcontainer_path).
+  const repoField = (key, label, hint, attrs) => {
+    const id = 'c-repo-' + key;
+    const input = h('input', Object.assign({ id, autocomplete: 'off', spellcheck: false, testid: 'create-repo-' + key, 'aria-describedby': id + '-error' }, attrs));
+    const out = h('p', { class: 'error field-error', id: id + '-error', testid: 'create-repo-' + key + '-error', hidden: true });
+    return { input, out, part: [h('label', { for: id }, label, h('span', { class: 'hint' }, hint), input), out] };
+  };
+  const repoURL = repoField('url', 'Repository URL', 'its https:// address; a private one is read with your account linked on the Forges page', { type: 'url', required: true, placeholder: 'https://FORGE/team/app.git' });
+  const repoRef = repoField('ref', 'Branch, tag or commit', 'empty: the default branch', { placeholder: 'main' });
+  const repoPath = repoField('devcontainer', 'devcontainer.json path', 'only when the repository has several, e.g. .devcontainer/go/devcontainer.json; empty: its devfile, else its devcontainer.json', {});
+  // The server's choices when the repository has several devcontainer definitions.
+  const choices = h('fieldset', { testid: 'create-repo-choices', hidden: true });
+  const dcPart = h('fieldset', { hidden: true, disabled: true }, h('legend', {}, 'devcontainer.json'), h('label', { for: 'c-devcontainer' }, 'Paste a devcontainer.json', devcontainer), h('label', { for: 'c-upload-c' }, 'or upload one', uploadC));
+  const repoPart = h('fieldset', { hidden: true, disabled: true }, h('legend', {}, 'Repository'), repoURL.part, repoRef.part, repoPath.part, choices);
+  const fields = { 'repository.url': repoURL, repository: repoURL, 'repository.ref': repoRef, 'repository.devcontainer_path': repoPath };
   const errors = h('div', { class: 'error', role: 'alert', testid: 'create-error' });
   const tmplPart = h('fieldset', {}, h('legend', {}, 'Template'), h('label', { for: 'c-template' }, 'Template', tmplSel),
     h('label', { for: 'c-preset' }, 'Preset', h('span', { class: 'hint' }, 'sets the parameters; a prebuilt workspace is claimed when one is ready'), presetSel), params);
   const agentPart = h('label', { for: 'c-agent' }, 'Agent', h('span', { class: 'hint' }, 'the cluster of a Kubernetes workspace'), agentSel);
-  const devPart = h('fieldset', { hidden: true }, h('legend', {}, 'Devfile'), h('label', { for: 'c-devfile' }, 'Paste a devfile', devfile), h('label', { for: 'c-upload' }, 'or upload one', upload));
+  const devPart = h('fieldset', { hidden: true, disabled: true }, h('legend', {}, 'Devfile'), h('label', { for: 'c-devfile' }, 'Paste a devfile', devfile), h('label', { for: 'c-upload' }, 'or upload one', upload));
   form.append(h('label', { for: 'c-name' }, 'Name', h('span', { class: 'hint' }, 'lower-case letters, digits and dashes'), nameIn),
-    h('fieldset', {}, h('legend', {}, 'From'), h('label', { class: 'radio', for: 'c-src-t' }, srcT, 'a template'), h('label', { class: 'radio', for: 'c-src-d' }, srcD, 'a devfile')),
-    tmplPart, devPart, agentPart,
+    h('fieldset', {}, h('legend', {}, 'From'), h('label', { class: 'radio', for: 'c-src-t' }, srcT, 'a template'), h('label', { class: 'radio', for: 'c-src-d' }, srcD, 'a devfile'),
+      h('label', { class: 'radio', for: 'c-src-c' }, srcC, 'a devcontainer.json'), h('label', { class: 'radio', for: 'c-src-r' }, srcR, 'a repository')),
+    tmplPart, devPart, dcPart, repoPart, agentPart,
     errors, h('div', {}, h('button', { type: 'submit', class: 'primary', testid: 'create-submit' }, 'Create workspace')));
   fill(main, h('h1', {}, 'New workspace'), form);
 
-  const source = () => (srcD.checked ? 'devfile' : 'template');
-  // The agent matters to Kubernetes workspaces only: a devfile's, or a Kubernetes template's.
+  const source = () => (srcD.checked ? 'devfile' : srcC.checked ? 'devcontainer' : srcR.checked ? 'repository' : 'template');
+  // The agent matters to Kubernetes workspaces only: a devfile's, a devcontainer.json's, a
+  // repository's, or a Kubernetes template's.
+  // A hidden part is also disabled: its fields (a required parameter, a URL the browser refuses)
+  // then take no part in the form's validation, which could not show them.
   const showSource = () => {
-    tmplPart.hidden = source() !== 'template';
-    devPart.hidden = source() !== 'devfile';
+    for (const [part, src] of [[tmplPart, 'template'], [devPart, 'devfile'], [dcPart, 'devcontainer'], [repoPart, 'repository']]) {
+      part.hidden = source() !== src;
+      part.disabled = part.hidden;
+    }
     const t = templates.find((x) => x.name === tmplSel.value);
     agentPart.hidden = source() === 'template' && !(t && t.kind === 'kubernetes');
   };
   srcT.addEventListener('change', showSource);
   srcD.addEventListener('change', showSource);
+  srcC.addEventListener('change', showSource);
+  srcR.addEventListener('change', showSource);
+  uploadC.addEventListener('change', async () => { if (uploadC.files[0]) devcontainer.value = await uploadC.files[0].text(); });
+  // offerChoices shows the definitions the server found as radio buttons; picking one fills the
+  // path, and the form is sent again with it.
+  function offerChoices(paths) {
+    fill(choices, h('legend', {}, 'The repository has several definitions: choose one'),
+      paths.map((p, i) => {
+        const id = 'c-repo-choice-' + i;
+        const r = h('input', { type: 'radio', name: 'devcontainer-choice', id, value: p, testid: 'create-repo-choice', 'data-path': p, checked: repoPath.input.value === p });
+        r.addEventListener('change', () => { repoPath.input.value = p; });
+        return h('label', { class: 'radio', for: id }, r, h('code', {}, p));
+      }));
+    choices.hidden = false;
+    const first = choices.querySelector('input');
+    if (first) first.focus();
+  }
+  // Another repository: the definitions found in the last one no longer apply.
+  repoURL.input.addEventListener('input', () => { choices.hidden = true; clear(choices); });
+  repoPath.input.addEventListener('input', () => {
+    for (const r of choices.querySelectorAll('input')) r.checked = r.value === repoPath.input.value;
+  });
   upload.addEventListener('change', async () => { if (upload.files[0]) devfile.value = await upload.files[0].text(); });
 
   let templates = [];
@@ -610,17 +671,25 @@ export function createPage(main, me, nav) {
     templates = ts || [];
     fill(tmplSel, h('option', { value: '' }, templates.length ? 'choose…' : 'no template yet'), templates.map((t) => h('option', { value: t.name }, t.name + ' (' + t.kind + ')')));
     for (const a of as || []) agentSel.append(h('option', { value: a.name }, a.name));
-    if (!templates.length) srcD.checked = true;
+    if (!templates.length && srcT.checked) srcD.checked = true; // unless the user chose already
     showSource();
   });
 
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
-    errors.textContent = '';
+    clear(errors);
+    for (const f of Object.values(fields)) { f.out.hidden = true; f.input.removeAttribute('aria-invalid'); }
     if (!form.reportValidity()) return;
     const body = { name: nameIn.value.trim() };
     if (agentSel.value && !agentPart.hidden) body.agent = agentSel.value;
-    if (source() === 'devfile') {
+    if (source() === 'repository') {
+      body.repository = { url: repoURL.input.value.trim() };
+      if (repoRef.input.value.trim()) body.repository.ref = repoRef.input.value.trim();
+      if (repoPath.input.value.trim()) body.repository.devcontainer_path = repoPath.input.value.trim();
+    } else if (source() === 'devcontainer') {
+      body.devcontainer = devcontainer.value;
+      if (!body.devcontainer.trim()) { errors.textContent = 'devcontainer: paste or upload one'; devcontainer.focus(); return; }
+    } else if (source() === 'devfile') {
       body.devfile = devfile.value;
       if (!body.devfile.trim()) { errors.textContent = 'devfile: paste or upload one'; devfile.focus(); return; }
     } else {
@@ -638,10 +707,20 @@ export function createPage(main, me, nav) {
     try {
       const w = await api('POST', '/api/v1/workspaces', body);
       live.byId.set(w.id, w);
-      toast('Created ' + w.name);
+      created.set(w.id, w);
+      toast('Created ' + w.name + ((w.warnings || []).length ? ' (with warnings)' : ''));
       nav('/ui/w/' + enc(w.owner) + '/' + enc(w.name));
     } catch (err) {
-      errors.textContent = err.message;
+      if (source() === 'repository' && err.status === 409) {
+        // The forge needs the user's account (or refused it): say so, with the way to link it.
+        fill(errors, h('div', {}, err.message), h('div', {}, h('a', { href: '/ui/forges', 'data-link': true, testid: 'create-link-forge' }, 'Link your account on the Forges page'), ', then create the workspace again.'));
+      } else if (source() === 'repository') {
+        fieldErrors(err, fields, errors);
+        const v = ((err.body && err.body.validations) || []).find((x) => x.field === 'repository.devcontainer_path' && (x.choices || []).length);
+        if (v) offerChoices(v.choices);
+      } else {
+        errors.textContent = err.message;
+      }
     } finally { btn.disabled = false; }
   });
   nameIn.focus();

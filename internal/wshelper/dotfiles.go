@@ -1,0 +1,258 @@
+//go:build unix
+
+package wshelper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+
+	"github.com/hangar-dev/hangar/internal/gitcred"
+	"github.com/hangar-dev/hangar/internal/projectclone"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// The owner's dotfiles (docs/decisions.md, "A team's repository: dotfiles and identity (issue
+// 22)"): at a workspace's first start the helper clones the owner's dotfiles repository into
+// ~/.dotfiles, with the owner's forge credentials, and installs it as Coder's `coder dotfiles`
+// does: the first executable install script it finds, else symlinks of its dot-files into $HOME.
+// It runs beside SSH and the editor, never before them, and is killed after DefaultDotfilesTimeout.
+
+// DotfilesMarker is the file under the state directory that records the dotfiles installed.
+const DotfilesMarker = "dotfiles-done.json"
+
+// DotfilesLog is the file under the state directory that holds the output of the latest install.
+const DotfilesLog = "dotfiles.log"
+
+// DotfilesDir is where the repository is cloned, under $HOME.
+const DotfilesDir = ".dotfiles"
+
+// DefaultDotfilesTimeout bounds a clone and install together.
+const DefaultDotfilesTimeout = 5 * time.Minute
+
+// dotfilesScripts are the install scripts looked for, in this order (Coder's `coder dotfiles`).
+var dotfilesScripts = []string{"install.sh", "install", "bootstrap.sh", "bootstrap", "script/bootstrap", "setup.sh", "setup", "script/setup"}
+
+// dotfilesSkipped are the repository's dot-files that are the repository's own, not $HOME's.
+var dotfilesSkipped = []string{".git", ".github", ".gitmodules"}
+
+// dotfilesRecord is DotfilesMarker's content.
+type dotfilesRecord struct {
+	Repo     string    `json:"repo"`
+	Dir      string    `json:"dir"`
+	Finished time.Time `json:"finished"`
+}
+
+// Dotfiles is one install of the owner's dotfiles.
+type Dotfiles struct {
+	// Repo is the repository, URL[#ref] (workspace.CheckDotfilesRepo).
+	Repo string
+	// Home is the workspace user's home directory; StateDir keeps the record and the log.
+	Home, StateDir string
+	// Env is the environment of the install script (the container's, with git's credential
+	// helper); its SHELL runs the script as a login shell (/bin/sh when unset).
+	Env []string
+	// Ask gives the owner's credentials of an http(s) remote (nil: anonymous); CABundle is trusted
+	// besides the system's certificates.
+	Ask      gitcred.AskFunc
+	CABundle []byte
+	// Now stamps the record (time.Now when nil).
+	Now func() time.Time
+}
+
+// Install clones and installs the dotfiles unless the record says this repository was installed
+// into a clone that is still there: once per data volume when $HOME is on it, again at each
+// start when $HOME is new at each start (its clone is gone then). Output goes to out and to
+// DotfilesLog. A failure is returned and nothing is recorded, so the next start tries again;
+// ctx's end (the timeout) kills the install script and its children.
+func (d Dotfiles) Install(ctx context.Context, out io.Writer, log *slog.Logger) (err error) {
+	url, ref := workspace.SplitDotfilesRepo(d.Repo)
+	if msg := workspace.CheckDotfilesRepo(d.Repo); msg != "" {
+		return fmt.Errorf("dotfiles repository %q %s", d.Repo, msg)
+	}
+	if d.Home == "" || !filepath.IsAbs(d.Home) {
+		return fmt.Errorf("dotfiles: the home directory %q is not an absolute path", d.Home)
+	}
+	dir := filepath.Join(d.Home, DotfilesDir)
+	marker := filepath.Join(d.StateDir, DotfilesMarker)
+	if b, err := os.ReadFile(marker); err == nil {
+		var rec dotfilesRecord
+		if json.Unmarshal(b, &rec) == nil && rec.Repo == d.Repo && rec.Dir == dir {
+			if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+				log.Info("dotfiles already installed; not again", "repo", d.Repo, "dir", dir, "finished", rec.Finished)
+				return nil
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("dotfiles: read %s: %w", marker, err)
+	}
+	if err := os.MkdirAll(d.StateDir, 0o700); err != nil {
+		return fmt.Errorf("dotfiles: state directory: %w", err)
+	}
+	if out == nil {
+		out = io.Discard
+	}
+	if f, err := os.OpenFile(filepath.Join(d.StateDir, DotfilesLog), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
+		log.Warn("dotfiles: cannot write their log", "err", err)
+	} else {
+		defer f.Close()
+		out = io.MultiWriter(out, f)
+	}
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(out, "dotfiles: failed: %v\n", err)
+		}
+	}()
+	if err := sameOrigin(dir, url); err != nil {
+		return err
+	}
+	err = projectclone.Clone(ctx, d.Home, []projectclone.Project{{
+		Name: "dotfiles", Path: DotfilesDir, Remotes: map[string]string{"origin": url}, Remote: "origin", Revision: ref,
+	}}, projectclone.Options{Ask: d.Ask, CABundle: d.CABundle}, out)
+	if err != nil {
+		return fmt.Errorf("clone %s: %w", url, err)
+	}
+	if script := installScript(dir); script != "" {
+		if err := d.runScript(ctx, dir, script, out); err != nil {
+			return err
+		}
+	} else if err := linkDotfiles(dir, d.Home, out, log); err != nil {
+		return err
+	}
+	now := time.Now
+	if d.Now != nil {
+		now = d.Now
+	}
+	rec, _ := json.Marshal(dotfilesRecord{Repo: d.Repo, Dir: dir, Finished: now().UTC()})
+	if err := writeFileAtomic(marker, rec, 0o600); err != nil {
+		return fmt.Errorf("dotfiles: record success: %w", err)
+	}
+	fmt.Fprintf(out, "dotfiles: installed %s\n", d.Repo)
+	return nil
+}
+
+// sameOrigin refuses a clone in dir of another repository than url (the setting changed): the
+// user's clone, perhaps with their changes, is theirs to move away.
+func sameOrigin(dir, url string) error {
+	repo, err := git.PlainOpen(dir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		return nil
+	}
+	if err != nil {
+		return nil // not a repository: the clone says what is in the way
+	}
+	r, err := repo.Remote("origin")
+	if err != nil || !slices.Contains(r.Config().URLs, url) {
+		return fmt.Errorf("%s holds a clone of another repository than %s: move it away to have your dotfiles installed", dir, url)
+	}
+	return nil
+}
+
+// installScript returns the first of dotfilesScripts that is an executable regular file in dir.
+func installScript(dir string) string {
+	for _, s := range dotfilesScripts {
+		fi, err := os.Lstat(filepath.Join(dir, s))
+		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return s
+		}
+	}
+	return ""
+}
+
+// runScript runs the install script with the user's login shell, in the repository's directory,
+// in a process group of its own that ctx's end kills whole.
+func (d Dotfiles) runScript(ctx context.Context, dir, script string, out io.Writer) error {
+	shell := lookupEnv(d.Env, "SHELL")
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	fmt.Fprintf(out, "dotfiles: running %s with %s -l\n", script, shell)
+	cmd := exec.CommandContext(ctx, shell, "-l", "-c", `exec "$0"`, "./"+script)
+	cmd.Dir, cmd.Env = dir, d.Env
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = waitDelay
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s did not finish in time and was killed: %w", script, ctx.Err())
+		}
+		return fmt.Errorf("%s: %w", script, err)
+	}
+	return nil
+}
+
+// linkDotfiles links each dot-file at the top of the repository into home, never over a file
+// that is there (it is left, with a warning), and again over its own link.
+func linkDotfiles(dir, home string, out io.Writer, log *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, ".") || slices.Contains(dotfilesSkipped, name) {
+			continue
+		}
+		src, dst := filepath.Join(dir, name), filepath.Join(home, name)
+		if target, err := os.Readlink(dst); err == nil && target == src {
+			continue // linked at an earlier install
+		}
+		if _, err := os.Lstat(dst); err == nil {
+			fmt.Fprintf(out, "dotfiles: %s exists; left as it is, not linked to %s\n", dst, src)
+			log.Warn("dotfiles: a file is in the way; left as it is", "file", dst)
+			continue
+		}
+		if err := os.Symlink(src, dst); err != nil {
+			return fmt.Errorf("link %s: %w", dst, err)
+		}
+		fmt.Fprintf(out, "dotfiles: linked %s -> %s\n", dst, src)
+	}
+	return nil
+}
+
+// dotfilesNotice is what shell sessions are told when the dotfiles could not be installed.
+func dotfilesNotice(err error, stateDir string) string {
+	return fmt.Sprintf("hangar: your dotfiles could not be installed: %v.\n"+
+		"hangar: the log is in %s; they are tried again at the next start of the workspace.\n",
+		err, filepath.Join(stateDir, DotfilesLog))
+}
+
+// installDotfiles installs cfg.Dotfiles for the helper (Run), within its timeout.
+func installDotfiles(ctx context.Context, cfg Config, log *slog.Logger) error {
+	d := Dotfiles{Repo: cfg.Dotfiles, Home: lookupEnv(cfg.Env, "HOME"), StateDir: cfg.StateDir, Env: cfg.Env}
+	if d.Home == "" || d.Home == "/" {
+		return errors.New("the workspace user has no home directory ($HOME is unset or /) to install them into")
+	}
+	if cfg.ServerURL != "" && cfg.Token != "" {
+		d.Ask = gitcred.AskServer(cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token)
+	}
+	if f := lookupEnv(cfg.Env, "HANGAR_GIT_CA_FILE"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("read HANGAR_GIT_CA_FILE: %w", err)
+		}
+		d.CABundle = b
+	}
+	timeout := cfg.DotfilesTimeout
+	if timeout <= 0 {
+		timeout = DefaultDotfilesTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	log.Info("installing dotfiles", "repo", cfg.Dotfiles, "home", d.Home, "timeout", timeout)
+	return d.Install(ctx, cfg.Stdout, log)
+}
