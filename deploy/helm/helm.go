@@ -6,9 +6,9 @@ package helmcharts
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 )
@@ -19,10 +19,22 @@ var (
 	helmErr  error
 )
 
-// Root is the repository's root directory.
+// Root is the repository's root directory: the nearest directory above the working directory (a
+// package directory under go test) that holds scripts/build-helm. Not the path of this source file:
+// -trimpath, which .ci/run gives every go command, leaves only its import path.
 func Root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("helmcharts: the working directory: %v", err))
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(filepath.Join(d, "scripts", "build-helm")); err == nil && !fi.IsDir() {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			panic(fmt.Sprintf("helmcharts: no scripts/build-helm in %s or above it: run from a checkout of hangar", wd))
+		}
+	}
 }
 
 // ChartDir is the directory of a chart of this repository, such as "hangar-agent".
