@@ -58,10 +58,11 @@ func listenStateSocket(stateDir, name string) (net.Listener, string, error) {
 	return ln, path, nil
 }
 
-// serveGitCredentials answers `hangar git-credential` on ln until it is closed: one request per
-// connection, in git's format both ways, at most maxGitCredentialsInFlight at once.
-func serveGitCredentials(ctx context.Context, ln net.Listener, ask gitcred.AskFunc, log *slog.Logger) {
-	slots := make(chan struct{}, maxGitCredentialsInFlight)
+// serveLocal serves the connections of a local socket the helper opened for the workspace's
+// processes (git's credentials, git's SSH agent) until ln is closed: each by handle, with its
+// deadline lifetime away, at most max at once (the others wait in the listener's backlog).
+func serveLocal(ctx context.Context, ln net.Listener, max int, lifetime time.Duration, handle func(net.Conn)) {
+	slots := make(chan struct{}, max)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -76,20 +77,28 @@ func serveGitCredentials(ctx context.Context, ln net.Listener, ask gitcred.AskFu
 		go func() {
 			defer func() { <-slots }()
 			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(gitCredentialTimeout))
-			req, err := gitcred.ParseRequest(c)
-			var a gitcred.Answer
-			if err != nil {
-				a = gitcred.Answer{Error: err.Error()}
-			} else {
-				qctx, cancel := context.WithTimeout(ctx, gitCredentialTimeout)
-				a = ask(qctx, req)
-				cancel()
-				log.Info("git credential asked", "protocol", req.Protocol, "host", req.Host, "path", req.Path, "answered", a.Error == "", "error", a.Error)
-			}
-			_ = writeAnswer(c, a)
+			_ = c.SetDeadline(time.Now().Add(lifetime))
+			handle(c)
 		}()
 	}
+}
+
+// serveGitCredentials answers `hangar git-credential` on ln until it is closed: one request per
+// connection, in git's format both ways, at most maxGitCredentialsInFlight at once.
+func serveGitCredentials(ctx context.Context, ln net.Listener, ask gitcred.AskFunc, log *slog.Logger) {
+	serveLocal(ctx, ln, maxGitCredentialsInFlight, gitCredentialTimeout, func(c net.Conn) {
+		req, err := gitcred.ParseRequest(c)
+		var a gitcred.Answer
+		if err != nil {
+			a = gitcred.Answer{Error: err.Error()}
+		} else {
+			qctx, cancel := context.WithTimeout(ctx, gitCredentialTimeout)
+			a = ask(qctx, req)
+			cancel()
+			log.Info("git credential asked", "protocol", req.Protocol, "host", req.Host, "path", req.Path, "answered", a.Error == "", "error", a.Error)
+		}
+		_ = writeAnswer(c, a)
+	})
 }
 
 // writeAnswer writes a in the socket's format: username/password lines, or error (one line) and

@@ -135,25 +135,9 @@ func (b *boundedAgentConn) Read(p []byte) (int, error) {
 // serveGitSSHAgent serves ag on ln until it is closed, at most maxGitSSHAgentConns connections at
 // once.
 func serveGitSSHAgent(ctx context.Context, ln net.Listener, ag agent.Agent) {
-	slots := make(chan struct{}, maxGitSSHAgentConns)
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			c.Close()
-			return
-		}
-		go func() {
-			defer func() { <-slots }()
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(gitSSHAgentConnLifetime))
-			_ = agent.ServeAgent(ag, &boundedAgentConn{Conn: c})
-		}()
-	}
+	serveLocal(ctx, ln, maxGitSSHAgentConns, gitSSHAgentConnLifetime, func(c net.Conn) {
+		_ = agent.ServeAgent(ag, &boundedAgentConn{Conn: c})
+	})
 }
 
 // startGitSSHAgent opens the agent's socket in cfg.StateDir and serves the owner's key through
