@@ -33,6 +33,13 @@ func VerifyKubeHelperToken(key []byte, token string) (workspaceID string, ok boo
 		return "", false
 	}
 	id, mac := rest[:i], rest[i+1:]
+	// Only the canonical form: Go's decoder skips '\r' and '\n', which would let many strings
+	// stand for one token.
+	if len(mac) != base64.RawURLEncoding.EncodedLen(sha256.Size) || strings.ContainsFunc(mac, func(r rune) bool {
+		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) {
+		return "", false
+	}
 	got, err := base64.RawURLEncoding.Strict().DecodeString(mac)
 	if err != nil || !hmac.Equal(got, kubeHelperMAC(key, id)) {
 		return "", false
