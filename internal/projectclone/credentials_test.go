@@ -5,39 +5,28 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hangar-dev/hangar/internal/gitcred"
 	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
+	"github.com/hangar-dev/hangar/internal/testutil/gitcredtest"
 )
 
-// hangarAnswers stands for the Hangar server's git-credentials endpoint: it answers each question
-// with answer, and records the questions and the helper token they came with.
+// hangarAnswers stands for the Hangar server's git-credentials endpoint (gitcredtest): it answers
+// each question with answer, and asked lists them as "<Authorization> <protocol>://<host>/<path>".
 func hangarAnswers(t *testing.T, answer func(gitcred.Request) (int, any)) (url string, asked func() []string) {
 	t.Helper()
-	var mu sync.Mutex
-	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req gitcred.Request
-		if r.URL.Path != "/api/v1/workspace-agent/git-credentials" || json.NewDecoder(r.Body).Decode(&req) != nil {
-			http.NotFound(w, r)
-			return
+	s := gitcredtest.New(t, answer)
+	return s.URL, func() []string {
+		var out []string
+		for _, a := range s.Asked() {
+			out = append(out, a.Authorization+" "+a.Request.Protocol+"://"+a.Request.Host+"/"+a.Request.Path)
 		}
-		mu.Lock()
-		got = append(got, r.Header.Get("Authorization")+" "+req.Protocol+"://"+req.Host+"/"+req.Path)
-		mu.Unlock()
-		status, body := answer(req)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), got...) }
+		return out
+	}
 }
 
 // The init container clones the owner's private repository with the credential the server gives

@@ -5,13 +5,10 @@ package wshelper
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,30 +16,21 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/gitcred"
 	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
+	"github.com/hangar-dev/hangar/internal/testutil/gitcredtest"
 )
 
-// hangarGitCredentials stands for the Hangar server's git-credentials endpoint: it answers each
-// question with answer and records the questions with the helper token they came with.
+// hangarGitCredentials stands for the Hangar server's git-credentials endpoint (gitcredtest): it
+// answers each question with answer, and asked lists them as "<Authorization> <host>/<path>".
 func hangarGitCredentials(t *testing.T, answer func(gitcred.Request) (int, any)) (url string, asked func() []string) {
 	t.Helper()
-	var mu sync.Mutex
-	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req gitcred.Request
-		if r.URL.Path != "/api/v1/workspace-agent/git-credentials" || json.NewDecoder(r.Body).Decode(&req) != nil {
-			http.NotFound(w, r)
-			return
+	s := gitcredtest.New(t, answer)
+	return s.URL, func() []string {
+		var out []string
+		for _, a := range s.Asked() {
+			out = append(out, a.Authorization+" "+a.Request.Host+"/"+a.Request.Path)
 		}
-		mu.Lock()
-		got = append(got, r.Header.Get("Authorization")+" "+req.Host+"/"+req.Path)
-		mu.Unlock()
-		status, body := answer(req)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), got...) }
+		return out
+	}
 }
 
 // dotfilesForge is a forge with alice's private repository dots (files), and the Ask of a helper

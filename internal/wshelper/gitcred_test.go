@@ -5,59 +5,26 @@ package wshelper
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hangar-dev/hangar/internal/gitcred"
+	"github.com/hangar-dev/hangar/internal/testutil/gitcredtest"
 )
-
-// hangarServer answers protocol.GitCredentialsPath as the Hangar server would, recording what it
-// was asked and with which token.
-type hangarServer struct {
-	mu     sync.Mutex
-	asked  []gitcred.Request
-	tokens []string
-	answer func(gitcred.Request) (int, any)
-}
-
-func (h *hangarServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/api/v1/workspace-agent/git-credentials" {
-		http.NotFound(w, r)
-		return
-	}
-	var req gitcred.Request
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	h.mu.Lock()
-	h.asked = append(h.asked, req)
-	h.tokens = append(h.tokens, r.Header.Get("Authorization"))
-	h.mu.Unlock()
-	status, body := h.answer(req)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
-}
 
 // gitCredentialFill runs the real `git credential fill` for url with the environment the helper
 // gives a workspace's processes, git's helper being this test binary (TestMain runs
 // GitCredentialMain for it): what git would get for a clone or a push.
-func gitCredentialFill(t *testing.T, h *hangarServer, url string) (stdout, stderr string, err error) {
+func gitCredentialFill(t *testing.T, h *gitcredtest.Server, url string) (stdout, stderr string, err error) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("git is needed (scripts/install-deps): %v", err)
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
 	state := t.TempDir()
 	self, err := os.Executable()
 	if err != nil {
@@ -71,7 +38,7 @@ func gitCredentialFill(t *testing.T, h *hangarServer, url string) (stdout, stder
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		serveGitCredentials(ctx, ln, gitcred.AskServer(srv.Client(), srv.URL, "hwa_test-token"), slog.New(slog.DiscardHandler))
+		serveGitCredentials(ctx, ln, gitcred.AskServer(nil, h.URL, "hwa_test-token"), slog.New(slog.DiscardHandler))
 	}()
 	t.Cleanup(func() { cancel(); ln.Close(); <-done })
 
@@ -88,9 +55,9 @@ func gitCredentialFill(t *testing.T, h *hangarServer, url string) (stdout, stder
 }
 
 func TestGitGetsTheOwnersCredentialFromTheServer(t *testing.T) {
-	h := &hangarServer{answer: func(gitcred.Request) (int, any) {
+	h := gitcredtest.New(t, func(gitcred.Request) (int, any) {
 		return http.StatusOK, gitcred.Credential{Username: "oauth2", Password: "gto_alice"}
-	}}
+	})
 	out, errOut, err := gitCredentialFill(t, h, "https://forge.example:3000/alice/app.git")
 	if err != nil {
 		t.Fatalf("git credential fill: %v\n%s", err, errOut)
@@ -100,22 +67,20 @@ func TestGitGetsTheOwnersCredentialFromTheServer(t *testing.T) {
 			t.Errorf("git credential fill printed %q, want a line %q", out, want)
 		}
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.asked) != 1 || h.asked[0] != (gitcred.Request{Protocol: "https", Host: "forge.example:3000", Path: "alice/app.git"}) || h.tokens[0] != "Bearer hwa_test-token" {
-		t.Fatalf("the server was asked %+v with %q", h.asked, h.tokens)
+	if asked := h.Asked(); len(asked) != 1 || asked[0].Request != (gitcred.Request{Protocol: "https", Host: "forge.example:3000", Path: "alice/app.git"}) || asked[0].Authorization != "Bearer hwa_test-token" {
+		t.Fatalf("the server was asked %+v", asked)
 	}
 }
 
 // A refusal the user must act on (not linked) stops git at once with the server's words; a host no
 // forge serves lets git go on to its own ways (here: none, so git fails as it would anyway).
 func TestGitIsToldWhyThereIsNoCredential(t *testing.T) {
-	h := &hangarServer{answer: func(r gitcred.Request) (int, any) {
+	h := gitcredtest.New(t, func(r gitcred.Request) (int, any) {
 		if r.Host == "other.example" {
 			return http.StatusNotFound, map[string]string{"code": "not_found", "message": "no forge configured in Hangar serves other.example"}
 		}
 		return http.StatusConflict, map[string]string{"code": "conflict", "message": "you have not linked your account on forge: run `hangar external-auth link forge`"}
-	}}
+	})
 	_, errOut, err := gitCredentialFill(t, h, "https://forge.example/alice/app.git")
 	if err == nil {
 		t.Fatal("git credential fill succeeded without a credential")
