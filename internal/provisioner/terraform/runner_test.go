@@ -549,14 +549,7 @@ func TestHCLString(t *testing.T) {
 // "Incomplete lock file information" warning, even over an author's stale lock entry for it.
 func TestRunProviderFromMirrorHasCompleteLock(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newRunner(t)
-	if r.PluginMirror, err = tfprovider.Mirror(t.TempDir(), exe); err != nil {
-		t.Fatal(err)
-	}
+	r := newMirrorRunner(t)
 	res, lines := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "hangarprovider")}, nil)
 	if res.Err != nil {
 		t.Fatalf("Run: %v", res.Err)
@@ -607,14 +600,7 @@ func TestRunVariableValidationNamesTheParameter(t *testing.T) {
 // fails the build naming the fields.
 func TestDevcontainerDataSource(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newRunner(t)
-	if r.PluginMirror, err = tfprovider.Mirror(t.TempDir(), exe); err != nil {
-		t.Fatal(err)
-	}
+	r := newMirrorRunner(t)
 	res, _ := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "devcontainer")}, nil)
 	if res.Err != nil {
 		t.Fatalf("Run: %v", res.Err)
@@ -657,14 +643,7 @@ func TestDevcontainerDataSource(t *testing.T) {
 // provisioner gives terraform from the build's variables), with the real terraform and provider.
 func TestRunOwnerProfileInDataSource(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newRunner(t)
-	if r.PluginMirror, err = tfprovider.Mirror(t.TempDir(), exe); err != nil {
-		t.Fatal(err)
-	}
+	r := newMirrorRunner(t)
 	vars := map[string]string{"start_count": "1", "workspace_id": "w-1", "workspace_name": "dev", "workspace_owner": "ada", "workspace_transition": "start",
 		"workspace_owner_full_name": "Ada Lovelace", "workspace_owner_email": "ada@example.com", "workspace_owner_dotfiles_repo": "https://git.example.com/ada/dots.git#main"}
 	res, lines := runBuild(t, r, testContext(t), nil, Request{Transition: build.Start, Archive: packTestdata(t, "ownerprofile"), Variables: vars, Env: tfprovider.Env(vars)}, nil)
@@ -687,4 +666,19 @@ func TestRunOwnerProfileInDataSource(t *testing.T) {
 	if got := state.Outputs["dotfiles"].Value; got != "https://git.example.com/ada/dots.git#main" {
 		t.Errorf("output dotfiles = %q", got)
 	}
+}
+
+// newMirrorRunner is a runner whose terraform installs Hangar's provider from a mirror of this test
+// binary (TestMain serves the provider when terraform starts it).
+func newMirrorRunner(t *testing.T) *Runner {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t)
+	if r.PluginMirror, err = tfprovider.Mirror(t.TempDir(), exe); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
