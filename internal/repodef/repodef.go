@@ -76,13 +76,13 @@ func Find(ctx context.Context, r Reader, devcontainerPath string) (Definition, e
 		return Definition{}, err
 	}
 	if devcontainerPath != "" {
-		p, err := CleanPath("devcontainer_path", devcontainerPath)
-		if err != nil {
-			return Definition{}, err
+		p, detail := cleanPath(devcontainerPath)
+		if detail != "" {
+			return Definition{}, &PathError{Detail: detail}
 		}
 		b, err := r.ReadFile(ctx, p)
 		if errors.Is(err, ErrNotFound) {
-			return Definition{}, fmt.Errorf("devcontainer_path: the repository has no %s at this ref", p)
+			return Definition{}, &PathError{Detail: fmt.Sprintf("the repository has no %s at this ref", p)}
 		}
 		if err != nil {
 			return Definition{}, err
@@ -118,7 +118,7 @@ func Find(ctx context.Context, r Reader, devcontainerPath string) (Definition, e
 		}
 	}
 	if folders > MaxFolders {
-		return Definition{}, fmt.Errorf("devcontainer_path: the repository's .devcontainer/ has %d folders (at most %d are looked into): name the definition, such as .devcontainer/<folder>/devcontainer.json", folders, MaxFolders)
+		return Definition{}, &PathError{Detail: fmt.Sprintf("the repository's .devcontainer/ has %d folders (at most %d are looked into): name the definition, such as .devcontainer/<folder>/devcontainer.json", folders, MaxFolders)}
 	}
 	var found []string
 	for _, e := range entries {
@@ -148,6 +148,11 @@ func Find(ctx context.Context, r Reader, devcontainerPath string) (Definition, e
 	}
 }
 
+// PathError is a problem with the devcontainer path given to Find, or the need to give one.
+type PathError struct{ Detail string }
+
+func (e *PathError) Error() string { return "devcontainer_path: " + e.Detail }
+
 // ChoiceError says the repository has several devcontainer definitions and none was named.
 type ChoiceError struct{ Paths []string }
 
@@ -157,11 +162,20 @@ func (e *ChoiceError) Error() string {
 
 // CleanPath checks a path inside the repository: relative, no "..", no NUL, at most 512 bytes.
 func CleanPath(field, p string) (string, error) {
-	c := path.Clean(strings.TrimPrefix(p, "./"))
-	if p == "" || len(p) > 512 || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) || c == "." || c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("%s: want a relative path inside the repository, got %q", field, p)
+	c, detail := cleanPath(p)
+	if detail != "" {
+		return "", fmt.Errorf("%s: %s", field, detail)
 	}
 	return c, nil
+}
+
+// cleanPath is CleanPath's check: the clean path, or what is wrong with p.
+func cleanPath(p string) (string, string) {
+	c := path.Clean(strings.TrimPrefix(p, "./"))
+	if p == "" || len(p) > 512 || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) || c == "." || c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Sprintf("want a relative path inside the repository, got %q", p)
+	}
+	return c, ""
 }
 
 // Source is a repository and a ref in it, as `hangar create --repo URL[#REF]` gives them.

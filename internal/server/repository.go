@@ -72,6 +72,7 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 	def, err := repodef.Find(ctx, reader, req.DevcontainerPath)
 	var refused *repodef.RefusedError
 	var choice *repodef.ChoiceError
+	var pathErr *repodef.PathError
 	switch {
 	case errors.As(err, &refused) && token == "":
 		return nil, nil, errConflict(fmt.Sprintf("%s cannot read %s without your account there: link it with `hangar external-auth link %s`, then create the workspace again", provider.Name, repoPath, provider.ID), "")
@@ -79,8 +80,8 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 		return nil, nil, errConflict(fmt.Sprintf("%s refused to read %s with your linked account (HTTP %d): it is private and your account may not read it, or it does not exist", provider.Name, repoPath, refused.Status), "")
 	case errors.As(err, &choice):
 		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.devcontainer_path", Detail: err.Error(), Choices: choice.Paths})
-	case err != nil && strings.HasPrefix(err.Error(), "devcontainer_path: "):
-		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.devcontainer_path", Detail: strings.TrimPrefix(err.Error(), "devcontainer_path: ")})
+	case errors.As(err, &pathErr):
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.devcontainer_path", Detail: pathErr.Detail})
 	case err != nil:
 		return nil, nil, fmt.Errorf("read the definition of %s: %w", src.URL, err)
 	}
