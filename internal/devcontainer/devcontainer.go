@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/imagebuild"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -49,6 +50,9 @@ type Result struct {
 	Devfile []byte
 	// Warnings lists what is accepted but not honoured, for the user to read.
 	Warnings []string
+	// Build is the image build the definition needs (its `build` and `features`), nil when its
+	// `image` runs as it is. The devfile's main container then runs the build's image.
+	Build *imagebuild.Spec
 }
 
 // Name of the main container component and of the lifecycle commands.
@@ -75,6 +79,9 @@ type translator struct {
 	folder   string // ${containerWorkspaceFolder}
 	image    string
 	local    string // ${localWorkspaceFolder}
+	// build collects the image build (Base and Steps from `build`, Features from `features`);
+	// nil while nothing needs one.
+	build *imagebuild.Spec
 }
 
 func (t *translator) warn(format string, args ...any) {
@@ -111,7 +118,7 @@ func Translate(data []byte, opts Options) (*Result, error) {
 	if _, err := devfile.Parse(out); err != nil {
 		return nil, err
 	}
-	return &Result{Devfile: out, Warnings: t.warnings}, nil
+	return &Result{Devfile: out, Warnings: t.warnings, Build: t.build}, nil
 }
 
 // doc is the devfile being built.
