@@ -12,6 +12,7 @@ package devcontainer
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"maps"
 	"path"
 	"regexp"
@@ -41,6 +42,12 @@ type Options struct {
 	// (/workspaces/<Basename>, or the workspaceMount's target), so the data volume is mounted at
 	// its parent (PROJECTS_ROOT) and the repository cloned into it under its own name.
 	FromRepository bool
+	// Repo reads the repository's files, when the definition comes from one (nil when it was
+	// given directly): the Dockerfile, build context and compose files a devcontainer.json names.
+	// Dir is the devcontainer.json's folder in it ("." for the root), which their paths are
+	// relative to. Reads are bounded by the reader (internal/repodef reads through the forge's API).
+	Repo fs.FS
+	Dir  string
 }
 
 // Result is a translated devcontainer.json.
