@@ -254,6 +254,9 @@ git commit -q -m 'from the workspace' && git push -q origin HEAD:main`)
 	_, refusal, _ := ssh(au, "app", "git -C /workspaces/app pull")
 	t.Logf("git refused %v after the unlink: %s", time.Since(unlinked).Round(time.Millisecond), strings.TrimSpace(refusal))
 
+	// 8. The same through the UI in Chromium: carol, on the pages alone.
+	cu := teamRepositoryInBrowser(t, e, forge, ssh)
+
 	// The time to Running of a devfile workspace from a repository with the same image, for
 	// docs/benchmarks.md (the devcontainer one was measured above).
 	forge.CreateRepo("bob", "plain", false, map[string]string{".devfile.yaml": `schemaVersion: 2.2.0
@@ -282,7 +285,7 @@ components:
 	for _, w := range []struct {
 		u    cliUser
 		name string
-	}{{au, "app"}, {bu, "tools"}, {bu, "plain"}, {bu, "edited"}} {
+	}{{au, "app"}, {bu, "tools"}, {bu, "plain"}, {bu, "edited"}, {cu, "site"}} {
 		must(w.u, "delete", w.name, "--yes", "--wait")
 	}
 }

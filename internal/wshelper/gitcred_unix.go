@@ -193,8 +193,28 @@ func gitCredentialEnv(env []string, self, socket, agentSocket string) []string {
 		env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), "ssh -o IdentityAgent="+shellQuote(agentSocket))
 		n++
 	}
+	// `git config user.name` and `user.email` answer with the owner's identity (the profile's,
+	// given as GIT_AUTHOR_NAME and GIT_AUTHOR_EMAIL, which commits use anyway), for the tools that
+	// read git's config rather than make commits; an entry the environment already has wins.
+	for _, id := range [][2]string{{"user.name", "GIT_AUTHOR_NAME"}, {"user.email", "GIT_AUTHOR_EMAIL"}} {
+		if v := lookupEnv(env, id[1]); v != "" && !hasGitConfigKey(env, n, id[0]) {
+			env = setEnv(env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n), id[0])
+			env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), v)
+			n++
+		}
+	}
 	env = setEnv(env, "GIT_CONFIG_COUNT", strconv.Itoa(n))
 	return setEnv(env, GitCredentialSocketEnv, socket)
+}
+
+// hasGitConfigKey reports whether one of env's first n GIT_CONFIG_KEY_i entries is key.
+func hasGitConfigKey(env []string, n int, key string) bool {
+	for i := range n {
+		if strings.EqualFold(lookupEnv(env, fmt.Sprintf("GIT_CONFIG_KEY_%d", i)), key) {
+			return true
+		}
+	}
+	return false
 }
 
 // shellQuote quotes s for the shell git runs a "!" helper with (the operation appended).
