@@ -25,6 +25,9 @@ const (
 	// MaxContextFiles bounds the files, directories and symlinks they copy, in total.
 	MaxContextFiles = 500
 	maxInstructions = 2000
+	// maxStepBytes bounds the steps' text (commands, environments, paths): with the files'
+	// content, base64 in JSON, the Spec stays within a ConfigMap.
+	maxStepBytes = 256 << 10
 )
 
 // DockerfileOptions are what a Dockerfile is read with.
@@ -105,6 +108,9 @@ func ParseDockerfile(data []byte, opts DockerfileOptions) (*Dockerfile, error) {
 	if err := p.run(ins); err != nil {
 		return nil, err
 	}
+	if n := stepBytes(p.steps); n > maxStepBytes {
+		return nil, p.errf(0, "its steps are %d KiB of commands, environment and paths, more than the %d KiB a build may have (its description travels in a ConfigMap)", n>>10, maxStepBytes>>10)
+	}
 	for _, k := range slices.Sorted(maps.Keys(opts.Args)) {
 		if !p.usedArgs[k] {
 			p.warn(0, "the build argument %s is not used: no ARG of the stage built declares it", k)
@@ -123,11 +129,12 @@ type parser struct {
 	steps []Step
 	// state of the stage being read
 	env     map[string]envVar
-	args    []arg
+	args    *argScope
 	shell   []string
 	workdir string
 	// what COPY and ADD have read so far
 	files, bytes int
+	stepBytes    int // of the RUNs so far: their environments repeat the ARGs
 	ignore       *ignoreRules
 }
 
@@ -140,6 +147,22 @@ type envVar struct {
 type arg struct {
 	name, val string
 	set       bool
+}
+
+// argScope is the ARGs declared in a scope (before FROM, or a stage), by name and in order.
+type argScope struct {
+	byName map[string]arg
+	order  []string
+}
+
+func newArgScope() *argScope { return &argScope{byName: map[string]arg{}} }
+
+// add declares a (again: the last declaration wins).
+func (s *argScope) add(a arg) {
+	if _, ok := s.byName[a.name]; !ok {
+		s.order = append(s.order, a.name)
+	}
+	s.byName[a.name] = a
 }
 
 func (p *parser) errf(line int, format string, a ...any) error {
@@ -254,18 +277,20 @@ func (p *parser) run(ins []instruction) error {
 		body   []instruction
 		parent int
 	}
-	var globals []arg
+	globals := newArgScope()
 	var stages []*stage
 	for _, in := range ins {
 		switch {
 		case in.cmd == "FROM":
 			stages = append(stages, &stage{from: in, parent: -1})
 		case len(stages) == 0 && in.cmd == "ARG":
-			a, err := p.argDecl(in, nil, nil)
+			a, err := p.argDecl(in, nil, newArgScope())
 			if err != nil {
 				return err
 			}
-			globals = append(globals, a...)
+			for _, x := range a {
+				globals.add(x)
+			}
 		case len(stages) == 0:
 			return p.errf(in.line, "%s comes before the first FROM: only ARG may", in.cmd)
 		default:
@@ -340,7 +365,7 @@ func (p *parser) run(ins []instruction) error {
 	p.shell = []string{"/bin/sh", "-c"}
 	p.workdir = "/"
 	for _, i := range chain {
-		p.args = nil
+		p.args = newArgScope()
 		for _, in := range stages[i].body {
 			if err := p.step(in, globals); err != nil {
 				return err
@@ -350,17 +375,16 @@ func (p *parser) run(ins []instruction) error {
 	return nil
 }
 
-// argLookup finds an ARG among args (the last declaration wins).
-func argLookup(args []arg, n string) (string, varState) {
-	for i := len(args) - 1; i >= 0; i-- {
-		if args[i].name == n {
-			if !args[i].set {
-				return "", varUnset
-			}
-			return args[i].val, varSet
-		}
+// argLookup finds an ARG in a scope.
+func argLookup(args *argScope, n string) (string, varState) {
+	a, ok := args.byName[n]
+	switch {
+	case !ok:
+		return "", varUnknown
+	case !a.set:
+		return "", varUnset
 	}
-	return "", varUnknown
+	return a.val, varSet
 }
 
 // lookup finds a variable in the stage being read: ENV first, then ARG (Docker's order).
@@ -396,7 +420,7 @@ func (p *parser) noteUnset(line int, cmd string, l *lexer) {
 
 // argDecl reads ARG name[=default] ...: the value is the build argument given, else the default,
 // else (in a stage) the global ARG of that name.
-func (p *parser) argDecl(in instruction, l *lexer, globals []arg) ([]arg, error) {
+func (p *parser) argDecl(in instruction, l *lexer, globals *argScope) ([]arg, error) {
 	if l == nil {
 		l = &lexer{esc: p.esc, lookup: func(string) (string, varState) { return "", varUnset }}
 	}
@@ -479,7 +503,7 @@ func flagRefusal(cmd, flag string) string {
 }
 
 // step reads one instruction of the stage being built.
-func (p *parser) step(in instruction, globals []arg) error {
+func (p *parser) step(in instruction, globals *argScope) error {
 	switch in.cmd {
 	case "ARG":
 		l := p.lexer(false)
@@ -487,7 +511,9 @@ func (p *parser) step(in instruction, globals []arg) error {
 		if err != nil {
 			return err
 		}
-		p.args = append(p.args, a...)
+		for _, x := range a {
+			p.args.add(x)
+		}
 	case "ENV":
 		return p.envStep(in)
 	case "LABEL":
@@ -547,6 +573,11 @@ func (p *parser) step(in instruction, globals []arg) error {
 			return p.errf(in.line, "RUN [] has no command")
 		}
 		p.steps = append(p.steps, Step{Line: in.line, Op: OpRun, Args: argv, Env: p.runEnv()})
+		if n := stepBytes(p.steps[len(p.steps)-1:]); p.stepBytes+n > maxStepBytes {
+			return p.errf(in.line, "the steps up to this RUN are more than %d KiB of commands, environment and paths, the limit (the build's description travels in a ConfigMap)", maxStepBytes>>10)
+		} else {
+			p.stepBytes += n
+		}
 	case "COPY", "ADD":
 		return p.copyStep(in)
 	case "FROM":
@@ -565,19 +596,13 @@ func (p *parser) step(in instruction, globals []arg) error {
 // that no ENV overrides.
 func (p *parser) runEnv() []string {
 	var out []string
-	seen := map[string]bool{}
-	for i := len(p.args) - 1; i >= 0; i-- {
-		a := p.args[i]
-		if seen[a.name] {
+	for _, n := range p.args.order {
+		a := p.args.byName[n]
+		if _, env := p.env[n]; env || !a.set {
 			continue
 		}
-		seen[a.name] = true
-		if _, env := p.env[a.name]; env || !a.set {
-			continue
-		}
-		out = append(out, a.name+"="+a.val)
+		out = append(out, n+"="+a.val)
 	}
-	slices.Reverse(out)
 	return out
 }
 
@@ -644,6 +669,24 @@ func (p *parser) envStep(in instruction) error {
 }
 
 var imageRefRe = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
+
+// stepBytes is the size of the steps' text.
+func stepBytes(steps []Step) int {
+	n := 0
+	for _, s := range steps {
+		n += len(s.Key) + len(s.Value) + 16
+		for _, a := range s.Args {
+			n += len(a) + 4
+		}
+		for _, e := range s.Env {
+			n += len(e) + 4
+		}
+		for _, f := range s.Files {
+			n += len(f.Path) + len(f.Target) + len(f.User) + len(f.Group) + 64
+		}
+	}
+	return n
+}
 
 // jsonForm reads the exec form: a JSON list of strings.
 func jsonForm(s string) ([]string, bool) {

@@ -255,8 +255,8 @@ func (l *lexer) dollar(sc *scan, b *strings.Builder, depth int) error {
 	case "-":
 		if empty {
 			b.WriteString(w.String())
-		} else {
-			l.insert(b, val, deferred)
+		} else if err := l.insert(b, val, deferred); err != nil {
+			return err
 		}
 	case "+":
 		if !empty {
@@ -270,7 +270,7 @@ func (l *lexer) dollar(sc *scan, b *strings.Builder, depth int) error {
 			}
 			return lexErr("%s: %s", name, msg)
 		}
-		l.insert(b, val, deferred)
+		return l.insert(b, val, deferred)
 	}
 	return nil
 }
@@ -289,15 +289,22 @@ func (l *lexer) value(b *strings.Builder, name string) error {
 		if deferred && !l.imageEnv {
 			return lexErr("$%s comes from the base image's environment (ENV %s=...${...}), which Hangar reads only when it builds: write the value here", name, name)
 		}
-		l.insert(b, val, deferred)
+		return l.insert(b, val, deferred)
 	}
 	return nil
 }
 
+// maxWordBytes bounds a word after substitution: $A$A$A... cannot grow without bound.
+const maxWordBytes = 64 << 10
+
 // insert writes a known value: in the ENV form, a plain value's $ doubles.
-func (l *lexer) insert(b *strings.Builder, val string, deferred bool) {
+func (l *lexer) insert(b *strings.Builder, val string, deferred bool) error {
 	if l.imageEnv && !deferred {
 		val = strings.ReplaceAll(val, "$", "$$")
 	}
+	if b.Len()+len(val) > maxWordBytes {
+		return lexErr("a value is longer than %d KiB after its substitutions", maxWordBytes>>10)
+	}
 	b.WriteString(val)
+	return nil
 }
