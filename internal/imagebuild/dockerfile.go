@@ -87,7 +87,8 @@ var ignored = map[string]string{
 	"ONBUILD":     "it runs only in images built FROM this one",
 }
 
-var heredocRe = regexp.MustCompile(`(?:^|[^<])<<-?(["']?)[A-Za-z_][A-Za-z0-9_]*`)
+// heredocRe is a word that opens a heredoc (BuildKit looks at whole words: <<EOF, <<-"EOF").
+var heredocRe = regexp.MustCompile(`^<<-?["']?[A-Za-z_]`)
 
 // ParseDockerfile reads a Dockerfile into the Spec's Base and Steps: its target stage (and the
 // earlier stages it is built FROM), ARGs and ENVs substituted where Docker substitutes them,
@@ -261,7 +262,7 @@ func (p *parser) instruction(line int, s string) (instruction, error) {
 	in := instruction{line: line, cmd: strings.ToUpper(cmd), rest: strings.TrimSpace(rest)}
 	switch in.cmd {
 	case "RUN", "COPY", "ADD":
-		if heredocRe.MatchString(in.rest) {
+		if slices.ContainsFunc(rawWords(in.rest, p.esc), heredocRe.MatchString) {
 			return in, p.errf(line, "%s with a heredoc (<<WORD) is not supported: put the script in a file of the build context and COPY it, or write it on the %s line", in.cmd, in.cmd)
 		}
 	}

@@ -86,11 +86,11 @@ RUN apt-get update && \
 
 RUN ["/usr/bin/env", "echo", "$HOME"]
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-RUN echo "$0"
+RUN echo "$0" "a<<b" <<< c
 `, nil, "", `FROM debian:12
 2 RUN ["/bin/sh" "-c" "apt-get update &&     apt-get install -y git"]
 6 RUN ["/usr/bin/env" "echo" "$HOME"]
-8 RUN ["/bin/bash" "-o" "pipefail" "-c" "echo \"$0\""]
+8 RUN ["/bin/bash" "-o" "pipefail" "-c" "echo \"$0\" \"a<<b\" <<< c"]
 `},
 		{"args before FROM, defaults and build.args", `ARG VARIANT=bullseye
 ARG REGISTRY
@@ -229,6 +229,7 @@ func TestParseDockerfileRefusals(t *testing.T) {
 		{"run --network", "FROM debian:12\nRUN --network=none true\n", "Dockerfile:2: RUN --network is refused", false, ""},
 		{"run --security", "FROM debian:12\nRUN --security=insecure true\n", "Dockerfile:2: RUN --security is refused: the build runs unprivileged", false, ""},
 		{"heredoc", "FROM debian:12\nRUN <<EOF\necho hi\nEOF\n", "Dockerfile:2: RUN with a heredoc (<<WORD) is not supported", false, ""},
+		{"heredoc in a command", "FROM debian:12\nRUN cat > /x <<-'EOF'\nhi\nEOF\n", "Dockerfile:2: RUN with a heredoc (<<WORD) is not supported", false, ""},
 		{"add url", "FROM debian:12\nADD https://example.com/x.tgz /x\n", "Dockerfile:2: ADD https://example.com/x.tgz is refused: Hangar does not fetch URLs", false, ""},
 		{"add archive", "FROM debian:12\nADD archive.tgz /x/\n", "Dockerfile:2: ADD archive.tgz is refused: it is an archive, which ADD would extract", false, ""},
 		{"outside the context", "FROM debian:12\nCOPY ../x /x\n", "Dockerfile:2: COPY ../x is outside the build context", false, ""},
