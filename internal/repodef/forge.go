@@ -153,11 +153,14 @@ func (f *ForgeReader) ReadLink(ctx context.Context, p string) (string, error) {
 	return string(t), err
 }
 
+// ListsTrees says whether ListTree serves this forge (GitHub, Gitea).
+func (f *ForgeReader) ListsTrees() bool { return f.Type == "github" || f.Type == "gitea" }
+
 // ListTree lists a folder with its entries' git modes (whether a file is executable), through
 // GitHub's and Gitea's git trees API: sha is the folder's tree (an Entry's SHA), "" the root at
 // Ref (or the default branch). Other forges: errors.ErrUnsupported (their List says the modes).
 func (f *ForgeReader) ListTree(ctx context.Context, sha string) ([]Entry, error) {
-	if f.Type != "github" && f.Type != "gitea" {
+	if !f.ListsTrees() {
 		return nil, errors.ErrUnsupported
 	}
 	if sha == "" {

@@ -72,6 +72,7 @@ func pathErr(op, name string, err error) error {
 
 // treeLister lists folders with their git modes (ForgeReader on GitHub and Gitea).
 type treeLister interface {
+	ListsTrees() bool
 	ListTree(ctx context.Context, sha string) ([]Entry, error)
 }
 
@@ -96,9 +97,10 @@ func (f *repoFS) list(dir string) ([]Entry, error) {
 }
 
 // fetchList asks the forge for a directory: by its tree where the forge's contents API does not
-// say the files' modes, else by its path.
+// say the files' modes (the root by the ref, a folder by the hash its parent's listing gave),
+// else by its path.
 func (f *repoFS) fetchList(dir string) ([]Entry, error) {
-	if tl, ok := f.r.(treeLister); ok {
+	if tl, ok := f.r.(treeLister); ok && tl.ListsTrees() {
 		sha := ""
 		if dir != "." {
 			parent, err := f.lstat("readdir", dir)
@@ -113,11 +115,9 @@ func (f *repoFS) fetchList(dir string) ([]Entry, error) {
 		if err := f.charge(); err != nil {
 			return nil, err
 		}
-		entries, err := tl.ListTree(f.ctx, sha)
-		if !errors.Is(err, errors.ErrUnsupported) {
-			return entries, err
-		}
-	} else if err := f.charge(); err != nil {
+		return tl.ListTree(f.ctx, sha)
+	}
+	if err := f.charge(); err != nil {
 		return nil, err
 	}
 	p := dir

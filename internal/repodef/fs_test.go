@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"path"
 	"strings"
 	"testing"
@@ -145,4 +146,83 @@ func TestFSBounds(t *testing.T) {
 	if _, err := fs.ReadFile(fsys, "../x"); !errors.Is(err, fs.ErrInvalid) {
 		t.Fatalf("a path outside: %v", err)
 	}
+}
+
+// The other forges' listings, by their documented shapes (fakes): GitHub's git trees (modes; the
+// root at the default branch, a folder by its tree's hash) and a symlink's target from its
+// contents; GitLab's tree modes; Bitbucket's attributes. Each gives an executable script 0755, a
+// plain file 0644 and a symlink its target.
+func TestFSOtherForges(t *testing.T) {
+	ctx := context.Background()
+	check := func(t *testing.T, fsys fs.FS) {
+		t.Helper()
+		for name, want := range map[string]fs.FileMode{"tools/run.sh": 0o755, "tools/data.txt": 0o644} {
+			info, err := fs.Stat(fsys, name)
+			if err != nil || info.Mode() != want {
+				t.Errorf("%s: %v, %v; want %v", name, info, err, want)
+			}
+		}
+		if target, err := fs.ReadLink(fsys, "tools/latest"); err != nil || target != "run.sh" {
+			t.Errorf("tools/latest -> %q, %v", target, err)
+		}
+		if b, err := fs.ReadFile(fsys, "tools/latest"); err != nil || string(b) != "echo run\n" {
+			t.Errorf("reading through the symlink: %q, %v", b, err)
+		}
+	}
+	t.Run("github", func(t *testing.T) {
+		srv := fakeForge(t, func(r *http.Request) (int, string) {
+			switch r.URL.Path {
+			case "/repos/alice/app":
+				return 200, `{"default_branch":"trunk"}`
+			case "/repos/alice/app/git/trees/trunk":
+				return 200, `{"sha":"root","tree":[{"path":"tools","mode":"040000","type":"tree","sha":"t1"}],"truncated":false}`
+			case "/repos/alice/app/git/trees/t1":
+				return 200, `{"sha":"t1","tree":[{"path":"run.sh","mode":"100755","type":"blob","size":9,"sha":"b1"},{"path":"data.txt","mode":"100644","type":"blob","size":5,"sha":"b2"},{"path":"latest","mode":"120000","type":"blob","size":6,"sha":"b3"},{"path":"sub","mode":"160000","type":"commit","sha":"c"}]}`
+			case "/repos/alice/app/contents/tools/latest":
+				return 200, `{"type":"symlink","target":"run.sh","name":"latest"}`
+			case "/repos/alice/app/contents/tools/run.sh":
+				return 200, "echo run\n"
+			case "/repos/alice/app/contents/tools/data.txt":
+				return 200, "data\n"
+			}
+			return 404, `{"message":"Not Found"}`
+		})
+		check(t, FS(ctx, &ForgeReader{Type: "github", APIBase: srv.URL, Repo: "alice/app", Token: "tok"}))
+	})
+	t.Run("gitlab", func(t *testing.T) {
+		srv := fakeForge(t, func(r *http.Request) (int, string) {
+			switch {
+			case strings.HasSuffix(r.URL.Path, "/repository/tree") && r.URL.Query().Get("path") == "":
+				return 200, `[{"name":"tools","type":"tree","mode":"040000"}]`
+			case strings.HasSuffix(r.URL.Path, "/repository/tree") && r.URL.Query().Get("path") == "tools":
+				return 200, `[{"name":"run.sh","type":"blob","mode":"100755"},{"name":"data.txt","type":"blob","mode":"100644"},{"name":"latest","type":"blob","mode":"120000"}]`
+			case r.URL.Path == "/projects/group/app/repository/files/tools/latest/raw":
+				return 200, "run.sh"
+			case r.URL.Path == "/projects/group/app/repository/files/tools/run.sh/raw":
+				return 200, "echo run\n"
+			case r.URL.Path == "/projects/group/app/repository/files/tools/data.txt/raw":
+				return 200, "data\n"
+			}
+			return 404, `{"message":"404 File Not Found"}`
+		})
+		check(t, FS(ctx, &ForgeReader{Type: "gitlab", APIBase: srv.URL, Repo: "group/app", Token: "tok"}))
+	})
+	t.Run("bitbucket", func(t *testing.T) {
+		srv := fakeForge(t, func(r *http.Request) (int, string) {
+			switch r.URL.Path {
+			case "/repositories/team/app/src/main//":
+				return 200, `{"values":[{"path":"tools","type":"commit_directory"}]}`
+			case "/repositories/team/app/src/main/tools/":
+				return 200, `{"values":[{"path":"tools/run.sh","type":"commit_file","attributes":["executable"],"size":9},{"path":"tools/data.txt","type":"commit_file","attributes":[],"size":5},{"path":"tools/latest","type":"commit_file","attributes":["link"],"size":6}]}`
+			case "/repositories/team/app/src/main/tools/latest":
+				return 200, "run.sh"
+			case "/repositories/team/app/src/main/tools/run.sh":
+				return 200, "echo run\n"
+			case "/repositories/team/app/src/main/tools/data.txt":
+				return 200, "data\n"
+			}
+			return 404, `{"type":"error"}`
+		})
+		check(t, FS(ctx, &ForgeReader{Type: "bitbucket", APIBase: srv.URL, Repo: "team/app", Ref: "main", Token: "tok"}))
+	})
 }
