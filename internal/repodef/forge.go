@@ -178,6 +178,11 @@ func (f *ForgeReader) ListTree(ctx context.Context, sha string) ([]Entry, error)
 	if err != nil {
 		return nil, err
 	}
+	return decodeTree(b)
+}
+
+// decodeTree reads a git trees API answer (GitHub's and Gitea's shape).
+func decodeTree(b []byte) ([]Entry, error) {
 	var t struct {
 		Tree []struct {
 			Path, Mode, Type, SHA string
