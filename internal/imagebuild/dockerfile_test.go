@@ -280,3 +280,32 @@ func TestParseDockerfileFileBound(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// .dockerignore as Docker reads it: patterns anchored at the context's root, a folder's pattern
+// excluding what is inside it, ** any depth, the last matching line deciding, ! including again.
+func TestDockerignore(t *testing.T) {
+	r, err := readIgnore(fstest.MapFS{".dockerignore": {Data: []byte("# comment\n/node_modules\n*.md\n**/*.log\n!keep.log\nbuild/\n!build/out\ndocs/[a-c]*\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]bool{
+		"node_modules":        true,
+		"node_modules/x/y.js": true,
+		"src/node_modules":    false, // anchored at the root
+		"README.md":           true,
+		"docs/guide.md":       false, // *.md is the root's only
+		"a.log":               true,
+		"deep/er/a.log":       true,
+		"keep.log":            false,
+		"build/tmp":           true,
+		"build/out":           false,
+		"build/out/bin":       false,
+		"docs/alpha.txt":      true,
+		"docs/delta.txt":      false,
+		"src/main.go":         false,
+	} {
+		if got := r.excluded(p); got != want {
+			t.Errorf("%s: excluded %v, want %v", p, got, want)
+		}
+	}
+}
