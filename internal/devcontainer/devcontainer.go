@@ -179,11 +179,6 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 	}
 
 	// Refused: what needs an image build, several services, privileges, or the user's own machine.
-	for _, k := range []string{"build", "dockerFile", "dockerfile", "context"} {
-		if _, ok := take(k); ok && k != "context" {
-			t.v.Add("devcontainer."+k, "%s", "builds an image from a Dockerfile: this "+refusedBuild)
-		}
-	}
 	if _, ok := take("features"); ok && !isEmptyObject(raw["features"]) {
 		t.v.Add("devcontainer.features", "%s", "adds features to the image: this "+refusedBuild)
 	}
@@ -244,7 +239,11 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 
 	ctr := map[string]any{"mountSources": true, "sourceMapping": d.sourcePath}
 	d.container = ctr
-	if r, ok := take("image"); ok {
+	if base := t.dockerBuild(take); base != "" {
+		// The image build's hook: the main container runs the image built from Base and the
+		// Steps (Result.Build), which the agent names by the Spec's hash; until it does, Base.
+		ctr["image"], t.image = base, base
+	} else if r, ok := take("image"); ok {
 		if s, ok := t.str("devcontainer.image", r); ok {
 			s = t.expand(s, "devcontainer.image")
 			if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
@@ -252,7 +251,7 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 			}
 			ctr["image"], t.image = s, s
 		}
-	} else if _, build := raw["build"]; !build && raw["dockerFile"] == nil && raw["dockerComposeFile"] == nil {
+	} else if raw["build"] == nil && raw["dockerFile"] == nil && raw["dockerfile"] == nil && raw["dockerComposeFile"] == nil {
 		t.v.Add("devcontainer.image", "is required: Hangar runs a devcontainer.json that names its image")
 	}
 

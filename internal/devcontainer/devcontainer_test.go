@@ -394,7 +394,7 @@ func TestRefused(t *testing.T) {
 		"runArgs": ["--init", "--cap-add=NET_ADMIN", "--device", "/dev/fuse", "--hostname", "dev", "--shm-size=1g", "--weird"]
 	}`)
 	want := []string{
-		"devcontainer.build: builds an image from a Dockerfile: this needs an image build in the cluster, which Hangar does not do yet; use `image` or an admin-mapped prebuilt image",
+		"devcontainer.build: builds the image from the Dockerfile Dockerfile and its build context, files of the repository: Hangar reads them only when the workspace is created from its repository (hangar create --repo URL); create it from the repository, or use `image`",
 		"devcontainer.features: adds features to the image: this needs an image build in the cluster",
 		"devcontainer.dockerComposeFile: runs several services with docker-compose: this needs an image build in the cluster",
 		"devcontainer.privileged: is refused: workspaces run unprivileged",

@@ -57,6 +57,12 @@ type Step struct {
 	// against the image's /etc/passwd and /etc/group).
 	Files []File `json:"files,omitempty"`
 	// Env (OpEnv) and Label (OpLabel): Key=Value. Workdir and User: Value.
+	// An OpEnv's Value may name the base image's environment, which the parser does not know:
+	// ${NAME} (as in ENV PATH=$PATH:/x) is NAME's value in the image's environment at that step,
+	// and $$ is a literal $; the executor expands them.
+	// An OpCopy's Value, when set, is the name of its one file in the build context: the copy had
+	// no trailing / (COPY app.sh /usr/local/bin), so if the image has a directory at Files[0].Path
+	// the file goes into it under that name, as Docker does.
 	Key   string `json:"key,omitempty"`
 	Value string `json:"value,omitempty"`
 }
@@ -82,7 +88,9 @@ type File struct {
 	// Data is a regular file's content; Target a symlink's.
 	Data   []byte `json:"data,omitempty"`
 	Target string `json:"target,omitempty"`
-	// UID and GID, or User and Group when --chown named them (looked up in the image).
+	// UID and GID, or User and Group when --chown named them (looked up in the image; a User
+	// without a Group has the group whose number is the user's uid, as in Docker). The parent
+	// directories the image lacks are created 0755, owned like the file.
 	UID   int    `json:"uid"`
 	GID   int    `json:"gid"`
 	User  string `json:"user,omitempty"`

@@ -2,6 +2,7 @@ package repodef
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -31,6 +33,7 @@ type ForgeReader struct {
 	HTTP *http.Client
 
 	bitbucketRef string // Bitbucket's src needs a ref: the default branch, asked once
+	defaultRef   string // the default branch, for the git trees API
 }
 
 // maxListBytes bounds a directory listing's JSON.
@@ -126,20 +129,123 @@ func (f *ForgeReader) List(ctx context.Context, dir string) ([]Entry, error) {
 	return out, nil
 }
 
+// ReadLink returns a symlink's target. GitHub's raw content follows a symlink, and Gitea's
+// contents API names its target: both are read as JSON; GitLab's and Bitbucket's raw content
+// of a symlink is its target.
+func (f *ForgeReader) ReadLink(ctx context.Context, p string) (string, error) {
+	if f.Type != "github" && f.Type != "gitea" {
+		b, err := f.ReadFile(ctx, p)
+		return string(b), err
+	}
+	u := f.APIBase + "/repos/" + escapePath(f.Repo) + "/contents/" + escapePath(p) + f.refQuery("ref")
+	b, err := f.get(ctx, u, "application/json", maxListBytes, p)
+	if err != nil {
+		return "", err
+	}
+	var c struct{ Type, Target, Content, Encoding string }
+	if err := json.Unmarshal(b, &c); err != nil {
+		return "", fmt.Errorf("reading the symlink %s: the forge's answer is not an object: %v", p, err)
+	}
+	if c.Target != "" || c.Encoding != "base64" {
+		return c.Target, nil
+	}
+	t, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(c.Content, "\n", ""))
+	return string(t), err
+}
+
+// ListsTrees says whether ListTree serves this forge (GitHub, Gitea).
+func (f *ForgeReader) ListsTrees() bool { return f.Type == "github" || f.Type == "gitea" }
+
+// ListTree lists a folder with its entries' git modes (whether a file is executable), through
+// GitHub's and Gitea's git trees API: sha is the folder's tree (an Entry's SHA), "" the root at
+// Ref (or the default branch). Other forges: errors.ErrUnsupported (their List says the modes).
+func (f *ForgeReader) ListTree(ctx context.Context, sha string) ([]Entry, error) {
+	if !f.ListsTrees() {
+		return nil, errors.ErrUnsupported
+	}
+	if sha == "" {
+		ref, err := f.rootRef(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sha = ref
+	}
+	u := f.APIBase + "/repos/" + escapePath(f.Repo) + "/git/trees/" + url.PathEscape(sha)
+	if f.Type == "gitea" {
+		u += "?per_page=" + strconv.Itoa(MaxEntries)
+	}
+	b, err := f.get(ctx, u, "application/json", maxListBytes, "a folder of the repository")
+	if err != nil {
+		return nil, err
+	}
+	return decodeTree(b)
+}
+
+// decodeTree reads a git trees API answer (GitHub's and Gitea's shape).
+func decodeTree(b []byte) ([]Entry, error) {
+	var t struct {
+		Tree []struct {
+			Path, Mode, Type, SHA string
+			Size                  int64
+		}
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("reading a folder of the repository: the forge's answer is not a tree: %v", err)
+	}
+	var out []Entry
+	for _, e := range t.Tree {
+		mode, _ := strconv.ParseUint(e.Mode, 8, 32)
+		if e.Path == "" || e.Path == "." || e.Path == ".." || strings.ContainsAny(e.Path, "/\x00") {
+			continue
+		}
+		out = append(out, Entry{Name: e.Path, Dir: e.Type == "tree", Symlink: mode == 0o120000, Submodule: e.Type == "commit",
+			Size: max(e.Size, 0), Mode: uint32(mode), SHA: e.SHA})
+		if len(out) == MaxEntries {
+			break
+		}
+	}
+	return out, nil
+}
+
+// rootRef is Ref, else the repository's default branch (asked once).
+func (f *ForgeReader) rootRef(ctx context.Context) (string, error) {
+	if f.Ref != "" {
+		return f.Ref, nil
+	}
+	if f.defaultRef != "" {
+		return f.defaultRef, nil
+	}
+	b, err := f.get(ctx, f.APIBase+"/repos/"+escapePath(f.Repo), "application/json", maxListBytes, "the repository")
+	if err != nil {
+		return "", err
+	}
+	var repo struct {
+		DefaultBranch string `json:"default_branch"`
+	}
+	if json.Unmarshal(b, &repo) != nil || repo.DefaultBranch == "" {
+		return "", errors.New("reading the repository: the forge did not say its default branch")
+	}
+	f.defaultRef = repo.DefaultBranch
+	return f.defaultRef, nil
+}
+
 // decodeEntries reads a directory listing of forge type typ.
 func decodeEntries(typ, dir string, b []byte) ([]Entry, error) {
 	var out []Entry
 	switch typ {
 	case "github", "gitea":
-		var list []struct{ Name, Type string }
+		var list []struct {
+			Name, Type string
+			Size       int64
+		}
 		if err := json.Unmarshal(b, &list); err != nil {
 			return nil, ErrNotFound // a file of that name answers an object, not a list
 		}
 		for _, e := range list {
-			out = append(out, Entry{Name: e.Name, Dir: e.Type == "dir"})
+			out = append(out, Entry{Name: e.Name, Dir: e.Type == "dir", Symlink: e.Type == "symlink", Submodule: e.Type == "submodule", Size: max(e.Size, 0)})
 		}
 	case "gitlab":
-		var list []struct{ Name, Type string }
+		var list []struct{ Name, Type, Mode string }
 		if err := json.Unmarshal(b, &list); err != nil {
 			return nil, fmt.Errorf("reading %s: the forge's answer is not a list: %v", dir, err)
 		}
@@ -147,18 +253,30 @@ func decodeEntries(typ, dir string, b []byte) ([]Entry, error) {
 			return nil, ErrNotFound // GitLab lists a missing path as empty
 		}
 		for _, e := range list {
-			out = append(out, Entry{Name: e.Name, Dir: e.Type == "tree"})
+			mode, _ := strconv.ParseUint(e.Mode, 8, 32)
+			out = append(out, Entry{Name: e.Name, Dir: e.Type == "tree", Symlink: mode == 0o120000, Submodule: e.Type == "commit", Mode: uint32(mode)})
 		}
 	case "bitbucket":
 		var page struct {
-			Values []struct{ Path, Type string }
+			Values []struct {
+				Path, Type string
+				Size       int64
+				Attributes []string
+			}
 		}
 		if err := json.Unmarshal(b, &page); err != nil {
 			return nil, fmt.Errorf("reading %s: the forge's answer is not a listing: %v", dir, err)
 		}
 		for _, e := range page.Values {
 			name := e.Path[strings.LastIndexByte(e.Path, '/')+1:]
-			out = append(out, Entry{Name: name, Dir: e.Type == "commit_directory"})
+			en := Entry{Name: name, Dir: e.Type == "commit_directory", Symlink: slices.Contains(e.Attributes, "link"), Submodule: slices.Contains(e.Attributes, "subrepository"), Size: max(e.Size, 0)}
+			if e.Type == "commit_file" && !en.Symlink {
+				en.Mode = 0o100644
+				if slices.Contains(e.Attributes, "executable") {
+					en.Mode = 0o100755
+				}
+			}
+			out = append(out, en)
 		}
 	}
 	// A name is one path element: a forge that answers otherwise does not get its entry followed.

@@ -160,6 +160,28 @@ func FuzzDecodeEntries(f *testing.F) {
 	})
 }
 
+// FuzzDecodeTree: whatever a forge answers to a git trees request, it decodes to at most
+// MaxEntries entries named by one path element, or to an error.
+func FuzzDecodeTree(f *testing.F) {
+	f.Add(`{"tree":[{"path":"run.sh","mode":"100755","type":"blob","size":9,"sha":"b"},{"path":"d","mode":"040000","type":"tree","sha":"t"}]}`)
+	f.Add(`{"tree":[{"path":"../x","mode":"120000"},{"path":"a/b"},{"path":""}]}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, body string) {
+		entries, err := decodeTree([]byte(body))
+		if err != nil {
+			return
+		}
+		if len(entries) > MaxEntries {
+			t.Fatalf("%d entries", len(entries))
+		}
+		for _, e := range entries {
+			if e.Name == "" || e.Name == "." || e.Name == ".." || strings.ContainsAny(e.Name, "/\x00") || e.Size < 0 {
+				t.Fatalf("%q: an entry %+v", body, e)
+			}
+		}
+	})
+}
+
 // A repository path is one path in the forge's API, whatever it holds: an escaped '?' or '#' in
 // the URL a user gives (owner/app%3Fref=x%23) neither adds a query to the requests that carry the
 // user's token nor cuts their path short.

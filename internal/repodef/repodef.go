@@ -47,6 +47,16 @@ var ErrNotFound = errors.New("not found")
 type Entry struct {
 	Name string
 	Dir  bool
+	// Symlink: a symbolic link (ReadFile or ReadLink gives its target). Submodule: a submodule,
+	// whose content the repository does not hold.
+	Symlink, Submodule bool
+	// Size is a file's size when the listing says it (0 otherwise).
+	Size int64
+	// Mode is a file's git mode when the listing says it (0o100755 executable, 0o100644 not);
+	// 0 when it does not (GitHub's and Gitea's contents API).
+	Mode uint32
+	// SHA is the entry's git object (a folder's tree), when the listing says it.
+	SHA string
 }
 
 // Reader reads a repository at one ref.

@@ -65,11 +65,15 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 	default:
 		return nil, nil, err
 	}
+	reqCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, repositoryReadTimeout)
 	defer cancel()
 	reader := &repodef.ForgeReader{Type: string(provider.Type), APIBase: provider.APIURL, Repo: repoPath, Ref: src.Ref, Token: token,
 		HTTP: &http.Client{Timeout: repositoryReadTimeout}}
 	def, err := repodef.Find(ctx, reader, req.DevcontainerPath)
+	// The files the definition names (a Dockerfile and its build context), read as the translation
+	// asks for them, during this request, each read bounded by the client's timeout.
+	repo.Files = repodef.FS(reqCtx, reader)
 	var refused *repodef.RefusedError
 	var choice *repodef.ChoiceError
 	var pathErr *repodef.PathError

@@ -194,3 +194,40 @@ func TestCreateWorkspaceFromRepository(t *testing.T) {
 		})
 	}
 }
+
+// A devcontainer.json that builds its image from a Dockerfile: the server reads the Dockerfile
+// and its build context through the forge with the user's token; the workspace runs the build's
+// base image until the image build is wired to it. A Dockerfile that cannot be built is refused
+// naming the field, the file and the line; given directly, without its repository, the build is
+// refused saying to create from the repository.
+func TestCreateWorkspaceFromRepositoryDockerfile(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			re := newRepoEnv(t, engine)
+			f := re.forge
+			files := map[string]string{
+				".devcontainer/devcontainer.json": `{"build": {"dockerfile": "Dockerfile", "args": {"TAG": "dev"}}}`,
+				".devcontainer/Dockerfile":        "ARG TAG=latest\nFROM hangar.local/workspace:${TAG}\nCOPY setup.sh /usr/local/bin/\nRUN setup.sh\n",
+				".devcontainer/setup.sh":          "echo set up\n",
+			}
+			f.CreateRepo("alice", "built", true, files)
+			files[".devcontainer/Dockerfile"] = "FROM hangar.local/workspace:dev\nRUN true\nCOPY missing.sh /x\n"
+			f.CreateRepo("alice", "broken", true, files)
+			re.link(t)
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "built", "agent": "k1", "repository": map[string]any{"url": f.CloneURL("alice", "built")}}, http.StatusCreated, nil)
+			if cfg := re.configOf(t, "built"); !strings.Contains(cfg, "image: hangar.local/workspace:dev") {
+				t.Fatalf("the build's base image is not the workspace's:\n%s", cfg)
+			}
+			status, body := call(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "broken", "agent": "k1", "repository": map[string]any{"url": f.CloneURL("alice", "broken")}})
+			if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) != 1 || e.Validations[0].Field != "devcontainer.build.dockerfile" ||
+				e.Validations[0].Detail != ".devcontainer/Dockerfile:3: COPY missing.sh: not found in the build context" {
+				t.Fatalf("a COPY of a missing file: %d %s", status, body)
+			}
+			status, body = call(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "direct", "agent": "k1", "devcontainer": files[".devcontainer/devcontainer.json"]})
+			if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) != 1 || e.Validations[0].Field != "devcontainer.build" ||
+				!strings.Contains(e.Validations[0].Detail, "Hangar reads them only when the workspace is created from its repository (hangar create --repo URL)") {
+				t.Fatalf("a build given directly: %d %s", status, body)
+			}
+		})
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"path"
 
 	"github.com/google/uuid"
 
@@ -106,6 +108,9 @@ type CreateRequest struct {
 type Repository struct {
 	URL, Ref   string
 	Definition repodef.Definition
+	// Files reads the repository's other files at the same ref (repodef.FS): the Dockerfile and
+	// build context a devcontainer.json names. Nil: none can be read.
+	Files fs.FS
 }
 
 // repositoryDevfile is the devfile of a workspace created from a repository: the definition found
@@ -123,7 +128,8 @@ func repositoryDevfile(r Repository, name, id string, cfg workspace.AgentConfig)
 		}
 		text = r.Definition.Content
 	case repodef.Devcontainer:
-		t, err := devcontainer.Translate(r.Definition.Content, devcontainer.Options{Basename: devfile.ProjectName(r.URL), ID: id, Caps: cfg.MaxResources, FromRepository: true})
+		t, err := devcontainer.Translate(r.Definition.Content, devcontainer.Options{Basename: devfile.ProjectName(r.URL), ID: id, Caps: cfg.MaxResources, FromRepository: true,
+			Repo: r.Files, Dir: path.Dir(r.Definition.Path)})
 		if err != nil {
 			return nil, fmt.Errorf("the repository's %s: %w", r.Definition.Path, err)
 		}

@@ -426,8 +426,12 @@ func (f *Forge) CreateRepo(owner, name string, private bool, files map[string]st
 	return f.Commit(owner, name, "Initial commit", files)
 }
 
+// SymlinkPrefix makes a file of Commit a symlink: "symlink -> target".
+const SymlinkPrefix = "symlink -> "
+
 // Commit adds a commit on main that sets files (path → content; other files stay), authored by
-// the repository's owner, and returns its hash.
+// the repository's owner, and returns its hash. A file ending in .sh or starting with #! is
+// executable; one whose content starts with SymlinkPrefix is a symlink to the rest.
 func (f *Forge) Commit(owner, name, message string, files map[string]string) string {
 	f.t.Helper()
 	f.mu.Lock()
@@ -455,9 +459,13 @@ func (f *Forge) Commit(owner, name, message string, files map[string]string) str
 		if p == "" || strings.HasPrefix(p, "/") || slices.Contains(strings.Split(p, "/"), "..") {
 			f.t.Fatalf("forgetest: Commit: bad path %q", p)
 		}
-		blob := strings.TrimSpace(f.gitEnv(dir, env, strings.NewReader(files[p]), false, "hash-object", "-w", "--stdin"))
+		content, link := strings.CutPrefix(files[p], SymlinkPrefix)
+		blob := strings.TrimSpace(f.gitEnv(dir, env, strings.NewReader(content), false, "hash-object", "-w", "--stdin"))
 		mode := "100644"
-		if strings.HasSuffix(p, ".sh") || strings.HasPrefix(files[p], "#!") {
+		switch {
+		case link:
+			mode = "120000"
+		case strings.HasSuffix(p, ".sh") || strings.HasPrefix(files[p], "#!"):
 			mode = "100755"
 		}
 		f.gitEnv(dir, env, nil, false, "update-index", "--add", "--cacheinfo", mode+","+blob+","+p)

@@ -96,6 +96,7 @@ func (f *Forge) handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}", f.apiRepo)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/raw/{path...}", f.apiRaw)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/contents/{path...}", f.apiContents)
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/git/trees/{sha}", f.apiTree)
 	mux.HandleFunc("/", f.gitHTTP)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, f.opts.MaxRequestBody)
@@ -717,4 +718,47 @@ func (f *Forge) apiContents(w http.ResponseWriter, r *http.Request) {
 		list = append(list, e)
 	}
 	_ = json.NewEncoder(w).Encode(list)
+}
+
+// apiTree is Gitea's GET /api/v1/repos/{owner}/{repo}/git/trees/{sha} (not recursive): a tree's
+// entries (path, mode, type "blob", "tree" or "commit", size, sha); sha is a tree's or commit's
+// hash, or a branch or tag name.
+func (f *Forge) apiTree(w http.ResponseWriter, r *http.Request) {
+	owner, name, ok := f.apiRepoAccess(w, r)
+	if !ok {
+		return
+	}
+	sha := r.PathValue("sha")
+	if sha == "" || strings.HasPrefix(sha, "-") || strings.ContainsAny(sha, ":\x00") {
+		f.apiError(w, http.StatusNotFound, "sha not found")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), f.opts.GitTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", "--git-dir="+f.repoDir(owner, name), "ls-tree", "-l", "-z", sha)
+	cmd.Env = f.gitEnvBase()
+	out, err := cmd.Output()
+	if err != nil {
+		f.apiError(w, http.StatusNotFound, "sha not found")
+		return
+	}
+	type entry struct {
+		Path string `json:"path"`
+		Mode string `json:"mode"`
+		Type string `json:"type"`
+		Size int64  `json:"size"`
+		SHA  string `json:"sha"`
+	}
+	tree := []entry{}
+	for _, rec := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		meta, file, ok := strings.Cut(rec, "\t")
+		fields := strings.Fields(meta)
+		if !ok || len(fields) != 4 {
+			continue
+		}
+		size, _ := strconv.ParseInt(fields[3], 10, 64)
+		tree = append(tree, entry{Path: file, Mode: fields[0], Type: fields[1], Size: size, SHA: fields[2]})
+	}
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	_ = json.NewEncoder(w).Encode(map[string]any{"sha": sha, "tree": tree, "truncated": false, "page": 1, "total_count": len(tree)})
 }
