@@ -110,10 +110,13 @@ func (t *translator) composeRead(raw map[string]json.RawMessage) *composeSetup {
 			t.v.Add(f, "%s: %v", p, err)
 			return nil
 		}
-		doc, err := decodeCompose(data, t.composeVars(cs.projectDir))
+		doc, unset, err := decodeCompose(data, t.composeVars(cs.projectDir))
 		if err != nil {
 			t.v.Add(f, "%s: %v", p, err)
 			return nil
+		}
+		for _, name := range unset {
+			t.warn("dockerComposeFile %s uses ${%s}, which the project's .env does not set: it is empty (there is no local shell whose environment compose would read)", p, name)
 		}
 		if merged == nil {
 			merged = doc
@@ -214,35 +217,37 @@ type yamlReader struct {
 
 var errTooBig = fmt.Errorf("expands to more than %d values (YAML aliases and merge keys followed): refused", maxComposeValues)
 
-func decodeCompose(data []byte, vars map[string]string) (map[string]any, error) {
+// decodeCompose reads one compose file, interpolated from vars; unset lists the variables it uses
+// that vars does not set and gives no default for (they are empty), sorted.
+func decodeCompose(data []byte, vars map[string]string) (doc map[string]any, unset []string, err error) {
 	dec := yaml3.NewDecoder(bytes.NewReader(data))
 	var root yaml3.Node
 	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return map[string]any{}, nil
+			return map[string]any{}, nil, nil
 		}
-		return nil, fmt.Errorf("is not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, nil, fmt.Errorf("is not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	var next yaml3.Node
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
-		return nil, errors.New("holds more than one YAML document")
+		return nil, nil, errors.New("holds more than one YAML document")
 	}
 	r := &yamlReader{vars: vars, unset: map[string]bool{}}
 	v, err := r.value(&root, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(r.problems) > 0 {
-		return nil, errors.New(r.problems[0])
-	}
-	if v == nil {
-		return map[string]any{}, nil
+		return nil, nil, errors.New(r.problems[0])
 	}
 	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("must be a mapping with services")
+	if !ok && v != nil {
+		return nil, nil, errors.New("must be a mapping with services")
 	}
-	return m, nil
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m, slices.Sorted(maps.Keys(r.unset)), nil
 }
 
 func (r *yamlReader) value(n *yaml3.Node, depth int) (any, error) {
@@ -405,8 +410,8 @@ func (r *yamlReader) interpolate(s string, line int) string {
 			r.problems = append(r.problems, fmt.Sprintf("line %d: %s is not a variable reference compose reads", line, m))
 			return ""
 		}
-		if !set && !r.unset[name] {
-			r.unset[name] = true
+		if !set {
+			r.unset[name] = true // with no default: empty
 		}
 		return val
 	})
@@ -463,8 +468,13 @@ func mergeCompose(key string, base, over any) any {
 	if bl, ok := base.([]any); ok {
 		if ol, ok := over.([]any); ok {
 			out := slices.Clone(bl)
+			seen := map[string]bool{}
+			for _, b := range bl {
+				seen[fmt.Sprint(b)] = true
+			}
 			for _, o := range ol {
-				if !slices.ContainsFunc(out, func(b any) bool { return fmt.Sprint(b) == fmt.Sprint(o) }) {
+				if k := fmt.Sprint(o); !seen[k] {
+					seen[k] = true
 					out = append(out, o)
 				}
 			}

@@ -402,6 +402,7 @@ services:
     entrypoint: /entry.sh
     command: ["-c", "x=$${HOME}"]
     tmpfs: [/run/pg]
+    environment: {EMPTY: "${MISSING}"}
 `,
 	}
 	spec, warnings := composePod(t, `{"dockerComposeFile": "compose.yml", "service": "app"}`, files)
@@ -422,8 +423,13 @@ services:
 	if !found {
 		t.Errorf("tmpfs /run/pg is %q, not an emptyDir: %v", v, spec.Volumes)
 	}
-	if !hasSubstring(warnings, "services.app.command is not run") {
-		t.Errorf("warnings %q", warnings)
+	for _, w := range []string{"services.app.command is not run", "uses ${MISSING}, which the project's .env does not set"} {
+		if !hasSubstring(warnings, w) {
+			t.Errorf("no warning %q in %q", w, warnings)
+		}
+	}
+	if hasSubstring(warnings, "${TAG}") {
+		t.Errorf("a warning for ${TAG:-1.36}, which has a default: %q", warnings)
 	}
 }
 

@@ -83,7 +83,7 @@ func FuzzComposeDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		m, err := decodeCompose(in, map[string]string{"X": "x"})
+		m, _, err := decodeCompose(in, map[string]string{"X": "x"})
 		if err != nil {
 			return
 		}
