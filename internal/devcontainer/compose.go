@@ -446,10 +446,15 @@ func mergeCompose(key string, base, over any) any {
 		ol, ok2 := over.([]any)
 		if ok1 && ok2 {
 			out := slices.Clone(bl)
+			at := map[string]int{}
+			for i, b := range bl {
+				at[volumeTarget(b)] = i
+			}
 			for _, o := range ol {
-				if i := slices.IndexFunc(out, func(b any) bool { return volumeTarget(b) == volumeTarget(o) && volumeTarget(o) != "" }); i >= 0 {
+				if i, ok := at[volumeTarget(o)]; ok && volumeTarget(o) != "" {
 					out[i] = o
 				} else {
+					at[volumeTarget(o)] = len(out)
 					out = append(out, o)
 				}
 			}

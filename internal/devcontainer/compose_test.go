@@ -447,3 +447,14 @@ func TestSplitWords(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkComposeBillionLaughs: the refusal of a "billion laughs" compose file costs the
+// budget's 100 000 steps, not the 10^10 values the file stands for.
+func BenchmarkComposeBillionLaughs(b *testing.B) {
+	data := []byte(laughs())
+	for b.Loop() {
+		if _, _, err := decodeCompose(data, nil); err == nil {
+			b.Fatal("accepted")
+		}
+	}
+}
