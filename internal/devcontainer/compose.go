@@ -611,7 +611,6 @@ var (
 		"group_add":           "a workspace's processes get no supplementary groups beyond Hangar's",
 		"storage_opt":         "a workspace's storage is its volumes",
 		"credential_spec":     "it is for Windows containers",
-		"extends":             "a service extending another is not merged by Hangar yet; write the service out",
 		"secrets":             "compose secrets are files of the host: a workspace has no access to its node's files",
 		"configs":             "compose configs are files of the host: a workspace has no access to its node's files",
 		"develop":             "compose watch syncs files of the host: the workspace's files are its volume",
@@ -665,6 +664,9 @@ func (t *translator) composeServices(cs *composeSetup, doc map[string]any, runSe
 			continue
 		}
 		cs.services[name] = m
+	}
+	for _, name := range slices.Sorted(maps.Keys(cs.services)) {
+		cs.services[name] = t.extend(cs.services, name, map[string]bool{})
 	}
 	run := map[string]bool{cs.primary: true}
 	if runServices != nil {
@@ -736,6 +738,42 @@ func asList(v any) []any {
 		return nil
 	}
 	return []any{v}
+}
+
+// extend resolves a service's `extends` of another service of the same files: the other's
+// definition, the service's own merged over it as compose merges them. extends from another file
+// is refused (it would read more files, relative to their own folder).
+func (t *translator) extend(services map[string]map[string]any, name string, seen map[string]bool) map[string]any {
+	s := services[name]
+	e, ok := s["extends"]
+	if !ok {
+		return s
+	}
+	f := fieldPath(composeField+".services", name) + ".extends"
+	var base string
+	switch x := e.(type) {
+	case string:
+		base = x
+	case map[string]any:
+		if file, _ := x["file"].(string); file != "" {
+			t.v.Add(f+".file", "is refused: Hangar merges a service extending another of the same compose files, not of %q; write the service out", file)
+			return s
+		}
+		base, _ = x["service"].(string)
+	}
+	if _, ok := services[base]; !ok || base == "" {
+		t.v.Add(f, "must name a service of the compose files, got %v", e)
+		return s
+	}
+	if seen[name] {
+		t.v.Add(f, "extends %q, which extends it back", base)
+		return s
+	}
+	seen[name] = true
+	own := maps.Clone(s)
+	delete(own, "extends")
+	merged, _ := mergeCompose("", maps.Clone(t.extend(services, base, seen)), own).(map[string]any)
+	return merged
 }
 
 // composeMount is a service's volume entry, read.
@@ -1114,7 +1152,7 @@ func (t *translator) composeFinish(cs *composeSetup, d *doc, ctr map[string]any)
 var composeRead = map[string]bool{
 	"image": true, "build": true, "command": true, "entrypoint": true, "environment": true, "env_file": true,
 	"user": true, "ports": true, "expose": true, "volumes": true, "tmpfs": true, "mem_limit": true,
-	"mem_reservation": true, "cpus": true, "deploy": true, "profiles": true, "cap_drop": true,
+	"mem_reservation": true, "cpus": true, "deploy": true, "profiles": true, "cap_drop": true, "extends": true,
 }
 
 // devfileReserved are names of the devfile's own volumes.

@@ -330,7 +330,8 @@ services:
 		{"root", "services:\n  app: {image: i}\n  db: {image: postgres, user: root}\n", []string{composeField + `.services.db.user: is "root": workspaces never run as root`}},
 		{"a port twice", "services:\n  app: {image: i, expose: [\"80\"]}\n  web: {image: nginx, ports: [\"8080:80\"]}\n", []string{composeField + ".services.web.ports[0]: port 80 is declared by the services app and web"}},
 		{"Hangar's port", "services:\n  app: {image: i}\n  web: {image: nginx, ports: [\"60022\"]}\n", []string{composeField + ".services.web.ports[0]: port 60022 is Hangar's own"}},
-		{"extends", "services:\n  app: {image: i, extends: {file: base.yml, service: x}}\n", []string{composeField + ".services.app.extends: is refused"}},
+		{"extends from another file", "services:\n  app: {image: i, extends: {file: base.yml, service: x}}\n", []string{composeField + `.services.app.extends.file: is refused: Hangar merges a service extending another of the same compose files, not of "base.yml"`}},
+		{"extends in a cycle", "services:\n  app: {image: i, extends: b}\n  b: {image: j, extends: {service: app}}\n", []string{composeField + `.services.app.extends: extends "b", which extends it back`}},
 		{"undeclared volume", "services:\n  app: {image: i, volumes: [\"cache:/c\"]}\n", []string{composeField + `.services.app.volumes[0]: names the volume "cache", which the compose files do not declare`}},
 		{"over the caps", "services:\n  app: {image: i}\n  db: {image: postgres, mem_limit: 64g}\n", []string{composeField + ".services.db.mem_limit: asks for 64Gi memory, more than this agent allows"}},
 		{"repository not under its name", "services:\n  app:\n    image: i\n    volumes: [\"..:/workspace:cached\"]\n", []string{composeField + `.services.app.volumes[0]: puts the repository at "/workspace": Hangar clones it into a folder named after it (demo)`}},
@@ -430,6 +431,35 @@ services:
 	}
 	if hasSubstring(warnings, "${TAG}") {
 		t.Errorf("a warning for ${TAG:-1.36}, which has a default: %q", warnings)
+	}
+}
+
+// A service extending another of the same file gets its definition, its own fields merged over it.
+func TestComposeExtends(t *testing.T) {
+	files := map[string]string{".devcontainer/compose.yml": `
+services:
+  base:
+    image: busybox:1
+    environment: {A: "1", B: "1"}
+  app:
+    extends: base
+  worker:
+    extends: {service: base}
+    environment: {B: "2"}
+    command: ["sh", "-c", "work"]
+`}
+	spec, _ := composePod(t, `{"dockerComposeFile": "compose.yml", "service": "app"}`, files)
+	if c := container(spec, "devcontainer"); c.Image != "busybox:1" {
+		t.Errorf("app image %q, want base's", c.Image)
+	}
+	w := container(spec, "worker")
+	if w == nil {
+		t.Fatalf("no worker container in %v", spec.Containers)
+	}
+	a, _ := envOf(w, "A")
+	b, _ := envOf(w, "B")
+	if w.Image != "busybox:1" || a != "1" || b != "2" || !slices.Equal(w.Args, []string{"sh", "-c", "work"}) {
+		t.Errorf("worker image %q A=%q B=%q args %q", w.Image, a, b, w.Args)
 	}
 }
 
