@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"path"
@@ -158,34 +159,48 @@ func (t *translator) dockerBuild(take func(string) (json.RawMessage, bool)) stri
 	return df.Base
 }
 
-// repoPath resolves a path relative to the devcontainer.json's folder to one inside the repository.
+// repoPath resolves a path relative to the devcontainer.json's folder (dir) to one inside the
+// repository; f names the field that gave it.
 func (t *translator) repoPath(f, dir, p string) (string, bool) {
 	if strings.ContainsRune(p, 0) || path.IsAbs(p) {
 		t.v.Add(f, "must be a path relative to the devcontainer.json's folder, got %q", p)
 		return "", false
 	}
 	out := path.Join(dir, p)
-	if out == ".." || strings.HasPrefix(out, "../") {
+	if out == ".." || strings.HasPrefix(out, "../") || !fs.ValidPath(out) {
 		t.v.Add(f, "%q is outside the repository", p)
 		return "", false
 	}
 	return out, true
 }
 
-// readBounded reads a file of fsys, refusing one larger than limit.
-func readBounded(fsys fs.FS, name string, limit int) ([]byte, error) {
-	if info, err := fs.Stat(fsys, name); err != nil {
-		return nil, err
-	} else if info.IsDir() {
-		return nil, fmt.Errorf("%s is a folder, not a Dockerfile", name)
-	} else if info.Size() > int64(limit) {
-		return nil, fmt.Errorf("it is larger than %d KiB", limit>>10)
+// errNoFile is a file the repository does not have; it is an fs.ErrNotExist.
+type errNoFile struct{}
+
+func (errNoFile) Error() string        { return "no such file in the repository" }
+func (errNoFile) Is(target error) bool { return target == fs.ErrNotExist }
+
+// readBounded reads a file of fsys, refusing one larger than limit without reading more than
+// limit+1 bytes of it.
+func readBounded(fsys fs.FS, name string, limit int64) ([]byte, error) {
+	file, err := fsys.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errNoFile{}
+	} else if err != nil {
+		return nil, fmt.Errorf("cannot be read: %v", err)
 	}
-	b, err := fs.ReadFile(fsys, name)
-	if err == nil && len(b) > limit {
-		return nil, fmt.Errorf("it is larger than %d KiB", limit>>10)
+	defer file.Close()
+	if info, err := file.Stat(); err == nil && info.IsDir() {
+		return nil, fmt.Errorf("is a folder, not a file")
 	}
-	return b, err
+	data, err := io.ReadAll(io.LimitReader(file, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read: %v", err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("is larger than %d KiB", limit>>10)
+	}
+	return data, nil
 }
 
 // buildOption reads one of build.options (docker build's flags): --build-arg is honoured, the

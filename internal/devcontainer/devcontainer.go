@@ -89,6 +89,8 @@ type translator struct {
 	// build collects the image build (Base and Steps from `build`, Features from `features`);
 	// nil while nothing needs one.
 	build *imagebuild.Spec
+	// compose is the docker-compose definition (compose.go); nil without dockerComposeFile.
+	compose *composeSetup
 }
 
 func (t *translator) warn(format string, args ...any) {
@@ -139,6 +141,11 @@ type doc struct {
 	podUser    *int64
 	podGroup   *int64
 	sourcePath string
+	// extra are the components after the main container and its volumes: a compose
+	// devcontainer's other services and their volumes; hostAliases the names the pod maps to
+	// 127.0.0.1 (compose.go).
+	extra       []any
+	hostAliases []string
 }
 
 func (d *doc) devfile() map[string]any {
@@ -146,12 +153,20 @@ func (d *doc) devfile() map[string]any {
 	for _, name := range d.volumes {
 		comps = append(comps, map[string]any{"name": name, "volume": map[string]any{}})
 	}
+	comps = append(comps, d.extra...)
+	spec := map[string]any{}
 	if d.podUser != nil {
 		sc := map[string]any{"runAsUser": *d.podUser}
 		if d.podGroup != nil {
 			sc["runAsGroup"] = *d.podGroup
 		}
-		d.attrs["pod-overrides"] = map[string]any{"spec": map[string]any{"securityContext": sc}}
+		spec["securityContext"] = sc
+	}
+	if len(d.hostAliases) > 0 {
+		spec["hostAliases"] = []any{map[string]any{"ip": "127.0.0.1", "hostnames": d.hostAliases}}
+	}
+	if len(spec) > 0 {
+		d.attrs["pod-overrides"] = map[string]any{"spec": spec}
 	}
 	out := map[string]any{
 		"schemaVersion": "2.2.0",
@@ -184,7 +199,7 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 	}
 	for _, k := range []string{"dockerComposeFile", "service", "runServices"} {
 		if _, ok := take(k); ok && k == "dockerComposeFile" {
-			t.v.Add("devcontainer.dockerComposeFile", "%s", "runs several services with docker-compose: this "+refusedBuild+" (a compose file is not mapped onto a pod yet)")
+			t.compose = t.composeRead(raw)
 		}
 	}
 	if r, ok := take("privileged"); ok {
@@ -208,8 +223,16 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 	// The workspace folder first: the variables of every other field may name it.
 	t.local = "/workspaces/" + t.opts.Basename
 	t.folder = t.local
-	mountTarget := ""
-	if r, ok := take("workspaceMount"); ok {
+	mountTarget, mountField := "", "devcontainer.workspaceMount"
+	if t.compose != nil {
+		// The repository is where the primary service binds it, and cloned from it.
+		t.opts.FromRepository = true
+		mountTarget, mountField = t.compose.repoDir, t.compose.repoField
+		t.folder = cmpOr(mountTarget, t.folder)
+		if _, ok := take("workspaceMount"); ok {
+			t.warn("workspaceMount is ignored with dockerComposeFile: the primary service's volumes say where the repository is")
+		}
+	} else if r, ok := take("workspaceMount"); ok {
 		if s, ok := t.str("devcontainer.workspaceMount", r); ok {
 			mountTarget = t.workspaceMount(t.expand(s, "devcontainer.workspaceMount"))
 			t.folder = cmpOr(mountTarget, t.folder) // the spec wants workspaceFolder with it; else its target
@@ -224,7 +247,7 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 	if t.opts.FromRepository {
 		repoDir := cmpOr(mountTarget, t.local)
 		if path.Base(repoDir) != t.opts.Basename {
-			t.v.Add("devcontainer.workspaceMount", "puts the repository at %q: Hangar clones it into a folder named after it (%s), so the target must end in /%s", repoDir, t.opts.Basename, t.opts.Basename)
+			t.v.Add(mountField, "puts the repository at %q: Hangar clones it into a folder named after it (%s), so the target must end in /%s", repoDir, t.opts.Basename, t.opts.Basename)
 		}
 		d.sourcePath = path.Dir(repoDir)
 	}
@@ -239,7 +262,12 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 
 	ctr := map[string]any{"mountSources": true, "sourceMapping": d.sourcePath}
 	d.container = ctr
-	if base := t.dockerBuild(take); base != "" {
+	if t.compose != nil {
+		ctr["image"], t.image = t.compose.image, t.compose.image
+		if _, ok := take("image"); ok {
+			t.warn("image is ignored with dockerComposeFile: the primary service's image runs")
+		}
+	} else if base := t.dockerBuild(take); base != "" {
 		// The image build's hook: the main container runs the image built from Base and the
 		// Steps (Result.Build), which the agent names by the Spec's hash; until it does, Base.
 		ctr["image"], t.image = base, base
@@ -256,6 +284,12 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 	}
 
 	env := t.env(take, d)
+	if t.compose != nil {
+		// The primary service's environment, under containerEnv's (the devcontainer.json's wins).
+		env = append(slices.DeleteFunc(slices.Clone(t.compose.env), func(e map[string]any) bool {
+			return slices.ContainsFunc(env, func(o map[string]any) bool { return o["name"] == e["name"] })
+		}), env...)
+	}
 	t.runArgs(take, &env)
 	if len(env) > 0 {
 		ctr["env"] = env
@@ -266,6 +300,9 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 	t.hostRequirements(take, ctr)
 	t.lifecycle(take, d)
 	t.customizations(take, d)
+	if t.compose != nil {
+		t.composeFinish(t.compose, d, ctr)
+	}
 
 	if r, ok := take("overrideCommand"); ok && string(r) == "false" {
 		t.warn("overrideCommand false is not honoured: Hangar runs its helper (SSH, the lifecycle commands) as the container's command, not the image's entrypoint")
@@ -551,6 +588,10 @@ func (t *translator) user(take func(string) (json.RawMessage, bool), d *doc) {
 			d.podGroup = &gid
 		}
 	}
+	if d.podUser == nil && names[0] == "" && names[1] == "" && t.compose != nil && t.compose.uid != nil {
+		// The primary service's user, as containerUser.
+		d.podUser, d.podGroup = t.compose.uid, t.compose.gid
+	}
 	if d.podUser == nil && names[0] == "" && names[1] == "" && strings.HasPrefix(t.image, devcontainersImages) {
 		// The Dev Containers images name vscode (uid 1000) as their remoteUser in their metadata,
 		// which Hangar does not read from the registry.
@@ -635,7 +676,7 @@ func (t *translator) ports(take func(string) (json.RawMessage, bool), ctr map[st
 					t.v.Add(f, "must be a port number or \"host:port\", got %q", s)
 					continue
 				}
-				if host != "" && host != "localhost" && host != "127.0.0.1" {
+				if host != "" && host != "localhost" && host != "127.0.0.1" && !t.composeRuns(host) {
 					t.warn("%s %q forwards a port of another host (a docker-compose service): a workspace is one pod, so it is ignored", strings.TrimPrefix(f, "devcontainer."), s)
 					continue
 				}

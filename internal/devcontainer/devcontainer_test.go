@@ -396,7 +396,7 @@ func TestRefused(t *testing.T) {
 	want := []string{
 		"devcontainer.build: builds the image from the Dockerfile Dockerfile and its build context, files of the repository: Hangar reads them only when the workspace is created from its repository (hangar create --repo URL); create it from the repository, or use `image`",
 		"devcontainer.features: adds features to the image: this needs an image build in the cluster",
-		"devcontainer.dockerComposeFile: runs several services with docker-compose: this needs an image build in the cluster",
+		"devcontainer.dockerComposeFile: names docker-compose files of the repository: Hangar reads them only when the workspace is created from its repository",
 		"devcontainer.privileged: is refused: workspaces run unprivileged",
 		"devcontainer.capAdd: is refused",
 		"devcontainer.securityOpt: is refused",

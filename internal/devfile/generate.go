@@ -444,6 +444,7 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 					Volumes:            volumes,
 					NodeSelector:       nodeSelector,
 					Tolerations:        tolerations,
+					HostAliases:        d.pod.hostAliases,
 				},
 			},
 		},

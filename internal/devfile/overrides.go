@@ -32,7 +32,10 @@ type podOverrides struct {
 	labels, annotations            map[string]string
 	runAsUser, runAsGroup, fsGroup *int64
 	supplementalGroups             []int64
-	fields                         []string // where they came from, for messages
+	// hostAliases are names the pod's /etc/hosts maps to loopback: a docker-compose
+	// devcontainer's services, which share the pod's network (internal/devcontainer).
+	hostAliases []corev1.HostAlias
+	fields      []string // where they came from, for messages
 }
 
 // applyOverrides reads a container component's container-overrides: resources (cpu and memory,
@@ -160,8 +163,12 @@ func parsePodOverrides(v *workspace.ValidationError, f string, attrs attributes.
 			})
 		case "spec":
 			eachKey(v, kf, sub, func(sk, sf string, x any) {
+				if sk == "hostAliases" {
+					p.hostAliases = loopbackAliases(v, sf, x)
+					return
+				}
 				if sk != "securityContext" {
-					v.Add(sf, "is not supported: Hangar sets the workspace pod's spec (service account, volumes, scheduling from the agent's configuration); pod-overrides may set spec.securityContext.runAsUser, runAsGroup, fsGroup and supplementalGroups")
+					v.Add(sf, "is not supported: Hangar sets the workspace pod's spec (service account, volumes, scheduling from the agent's configuration); pod-overrides may set spec.securityContext.runAsUser, runAsGroup, fsGroup and supplementalGroups, and spec.hostAliases to loopback")
 					return
 				}
 				eachKey(v, sf, x, func(s, scf string, id any) {
@@ -194,6 +201,66 @@ func parsePodOverrides(v *workspace.ValidationError, f string, attrs attributes.
 		}
 	})
 	return p
+}
+
+// maxHostAliases bounds the names pod-overrides may add to the pod's /etc/hosts.
+const maxHostAliases = 100
+
+var hostnameRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// loopbackAliases reads pod-overrides spec.hostAliases: [{ip, hostnames}]. Only loopback
+// addresses are accepted: a name that means the pod itself reaches nothing the pod could not reach
+// already, while a name pointing elsewhere could make a workspace's tools talk to an address the
+// user did not mean (and would need the network policy's review).
+func loopbackAliases(v *workspace.ValidationError, f string, val any) []corev1.HostAlias {
+	list, ok := val.([]any)
+	if !ok {
+		v.Add(f, "must be a list of {ip, hostnames}, got %s", describe(val))
+		return nil
+	}
+	var out []corev1.HostAlias
+	n := 0
+	for i, e := range list {
+		ef := fmt.Sprintf("%s[%d]", f, i)
+		var ha corev1.HostAlias
+		eachKey(v, ef, e, func(k, kf string, x any) {
+			switch k {
+			case "ip":
+				if s, _ := x.(string); s == "127.0.0.1" || s == "::1" {
+					ha.IP = s
+				} else {
+					v.Add(kf, "must be 127.0.0.1 or ::1: pod-overrides may map names to the pod itself only, got %s", describe(x))
+				}
+			case "hostnames":
+				names, ok := x.([]any)
+				if !ok {
+					v.Add(kf, "must be a list of host names")
+					return
+				}
+				for j, h := range names {
+					s, _ := h.(string)
+					if n++; len(s) > 253 || !hostnameRe.MatchString(s) {
+						v.Add(fmt.Sprintf("%s[%d]", kf, j), "must be a lowercase DNS name such as db, got %s", describe(h))
+						continue
+					}
+					ha.Hostnames = append(ha.Hostnames, s)
+				}
+			default:
+				v.Add(kf, "is not supported: a host alias has ip and hostnames")
+			}
+		})
+		if ha.IP == "" || len(ha.Hostnames) == 0 {
+			if _, isMap := e.(map[string]any); isMap {
+				v.Add(ef, "needs an ip (127.0.0.1) and at least one host name")
+			}
+			continue
+		}
+		out = append(out, ha)
+	}
+	if n > maxHostAliases {
+		v.Add(f, "names %d hosts; at most %d", n, maxHostAliases)
+	}
+	return out
 }
 
 func attrMap(v *workspace.ValidationError, f string, attrs attributes.Attributes, name string) (map[string]any, bool) {

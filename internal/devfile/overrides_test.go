@@ -250,3 +250,27 @@ func TestHonouredOrWarned(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// pod-overrides may map host names to the pod itself (a docker-compose devcontainer's services,
+// which share the pod's network), and to no other address.
+func TestPodOverridesHostAliases(t *testing.T) {
+	src := func(aliases string) string {
+		return "schemaVersion: 2.2.0\nattributes: {pod-overrides: {spec: {hostAliases: " + aliases + "}}}\ncomponents:\n  - name: main\n    container: {image: busybox}\n"
+	}
+	spec, _ := generatedPod(t, src(`[{ip: 127.0.0.1, hostnames: [db, cache.local]}]`), nil)
+	if len(spec.HostAliases) != 1 || spec.HostAliases[0].IP != "127.0.0.1" || strings.Join(spec.HostAliases[0].Hostnames, ",") != "db,cache.local" {
+		t.Errorf("hostAliases %+v, want db and cache.local at 127.0.0.1", spec.HostAliases)
+	}
+	const f = `devfile.attributes["pod-overrides"].spec.hostAliases`
+	for _, tc := range []struct{ aliases, field, want string }{
+		{`[{ip: 10.0.0.1, hostnames: [db]}]`, f + "[0].ip", "must be 127.0.0.1 or ::1"},
+		{`[{ip: 127.0.0.1, hostnames: ["Not_A_Name"]}]`, f + "[0].hostnames[0]", "must be a lowercase DNS name"},
+		{`[{ip: 127.0.0.1}]`, f + "[0]", "needs an ip (127.0.0.1) and at least one host name"},
+		{`[{ip: 127.0.0.1, hostnames: [db], extra: 1}]`, f + "[0].extra", "is not supported"},
+		{`{ip: 127.0.0.1}`, f, "must be a list of {ip, hostnames}"},
+	} {
+		if got := refusal(t, src(tc.aliases), tc.field); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.aliases, got, tc.want)
+		}
+	}
+}
