@@ -35,32 +35,9 @@ import (
 // from his own workspace, and the forge never sees alice's token used by him. Once alice unlinks,
 // git in her running workspace is refused within seconds with the server's words.
 func TestTeamRepositoryWorkspace(t *testing.T) {
-	var forge *forgetest.Forge
-	dir := t.TempDir()
-	e := setUpProxyWith(t, func(c *kubetest.Cluster, relayURL string) []string {
-		forge = forgetest.New(t, forgetest.Options{ListenInside: c.ListenInside, InsideHost: kubetest.NodeIP, AccessTokenLifetime: 3 * time.Second})
-		secret, keyFile, cfgFile := filepath.Join(dir, "client-secret"), filepath.Join(dir, "key"), filepath.Join(dir, "forges.yaml")
-		key := make([]byte, 32)
-		_, _ = rand.Read(key)
-		forgeWriteFile(t, secret, "forge-secret\n", 0o600)
-		forgeWriteFile(t, keyFile, base64.StdEncoding.EncodeToString(key)+"\n", 0o600)
-		// The users' repository URLs are the inside ones (the workspaces clone them); the server
-		// reads the forge's API and OAuth2 at its loopback URL.
-		forgeWriteFile(t, cfgFile, fmt.Sprintf(`providers:
-  - id: forge
-    name: Forge
-    type: gitea
-    client_id: hangar
-    client_secret_file: %s
-    base_url: %s
-    allow_http_hosts: true
-    hosts: [%q]
-`, secret, forge.HTTPURL(), forge.InsideHTTPURL()), 0o600)
-		return []string{"--external-auth-config", cfgFile, "--external-auth-key-file", keyFile, "--helper-url", relayURL}
-	})
+	e, forge := setUpWithForge(t, 3*time.Second)
 	e.cluster.LoadWorkspaceGitImage(t)
 	loadEditor(t, e.cluster) // a devcontainer workspace has the web editor
-	forge.AddClient("hangar", "forge-secret", []string{e.srv.URL + "/external-auth/forge/callback"})
 	forge.AddUser(forgetest.User{Login: "alice", FullName: "Alice Liddell", Email: "alice@example.com"})
 	forge.AddUser(forgetest.User{Login: "bob", FullName: "Bob", Email: "bob@example.com"})
 
@@ -79,14 +56,7 @@ func TestTeamRepositoryWorkspace(t *testing.T) {
 	// ssh runs script in the workspace, waiting for the proxy to reach it (255) for a while.
 	ssh := func(u cliUser, ws, script string) (string, string, int) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out, errOut, code := u.run(t, "ssh", ws, "--", script)
-			if code != 255 || time.Now().After(deadline) {
-				return out, errOut, code
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		return sshWhenReachable(t, u, ws, script)
 	}
 	mustSSH := func(u cliUser, ws, script string) string {
 		t.Helper()
@@ -346,5 +316,51 @@ func link(t *testing.T, serverURL string, forge *forgetest.Forge, u cliUser, tok
 	printed.Write(rest)
 	if err := cmd.Wait(); err != nil || !strings.Contains(printed.String(), "Linked Forge as "+login+".") {
 		t.Fatalf("hangar external-auth link forge: %v\n%s%s", err, printed.String(), errOut.String())
+	}
+}
+
+// setUpWithForge is setUpProxyWith and a test forge (forgetest: OAuth2 and API on loopback for the
+// server, git inside the cluster's namespace for the pods) configured as the server's forge "forge"
+// (client "hangar", secret "forge-secret"), its access tokens living tokenLifetime.
+func setUpWithForge(t *testing.T, tokenLifetime time.Duration) (*proxyEnv, *forgetest.Forge) {
+	t.Helper()
+	var forge *forgetest.Forge
+	dir := t.TempDir()
+	e := setUpProxyWith(t, func(c *kubetest.Cluster, relayURL string) []string {
+		forge = forgetest.New(t, forgetest.Options{ListenInside: c.ListenInside, InsideHost: kubetest.NodeIP, AccessTokenLifetime: tokenLifetime})
+		secret, keyFile, cfgFile := filepath.Join(dir, "client-secret"), filepath.Join(dir, "key"), filepath.Join(dir, "forges.yaml")
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		forgeWriteFile(t, secret, "forge-secret\n", 0o600)
+		forgeWriteFile(t, keyFile, base64.StdEncoding.EncodeToString(key)+"\n", 0o600)
+		// The users' repository URLs are the inside ones (the workspaces clone them); the server
+		// reads the forge's API and OAuth2 at its loopback URL.
+		forgeWriteFile(t, cfgFile, fmt.Sprintf(`providers:
+  - id: forge
+    name: Forge
+    type: gitea
+    client_id: hangar
+    client_secret_file: %s
+    base_url: %s
+    allow_http_hosts: true
+    hosts: [%q]
+`, secret, forge.HTTPURL(), forge.InsideHTTPURL()), 0o600)
+		return []string{"--external-auth-config", cfgFile, "--external-auth-key-file", keyFile, "--helper-url", relayURL}
+	})
+	forge.AddClient("hangar", "forge-secret", []string{e.srv.URL + "/external-auth/forge/callback"})
+	return e, forge
+}
+
+// sshWhenReachable runs script in the workspace ws with `hangar ssh` as u, waiting (30 s at most)
+// while the proxy cannot reach it yet (exit 255), and returns its stdout, stderr and exit status.
+func sshWhenReachable(t *testing.T, u cliUser, ws, script string) (string, string, int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, errOut, code := u.run(t, "ssh", ws, "--", script)
+		if code != 255 || time.Now().After(deadline) {
+			return out, errOut, code
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
