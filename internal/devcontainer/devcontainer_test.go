@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/imagebuild"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
@@ -30,6 +31,9 @@ type pod struct {
 	warnings  []string
 	devfile   *devfile.Devfile
 	text      string // the translation
+	inits     []corev1.Container
+	build     *imagebuild.Spec // the translation's image build, nil when none
+	objects   string           // the generated stream
 }
 
 func (p pod) env(name string) (string, bool) {
@@ -46,6 +50,14 @@ func testOptions() Options {
 		Caps: workspace.Resources{Limits: workspace.ResourceList{CPU: "4", Memory: "8Gi"}, Requests: workspace.ResourceList{CPU: "4", Memory: "8Gi"}}}
 }
 
+// testRegistry is where testAgent's builds go.
+const testRegistry = "registry.test:5000/hangar/builds"
+
+// testAgent is an agent that builds images (into testRegistry).
+func testAgent() workspace.AgentConfig {
+	return workspace.AgentConfig{ImageBuild: workspace.ImageBuild{Registry: testRegistry}}.WithDefaults()
+}
+
 // generate translates text, parses the devfile and generates the workspace's objects, as the server
 // does at creation.
 func generate(t *testing.T, text string) pod {
@@ -58,13 +70,13 @@ func generate(t *testing.T, text string) pod {
 	if err != nil {
 		t.Fatalf("Parse of the translation: %v\n%s", err, r.Devfile)
 	}
-	a := workspace.AgentConfig{}.WithDefaults()
+	a := testAgent()
 	out, err := devfile.Generate(d, devfile.Params{WorkspaceID: testOptions().ID, WorkspaceName: "demo", Owner: "alice", AgentID: "1",
 		Namespace: "hangar-demo", DesiredState: workspace.Running, Agent: a})
 	if err != nil {
 		t.Fatalf("Generate: %v\n%s", err, r.Devfile)
 	}
-	p := pod{warnings: d.Warnings(), devfile: d, text: string(r.Devfile)}
+	p := pod{warnings: d.Warnings(), devfile: d, text: string(r.Devfile), build: r.Build, objects: out}
 	if !slices.Equal(r.Warnings, p.warnings) {
 		t.Errorf("Translate's warnings %q are not the devfile's %q", r.Warnings, p.warnings)
 	}
@@ -77,7 +89,7 @@ func generate(t *testing.T, text string) pod {
 			t.Fatal(err)
 		}
 		spec := dep.Spec.Template.Spec
-		p.main, p.security, p.volumes = spec.Containers[0], spec.SecurityContext, spec.Volumes
+		p.main, p.security, p.volumes, p.inits = spec.Containers[0], spec.SecurityContext, spec.Volumes, spec.InitContainers
 	}
 	if v, ok := p.env(devfile.HelperPostStartEnv); ok {
 		if err := json.Unmarshal([]byte(v), &p.postStart); err != nil {
@@ -387,7 +399,7 @@ func TestHostRequirements(t *testing.T) {
 func TestRefused(t *testing.T) {
 	got := refused(t, `{
 		"build": {"dockerfile": "Dockerfile"},
-		"features": {"ghcr.io/devcontainers/features/node:1": {}},
+		"features": {"ghcr.io/devcontainers/features/node:1": {}, "ghcr.io/devcontainers/features/docker-in-docker:2": {}},
 		"dockerComposeFile": "compose.yml", "service": "app",
 		"privileged": true, "capAdd": ["SYS_PTRACE"], "securityOpt": ["seccomp=unconfined"],
 		"initializeCommand": "echo local",
@@ -395,7 +407,7 @@ func TestRefused(t *testing.T) {
 	}`)
 	want := []string{
 		"devcontainer.build: builds an image from a Dockerfile: this needs an image build in the cluster, which Hangar does not do yet; use `image` or an admin-mapped prebuilt image",
-		"devcontainer.features: adds features to the image: this needs an image build in the cluster",
+		`devcontainer.features["ghcr.io/devcontainers/features/docker-in-docker:2"]: docker-in-docker runs Docker, and Docker cannot run in a Hangar workspace, which is unprivileged`,
 		"devcontainer.dockerComposeFile: runs several services with docker-compose: this needs an image build in the cluster",
 		"devcontainer.privileged: is refused: workspaces run unprivileged",
 		"devcontainer.capAdd: is refused",

@@ -51,12 +51,10 @@ func (s Spec) Check(add func(field, detail string)) {
 			add(fmt.Sprintf("steps[%d].op", i), fmt.Sprintf("must be one of %s, got %q", strings.Join(ops, ", "), st.Op))
 		}
 	}
-	ids := map[string]bool{}
 	for i, f := range s.Features {
 		if msg := CheckFeature(f.Ref); msg != "" {
 			add(fmt.Sprintf("features[%d].ref", i), msg)
 		}
-		ids[FeatureID(f.Ref)] = true
 		for k, v := range f.Options {
 			switch v.(type) {
 			case string, bool:
@@ -66,7 +64,7 @@ func (s Spec) Check(add func(field, detail string)) {
 		}
 	}
 	for i, id := range s.FeatureOrder {
-		if !ids[FeatureID(id)] {
+		if !slices.ContainsFunc(s.Features, func(f Feature) bool { return SameFeature(f.Ref, id) }) {
 			add(fmt.Sprintf("feature_order[%d]", i), fmt.Sprintf("names %q, which is not one of the features", id))
 		}
 	}
@@ -75,4 +73,17 @@ func (s Spec) Check(add func(field, detail string)) {
 			add(u.f, fmt.Sprintf("must be a user name, got %q", u.v))
 		}
 	}
+}
+
+// SameFeature reports whether the feature reference ref (with its tag or digest) is the one name
+// names (overrideFeatureInstallOrder's entries), with or without a tag or digest of its own.
+func SameFeature(ref, name string) bool {
+	strip := func(s string) string {
+		s, _, _ = strings.Cut(s, "@")
+		if i := strings.LastIndex(s, ":"); i > strings.LastIndex(s, "/") {
+			s = s[:i]
+		}
+		return s
+	}
+	return ref == name || strip(ref) == strip(name)
 }
