@@ -531,7 +531,7 @@ func TestFeatures(t *testing.T) {
 			"ghcr.io/devcontainers/features/python:1": {"version": "3.12", "installTools": true, "optimize": false},
 			"ghcr.io/devcontainers/features/node:1": "20",
 			"ghcr.io/devcontainers/features/github-cli:1": {},
-			"ghcr.io/devcontainers-contrib/features/poetry@sha256:` + strings.Repeat("a", 64) + `": true,
+			"ghcr.io/devcontainers-contrib/features/poetry@sha256:`+strings.Repeat("a", 64)+`": true,
 			"registry.test:5000/team/features/tool:2": {"level": 3}
 		},
 		"overrideFeatureInstallOrder": ["ghcr.io/devcontainers/features/node", "ghcr.io/devcontainers/features/python:1"],
