@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
 )
@@ -124,13 +125,29 @@ func TestCreateWorkspaceWithFeatures(t *testing.T) {
 				t.Errorf("a refused create wrote something:\nbefore %s\nafter  %s", before, after)
 			}
 
-			createAgent(t, env, "builds", map[string]any{"image_build": map[string]any{"registry": "registry.hangar-system.svc:5000/hangar/builds"}})
+			buildsToken := createAgent(t, env, "builds", map[string]any{"image_build": map[string]any{"registry": "registry.hangar-system.svc:5000/hangar/builds",
+				"push_secret": map[string]any{"name": "builds-push", "namespace": "hangar-system"}}})
 			createAgent(t, env, "mapped", map[string]any{"image_build": map[string]any{"prebuilt": []any{map[string]any{"hash": hash, "image": "registry.example.com/team/node-dev:1"}}}})
 			for _, agent := range []string{"builds", "mapped"} {
 				var w sdk.Workspace
 				mustCall(t, env, user, "POST", "/api/v1/workspaces", map[string]any{"name": "dc-" + agent, "agent": agent, "devcontainer": dc}, http.StatusCreated, &w)
 				if !slices.ContainsFunc(w.Warnings, func(s string) bool { return strings.Contains(s, "build hash "+hash) }) {
 					t.Errorf("%s: warnings %q do not give the build hash", agent, w.Warnings)
+				}
+			}
+			// The agent is sent the build (its init container, the main container running the
+			// build's image) and the push secret to copy into the namespace.
+			resp := reconcileCall(t, env, buildsToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+			if len(resp.WorkspaceRailsInfos) != 1 {
+				t.Fatalf("rails infos %+v, want the one workspace", resp.WorkspaceRailsInfos)
+			}
+			info := resp.WorkspaceRailsInfos[0]
+			if !slices.Contains(info.ImagePullSecrets, protocol.ImagePullSecret{Name: "builds-push", Namespace: "hangar-system"}) {
+				t.Errorf("image pull secrets %+v lack the push secret", info.ImagePullSecrets)
+			}
+			for _, want := range []string{"name: hangar-image-build", "image: registry.hangar-system.svc:5000/hangar/builds:" + hash, "pod-security.kubernetes.io/enforce: baseline"} {
+				if !strings.Contains(info.ConfigToApply, want) {
+					t.Errorf("config to apply lacks %q", want)
 				}
 			}
 		})
