@@ -457,6 +457,13 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	for _, t := range a.Tolerations {
 		tolerations = append(tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
 	}
+	// A build runs before the pod can be ready, and a first build (compilers, language runtimes)
+	// may take longer than the usual deadline: the Deployment would say ProgressDeadlineExceeded,
+	// and the workspace would be Failed while its build is still working.
+	progress := progressSeconds
+	if plan.spec != nil {
+		progress = imageBuildProgressSeconds
+	}
 	deployMeta := meta(name)
 	deployMeta.Annotations = deploymentAnnotations
 	add("apps/v1", "Deployment", ns, name, &appsv1.Deployment{
@@ -466,7 +473,7 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 			Replicas:                &replicas,
 			Selector:                &metav1.LabelSelector{MatchLabels: selector},
 			Strategy:                appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			ProgressDeadlineSeconds: ptr(int32(progressSeconds)),
+			ProgressDeadlineSeconds: ptr(int32(progress)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
 				Spec: corev1.PodSpec{

@@ -29,6 +29,10 @@ const (
 	imageBuildDocker    = "hangar-image-build-docker"
 )
 
+// imageBuildProgressSeconds is the progress deadline of a Deployment whose pod builds its image:
+// an hour, for a first build; a build found in the registry ends at once.
+const imageBuildProgressSeconds = 3600
+
 // ImageBuildCapabilities are the capabilities the build container adds back after dropping all:
 // what a package manager running as root needs to create users and give files their owners
 // (chown, setuid binaries, reading and writing files of other users), and no more. The "baseline"
