@@ -59,7 +59,7 @@ func PodFailure(pods []*corev1.Pod, now time.Time) *protocol.PodFailure {
 						msg += ": " + w.Message
 					}
 					if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
-						msg += "; " + exited(t)
+						msg += "; " + exited(cs.Name, t)
 					}
 					return &protocol.PodFailure{Reason: w.Reason, Message: msg}
 				}
@@ -71,7 +71,7 @@ func PodFailure(pods []*corev1.Pod, now time.Time) *protocol.PodFailure {
 					if i == 0 {
 						reason = "Init:" + reason
 					}
-					return &protocol.PodFailure{Reason: reason, Message: kind + cs.Name + " " + exited(t)}
+					return &protocol.PodFailure{Reason: reason, Message: kind + cs.Name + " " + exited(cs.Name, t)}
 				}
 			}
 		}
@@ -80,13 +80,19 @@ func PodFailure(pods []*corev1.Pod, now time.Time) *protocol.PodFailure {
 }
 
 // exited describes a container's termination: its exit code (or signal) and its termination
-// message, if any.
-func exited(t *corev1.ContainerStateTerminated) string {
+// message, if any. The image build's message is its log's tail, whose last line is the build's
+// reason (`hangar image-build` ends its log with it): that line alone is the message.
+func exited(name string, t *corev1.ContainerStateTerminated) string {
 	s := fmt.Sprintf("exited with code %d", t.ExitCode)
 	if t.Signal != 0 {
 		s = fmt.Sprintf("killed by signal %d", t.Signal)
 	}
-	if m := strings.TrimSpace(t.Message); m != "" {
+	m := strings.TrimSpace(t.Message)
+	if name == protocol.ImageBuildContainerName {
+		s = "(the workspace's image build) " + s
+		m = m[strings.LastIndexByte(m, '\n')+1:]
+	}
+	if m = strings.TrimSpace(m); m != "" {
 		s += ": " + m
 	}
 	return s

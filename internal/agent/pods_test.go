@@ -36,6 +36,15 @@ func TestPodFailure(t *testing.T) {
 	backOffAfterExit.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 3, Message: "no config\n"}
 	cloneDoneMainCrashed := terminated(true, 0, "Completed", "")
 	cloneDoneMainCrashed.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
+	buildFailed := &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{
+		{Name: "hangar-tools", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}},
+		{Name: "hangar-image-build", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+			Message: "feature ghcr.io/devcontainers/features/node:1: install.sh\nE: Unable to locate package nodejs\nimage build: feature ghcr.io/devcontainers/features/node:1: install.sh exited with code 100\n"}}},
+	}}}
+	buildBackOff := waiting("CrashLoopBackOff", "back-off 10s restarting failed container=hangar-image-build")
+	buildBackOff.Status.InitContainerStatuses, buildBackOff.Status.ContainerStatuses = buildBackOff.Status.ContainerStatuses, nil
+	buildBackOff.Status.InitContainerStatuses[0].Name = "hangar-image-build"
+	buildBackOff.Status.InitContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Message: "pushing\nimage build: push registry.test:5000/b:1: unauthorized"}
 	deleting := waiting("CrashLoopBackOff", "x")
 	now := metav1.NewTime(time.Now())
 	deleting.DeletionTimestamp = &now
@@ -46,6 +55,10 @@ func TestPodFailure(t *testing.T) {
 		msg    string
 	}{
 		{"none", nil, "", ""},
+		{"image build failed: its last log line", []*corev1.Pod{buildFailed}, "Init:Error",
+			"init container hangar-image-build (the workspace's image build) exited with code 1: image build: feature ghcr.io/devcontainers/features/node:1: install.sh exited with code 100"},
+		{"image build in back-off", []*corev1.Pod{buildBackOff}, "CrashLoopBackOff",
+			"container hangar-image-build: back-off 10s restarting failed container=hangar-image-build; (the workspace's image build) exited with code 1: image build: push registry.test:5000/b:1: unauthorized"},
 		{"creating", []*corev1.Pod{waiting("ContainerCreating", "")}, "", ""},
 		{"crash loop", []*corev1.Pod{waiting("CrashLoopBackOff", "back-off 5m0s")}, "CrashLoopBackOff", "container main: back-off 5m0s"},
 		{"image pull", []*corev1.Pod{pull("ImagePullBackOff", `Back-off pulling image "registry.example.com/x:1"`)}, "ImagePullBackOff",

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/hangar-dev/hangar/internal/imagebuild"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -111,6 +112,13 @@ func TestCorpus(t *testing.T) {
 func summary(g pod) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  image %s\n", g.main.Image)
+	if g.build != nil {
+		fmt.Fprintf(&b, "  built from %s\n", g.build.Base)
+		for _, f := range g.build.Features {
+			opts, _ := json.Marshal(f.Options)
+			fmt.Fprintf(&b, "  feature %s %s\n", f.Ref, opts)
+		}
+	}
 	fmt.Fprintf(&b, "  uid %d\n", *g.security.RunAsUser)
 	for _, e := range g.devfile.Endpoints() {
 		if !strings.HasPrefix(e.Name, "hangar") {
@@ -161,8 +169,15 @@ func checkFaithful(t *testing.T, name string, data []byte, g pod) {
 	if err := json.Unmarshal(js, &dc); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	if !strings.Contains(dc.Image, "${") && g.main.Image != dc.Image {
-		t.Errorf("%s: image %q, want %q", name, g.main.Image, dc.Image)
+	image := g.main.Image
+	if g.build != nil {
+		image = g.build.Base
+		if want := imagebuild.Ref(testRegistry, g.build.Hash()); g.main.Image != want {
+			t.Errorf("%s: builds, but runs the image %q, not the build's %q", name, g.main.Image, want)
+		}
+	}
+	if !strings.Contains(dc.Image, "${") && image != dc.Image {
+		t.Errorf("%s: image %q, want %q", name, image, dc.Image)
 	}
 	for _, p := range dc.ForwardPorts {
 		if n, ok := p.(float64); ok && !slices.ContainsFunc(g.main.Ports, func(cp corev1.ContainerPort) bool { return cp.ContainerPort == int32(n) }) {

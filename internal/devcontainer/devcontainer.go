@@ -10,6 +10,7 @@
 package devcontainer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -89,6 +90,11 @@ type translator struct {
 	// build collects the image build (Base and Steps from `build`, Features from `features`);
 	// nil while nothing needs one.
 	build *imagebuild.Spec
+	// users are remoteUser and containerUser, as given (the build's _REMOTE_USER and
+	// _CONTAINER_USER).
+	users [2]string
+	// featuresRefused: a feature was refused (overrideFeatureInstallOrder is not checked then).
+	featuresRefused bool
 	// compose is the docker-compose definition (compose.go); nil without dockerComposeFile.
 	compose *composeSetup
 }
@@ -114,6 +120,18 @@ func Translate(data []byte, opts Options) (*Result, error) {
 		return nil, v.Err()
 	}
 	d.attrs[devfile.DefinitionAttribute] = devfile.DefinitionDevcontainer
+	if t.build != nil {
+		// The devfile carries the build; the generator runs it (or the agent's prebuilt image for
+		// its hash) and gives its image to the main container.
+		if t.build.Base == "" {
+			t.build.Base = t.image
+		}
+		t.build.RemoteUser, t.build.ContainerUser = t.users[0], t.users[1]
+		if _, ok := d.container["image"]; !ok {
+			d.container["image"] = t.build.Base
+		}
+		d.attrs[devfile.ImageBuildAttribute] = t.build
+	}
 	if len(t.warnings) > 0 {
 		d.attrs[devfile.DefinitionWarningsAttribute] = t.warnings
 	}
@@ -124,10 +142,13 @@ func Translate(data []byte, opts Options) (*Result, error) {
 	}
 	// The devfile is the one Hangar parses: a devcontainer.json the generator refuses (a port
 	// taken, a volume name) is refused here with the devfile's own words.
-	if _, err := devfile.Parse(out); err != nil {
+	df, err := devfile.Parse(out)
+	if err != nil {
 		return nil, err
 	}
-	return &Result{Devfile: out, Warnings: t.warnings, Build: t.build}, nil
+	// The devfile's warnings: the translation's, then what the devfile itself says (the build's
+	// hash, which an admin maps to a prebuilt image).
+	return &Result{Devfile: out, Warnings: df.Warnings(), Build: t.build}, nil
 }
 
 // doc is the devfile being built.
@@ -194,8 +215,8 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 	}
 
 	// Refused: what needs an image build, several services, privileges, or the user's own machine.
-	if _, ok := take("features"); ok && !isEmptyObject(raw["features"]) {
-		t.v.Add("devcontainer.features", "%s", "adds features to the image: this "+refusedBuild)
+	if r, ok := take("features"); ok {
+		t.features(r)
 	}
 	for _, k := range []string{"dockerComposeFile", "service", "runServices"} {
 		if _, ok := take(k); ok && k == "dockerComposeFile" {
@@ -268,8 +289,9 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 			t.warn("image is ignored with dockerComposeFile: the primary service's image runs")
 		}
 	} else if base := t.dockerBuild(take); base != "" {
-		// The image build's hook: the main container runs the image built from Base and the
-		// Steps (Result.Build), which the agent names by the Spec's hash; until it does, Base.
+		// The image build: the devfile's main container names Base, and the generator gives it
+		// the image built from Base and the Steps (hangar.dev/image-build, named by the Spec's
+		// hash) or the agent's prebuilt image for that hash.
 		ctr["image"], t.image = base, base
 	} else if r, ok := take("image"); ok {
 		if s, ok := t.str("devcontainer.image", r); ok {
@@ -295,6 +317,7 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 		ctr["env"] = env
 	}
 	t.user(take, d)
+	t.featureOrder(take)
 	t.ports(take, ctr)
 	t.mounts(take, d, ctr)
 	t.hostRequirements(take, ctr)
@@ -325,6 +348,9 @@ func (t *translator) translate(raw map[string]json.RawMessage) (*doc, bool) {
 		default:
 			t.warn("%s is not supported by Hangar and is ignored", k)
 		}
+	}
+	if t.build != nil && t.build.Base == "" && t.image != "" && !workspace.IsImageReference(t.image) {
+		t.v.Add("devcontainer.image", "must be a full image reference for features to be installed on, such as mcr.microsoft.com/devcontainers/base:ubuntu, got %q", t.image)
 	}
 	return d, t.v.Err() == nil
 }
@@ -598,9 +624,140 @@ func (t *translator) user(take func(string) (json.RawMessage, bool), d *doc) {
 		uid := knownUsers["vscode"]
 		d.podUser = &uid
 	}
+	t.users = names
 	if names[0] != "" && names[1] != "" && names[0] != names[1] {
 		t.warn("remoteUser %q and containerUser %q differ: a workspace runs every process as one user, remoteUser", names[0], names[1])
 	}
+}
+
+// features reads `features`, an object of OCI references to their options, in the order given
+// (the executor installs them in that order, after dependsOn and installsAfter): the image build's
+// Features. An entry's value is an object of options (strings and booleans; numbers are taken as
+// their text), a string (the `version` option), or true.
+func (t *translator) features(r json.RawMessage) {
+	const f = "devcontainer.features"
+	dec := json.NewDecoder(bytes.NewReader(r))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.v.Add(f, "must be an object of feature references to their options")
+		return
+	}
+	var feats []imagebuild.Feature
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.v.Add(f, "must be an object of feature references to their options")
+			return
+		}
+		ref := tok.(string) // an object's key
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			t.v.Add(f, "must be an object of feature references to their options")
+			return
+		}
+		ff := fieldPath(f, ref)
+		if seen[ref] {
+			t.v.Add(ff, "is given twice")
+			continue
+		}
+		seen[ref] = true
+		if msg := imagebuild.CheckFeature(ref); msg != "" {
+			t.v.Add(ff, "%s", msg)
+			t.featuresRefused = true
+			continue
+		}
+		opts, ok := featureOptions(val)
+		if !ok {
+			t.v.Add(ff, "must be an object of options (strings and true/false), a version string, or true")
+			t.featuresRefused = true
+			continue
+		}
+		feats = append(feats, imagebuild.Feature{Ref: ref, Options: opts})
+	}
+	if len(feats) > 0 {
+		t.spec().Features = feats
+	}
+}
+
+// featureOptions reads a feature's value into its options (nil: none).
+func featureOptions(val json.RawMessage) (map[string]any, bool) {
+	var version string
+	if json.Unmarshal(val, &version) == nil {
+		return map[string]any{"version": version}, true
+	}
+	var b bool
+	if json.Unmarshal(val, &b) == nil {
+		return nil, b // false is no value a feature takes
+	}
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(val, &raw) != nil {
+		return nil, false
+	}
+	var opts map[string]any
+	for k, v := range raw {
+		var s string
+		var n json.Number
+		var b bool
+		switch {
+		case json.Unmarshal(v, &s) == nil:
+			opts = setOption(opts, k, s)
+		case json.Unmarshal(v, &b) == nil:
+			opts = setOption(opts, k, b)
+		case json.Unmarshal(v, &n) == nil:
+			opts = setOption(opts, k, n.String())
+		default:
+			return nil, false
+		}
+	}
+	return opts, true
+}
+
+func setOption(m map[string]any, k string, v any) map[string]any {
+	if m == nil {
+		m = map[string]any{}
+	}
+	m[k] = v
+	return m
+}
+
+// featureOrder reads overrideFeatureInstallOrder: feature references (without their version, as
+// the spec allows), each one of the features.
+func (t *translator) featureOrder(take func(string) (json.RawMessage, bool)) {
+	r, ok := take("overrideFeatureInstallOrder")
+	if !ok {
+		return
+	}
+	const f = "devcontainer.overrideFeatureInstallOrder"
+	var order []string
+	if err := json.Unmarshal(r, &order); err != nil {
+		t.v.Add(f, "must be a list of feature references")
+		return
+	}
+	if len(order) == 0 {
+		return
+	}
+	if t.featuresRefused {
+		return // the features' own problems say what to change
+	}
+	if t.build == nil || len(t.build.Features) == 0 {
+		t.v.Add(f, "orders features, but the definition has none")
+		return
+	}
+	for i, o := range order {
+		if !slices.ContainsFunc(t.build.Features, func(ft imagebuild.Feature) bool { return imagebuild.SameFeature(ft.Ref, o) }) {
+			t.v.Add(fmt.Sprintf("%s[%d]", f, i), "%q is not one of the features", o)
+		}
+	}
+	t.build.FeatureOrder = order
+}
+
+// spec returns the image build, started on first use.
+func (t *translator) spec() *imagebuild.Spec {
+	if t.build == nil {
+		t.build = &imagebuild.Spec{}
+	}
+	return t.build
 }
 
 // portAttrs is an entry of portsAttributes.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/imagebuild"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
@@ -30,6 +31,9 @@ type pod struct {
 	warnings  []string
 	devfile   *devfile.Devfile
 	text      string // the translation
+	inits     []corev1.Container
+	build     *imagebuild.Spec // the translation's image build, nil when none
+	objects   string           // the generated stream
 }
 
 func (p pod) env(name string) (string, bool) {
@@ -46,6 +50,14 @@ func testOptions() Options {
 		Caps: workspace.Resources{Limits: workspace.ResourceList{CPU: "4", Memory: "8Gi"}, Requests: workspace.ResourceList{CPU: "4", Memory: "8Gi"}}}
 }
 
+// testRegistry is where testAgent's builds go.
+const testRegistry = "registry.test:5000/hangar/builds"
+
+// testAgent is an agent that builds images (into testRegistry).
+func testAgent() workspace.AgentConfig {
+	return workspace.AgentConfig{ImageBuild: workspace.ImageBuild{Registry: testRegistry}}.WithDefaults()
+}
+
 // generate translates text, parses the devfile and generates the workspace's objects, as the server
 // does at creation.
 func generate(t *testing.T, text string) pod {
@@ -58,13 +70,13 @@ func generate(t *testing.T, text string) pod {
 	if err != nil {
 		t.Fatalf("Parse of the translation: %v\n%s", err, r.Devfile)
 	}
-	a := workspace.AgentConfig{}.WithDefaults()
+	a := testAgent()
 	out, err := devfile.Generate(d, devfile.Params{WorkspaceID: testOptions().ID, WorkspaceName: "demo", Owner: "alice", AgentID: "1",
 		Namespace: "hangar-demo", DesiredState: workspace.Running, Agent: a})
 	if err != nil {
 		t.Fatalf("Generate: %v\n%s", err, r.Devfile)
 	}
-	p := pod{warnings: d.Warnings(), devfile: d, text: string(r.Devfile)}
+	p := pod{warnings: d.Warnings(), devfile: d, text: string(r.Devfile), build: r.Build, objects: out}
 	if !slices.Equal(r.Warnings, p.warnings) {
 		t.Errorf("Translate's warnings %q are not the devfile's %q", r.Warnings, p.warnings)
 	}
@@ -77,7 +89,7 @@ func generate(t *testing.T, text string) pod {
 			t.Fatal(err)
 		}
 		spec := dep.Spec.Template.Spec
-		p.main, p.security, p.volumes = spec.Containers[0], spec.SecurityContext, spec.Volumes
+		p.main, p.security, p.volumes, p.inits = spec.Containers[0], spec.SecurityContext, spec.Volumes, spec.InitContainers
 	}
 	if v, ok := p.env(devfile.HelperPostStartEnv); ok {
 		if err := json.Unmarshal([]byte(v), &p.postStart); err != nil {
@@ -387,7 +399,7 @@ func TestHostRequirements(t *testing.T) {
 func TestRefused(t *testing.T) {
 	got := refused(t, `{
 		"build": {"dockerfile": "Dockerfile"},
-		"features": {"ghcr.io/devcontainers/features/node:1": {}},
+		"features": {"ghcr.io/devcontainers/features/node:1": {}, "ghcr.io/devcontainers/features/docker-in-docker:2": {}},
 		"dockerComposeFile": "compose.yml", "service": "app",
 		"privileged": true, "capAdd": ["SYS_PTRACE"], "securityOpt": ["seccomp=unconfined"],
 		"initializeCommand": "echo local",
@@ -395,7 +407,7 @@ func TestRefused(t *testing.T) {
 	}`)
 	want := []string{
 		"devcontainer.build: builds the image from the Dockerfile Dockerfile and its build context, files of the repository: Hangar reads them only when the workspace is created from its repository (hangar create --repo URL); create it from the repository, or use `image`",
-		"devcontainer.features: adds features to the image: this needs an image build in the cluster",
+		`devcontainer.features["ghcr.io/devcontainers/features/docker-in-docker:2"]: docker-in-docker runs Docker, and Docker cannot run in a Hangar workspace, which is unprivileged`,
 		"devcontainer.dockerComposeFile: names docker-compose files of the repository: Hangar reads them only when the workspace is created from its repository",
 		"devcontainer.privileged: is refused: workspaces run unprivileged",
 		"devcontainer.capAdd: is refused",
@@ -507,5 +519,94 @@ func TestFromRepository(t *testing.T) {
 		if !strings.Contains(string(r.Devfile), `"sourceMapping": "`+tc.mapping+`"`) {
 			t.Errorf("%s: the devfile mounts the data at %s? %s", tc.in, tc.mapping, r.Devfile)
 		}
+	}
+}
+
+// TestFeatures: a devcontainer.json's features become the image build's Spec, in the order given,
+// with their options in each form the spec allows; the workspace runs the build's image.
+func TestFeatures(t *testing.T) {
+	g := generate(t, `{
+		"image": "mcr.microsoft.com/devcontainers/base:ubuntu",
+		"features": {
+			"ghcr.io/devcontainers/features/python:1": {"version": "3.12", "installTools": true, "optimize": false},
+			"ghcr.io/devcontainers/features/node:1": "20",
+			"ghcr.io/devcontainers/features/github-cli:1": {},
+			"ghcr.io/devcontainers-contrib/features/poetry@sha256:`+strings.Repeat("a", 64)+`": true,
+			"registry.test:5000/team/features/tool:2": {"level": 3}
+		},
+		"overrideFeatureInstallOrder": ["ghcr.io/devcontainers/features/node", "ghcr.io/devcontainers/features/python:1"],
+		"remoteUser": "vscode", "containerUser": "vscode"
+	}`)
+	want := imagebuild.Spec{
+		Base: "mcr.microsoft.com/devcontainers/base:ubuntu",
+		Features: []imagebuild.Feature{
+			{Ref: "ghcr.io/devcontainers/features/python:1", Options: map[string]any{"version": "3.12", "installTools": true, "optimize": false}},
+			{Ref: "ghcr.io/devcontainers/features/node:1", Options: map[string]any{"version": "20"}},
+			{Ref: "ghcr.io/devcontainers/features/github-cli:1"},
+			{Ref: "ghcr.io/devcontainers-contrib/features/poetry@sha256:" + strings.Repeat("a", 64)},
+			{Ref: "registry.test:5000/team/features/tool:2", Options: map[string]any{"level": "3"}},
+		},
+		FeatureOrder:  []string{"ghcr.io/devcontainers/features/node", "ghcr.io/devcontainers/features/python:1"},
+		RemoteUser:    "vscode",
+		ContainerUser: "vscode",
+	}
+	if g.build == nil {
+		t.Fatal("no image build")
+	}
+	gotJSON, _ := json.Marshal(g.build)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("build\n got %s\nwant %s", gotJSON, wantJSON)
+	}
+	// The devfile carries the same build, which the generator runs.
+	if spec, hash := g.devfile.ImageBuild(); spec == nil || hash != want.Hash() {
+		t.Errorf("the devfile's build hash is %q, want %s", hash, want.Hash())
+	}
+	if ref := imagebuild.Ref(testRegistry, want.Hash()); g.main.Image != ref {
+		t.Errorf("main image %q, want the build's %q", g.main.Image, ref)
+	}
+	if len(g.inits) < 2 || g.inits[1].Name != devfile.ImageBuildContainerName || g.inits[1].Image != want.Base {
+		t.Errorf("init containers %v: want hangar-tools then the build, in the base image", g.inits)
+	}
+	if w := g.warnings; len(w) == 0 || !strings.Contains(w[len(w)-1], "build hash "+want.Hash()) {
+		t.Errorf("warnings %q do not give the build hash", w)
+	}
+
+	// No features, no build: the image runs as it is.
+	if g := generate(t, `{"image":"mcr.microsoft.com/devcontainers/base:ubuntu","features":{}}`); g.build != nil || g.main.Image != "mcr.microsoft.com/devcontainers/base:ubuntu" {
+		t.Errorf("empty features: build %v, image %s", g.build, g.main.Image)
+	}
+}
+
+// TestFeaturesRefused: features that cannot be built are refused naming the feature.
+func TestFeaturesRefused(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"docker-in-docker", `{"image":"debian:12","features":{"ghcr.io/devcontainers/features/docker-in-docker:2":{}}}`,
+			`devcontainer.features["ghcr.io/devcontainers/features/docker-in-docker:2"]: docker-in-docker runs Docker, and Docker cannot run in a Hangar workspace, which is unprivileged`},
+		{"docker-outside-of-docker", `{"image":"debian:12","features":{"ghcr.io/devcontainers/features/docker-outside-of-docker:1":{}}}`,
+			`devcontainer.features["ghcr.io/devcontainers/features/docker-outside-of-docker:1"]: docker-outside-of-docker runs Docker`},
+		{"docker-from-docker", `{"image":"debian:12","features":{"ghcr.io/devcontainers/features/docker-from-docker@sha256:` + strings.Repeat("b", 64) + `":{}}}`,
+			`devcontainer.features["ghcr.io/devcontainers/features/docker-from-docker@sha256:` + strings.Repeat("b", 64) + `"]: docker-from-docker runs Docker`},
+		{"local folder", `{"image":"debian:12","features":{"./local-features/x":{}}}`,
+			`devcontainer.features["./local-features/x"]: "./local-features/x" is not an OCI reference`},
+		{"tarball URL", `{"image":"debian:12","features":{"https://example.com/f.tgz":{}}}`,
+			`devcontainer.features["https://example.com/f.tgz"]: "https://example.com/f.tgz" is not an OCI reference`},
+		{"option list", `{"image":"debian:12","features":{"ghcr.io/devcontainers/features/node:1":{"v":[1]}}}`,
+			`devcontainer.features["ghcr.io/devcontainers/features/node:1"]: must be an object of options`},
+		{"false", `{"image":"debian:12","features":{"ghcr.io/devcontainers/features/node:1":false}}`,
+			`devcontainer.features["ghcr.io/devcontainers/features/node:1"]: must be an object of options`},
+		{"not an object", `{"image":"debian:12","features":["node"]}`, `devcontainer.features: must be an object`},
+		{"order names no feature", `{"image":"debian:12","features":{"ghcr.io/devcontainers/features/node:1":{}},"overrideFeatureInstallOrder":["ghcr.io/devcontainers/features/go"]}`,
+			`devcontainer.overrideFeatureInstallOrder[0]: "ghcr.io/devcontainers/features/go" is not one of the features`},
+		{"order without features", `{"image":"debian:12","overrideFeatureInstallOrder":["x"]}`, `devcontainer.overrideFeatureInstallOrder: orders features, but the definition has none`},
+		{"image with a variable", `{"image":"mcr.microsoft.com/devcontainers/base:${templateOption:v}","features":{"ghcr.io/devcontainers/features/node:1":{}}}`,
+			`devcontainer.image: must be a full image reference for features to be installed on`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := refused(t, tc.text)
+			if len(got) != 1 || !strings.HasPrefix(got[0], tc.want) {
+				t.Errorf("got %q, want one problem %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -18,6 +18,8 @@ var fuzzSeeds = []string{
 	`{"image":"i","postCreateCommand":{"a":["x","y"],"b":"z"},"hostRequirements":{"cpus":1.5,"memory":"1.5gb"}}`,
 	`{"image":"${localEnv:X:y}","workspaceMount":"source=${localWorkspaceFolder},target=/w,type=bind","workspaceFolder":"/w"}`,
 	`{"a": "\"//", "b": [[[{}]]], "c": "/*"}`,
+	`{"image":"debian:12","features":{"ghcr.io/devcontainers/features/node:1":"20","ghcr.io/a/b/c:1":{"x":true,"n":3}},"overrideFeatureInstallOrder":["ghcr.io/a/b/c"]}`,
+	`{"image":"debian:12","features":{"./local":{},"ghcr.io/devcontainers/features/docker-in-docker:2":{},"a/b":false}}`,
 	`[`, `{"image":"i"`, `/*`, `"\`,
 }
 

@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/hangar-dev/hangar/internal/imagebuild"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -121,6 +122,10 @@ type Devfile struct {
 	// definition is what the user gave: DefinitionDevfile, or DefinitionDevcontainer (the devfile
 	// is internal/devcontainer's translation).
 	definition string
+	// build is the image build of the main container (ImageBuildAttribute), nil when it runs its
+	// image as it is; buildHash is its hash.
+	build     *imagebuild.Spec
+	buildHash string
 	// editor: the workspace gets the web editor: in the main container, run by its helper
 	// (editorInMain, the main container's editor), else as the last of containers
 	// (EditorContainerName).
@@ -149,7 +154,9 @@ type container struct {
 	// logsAsMessage: when the container fails without a termination message, the tail of its log
 	// is the message (the project clone's error reaches the user through the pod's status).
 	logsAsMessage bool
-	readiness     *corev1.Probe // Hangar's own only: the helper's SSH port, the editor's /healthz
+	// imageBuild: the image build's container (imageBuildContainer), root with a few capabilities.
+	imageBuild bool
+	readiness  *corev1.Probe // Hangar's own only: the helper's SSH port, the editor's /healthz
 	// editor, on the main container, is the web editor its helper runs (editor.go); extra is
 	// what it needs on top of the container's own requests and limits.
 	editor               *workspace.EditorProcess
@@ -297,6 +304,7 @@ func Parse(data []byte) (*Devfile, error) {
 	d.parseDevWorkspaceAttributes(v, spec.Attributes)
 	d.parseDefinition(v, spec.Attributes)
 	d.finishContainers(v, comps)
+	d.parseImageBuild(v, spec.Attributes)
 
 	if err := v.Err(); err != nil {
 		return nil, err
@@ -447,6 +455,44 @@ func (d *Devfile) parseDefinition(v *workspace.ValidationError, attrs attributes
 		d.warnings = append(ws, d.warnings...)
 	}
 }
+
+// ImageBuildAttribute, at the top of a devfile, is the image build its main container runs
+// (an imagebuild.Spec as JSON): internal/devcontainer writes it for a devcontainer.json's
+// `features` and `build`. Generate runs the build in the workspace's pod, or gives the main
+// container the agent's prebuilt image for the build's hash.
+//
+// A hand-written devfile may carry it too: it is checked as the translator checks it, its Base must
+// be the main container's image, and the build runs in the same fixed, unprivileged container
+// whatever the Spec says, so it grants nothing a devcontainer.json's Dockerfile does not
+// (docs/decisions.md, "Image builds in the cluster: wiring").
+const ImageBuildAttribute = workspace.ReservedPrefix + "image-build"
+
+// parseImageBuild reads ImageBuildAttribute, once the main container is known.
+func (d *Devfile) parseImageBuild(v *workspace.ValidationError, attrs attributes.Attributes) {
+	if !attrs.Exists(ImageBuildAttribute) {
+		return
+	}
+	f := fmt.Sprintf("devfile.attributes[%q]", ImageBuildAttribute)
+	var spec imagebuild.Spec
+	if err := attrs.GetInto(ImageBuildAttribute, &spec); err != nil {
+		v.Add(f, "must be an image build: an object with base, steps and features")
+		return
+	}
+	n := len(v.Problems)
+	spec.Check(func(field, detail string) { v.Add(f+"."+field, "%s", detail) })
+	if d.main >= 0 && d.main < len(d.containers) && spec.Base != d.containers[d.main].image {
+		v.Add(f+".base", "is %q, but the main container's image is %q: the build starts from the main container's image", spec.Base, d.containers[d.main].image)
+	}
+	if len(v.Problems) > n {
+		return
+	}
+	d.build, d.buildHash = &spec, spec.Hash()
+	d.warnings = append(d.warnings, fmt.Sprintf("the workspace's image is built in the cluster from %s (build hash %s), once for every workspace with the same definition; "+
+		"an admin can map this hash to a prebuilt image instead (the agent's image_build.prebuilt)", spec.Base, d.buildHash))
+}
+
+// ImageBuild returns the image build the devfile's main container runs and its hash, or nil.
+func (d *Devfile) ImageBuild() (*imagebuild.Spec, string) { return d.build, d.buildHash }
 
 // DevWorkspace operator attributes of the devfile that Hangar reads.
 const (

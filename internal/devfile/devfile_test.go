@@ -314,6 +314,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(Default())
 	f.Add(readFile(f, "rich.devfile.yaml"))
 	f.Add(readFile(f, "editor.devfile.yaml"))
+	f.Add(readFile(f, "build.devfile.yaml"))
 	f.Add([]byte("schemaVersion: 2.2.0\ncomponents:\n- name: a\n  container: {image: x, endpoints: [{name: b, targetPort: 1}]}\n- name: v\n  volume: {size: 1Gi}\n"))
 	f.Add([]byte("\x00\xff{{[[::"))
 	f.Add([]byte("a: &a [*a, *a]\n"))
@@ -339,10 +340,10 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		// Whatever Parse accepts, Generate must turn into objects.
+		// Whatever Parse accepts, Generate must turn into objects, on an agent that builds images.
 		p := Params{
 			WorkspaceID: "w", WorkspaceName: "w", Owner: "o", AgentID: "1", Namespace: "ns",
-			DesiredState: workspace.Running, Agent: workspace.AgentConfig{}.WithDefaults(),
+			DesiredState: workspace.Running, Agent: workspace.AgentConfig{ImageBuild: workspace.ImageBuild{Registry: "registry.test:5000/builds"}}.WithDefaults(),
 		}
 		if _, err := Generate(d, p); err != nil {
 			t.Fatalf("Generate on an accepted devfile: %v", err)

@@ -227,8 +227,12 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	if gitName == "" {
 		gitName = p.Owner
 	}
+	plan, err := d.planBuild(a)
+	if err != nil {
+		return nil, err
+	}
 	pod, err := d.podContainers(a, helperOptions{hostKey: p.HelperHostKey != nil, serverURL: helperServer,
-		gitName: gitName, gitEmail: p.OwnerEmail, dotfiles: p.DotfilesRepo})
+		gitName: gitName, gitEmail: p.OwnerEmail, dotfiles: p.DotfilesRepo}, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -253,8 +257,16 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	if perWorkspace {
 		// The pod spec below meets the "restricted" Pod Security Standard; say so, so that the cluster
 		// refuses anything less in this namespace. An agent label may choose another level.
-		nsLabels := make(map[string]string, len(labels)+1)
+		nsLabels := make(map[string]string, len(labels)+3)
 		nsLabels["pod-security.kubernetes.io/enforce"] = "restricted"
+		if plan.spec != nil {
+			// The image build runs as root with a few capabilities, which "restricted" forbids and
+			// "baseline" allows; the workspace's own containers still meet "restricted", which the
+			// cluster checks and reports (warn, audit) without refusing the build.
+			nsLabels["pod-security.kubernetes.io/enforce"] = "baseline"
+			nsLabels["pod-security.kubernetes.io/warn"] = "restricted"
+			nsLabels["pod-security.kubernetes.io/audit"] = "restricted"
+		}
 		for k, v := range labels {
 			nsLabels[k] = v
 		}
@@ -266,7 +278,12 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 
 	pullSecrets := []corev1.LocalObjectReference{}
 	seen := map[string]bool{}
-	for _, s := range a.ImagePullSecrets {
+	secrets := a.ImagePullSecrets
+	if plan.spec != nil && a.ImageBuild.PushSecret != nil {
+		// The built image is pulled from the registry the build pushed to, with the same Secret.
+		secrets = append(slices.Clip(secrets), *a.ImageBuild.PushSecret)
+	}
+	for _, s := range secrets {
 		if !seen[s.Name] {
 			seen[s.Name] = true
 			pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s.Name})
@@ -293,6 +310,14 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-inventory", Namespace: ns, Labels: invLabels, Annotations: annotations},
 	}
 	add("v1", "ConfigMap", ns, name+"-inventory", inventory)
+
+	if plan.spec != nil {
+		add("v1", "ConfigMap", ns, name+"-image-build", &corev1.ConfigMap{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: meta(name + "-image-build"),
+			Data:       map[string]string{ImageBuildSpecKey: string(plan.spec)},
+		})
+	}
 
 	envSecret := name + "-env"
 	env := map[string]string{
@@ -360,11 +385,20 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		}})
 		add("v1", "PersistentVolumeClaim", ns, claim, pvc(meta(claim), vol.size))
 	}
-	if d.helper {
+	if d.helper || plan.spec != nil {
 		size := resource.MustParse(toolsSize)
-		volumes = append(volumes,
-			corev1.Volume{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}},
-			corev1.Volume{Name: sshVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: sshSecret}}})
+		volumes = append(volumes, corev1.Volume{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}})
+	}
+	if d.helper {
+		volumes = append(volumes, corev1.Volume{Name: sshVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: sshSecret}}})
+	}
+	if plan.spec != nil {
+		volumes = append(volumes, corev1.Volume{Name: imageBuildVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name + "-image-build"}}}})
+		if s := a.ImageBuild.PushSecret; s != nil {
+			volumes = append(volumes, corev1.Volume{Name: imageBuildDocker, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: s.Name, Items: []corev1.KeyToPath{{Key: corev1.DockerConfigJsonKey, Path: "config.json"}}}}})
+		}
 	}
 	if d.editorInMain {
 		size := resource.MustParse(editorVolumeSize)
@@ -397,7 +431,9 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		containers[i].EnvFrom = envFrom
 	}
 	for i := range inits {
-		inits[i].EnvFrom = envFrom
+		if inits[i].Name != ImageBuildContainerName { // a build depends on its Spec only: it is shared
+			inits[i].EnvFrom = envFrom
+		}
 	}
 	podSecurity := &corev1.PodSecurityContext{
 		RunAsNonRoot:   ptr(true),
@@ -421,6 +457,13 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	for _, t := range a.Tolerations {
 		tolerations = append(tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
 	}
+	// A build runs before the pod can be ready, and a first build (compilers, language runtimes)
+	// may take longer than the usual deadline: the Deployment would say ProgressDeadlineExceeded,
+	// and the workspace would be Failed while its build is still working.
+	progress := progressSeconds
+	if plan.spec != nil {
+		progress = imageBuildProgressSeconds
+	}
 	deployMeta := meta(name)
 	deployMeta.Annotations = deploymentAnnotations
 	add("apps/v1", "Deployment", ns, name, &appsv1.Deployment{
@@ -430,7 +473,7 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 			Replicas:                &replicas,
 			Selector:                &metav1.LabelSelector{MatchLabels: selector},
 			Strategy:                appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			ProgressDeadlineSeconds: ptr(int32(progressSeconds)),
+			ProgressDeadlineSeconds: ptr(int32(progress)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
 				Spec: corev1.PodSpec{
@@ -629,7 +672,7 @@ type podSpec struct {
 // podContainers builds the containers and init containers with their effective resources — the
 // devfile's own values, with the agent's defaults merged under them, each default kept within the
 // agent's caps — checks the caps, and returns a short hash of those resources.
-func (d *Devfile) podContainers(a workspace.AgentConfig, helper helperOptions) (podSpec, error) {
+func (d *Devfile) podContainers(a workspace.AgentConfig, helper helperOptions, plan buildPlan) (podSpec, error) {
 	def := defaultsWithinCaps(a)
 	var out podSpec
 	h := sha256.New()
@@ -645,6 +688,9 @@ func (d *Devfile) podContainers(a workspace.AgentConfig, helper helperOptions) (
 	}
 	var app, init []spent
 	for i, c := range d.containers {
+		if i == d.main && plan.image != "" {
+			c.image = plan.image
+		}
 		if i == d.main && d.helper {
 			c = c.withHelper(helper)
 		}
@@ -652,8 +698,15 @@ func (d *Devfile) podContainers(a workspace.AgentConfig, helper helperOptions) (
 		out.containers = append(out.containers, kc)
 		app = append(app, sp)
 	}
-	if d.helper {
+	if d.helper || plan.spec != nil {
 		kc, sp := build(toolsContainer(a), true)
+		out.inits = append(out.inits, kc)
+		init = append(init, sp)
+	}
+	if plan.spec != nil {
+		c := imageBuildContainer(a, plan.image)
+		c.image = d.build.Base
+		kc, sp := build(c, true)
 		out.inits = append(out.inits, kc)
 		init = append(init, sp)
 	}
@@ -756,19 +809,8 @@ func resourceKey(limits bool, name corev1.ResourceName) corev1.ResourceName {
 // agent's per-workspace cap of the same resource, so that a default alone never makes a workspace
 // exceed the caps (the default devfile sets no resources).
 func defaultsWithinCaps(a workspace.AgentConfig) workspace.Resources {
-	def := a.DefaultResources
-	clamp := func(v *string, limit string) {
-		d, l := optQuantity(*v), optQuantity(limit)
-		if d != nil && l != nil && d.Cmp(*l) > 0 {
-			*v = limit
-		}
-	}
-	clamp(&def.Limits.CPU, a.MaxResources.Limits.CPU)
-	clamp(&def.Limits.Memory, a.MaxResources.Limits.Memory)
-	clamp(&def.Requests.CPU, a.MaxResources.Requests.CPU)
-	clamp(&def.Requests.Memory, a.MaxResources.Requests.Memory)
 	// A clamped limit may now be below a default request; merge lowers the request then.
-	return def
+	return withinCaps(a.DefaultResources, a.MaxResources)
 }
 
 // resources returns c's effective requests and limits and where each value came from.
@@ -867,6 +909,9 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 		RunAsUser:                c.security.runAsUser,
 		RunAsGroup:               c.security.runAsGroup,
 		ReadOnlyRootFilesystem:   c.security.readOnlyRootFilesystem,
+	}
+	if c.imageBuild {
+		sc = imageBuildSecurity()
 	}
 	var lifecycle *corev1.Lifecycle
 	hook := func(cmds []execCommand) *corev1.LifecycleHandler {
@@ -1128,7 +1173,7 @@ func CheckAgentCaps(cfg workspace.AgentConfig) []string {
 	if err != nil {
 		return append(out, "the default devfile does not parse: "+err.Error())
 	}
-	if _, err := d.podContainers(cfg, helperOptions{}); err != nil {
+	if _, err := d.podContainers(cfg, helperOptions{}, buildPlan{}); err != nil {
 		out = append(out, "workspaces created without a devfile do not fit this agent's caps: "+err.Error())
 	}
 	return out

@@ -119,13 +119,44 @@ func generateCases(t testing.TB) []generateCase {
 		}},
 	})
 
+	// An agent that builds images: into its registry over plain HTTP, with a push secret, within
+	// caps lower than the build's default limits.
+	builds := defaultParams(t)
+	builds.Agent = agent(t, workspace.AgentConfig{
+		DNSZone: "workspaces.example.com",
+		ImageBuild: workspace.ImageBuild{
+			Registry:           "registry.hangar-system.svc:5000/hangar/builds",
+			InsecureRegistries: []string{"registry.hangar-system.svc:5000"},
+			PushSecret:         &workspace.ImagePullSecret{Name: "builds-push", Namespace: "hangar-system"},
+		},
+		ImagePullSecrets: []workspace.ImagePullSecret{{Name: "registry-creds", Namespace: "hangar-system"}},
+		MaxResources:     workspace.Resources{Limits: workspace.ResourceList{CPU: "4", Memory: "3Gi"}},
+	})
+	// An agent whose admin mapped the build's hash to an image built elsewhere.
+	prebuilt := defaultParams(t)
+	prebuilt.Agent = agent(t, workspace.AgentConfig{
+		DNSZone:    "workspaces.example.com",
+		ImageBuild: workspace.ImageBuild{Prebuilt: []workspace.PrebuiltImage{{Hash: buildHash(t), Image: "registry.example.com/team/dev@sha256:" + strings.Repeat("c", 64)}}},
+	})
+
 	return []generateCase{
+		{"image-build-per-workspace", readFile(t, "build.devfile.yaml"), builds},
+		{"image-build-prebuilt", readFile(t, "build.devfile.yaml"), prebuilt},
 		{"default-running-per-workspace", Default(), running},
 		{"default-stopped-per-workspace", Default(), stopped},
 		{"rich-shared", readFile(t, "rich.devfile.yaml"), rich},
 		{"default-quota-egress-restart", Default(), quota},
 		{"editor-gitlab", readFile(t, "editor.devfile.yaml"), running},
 	}
+}
+
+// buildHash is the hash of testdata/build.devfile.yaml's image build.
+func buildHash(t testing.TB) string {
+	_, h := mustParse(t, readFile(t, "build.devfile.yaml")).ImageBuild()
+	if len(h) != 64 {
+		t.Fatalf("build.devfile.yaml has no image build (hash %q)", h)
+	}
+	return h
 }
 
 func TestGenerateGolden(t *testing.T) {

@@ -27,4 +27,8 @@ const (
 	// HelperSSHPortName names the Service port of the workspace helper's SSH, which the proxy
 	// finds the pod by.
 	HelperSSHPortName = "hangar-ssh"
+	// ImageBuildContainerName is the init container of a workspace pod that builds its main
+	// container's image: the agent says the workspace is building its image while it runs, and
+	// gives its log's last line, the build's reason, when it fails.
+	ImageBuildContainerName = "hangar-image-build"
 )

@@ -45,7 +45,8 @@ func newRepoEnv(t *testing.T, engine string) *repoEnv {
 	})
 	base = re.URL
 	re.forge.AddClient("hangar", "forge-secret", []string{server.ExternalAuthCallbackURL(base, "forge")})
-	re.agent = createAgent(t, re.Env, "k1", nil)
+	// An agent that builds images, for definitions that need one.
+	re.agent = createAgent(t, re.Env, "k1", map[string]any{"image_build": map[string]any{"registry": "registry.test:5000/hangar/builds"}})
 	re.dev = createUser(t, re.Env, "dev")
 	return re
 }
@@ -196,8 +197,8 @@ func TestCreateWorkspaceFromRepository(t *testing.T) {
 }
 
 // A devcontainer.json that builds its image from a Dockerfile: the server reads the Dockerfile
-// and its build context through the forge with the user's token; the workspace runs the build's
-// base image until the image build is wired to it. A Dockerfile that cannot be built is refused
+// and its build context through the forge with the user's token; the workspace's pod builds the
+// image from the build's base and runs the result. A Dockerfile that cannot be built is refused
 // naming the field, the file and the line; given directly, without its repository, the build is
 // refused saying to create from the repository.
 func TestCreateWorkspaceFromRepositoryDockerfile(t *testing.T) {
@@ -215,8 +216,9 @@ func TestCreateWorkspaceFromRepositoryDockerfile(t *testing.T) {
 			f.CreateRepo("alice", "broken", true, files)
 			re.link(t)
 			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "built", "agent": "k1", "repository": map[string]any{"url": f.CloneURL("alice", "built")}}, http.StatusCreated, nil)
-			if cfg := re.configOf(t, "built"); !strings.Contains(cfg, "image: hangar.local/workspace:dev") {
-				t.Fatalf("the build's base image is not the workspace's:\n%s", cfg)
+			if cfg := re.configOf(t, "built"); !strings.Contains(cfg, "name: hangar-image-build\n        image: hangar.local/workspace:dev\n") ||
+				!strings.Contains(cfg, "image: registry.test:5000/hangar/builds:") {
+				t.Fatalf("the pod does not build from the Dockerfile's base and run the result:\n%s", cfg)
 			}
 			status, body := call(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "broken", "agent": "k1", "repository": map[string]any{"url": f.CloneURL("alice", "broken")}})
 			if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) != 1 || e.Validations[0].Field != "devcontainer.build.dockerfile" ||

@@ -84,6 +84,56 @@ type AgentConfig struct {
 	// NodeSelector and Tolerations are given to every workspace pod of this agent.
 	NodeSelector map[string]string `json:"node_selector"`
 	Tolerations  []Toleration      `json:"tolerations"`
+	// ImageBuild is how this agent's workspaces get the images their definitions build (a
+	// devcontainer.json's `features` or `build`): built in the cluster and pushed to Registry, or
+	// mapped to an image an admin built elsewhere. Empty: such a definition is refused at create.
+	ImageBuild ImageBuild `json:"image_build"`
+}
+
+// ImageBuild configures the image builds of an agent's workspaces (docs/decisions.md, "Image
+// builds in the cluster: wiring").
+type ImageBuild struct {
+	// Registry is the repository builds are pushed to, host[:port]/path: a definition whose build
+	// has hash H runs the image Registry:H (imagebuild.Ref). The build runs as the first init
+	// container of the workspace's pod after hangar-tools; the node pulls the result. Empty: the
+	// agent builds no images (Prebuilt still applies).
+	Registry string `json:"registry,omitempty"`
+	// InsecureRegistries are registries (HOST:PORT) the build reaches over plain HTTP: an
+	// in-cluster or test registry. The nodes' container runtime must be told the same on its own.
+	InsecureRegistries []string `json:"insecure_registries,omitempty"`
+	// PushSecret names a kubernetes.io/dockerconfigjson Secret, copied into the workspace's
+	// namespace as image_pull_secrets are: the build pushes with it (mounted as DOCKER_CONFIG), and
+	// the workspace's ServiceAccount pulls the built image with it. Unset: anonymous pushes and pulls.
+	PushSecret *ImagePullSecret `json:"push_secret,omitempty"`
+	// Resources are the build container's requests and limits (defaults: DefaultImageBuildResources),
+	// each kept within max_resources_per_workspace.
+	Resources Resources `json:"resources"`
+	// Prebuilt maps a definition's build hash (shown with the workspace) to an image an admin built
+	// elsewhere: that workspace runs the image, with no build.
+	Prebuilt []PrebuiltImage `json:"prebuilt"`
+}
+
+// PrebuiltImage is an image an admin built for the definitions whose build has Hash.
+type PrebuiltImage struct {
+	Hash  string `json:"hash"`
+	Image string `json:"image"`
+}
+
+// DefaultImageBuildResources are the build container's resources when the agent sets none: a build
+// runs package managers and compilers.
+var DefaultImageBuildResources = Resources{
+	Requests: ResourceList{CPU: "1", Memory: "2Gi"},
+	Limits:   ResourceList{CPU: "2", Memory: "4Gi"},
+}
+
+// PrebuiltImage returns the image the admin mapped the build hash to, if any.
+func (b ImageBuild) PrebuiltImage(hash string) (string, bool) {
+	for _, p := range b.Prebuilt {
+		if p.Hash == hash {
+			return p.Image, true
+		}
+	}
+	return "", false
 }
 
 // Toleration lets workspace pods run on nodes with a matching taint (Kubernetes' own fields).
@@ -213,6 +263,12 @@ func (c AgentConfig) WithDefaults() AgentConfig {
 	}
 	if c.Tolerations == nil {
 		c.Tolerations = []Toleration{}
+	}
+	if c.ImageBuild.Resources == (Resources{}) {
+		c.ImageBuild.Resources = DefaultImageBuildResources
+	}
+	if c.ImageBuild.Prebuilt == nil {
+		c.ImageBuild.Prebuilt = []PrebuiltImage{}
 	}
 	return c
 }
@@ -422,10 +478,51 @@ func (c AgentConfig) Validate() error {
 			v.Add(f+".effect", "must be NoSchedule, PreferNoSchedule, NoExecute or empty (all), got %q", t.Effect)
 		}
 	}
+	c.ImageBuild.validate(v)
 	if c.MaxActiveHoursBeforeStop+c.MaxStoppedHoursBeforeTermination > 8760 {
 		v.Add("config.max_active_hours_before_stop", "plus max_stopped_hours_before_termination must be at most 8760 (one year), got %d", c.MaxActiveHoursBeforeStop+c.MaxStoppedHoursBeforeTermination)
 	}
 	return v.Err()
+}
+
+// buildHashRe is a build's hash (imagebuild.Spec.Hash): 64 lowercase hex digits.
+var buildHashRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func (b ImageBuild) validate(v *ValidationError) {
+	const f = "config.image_build"
+	// The registry is a repository: the hash becomes its tag, so it has neither tag nor digest.
+	if r := b.Registry; r != "" && (!IsImageReference(r) || strings.ContainsAny(r, "@") || strings.Contains(r[strings.LastIndex(r, "/")+1:], ":") || !strings.Contains(r, "/")) {
+		v.Add(f+".registry", "must be a repository to push builds to, host[:port]/path without a tag, such as registry.example.com:5000/hangar/builds, got %q", r)
+	}
+	for i, h := range b.InsecureRegistries {
+		host, port, err := net.SplitHostPort(h)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 || !dnsSubdomain.MatchString(host) && net.ParseIP(host) == nil {
+			v.Add(fmt.Sprintf("%s.insecure_registries[%d]", f, i), "must be a registry's HOST:PORT, such as registry.hangar-system.svc:5000, got %q", h)
+		}
+	}
+	if s := b.PushSecret; s != nil {
+		if !IsDNSLabel(s.Name, 253) {
+			v.Add(f+".push_secret.name", "must be a Secret name, got %q", s.Name)
+		}
+		if !IsDNSLabel(s.Namespace, 63) {
+			v.Add(f+".push_secret.namespace", "must be a namespace name, got %q", s.Namespace)
+		}
+	}
+	validateResources(v, f+".resources", b.Resources)
+	seen := map[string]bool{}
+	for i, p := range b.Prebuilt {
+		pf := fmt.Sprintf("%s.prebuilt[%d]", f, i)
+		switch {
+		case !buildHashRe.MatchString(p.Hash):
+			v.Add(pf+".hash", "must be a build hash (64 lowercase hex digits, as the workspace shows it), got %q", p.Hash)
+		case seen[p.Hash]:
+			v.Add(pf+".hash", "maps %s a second time", p.Hash)
+		}
+		seen[p.Hash] = true
+		if !IsImageReference(p.Image) {
+			v.Add(pf+".image", "must be a container image reference such as registry.example.com/team/dev:1, got %q", p.Image)
+		}
+	}
 }
 
 func validateResources(v *ValidationError, field string, r Resources) {

@@ -83,6 +83,17 @@ func TestAgentConfigValidate(t *testing.T) {
 		{"proxy ssh address without port", AgentConfig{ProxySSHAddress: "ssh.example.com"}, "config.proxy_ssh_address"},
 		{"proxy ssh address port zero", AgentConfig{ProxySSHAddress: "ssh.example.com:0"}, "config.proxy_ssh_address"},
 		{"proxy ssh address without host", AgentConfig{ProxySSHAddress: ":22"}, "config.proxy_ssh_address"},
+		{"image build is valid", AgentConfig{ImageBuild: ImageBuild{Registry: "registry.hangar-system.svc:5000/hangar/builds", InsecureRegistries: []string{"registry.hangar-system.svc:5000", "127.0.0.1:5000"},
+			PushSecret: &ImagePullSecret{Name: "push", Namespace: "hangar-system"}, Prebuilt: []PrebuiltImage{{Hash: strings.Repeat("ab", 32), Image: "registry.example.com/team/dev:1"}}}}, ""},
+		{"image build registry with a tag", AgentConfig{ImageBuild: ImageBuild{Registry: "registry.example.com/builds:latest"}}, "config.image_build.registry"},
+		{"image build registry without a path", AgentConfig{ImageBuild: ImageBuild{Registry: "registry.example.com:5000"}}, "config.image_build.registry"},
+		{"image build registry with a digest", AgentConfig{ImageBuild: ImageBuild{Registry: "registry.example.com/b@sha256:" + strings.Repeat("a", 64)}}, "config.image_build.registry"},
+		{"insecure registry without a port", AgentConfig{ImageBuild: ImageBuild{InsecureRegistries: []string{"registry.local"}}}, "config.image_build.insecure_registries[0]"},
+		{"push secret without a namespace", AgentConfig{ImageBuild: ImageBuild{PushSecret: &ImagePullSecret{Name: "push"}}}, "config.image_build.push_secret.namespace"},
+		{"image build resources", AgentConfig{ImageBuild: ImageBuild{Resources: Resources{Limits: ResourceList{Memory: "lots"}}}}, "config.image_build.resources.limits.memory"},
+		{"prebuilt hash", AgentConfig{ImageBuild: ImageBuild{Prebuilt: []PrebuiltImage{{Hash: "abc", Image: "debian:12"}}}}, "config.image_build.prebuilt[0].hash"},
+		{"prebuilt hash twice", AgentConfig{ImageBuild: ImageBuild{Prebuilt: []PrebuiltImage{{Hash: strings.Repeat("a", 64), Image: "debian:12"}, {Hash: strings.Repeat("a", 64), Image: "debian:13"}}}}, "config.image_build.prebuilt[1].hash"},
+		{"prebuilt image", AgentConfig{ImageBuild: ImageBuild{Prebuilt: []PrebuiltImage{{Hash: strings.Repeat("a", 64), Image: "Not An Image"}}}}, "config.image_build.prebuilt[0].image"},
 		{"toleration Exists takes no value", AgentConfig{Tolerations: []Toleration{{Key: "k", Operator: "Exists", Value: "v"}}}, "config.tolerations[0].value"},
 	}
 	for _, tc := range tests {

@@ -26,9 +26,14 @@ func (s *Service) Reconcile(ctx context.Context, agent workspace.Agent, req prot
 	}
 	cfg := agent.Config
 	settings := Settings(agent)
-	pullSecrets := make([]protocol.ImagePullSecret, len(cfg.ImagePullSecrets))
+	pullSecrets := make([]protocol.ImagePullSecret, len(cfg.ImagePullSecrets), len(cfg.ImagePullSecrets)+1)
 	for i, p := range cfg.ImagePullSecrets {
 		pullSecrets[i] = protocol.ImagePullSecret{Name: p.Name, Namespace: p.Namespace}
+	}
+	if p := cfg.ImageBuild.PushSecret; p != nil {
+		// Copied into the workspace namespaces as the pull secrets are: image builds push with it,
+		// and their workspaces pull the result with it (devfile.Generate mounts and names it).
+		pullSecrets = append(pullSecrets, protocol.ImagePullSecret{Name: p.Name, Namespace: p.Namespace})
 	}
 	var resp protocol.ReconcileResponse
 	var out reconcile.Output
