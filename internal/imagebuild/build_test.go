@@ -1,0 +1,508 @@
+package imagebuild
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// testRegistry is go-containerregistry's registry on loopback, counting the requests that write.
+type testRegistry struct {
+	host   string
+	writes atomic.Int64
+}
+
+func newTestRegistry(t *testing.T) *testRegistry {
+	t.Helper()
+	r := &testRegistry{}
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			r.writes.Add(1)
+		}
+		h.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	r.host = strings.TrimPrefix(srv.URL, "http://")
+	return r
+}
+
+// needRoot fails (never skips) a test that chroots: chroot needs CAP_SYS_CHROOT, and the build
+// runs its steps as other users, which needs CAP_SETUID.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs builds chrooted into a busybox tree and as other users: run it as root (the CI and the helpers' machine do)")
+	}
+}
+
+// busyboxRoot is a base image's filesystem: this machine's static busybox with its applets, a
+// root and a "dev" user (1000) with a group "staff" (50), /tmp, and /etc/motd (which a step
+// deletes).
+func busyboxRoot(t *testing.T) string {
+	t.Helper()
+	needRoot(t)
+	root := t.TempDir()
+	for _, d := range []string{"bin", "etc", "tmp", "usr/local/bin", "root", "home/dev"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, os.Chmod(filepath.Join(root, "tmp"), 0o1777|fs.ModeSticky))
+	must(t, os.Chown(filepath.Join(root, "home/dev"), 1000, 1000))
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatalf("this test needs a static /bin/busybox (Debian: busybox-static): %v", err)
+	}
+	must(t, os.WriteFile(filepath.Join(root, "bin/busybox"), bb, 0o755))
+	out, err := exec.Command("/bin/busybox", "--list").Output()
+	if err != nil {
+		t.Fatalf("busybox --list: %v", err)
+	}
+	for _, a := range strings.Fields(string(out)) {
+		if a != "busybox" && !strings.Contains(a, "/") {
+			must(t, os.Symlink("busybox", filepath.Join(root, "bin", a)))
+		}
+	}
+	files := map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\ndev:x:1000:1000:dev:/home/dev:/bin/sh\n",
+		"etc/group":  "root:x:0:\nstaff:x:50:\ndev:x:1000:\n",
+		"etc/motd":   "the base image's motd\n",
+	}
+	for p, c := range files {
+		must(t, os.WriteFile(filepath.Join(root, p), []byte(c), 0o644))
+	}
+	return root
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pushBase pushes root as a one-layer image with an Env and a label.
+func pushBase(t *testing.T, ref string, root string) {
+	t.Helper()
+	s := &snapshotter{root: root, skip: map[string]bool{}}
+	all, err := s.take()
+	must(t, err)
+	var buf bytes.Buffer
+	if _, err := s.writeDiff(&buf, snapshot{}, all); err != nil {
+		t.Fatal(err)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil }, tarball.WithMediaType(types.OCILayer))
+	must(t, err)
+	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{Layer: layer})
+	must(t, err)
+	cfg, err := img.ConfigFile()
+	must(t, err)
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "FROM_BASE=1"}
+	cfg.Config.Labels = map[string]string{"org.example.base": "busybox"}
+	img, err = mutate.ConfigFile(img, cfg)
+	must(t, err)
+	r, err := name.ParseReference(ref)
+	must(t, err)
+	must(t, remote.Write(r, img))
+}
+
+// publishFeature publishes a feature's folder as the devcontainer CLI does: an OCI manifest whose
+// config has the media type application/vnd.devcontainers and whose one layer is a tar of the
+// folder ("./" and "./install.sh", ...), media type application/vnd.devcontainers.layer.v1+tar,
+// and the metadata in the manifest's dev.containers.metadata annotation.
+func publishFeature(t *testing.T, ref string, files map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	must(t, tw.WriteHeader(&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755}))
+	for _, n := range sortedKeys(files) {
+		must(t, tw.WriteHeader(&tar.Header{Name: "./" + n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[n]))}))
+		_, err := tw.Write([]byte(files[n]))
+		must(t, err)
+	}
+	must(t, tw.Close())
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), FeatureConfigMediaType)
+	img, err := mutate.Append(img, mutate.Addendum{
+		Layer:       static.NewLayer(buf.Bytes(), FeatureLayerMediaType),
+		Annotations: map[string]string{"org.opencontainers.image.title": "devcontainer-feature.tgz"},
+	})
+	must(t, err)
+	img = mutate.Annotations(img, map[string]string{"dev.containers.metadata": files["devcontainer-feature.json"]}).(v1.Image)
+	r, err := name.ParseReference(ref)
+	must(t, err)
+	must(t, remote.Write(r, img))
+}
+
+// featureFolder reads a feature's folder from testdata.
+func featureFolder(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	entries, err := os.ReadDir(filepath.Join("testdata/features", dir))
+	must(t, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("testdata/features", dir, e.Name()))
+		must(t, err)
+		files[e.Name()] = string(b)
+	}
+	return files
+}
+
+// build runs `hangar image-build` as the command does and returns its exit code and output.
+func build(t *testing.T, root string, spec Spec, image string) (int, string) {
+	t.Helper()
+	b, err := json.Marshal(spec)
+	must(t, err)
+	specFile := filepath.Join(t.TempDir(), "spec.json")
+	must(t, os.WriteFile(specFile, b, 0o644))
+	var out bytes.Buffer
+	x := &Executor{Root: root, Mountinfo: "/proc/self/mountinfo", Out: &out, Now: func() time.Time { return time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC) }}
+	code := Main(context.Background(), x, specFile, image)
+	t.Logf("image-build exited %d:\n%s", code, out.String())
+	return code, out.String()
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// layerFiles reads an image's last layer: headers by path, and regular files' contents.
+func layerFiles(t *testing.T, img v1.Image) (map[string]*tar.Header, map[string]string) {
+	t.Helper()
+	layers, err := img.Layers()
+	must(t, err)
+	rc, err := layers[len(layers)-1].Uncompressed()
+	must(t, err)
+	defer rc.Close()
+	hdrs, data := map[string]*tar.Header{}, map[string]string{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		must(t, err)
+		n := strings.TrimSuffix(h.Name, "/")
+		hdrs[n] = h
+		if h.Typeflag == tar.TypeReg {
+			b, err := io.ReadAll(tr)
+			must(t, err)
+			data[n] = string(b)
+		}
+	}
+	return hdrs, data
+}
+
+// extractImage writes an image's whole filesystem (all layers, whiteouts applied) to a new
+// directory, as a node would run it.
+func extractImage(t *testing.T, img v1.Image) string {
+	t.Helper()
+	dir := t.TempDir()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return dir
+		}
+		must(t, err)
+		p := filepath.Join(dir, filepath.Clean("/"+h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			must(t, os.MkdirAll(p, fs.FileMode(h.Mode)&fs.ModePerm))
+		case tar.TypeSymlink:
+			must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			must(t, os.Symlink(h.Linkname, p))
+		case tar.TypeReg:
+			must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fs.FileMode(h.Mode)&fs.ModePerm)
+			must(t, err)
+			_, err = io.Copy(f, tr)
+			must(t, err)
+			must(t, f.Close())
+		}
+		if h.Typeflag != tar.TypeSymlink {
+			must(t, os.Lchown(p, h.Uid, h.Gid))
+		}
+	}
+}
+
+// runIn runs argv chrooted into dir as uid:gid, as the workspace's container would.
+func runIn(t *testing.T, dir string, uid, gid uint32, argv ...string) string {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: dir, Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v in the built image: %v\n%s", argv, err, out)
+	}
+	return string(out)
+}
+
+// A Dockerfile's steps and two features from their public sources build one layer on the base,
+// pushed with the config the steps set; the image runs what the features installed; the same
+// definition a second time pushes nothing.
+func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
+	root := busyboxRoot(t)
+	reg := newTestRegistry(t)
+	base := reg.host + "/base:1"
+	pushBase(t, base, root)
+	publishFeature(t, reg.host+"/features/hello:1", featureFolder(t, "hello"))
+	publishFeature(t, reg.host+"/features/color:1", featureFolder(t, "color"))
+	spec := Spec{
+		Base: base,
+		Steps: []Step{
+			{Line: 3, Op: OpRun, Args: []string{"/bin/sh", "-c", "mkdir -p /opt/app && echo built > /opt/app/built.txt && rm /etc/motd"}},
+			{Line: 4, Op: OpCopy, Files: []File{
+				{Path: "/opt/app/config.txt", Mode: 0o640, Data: []byte("key=value\n"), User: "dev", Group: "staff"},
+				{Path: "/opt/app/bin/run.sh", Mode: 0o755, Data: []byte("#!/bin/sh\necho run\n"), UID: 1000, GID: 1000},
+				{Path: "/opt/app/current", Mode: uint32(fs.ModeSymlink | 0o777), Target: "config.txt"},
+			}},
+			{Line: 5, Op: OpEnv, Key: "GREETING_TARGET", Value: "world"},
+			{Line: 6, Op: OpUser, Value: "dev"},
+			{Line: 7, Op: OpWorkdir, Value: "/home/dev/project"},
+			{Line: 8, Op: OpRun, Args: []string{"/bin/sh", "-c", "id -u > whoami.txt; pwd >> whoami.txt; echo $GREETING_TARGET $BUILD_ARG $HOME >> whoami.txt"}, Env: []string{"BUILD_ARG=arg1"}},
+			{Line: 9, Op: OpLabel, Key: "org.example.team", Value: "platform"},
+		},
+		Features: []Feature{
+			{Ref: reg.host + "/features/hello:1", Options: map[string]any{"greeting": "howdy"}},
+			{Ref: reg.host + "/features/color:1", Options: map[string]any{"favorite": "green"}},
+		},
+		RemoteUser: "dev",
+	}
+	image := Ref(reg.host+"/hangar/builds", spec.Hash())
+	code, out := build(t, root, spec, image)
+	if code != 0 {
+		t.Fatalf("image-build exited %d: %s", code, lastLine(out))
+	}
+	for _, want := range []string{
+		"step 1/7: RUN mkdir -p /opt/app && echo built > /opt/app/built.txt && rm /etc/motd (Dockerfile:3)\n",
+		"step 2/7: COPY 3 files to /opt/app (Dockerfile:4)\n",
+		"step 7/7: LABEL org.example.team=platform (Dockerfile:9)\n",
+		"feature 1/2: " + reg.host + "/features/hello:1\n",
+		"    The provided greeting is: howdy\n",
+		"    The effective dev container remoteUser is 'dev'\n",
+		"    The effective dev container remoteUser's home directory is '/home/dev'\n",
+		"feature 2/2: " + reg.host + "/features/color:1\n",
+		"    The provided favorite color is: green\n",
+		"pushed " + image + " (sha256:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q", want)
+		}
+	}
+
+	ref, err := name.ParseReference(image)
+	must(t, err)
+	img, err := remote.Image(ref)
+	must(t, err)
+	cfg, err := img.ConfigFile()
+	must(t, err)
+	if cfg.Config.User != "dev" || cfg.Config.WorkingDir != "/home/dev/project" {
+		t.Errorf("config User %q WorkingDir %q, want dev and /home/dev/project", cfg.Config.User, cfg.Config.WorkingDir)
+	}
+	env := strings.Join(cfg.Config.Env, "\n")
+	for _, want := range []string{"FROM_BASE=1", "GREETING_TARGET=world", "PATH=/usr/local/sbin:"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("config Env %q lacks %s", cfg.Config.Env, want)
+		}
+	}
+	if strings.Contains(env, "BUILD_ARG") {
+		t.Errorf("config Env %q has a RUN's build argument", cfg.Config.Env)
+	}
+	if cfg.Config.Labels["org.example.base"] != "busybox" || cfg.Config.Labels["org.example.team"] != "platform" {
+		t.Errorf("labels %v: want the base's and the LABEL's", cfg.Config.Labels)
+	}
+	var meta []map[string]any
+	if err := json.Unmarshal([]byte(cfg.Config.Labels[MetadataLabel]), &meta); err != nil || len(meta) != 2 || meta[0]["id"] != reg.host+"/features/hello:1" || meta[1]["id"] != reg.host+"/features/color:1" {
+		t.Errorf("label %s = %s (%v): want the two features in order", MetadataLabel, cfg.Config.Labels[MetadataLabel], err)
+	}
+	layers, err := img.Layers()
+	must(t, err)
+	if len(layers) != 2 {
+		t.Fatalf("%d layers, want the base's and one more", len(layers))
+	}
+
+	hdrs, data := layerFiles(t, img)
+	for p, want := range map[string]struct {
+		uid, gid int
+		mode     int64
+	}{
+		"opt/app/config.txt":          {1000, 50, 0o640},
+		"opt/app/bin/run.sh":          {1000, 1000, 0o755},
+		"home/dev/project":            {1000, 1000, 0o755},
+		"home/dev/project/whoami.txt": {1000, 1000, 0o644},
+		"usr/local/bin/hello":         {0, 0, 0o755},
+		"usr/local/bin/color":         {0, 0, 0o755},
+	} {
+		h, ok := hdrs[p]
+		if !ok {
+			t.Errorf("the layer lacks %s", p)
+			continue
+		}
+		if h.Uid != want.uid || h.Gid != want.gid || h.Mode != want.mode {
+			t.Errorf("%s: %d:%d %o, want %d:%d %o", p, h.Uid, h.Gid, h.Mode, want.uid, want.gid, want.mode)
+		}
+	}
+	if h := hdrs["opt/app/current"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "config.txt" {
+		t.Errorf("opt/app/current: %+v, want a symlink to config.txt", h)
+	}
+	if _, ok := hdrs["etc/.wh.motd"]; !ok {
+		t.Errorf("the layer has no whiteout of the deleted /etc/motd")
+	}
+	if got, want := data["home/dev/project/whoami.txt"], "1000\n/home/dev/project\nworld arg1 /home/dev\n"; got != want {
+		t.Errorf("whoami.txt = %q, want %q (the RUN as USER dev in WORKDIR with ENV and its build arg)", got, want)
+	}
+	for p := range hdrs {
+		if strings.HasPrefix(p, "tmp/hangar-image-build") || p == "bin/busybox" || p == "etc/passwd" {
+			t.Errorf("the layer has %s, which the build did not change or removed", p)
+		}
+	}
+
+	// What a user sees: the image, unpacked, runs what the features installed.
+	fsys := extractImage(t, img)
+	if got := runIn(t, fsys, 1000, 1000, "/usr/local/bin/hello"); !strings.Contains(got, "howdy, dev!") {
+		t.Errorf("hello says %q, want the greeting howdy to dev", got)
+	}
+	if got := runIn(t, fsys, 1000, 1000, "/usr/local/bin/color"); got != "my favorite color is green\n" {
+		t.Errorf("color says %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(fsys, "etc/motd")); !os.IsNotExist(err) {
+		t.Errorf("/etc/motd is in the image: %v", err)
+	}
+
+	// The second start of the same definition.
+	writes := reg.writes.Load()
+	code, out = build(t, root, spec, image)
+	if code != 0 || out != "image "+image+" is built already (cached)\n" {
+		t.Errorf("second build: exit %d, output %q; want 0 and the cached line alone", code, out)
+	}
+	if n := reg.writes.Load() - writes; n != 0 {
+		t.Errorf("the second build made %d writes to the registry, want none", n)
+	}
+}
+
+// A RUN that fails ends the log with one line naming the Dockerfile line, the command and the
+// exit status; nothing is pushed.
+func TestBuildFailingRunEndsWithOneLine(t *testing.T) {
+	root := busyboxRoot(t)
+	reg := newTestRegistry(t)
+	base := reg.host + "/base:1"
+	pushBase(t, base, root)
+	spec := Spec{Base: base, Steps: []Step{
+		{Line: 2, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo fine"}},
+		{Line: 7, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo trying; exit 100"}},
+		{Line: 9, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo never"}},
+	}}
+	image := Ref(reg.host+"/hangar/builds", spec.Hash())
+	code, out := build(t, root, spec, image)
+	if code == 0 {
+		t.Fatal("the build succeeded")
+	}
+	if got, want := lastLine(out), "Dockerfile:7: RUN echo trying; exit 100: exit status 100"; got != want {
+		t.Errorf("last line %q, want %q", got, want)
+	}
+	if !strings.Contains(out, "    trying\n") || strings.Contains(out, "never") {
+		t.Errorf("output %q: want the failing step's output and nothing after it", out)
+	}
+	ref, err := name.ParseReference(image)
+	must(t, err)
+	if _, err := remote.Head(ref); !isNotFound(err) {
+		t.Errorf("HEAD %s after a failed build: %v, want not found", image, err)
+	}
+}
+
+// docker-in-docker (its real metadata) is refused before anything runs, naming it and why.
+func TestBuildRefusesPrivilegedFeature(t *testing.T) {
+	root := busyboxRoot(t)
+	reg := newTestRegistry(t)
+	base := reg.host + "/base:1"
+	pushBase(t, base, root)
+	publishFeature(t, reg.host+"/features/hello:1", featureFolder(t, "hello"))
+	publishFeature(t, reg.host+"/devcontainers/features/docker-in-docker:2", featureFolder(t, "docker-in-docker"))
+	spec := Spec{Base: base,
+		Steps:    []Step{{Line: 2, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo step ran"}}},
+		Features: []Feature{{Ref: reg.host + "/features/hello:1"}, {Ref: reg.host + "/devcontainers/features/docker-in-docker:2"}},
+	}
+	code, out := build(t, root, spec, Ref(reg.host+"/hangar/builds", spec.Hash()))
+	if code == 0 {
+		t.Fatal("the build succeeded")
+	}
+	want := "feature " + reg.host + "/devcontainers/features/docker-in-docker:2 (docker-in-docker) needs privileges (privileged: true), which Hangar's image build and workspaces never have: Docker cannot run in a Hangar workspace"
+	if got := lastLine(out); got != want {
+		t.Errorf("last line %q\nwant      %q", got, want)
+	}
+	if strings.Contains(out, "step ran") || strings.Contains(out, "must not run") || strings.Contains(out, "Activating feature") {
+		t.Errorf("something ran before the refusal: %q", out)
+	}
+}
+
+// Features that dependsOn each other are a cycle, named; so are installsAfter cycles.
+func TestBuildRefusesFeatureCycle(t *testing.T) {
+	root := busyboxRoot(t)
+	reg := newTestRegistry(t)
+	base := reg.host + "/base:1"
+	pushBase(t, base, root)
+	feature := func(id, field string, other string) map[string]string {
+		m := map[string]any{"id": id, "version": "1.0.0"}
+		switch field {
+		case "dependsOn":
+			m[field] = map[string]any{other: map[string]any{}}
+		case "installsAfter":
+			m[field] = []string{other}
+		}
+		b, _ := json.Marshal(m)
+		return map[string]string{"devcontainer-feature.json": string(b), "install.sh": "#!/bin/sh\necho installed " + id + "\n"}
+	}
+	a, b, c, d := reg.host+"/f/a:1", reg.host+"/f/b:1", reg.host+"/f/c", reg.host+"/f/d"
+	publishFeature(t, a, feature("a", "dependsOn", b))
+	publishFeature(t, b, feature("b", "dependsOn", a))
+	publishFeature(t, c+":1", feature("c", "installsAfter", d))
+	publishFeature(t, d+":1", feature("d", "installsAfter", c))
+	for _, tc := range []struct {
+		features []Feature
+		want     string
+	}{
+		{[]Feature{{Ref: a}}, "the features depend on each other in a cycle (dependsOn or installsAfter): " + a + " -> " + b + " -> " + a},
+		{[]Feature{{Ref: c + ":1"}, {Ref: d + ":1"}}, "the features depend on each other in a cycle (dependsOn or installsAfter): " + c + ":1 -> " + d + ":1 -> " + c + ":1"},
+	} {
+		spec := Spec{Base: base, Features: tc.features}
+		code, out := build(t, root, spec, Ref(reg.host+"/hangar/builds", spec.Hash()))
+		if code == 0 || lastLine(out) != tc.want {
+			t.Errorf("exit %d, last line %q\nwant %q", code, lastLine(out), tc.want)
+		}
+		if strings.Contains(out, "installed") {
+			t.Errorf("a feature was installed: %q", out)
+		}
+	}
+}
