@@ -270,6 +270,8 @@ func (x *Executor) run(ctx context.Context, argv []string, user, dir string, env
 		// Chroot needs root (CAP_SYS_CHROOT): the tests run as root, as a build pod does.
 		cmd.SysProcAttr.Chroot = x.Root
 	}
+	// The command and what it starts are one process group, ended together when the build is.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out := newIndentWriter(x.Out, "    ")
 	cmd.Stdout, cmd.Stderr = out, out
 	err = cmd.Run()

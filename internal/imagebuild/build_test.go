@@ -7,96 +7,35 @@ import (
 	"encoding/json"
 	"io"
 	"io/fs"
-	"log"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/static"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/hangar-dev/hangar/internal/imagebuild/buildtest"
 )
 
-// testRegistry is go-containerregistry's registry on loopback, counting the requests that write.
-type testRegistry struct {
-	host   string
-	writes atomic.Int64
-}
+// baseEnv and baseLabels are the base image's config.
+var (
+	baseEnv    = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "FROM_BASE=1"}
+	baseLabels = map[string]string{"org.example.base": "busybox"}
+)
 
-func newTestRegistry(t *testing.T) *testRegistry {
+// newBase is a busybox root and a registry holding it as the image REGISTRY/base:1.
+func newBase(t *testing.T) (root string, reg *buildtest.Registry, base string) {
 	t.Helper()
-	r := &testRegistry{}
-	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodGet && req.Method != http.MethodHead {
-			r.writes.Add(1)
-		}
-		h.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	r.host = strings.TrimPrefix(srv.URL, "http://")
-	return r
-}
-
-// needRoot fails (never skips) a test that chroots: chroot needs CAP_SYS_CHROOT, and the build
-// runs its steps as other users, which needs CAP_SETUID.
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test runs builds chrooted into a busybox tree and as other users: run it as root (the CI and the helpers' machine do)")
-	}
-}
-
-// busyboxRoot is a base image's filesystem: this machine's static busybox with its applets, a
-// root and a "dev" user (1000) with a group "staff" (50), /tmp, and /etc/motd (which a step
-// deletes).
-func busyboxRoot(t *testing.T) string {
-	t.Helper()
-	needRoot(t)
-	root := t.TempDir()
-	for _, d := range []string{"bin", "etc", "tmp", "usr/local/bin", "root", "home/dev"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(t, os.Chmod(filepath.Join(root, "tmp"), 0o1777|fs.ModeSticky))
-	must(t, os.Chown(filepath.Join(root, "home/dev"), 1000, 1000))
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Fatalf("this test needs a static /bin/busybox (Debian: busybox-static): %v", err)
-	}
-	must(t, os.WriteFile(filepath.Join(root, "bin/busybox"), bb, 0o755))
-	out, err := exec.Command("/bin/busybox", "--list").Output()
-	if err != nil {
-		t.Fatalf("busybox --list: %v", err)
-	}
-	for _, a := range strings.Fields(string(out)) {
-		if a != "busybox" && !strings.Contains(a, "/") {
-			must(t, os.Symlink("busybox", filepath.Join(root, "bin", a)))
-		}
-	}
-	files := map[string]string{
-		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\ndev:x:1000:1000:dev:/home/dev:/bin/sh\n",
-		"etc/group":  "root:x:0:\nstaff:x:50:\ndev:x:1000:\n",
-		"etc/motd":   "the base image's motd\n",
-	}
-	for p, c := range files {
-		must(t, os.WriteFile(filepath.Join(root, p), []byte(c), 0o644))
-	}
-	return root
+	root = buildtest.BusyboxRoot(t)
+	reg = buildtest.NewRegistry(t)
+	base = reg.Host + "/base:1"
+	buildtest.PushDir(t, base, root, baseEnv, baseLabels)
+	return root, reg, base
 }
 
 func must(t *testing.T, err error) {
@@ -104,74 +43,6 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// pushBase pushes root as a one-layer image with an Env and a label.
-func pushBase(t *testing.T, ref string, root string) {
-	t.Helper()
-	s := &snapshotter{root: root, skip: map[string]bool{}}
-	all, err := s.take()
-	must(t, err)
-	var buf bytes.Buffer
-	if _, err := s.writeDiff(&buf, snapshot{}, all); err != nil {
-		t.Fatal(err)
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil }, tarball.WithMediaType(types.OCILayer))
-	must(t, err)
-	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{Layer: layer})
-	must(t, err)
-	cfg, err := img.ConfigFile()
-	must(t, err)
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", "amd64"
-	cfg.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "FROM_BASE=1"}
-	cfg.Config.Labels = map[string]string{"org.example.base": "busybox"}
-	img, err = mutate.ConfigFile(img, cfg)
-	must(t, err)
-	r, err := name.ParseReference(ref)
-	must(t, err)
-	must(t, remote.Write(r, img))
-}
-
-// publishFeature publishes a feature's folder as the devcontainer CLI does: an OCI manifest whose
-// config has the media type application/vnd.devcontainers and whose one layer is a tar of the
-// folder ("./" and "./install.sh", ...), media type application/vnd.devcontainers.layer.v1+tar,
-// and the metadata in the manifest's dev.containers.metadata annotation.
-func publishFeature(t *testing.T, ref string, files map[string]string) {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	must(t, tw.WriteHeader(&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755}))
-	for _, n := range sortedKeys(files) {
-		must(t, tw.WriteHeader(&tar.Header{Name: "./" + n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[n]))}))
-		_, err := tw.Write([]byte(files[n]))
-		must(t, err)
-	}
-	must(t, tw.Close())
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), FeatureConfigMediaType)
-	img, err := mutate.Append(img, mutate.Addendum{
-		Layer:       static.NewLayer(buf.Bytes(), FeatureLayerMediaType),
-		Annotations: map[string]string{"org.opencontainers.image.title": "devcontainer-feature.tgz"},
-	})
-	must(t, err)
-	img = mutate.Annotations(img, map[string]string{"dev.containers.metadata": files["devcontainer-feature.json"]}).(v1.Image)
-	r, err := name.ParseReference(ref)
-	must(t, err)
-	must(t, remote.Write(r, img))
-}
-
-// featureFolder reads a feature's folder from testdata.
-func featureFolder(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	files := map[string]string{}
-	entries, err := os.ReadDir(filepath.Join("testdata/features", dir))
-	must(t, err)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("testdata/features", dir, e.Name()))
-		must(t, err)
-		files[e.Name()] = string(b)
-	}
-	return files
 }
 
 // build runs `hangar image-build` as the command does and returns its exit code and output.
@@ -273,12 +144,9 @@ func runIn(t *testing.T, dir string, uid, gid uint32, argv ...string) string {
 // pushed with the config the steps set; the image runs what the features installed; the same
 // definition a second time pushes nothing.
 func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
-	root := busyboxRoot(t)
-	reg := newTestRegistry(t)
-	base := reg.host + "/base:1"
-	pushBase(t, base, root)
-	publishFeature(t, reg.host+"/features/hello:1", featureFolder(t, "hello"))
-	publishFeature(t, reg.host+"/features/color:1", featureFolder(t, "color"))
+	root, reg, base := newBase(t)
+	buildtest.PublishFeature(t, reg.Host+"/features/hello:1", buildtest.Feature(t, "hello"))
+	buildtest.PublishFeature(t, reg.Host+"/features/color:1", buildtest.Feature(t, "color"))
 	spec := Spec{
 		Base: base,
 		Steps: []Step{
@@ -295,12 +163,12 @@ func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
 			{Line: 9, Op: OpLabel, Key: "org.example.team", Value: "platform"},
 		},
 		Features: []Feature{
-			{Ref: reg.host + "/features/hello:1", Options: map[string]any{"greeting": "howdy"}},
-			{Ref: reg.host + "/features/color:1", Options: map[string]any{"favorite": "green"}},
+			{Ref: reg.Host + "/features/hello:1", Options: map[string]any{"greeting": "howdy"}},
+			{Ref: reg.Host + "/features/color:1", Options: map[string]any{"favorite": "green"}},
 		},
 		RemoteUser: "dev",
 	}
-	image := Ref(reg.host+"/hangar/builds", spec.Hash())
+	image := Ref(reg.Host+"/hangar/builds", spec.Hash())
 	code, out := build(t, root, spec, image)
 	if code != 0 {
 		t.Fatalf("image-build exited %d: %s", code, lastLine(out))
@@ -309,11 +177,11 @@ func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
 		"step 1/7: RUN mkdir -p /opt/app && echo built > /opt/app/built.txt && rm /etc/motd (Dockerfile:3)\n",
 		"step 2/7: COPY 3 files to /opt/app (Dockerfile:4)\n",
 		"step 7/7: LABEL org.example.team=platform (Dockerfile:9)\n",
-		"feature 1/2: " + reg.host + "/features/hello:1\n",
+		"feature 1/2: " + reg.Host + "/features/hello:1\n",
 		"    The provided greeting is: howdy\n",
 		"    The effective dev container remoteUser is 'dev'\n",
 		"    The effective dev container remoteUser's home directory is '/home/dev'\n",
-		"feature 2/2: " + reg.host + "/features/color:1\n",
+		"feature 2/2: " + reg.Host + "/features/color:1\n",
 		"    The provided favorite color is: green\n",
 		"pushed " + image + " (sha256:",
 	} {
@@ -344,7 +212,7 @@ func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
 		t.Errorf("labels %v: want the base's and the LABEL's", cfg.Config.Labels)
 	}
 	var meta []map[string]any
-	if err := json.Unmarshal([]byte(cfg.Config.Labels[MetadataLabel]), &meta); err != nil || len(meta) != 2 || meta[0]["id"] != reg.host+"/features/hello:1" || meta[1]["id"] != reg.host+"/features/color:1" {
+	if err := json.Unmarshal([]byte(cfg.Config.Labels[MetadataLabel]), &meta); err != nil || len(meta) != 2 || meta[0]["id"] != reg.Host+"/features/hello:1" || meta[1]["id"] != reg.Host+"/features/color:1" {
 		t.Errorf("label %s = %s (%v): want the two features in order", MetadataLabel, cfg.Config.Labels[MetadataLabel], err)
 	}
 	layers, err := img.Layers()
@@ -402,12 +270,12 @@ func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
 	}
 
 	// The second start of the same definition.
-	writes := reg.writes.Load()
+	writes := reg.Writes.Load()
 	code, out = build(t, root, spec, image)
 	if code != 0 || out != "image "+image+" is built already (cached)\n" {
 		t.Errorf("second build: exit %d, output %q; want 0 and the cached line alone", code, out)
 	}
-	if n := reg.writes.Load() - writes; n != 0 {
+	if n := reg.Writes.Load() - writes; n != 0 {
 		t.Errorf("the second build made %d writes to the registry, want none", n)
 	}
 }
@@ -415,16 +283,13 @@ func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
 // A RUN that fails ends the log with one line naming the Dockerfile line, the command and the
 // exit status; nothing is pushed.
 func TestBuildFailingRunEndsWithOneLine(t *testing.T) {
-	root := busyboxRoot(t)
-	reg := newTestRegistry(t)
-	base := reg.host + "/base:1"
-	pushBase(t, base, root)
+	root, reg, base := newBase(t)
 	spec := Spec{Base: base, Steps: []Step{
 		{Line: 2, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo fine"}},
 		{Line: 7, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo trying; exit 100"}},
 		{Line: 9, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo never"}},
 	}}
-	image := Ref(reg.host+"/hangar/builds", spec.Hash())
+	image := Ref(reg.Host+"/hangar/builds", spec.Hash())
 	code, out := build(t, root, spec, image)
 	if code == 0 {
 		t.Fatal("the build succeeded")
@@ -444,21 +309,18 @@ func TestBuildFailingRunEndsWithOneLine(t *testing.T) {
 
 // docker-in-docker (its real metadata) is refused before anything runs, naming it and why.
 func TestBuildRefusesPrivilegedFeature(t *testing.T) {
-	root := busyboxRoot(t)
-	reg := newTestRegistry(t)
-	base := reg.host + "/base:1"
-	pushBase(t, base, root)
-	publishFeature(t, reg.host+"/features/hello:1", featureFolder(t, "hello"))
-	publishFeature(t, reg.host+"/devcontainers/features/docker-in-docker:2", featureFolder(t, "docker-in-docker"))
+	root, reg, base := newBase(t)
+	buildtest.PublishFeature(t, reg.Host+"/features/hello:1", buildtest.Feature(t, "hello"))
+	buildtest.PublishFeature(t, reg.Host+"/devcontainers/features/docker-in-docker:2", buildtest.Feature(t, "docker-in-docker"))
 	spec := Spec{Base: base,
 		Steps:    []Step{{Line: 2, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo step ran"}}},
-		Features: []Feature{{Ref: reg.host + "/features/hello:1"}, {Ref: reg.host + "/devcontainers/features/docker-in-docker:2"}},
+		Features: []Feature{{Ref: reg.Host + "/features/hello:1"}, {Ref: reg.Host + "/devcontainers/features/docker-in-docker:2"}},
 	}
-	code, out := build(t, root, spec, Ref(reg.host+"/hangar/builds", spec.Hash()))
+	code, out := build(t, root, spec, Ref(reg.Host+"/hangar/builds", spec.Hash()))
 	if code == 0 {
 		t.Fatal("the build succeeded")
 	}
-	want := "feature " + reg.host + "/devcontainers/features/docker-in-docker:2 (docker-in-docker) needs privileges (privileged: true), which Hangar's image build and workspaces never have: Docker cannot run in a Hangar workspace"
+	want := "feature " + reg.Host + "/devcontainers/features/docker-in-docker:2 (docker-in-docker) needs privileges (privileged: true), which Hangar's image build and workspaces never have: Docker cannot run in a Hangar workspace"
 	if got := lastLine(out); got != want {
 		t.Errorf("last line %q\nwant      %q", got, want)
 	}
@@ -469,26 +331,12 @@ func TestBuildRefusesPrivilegedFeature(t *testing.T) {
 
 // Features that dependsOn each other are a cycle, named; so are installsAfter cycles.
 func TestBuildRefusesFeatureCycle(t *testing.T) {
-	root := busyboxRoot(t)
-	reg := newTestRegistry(t)
-	base := reg.host + "/base:1"
-	pushBase(t, base, root)
-	feature := func(id, field string, other string) map[string]string {
-		m := map[string]any{"id": id, "version": "1.0.0"}
-		switch field {
-		case "dependsOn":
-			m[field] = map[string]any{other: map[string]any{}}
-		case "installsAfter":
-			m[field] = []string{other}
-		}
-		b, _ := json.Marshal(m)
-		return map[string]string{"devcontainer-feature.json": string(b), "install.sh": "#!/bin/sh\necho installed " + id + "\n"}
-	}
-	a, b, c, d := reg.host+"/f/a:1", reg.host+"/f/b:1", reg.host+"/f/c", reg.host+"/f/d"
-	publishFeature(t, a, feature("a", "dependsOn", b))
-	publishFeature(t, b, feature("b", "dependsOn", a))
-	publishFeature(t, c+":1", feature("c", "installsAfter", d))
-	publishFeature(t, d+":1", feature("d", "installsAfter", c))
+	root, reg, base := newBase(t)
+	a, b, c, d := reg.Host+"/f/a:1", reg.Host+"/f/b:1", reg.Host+"/f/c", reg.Host+"/f/d"
+	buildtest.PublishFeature(t, a, buildtest.SmallFeature(t, "a", map[string]any{"dependsOn": map[string]any{b: map[string]any{}}}))
+	buildtest.PublishFeature(t, b, buildtest.SmallFeature(t, "b", map[string]any{"dependsOn": map[string]any{a: map[string]any{}}}))
+	buildtest.PublishFeature(t, c+":1", buildtest.SmallFeature(t, "c", map[string]any{"installsAfter": []string{d}}))
+	buildtest.PublishFeature(t, d+":1", buildtest.SmallFeature(t, "d", map[string]any{"installsAfter": []string{c}}))
 	for _, tc := range []struct {
 		features []Feature
 		want     string
@@ -497,7 +345,7 @@ func TestBuildRefusesFeatureCycle(t *testing.T) {
 		{[]Feature{{Ref: c + ":1"}, {Ref: d + ":1"}}, "the features depend on each other in a cycle (dependsOn or installsAfter): " + c + ":1 -> " + d + ":1 -> " + c + ":1"},
 	} {
 		spec := Spec{Base: base, Features: tc.features}
-		code, out := build(t, root, spec, Ref(reg.host+"/hangar/builds", spec.Hash()))
+		code, out := build(t, root, spec, Ref(reg.Host+"/hangar/builds", spec.Hash()))
 		if code == 0 || lastLine(out) != tc.want {
 			t.Errorf("exit %d, last line %q\nwant %q", code, lastLine(out), tc.want)
 		}

@@ -33,10 +33,10 @@ func Command() *cobra.Command {
 			os.Exit(Main(ctx, x, specFile, image))
 		},
 	}
-	cmd.Flags().StringVar(&specFile, "spec", "", "the build's spec (JSON, internal/imagebuild.Spec)")
-	cmd.Flags().StringVar(&image, "image", "", "where to push the image (registry/repository:tag)")
-	cmd.Flags().StringSliceVar(&insecure, "insecure-registry", nil, "a registry (HOST:PORT) reached over plain HTTP; repeatable")
-	cmd.Flags().StringVar(&root, "root", "/", "the filesystem to build in (a directory holding the base image's files: RUN is chrooted into it)")
+	cmd.Flags().StringVar(&specFile, "spec", "", "the build's spec: a JSON `FILE` (internal/imagebuild.Spec)")
+	cmd.Flags().StringVar(&image, "image", "", "where to push the image: `REF` is registry/repository:tag")
+	cmd.Flags().StringSliceVar(&insecure, "insecure-registry", nil, "a registry `HOST:PORT` reached over plain HTTP; repeatable")
+	cmd.Flags().StringVar(&root, "root", "/", "the filesystem to build in: a `DIR` holding the base image's files (RUN is chrooted into it unless it is /)")
 	return cmd
 }
 

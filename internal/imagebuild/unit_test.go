@@ -1,0 +1,152 @@
+package imagebuild
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hangar-dev/hangar/internal/imagebuild/buildtest"
+)
+
+func TestOptionEnv(t *testing.T) {
+	color, err := parseFeatureMetadata([]byte(buildtest.Feature(t, "color")["devcontainer-feature.json"]))
+	must(t, err)
+	env, err := color.optionEnv(nil)
+	if err != nil || !reflect.DeepEqual(env, []string{"FAVORITE=red"}) {
+		t.Errorf("defaults: %q %v, want FAVORITE=red", env, err)
+	}
+	env, err = color.optionEnv(map[string]any{"favorite": "gold", "extra-opt.1": true})
+	if err != nil || !reflect.DeepEqual(env, []string{"EXTRA_OPT_1=true", "FAVORITE=gold"}) {
+		t.Errorf("given: %q %v", env, err)
+	}
+	if _, err := color.optionEnv(map[string]any{"favorite": "blue"}); err == nil || err.Error() != `option favorite: "blue" is not one of red, gold, green` {
+		t.Errorf("a value out of the enum: %v", err)
+	}
+	m, err := parseFeatureMetadata([]byte(`{"id":"x","options":{"install":{"type":"boolean","default":true}}}`))
+	must(t, err)
+	if _, err := m.optionEnv(map[string]any{"install": "yes"}); err == nil || !strings.Contains(err.Error(), "option install") {
+		t.Errorf("a boolean option given %q: %v", "yes", err)
+	}
+	for id, want := range map[string]string{"greeting": "GREETING", "my-opt.x": "MY_OPT_X", "1abc": "_ABC", "__x": "_X", "9_9x": "_X", "camelCase": "CAMELCASE"} {
+		if got := optionEnvName(id); got != want {
+			t.Errorf("optionEnvName(%q) = %q, want %q", id, got, want)
+		}
+	}
+}
+
+func TestFeatureMetadataErrorsNameTheField(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"version":"1"}`: `devcontainer-feature.json: id "": want letters, digits, '.', '_' or '-'`,
+		`{"id":"x","options":{"a":{"type":"number"}}}`:                `devcontainer-feature.json: options.a.type: "number", want "string" or "boolean"`,
+		`{"id":"x","options":{"a":{"type":"boolean","default":"1"}}}`: `devcontainer-feature.json: options.a.default: want a boolean`,
+		`{"id":"x","containerEnv":{"A=B":"c"}}`:                       `devcontainer-feature.json: containerEnv: "A=B" is not a variable name`,
+	} {
+		if _, err := parseFeatureMetadata([]byte(in)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %s", in, err, want)
+		}
+	}
+}
+
+func TestRefusal(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"id":"x"}`: "",
+		`{"id":"x","init":true,"entrypoint":"/e.sh"}`:     "",
+		`{"id":"x","capAdd":["SYS_PTRACE"]}`:              "needs privileges (capAdd: SYS_PTRACE), which Hangar's image build and workspaces never have",
+		`{"id":"x","securityOpt":["seccomp=unconfined"]}`: "needs privileges (securityOpt: seccomp=unconfined), which Hangar's image build and workspaces never have",
+	} {
+		m, err := parseFeatureMetadata([]byte(in))
+		must(t, err)
+		if got := m.refusal(); got != want {
+			t.Errorf("%s: %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestInstallOrder(t *testing.T) {
+	node := func(i int, repo string, after []string, deps ...string) *featureNode {
+		return &featureNode{Ref: repo + ":1", Repo: repo, Meta: &featureMetadata{InstallsAfter: after}, index: i, key: repo, deps: deps}
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []*featureNode
+		order []string
+		want  string
+	}{
+		{"the user's order", []*featureNode{node(0, "x", nil), node(1, "y", nil)}, nil, "x y"},
+		{"installsAfter", []*featureNode{node(0, "x", []string{"y"}), node(1, "y", nil)}, nil, "y x"},
+		{"installsAfter a feature not installed", []*featureNode{node(0, "x", []string{"common-utils"}), node(1, "y", nil)}, nil, "x y"},
+		{"dependsOn", []*featureNode{node(0, "x", nil, "z"), node(1, "y", nil), node(2, "z", nil)}, nil, "y z x"},
+		{"override", []*featureNode{node(0, "x", nil), node(1, "y", nil), node(2, "z", nil)}, []string{"z", "y"}, "z y x"},
+		{"override cannot break dependsOn", []*featureNode{node(0, "x", nil, "y"), node(1, "y", nil)}, []string{"x"}, "y x"},
+	} {
+		nodes := map[string]*featureNode{}
+		for _, n := range tc.nodes {
+			nodes[n.key] = n
+		}
+		got, err := installOrder(nodes, tc.order, func(s string) string { return strings.TrimSuffix(s, ":1") })
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var names []string
+		for _, n := range got {
+			names = append(names, n.Repo)
+		}
+		if strings.Join(names, " ") != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, names, tc.want)
+		}
+	}
+	_, err := installOrder(map[string]*featureNode{"x": node(0, "x", nil)}, []string{"w"}, func(s string) string { return s })
+	if err == nil || err.Error() != "overrideFeatureInstallOrder names w, which is not one of the features" {
+		t.Errorf("an override naming no feature: %v", err)
+	}
+	if featureKey("r", nil) != featureKey("r", map[string]any{}) || featureKey("r", nil) == featureKey("r", map[string]any{"a": "b"}) {
+		t.Error("feature equality: no options and {} must be one feature, other options another")
+	}
+}
+
+// The snapshot skips the mount points under the root (escaped names too) and records symlinks
+// without following them out of the root; a deleted directory is one whiteout.
+func TestSnapshotSkipsMountsAndNeverLeavesTheRoot(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"proc/1", "my vol", "keep/sub"} {
+		must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+	}
+	must(t, os.WriteFile(filepath.Join(root, "proc/1/status"), []byte("x"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "my vol/data"), []byte("x"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "keep/sub/f"), []byte("x"), 0o644))
+	must(t, os.Symlink("/etc", filepath.Join(root, "escape")))
+	mountinfo := "22 1 0:21 / / rw shared:1 - overlay overlay rw\n" +
+		"23 22 0:22 / " + root + "/proc rw - proc proc rw\n" +
+		"24 22 8:1 /vol " + strings.ReplaceAll(root, " ", `\040`) + `/my\040vol rw - ext4 /dev/sda1 rw` + "\n" +
+		"25 22 0:23 / /elsewhere rw - tmpfs tmpfs rw\n"
+	s, err := newSnapshotter(root, strings.NewReader(mountinfo))
+	must(t, err)
+	before, err := s.take()
+	must(t, err)
+	var keys []string
+	for k := range before {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		if strings.HasPrefix(k, "/proc") || strings.HasPrefix(k, "/my vol") || strings.HasPrefix(k, "/escape/") {
+			t.Errorf("the snapshot has %s", k)
+		}
+	}
+	if e, ok := before["/escape"]; !ok || e.mode&fs.ModeSymlink == 0 || e.target != "/etc" {
+		t.Errorf("/escape: %+v, want the symlink recorded", e)
+	}
+	must(t, os.RemoveAll(filepath.Join(root, "keep")))
+	after, err := s.take()
+	must(t, err)
+	var buf bytes.Buffer
+	st, err := s.writeDiff(&buf, before, after)
+	must(t, err)
+	if st != (diffStats{Deleted: 1}) || !bytes.Contains(buf.Bytes(), []byte(".wh.keep")) || bytes.Contains(buf.Bytes(), []byte(".wh.sub")) {
+		t.Errorf("deleting /keep: %+v, want one whiteout", st)
+	}
+}
