@@ -78,7 +78,7 @@ func (x *Executor) Build(ctx context.Context, spec Spec, image string) error {
 		fmt.Fprintf(x.Out, "image %s is built already (cached)\n", image)
 		return nil
 	} else if !isNotFound(err) {
-		return fmt.Errorf("look up %s in its registry: %s", image, oneLine(err))
+		return fmt.Errorf("look up %s in its registry: %s", image, registryMessage(err))
 	}
 	baseRef, err := x.parseRef(spec.Base)
 	if err != nil {
@@ -86,7 +86,7 @@ func (x *Executor) Build(ctx context.Context, spec Spec, image string) error {
 	}
 	base, err := remote.Image(baseRef, append(x.remote(ctx), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))...)
 	if err != nil {
-		return fmt.Errorf("read the base image %s: %s", spec.Base, oneLine(err))
+		return fmt.Errorf("read the base image %s: %s", spec.Base, registryMessage(err))
 	}
 	cfg, err := base.ConfigFile()
 	if err != nil {
@@ -197,7 +197,7 @@ func (x *Executor) Build(ctx context.Context, spec Spec, image string) error {
 	}
 	fmt.Fprintf(x.Out, "pushing %s\n", image)
 	if err := remote.Write(dst, img, x.remote(ctx)...); err != nil {
-		return fmt.Errorf("push %s: %s", image, oneLine(err))
+		return fmt.Errorf("push %s: %s", image, registryMessage(err))
 	}
 	digest, _ := img.Digest()
 	fmt.Fprintf(x.Out, "pushed %s (%s)\n", image, digest)
@@ -424,6 +424,16 @@ func (x *Executor) parseRef(s string) (name.Reference, error) {
 func isNotFound(err error) bool {
 	var te *transport.Error
 	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
+}
+
+// registryMessage is a registry error on one line; a refusal of the credentials says where they
+// come from.
+func registryMessage(err error) string {
+	var te *transport.Error
+	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
+		return fmt.Sprintf("the registry answered %d %s: the build has no credentials for it, or wrong ones (a docker config.json in $DOCKER_CONFIG)", te.StatusCode, http.StatusText(te.StatusCode))
+	}
+	return oneLine(err)
 }
 
 // validate checks a Spec as read from its file; an error names the field.

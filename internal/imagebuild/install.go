@@ -54,7 +54,7 @@ func (x *Executor) resolveFeatures(ctx context.Context, spec Spec, work string) 
 		dir := filepath.Join(work, fmt.Sprintf("feature-%d", len(nodes)))
 		meta, err := x.fetchFeature(ctx, ref, dir)
 		if err != nil {
-			return nil, fmt.Errorf("feature %s: %s", p.ref, oneLine(err))
+			return nil, fmt.Errorf("feature %s: %s", p.ref, registryMessage(err))
 		}
 		if why := meta.refusal(); why != "" {
 			return nil, fmt.Errorf("feature %s (%s) %s", p.ref, meta.ID, why)

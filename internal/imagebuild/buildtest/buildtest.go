@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -55,11 +56,21 @@ type Registry struct {
 }
 
 // NewRegistry starts a registry, stopped when the test ends.
-func NewRegistry(t testing.TB) *Registry {
+func NewRegistry(t testing.TB) *Registry { return NewPrivateRegistry(t, "", "") }
+
+// NewPrivateRegistry starts a registry that answers only requests with HTTP basic
+// authentication as user and password (none if user is empty). This package's pushes take their
+// credentials from $DOCKER_CONFIG, as `hangar image-build` does.
+func NewPrivateRegistry(t testing.TB, user, password string) *Registry {
 	t.Helper()
 	r := &Registry{}
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, p, ok := req.BasicAuth(); user != "" && (!ok || u != user || p != password) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="buildtest"`)
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+			return
+		}
 		if req.Method != http.MethodGet && req.Method != http.MethodHead {
 			r.Writes.Add(1)
 		}
@@ -233,7 +244,7 @@ func write(t testing.TB, ref string, img v1.Image) {
 	t.Helper()
 	r, err := name.ParseReference(ref)
 	must(t, err)
-	must(t, remote.Write(r, img))
+	must(t, remote.Write(r, img, remote.WithAuthFromKeychain(authn.DefaultKeychain)))
 }
 
 func must(t testing.TB, err error) {
