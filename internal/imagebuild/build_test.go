@@ -355,3 +355,61 @@ func TestBuildRefusesFeatureCycle(t *testing.T) {
 		}
 	}
 }
+
+// A feature's dependsOn is fetched and installed first, its options' defaults reach install.sh,
+// its containerEnv goes into the image's Env (expanding the Env before it), and what the build
+// does not run (lifecycle commands, entrypoint) is said in the log and kept in the label.
+func TestBuildFeatureDependenciesEnvAndHooks(t *testing.T) {
+	root, reg, base := newBase(t)
+	dep, tool := reg.Host+"/f/dep:1", reg.Host+"/f/tool:1"
+	buildtest.PublishFeature(t, dep, map[string]string{
+		"devcontainer-feature.json": `{"id":"dep","version":"1.0.0","options":{"flavour":{"type":"string","default":"plain"},"with-docs":{"type":"boolean","default":false}}}`,
+		"install.sh":                "#!/bin/sh\nset -e\nmkdir -p /opt/dep\necho \"$FLAVOUR $WITH_DOCS $_REMOTE_USER $_REMOTE_USER_HOME\" > /opt/dep/installed\n",
+	})
+	buildtest.PublishFeature(t, tool, map[string]string{
+		"devcontainer-feature.json": `{"id":"tool","version":"2.0.0","dependsOn":{"` + dep + `":{"flavour":"spicy"}},
+			"containerEnv":{"TOOL_HOME":"/opt/tool","PATH":"/opt/tool/bin:${PATH}"},
+			"postCreateCommand":"tool init","postStartCommand":["tool","serve"],"entrypoint":"/opt/tool/start.sh"}`,
+		"install.sh": "#!/bin/sh\nset -e\ntest -f /opt/dep/installed\nmkdir -p /opt/tool/bin\nprintf '#!/bin/sh\\necho tool ok\\n' > /opt/tool/bin/tool\nchmod 755 /opt/tool/bin/tool\n",
+	})
+	spec := Spec{Base: base, Features: []Feature{{Ref: tool}}, RemoteUser: "dev"}
+	image := Ref(reg.Host+"/hangar/builds", spec.Hash())
+	code, out := build(t, root, spec, image)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, lastLine(out))
+	}
+	for _, want := range []string{
+		"feature 1/2: " + dep + "\n",
+		"feature 2/2: " + tool + "\n",
+		"    postCreateCommand, postStartCommand of feature tool: kept in the image's devcontainer.metadata label, not run by the build\n",
+		"    entrypoint of feature tool: not honoured in a Hangar workspace (kept in the devcontainer.metadata label)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q", want)
+		}
+	}
+	ref, err := name.ParseReference(image)
+	must(t, err)
+	img, err := remote.Image(ref)
+	must(t, err)
+	cfg, err := img.ConfigFile()
+	must(t, err)
+	env := strings.Join(cfg.Config.Env, "\n")
+	for _, want := range []string{"TOOL_HOME=/opt/tool", "PATH=/opt/tool/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("Env %q lacks %s", cfg.Config.Env, want)
+		}
+	}
+	var meta []map[string]any
+	must(t, json.Unmarshal([]byte(cfg.Config.Labels[MetadataLabel]), &meta))
+	if len(meta) != 2 || meta[1]["postCreateCommand"] != "tool init" || meta[1]["entrypoint"] != "/opt/tool/start.sh" || meta[1]["containerEnv"].(map[string]any)["TOOL_HOME"] != "/opt/tool" {
+		t.Errorf("label %s = %s", MetadataLabel, cfg.Config.Labels[MetadataLabel])
+	}
+	_, data := layerFiles(t, img)
+	if got, want := data["opt/dep/installed"], "spicy false dev /home/dev\n"; got != want {
+		t.Errorf("dep's install.sh saw %q, want %q (dependsOn's options, the defaults, the remote user)", got, want)
+	}
+	if got := runIn(t, extractImage(t, img), 1000, 1000, "/opt/tool/bin/tool"); got != "tool ok\n" {
+		t.Errorf("tool says %q", got)
+	}
+}
