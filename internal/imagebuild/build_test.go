@@ -286,7 +286,7 @@ func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
 func TestBuildFailingRunEndsWithOneLine(t *testing.T) {
 	root, reg, base := newBase(t)
 	spec := Spec{Base: base, Steps: []Step{
-		{Line: 2, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo fine"}},
+		{Line: 2, Op: OpRun, Args: []string{"echo", "fine"}}, // the exec form: echo is found in the image's PATH
 		{Line: 7, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo trying; exit 100"}},
 		{Line: 9, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo never"}},
 	}}
@@ -298,7 +298,7 @@ func TestBuildFailingRunEndsWithOneLine(t *testing.T) {
 	if got, want := lastLine(out), "Dockerfile:7: RUN echo trying; exit 100: exit status 100"; got != want {
 		t.Errorf("last line %q, want %q", got, want)
 	}
-	if !strings.Contains(out, "    trying\n") || strings.Contains(out, "never") {
+	if !strings.Contains(out, "step 1/3: RUN [\"echo\",\"fine\"] (Dockerfile:2)\n    fine\n") || !strings.Contains(out, "    trying\n") || strings.Contains(out, "never") {
 		t.Errorf("output %q: want the failing step's output and nothing after it", out)
 	}
 	ref, err := name.ParseReference(image)
