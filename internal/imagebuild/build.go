@@ -97,8 +97,17 @@ func (x *Executor) Build(ctx context.Context, spec Spec, image string) error {
 	// The build's work directory is in the image's /tmp, where a chrooted install.sh sees it,
 	// and is neither snapshotted nor left behind.
 	tmp := filepath.Join(x.Root, "tmp")
-	if err := os.MkdirAll(tmp, 0o1777); err != nil {
-		return fmt.Errorf("create the build's work directory: %w", err)
+	if fi, err := os.Lstat(tmp); os.IsNotExist(err) {
+		if err := os.Mkdir(tmp, 0o700); err != nil {
+			return fmt.Errorf("create the image's /tmp: %w", err)
+		}
+		if err := os.Chmod(tmp, 0o777|fs.ModeSticky); err != nil {
+			return fmt.Errorf("create the image's /tmp: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("the image's /tmp: %w", err)
+	} else if !fi.IsDir() {
+		return errors.New("the image's /tmp is not a directory (the build extracts the features there)")
 	}
 	work, err := os.MkdirTemp(tmp, "hangar-image-build-")
 	if err != nil {
