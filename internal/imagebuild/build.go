@@ -274,7 +274,7 @@ func (x *Executor) run(ctx context.Context, argv []string, user, dir string, env
 	cmd := exec.CommandContext(ctx, prog, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Env, cmd.Dir = env, dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(id.UID), Gid: uint32(id.GID)}, Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(id.UID), Gid: uint32(id.GID), Groups: gids(id.Groups)}, Setpgid: true}
 	if filepath.Clean(x.Root) != "/" {
 		// Chroot needs root (CAP_SYS_CHROOT): the tests run as root, as a build pod does.
 		cmd.SysProcAttr.Chroot = x.Root
@@ -286,6 +286,14 @@ func (x *Executor) run(ctx context.Context, argv []string, user, dir string, env
 	err = cmd.Run()
 	out.Flush()
 	return err
+}
+
+func gids(groups []int) []uint32 {
+	out := make([]uint32, len(groups))
+	for i, g := range groups {
+		out[i] = uint32(g)
+	}
+	return out
 }
 
 // lookPath finds a program by the PATH of env, in the image.

@@ -160,7 +160,7 @@ func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
 			{Line: 5, Op: OpEnv, Key: "GREETING_TARGET", Value: "world"},
 			{Line: 6, Op: OpUser, Value: "dev"},
 			{Line: 7, Op: OpWorkdir, Value: "/home/dev/project"},
-			{Line: 8, Op: OpRun, Args: []string{"/bin/sh", "-c", "id -u > whoami.txt; pwd >> whoami.txt; echo $GREETING_TARGET $BUILD_ARG $HOME >> whoami.txt"}, Env: []string{"BUILD_ARG=arg1"}},
+			{Line: 8, Op: OpRun, Args: []string{"/bin/sh", "-c", "id -u > whoami.txt; id -G >> whoami.txt; pwd >> whoami.txt; echo $GREETING_TARGET $BUILD_ARG $HOME >> whoami.txt"}, Env: []string{"BUILD_ARG=arg1"}},
 			{Line: 9, Op: OpLabel, Key: "org.example.team", Value: "platform"},
 		},
 		Features: []Feature{
@@ -249,8 +249,8 @@ func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
 	if _, ok := hdrs["etc/.wh.motd"]; !ok {
 		t.Errorf("the layer has no whiteout of the deleted /etc/motd")
 	}
-	if got, want := data["home/dev/project/whoami.txt"], "1000\n/home/dev/project\nworld arg1 /home/dev\n"; got != want {
-		t.Errorf("whoami.txt = %q, want %q (the RUN as USER dev in WORKDIR with ENV and its build arg)", got, want)
+	if got, want := data["home/dev/project/whoami.txt"], "1000\n1000 50\n/home/dev/project\nworld arg1 /home/dev\n"; got != want {
+		t.Errorf("whoami.txt = %q, want %q (the RUN as USER dev with its groups, in WORKDIR, with ENV and its build arg)", got, want)
 	}
 	for p := range hdrs {
 		if strings.HasPrefix(p, "tmp/hangar-image-build") || p == "bin/busybox" || p == "etc/passwd" {

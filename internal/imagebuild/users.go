@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,6 +20,7 @@ type account struct {
 	Name     string
 	UID, GID int
 	Home     string
+	Members  []string // a group's
 }
 
 // parseAccounts reads /etc/passwd (name:x:uid:gid:gecos:home:shell) or, with group, /etc/group
@@ -38,6 +40,9 @@ func parseAccounts(r io.Reader, group bool) ([]account, error) {
 			continue
 		}
 		a := account{Name: f[0], UID: id}
+		if group && len(f) >= 4 && f[3] != "" {
+			a.Members = strings.Split(f[3], ",")
+		}
 		if !group {
 			if len(f) < 6 {
 				continue
@@ -80,6 +85,7 @@ type identity struct {
 	UID, GID int
 	Name     string // empty when the image has no such account
 	Home     string
+	Groups   []int // supplementary: the groups of /etc/group that list Name, as Docker gives them
 }
 
 // resolveUser resolves a Dockerfile USER value ("name", "uid", "name:group", "uid:gid"; empty is
@@ -126,6 +132,16 @@ func resolveUser(root, user string) (identity, error) {
 			return identity{}, err
 		}
 		id.GID = gid
+	} else if id.Name != "" {
+		groups, err := accounts(root, true)
+		if err != nil {
+			return identity{}, err
+		}
+		for _, gr := range groups {
+			if gr.UID != id.GID && slices.Contains(gr.Members, id.Name) {
+				id.Groups = append(id.Groups, gr.UID)
+			}
+		}
 	}
 	return id, nil
 }

@@ -91,7 +91,7 @@ func NeedRoot(t testing.TB) {
 }
 
 // BusyboxRoot is a base image's filesystem in a new directory: this machine's static busybox and
-// its applets in /bin, a root and a "dev" user (1000, home /home/dev) with a group "staff" (50),
+// its applets in /bin, a root and a "dev" user (1000, home /home/dev) also in the group "staff" (50),
 // /tmp, /usr/local/bin, and /etc/motd.
 func BusyboxRoot(t testing.TB) string {
 	t.Helper()
@@ -118,7 +118,7 @@ func BusyboxRoot(t testing.TB) string {
 	}
 	for p, c := range map[string]string{
 		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\ndev:x:1000:1000:dev:/home/dev:/bin/sh\n",
-		"etc/group":  "root:x:0:\nstaff:x:50:\ndev:x:1000:\n",
+		"etc/group":  "root:x:0:\nstaff:x:50:dev\ndev:x:1000:\n",
 		"etc/motd":   "the base image's motd\n",
 	} {
 		must(t, os.WriteFile(filepath.Join(root, p), []byte(c), 0o644))
