@@ -39,8 +39,14 @@ func FuzzExtractFeature(f *testing.F) {
 	f.Add(tarOf(&tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, &tar.Header{Name: "link/passwd", Typeflag: tar.TypeReg, Size: 1}))
 	f.Add(tarOf(&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}))
 	f.Add(tarOf(&tar.Header{Name: "a/../../b", Typeflag: tar.TypeReg, Size: 1}))
+	limit := maxFeatureArchive
+	maxFeatureArchive = 1 << 20
+	f.Cleanup(func() { maxFeatureArchive = limit })
+	base := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		parent := t.TempDir()
+		parent, err := os.MkdirTemp(base, "")
+		must(t, err)
+		defer os.RemoveAll(parent)
 		dir := filepath.Join(parent, "feature")
 		must(t, os.Mkdir(dir, 0o755))
 		r, err := os.OpenRoot(dir)
