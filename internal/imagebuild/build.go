@@ -27,6 +27,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/hangar-dev/hangar/internal/clock"
 )
 
 // MetadataLabel is the Dev Containers label that carries what the image's features contribute to
@@ -52,8 +54,8 @@ type Executor struct {
 	Transport http.RoundTripper
 	// Out gets the progress and the commands' output.
 	Out io.Writer
-	// Now stamps the image's history entry.
-	Now func() time.Time
+	// Clock stamps the image's creation and history entry (clock.Real if nil).
+	Clock clock.Clock
 }
 
 // buildState is the image's config as the steps change it.
@@ -403,10 +405,10 @@ func (x *Executor) inRoot(fn func(*os.Root) error) error {
 }
 
 func (x *Executor) now() time.Time {
-	if x.Now != nil {
-		return x.Now().UTC()
+	if x.Clock == nil {
+		return clock.Real{}.Now()
 	}
-	return time.Now().UTC()
+	return x.Clock.Now()
 }
 
 // remote is the options of every registry request.

@@ -20,8 +20,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/hangar-dev/hangar/internal/clock"
 	"github.com/hangar-dev/hangar/internal/imagebuild/buildtest"
 )
+
+// buildTime is the builds' clock.
+var buildTime = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 
 // baseEnv and baseLabels are the base image's config.
 var (
@@ -54,7 +58,7 @@ func build(t *testing.T, root string, spec Spec, image string) (int, string) {
 	specFile := filepath.Join(t.TempDir(), "spec.json")
 	must(t, os.WriteFile(specFile, b, 0o644))
 	var out bytes.Buffer
-	x := &Executor{Root: root, Mountinfo: "/proc/self/mountinfo", Out: &out, Now: func() time.Time { return time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC) }}
+	x := &Executor{Root: root, Mountinfo: "/proc/self/mountinfo", Out: &out, Clock: clock.NewFake(buildTime)}
 	code := Main(context.Background(), x, specFile, image)
 	t.Logf("image-build exited %d:\n%s", code, out.String())
 	return code, out.String()
@@ -197,6 +201,9 @@ func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
 	must(t, err)
 	cfg, err := img.ConfigFile()
 	must(t, err)
+	if !cfg.Created.Time.Equal(buildTime) {
+		t.Errorf("the image was created at %s, want the build's clock's %s", cfg.Created.Time, buildTime)
+	}
 	if cfg.Config.User != "dev" || cfg.Config.WorkingDir != "/home/dev/project" {
 		t.Errorf("config User %q WorkingDir %q, want dev and /home/dev/project", cfg.Config.User, cfg.Config.WorkingDir)
 	}
