@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -64,6 +65,10 @@ func mainErr(ctx context.Context, x *Executor, specFile, image string) error {
 	}
 	if fi, err := os.Stat(x.Root); err != nil || !fi.IsDir() {
 		return fmt.Errorf("--root %s: not a directory", x.Root)
+	}
+	// Absolute, as the mount table's paths are.
+	if x.Root, err = filepath.Abs(x.Root); err != nil {
+		return fmt.Errorf("--root %s: %w", x.Root, err)
 	}
 	return x.Build(ctx, spec, image)
 }
