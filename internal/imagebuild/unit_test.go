@@ -150,3 +150,19 @@ func TestSnapshotSkipsMountsAndNeverLeavesTheRoot(t *testing.T) {
 		t.Errorf("deleting /keep: %+v, want one whiteout", st)
 	}
 }
+
+// --insecure-registry makes exactly the registries it names plain HTTP.
+func TestInsecureRegistries(t *testing.T) {
+	x := &Executor{Insecure: []string{"registry.example:5000"}}
+	for ref, want := range map[string]string{
+		"registry.example:5000/hangar/builds:abc": "http",
+		"registry.example/hangar/builds:abc":      "https",
+		"ghcr.io/devcontainers/features/node:1":   "https",
+	} {
+		r, err := x.parseRef(ref)
+		must(t, err)
+		if got := r.Context().Registry.Scheme(); got != want {
+			t.Errorf("%s: %s, want %s", ref, got, want)
+		}
+	}
+}
