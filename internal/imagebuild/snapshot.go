@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // entry is what a snapshot keeps of one path: enough to tell that it changed (type, permissions,
@@ -240,6 +242,11 @@ func (s *snapshotter) writeEntry(tw *tar.Writer, name, p string, e entry) error 
 		return fmt.Errorf("layer: %s changed while the layer was written", p)
 	}
 	h.Size = fi.Size()
+	// File capabilities (setcap's, as ping's) are an extended attribute; tar carries them as a
+	// PAX record, which containerd applies.
+	if c, ok := fileCapability(f); ok {
+		h.PAXRecords = map[string]string{"SCHILY.xattr." + capabilityXattr: c}
+	}
 	if err := tw.WriteHeader(h); err != nil {
 		return fmt.Errorf("layer: %s: %w", p, err)
 	}
@@ -262,4 +269,21 @@ func tarMode(m fs.FileMode) int64 {
 		v |= 0o1000
 	}
 	return v
+}
+
+// capabilityXattr is where Linux keeps a file's capabilities.
+const capabilityXattr = "security.capability"
+
+// fileCapability reads an open file's capabilities, if it has any.
+func fileCapability(f *os.File) (string, bool) {
+	buf := make([]byte, 64) // a vfs_cap_data is at most 24 bytes
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return "", false
+	}
+	n, gerr := 0, error(nil)
+	if err := rc.Control(func(fd uintptr) { n, gerr = unix.Fgetxattr(int(fd), capabilityXattr, buf) }); err != nil || gerr != nil || n <= 0 {
+		return "", false
+	}
+	return string(buf[:n]), true
 }

@@ -1,6 +1,7 @@
 package imagebuild
 
 import (
+	"archive/tar"
 	"bytes"
 	"io/fs"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hangar-dev/hangar/internal/imagebuild/buildtest"
 )
@@ -164,5 +167,31 @@ func TestInsecureRegistries(t *testing.T) {
 		if got := r.Context().Registry.Scheme(); got != want {
 			t.Errorf("%s: %s, want %s", ref, got, want)
 		}
+	}
+}
+
+// A file's capabilities (setcap) travel in the layer as the PAX record containerd applies.
+func TestLayerKeepsFileCapabilities(t *testing.T) {
+	root := t.TempDir()
+	s := &snapshotter{root: root, skip: map[string]bool{}}
+	before, err := s.take()
+	must(t, err)
+	p := filepath.Join(root, "ping")
+	must(t, os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755))
+	// cap_net_raw+ep as setcap writes it (VFS_CAP_REVISION_2: magic, permitted, inheritable).
+	capData := []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x20, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	if err := unix.Setxattr(p, capabilityXattr, capData, 0); err != nil {
+		t.Fatalf("set %s (this test runs as root): %v", capabilityXattr, err)
+	}
+	after, err := s.take()
+	must(t, err)
+	var buf bytes.Buffer
+	_, err = s.writeDiff(&buf, before, after)
+	must(t, err)
+	tr := tar.NewReader(&buf)
+	h, err := tr.Next()
+	must(t, err)
+	if h.Name != "ping" || h.PAXRecords["SCHILY.xattr."+capabilityXattr] != string(capData) {
+		t.Errorf("%s: PAX records %q, want the file's capabilities", h.Name, h.PAXRecords)
 	}
 }
