@@ -485,8 +485,16 @@ func (s Spec) validate() error {
 		}
 	}
 	for i, f := range s.Features {
-		if f.Ref == "" {
+		switch {
+		case f.Ref == "":
 			return fmt.Errorf("spec: features[%d].ref: a reference is required", i)
+		case strings.HasPrefix(f.Ref, "./") || strings.HasPrefix(f.Ref, "../"):
+			return fmt.Errorf("spec: features[%d].ref: %s is a local feature (a folder next to devcontainer.json), which the build does not take yet: publish it to an OCI registry", i, f.Ref)
+		case strings.HasPrefix(f.Ref, "https://") || strings.HasPrefix(f.Ref, "http://"):
+			return fmt.Errorf("spec: features[%d].ref: %s is a tarball URL, which the build does not fetch: publish the feature to an OCI registry", i, f.Ref)
+		}
+		if _, err := name.ParseReference(f.Ref); err != nil {
+			return fmt.Errorf("spec: features[%d].ref: %s", i, oneLine(err))
 		}
 	}
 	return nil

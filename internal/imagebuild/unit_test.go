@@ -195,3 +195,20 @@ func TestLayerKeepsFileCapabilities(t *testing.T) {
 		t.Errorf("%s: PAX records %q, want the file's capabilities", h.Name, h.PAXRecords)
 	}
 }
+
+// A spec's errors name the field.
+func TestDecodeSpecNamesTheField(t *testing.T) {
+	for in, want := range map[string]string{
+		`{}`:                                  "spec: base: an image is required",
+		`{"base":"b","steps":[{"op":"run"}]}`: "spec: steps[0].args: a command is required",
+		`{"base":"b","steps":[{"op":"copy","files":[{"path":"rel"}]}]}`: `spec: steps[0].files[0].path: "rel" is not absolute`,
+		`{"base":"b","steps":[{"op":"shell"}]}`:                         `spec: steps[0].op: unknown operation "shell"`,
+		`{"base":"b","features":[{"ref":"./local-feature"}]}`:           "spec: features[0].ref: ./local-feature is a local feature (a folder next to devcontainer.json), which the build does not take yet: publish it to an OCI registry",
+		`{"base":"b","features":[{"ref":"https://example.com/f.tgz"}]}`: "spec: features[0].ref: https://example.com/f.tgz is a tarball URL, which the build does not fetch: publish the feature to an OCI registry",
+		`{"base":"b","unknown":1}`:                                      `--spec: json: unknown field "unknown"`,
+	} {
+		if _, err := decodeSpec(strings.NewReader(in)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v\nwant %s", in, err, want)
+		}
+	}
+}
