@@ -18,9 +18,9 @@ import (
 )
 
 // entry is what a snapshot keeps of one path: enough to tell that it changed (type, permissions,
-// owners, size, times, inode, a symlink's target) without reading its content. A snapshot of a
-// whole filesystem is one entry per path, about a hundred bytes each: a 200,000-file image costs
-// some 30 MB, and no file's content is ever held in memory.
+// owners, size, times, inode, a symlink's target) without reading its content. A snapshot keeps
+// about 240 bytes a path with its key (BenchmarkSnapshot); no file's content is ever held in
+// memory.
 type entry struct {
 	mode         fs.FileMode
 	uid, gid     uint32
