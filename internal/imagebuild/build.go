@@ -54,6 +54,9 @@ type Executor struct {
 	Transport http.RoundTripper
 	// Out gets the progress and the commands' output.
 	Out io.Writer
+	// OutputDelay is how long a step's output may stay open after its command exits, held by a
+	// process the command left running (2 s if zero).
+	OutputDelay time.Duration
 	// Clock stamps the image's creation and history entry (clock.Real if nil).
 	Clock clock.Clock
 }
@@ -283,11 +286,29 @@ func (x *Executor) run(ctx context.Context, argv []string, user, dir string, env
 	}
 	// The command and what it starts are one process group, ended together when the build is.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A step is done when its command exits, as in Docker: what it left running (`service mysql
+	// start`) would hold the output open and change the files under the snapshot, so it gets
+	// outputDelay to finish its output and then the whole group is killed.
+	cmd.WaitDelay = x.outputDelay()
 	out := newIndentWriter(x.Out, "    ")
 	cmd.Stdout, cmd.Stderr = out, out
 	err = cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // ESRCH when nothing is left
+	}
 	out.Flush()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		return nil // the command succeeded; what it left behind is ended
+	}
 	return err
+}
+
+// outputDelay is how long a step's output may stay open after its command exits.
+func (x *Executor) outputDelay() time.Duration {
+	if x.OutputDelay > 0 {
+		return x.OutputDelay
+	}
+	return 2 * time.Second
 }
 
 func gids(groups []int) []uint32 {

@@ -58,7 +58,7 @@ func build(t *testing.T, root string, spec Spec, image string) (int, string) {
 	specFile := filepath.Join(t.TempDir(), "spec.json")
 	must(t, os.WriteFile(specFile, b, 0o644))
 	var out bytes.Buffer
-	x := &Executor{Root: root, Mountinfo: "/proc/self/mountinfo", Out: &out, Clock: clock.NewFake(buildTime)}
+	x := &Executor{Root: root, Mountinfo: "/proc/self/mountinfo", Out: &out, Clock: clock.NewFake(buildTime), OutputDelay: 100 * time.Millisecond}
 	code := Main(context.Background(), x, specFile, image)
 	t.Logf("image-build exited %d:\n%s", code, out.String())
 	return code, out.String()
@@ -418,5 +418,31 @@ func TestBuildFeatureDependenciesEnvAndHooks(t *testing.T) {
 	}
 	if got := runIn(t, extractImage(t, img), 1000, 1000, "/opt/tool/bin/tool"); got != "tool ok\n" {
 		t.Errorf("tool says %q", got)
+	}
+}
+
+// A step that leaves a process running (a daemon started for the step) is done when its command
+// exits: the process is ended, and the build neither hangs on its output nor snapshots its writes.
+func TestBuildEndsWhatAStepLeftRunning(t *testing.T) {
+	root, reg, base := newBase(t)
+	spec := Spec{Base: base, Steps: []Step{
+		{Line: 2, Op: OpRun, Args: []string{"/bin/sh", "-c", "(while true; do date > /tmp/daemon.out; sleep 0.05; done) & echo started"}},
+		{Line: 3, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo next"}},
+	}}
+	image := Ref(reg.Host+"/hangar/builds", spec.Hash())
+	code, out := build(t, root, spec, image)
+	if code != 0 || !strings.Contains(out, "    started\n") || !strings.Contains(out, "    next\n") {
+		t.Fatalf("exit %d, output %q", code, out)
+	}
+	// The loop is gone: its file does not change any more.
+	before, err := os.ReadFile(filepath.Join(root, "tmp/daemon.out"))
+	must(t, err)
+	for range 3 {
+		runIn(t, root, 0, 0, "/bin/sleep", "0.1") // a real wait for a process that should be dead
+	}
+	after, err := os.ReadFile(filepath.Join(root, "tmp/daemon.out"))
+	must(t, err)
+	if !bytes.Equal(before, after) {
+		t.Errorf("the step's background loop still runs: /tmp/daemon.out went from %q to %q", before, after)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/sys/unix"
 )
 
 // Features holds the features' folders: hello, color (devcontainers/feature-starter) and
@@ -92,7 +93,7 @@ func NeedRoot(t testing.TB) {
 
 // BusyboxRoot is a base image's filesystem in a new directory: this machine's static busybox and
 // its applets in /bin, a root and a "dev" user (1000, home /home/dev) also in the group "staff" (50),
-// /tmp, /usr/local/bin, and /etc/motd.
+// /tmp, /usr/local/bin, /dev/null, and /etc/motd.
 func BusyboxRoot(t testing.TB) string {
 	t.Helper()
 	NeedRoot(t)
@@ -116,6 +117,10 @@ func BusyboxRoot(t testing.TB) string {
 			must(t, os.Symlink("busybox", filepath.Join(root, "bin", a)))
 		}
 	}
+	// /dev/null, as a container runtime gives one (the shell's background jobs read it).
+	must(t, os.Mkdir(filepath.Join(root, "dev"), 0o755))
+	must(t, syscall.Mknod(filepath.Join(root, "dev/null"), syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
+	must(t, os.Chmod(filepath.Join(root, "dev/null"), 0o666))
 	for p, c := range map[string]string{
 		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\ndev:x:1000:1000:dev:/home/dev:/bin/sh\n",
 		"etc/group":  "root:x:0:\nstaff:x:50:dev\ndev:x:1000:\n",
