@@ -105,7 +105,8 @@ func TestImageBuildCommand(t *testing.T) {
 // The build as the workspace's build init container runs it: `--root /` (no chroot by the build),
 // uid 0 with only the capabilities the pod gives it (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, SETUID,
 // SETGID, KILL) and no_new_privs, the hangar binary and the spec on their own mounts, /proc and
-// /dev mounted. The pod is played by a mount namespace, chroot and setpriv (util-linux) on the busybox
+// /dev mounted, the build the first process of its PID namespace (what a step leaves running is
+// ended). The pod is played by a mount namespace, chroot and setpriv (util-linux) on the busybox
 // root; the build must leave its mounts out of the layer and work without any other privilege.
 func TestImageBuildWithThePodsPrivileges(t *testing.T) {
 	for _, tool := range []string{"unshare", "setpriv"} {
@@ -155,6 +156,10 @@ func TestImageBuildWithThePodsPrivileges(t *testing.T) {
 			{Line: 3, Op: imagebuild.OpCopy, Files: []imagebuild.File{{Path: "/home/dev/notes.txt", Mode: 0o600, Data: []byte("mine\n"), User: "dev", Group: "staff"}}},
 			{Line: 4, Op: imagebuild.OpUser, Value: "dev"},
 			{Line: 5, Op: imagebuild.OpRun, Args: []string{"/bin/sh", "-c", "id -u > /home/dev/uid && cat /home/dev/notes.txt"}},
+			{Line: 6, Op: imagebuild.OpUser, Value: "root"},
+			// A daemon in a session of its own (setsid): out of the step's process group.
+			{Line: 7, Op: imagebuild.OpRun, Args: []string{"/bin/sh", "-c", "setsid sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/daemon.count; sleep 0.05; done' >/dev/null 2>&1 < /dev/null & while [ ! -s /tmp/daemon.count ]; do sleep 0.01; done; echo daemon started"}},
+			{Line: 8, Op: imagebuild.OpRun, Args: []string{"/bin/sh", "-c", "set -e; a=$(cat /tmp/daemon.count); sleep 0.3; b=$(cat /tmp/daemon.count); if [ \"$a\" = \"$b\" ]; then echo daemon ended; else echo daemon still runs; fi"}},
 		},
 		Features:   []imagebuild.Feature{{Ref: reg.Host + "/features/hello:1"}},
 		RemoteUser: "dev",
@@ -178,14 +183,15 @@ mknod -m 666 "$1/dev/null" c 1 3 && mknod -m 666 "$1/dev/zero" c 1 5 && mknod -m
 mount --bind "$2" "$1/hangar/bin" && mount -o bind,ro "$3" "$1/hangar/build" &&
 exec chroot "$1" ` + setpriv + ` --bounding-set=-all,+chown,+dac_override,+fowner,+fsetid,+setuid,+setgid,+kill --inh-caps=-all --no-new-privs \
   /hangar/bin/hangar image-build --spec /hangar/build/spec.json --image "$4"`
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh", root, hostBin, buildDir, image)
+	// A PID namespace of its own too, where the build is the first process, as in a container.
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--pid", "--fork", "/bin/sh", "-c", script, "sh", root, hostBin, buildDir, image)
 	out, err := cmd.CombinedOutput()
 	t.Logf("the build pod:\n%s", out)
 	if err != nil {
 		t.Fatalf("the build failed: %v", err)
 	}
 	// CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5, SETGID 6, SETUID 7.
-	for _, want := range []string{"    CapBnd:\t00000000000000fb\n", "    chroot refused\n", "    mine\n", "    Activating feature 'hello'\n", "pushed " + image} {
+	for _, want := range []string{"    CapBnd:\t00000000000000fb\n", "    chroot refused\n", "    mine\n", "    Activating feature 'hello'\n", "    daemon started\n", "    daemon ended\n", "pushed " + image} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the build's output lacks %q", want)
 		}
@@ -219,7 +225,7 @@ exec chroot "$1" ` + setpriv + ` --bounding-set=-all,+chown,+dac_override,+fowne
 		seen[strings.TrimSuffix(h.Name, "/")] = h
 	}
 	for p := range seen {
-		if strings.HasPrefix(p, "proc/") || strings.HasPrefix(p, "dev/") || strings.HasPrefix(p, "hangar/") || strings.HasPrefix(p, "tmp/") {
+		if strings.HasPrefix(p, "proc/") || strings.HasPrefix(p, "dev/") || strings.HasPrefix(p, "hangar/") || strings.HasPrefix(p, "tmp/hangar-") {
 			t.Errorf("the layer has %s, which is a mount or the build's own", p)
 		}
 	}

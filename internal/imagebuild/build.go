@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -296,11 +297,45 @@ func (x *Executor) run(ctx context.Context, argv []string, user, dir string, env
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // ESRCH when nothing is left
 	}
+	endOrphans()
 	out.Flush()
 	if errors.Is(err, exec.ErrWaitDelay) {
 		return nil // the command succeeded; what it left behind is ended
 	}
 	return err
+}
+
+// endOrphans kills what a step left running in a session of its own (a daemon that called
+// setsid), when the build is its container's first process: every other process of the
+// container's PID namespace is then a step's, and becomes the build's child when its parent dies.
+// It returns when none is left, so that nothing writes under the snapshot. Elsewhere (the tests'
+// --root) it does nothing.
+func endOrphans() {
+	if os.Getpid() != 1 {
+		return
+	}
+	for round := 0; round < 100; round++ {
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			return
+		}
+		left := 0
+		for _, e := range entries {
+			if pid, err := strconv.Atoi(e.Name()); err == nil && pid > 1 {
+				left++
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if left == 0 {
+			return
+		}
+		for { // reap until no child is left (ECHILD)
+			if _, err := syscall.Wait4(-1, nil, 0, nil); err != nil && !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // for grandchildren still being given to us
+	}
 }
 
 // outputDelay is how long a step's output may stay open after its command exits.
