@@ -90,26 +90,20 @@ func (x *Executor) fetchFeature(ctx context.Context, ref name.Reference, dir str
 	if err != nil {
 		return nil, err
 	}
-	var layer *struct {
-		i    int
-		size int64
-	}
+	idx := -1
 	for i, l := range m.Layers {
 		if string(l.MediaType) == FeatureLayerMediaType || len(m.Layers) == 1 {
-			layer = &struct {
-				i    int
-				size int64
-			}{i, l.Size}
+			idx = i
 			break
 		}
 	}
-	if layer == nil {
+	if idx < 0 {
 		return nil, fmt.Errorf("the artifact has no layer of media type %s", FeatureLayerMediaType)
 	}
-	if layer.size > maxFeatureArchive {
-		return nil, fmt.Errorf("the feature's archive is %d bytes, more than %d", layer.size, maxFeatureArchive)
+	if size := m.Layers[idx].Size; size > maxFeatureArchive {
+		return nil, fmt.Errorf("the feature's archive is %d bytes, more than %d", size, maxFeatureArchive)
 	}
-	l, err := img.LayerByDigest(m.Layers[layer.i].Digest)
+	l, err := img.LayerByDigest(m.Layers[idx].Digest)
 	if err != nil {
 		return nil, err
 	}
