@@ -206,7 +206,9 @@ func (m *featureMetadata) optionEnv(user map[string]any) ([]string, error) {
 // untrusted: only directories and regular files, relative paths that stay inside dir (os.Root
 // refuses the rest too), at most maxFeatureEntries entries and maxFeatureArchive bytes.
 func extractFeature(r io.Reader, dir *os.Root) error {
-	br := bufio.NewReader(io.LimitReader(r, maxFeatureArchive+1))
+	lr := &io.LimitedReader{R: r, N: maxFeatureArchive + 1}
+	br := bufio.NewReader(lr)
+	tooBig := fmt.Errorf("feature archive: more than %d bytes", maxFeatureArchive)
 	var tr *tar.Reader
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		zr, err := gzip.NewReader(br)
@@ -221,7 +223,9 @@ func extractFeature(r io.Reader, dir *os.Root) error {
 	var total int64
 	for n := 0; ; n++ {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if lr.N <= 0 {
+			return tooBig // the archive itself is over the bound
+		} else if err == io.EOF {
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("feature archive: %w", err)
@@ -246,7 +250,7 @@ func extractFeature(r io.Reader, dir *os.Root) error {
 				return fmt.Errorf("feature archive: %q is not a file name", h.Name)
 			}
 			if total += h.Size; h.Size < 0 || total > maxFeatureArchive {
-				return fmt.Errorf("feature archive: more than %d bytes", maxFeatureArchive)
+				return tooBig
 			}
 			if d := path.Dir(name); d != "." {
 				if err := dir.MkdirAll(d, 0o755); err != nil {
@@ -261,7 +265,9 @@ func extractFeature(r io.Reader, dir *os.Root) error {
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
-			if err != nil {
+			if lr.N <= 0 {
+				return tooBig
+			} else if err != nil {
 				return fmt.Errorf("feature archive: %s: %w", h.Name, err)
 			}
 		case tar.TypeXGlobalHeader:

@@ -3,6 +3,7 @@ package imagebuild
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -209,6 +210,56 @@ func TestDecodeSpecNamesTheField(t *testing.T) {
 	} {
 		if _, err := decodeSpec(strings.NewReader(in)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v\nwant %s", in, err, want)
+		}
+	}
+}
+
+// A hostile feature archive is refused with what is wrong, and writes nothing out of its folder.
+func TestExtractFeatureRefusesHostileArchives(t *testing.T) {
+	tarOf := func(hs ...*tar.Header) []byte {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, h := range hs {
+			must(t, tw.WriteHeader(h))
+			if h.Typeflag == tar.TypeReg {
+				_, err := tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
+				must(t, err)
+			}
+		}
+		must(t, tw.Close())
+		return b.Bytes()
+	}
+	limit := maxFeatureArchive
+	maxFeatureArchive = 8 << 20 // the same checks at 8 MiB, without writing 64
+	defer func() { maxFeatureArchive = limit }()
+	many := make([]*tar.Header, maxFeatureEntries+1)
+	for i := range many {
+		many[i] = &tar.Header{Name: fmt.Sprintf("d%d/", i), Typeflag: tar.TypeDir, Mode: 0o755}
+	}
+	for name, tc := range map[string]struct {
+		archive []byte
+		want    string
+	}{
+		"dot-dot":  {tarOf(&tar.Header{Name: "../evil", Typeflag: tar.TypeReg, Size: 1}), `feature archive: entry "../evil" leaves the feature's folder`},
+		"absolute": {tarOf(&tar.Header{Name: "/etc/evil", Typeflag: tar.TypeReg, Size: 1}), `feature archive: entry "/etc/evil": not a relative path`},
+		"symlink":  {tarOf(&tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "/etc"}), `feature archive: link: only files and directories are allowed (type "2")`},
+		"device":   {tarOf(&tar.Header{Name: "null", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}), `feature archive: null: only files and directories are allowed (type "3")`},
+		"entries":  {tarOf(many...), fmt.Sprintf("feature archive: more than %d entries", maxFeatureEntries)},
+		"size":     {tarOf(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: maxFeatureArchive + 1}), fmt.Sprintf("feature archive: more than %d bytes", maxFeatureArchive)},
+		"files":    {tarOf(&tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: maxFeatureArchive / 2}, &tar.Header{Name: "b", Typeflag: tar.TypeReg, Size: maxFeatureArchive/2 + 1}), fmt.Sprintf("feature archive: more than %d bytes", maxFeatureArchive)},
+	} {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "feature")
+		must(t, os.Mkdir(dir, 0o755))
+		r, err := os.OpenRoot(dir)
+		must(t, err)
+		err = extractFeature(bytes.NewReader(tc.archive), r)
+		r.Close()
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v, want %s", name, err, tc.want)
+		}
+		if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+			t.Errorf("%s: written beside the folder: %v", name, entries)
 		}
 	}
 }
