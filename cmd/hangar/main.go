@@ -8,6 +8,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/agentcmd"
 	"github.com/hangar-dev/hangar/internal/cli"
+	"github.com/hangar-dev/hangar/internal/imagebuild"
 	"github.com/hangar-dev/hangar/internal/loadcmd"
 	"github.com/hangar-dev/hangar/internal/projectclone"
 	"github.com/hangar-dev/hangar/internal/provisioner/sandbox"
@@ -55,6 +56,7 @@ func rootCommand() *cobra.Command {
 		installSelfCommand(),            // hidden: a workspace's init container copies the binary for it
 		loadcmd.Command(),               // hidden: the load generator (docs/benchmarks.md)
 		quickstart.RelayCommand(),       // hidden: the quick start's relay from the local cluster to the server
+		imagebuild.Command(),            // hidden: a workspace's build init container runs it
 	} {
 		c.GroupID = groupDaemons
 		root.AddCommand(c)

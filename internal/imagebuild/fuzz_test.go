@@ -1,57 +1,161 @@
 package imagebuild
 
 import (
-	"errors"
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/imagebuild/buildtest"
 )
 
-// FuzzParseDockerfile: any text is parsed or refused with a *DockerfileError naming the file;
-// never a panic, and what comes out stays within the bounds (steps, files, bytes).
-func FuzzParseDockerfile(f *testing.F) {
-	for _, s := range []string{
-		"FROM debian:12\nRUN echo hi\n",
-		"ARG V=1\nFROM img:${V:-x}\nENV A=\"${B:+$V}\" C='$x'\nCOPY --chown=1:2 app.sh scripts/ /x/\n",
-		"# escape=`\nFROM a AS b\nRUN x `\n y\nFROM b\nWORKDIR w\nUSER u\nLABEL a=b\nSHELL [\"a\"]\nRUN [\"x\"]\n",
-		"FROM x\nENV A=" + strings.Repeat("${A:-", 30) + strings.Repeat("}", 30),
-		"FROM x\nRUN " + strings.Repeat("a", 1<<16),
-		"FROM x\nCOPY \"a\\\" b\" /\nADD archive.tgz /\nCOPY ../x /\nCOPY *.sh scripts/* ./\n",
-		"FROM x\nENV a b\nENV P=$PATH:${HOME}\nWORKDIR $P\n",
-		"FROM x\nRUN <<EOF\nEOF\n", "\\\n", "FROM", "FROM $", "FROM ${", "FROM ${a:", "ARG a=\"", "\x00",
-	} {
-		f.Add([]byte(s))
+// A hostile feature archive writes nothing outside its folder and nothing but files and
+// directories, whatever it holds.
+func FuzzExtractFeature(f *testing.F) {
+	tarOf := func(hs ...*tar.Header) []byte {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, h := range hs {
+			tw.WriteHeader(h)
+			if h.Typeflag == tar.TypeReg {
+				tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
+			}
+		}
+		tw.Close()
+		return b.Bytes()
 	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		d, err := ParseDockerfile(in, DockerfileOptions{Path: "Dockerfile", Args: map[string]string{"V": "2"}, Context: testContext()})
-		if err != nil {
-			var de *DockerfileError
-			if !errors.As(err, &de) || !strings.HasPrefix(err.Error(), "Dockerfile") {
-				t.Fatalf("not a DockerfileError naming the file: %v", err)
+	good := tarOf(&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "./install.sh", Typeflag: tar.TypeReg, Mode: 0o755, Size: 3})
+	f.Add(good)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(good)
+	zw.Close()
+	f.Add(gz.Bytes())
+	f.Add(tarOf(&tar.Header{Name: "../evil", Typeflag: tar.TypeReg, Size: 1}))
+	f.Add(tarOf(&tar.Header{Name: "/etc/evil", Typeflag: tar.TypeReg, Size: 1}))
+	f.Add(tarOf(&tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, &tar.Header{Name: "link/passwd", Typeflag: tar.TypeReg, Size: 1}))
+	f.Add(tarOf(&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}))
+	f.Add(tarOf(&tar.Header{Name: "a/../../b", Typeflag: tar.TypeReg, Size: 1}))
+	limit := maxFeatureArchive
+	maxFeatureArchive = 1 << 20
+	f.Cleanup(func() { maxFeatureArchive = limit })
+	base := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		parent, err := os.MkdirTemp(base, "")
+		must(t, err)
+		defer os.RemoveAll(parent)
+		dir := filepath.Join(parent, "feature")
+		must(t, os.Mkdir(dir, 0o755))
+		r, err := os.OpenRoot(dir)
+		must(t, err)
+		defer r.Close()
+		_ = extractFeature(bytes.NewReader(data), r)
+		entries, err := os.ReadDir(parent)
+		must(t, err)
+		if len(entries) != 1 {
+			t.Fatalf("the archive wrote beside its folder: %v", entries)
+		}
+		var total int64
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			must(t, err)
+			fi, err := d.Info()
+			must(t, err)
+			if !fi.IsDir() && !fi.Mode().IsRegular() {
+				t.Errorf("%s is a %v", p, fi.Mode().Type())
 			}
-			return
-		}
-		if d.Base == "" {
-			t.Fatal("no base image")
-		}
-		files, size := 0, 0
-		for _, s := range d.Steps {
-			files += len(s.Files)
-			for _, f := range s.Files {
-				size += len(f.Data)
+			if fi.Mode().IsRegular() {
+				total += fi.Size()
 			}
-		}
-		if len(d.Steps) > maxInstructions*2 || files > MaxContextFiles || size > MaxContextBytes {
-			t.Fatalf("over the bounds: %d steps, %d files, %d bytes", len(d.Steps), files, size)
+			return nil
+		})
+		if total > maxFeatureArchive {
+			t.Errorf("%d bytes extracted", total)
 		}
 	})
 }
 
-// A huge line and deep nesting stay cheap: the parse is bounded by the file's size.
-func BenchmarkParseDockerfileHuge(b *testing.B) {
-	huge := []byte("FROM x\nENV A=" + strings.Repeat("${A:-", 1<<14) + strings.Repeat("x", MaxDockerfileBytes/2))
-	for b.Loop() {
-		if _, err := ParseDockerfile(huge, DockerfileOptions{}); err == nil {
-			b.Fatal("accepted")
-		}
+func FuzzParseFeatureMetadata(f *testing.F) {
+	for _, d := range []string{"hello", "color", "docker-in-docker"} {
+		f.Add([]byte(buildtest.Feature(f, d)["devcontainer-feature.json"]))
 	}
+	f.Add([]byte(`{"id":"x","options":{"9-a":{"type":"boolean","default":true,"enum":[1,null]}},"dependsOn":{"r":{"a":1}},"postCreateCommand":{"a":"b"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := parseFeatureMetadata(data)
+		if err != nil {
+			return
+		}
+		if !featureIDPattern.MatchString(m.ID) {
+			t.Fatalf("id %q accepted", m.ID)
+		}
+		m.refusal()
+		m.hooks()
+		m.notHonoured()
+		if _, err := m.label("ref"); err != nil {
+			t.Fatalf("label: %v", err)
+		}
+		env, err := m.optionEnv(nil)
+		if err != nil {
+			t.Fatalf("the defaults of an accepted feature: %v", err)
+		}
+		for _, kv := range env {
+			if k, _, _ := strings.Cut(kv, "="); k == "" || strings.ContainsAny(k, "-. ") {
+				t.Fatalf("option variable %q", kv)
+			}
+		}
+	})
+}
+
+func FuzzParseMountinfo(f *testing.F) {
+	f.Add([]byte("22 1 0:21 / / rw shared:1 - overlay overlay rw\n23 22 0:22 / /proc rw - proc proc rw\n"))
+	f.Add([]byte(`24 22 8:1 /vol /my\040vol rw - ext4 /dev/sda1 rw` + "\n"))
+	f.Add([]byte(`24 22 8:1 /vol /bad\04 rw - ext4 /dev/sda1 rw`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		points, err := parseMountinfo(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for _, p := range points {
+			if !strings.HasPrefix(p, "/") {
+				t.Fatalf("mount point %q is not absolute", p)
+			}
+		}
+	})
+}
+
+func FuzzParseAccounts(f *testing.F) {
+	f.Add([]byte("root:x:0:0:root:/root:/bin/sh\n+nis\n#c\ndev:x:1000:1000::/home/dev:/bin/sh\n"), false)
+	f.Add([]byte("staff:x:50:a,b\n"), true)
+	f.Fuzz(func(t *testing.T, data []byte, group bool) {
+		as, err := parseAccounts(bytes.NewReader(data), group)
+		if err != nil {
+			return
+		}
+		for _, a := range as {
+			if a.Name == "" || a.UID < 0 || a.GID < 0 {
+				t.Fatalf("account %+v", a)
+			}
+		}
+	})
+}
+
+func FuzzDecodeSpec(f *testing.F) {
+	f.Add([]byte(`{"base":"debian:12","steps":[{"op":"run","args":["/bin/sh","-c","true"],"line":3}],"features":[{"ref":"ghcr.io/x/y:1","options":{"a":true}}]}`))
+	f.Add([]byte(`{"base":"b","steps":[{"op":"copy","files":[{"path":"/a","mode":420,"data":"eA=="}]}]}`))
+	f.Add([]byte(`{"base":"b","unknown":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := decodeSpec(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		if s.Base == "" {
+			t.Fatal("a spec without a base accepted")
+		}
+		for _, st := range s.Steps {
+			st.describe()
+		}
+		s.Hash()
+	})
 }
