@@ -225,9 +225,26 @@ func (x *Executor) step(ctx context.Context, st *buildState, s Step) error {
 	case OpRun:
 		return x.run(ctx, s.Args, st.user, st.workdir, append(withDefaults(st.env), s.Env...))
 	case OpCopy:
-		return x.copyFiles(s.Files)
+		files := s.Files
+		if s.Value != "" && len(files) == 1 {
+			// COPY app.sh /usr/local/bin: into the directory, when the image has one there.
+			var isDir bool
+			if err := x.inRoot(func(r *os.Root) error {
+				fi, err := r.Stat(strings.TrimPrefix(path.Clean(files[0].Path), "/"))
+				isDir = err == nil && fi.IsDir()
+				return nil
+			}); err != nil {
+				return err
+			}
+			if isDir {
+				f := files[0]
+				f.Path = path.Join(f.Path, s.Value)
+				files = []File{f}
+			}
+		}
+		return x.copyFiles(files)
 	case OpEnv:
-		st.env = setEnv(st.env, s.Key, s.Value)
+		st.env = setEnv(st.env, s.Key, expandStepEnv(s.Value, st.env))
 	case OpLabel:
 		st.labels[s.Key] = s.Value
 	case OpUser:
@@ -386,7 +403,8 @@ func (x *Executor) copyFiles(files []File) error {
 				if err != nil {
 					return fmt.Errorf("%s: %w", f.Path, err)
 				}
-				uid, gid = id.UID, id.GID
+				// A user without a group: the group whose number is the user's uid, as Docker does.
+				uid, gid = id.UID, id.UID
 			}
 			if f.Group != "" {
 				g, err := resolveGroup(x.Root, f.Group)
@@ -647,6 +665,38 @@ func withHome(env []string, home string) []string {
 		return env
 	}
 	return append(env, "HOME="+home)
+}
+
+// expandStepEnv expands an OpEnv's Value (Spec's rule): ${NAME} is NAME's value in env (empty when
+// unset), $$ a literal $; anything else is kept as it is.
+func expandStepEnv(s string, env []string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '{':
+			end := strings.IndexByte(s[i+2:], '}')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			v, _ := getEnv(env, s[i+2:i+2+end])
+			b.WriteString(v)
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
 }
 
 // expandEnv substitutes $NAME and ${NAME} from env, as an ENV instruction does.

@@ -446,3 +446,58 @@ func TestBuildEndsWhatAStepLeftRunning(t *testing.T) {
 		t.Errorf("the step's background loop still runs: /tmp/daemon.out went from %q to %q", before, after)
 	}
 }
+
+// The parser's side of the Spec (spec.go) as the executor honours it: an ENV naming the image's
+// environment (${PATH}, $$ for a literal $), a one-file COPY without a trailing / onto a directory
+// the image has (the file goes into it under its name), and --chown with a user alone (the group is
+// the number of the user's uid, as in Docker, not the user's primary group).
+func TestBuildFollowsTheParsersSpec(t *testing.T) {
+	root, reg, base := newBase(t)
+	spec := Spec{
+		Base: base,
+		Steps: []Step{
+			{Line: 2, Op: OpRun, Args: []string{"/bin/sh", "-c", "echo 'svc:x:1500:50::/:/bin/sh' >> /etc/passwd && mkdir -p /opt/tools"}},
+			{Line: 3, Op: OpEnv, Key: "PATH", Value: "${PATH}:/opt/tools"},
+			{Line: 4, Op: OpEnv, Key: "PRICE", Value: "$$5 ${UNSET}and ${FROM_BASE}"},
+			{Line: 5, Op: OpCopy, Value: "tool.sh", Files: []File{{Path: "/opt/tools", Mode: 0o755, Data: []byte("#!/bin/sh\necho tool\n"), User: "svc"}}},
+			{Line: 6, Op: OpCopy, Value: "notes.txt", Files: []File{{Path: "/opt/notes", Mode: 0o644, Data: []byte("notes\n")}}},
+		},
+	}
+	image := Ref(reg.Host+"/hangar/builds", spec.Hash())
+	if code, out := build(t, root, spec, image); code != 0 {
+		t.Fatalf("image-build exited %d: %s", code, lastLine(out))
+	}
+	ref, err := name.ParseReference(image)
+	must(t, err)
+	img, err := remote.Image(ref)
+	must(t, err)
+	cfg, err := img.ConfigFile()
+	must(t, err)
+	env := strings.Join(cfg.Config.Env, "\n")
+	for _, want := range []string{"\nPATH=/usr/local/sbin:", ":/opt/tools\n", "PRICE=$5 and 1"} {
+		if !strings.Contains("\n"+env+"\n", want) {
+			t.Errorf("config Env %q lacks %q", cfg.Config.Env, want)
+		}
+	}
+	if strings.Contains(env, "${PATH}") {
+		t.Errorf("config Env %q keeps ${PATH} unexpanded", cfg.Config.Env)
+	}
+	hdrs, data := layerFiles(t, img)
+	if h := hdrs["opt/tools/tool.sh"]; h == nil || h.Uid != 1500 || h.Gid != 1500 || data["opt/tools/tool.sh"] != "#!/bin/sh\necho tool\n" {
+		t.Errorf("opt/tools/tool.sh: %+v, want the file in the directory, owned 1500:1500", h)
+	}
+	if data["opt/notes"] != "notes\n" {
+		t.Errorf("opt/notes (no directory there): %q, want the file itself", data["opt/notes"])
+	}
+}
+
+func TestExpandStepEnv(t *testing.T) {
+	env := []string{"A=1", "B=two"}
+	for in, want := range map[string]string{
+		"plain": "plain", "${A}": "1", "x${B}y": "xtwoy", "$$A": "$A", "$A": "$A", "${NONE}-": "-", "${A": "${A", "end$": "end$", "$$$$": "$$",
+	} {
+		if got := expandStepEnv(in, env); got != want {
+			t.Errorf("expandStepEnv(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
