@@ -32,6 +32,26 @@ func (c *Cluster) LoadBuiltImage(t testing.TB, script, image string) {
 	if builtImages.loaded[key] {
 		return
 	}
+	archive := BuildImageArchive(t, script)
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	load, err := exec.Command(filepath.Join(root, "scripts", "kube-load-image"), c.Dir, archive).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubetest: scripts/kube-load-image %s %s: %v\n%s", c.Dir, archive, err, load)
+	}
+	if !strings.Contains(string(load), image) {
+		t.Fatalf("kubetest: scripts/kube-load-image did not load %s:\n%s", image, load)
+	}
+	builtImages.loaded[key] = true
+}
+
+// BuildImageArchive runs scripts/SCRIPT (such as build-workspace-git-image), which prints the path
+// of an image archive it builds or finds in its cache, and returns that path: what LoadBuiltImage
+// loads into the node, and what a test may push to a registry (registrytest) instead.
+func BuildImageArchive(t testing.TB, script string) string {
+	t.Helper()
 	root, err := repoRoot()
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
@@ -43,13 +63,5 @@ func (c *Cluster) LoadBuiltImage(t testing.TB, script, image string) {
 	if err != nil {
 		t.Fatalf("kubetest: scripts/%s: %v\n%s", script, err, stderr.String())
 	}
-	archive := strings.TrimSpace(string(out))
-	load, err := exec.Command(filepath.Join(root, "scripts", "kube-load-image"), c.Dir, archive).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubetest: scripts/kube-load-image %s %s: %v\n%s", c.Dir, archive, err, load)
-	}
-	if !strings.Contains(string(load), image) {
-		t.Fatalf("kubetest: scripts/kube-load-image did not load %s:\n%s", image, load)
-	}
-	builtImages.loaded[key] = true
+	return strings.TrimSpace(string(out))
 }
