@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -42,12 +41,6 @@ import (
 //
 //go:embed features
 var Features embed.FS
-
-// The Dev Containers distribution spec's media types, as a publisher writes them.
-const (
-	featureConfigMediaType = "application/vnd.devcontainers"
-	featureLayerMediaType  = "application/vnd.devcontainers.layer.v1+tar"
-)
 
 // Registry is go-containerregistry's registry on loopback. Writes counts the requests that
 // write (anything but GET and HEAD).
@@ -189,34 +182,28 @@ func PushDir(t testing.TB, ref, dir string, env []string, labels map[string]stri
 	write(t, ref, img)
 }
 
-// PublishFeature publishes a feature's folder as the devcontainer CLI does: an OCI manifest whose
-// config has the media type application/vnd.devcontainers and whose one layer is a tar of the
-// folder ("./", "./install.sh", ...) of media type application/vnd.devcontainers.layer.v1+tar,
-// with devcontainer-feature.json in the manifest's dev.containers.metadata annotation.
+// PublishFeature publishes a feature given as its files by name (Feature, SmallFeature) to ref, as
+// the devcontainer CLI does (PackageFeature: the folder's tar as the one layer, the metadata
+// annotation).
 func PublishFeature(t testing.TB, ref string, files map[string]string) {
 	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	must(t, tw.WriteHeader(&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755}))
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
+	var meta struct {
+		ID string `json:"id"`
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		must(t, tw.WriteHeader(&tar.Header{Name: "./" + n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[n]))}))
-		_, err := tw.Write([]byte(files[n]))
-		must(t, err)
+	must(t, json.Unmarshal([]byte(files["devcontainer-feature.json"]), &meta))
+	dir := filepath.Join(t.TempDir(), meta.ID)
+	must(t, os.Mkdir(dir, 0o755))
+	for n, data := range files {
+		must(t, os.WriteFile(filepath.Join(dir, n), []byte(data), 0o644))
 	}
-	must(t, tw.Close())
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), featureConfigMediaType)
-	img, err := mutate.Append(img, mutate.Addendum{
-		Layer:       static.NewLayer(buf.Bytes(), featureLayerMediaType),
-		Annotations: map[string]string{"org.opencontainers.image.title": "devcontainer-feature.tgz"},
-	})
+	f, err := PackageFeature(dir)
 	must(t, err)
-	img = mutate.Annotations(img, map[string]string{"dev.containers.metadata": files["devcontainer-feature.json"]}).(v1.Image)
-	write(t, ref, img)
+	r, err := name.ParseReference(ref)
+	must(t, err)
+	for _, l := range []v1.Layer{static.NewLayer(f.Layer, FeatureLayerMediaType), static.NewLayer([]byte(FeatureConfig), FeatureConfigMediaType)} {
+		must(t, remote.WriteLayer(r.Context(), l, remote.WithAuthFromKeychain(authn.DefaultKeychain)))
+	}
+	must(t, remote.Put(r, RawManifest(f.Manifest), remote.WithAuthFromKeychain(authn.DefaultKeychain)))
 }
 
 // Feature is one of Features' folders as files by name.

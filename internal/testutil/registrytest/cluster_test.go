@@ -49,7 +49,7 @@ func TestInClusterRegistryOnRealNode(t *testing.T) {
 	if out := ctr(t, c, "images", "ls", "-q"); strings.Contains(out, reg.InsideAddr) {
 		t.Fatalf("the node has %s before any pull:\n%s", image, out)
 	}
-	feature := registrytest.PublishFeature(t, reg, "testdata/features/hello", "devcontainers/features/hello", "1")
+	feature := registrytest.PublishFeature(t, reg, registrytest.FeaturesDir()+"/hello", "devcontainers/features/hello", "1")
 	blob := "pushed from a pod\n"
 	sum := sha256.Sum256([]byte(blob))
 	digest := "sha256:" + hex.EncodeToString(sum[:])

@@ -1,56 +1,39 @@
 package registrytest
 
 import (
-	"archive/tar"
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
-	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/hangar-dev/hangar/internal/imagebuild/buildtest"
 )
 
-// The media types and annotations of a published Feature, as the devcontainer Features
-// distribution spec (devcontainers/spec docs/specs/devcontainer-features-distribution.md) and
-// `devcontainer features publish` (devcontainers/cli) have them.
-const (
-	FeatureConfigMediaType types.MediaType = "application/vnd.devcontainers"
-	FeatureLayerMediaType  types.MediaType = "application/vnd.devcontainers.layer.v1+tar"
-	// FeatureMetadataAnnotation on the manifest holds devcontainer-feature.json, compacted.
-	FeatureMetadataAnnotation = "dev.containers.metadata"
-	// TitleAnnotation on the layer names the archive: devcontainer-feature-<id>.tgz.
-	TitleAnnotation = "org.opencontainers.image.title"
-	// FeatureConfig is the config blob the CLI pushes: an empty JSON object.
-	FeatureConfig = "{}"
-	// MaxFeatureSize bounds the tar of a Feature's folder (the CLI's are a few KiB).
-	MaxFeatureSize = 16 << 20
-)
-
-var semverRE = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+// FeaturesDir is the folder of the Features copied from their public source (buildtest's, with
+// their SOURCE.md and LICENSE), as an absolute path: hello, color, docker-in-docker.
+func FeaturesDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "imagebuild", "buildtest", "features")
+}
 
 // PublishFeature publishes the Feature in dir (a folder holding devcontainer-feature.json and
-// install.sh, such as testdata/features/hello) to reg as repository ("devcontainers/features/hello":
+// install.sh, such as FeaturesDir()/hello) to reg as repository ("devcontainers/features/hello":
 // its last element must be the Feature's id, as must dir's name), the way `devcontainer features
-// publish` does: the folder's tar as the one layer (FeatureLayerMediaType, titled
+// publish` does (buildtest.PackageFeature): the folder's tar as the one layer (FeatureLayerMediaType, titled
 // devcontainer-feature-<id>.tgz), the config "{}" (FeatureConfigMediaType), the metadata
 // annotation, and the tags MAJOR, MAJOR.MINOR, MAJOR.MINOR.PATCH of its version, and latest. It
 // returns the reference of the tag named (one of those) for pods (Registry.Ref), as a
 // devcontainer.json's features would name it.
 func PublishFeature(t testing.TB, reg *Registry, dir, repository, tag string) string {
 	t.Helper()
-	f, err := PackageFeature(dir)
+	f, err := buildtest.PackageFeature(dir)
 	if err != nil {
 		t.Fatalf("registrytest: %v", err)
 	}
@@ -67,156 +50,15 @@ func PublishFeature(t testing.TB, reg *Registry, dir, repository, tag string) st
 	}
 	ctx, cancel := ctx()
 	defer cancel()
-	for _, l := range []v1.Layer{static.NewLayer(f.Layer, FeatureLayerMediaType), static.NewLayer([]byte(FeatureConfig), FeatureConfigMediaType)} {
+	for _, l := range []v1.Layer{static.NewLayer(f.Layer, buildtest.FeatureLayerMediaType), static.NewLayer([]byte(buildtest.FeatureConfig), buildtest.FeatureConfigMediaType)} {
 		if err := remote.WriteLayer(repo, l, remote.WithContext(ctx)); err != nil {
 			t.Fatalf("registrytest: push %s's blobs: %v", repo, err)
 		}
 	}
 	for _, tg := range tags {
-		if err := remote.Put(repo.Tag(tg), rawManifest(f.Manifest), remote.WithContext(ctx)); err != nil {
+		if err := remote.Put(repo.Tag(tg), buildtest.RawManifest(f.Manifest), remote.WithContext(ctx)); err != nil {
 			t.Fatalf("registrytest: push %s:%s: %v", repo, tg, err)
 		}
 	}
 	return reg.Ref(repository + ":" + tag)
 }
-
-// Feature is a Feature's folder packaged for a registry.
-type Feature struct {
-	ID, Version string
-	Metadata    []byte // devcontainer-feature.json, compacted (the metadata annotation)
-	Layer       []byte // the folder's tar
-	Manifest    []byte // the OCI image manifest
-}
-
-// Tags are the tags the Feature is published as.
-func (f *Feature) Tags() []string {
-	p := strings.Split(f.Version, ".")
-	return []string{p[0], p[0] + "." + p[1], f.Version, "latest"}
-}
-
-// PackageFeature packages the Feature in dir: its devcontainer-feature.json must name an id equal
-// to dir's name and a MAJOR.MINOR.PATCH version; the folder must hold install.sh and only regular
-// files and folders.
-func PackageFeature(dir string) (*Feature, error) {
-	meta, err := os.ReadFile(filepath.Join(dir, "devcontainer-feature.json"))
-	if err != nil {
-		return nil, fmt.Errorf("feature %s: %w", dir, err)
-	}
-	var m struct {
-		ID      string `json:"id"`
-		Version string `json:"version"`
-	}
-	if err := json.Unmarshal(meta, &m); err != nil {
-		return nil, fmt.Errorf("feature %s: devcontainer-feature.json: %w", dir, err)
-	}
-	if m.ID == "" || m.ID != filepath.Base(dir) {
-		return nil, fmt.Errorf("feature %s: devcontainer-feature.json: id %q must be the folder's name %q", dir, m.ID, filepath.Base(dir))
-	}
-	if !semverRE.MatchString(m.Version) {
-		return nil, fmt.Errorf("feature %s: devcontainer-feature.json: version %q is not MAJOR.MINOR.PATCH", dir, m.Version)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "install.sh")); err != nil {
-		return nil, fmt.Errorf("feature %s: %w", dir, err)
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, meta); err != nil {
-		return nil, fmt.Errorf("feature %s: devcontainer-feature.json: %w", dir, err)
-	}
-	layer, err := tarFeature(dir)
-	if err != nil {
-		return nil, fmt.Errorf("feature %s: %w", dir, err)
-	}
-	f := &Feature{ID: m.ID, Version: m.Version, Metadata: compact.Bytes(), Layer: layer}
-	config := []byte(FeatureConfig)
-	mf := v1.Manifest{
-		SchemaVersion: 2,
-		MediaType:     types.OCIManifestSchema1,
-		Config:        v1.Descriptor{MediaType: FeatureConfigMediaType, Digest: sha256Of(config), Size: int64(len(config))},
-		Layers: []v1.Descriptor{{
-			MediaType:   FeatureLayerMediaType,
-			Digest:      sha256Of(layer),
-			Size:        int64(len(layer)),
-			Annotations: map[string]string{TitleAnnotation: "devcontainer-feature-" + m.ID + ".tgz"},
-		}},
-		Annotations: map[string]string{FeatureMetadataAnnotation: compact.String()},
-	}
-	if f.Manifest, err = json.Marshal(mf); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// tarFeature is the folder as the CLI packs it (`tar.create({cwd: folder}, ['.'])`): "./" and
-// then every entry under "./", here in lexical order, with fixed times and owners and the modes
-// 0755 (folders and executable files) or 0644, so that a folder gives the same digest wherever it
-// is checked out.
-func tarFeature(dir string) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		name := "./"
-		if rel != "." {
-			name = "./" + filepath.ToSlash(rel)
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h := &tar.Header{Name: name, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
-		switch {
-		case d.IsDir():
-			h.Typeflag, h.Mode = tar.TypeDir, 0o755
-			if rel != "." {
-				h.Name += "/"
-			}
-		case info.Mode().IsRegular():
-			h.Typeflag, h.Mode, h.Size = tar.TypeReg, 0o644, info.Size()
-			if info.Mode()&0o111 != 0 {
-				h.Mode = 0o755
-			}
-		default:
-			return fmt.Errorf("%s: only files and folders may be in a Feature", name)
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if h.Typeflag == tar.TypeReg {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if _, err := tw.Write(b); err != nil {
-				return err
-			}
-		}
-		if buf.Len() > MaxFeatureSize {
-			return fmt.Errorf("the folder's tar is over %d bytes", MaxFeatureSize)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-func sha256Of(b []byte) v1.Hash {
-	h, _, _ := v1.SHA256(bytes.NewReader(b))
-	return h
-}
-
-// rawManifest is an OCI image manifest to push as it is.
-type rawManifest []byte
-
-func (m rawManifest) RawManifest() ([]byte, error)        { return m, nil }
-func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }

@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/hangar-dev/hangar/internal/imagebuild/buildtest"
 	"github.com/hangar-dev/hangar/internal/testutil/registrytest"
 )
 
@@ -20,7 +21,7 @@ import (
 // annotation is the file compacted, the layer holds the files, and there are four tags.
 func FuzzPackageFeature(f *testing.F) {
 	for _, id := range []string{"hello", "color"} {
-		b, err := os.ReadFile(filepath.Join("testdata/features", id, "devcontainer-feature.json"))
+		b, err := os.ReadFile(filepath.Join(registrytest.FeaturesDir(), id, "devcontainer-feature.json"))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -39,7 +40,7 @@ func FuzzPackageFeature(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "install.sh"), install, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		feat, err := registrytest.PackageFeature(dir)
+		feat, err := buildtest.PackageFeature(dir)
 		if err != nil {
 			return
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/hangar-dev/hangar/internal/imagebuild/buildtest"
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
 	"github.com/hangar-dev/hangar/internal/testutil/registrytest"
 )
@@ -66,7 +67,7 @@ func TestPublishFeatureAsTheCLIDoes(t *testing.T) {
 	for _, tc := range []struct {
 		id, version string
 	}{{"hello", "1.0.2"}, {"color", "1.0.3"}} {
-		dir := filepath.Join("testdata/features", tc.id)
+		dir := filepath.Join(registrytest.FeaturesDir(), tc.id)
 		repository := "devcontainers/features/" + tc.id
 		ref := registrytest.PublishFeature(t, reg, dir, repository, "1")
 		if want := reg.Addr + "/" + repository + ":1"; ref != want {
@@ -188,7 +189,7 @@ func TestPackageFeatureRefusals(t *testing.T) {
 		{"no install.sh", "a", map[string]string{"devcontainer-feature.json": `{"id":"a","version":"1.0.0"}`}, "install.sh: no such file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := registrytest.PackageFeature(write(t, tc.id, tc.files))
+			_, err := buildtest.PackageFeature(write(t, tc.id, tc.files))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("PackageFeature: %v, want an error containing %q", err, tc.want)
 			}
@@ -199,7 +200,7 @@ func TestPackageFeatureRefusals(t *testing.T) {
 		if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link")); err != nil {
 			t.Fatal(err)
 		}
-		_, err := registrytest.PackageFeature(dir)
+		_, err := buildtest.PackageFeature(dir)
 		if err == nil || !strings.Contains(err.Error(), "./link: only files and folders") {
 			t.Errorf("PackageFeature: %v, want the symlink named", err)
 		}
@@ -209,18 +210,18 @@ func TestPackageFeatureRefusals(t *testing.T) {
 // The same folder packs to the same bytes (and digest) wherever it is checked out: modes and
 // times do not leak into the layer.
 func TestPackageFeatureIsReproducible(t *testing.T) {
-	a, err := registrytest.PackageFeature("testdata/features/hello")
+	a, err := buildtest.PackageFeature(registrytest.FeaturesDir() + "/hello")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "hello")
-	if err := os.CopyFS(dir, os.DirFS("testdata/features/hello")); err != nil {
+	if err := os.CopyFS(dir, os.DirFS(registrytest.FeaturesDir()+"/hello")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chtimes(filepath.Join(dir, "README.md"), mustTime(t), mustTime(t)); err != nil {
 		t.Fatal(err)
 	}
-	b, err := registrytest.PackageFeature(dir)
+	b, err := buildtest.PackageFeature(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

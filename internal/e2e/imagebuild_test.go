@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
+	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
+	"github.com/hangar-dev/hangar/internal/testutil/registrytest"
+)
+
+// TestImageBuildWorkspace: issue 22's "features and build through one unprivileged image build in
+// the cluster", on the real node. A real registry runs inside the cluster's namespace (the node
+// pulls from it over plain HTTP; the host never dials it); the workspace-git image is pushed there
+// as the base, and two Features are published there from their public source
+// (devcontainers/feature-starter's hello and color). The agent builds into that registry.
+//
+//   - dana creates a workspace from her private repository whose devcontainer.json names the base
+//     image and both Features: the build runs as the pod's init container, the workspace runs the
+//     built image, and `hello` and `color` work in it with the options she gave.
+//   - A second workspace from a repository with a Dockerfile (ARG, RUN, COPY of a file of the
+//     repository, ENV, a Feature on top): the Dockerfile's steps and the Feature are in its image.
+//   - A third workspace with the first's definition reuses its image: its build container says the
+//     image was built already, and the registry received no second push of it.
+//   - docker-in-docker is refused at create, naming the Feature.
+//   - A Dockerfile whose RUN fails: the workspace reports the build's failure with its line.
+func TestImageBuildWorkspace(t *testing.T) {
+	e, forge := setUpWithForge(t, time.Hour)
+	reg := registrytest.StartInCluster(t, e.cluster)
+	registrytest.PushWorkspaceGitImage(t, reg)
+	base := withUsrLocalBin(t, reg)
+	hello := registrytest.PublishFeature(t, reg, registrytest.FeaturesDir()+"/hello", "devcontainers/features/hello", "1")
+	color := registrytest.PublishFeature(t, reg, registrytest.FeaturesDir()+"/color", "devcontainers/features/color", "1")
+	loadEditor(t, e.cluster) // a devcontainer workspace has the web editor
+	ctx := context.Background()
+	if _, err := e.admin.UpdateAgent(ctx, e.agent, sdk.UpdateAgentRequest{Config: map[string]any{"image_build": map[string]any{
+		"registry":            reg.Ref("hangar/builds"),
+		"insecure_registries": []string{reg.InsideAddr},
+		"resources":           map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}, "limits": map[string]any{"cpu": "1", "memory": "1Gi"}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	forge.AddUser(forgetest.User{Login: "dana", FullName: "Dana Scully", Email: "dana@example.com"})
+	token, api := e.user(t, "dana")
+	du := cliUser{url: e.srv.URL, token: token, home: t.TempDir()}
+	link(t, e.srv.URL, forge, du, token, "dana")
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := du.run(t, args...)
+		if code != 0 {
+			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
+	}
+	mustSSH := func(ws, script string) string {
+		t.Helper()
+		out, errOut, code := sshWhenReachable(t, du, ws, script)
+		if code != 0 {
+			t.Fatalf("hangar ssh %s -- %s: exit %d\nstdout %s\nstderr %s", ws, script, code, out, errOut)
+		}
+		return out
+	}
+	buildLog := func(ws string) string {
+		t.Helper()
+		w, err := api.Workspace(ctx, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods, err := e.cluster.Client.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("the pods of %s: %v (%d)", ws, err, len(pods.Items))
+		}
+		// The build's containers (hangar-image-*), in their order.
+		var all strings.Builder
+		for _, c := range pods.Items[0].Spec.InitContainers {
+			if !strings.HasPrefix(c.Name, "hangar-image-") {
+				continue
+			}
+			rc, err := e.cluster.Client.CoreV1().Pods(w.Namespace).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{Container: c.Name}).Stream(ctx)
+			if err != nil {
+				t.Fatalf("the log of %s's %s: %v", ws, c.Name, err)
+			}
+			b, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
+			rc.Close()
+			all.Write(b)
+		}
+		return all.String()
+	}
+	pushes := func() int {
+		n := 0
+		for _, r := range reg.Requests() {
+			if r.Method == "PUT" && strings.HasPrefix(r.Path, "/v2/hangar/builds/manifests/") {
+				n++
+			}
+		}
+		return n
+	}
+
+	// 1. Features on an image.
+	featuresDC := `{
+  // dana's team environment: an image and two Features
+  "image": "` + base + `",
+  "features": {
+    "` + hello + `": {"greeting": "Howdy"},
+    "` + color + `": {"favorite": "green"}
+  },
+  "postCreateCommand": "hello > /workspaces/greeted.txt"
+}
+`
+	forge.CreateRepo("dana", "app", true, map[string]string{".devcontainer/devcontainer.json": featuresDC})
+	begin := time.Now()
+	must("create", "app", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/app.git", "--wait", "--timeout", "8m")
+	firstBuild := time.Since(begin)
+	if out := mustSSH("app", "hello; color; cat /workspaces/greeted.txt; id -u"); !strings.Contains(out, "Howdy, ") || !strings.Contains(out, "my favorite color is green") || !strings.Contains(out, "\n5001\n") {
+		t.Fatalf("in the built workspace: %q, want hello's Howdy (twice), color's green, and the non-root user", out)
+	}
+	if log := buildLog("app"); !strings.Contains(log, "hello") || !strings.Contains(log, "color") {
+		t.Fatalf("the build's log does not name the Features:\n%s", log)
+	}
+	afterFirst := pushes()
+	if afterFirst == 0 {
+		t.Fatalf("no image was pushed to hangar/builds: %v", reg.Requests())
+	}
+
+	// 2. The same definition again: the image is reused.
+	forge.CreateRepo("dana", "again", true, map[string]string{".devcontainer/devcontainer.json": featuresDC})
+	begin = time.Now()
+	must("create", "again", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/again.git", "--wait", "--timeout", "5m")
+	cached := time.Since(begin)
+	if log := buildLog("again"); !strings.Contains(log, "cached") {
+		t.Fatalf("the second build's log does not say the image was reused:\n%s", log)
+	}
+	if pushes() != afterFirst {
+		t.Fatalf("the same definition pushed again: %d manifest pushes, want %d", pushes(), afterFirst)
+	}
+	if out := mustSSH("again", "hello"); !strings.Contains(out, "Howdy, ") {
+		t.Fatalf("hello in the reused image: %q", out)
+	}
+
+	// 3. A Dockerfile from the repository, with a Feature on top.
+	forge.CreateRepo("dana", "built", true, map[string]string{
+		".devcontainer/devcontainer.json": `{"build": {"dockerfile": "Dockerfile", "context": "..", "args": {"FLAVOUR": "mint"}},
+  "features": {"` + color + `": {"favorite": "blue"}}}`,
+		".devcontainer/Dockerfile": "ARG BASE=" + base + "\nFROM ${BASE}\nARG FLAVOUR=plain\nUSER root\nRUN echo \"flavour $FLAVOUR\" > /etc/flavour\nCOPY motd.txt /etc/motd\nENV TEAM_TOOL=/opt/tool\nUSER 5001\n",
+		"motd.txt":                 "welcome to the built image\n",
+	})
+	must("create", "built", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/built.git", "--wait", "--timeout", "8m")
+	if out := mustSSH("built", "cat /etc/flavour /etc/motd; echo $TEAM_TOOL; color"); out != "flavour mint\nwelcome to the built image\n/opt/tool\nmy favorite color is blue\n" {
+		t.Fatalf("in the Dockerfile's workspace: %q", out)
+	}
+
+	// 4. docker-in-docker: refused at create, naming the Feature.
+	forge.CreateRepo("dana", "dind", true, map[string]string{".devcontainer.json": `{"image": "` + base + `", "features": {"ghcr.io/devcontainers/features/docker-in-docker:2": {}}}`})
+	if out, errOut, code := du.run(t, "create", "dind", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/dind.git"); code == 0 || !strings.Contains(errOut, "docker-in-docker") {
+		t.Fatalf("docker-in-docker: exit %d, want refused naming it\n%s%s", code, out, errOut)
+	}
+
+	// 5. A failing RUN: the workspace says so, with the Dockerfile's line.
+	forge.CreateRepo("dana", "broken", true, map[string]string{
+		".devcontainer/devcontainer.json": `{"build": {"dockerfile": "Dockerfile"}}`,
+		".devcontainer/Dockerfile":        "FROM " + base + "\nUSER root\nRUN echo about to fail && false\n",
+	})
+	must("create", "broken", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/broken.git")
+	var shown string
+	kubetest.Eventually(t, 4*time.Minute, "the broken build to be reported", func(context.Context) error {
+		shown = must("show", "broken")
+		if !strings.Contains(shown, "Dockerfile:3") {
+			return fmt.Errorf("hangar show broken:\n%s", shown)
+		}
+		return nil
+	})
+	t.Logf("a failed build, as `hangar show` says it:\n%s", shown)
+	t.Logf("create --repo to Running: features built %v, the same definition again (cached) %v", firstBuild.Round(time.Millisecond), cached.Round(time.Millisecond))
+	for _, ws := range []string{"app", "again", "built", "broken"} {
+		must("delete", ws, "--yes", "--wait")
+	}
+}
+
+// withUsrLocalBin pushes the workspace-git image (registrytest.PushWorkspaceGitImage pushed it)
+// with a layer adding /usr/local/bin, which every real base image has and the Features' install
+// scripts write into (devcontainers/feature-starter's `cat > /usr/local/bin/hello`), and returns its
+// reference for pods.
+func withUsrLocalBin(t *testing.T, reg *registrytest.Registry) string {
+	t.Helper()
+	ref, err := name.ParseReference(reg.LocalRef(registrytest.WorkspaceGitRepo), name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range []string{"usr/local/", "usr/local/bin/"} {
+		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	withBin, err := mutate.AppendLayers(img, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registrytest.PushImage(t, reg, withBin, "hangar/workspace-base:dev")
+	return reg.Ref("hangar/workspace-base:dev")
+}
