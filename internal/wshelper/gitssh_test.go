@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
+	"github.com/hangar-dev/hangar/internal/gitcred"
 	"github.com/hangar-dev/hangar/internal/sdk"
 )
 
@@ -223,7 +224,7 @@ func FuzzGitSSHAgentConn(f *testing.F) {
 		}
 		// The whole protocol over the bound, with an agent whose server never answers.
 		b, done = feedPipe(in)
-		_ = agent.ServeAgent(&gitSSHAgent{ctx: t.Context(), hc: &http.Client{Transport: refuseTransport{}}, baseURL: "http://127.0.0.1:1",
+		_ = agent.ServeAgent(&gitSSHAgent{ctx: t.Context(), server: gitcred.SSHServer{HTTP: &http.Client{Transport: refuseTransport{}}, BaseURL: "http://127.0.0.1:1"},
 			log: slog.New(slog.DiscardHandler)}, &boundedAgentConn{Conn: b})
 		b.Close()
 		<-done
