@@ -32,7 +32,9 @@ import (
 // (postCreateCommand ran, containerEnv set, her dotfiles installed), pulls and pushes there as
 // herself (authenticated as alice at the forge; the commit's author her profile's); the forge's access tokens live 3 s, so the server refreshes them while git works. bob
 // links his own account and can neither create a workspace from alice's repository nor read it
-// from his own workspace, and the forge never sees alice's token used by him. Once alice unlinks,
+// from his own workspace, and the forge never sees alice's token used by him. alice's repository
+// is also cloned at a workspace's start over SSH with her git SSH key, and pulled there over SSH.
+// Once alice unlinks,
 // git in her running workspace is refused within seconds with the server's words.
 func TestTeamRepositoryWorkspace(t *testing.T) {
 	var forge *forgetest.Forge
@@ -54,8 +56,9 @@ func TestTeamRepositoryWorkspace(t *testing.T) {
     client_secret_file: %s
     base_url: %s
     allow_http_hosts: true
-    hosts: [%q]
-`, secret, forge.HTTPURL(), forge.InsideHTTPURL()), 0o600)
+    hosts: [%q, %q]
+    ssh_known_hosts: %q
+`, secret, forge.HTTPURL(), forge.InsideHTTPURL(), "ssh://"+forge.InsideSSHAddr(), forge.KnownHosts()), 0o600)
 		return []string{"--external-auth-config", cfgFile, "--external-auth-key-file", keyFile, "--helper-url", relayURL}
 	})
 	e.cluster.LoadWorkspaceGitImage(t)
@@ -197,6 +200,37 @@ git commit -q -m 'from the workspace' && git push -q origin HEAD:main`)
 		t.Fatalf("no refresh after the token expired: %+v", forge.TokenRequests())
 	}
 
+	// The same repository over SSH: alice adds her git SSH key (`hangar gitssh`) to the forge; the
+	// clone at the start signs with it through the server, the forge's host key checked against
+	// the forge's ssh_known_hosts.
+	keyLine, _, _ := strings.Cut(must(au, "gitssh"), "\n")
+	forge.AddSSHKey("alice", keyLine)
+	sshURL := "ssh://git@" + forge.InsideSSHAddr() + "/alice/app.git"
+	viaSSH := func() int {
+		n := 0
+		for _, a := range forge.GitAccesses() {
+			if a.Transport == "ssh" && a.User == "alice" && a.Repo == "alice/app" && a.Status == http.StatusOK {
+				n++
+			}
+		}
+		return n
+	}
+	must(au, "create", "app-ssh", "--agent", e.agent, "--repo", sshURL, "--wait")
+	cleanUp(aliceAPI, "app-ssh")
+	if out := mustSSH(au, "app-ssh", "git -C /workspaces/app rev-parse HEAD; git -C /workspaces/app remote get-url origin"); out != forge.Head("alice", "app")+"\n"+sshURL+"\n" {
+		t.Fatalf("the SSH clone's HEAD and origin: %q, want %s and %s", out, forge.Head("alice", "app"), sshURL)
+	}
+	cloned := viaSSH()
+	if cloned == 0 {
+		t.Fatalf("the forge never served alice/app to alice over SSH: %+v", forge.GitAccesses())
+	}
+	// git in that workspace over SSH too: the helper's agent signs, and ssh checks the forge's key
+	// against the same known hosts (no prompt, no ~/.ssh in the workspace).
+	second = forge.Commit("alice", "app", "for the SSH workspace", map[string]string{"SSH.md": "over ssh\n"})
+	if out := mustSSH(au, "app-ssh", "git -C /workspaces/app pull -q && git -C /workspaces/app rev-parse HEAD"); out != second+"\n" || viaSSH() <= cloned {
+		t.Fatalf("git pull over SSH in the workspace: %q, want %s (alice's SSH accesses %d -> %d)", out, second, cloned, viaSSH())
+	}
+
 	// 5. bob links his own account; alice's repository stays hers.
 	link(t, e.srv.URL, forge, bu, bobToken, "bob")
 	out, errOut, code := bu.run(t, "create", "stolen", "--agent", e.agent, "--repo", appURL+"#main")
@@ -282,7 +316,7 @@ components:
 	for _, w := range []struct {
 		u    cliUser
 		name string
-	}{{au, "app"}, {bu, "tools"}, {bu, "plain"}, {bu, "edited"}} {
+	}{{au, "app"}, {au, "app-ssh"}, {bu, "tools"}, {bu, "plain"}, {bu, "edited"}} {
 		must(w.u, "delete", w.name, "--yes", "--wait")
 	}
 }

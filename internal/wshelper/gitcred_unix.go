@@ -174,8 +174,9 @@ func startGitCredentials(cfg Config, log *slog.Logger) ([]string, func(), error)
 // credential helpers, with the remote's path, so a server can tell repositories apart) and where
 // the socket is. It appends to GIT_CONFIG_COUNT's entries rather than replacing them. With an
 // agent socket, git's ssh also uses the git SSH agent (core.sshCommand = ssh -o
-// IdentityAgent=SOCKET, the user's own agent untouched), unless env sets GIT_SSH_COMMAND or
-// GIT_SSH: then the container chose its own ssh, and keeps it.
+// IdentityAgent=SOCKET, the user's own agent untouched) and checks the forges' host keys
+// (KnownHostsCommand=`self git-known-hosts SOCKET`, after the user's own known_hosts files), unless
+// env sets GIT_SSH_COMMAND or GIT_SSH: then the container chose its own ssh, and keeps it.
 func gitCredentialEnv(env []string, self, socket, agentSocket string) []string {
 	n := 0
 	if v := lookupEnv(env, "GIT_CONFIG_COUNT"); v != "" {
@@ -190,7 +191,10 @@ func gitCredentialEnv(env []string, self, socket, agentSocket string) []string {
 	n += 2
 	if agentSocket != "" && lookupEnv(env, "GIT_SSH_COMMAND") == "" && lookupEnv(env, "GIT_SSH") == "" {
 		env = setEnv(env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n), "core.sshCommand")
-		env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), "ssh -o IdentityAgent="+shellQuote(agentSocket))
+		// KnownHostsCommand's value is split by ssh itself (its own double quotes), then the
+		// whole option is quoted for the shell git runs core.sshCommand with.
+		known := "KnownHostsCommand=" + `"` + self + `" git-known-hosts "` + agentSocket + `"`
+		env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), "ssh -o IdentityAgent="+shellQuote(agentSocket)+" -o "+shellQuote(known))
 		n++
 	}
 	env = setEnv(env, "GIT_CONFIG_COUNT", strconv.Itoa(n))
@@ -212,6 +216,21 @@ func GitCredentialCommand() *cobra.Command {
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			GitCredentialMain(cmd.Context(), args[0], os.Getenv(GitCredentialSocketEnv), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return nil
+		},
+	}
+}
+
+// GitKnownHostsCommand returns `hangar git-known-hosts SOCKET`, hidden: git's ssh runs it inside a
+// workspace (KnownHostsCommand), people do not.
+func GitKnownHostsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "git-known-hosts SOCKET",
+		Short:  "Print the forges' SSH host keys for ssh (its KnownHostsCommand), in a workspace",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			GitKnownHostsMain(args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 			return nil
 		},
 	}

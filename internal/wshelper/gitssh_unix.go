@@ -75,6 +75,55 @@ func (a *gitSSHAgent) Sign(key ssh.PublicKey, data []byte) (*ssh.Signature, erro
 	return sig, nil
 }
 
+// SignWithFlags is Sign: the owner's key is ed25519, whose signatures take no flags (RSA's hash
+// choice is what they select).
+func (a *gitSSHAgent) SignWithFlags(key ssh.PublicKey, data []byte, _ agent.SignatureFlags) (*ssh.Signature, error) {
+	return a.Sign(key, data)
+}
+
+// KnownHostsExtension is the agent extension that answers the forges' SSH host keys (known_hosts
+// lines, after agentSuccess), which `hangar git-known-hosts` asks for ssh's KnownHostsCommand.
+const KnownHostsExtension = "known-hosts@hangar.dev"
+
+// agentSuccess begins an extension's answer (SSH_AGENT_SUCCESS, PROTOCOL.agent 4.7), so that an
+// answer is never taken for a failure by its first byte.
+const agentSuccess = 6
+
+// Extension answers KnownHostsExtension from the server, asked each time (an admin's change of a
+// forge's keys is seen at the next connection); every other extension is refused.
+func (a *gitSSHAgent) Extension(extensionType string, _ []byte) ([]byte, error) {
+	if extensionType != KnownHostsExtension {
+		return nil, agent.ErrExtensionUnsupported
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, gitCredentialTimeout)
+	defer cancel()
+	k, err := a.server.Key(ctx)
+	if err != nil {
+		a.log.Warn("git SSH agent: known hosts", "err", err)
+		return nil, err
+	}
+	return append([]byte{agentSuccess}, k.KnownHosts...), nil
+}
+
+// GitKnownHostsMain prints the forges' known_hosts lines for ssh's KnownHostsCommand, asked of
+// the helper's git SSH agent at socket. It always exits 0: without lines, ssh refuses an unknown
+// host as it would anyway, and the reason goes to standard error, which ssh shows.
+func GitKnownHostsMain(socket string, stdout, stderr io.Writer) {
+	c, err := net.DialTimeout("unix", socket, gitCredentialTimeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "hangar git-known-hosts: the workspace helper's git SSH agent: %v\n", err)
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(gitCredentialTimeout))
+	res, err := agent.NewClient(c).Extension(KnownHostsExtension, nil)
+	if err != nil || len(res) == 0 || res[0] != agentSuccess {
+		fmt.Fprintf(stderr, "hangar git-known-hosts: the forges' SSH host keys could not be read (the workspace helper's log says why): %v\n", err)
+		return
+	}
+	_, _ = stdout.Write(res[1:])
+}
+
 func (a *gitSSHAgent) Add(agent.AddedKey) error       { return errGitSSHAgentRefused }
 func (a *gitSSHAgent) Remove(ssh.PublicKey) error     { return errGitSSHAgentRefused }
 func (a *gitSSHAgent) RemoveAll() error               { return errGitSSHAgentRefused }
