@@ -215,7 +215,9 @@ git commit -q -m 'from the workspace' && git push -q origin HEAD:main`)
 		}
 		return n
 	}
+	begin = time.Now()
 	must(au, "create", "app-ssh", "--agent", e.agent, "--repo", sshURL, "--wait")
+	sshDevcontainerTime := time.Since(begin)
 	cleanUp(aliceAPI, "app-ssh")
 	if out := mustSSH(au, "app-ssh", "git -C /workspaces/app rev-parse HEAD; git -C /workspaces/app remote get-url origin"); out != forge.Head("alice", "app")+"\n"+sshURL+"\n" {
 		t.Fatalf("the SSH clone's HEAD and origin: %q, want %s and %s", out, forge.Head("alice", "app"), sshURL)
@@ -310,9 +312,9 @@ components:
 	must(bu, "create", "edited", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/bob/edited.git", "--wait")
 	editorDevfileTime := time.Since(begin)
 	cleanUp(bobAPI, "edited")
-	t.Logf("create --repo to Running: devcontainer.json %v (the node's first workspace) and %v, devfile %v, devfile with the web editor %v",
-		devcontainerTime.Round(time.Millisecond), secondDevcontainerTime.Round(time.Millisecond), devfileTime.Round(time.Millisecond),
-		editorDevfileTime.Round(time.Millisecond))
+	t.Logf("create --repo to Running: devcontainer.json %v (the node's first workspace) and %v, the first over SSH %v, devfile %v, devfile with the web editor %v",
+		devcontainerTime.Round(time.Millisecond), secondDevcontainerTime.Round(time.Millisecond), sshDevcontainerTime.Round(time.Millisecond),
+		devfileTime.Round(time.Millisecond), editorDevfileTime.Round(time.Millisecond))
 	for _, w := range []struct {
 		u    cliUser
 		name string
