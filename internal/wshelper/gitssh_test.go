@@ -188,7 +188,7 @@ func TestGitSSHAgentBoundsRequests(t *testing.T) {
 
 // git's ssh uses the agent unless the container chose its own ssh.
 func TestGitCredentialEnvPointsSSHAtTheAgent(t *testing.T) {
-	env := strings.Join(gitCredentialEnv([]string{"PATH=/bin"}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/git ssh.sock"), "\n")
+	env := strings.Join(gitCredentialEnv([]string{"PATH=/bin"}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/git ssh.sock", true), "\n")
 	for _, want := range []string{"GIT_CONFIG_KEY_2=core.sshCommand",
 		`GIT_CONFIG_VALUE_2=ssh -o IdentityAgent='/s/git ssh.sock' -o 'KnownHostsCommand="/hangar/bin/hangar" git-known-hosts "/s/git ssh.sock"'`, "GIT_CONFIG_COUNT=3"} {
 		if !strings.Contains(env, want) {
@@ -196,10 +196,40 @@ func TestGitCredentialEnvPointsSSHAtTheAgent(t *testing.T) {
 		}
 	}
 	for _, own := range []string{"GIT_SSH_COMMAND=ssh -i /home/me/key", "GIT_SSH=/usr/bin/plink"} {
-		env := strings.Join(gitCredentialEnv([]string{own}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/a.sock"), "\n")
+		env := strings.Join(gitCredentialEnv([]string{own}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/a.sock", true), "\n")
 		if strings.Contains(env, "core.sshCommand") || !strings.Contains(env, "GIT_CONFIG_COUNT=2") || !strings.Contains(env, own) {
 			t.Errorf("with %s, environment\n%s\nwants the container's ssh kept", own, env)
 		}
+	}
+	// An ssh before OpenSSH 8.5 would refuse KnownHostsCommand, and git over SSH with it.
+	old := strings.Join(gitCredentialEnv([]string{"PATH=/bin"}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/a.sock", false), "\n")
+	if !strings.Contains(old, "GIT_CONFIG_VALUE_2=ssh -o IdentityAgent='/s/a.sock'\n") {
+		t.Errorf("for an older ssh, environment\n%s\nwants IdentityAgent alone", old)
+	}
+}
+
+// The version of ssh decides whether KnownHostsCommand is given to it; this machine's ssh
+// (Debian 12's, 9.2) has it.
+func TestOpenSSHVersion(t *testing.T) {
+	for v, want := range map[string]bool{
+		"OpenSSH_9.2p1 Debian-2+deb12u6, OpenSSL 3.0.19 27 Jan 2026": true,
+		"OpenSSH_8.5p1, OpenSSL 1.1.1k":                              true,
+		"OpenSSH_10.0p2":                                             true,
+		"OpenSSH_8.4p1 Debian-5+deb11u3, OpenSSL 1.1.1w":             false,
+		"OpenSSH_8.2p1 Ubuntu-4ubuntu0.11, OpenSSL 1.1.1f":           false,
+		"OpenSSH_for_Windows_8.6p1":                                  false,
+		"Dropbear v2022.83":                                          false,
+		"":                                                           false,
+	} {
+		if got := openSSHAtLeast(v, 8, 5); got != want {
+			t.Errorf("openSSHAtLeast(%q, 8, 5) = %v, want %v", v, got, want)
+		}
+	}
+	if !sshHasKnownHostsCommand([]string{"PATH=/nonexistent:" + os.Getenv("PATH")}) {
+		t.Error("this machine's ssh (OpenSSH 9.2) was not found to have KnownHostsCommand")
+	}
+	if sshHasKnownHostsCommand([]string{"PATH=/nonexistent"}) {
+		t.Error("no ssh on PATH was found to have KnownHostsCommand")
 	}
 }
 
@@ -294,8 +324,9 @@ func TestGitSSHChecksTheForgesHostKeys(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bin", "ssh"), []byte("#!/bin/sh\nexec "+sshPath+` -F none -o BatchMode=yes -o StrictHostKeyChecking=yes "$@"`+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := gitCredentialEnv([]string{"HOME=" + dir, "PATH=" + filepath.Join(dir, "bin") + ":" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "LANG=C"},
-		self, filepath.Join(dir, "unused.sock"), agentPath)
+	path := "PATH=" + filepath.Join(dir, "bin") + ":" + os.Getenv("PATH")
+	env := gitCredentialEnv([]string{"HOME=" + dir, path, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "LANG=C"},
+		self, filepath.Join(dir, "unused.sock"), agentPath, sshHasKnownHostsCommand([]string{path}))
 	clone := func(dest string) (string, error) {
 		cmd := exec.Command("git", "clone", "-q", forge.SSHCloneURL("alice", "app"), filepath.Join(dir, dest))
 		cmd.Env = env
