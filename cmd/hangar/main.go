@@ -53,6 +53,7 @@ func rootCommand() *cobra.Command {
 	for _, c := range []*cobra.Command{servercmd.Command(), agentcmd.Command(), provisionercmd.Command(), proxycmd.Command(), quickstart.Command(), projectCloneCommand(),
 		wshelper.Command(),              // hidden: a workspace's main container runs it
 		wshelper.GitCredentialCommand(), // hidden: git runs it in a workspace (credential.helper)
+		wshelper.GitKnownHostsCommand(), // hidden: git's ssh runs it in a workspace (KnownHostsCommand)
 		installSelfCommand(),            // hidden: a workspace's init container copies the binary for it
 		loadcmd.Command(),               // hidden: the load generator (docs/benchmarks.md)
 		quickstart.RelayCommand(),       // hidden: the quick start's relay from the local cluster to the server

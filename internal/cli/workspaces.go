@@ -119,7 +119,7 @@ without a ready one, the workspace is built with the preset's version and parame
 	cmd.Flags().StringVar(&agent, "agent", "", "the `AGENT` whose cluster runs the workspace")
 	cmd.Flags().StringVar(&devfileName, "devfile", "", "devfile `FILE` (YAML; \"-\" for standard input)")
 	cmd.Flags().StringVar(&devcontainerName, "devcontainer", "", "devcontainer.json `FILE` defining the workspace instead of a devfile (\"-\" for standard input)")
-	cmd.Flags().StringVar(&repo, "repo", "", "create from the repository at `URL` (https; URL#REF for a branch, tag or commit): its first project, defined by its devfile or devcontainer.json")
+	cmd.Flags().StringVar(&repo, "repo", "", "create from the repository at `URL` (https, or SSH: git@host:path or ssh://, cloned with your hangar gitssh key; URL#REF for a branch, tag or commit): its first project, defined by its devfile or devcontainer.json")
 	cmd.Flags().StringVar(&devcontainerPath, "devcontainer-path", "", "with --repo: the devcontainer.json to use when the repository has several (`PATH` such as .devcontainer/go/devcontainer.json)")
 	cmd.Flags().StringVar(&template, "template", "", "create from `TEMPLATE` (see hangar templates list)")
 	params.add(cmd, "value of a terraform template's parameter (repeatable)")

@@ -274,3 +274,14 @@ func TestPodOverridesHostAliases(t *testing.T) {
 		}
 	}
 }
+
+// SSH remotes are cloned at the start with the owner's git SSH key: ssh:// and scp-like remotes
+// are accepted, and reach project-clone as given.
+func TestSSHProjectRemotes(t *testing.T) {
+	for _, remote := range []string{"git@github.com:team/app.git", "ssh://git@git.example.com:2222/team/app.git", "github.com:team/app"} {
+		d := mustParse(t, []byte("schemaVersion: 2.2.0\nprojects:\n  - name: app\n    git: {remotes: {origin: '"+remote+"'}}\ncomponents:"+okContainer))
+		if len(d.projects) != 1 || d.projects[0].Remotes["origin"] != remote {
+			t.Errorf("%s: projects %+v", remote, d.projects)
+		}
+	}
+}

@@ -69,8 +69,8 @@ func (d *Devfile) parseProjects(v *workspace.ValidationError, projects, dependen
 				if !remoteNameOK(name) {
 					v.Add(rf, "%q is not a usable git remote name", name)
 				}
-				if u, err := url.Parse(g.Remotes[name]); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-					v.Add(rf, "must be an https:// (or http://) URL, got %q; Hangar clones over HTTP, as the workspace has no SSH key when it starts", g.Remotes[name])
+				if !remoteURLOK(g.Remotes[name]) {
+					v.Add(rf, "must be an https:// (or http://) URL, or an SSH remote (ssh://host/path or user@host:path, cloned with the owner's git SSH key), got %q", g.Remotes[name])
 				}
 			}
 			pr.Remotes = g.Remotes
@@ -97,6 +97,21 @@ func (d *Devfile) parseProjects(v *workspace.ValidationError, projects, dependen
 	if len(projects) > 0 && len(d.projects) > 0 {
 		d.source = d.projects[0].Path
 	}
+}
+
+// remoteURLOK accepts what project-clone clones: an http(s) URL (with the owner's forge
+// credentials) or an SSH remote, ssh:// or scp-like (with the owner's git SSH key).
+func remoteURLOK(s string) bool {
+	if strings.IndexFunc(s, isSpaceOrControl) >= 0 || strings.HasPrefix(s, "-") {
+		return false
+	}
+	if !strings.Contains(s, "://") {
+		// scp-like [user@]host:path, as git reads it: a ':' before any '/'.
+		host, p, ok := strings.Cut(s[strings.LastIndex(s[:max(strings.IndexByte(s, ':'), 0)], "@")+1:], ":")
+		return ok && host != "" && !strings.Contains(host, "/") && strings.Trim(p, "/") != ""
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http" || u.Scheme == "ssh") && u.Host != ""
 }
 
 func remoteNameOK(s string) bool {

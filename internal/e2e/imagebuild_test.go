@@ -155,12 +155,12 @@ func TestImageBuildWorkspace(t *testing.T) {
 	// 3. A Dockerfile from the repository, with a Feature on top.
 	forge.CreateRepo("dana", "built", true, map[string]string{
 		".devcontainer/devcontainer.json": `{"build": {"dockerfile": "Dockerfile", "context": "..", "args": {"FLAVOUR": "mint"}},
-  "features": {"` + color + `": {"favorite": "blue"}}}`,
+  "features": {"` + color + `": {"favorite": "gold"}}}`,
 		".devcontainer/Dockerfile": "ARG BASE=" + base + "\nFROM ${BASE}\nARG FLAVOUR=plain\nUSER root\nRUN echo \"flavour $FLAVOUR\" > /etc/flavour\nCOPY motd.txt /etc/motd\nENV TEAM_TOOL=/opt/tool\nUSER 5001\n",
 		"motd.txt":                 "welcome to the built image\n",
 	})
 	must("create", "built", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/built.git", "--wait", "--timeout", "8m")
-	if out := mustSSH("built", "cat /etc/flavour /etc/motd; echo $TEAM_TOOL; color"); out != "flavour mint\nwelcome to the built image\n/opt/tool\nmy favorite color is blue\n" {
+	if out := mustSSH("built", "cat /etc/flavour /etc/motd; echo $TEAM_TOOL; color"); out != "flavour mint\nwelcome to the built image\n/opt/tool\nmy favorite color is gold\n" {
 		t.Fatalf("in the Dockerfile's workspace: %q", out)
 	}
 

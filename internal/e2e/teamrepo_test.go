@@ -32,7 +32,9 @@ import (
 // (postCreateCommand ran, containerEnv set, her dotfiles installed), pulls and pushes there as
 // herself (authenticated as alice at the forge; the commit's author her profile's); the forge's access tokens live 3 s, so the server refreshes them while git works. bob
 // links his own account and can neither create a workspace from alice's repository nor read it
-// from his own workspace, and the forge never sees alice's token used by him. Once alice unlinks,
+// from his own workspace, and the forge never sees alice's token used by him. alice's repository
+// is also cloned at a workspace's start over SSH with her git SSH key, and pulled there over SSH.
+// Once alice unlinks,
 // git in her running workspace is refused within seconds with the server's words.
 func TestTeamRepositoryWorkspace(t *testing.T) {
 	e, forge := setUpWithForge(t, 3*time.Second)
@@ -167,6 +169,39 @@ git commit -q -m 'from the workspace' && git push -q origin HEAD:main`)
 		t.Fatalf("no refresh after the token expired: %+v", forge.TokenRequests())
 	}
 
+	// The same repository over SSH: alice adds her git SSH key (`hangar gitssh`) to the forge; the
+	// clone at the start signs with it through the server, the forge's host key checked against
+	// the forge's ssh_known_hosts.
+	keyLine, _, _ := strings.Cut(must(au, "gitssh"), "\n")
+	forge.AddSSHKey("alice", keyLine)
+	sshURL := "ssh://git@" + forge.InsideSSHAddr() + "/alice/app.git"
+	viaSSH := func() int {
+		n := 0
+		for _, a := range forge.GitAccesses() {
+			if a.Transport == "ssh" && a.User == "alice" && a.Repo == "alice/app" && a.Status == http.StatusOK {
+				n++
+			}
+		}
+		return n
+	}
+	begin = time.Now()
+	must(au, "create", "app-ssh", "--agent", e.agent, "--repo", sshURL, "--wait")
+	sshDevcontainerTime := time.Since(begin)
+	cleanUp(aliceAPI, "app-ssh")
+	if out := mustSSH(au, "app-ssh", "git -C /workspaces/app rev-parse HEAD; git -C /workspaces/app remote get-url origin"); out != forge.Head("alice", "app")+"\n"+sshURL+"\n" {
+		t.Fatalf("the SSH clone's HEAD and origin: %q, want %s and %s", out, forge.Head("alice", "app"), sshURL)
+	}
+	cloned := viaSSH()
+	if cloned == 0 {
+		t.Fatalf("the forge never served alice/app to alice over SSH: %+v", forge.GitAccesses())
+	}
+	// git in that workspace over SSH too: the helper's agent signs, and ssh checks the forge's key
+	// against the same known hosts (no prompt, no ~/.ssh in the workspace).
+	second = forge.Commit("alice", "app", "for the SSH workspace", map[string]string{"SSH.md": "over ssh\n"})
+	if out := mustSSH(au, "app-ssh", "git -C /workspaces/app pull -q && git -C /workspaces/app rev-parse HEAD"); out != second+"\n" || viaSSH() <= cloned {
+		t.Fatalf("git pull over SSH in the workspace: %q, want %s (alice's SSH accesses %d -> %d)", out, second, cloned, viaSSH())
+	}
+
 	// 5. bob links his own account; alice's repository stays hers.
 	link(t, e.srv.URL, forge, bu, bobToken, "bob")
 	out, errOut, code := bu.run(t, "create", "stolen", "--agent", e.agent, "--repo", appURL+"#main")
@@ -249,13 +284,13 @@ components:
 	must(bu, "create", "edited", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/bob/edited.git", "--wait")
 	editorDevfileTime := time.Since(begin)
 	cleanUp(bobAPI, "edited")
-	t.Logf("create --repo to Running: devcontainer.json %v (the node's first workspace) and %v, devfile %v, devfile with the web editor %v",
-		devcontainerTime.Round(time.Millisecond), secondDevcontainerTime.Round(time.Millisecond), devfileTime.Round(time.Millisecond),
-		editorDevfileTime.Round(time.Millisecond))
+	t.Logf("create --repo to Running: devcontainer.json %v (the node's first workspace) and %v, the first over SSH %v, devfile %v, devfile with the web editor %v",
+		devcontainerTime.Round(time.Millisecond), secondDevcontainerTime.Round(time.Millisecond), sshDevcontainerTime.Round(time.Millisecond),
+		devfileTime.Round(time.Millisecond), editorDevfileTime.Round(time.Millisecond))
 	for _, w := range []struct {
 		u    cliUser
 		name string
-	}{{au, "app"}, {bu, "tools"}, {bu, "plain"}, {bu, "edited"}, {cu, "site"}} {
+	}{{au, "app"}, {au, "app-ssh"}, {bu, "tools"}, {bu, "plain"}, {bu, "edited"}, {cu, "site"}} {
 		must(w.u, "delete", w.name, "--yes", "--wait")
 	}
 }
@@ -325,27 +360,9 @@ func link(t *testing.T, serverURL string, forge *forgetest.Forge, u cliUser, tok
 func setUpWithForge(t *testing.T, tokenLifetime time.Duration) (*proxyEnv, *forgetest.Forge) {
 	t.Helper()
 	var forge *forgetest.Forge
-	dir := t.TempDir()
 	e := setUpProxyWith(t, func(c *kubetest.Cluster, relayURL string) []string {
 		forge = forgetest.New(t, forgetest.Options{ListenInside: c.ListenInside, InsideHost: kubetest.NodeIP, AccessTokenLifetime: tokenLifetime})
-		secret, keyFile, cfgFile := filepath.Join(dir, "client-secret"), filepath.Join(dir, "key"), filepath.Join(dir, "forges.yaml")
-		key := make([]byte, 32)
-		_, _ = rand.Read(key)
-		forgeWriteFile(t, secret, "forge-secret\n", 0o600)
-		forgeWriteFile(t, keyFile, base64.StdEncoding.EncodeToString(key)+"\n", 0o600)
-		// The users' repository URLs are the inside ones (the workspaces clone them); the server
-		// reads the forge's API and OAuth2 at its loopback URL.
-		forgeWriteFile(t, cfgFile, fmt.Sprintf(`providers:
-  - id: forge
-    name: Forge
-    type: gitea
-    client_id: hangar
-    client_secret_file: %s
-    base_url: %s
-    allow_http_hosts: true
-    hosts: [%q]
-`, secret, forge.HTTPURL(), forge.InsideHTTPURL()), 0o600)
-		return []string{"--external-auth-config", cfgFile, "--external-auth-key-file", keyFile, "--helper-url", relayURL}
+		return append(forgeServerArgs(t, forge), "--helper-url", relayURL)
 	})
 	forge.AddClient("hangar", "forge-secret", []string{e.srv.URL + "/external-auth/forge/callback"})
 	return e, forge
@@ -363,4 +380,31 @@ func sshWhenReachable(t *testing.T, u cliUser, ws, script string) (string, strin
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// forgeServerArgs writes the server's forge configuration for forge ("forge", a gitea; client
+// "hangar", secret "forge-secret"; its inside HTTP and SSH hosts, the SSH host key known) and a
+// sealing key, and returns the server's flags that read them.
+func forgeServerArgs(t *testing.T, forge *forgetest.Forge) []string {
+	t.Helper()
+	dir := t.TempDir()
+	secret, keyFile, cfgFile := filepath.Join(dir, "client-secret"), filepath.Join(dir, "key"), filepath.Join(dir, "forges.yaml")
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	forgeWriteFile(t, secret, "forge-secret\n", 0o600)
+	forgeWriteFile(t, keyFile, base64.StdEncoding.EncodeToString(key)+"\n", 0o600)
+	// The users' repository URLs are the inside ones (the workspaces clone them); the server
+	// reads the forge's API and OAuth2 at its loopback URL.
+	forgeWriteFile(t, cfgFile, fmt.Sprintf(`providers:
+  - id: forge
+    name: Forge
+    type: gitea
+    client_id: hangar
+    client_secret_file: %s
+    base_url: %s
+    allow_http_hosts: true
+    hosts: [%q, %q]
+    ssh_known_hosts: %q
+`, secret, forge.HTTPURL(), forge.InsideHTTPURL(), "ssh://"+forge.InsideSSHAddr(), forge.KnownHosts()), 0o600)
+	return []string{"--external-auth-config", cfgFile, "--external-auth-key-file", keyFile}
 }

@@ -7,6 +7,7 @@
 package externalauth
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/url"
@@ -14,6 +15,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 	"sigs.k8s.io/yaml"
 )
 
@@ -84,9 +87,14 @@ type Provider struct {
 	// Scopes default to the type's: enough to clone and push.
 	Scopes []string `json:"scopes,omitempty"`
 	// Hosts are the git hosts, or URL prefixes, whose credentials this forge gives: "github.com",
-	// "git.example.com/team", "http://127.0.0.1:3000" (without a scheme: https only). Default: the
-	// base URL.
+	// "git.example.com/team", "http://127.0.0.1:3000" (without a scheme: https only), and the SSH
+	// hosts whose remotes it serves: "ssh://github.com", "ssh://git.example.com:2222" (the user's
+	// git SSH key signs for them). Default: the base URL.
 	Hosts []string `json:"hosts,omitempty"`
+	// SSHKnownHosts is known_hosts lines (ssh's format) with the host keys of this forge's ssh://
+	// hosts, one at least for each: the clone at a workspace's start and git's ssh in it check the
+	// forge's key against them, never trusting whatever key answers first.
+	SSHKnownHosts string `json:"ssh_known_hosts,omitempty"`
 	// AllowHTTPHosts lets hosts name http:// URLs beyond loopback: a forge that the workspaces
 	// reach on a private network without TLS (the local test cluster's namespace). git's tokens
 	// then cross that network in the clear, so it is never the default.
@@ -223,7 +231,56 @@ func (p *Provider) complete(env Env, readFile ReadFile) error {
 		}
 		p.hosts = append(p.hosts, hp)
 	}
+	return p.checkKnownHosts()
+}
+
+// checkKnownHosts checks that ssh_known_hosts parses and names every ssh:// host of p (by its
+// plain name: a hashed line names no host that can be checked here).
+func (p *Provider) checkKnownHosts() error {
+	named := map[string]bool{}
+	rest := []byte(p.SSHKnownHosts)
+	for line := 1; len(bytes.TrimSpace(rest)) > 0; line++ {
+		first, after, _ := bytes.Cut(rest, []byte("\n"))
+		if t := bytes.TrimSpace(first); len(t) > 0 && t[0] != '#' {
+			marker, hosts, _, _, _, err := ssh.ParseKnownHosts(first)
+			if err != nil {
+				return fmt.Errorf("ssh_known_hosts: line %d: %v (want ssh's known_hosts format: HOST KEYTYPE BASE64)", line, err)
+			}
+			if marker == "" {
+				for _, h := range hosts {
+					named[h] = true
+				}
+			}
+		}
+		rest = after
+	}
+	serves := false
+	for _, h := range p.hosts {
+		if h.scheme != "ssh" {
+			continue
+		}
+		serves = true
+		if !named[knownhosts.Normalize(h.host)] {
+			return fmt.Errorf("ssh_known_hosts: no key for %s (a line `%s KEYTYPE BASE64`, from the forge's published keys or ssh-keyscan on a trusted network): the host's key is checked, never trusted on first use",
+				h, knownhosts.Normalize(h.host))
+		}
+	}
+	if !serves && strings.TrimSpace(p.SSHKnownHosts) != "" {
+		return errors.New("ssh_known_hosts: given, but hosts names no ssh:// host for it")
+	}
 	return nil
+}
+
+// KnownHosts is the known_hosts lines of every forge that serves SSH hosts: what a workspace
+// checks the forges' SSH host keys against.
+func KnownHosts(providers []Provider) string {
+	var b strings.Builder
+	for _, p := range providers {
+		if s := strings.TrimSpace(p.SSHKnownHosts); s != "" {
+			b.WriteString(s + "\n")
+		}
+	}
+	return b.String()
 }
 
 // userURL is the type's user API: api.github.com/user at github.com, <base>/api/v3/user on GitHub

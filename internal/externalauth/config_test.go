@@ -72,6 +72,11 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `}, {id: a, type: gitlab, client_id: y, ` + secret + `}]}`, `providers[1] (a): id: "a" is used twice`},
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `}, {id: b, type: github, client_id: y, ` + secret + `}]}`, `providers[1] (b): hosts: github.com is served by a already`},
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `client_secret: inline}]}`, `unknown field "client_secret"`},
+		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `hosts: [github.com, "ssh://github.com"]}]}`, `providers[0] (a): ssh_known_hosts: no key for ssh://github.com (a line ` + "`github.com KEYTYPE BASE64`"},
+		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `hosts: ["ssh://git.example.com:2222"], ssh_known_hosts: "` + knownGitHub + `"}]}`, `ssh_known_hosts: no key for ssh://git.example.com:2222 (a line ` + "`[git.example.com]:2222 KEYTYPE"},
+		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `hosts: ["ssh://github.com"], ssh_known_hosts: "github.com ssh-ed25519 !!"}]}`, `providers[0] (a): ssh_known_hosts: line 1: `},
+		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `ssh_known_hosts: "` + knownGitHub + `"}]}`, `providers[0] (a): ssh_known_hosts: given, but hosts names no ssh:// host`},
+		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `hosts: ["ssh://git@github.com"]}]}`, `providers[0] (a): hosts: "ssh://git@github.com": want an SSH host`},
 	} {
 		_, err := Decode([]byte(tc.cfg), env(map[string]string{"S": "s"}), files(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -80,6 +85,9 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 	}
 }
 
+// knownGitHub is GitHub's published ed25519 host key as a known_hosts line.
+const knownGitHub = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+
 func TestMatchHosts(t *testing.T) {
 	ps, err := Decode([]byte(`
 providers:
@@ -87,7 +95,9 @@ providers:
   - {id: team, type: gitea, client_id: y, client_secret_env: S, base_url: "https://git.example.com", hosts: ["git.example.com/team"]}
   - {id: all, type: gitea, client_id: z, client_secret_env: S, base_url: "https://git.example.com"}
   - {id: local, type: gitea, client_id: w, client_secret_env: S, base_url: "http://127.0.0.1:3000"}
-  - {id: inside, type: gitea, client_id: v, client_secret_env: S, base_url: "http://127.0.0.1:3002", allow_http_hosts: true, hosts: ["http://10.99.0.2:3002"]}
+  - {id: inside, type: gitea, client_id: v, client_secret_env: S, base_url: "http://127.0.0.1:3002", allow_http_hosts: true, hosts: ["http://10.99.0.2:3002", "ssh://10.99.0.2:2222"],
+     ssh_known_hosts: "# the test forge\n[10.99.0.2]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"}
+  - {id: ghssh, type: github, client_id: u, client_secret_env: S, base_url: "https://ghe.example.com", hosts: ["ssh://GHE.example.com:22/team"], ssh_known_hosts: "ghe.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"}
 `), env(map[string]string{"S": "s"}), files(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -109,11 +119,34 @@ providers:
 		{CredentialRequest{Protocol: "http", Host: "127.0.0.1:3001"}, ""},
 		{CredentialRequest{Protocol: "http", Host: "10.99.0.2:3002", Path: "alice/app.git"}, "inside"}, // allow_http_hosts
 		{CredentialRequest{Protocol: "https", Host: "10.99.0.2:3002"}, ""},
+		// SSH remotes: only an ssh:// entry serves them, port 22 implied either way.
+		{CredentialRequest{Protocol: "ssh", Host: "10.99.0.2:2222", Path: "alice/app.git"}, "inside"},
+		{CredentialRequest{Protocol: "ssh", Host: "10.99.0.2:3002"}, ""},
+		{CredentialRequest{Protocol: "ssh", Host: "github.com", Path: "o/r"}, ""},
+		{CredentialRequest{Protocol: "ssh", Host: "ghe.example.com", Path: "team/r"}, "ghssh"},
+		{CredentialRequest{Protocol: "ssh", Host: "ghe.example.com:22", Path: "team/r"}, "ghssh"},
+		{CredentialRequest{Protocol: "ssh", Host: "ghe.example.com", Path: "other/r"}, ""},
+		{CredentialRequest{Protocol: "https", Host: "ghe.example.com", Path: "team/r"}, ""},
 	} {
 		p, ok := Match(ps, tc.req)
 		if got := map[bool]string{true: p.ID}[ok]; got != tc.want {
 			t.Errorf("Match(%+v) = %q, want %q", tc.req, got, tc.want)
 		}
+	}
+}
+
+// KnownHosts gathers the forges' known_hosts lines, for the workspaces.
+func TestKnownHostsOfTheForges(t *testing.T) {
+	ps, err := Decode([]byte(`
+providers:
+  - {id: gh, type: github, client_id: x, client_secret_env: S}
+  - {id: ssh, type: github, client_id: y, client_secret_env: S, hosts: ["ssh://github.com"], ssh_known_hosts: "`+knownGitHub+`"}
+`), env(map[string]string{"S": "s"}), files(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := KnownHosts(ps); got != knownGitHub+"\n" {
+		t.Fatalf("KnownHosts = %q", got)
 	}
 }
 

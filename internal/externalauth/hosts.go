@@ -24,9 +24,17 @@ func (h hostPrefix) String() string {
 }
 
 // parseHost reads "host[:port][/path]" or "scheme://host[:port][/path]". An http:// URL is
-// accepted on loopback, or anywhere with allowHTTP (allow_http_hosts).
+// accepted on loopback, or anywhere with allowHTTP (allow_http_hosts); an ssh:// one anywhere (SSH
+// checks the host's key, against the forge's ssh_known_hosts), its port 22 implied.
 func parseHost(s string, allowHTTP bool) (hostPrefix, error) {
 	raw := s
+	if strings.HasPrefix(strings.ToLower(s), "ssh://") {
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Port() == "0" {
+			return hostPrefix{}, fmt.Errorf("%q: want an SSH host such as ssh://github.com or ssh://git.example.com:2222 (no user)", raw)
+		}
+		return hostPrefix{scheme: "ssh", host: sshHost(u.Host), path: strings.Trim(u.Path, "/")}, nil
+	}
 	if !strings.Contains(s, "://") {
 		s = "https://" + s
 	} else if allowHTTP && strings.HasPrefix(strings.ToLower(s), "http://") {
@@ -50,6 +58,11 @@ func parseHost(s string, allowHTTP bool) (hostPrefix, error) {
 	return h, nil
 }
 
+// sshHost is an SSH host as hosts entries hold it: lower case, without the default port 22.
+func sshHost(h string) string {
+	return strings.TrimSuffix(strings.ToLower(h), ":22")
+}
+
 // CredentialRequest is what git asks a credential helper (git-credential(1)): the protocol, the
 // host (with its port) and, with credential.useHttpPath, the repository's path.
 type CredentialRequest struct {
@@ -58,7 +71,7 @@ type CredentialRequest struct {
 	Path     string `json:"path,omitempty"`
 }
 
-// Match returns the forge that serves the repository req names: the entry of the longest path
+// Match returns the forge that serves the repository req names (Protocol "ssh" for an SSH remote): the entry of the longest path
 // prefix that matches req's host and path. ok is false when none does.
 func Match(providers []Provider, req CredentialRequest) (Provider, bool) {
 	proto := strings.ToLower(req.Protocol)
@@ -66,6 +79,9 @@ func Match(providers []Provider, req CredentialRequest) (Provider, bool) {
 		proto = ""
 	}
 	host, path := strings.ToLower(req.Host), strings.Trim(req.Path, "/")
+	if proto == "ssh" {
+		host = sshHost(host)
+	}
 	best, bestLen, found := Provider{}, -1, false
 	for _, p := range providers {
 		for _, h := range p.hosts {

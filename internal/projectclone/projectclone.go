@@ -48,6 +48,10 @@ type Options struct {
 	// Hangar server (HANGAR_HELPER_SERVER_URL and HANGAR_HELPER_TOKEN_FILE in the pod), as git in
 	// the workspace gets them.
 	Ask gitcred.AskFunc
+	// SSH, when set, is where an SSH remote's signatures come from: the owner's git SSH key, held
+	// and used by the Hangar server, which also gives the forges' host keys to check (the same
+	// server and token as Ask).
+	SSH *gitcred.SSHServer
 }
 
 // Main runs the subcommand: it reads PROJECTS_ROOT, HANGAR_PROJECTS and HANGAR_GIT_CA_FILE from
@@ -77,7 +81,10 @@ func Main(ctx context.Context, getenv func(string) string, out, errOut io.Writer
 			fmt.Fprintf(errOut, "hangar project-clone: read HANGAR_HELPER_TOKEN_FILE: %v\n", err)
 			return 2
 		}
-		opts.Ask = gitcred.AskServer(&http.Client{Timeout: 30 * time.Second}, server, strings.TrimSpace(string(b)))
+		hc := &http.Client{Timeout: 30 * time.Second}
+		token := strings.TrimSpace(string(b))
+		opts.Ask = gitcred.AskServer(hc, server, token)
+		opts.SSH = &gitcred.SSHServer{HTTP: hc, BaseURL: server, Token: token}
 	}
 	if err := Clone(ctx, root, projects, opts, out); err != nil {
 		fmt.Fprintf(errOut, "hangar project-clone: %v\n", err)
@@ -89,6 +96,7 @@ func Main(ctx context.Context, getenv func(string) string, out, errOut io.Writer
 // Clone clones every project that is not there yet into root, in order, and stops at the first
 // failure.
 func Clone(ctx context.Context, root string, projects []Project, opts Options, log io.Writer) error {
+	keys := &sshKeys{server: opts.SSH}
 	for _, p := range projects {
 		dir, err := within(root, p.Path)
 		if err != nil {
@@ -102,7 +110,7 @@ func Clone(ctx context.Context, root string, projects []Project, opts Options, l
 			fmt.Fprintf(log, "project %s: %s exists, left as it is\n", p.Name, dir)
 			continue
 		}
-		if err := cloneOne(ctx, dir, p, opts, log); err != nil {
+		if err := cloneOne(ctx, dir, p, opts, keys, log); err != nil {
 			return fmt.Errorf("project %q: %w", p.Name, err)
 		}
 	}
@@ -149,7 +157,7 @@ func within(root, rel string) (string, error) {
 	return dir, nil
 }
 
-func cloneOne(ctx context.Context, dir string, p Project, opts Options, log io.Writer) error {
+func cloneOne(ctx context.Context, dir string, p Project, opts Options, keys *sshKeys, log io.Writer) error {
 	remote := p.Remote
 	if remote == "" && len(p.Remotes) == 1 {
 		for name := range p.Remotes {
@@ -173,11 +181,21 @@ func cloneOne(ctx context.Context, dir string, p Project, opts Options, log io.W
 	if err != nil {
 		return err
 	}
+	viaSSH := false
+	if auth == nil {
+		if auth, err = keys.auth(ctx, url); err != nil {
+			return err
+		}
+		viaSSH = auth != nil
+	}
 	fmt.Fprintf(log, "project %s: cloning %s (remote %s) into %s\n", p.Name, url, remote, dir)
 	repo, err := git.PlainCloneContext(ctx, tmp, false, &git.CloneOptions{
 		URL: url, RemoteName: remote, CABundle: opts.CABundle, Tags: git.AllTags, Auth: auth,
 	})
 	if err != nil {
+		if viaSSH && strings.Contains(err.Error(), "unable to authenticate") {
+			return fmt.Errorf("clone %s: the forge refused the workspace owner's git SSH key (add it to your forge account: `hangar gitssh` prints it): %w", url, err)
+		}
 		return fmt.Errorf("clone %s: %w", url, err)
 	}
 	for name, u := range p.Remotes {

@@ -15,6 +15,14 @@ type GitSSHKey struct {
 	CreatedAt   time.Time `json:"created_at"`
 }
 
+// WorkspaceGitSSH is the answer to a workspace's helper (GET /api/v1/workspace-agent/gitssh): the
+// owner's key, and the host keys of the forges' SSH hosts, which the workspace's ssh checks.
+type WorkspaceGitSSH struct {
+	GitSSHKey
+	// KnownHosts is known_hosts lines (ssh's format), from the forges' ssh_known_hosts.
+	KnownHosts string `json:"known_hosts,omitempty"`
+}
+
 // GitSSHSignRequest is the body of POST /api/v1/workspace-agent/gitssh/sign: what an SSH client
 // asked the workspace's agent to sign, and with which key (the SSH wire format of the public key).
 type GitSSHSignRequest struct {

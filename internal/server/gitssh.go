@@ -7,6 +7,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/audit"
 	"github.com/hangar-dev/hangar/internal/errs"
+	"github.com/hangar-dev/hangar/internal/externalauth"
 	"github.com/hangar-dev/hangar/internal/gitssh"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -86,7 +87,8 @@ func gitSSHAnswer(err error) error {
 }
 
 // helperGitSSHKey serves GET /api/v1/workspace-agent/gitssh: the workspace owner's public key,
-// for the helper's agent to list.
+// for the helper's agent to list and the clone at the start to sign with, and the forges' SSH host
+// keys (their ssh_known_hosts), which the workspace's ssh checks.
 func (s *Server) helperGitSSHKey(w http.ResponseWriter, r *http.Request) {
 	err := func() error {
 		owner, err := s.helperOwner(r)
@@ -103,7 +105,11 @@ func (s *Server) helperGitSSHKey(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, toGitSSHKey(k))
+		answer := sdk.WorkspaceGitSSH{GitSSHKey: toGitSSHKey(k)}
+		if s.extAuth != nil {
+			answer.KnownHosts = externalauth.KnownHosts(s.extAuth.Providers())
+		}
+		writeJSON(w, http.StatusOK, answer)
 		return nil
 	}()
 	if err != nil {

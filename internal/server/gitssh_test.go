@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,7 +17,9 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/backend/tfbackend"
 	"github.com/hangar-dev/hangar/internal/externalauth"
+	"github.com/hangar-dev/hangar/internal/gitcred"
 	"github.com/hangar-dev/hangar/internal/gitssh"
+	"github.com/hangar-dev/hangar/internal/projectclone"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/server"
@@ -283,4 +287,59 @@ func oaGitSSH(t *testing.T, c *oaChecker, dev string) {
 	c.do(dev, "POST", protocol.GitSSHSignPath, map[string]any{"data": []byte("to sign")}, 401, false)
 	c.do(dev, "POST", "/api/v1/users/me/gitssh/rotate", nil, 200, true)
 	c.do(helper, "POST", protocol.GitSSHSignPath, map[string]any{"public_key": pub.Marshal(), "data": []byte("to sign")}, 409, true)
+}
+
+// withForgeSSH configures forge as a Gitea whose SSH host the server's forges serve, with its
+// host key in ssh_known_hosts.
+func withForgeSSH(t *testing.T, f *forgetest.Forge) servertest.Option {
+	cfg := fmt.Sprintf("providers:\n  - {id: forge, type: gitea, client_id: hangar, client_secret_env: S, base_url: %q, hosts: [%q], ssh_known_hosts: %q}\n",
+		f.HTTPURL(), "ssh://"+f.SSHAddr(), f.KnownHosts())
+	providers, err := externalauth.Decode([]byte(cfg), func(string) (string, bool) { return "s", true }, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := externalauth.ParseKeys([]byte(testKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(o *server.Options) {
+		o.ExternalAuth = externalauth.New(externalauth.Options{Providers: providers, Keys: keys, Store: o.Store, Clock: o.Clock, Log: o.Logger,
+			CallbackURL: func(id string) string { return "http://127.0.0.1/external-auth/" + id + "/callback" }})
+	}
+}
+
+// TestProjectCloneOverSSHThroughTheServer: the clone at a workspace's start (project-clone, with
+// its helper token) clones an SSH remote from the test forge with the owner's git SSH key, signed
+// by this server, checking the forge's host key against the known hosts the server gives from the
+// forge's ssh_known_hosts. Once the owner is suspended, the clone stops with the server's words.
+func TestProjectCloneOverSSHThroughTheServer(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			f := forgetest.New(t, forgetest.Options{})
+			f.AddUser(forgetest.User{Login: "dev"})
+			f.CreateRepo("dev", "app", true, map[string]string{"README.md": "# app\n"})
+			ae := newAgentEnv(t, engine, withGitSSH(t), withForgeSSH(t, f))
+			env := ae.Env
+			var k sdk.WorkspaceGitSSH
+			mustCall(t, env, ae.job.AgentToken, "GET", protocol.GitSSHKeyPath, nil, http.StatusOK, &k)
+			if k.KnownHosts != f.KnownHosts()+"\n" && k.KnownHosts != f.KnownHosts() {
+				t.Fatalf("the helper's known hosts: %q, want the forge's %q", k.KnownHosts, f.KnownHosts())
+			}
+			f.AddSSHKey("dev", k.PublicKey)
+			clone := func() (string, error) {
+				root := t.TempDir()
+				err := projectclone.Clone(context.Background(), root, []projectclone.Project{{Name: "app", Path: "app", Remotes: map[string]string{"origin": f.SSHCloneURL("dev", "app")}}},
+					projectclone.Options{SSH: &gitcred.SSHServer{BaseURL: env.URL, Token: ae.job.AgentToken}}, io.Discard)
+				b, _ := os.ReadFile(filepath.Join(root, "app", "README.md"))
+				return string(b), err
+			}
+			if readme, err := clone(); err != nil || readme != "# app\n" {
+				t.Fatalf("project-clone over SSH: %q, %v", readme, err)
+			}
+			mustCall(t, env, env.AdminToken, "PATCH", "/api/v1/users/dev", map[string]any{"suspended": true}, http.StatusOK, nil)
+			if _, err := clone(); err == nil || !strings.Contains(err.Error(), "dev is suspended") {
+				t.Fatalf("project-clone for a suspended owner: %v", err)
+			}
+		})
+	}
 }

@@ -41,16 +41,21 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 		}
 	}
 	host, repoPath, _ := repodef.RepoHostPath(src.URL)
-	scheme, _, _ := strings.Cut(src.URL, "://")
-	if scheme != "https" && scheme != "http" {
-		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.url",
-			Detail: "the clone at the workspace's start does not use SSH remotes yet: give the repository's https:// URL (git then uses your linked forge account; inside the workspace, SSH remotes work with your key from hangar gitssh)"})
+	scheme, _, ok := strings.Cut(src.URL, "://")
+	if !ok {
+		scheme = "ssh" // scp-like user@host:path
 	}
 	repo := &kube.Repository{URL: src.URL, Ref: src.Ref}
 	var provider externalauth.Provider
 	found := false
 	if s.extAuth != nil {
 		provider, found = externalauth.Match(s.extAuth.Providers(), externalauth.CredentialRequest{Protocol: scheme, Host: host, Path: repoPath})
+	}
+	if !found && scheme == "ssh" {
+		// The clone at the start signs with the user's git SSH key and checks the host's key
+		// against a forge's ssh_known_hosts: with no forge for the host it could do neither.
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.url",
+			Detail: fmt.Sprintf("no forge configured in Hangar serves the SSH host %s (an admin lists ssh://%s in a forge's hosts, with its ssh_known_hosts): give the repository's https:// URL, or ask an admin", host, host)})
 	}
 	if !found {
 		return repo, []string{fmt.Sprintf("the repository's own definition was not read: no forge configured in Hangar serves %s (an admin adds it with --external-auth-config); the agent's default definition is used, and the repository is cloned at the start", host)}, nil

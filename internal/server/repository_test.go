@@ -233,3 +233,38 @@ func TestCreateWorkspaceFromRepositoryDockerfile(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateWorkspaceFromSSHRepository: an SSH URL (ssh:// or scp-like) of a host a forge serves
+// is accepted; its definition is read through the forge's API as for https (anonymously refused
+// when private, with the linked account read), and the repository is the first project with
+// that SSH URL, which the clone at the start signs for. An SSH host no forge serves is refused
+// naming the field: the clone could check neither the key nor the host.
+func TestCreateWorkspaceFromSSHRepository(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			re := newRepoEnv(t, engine)
+			f := re.forge
+			f.CreateRepo("alice", "app", true, map[string]string{".devcontainer.json": `{"image": "hangar.local/workspace:ssh"}`})
+			sshURL := f.SSHCloneURL("alice", "app")
+			create := func(name string, repo map[string]any) (int, []byte) {
+				return call(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": name, "agent": "k1", "repository": repo})
+			}
+			status, body := create("app", map[string]any{"url": sshURL})
+			if e := apiError(t, body); status != http.StatusConflict || !strings.Contains(e.Message, "hangar external-auth link forge") {
+				t.Fatalf("private over SSH, not linked: %d %s", status, body)
+			}
+			re.link(t)
+			var ws sdk.Workspace
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1", "repository": map[string]any{"url": sshURL, "ref": "main"}}, http.StatusCreated, &ws)
+			cfg := re.configOf(t, "app")
+			if !strings.Contains(cfg, "image: hangar.local/workspace:ssh") || !strings.Contains(cfg, strings.ReplaceAll(sshURL, "/", `\\/`)) && !strings.Contains(cfg, sshURL) {
+				t.Fatalf("the SSH repository's definition and project are not in its config:\n%s", cfg)
+			}
+			status, body = create("elsewhere", map[string]any{"url": "git@git.elsewhere.test:x/y.git"})
+			if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) == 0 || e.Validations[0].Field != "repository.url" ||
+				!strings.Contains(e.Validations[0].Detail, "no forge configured in Hangar serves the SSH host git.elsewhere.test") {
+				t.Fatalf("an SSH host no forge serves: %d %s, want a 400 naming repository.url", status, body)
+			}
+		})
+	}
+}

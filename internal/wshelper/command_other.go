@@ -4,6 +4,7 @@ package wshelper
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -36,4 +37,22 @@ func GitCredentialCommand() *cobra.Command {
 			return fmt.Errorf("hangar git-credential runs in a workspace on Linux or macOS, not on %s", runtime.GOOS)
 		},
 	}
+}
+
+// GitKnownHostsCommand returns `hangar git-known-hosts`, which runs in a workspace only.
+func GitKnownHostsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                "git-known-hosts SOCKET",
+		Short:              "Print the forges' SSH host keys for ssh (its KnownHostsCommand), in a workspace",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("hangar git-known-hosts runs in a workspace on Linux or macOS, not on %s", runtime.GOOS)
+		},
+	}
+}
+
+// GitKnownHostsMain says that the git SSH agent runs in a workspace on Linux or macOS only.
+func GitKnownHostsMain(_ string, _, stderr io.Writer) {
+	fmt.Fprintf(stderr, "hangar git-known-hosts runs in a workspace on Linux or macOS, not on %s\n", runtime.GOOS)
 }

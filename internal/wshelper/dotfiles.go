@@ -69,6 +69,9 @@ type Dotfiles struct {
 	// besides the system's certificates.
 	Ask      gitcred.AskFunc
 	CABundle []byte
+	// SSH signs an SSH remote's clone with the owner's git SSH key through the server (nil: go-git's
+	// defaults).
+	SSH *gitcred.SSHServer
 	// Now stamps the record (time.Now when nil).
 	Now func() time.Time
 }
@@ -121,7 +124,7 @@ func (d Dotfiles) Install(ctx context.Context, out io.Writer, log *slog.Logger) 
 	}
 	err = projectclone.Clone(ctx, d.Home, []projectclone.Project{{
 		Name: "dotfiles", Path: DotfilesDir, Remotes: map[string]string{"origin": url}, Remote: "origin", Revision: ref,
-	}}, projectclone.Options{Ask: d.Ask, CABundle: d.CABundle}, out)
+	}}, projectclone.Options{Ask: d.Ask, CABundle: d.CABundle, SSH: d.SSH}, out)
 	if err != nil {
 		return fmt.Errorf("clone %s: %w", url, err)
 	}
@@ -239,6 +242,7 @@ func installDotfiles(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	if cfg.ServerURL != "" && cfg.Token != "" {
 		d.Ask = gitcred.AskServer(cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token)
+		d.SSH = &gitcred.SSHServer{HTTP: cfg.Connect.HTTPClient, BaseURL: cfg.ServerURL, Token: cfg.Token}
 	}
 	if f := lookupEnv(cfg.Env, "HANGAR_GIT_CA_FILE"); f != "" {
 		b, err := os.ReadFile(f)

@@ -5,9 +5,12 @@ package wshelper
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +235,30 @@ func TestRunDotfilesFailureIsTold(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(state, DotfilesLog)); !strings.Contains(string(b), "my install breaks") {
 		t.Fatalf("the dotfiles log: %q", b)
+	}
+}
+
+// An SSH dotfiles repository is cloned with the owner's git SSH key through the server (the
+// helper's token), its host key checked against the forges' known hosts, as the clone at the
+// start does.
+func TestDotfilesOverSSH(t *testing.T) {
+	forge := forgetest.New(t, forgetest.Options{})
+	forge.AddUser(forgetest.User{Login: "alice"})
+	forge.CreateRepo("alice", "dots", true, map[string]string{"install.sh": "#!/bin/sh\necho ssh > \"$HOME/installed\"\n"})
+	owner := newSigningServer(t).signer
+	forge.AddSSHKey("alice", strings.TrimSpace(string(ssh.MarshalAuthorizedKey(owner.PublicKey()))))
+	srv := gitcredtest.New(t, func(gitcred.Request) (int, any) { return http.StatusNotFound, map[string]string{"message": "no forge"} })
+	srv.SetGitSSH(owner, forge.KnownHosts(), "")
+	home, state, env := dotfilesHome(t)
+	err := installDotfiles(context.Background(), Config{Dotfiles: forge.SSHCloneURL("alice", "dots"), Env: env, StateDir: state, ServerURL: srv.URL, Token: "hwa_test", Stdout: io.Discard},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, "installed")); string(b) != "ssh\n" {
+		t.Fatalf("install.sh's mark: %q", b)
+	}
+	if !slices.Contains(srv.SSHAsked(), "POST /api/v1/workspace-agent/gitssh/sign Bearer hwa_test") {
+		t.Fatalf("no signature asked of the server: %q", srv.SSHAsked())
 	}
 }

@@ -44,7 +44,7 @@ func gitCredentialFill(t *testing.T, h *gitcredtest.Server, url string) (stdout,
 
 	home := t.TempDir()
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS="}
-	env = gitCredentialEnv(env, self, sock, "")
+	env = gitCredentialEnv(env, self, sock, "", false)
 	cmd := exec.Command("git", "credential", "fill")
 	cmd.Env = env
 	cmd.Stdin = strings.NewReader("url=" + url + "\n\n")
@@ -99,7 +99,7 @@ func TestGitIsToldWhyThereIsNoCredential(t *testing.T) {
 
 // The workspace's own git configuration in GIT_CONFIG_* is kept; Hangar's helper comes after it.
 func TestGitCredentialEnvKeepsTheUsersConfig(t *testing.T) {
-	env := gitCredentialEnv([]string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=user.name", "GIT_CONFIG_VALUE_0=Alice"}, "/hangar/bin/hangar", "/s/git-credential.sock", "")
+	env := gitCredentialEnv([]string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=user.name", "GIT_CONFIG_VALUE_0=Alice"}, "/hangar/bin/hangar", "/s/git-credential.sock", "", true)
 	got := strings.Join(env, "\n")
 	for _, want := range []string{"GIT_CONFIG_KEY_0=user.name", "GIT_CONFIG_KEY_1=credential.helper", "GIT_CONFIG_VALUE_1=!'/hangar/bin/hangar' git-credential", "GIT_CONFIG_KEY_2=credential.useHttpPath", "GIT_CONFIG_COUNT=3", GitCredentialSocketEnv + "=/s/git-credential.sock"} {
 		if !strings.Contains(got, want) {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -167,16 +168,61 @@ func startGitCredentials(cfg Config, log *slog.Logger) ([]string, func(), error)
 		defer close(done)
 		serveGitCredentials(ctx, ln, gitcred.AskServer(cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token), log)
 	}()
-	return gitCredentialEnv(cfg.Env, self, path, agentPath), func() { cancel(); ln.Close(); <-done; stopAgent() }, nil
+	knownHosts := sshHasKnownHostsCommand(cfg.Env)
+	if !knownHosts {
+		log.Info("git's ssh here predates OpenSSH 8.5 (or was not found): it checks the forges' host keys against the user's known_hosts only")
+	}
+	return gitCredentialEnv(cfg.Env, self, path, agentPath, knownHosts), func() { cancel(); ln.Close(); <-done; stopAgent() }, nil
+}
+
+// sshHasKnownHostsCommand reports whether the ssh on env's PATH is OpenSSH 8.5 or later, the
+// first with KnownHostsCommand (an older one refuses the whole command line with the option, so
+// git over SSH would not work at all).
+func sshHasKnownHostsCommand(env []string) bool {
+	for _, dir := range filepath.SplitList(lookupEnv(env, "PATH")) {
+		p := filepath.Join(dir, "ssh")
+		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		out, _ := exec.CommandContext(ctx, p, "-V").CombinedOutput() // OpenSSH prints its version on stderr
+		return openSSHAtLeast(string(out), 8, 5)
+	}
+	return false
+}
+
+// openSSHAtLeast reads `ssh -V`'s "OpenSSH_9.2p1 ..." and compares its version with major.minor.
+func openSSHAtLeast(version string, major, minor int) bool {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(version), "OpenSSH_")
+	if !ok {
+		return false
+	}
+	maj, rest, ok := strings.Cut(rest, ".")
+	if !ok {
+		return false
+	}
+	end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+	if end < 0 {
+		end = len(rest)
+	}
+	ma, err1 := strconv.Atoi(maj)
+	mi, err2 := strconv.Atoi(rest[:end])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // gitCredentialEnv returns env with git told to ask `self git-credential` (after the user's own
 // credential helpers, with the remote's path, so a server can tell repositories apart) and where
 // the socket is. It appends to GIT_CONFIG_COUNT's entries rather than replacing them. With an
 // agent socket, git's ssh also uses the git SSH agent (core.sshCommand = ssh -o
-// IdentityAgent=SOCKET, the user's own agent untouched), unless env sets GIT_SSH_COMMAND or
+// IdentityAgent=SOCKET, the user's own agent untouched) and checks the forges' host keys
+// (KnownHostsCommand=`self git-known-hosts SOCKET`, after the user's own known_hosts files, when
+// knownHostsCommand says the container's ssh has the option), unless env sets GIT_SSH_COMMAND or
 // GIT_SSH: then the container chose its own ssh, and keeps it.
-func gitCredentialEnv(env []string, self, socket, agentSocket string) []string {
+func gitCredentialEnv(env []string, self, socket, agentSocket string, knownHostsCommand bool) []string {
 	n := 0
 	if v := lookupEnv(env, "GIT_CONFIG_COUNT"); v != "" {
 		if c, err := strconv.Atoi(v); err == nil && c >= 0 && c < 1000 {
@@ -190,7 +236,13 @@ func gitCredentialEnv(env []string, self, socket, agentSocket string) []string {
 	n += 2
 	if agentSocket != "" && lookupEnv(env, "GIT_SSH_COMMAND") == "" && lookupEnv(env, "GIT_SSH") == "" {
 		env = setEnv(env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n), "core.sshCommand")
-		env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), "ssh -o IdentityAgent="+shellQuote(agentSocket))
+		// KnownHostsCommand's value is split by ssh itself (its own double quotes), then the
+		// whole option is quoted for the shell git runs core.sshCommand with.
+		command := "ssh -o IdentityAgent=" + shellQuote(agentSocket)
+		if knownHostsCommand {
+			command += " -o " + shellQuote("KnownHostsCommand="+`"`+self+`" git-known-hosts "`+agentSocket+`"`)
+		}
+		env = setEnv(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), command)
 		n++
 	}
 	// `git config user.name` and `user.email` answer with the owner's identity (the profile's,
@@ -232,6 +284,21 @@ func GitCredentialCommand() *cobra.Command {
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			GitCredentialMain(cmd.Context(), args[0], os.Getenv(GitCredentialSocketEnv), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return nil
+		},
+	}
+}
+
+// GitKnownHostsCommand returns `hangar git-known-hosts SOCKET`, hidden: git's ssh runs it inside a
+// workspace (KnownHostsCommand), people do not.
+func GitKnownHostsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "git-known-hosts SOCKET",
+		Short:  "Print the forges' SSH host keys for ssh (its KnownHostsCommand), in a workspace",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			GitKnownHostsMain(args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 			return nil
 		},
 	}

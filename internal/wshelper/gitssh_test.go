@@ -12,6 +12,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +23,10 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
+	"github.com/hangar-dev/hangar/internal/gitcred"
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
+	"github.com/hangar-dev/hangar/internal/testutil/gitcredtest"
 )
 
 // signingServer answers the git SSH endpoints as the Hangar server does, with a key of its own,
@@ -182,17 +188,48 @@ func TestGitSSHAgentBoundsRequests(t *testing.T) {
 
 // git's ssh uses the agent unless the container chose its own ssh.
 func TestGitCredentialEnvPointsSSHAtTheAgent(t *testing.T) {
-	env := strings.Join(gitCredentialEnv([]string{"PATH=/bin"}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/git ssh.sock"), "\n")
-	for _, want := range []string{"GIT_CONFIG_KEY_2=core.sshCommand", "GIT_CONFIG_VALUE_2=ssh -o IdentityAgent='/s/git ssh.sock'", "GIT_CONFIG_COUNT=3"} {
+	env := strings.Join(gitCredentialEnv([]string{"PATH=/bin"}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/git ssh.sock", true), "\n")
+	for _, want := range []string{"GIT_CONFIG_KEY_2=core.sshCommand",
+		`GIT_CONFIG_VALUE_2=ssh -o IdentityAgent='/s/git ssh.sock' -o 'KnownHostsCommand="/hangar/bin/hangar" git-known-hosts "/s/git ssh.sock"'`, "GIT_CONFIG_COUNT=3"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("environment\n%s\nlacks %q", env, want)
 		}
 	}
 	for _, own := range []string{"GIT_SSH_COMMAND=ssh -i /home/me/key", "GIT_SSH=/usr/bin/plink"} {
-		env := strings.Join(gitCredentialEnv([]string{own}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/a.sock"), "\n")
+		env := strings.Join(gitCredentialEnv([]string{own}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/a.sock", true), "\n")
 		if strings.Contains(env, "core.sshCommand") || !strings.Contains(env, "GIT_CONFIG_COUNT=2") || !strings.Contains(env, own) {
 			t.Errorf("with %s, environment\n%s\nwants the container's ssh kept", own, env)
 		}
+	}
+	// An ssh before OpenSSH 8.5 would refuse KnownHostsCommand, and git over SSH with it.
+	old := strings.Join(gitCredentialEnv([]string{"PATH=/bin"}, "/hangar/bin/hangar", "/s/git-credential.sock", "/s/a.sock", false), "\n")
+	if !strings.Contains(old, "GIT_CONFIG_VALUE_2=ssh -o IdentityAgent='/s/a.sock'\n") {
+		t.Errorf("for an older ssh, environment\n%s\nwants IdentityAgent alone", old)
+	}
+}
+
+// The version of ssh decides whether KnownHostsCommand is given to it; this machine's ssh
+// (Debian 12's, 9.2) has it.
+func TestOpenSSHVersion(t *testing.T) {
+	for v, want := range map[string]bool{
+		"OpenSSH_9.2p1 Debian-2+deb12u6, OpenSSL 3.0.19 27 Jan 2026": true,
+		"OpenSSH_8.5p1, OpenSSL 1.1.1k":                              true,
+		"OpenSSH_10.0p2":                                             true,
+		"OpenSSH_8.4p1 Debian-5+deb11u3, OpenSSL 1.1.1w":             false,
+		"OpenSSH_8.2p1 Ubuntu-4ubuntu0.11, OpenSSL 1.1.1f":           false,
+		"OpenSSH_for_Windows_8.6p1":                                  false,
+		"Dropbear v2022.83":                                          false,
+		"":                                                           false,
+	} {
+		if got := openSSHAtLeast(v, 8, 5); got != want {
+			t.Errorf("openSSHAtLeast(%q, 8, 5) = %v, want %v", v, got, want)
+		}
+	}
+	if !sshHasKnownHostsCommand([]string{"PATH=/nonexistent:" + os.Getenv("PATH")}) {
+		t.Error("this machine's ssh (OpenSSH 9.2) was not found to have KnownHostsCommand")
+	}
+	if sshHasKnownHostsCommand([]string{"PATH=/nonexistent"}) {
+		t.Error("no ssh on PATH was found to have KnownHostsCommand")
 	}
 }
 
@@ -223,7 +260,7 @@ func FuzzGitSSHAgentConn(f *testing.F) {
 		}
 		// The whole protocol over the bound, with an agent whose server never answers.
 		b, done = feedPipe(in)
-		_ = agent.ServeAgent(&gitSSHAgent{ctx: t.Context(), hc: &http.Client{Transport: refuseTransport{}}, baseURL: "http://127.0.0.1:1",
+		_ = agent.ServeAgent(&gitSSHAgent{ctx: t.Context(), server: gitcred.SSHServer{HTTP: &http.Client{Transport: refuseTransport{}}, BaseURL: "http://127.0.0.1:1"},
 			log: slog.New(slog.DiscardHandler)}, &boundedAgentConn{Conn: b})
 		b.Close()
 		<-done
@@ -251,4 +288,75 @@ type refuseTransport struct{}
 
 func (refuseTransport) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, io.ErrUnexpectedEOF
+}
+
+// The real git and OpenSSH in a workspace's environment clone over SSH from the test forge with
+// no known_hosts of their own: ssh asks `hangar git-known-hosts` (its KnownHostsCommand) for the
+// forges' host keys, which the helper's agent asks of the server each time. A forge key other than
+// the one the server gives is refused by ssh.
+func TestGitSSHChecksTheForgesHostKeys(t *testing.T) {
+	for _, tool := range []string{"git", "ssh"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed (scripts/install-deps): %v", tool, err)
+		}
+	}
+	forge := forgetest.New(t, forgetest.Options{})
+	forge.AddUser(forgetest.User{Login: "alice"})
+	forge.CreateRepo("alice", "app", true, map[string]string{"README.md": "# app\n"})
+	owner := newSigningServer(t).signer
+	forge.AddSSHKey("alice", strings.TrimSpace(string(ssh.MarshalAuthorizedKey(owner.PublicKey()))))
+	srv := gitcredtest.New(t, func(gitcred.Request) (int, any) { return http.StatusNotFound, map[string]string{"message": "no forge"} })
+	agentPath, stop, err := startGitSSHAgent(Config{StateDir: filepath.Join(t.TempDir(), "state"), ServerURL: srv.URL, Token: "hwa_test"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sshPath, _ := exec.LookPath("ssh")
+	// This machine's ssh without its config files; no prompt, unknown hosts refused.
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "ssh"), []byte("#!/bin/sh\nexec "+sshPath+` -F none -o BatchMode=yes -o StrictHostKeyChecking=yes "$@"`+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := "PATH=" + filepath.Join(dir, "bin") + ":" + os.Getenv("PATH")
+	env := gitCredentialEnv([]string{"HOME=" + dir, path, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "LANG=C"},
+		self, filepath.Join(dir, "unused.sock"), agentPath, sshHasKnownHostsCommand([]string{path}))
+	clone := func(dest string) (string, error) {
+		cmd := exec.Command("git", "clone", "-q", forge.SSHCloneURL("alice", "app"), filepath.Join(dir, dest))
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	srv.SetGitSSH(owner, forge.KnownHosts(), "")
+	if out, err := clone("one"); err != nil {
+		t.Fatalf("git clone over SSH with the forges' known hosts: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "one", "README.md")); err != nil || string(b) != "# app\n" {
+		t.Fatalf("the clone's README.md: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".ssh", "known_hosts")); !os.IsNotExist(err) {
+		t.Fatalf("ssh wrote ~/.ssh/known_hosts (%v): the forges' keys are asked each time, not recorded", err)
+	}
+
+	host, _, _ := strings.Cut(forge.KnownHosts(), " ")
+	srv.SetGitSSH(owner, host+" "+strings.TrimSpace(string(ssh.MarshalAuthorizedKey(newSigningServer(t).signer.PublicKey())))+"\n", "")
+	if out, err := clone("two"); err == nil || !strings.Contains(out, "Host key verification failed") {
+		t.Fatalf("git clone with another host key known for the forge: %v\n%s", err, out)
+	}
+	asked := 0
+	for _, a := range srv.SSHAsked() {
+		if a == "GET /api/v1/workspace-agent/gitssh Bearer hwa_test" {
+			asked++
+		}
+	}
+	if asked < 2 {
+		t.Fatalf("the server was asked for the key and known hosts %d times over two clones; want each time: %q", asked, srv.SSHAsked())
+	}
 }

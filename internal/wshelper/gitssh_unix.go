@@ -10,16 +10,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
-	"github.com/hangar-dev/hangar/internal/apiclient"
 	"github.com/hangar-dev/hangar/internal/gitcred"
-	"github.com/hangar-dev/hangar/internal/protocol"
-	"github.com/hangar-dev/hangar/internal/sdk"
 )
 
 // The workspace's git SSH agent (docs/decisions.md, "A team's repository: a git SSH key per user
@@ -49,46 +45,83 @@ var errGitSSHAgentRefused = errors.New("the Hangar git SSH agent only lists and 
 
 // gitSSHAgent is the agent.Agent: List and Sign ask the server, with the helper's token.
 type gitSSHAgent struct {
-	ctx            context.Context
-	hc             *http.Client
-	baseURL, token string
-	log            *slog.Logger
-}
-
-func (a *gitSSHAgent) ask(method, path string, in, out any) error {
-	ctx, cancel := context.WithTimeout(a.ctx, gitCredentialTimeout)
-	defer cancel()
-	err := apiclient.Do(ctx, a.hc, a.baseURL, a.token, method, path, in, out, maxGitSSHAgentRequest)
-	var se *apiclient.StatusError
-	if errors.As(err, &se) {
-		return fmt.Errorf("the Hangar server refused: %s", gitcred.ErrorMessage(se.Body))
-	}
-	return err
+	ctx    context.Context
+	server gitcred.SSHServer
+	log    *slog.Logger
 }
 
 // List gives the owner's current public key.
 func (a *gitSSHAgent) List() ([]*agent.Key, error) {
-	var k sdk.GitSSHKey
-	if err := a.ask(http.MethodGet, protocol.GitSSHKeyPath, nil, &k); err != nil {
+	ctx, cancel := context.WithTimeout(a.ctx, gitCredentialTimeout)
+	defer cancel()
+	k, err := a.server.Key(ctx)
+	if err != nil {
 		a.log.Warn("git SSH agent: list", "err", err)
 		return nil, err
 	}
-	pub, comment, _, _, err := ssh.ParseAuthorizedKey([]byte(k.PublicKey))
-	if err != nil {
-		return nil, fmt.Errorf("the Hangar server's git SSH key: %w", err)
-	}
-	return []*agent.Key{{Format: pub.Type(), Blob: pub.Marshal(), Comment: comment}}, nil
+	return []*agent.Key{{Format: k.Key.Type(), Blob: k.Key.Marshal(), Comment: k.Comment}}, nil
 }
 
 // Sign asks the server to sign data with the owner's key (key must be it).
 func (a *gitSSHAgent) Sign(key ssh.PublicKey, data []byte) (*ssh.Signature, error) {
-	var sig sdk.GitSSHSignature
-	if err := a.ask(http.MethodPost, protocol.GitSSHSignPath, sdk.GitSSHSignRequest{PublicKey: key.Marshal(), Data: data}, &sig); err != nil {
+	ctx, cancel := context.WithTimeout(a.ctx, gitCredentialTimeout)
+	defer cancel()
+	sig, err := a.server.Sign(ctx, key, data)
+	if err != nil {
 		a.log.Warn("git SSH agent: sign", "err", err)
 		return nil, err
 	}
 	a.log.Info("git SSH signature made by the server", "key", ssh.FingerprintSHA256(key))
-	return &ssh.Signature{Format: sig.Format, Blob: sig.Blob}, nil
+	return sig, nil
+}
+
+// SignWithFlags is Sign: the owner's key is ed25519, whose signatures take no flags (RSA's hash
+// choice is what they select).
+func (a *gitSSHAgent) SignWithFlags(key ssh.PublicKey, data []byte, _ agent.SignatureFlags) (*ssh.Signature, error) {
+	return a.Sign(key, data)
+}
+
+// KnownHostsExtension is the agent extension that answers the forges' SSH host keys (known_hosts
+// lines, after agentSuccess), which `hangar git-known-hosts` asks for ssh's KnownHostsCommand.
+const KnownHostsExtension = "known-hosts@hangar.dev"
+
+// agentSuccess begins an extension's answer (SSH_AGENT_SUCCESS, PROTOCOL.agent 4.7), so that an
+// answer is never taken for a failure by its first byte.
+const agentSuccess = 6
+
+// Extension answers KnownHostsExtension from the server, asked each time (an admin's change of a
+// forge's keys is seen at the next connection); every other extension is refused.
+func (a *gitSSHAgent) Extension(extensionType string, _ []byte) ([]byte, error) {
+	if extensionType != KnownHostsExtension {
+		return nil, agent.ErrExtensionUnsupported
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, gitCredentialTimeout)
+	defer cancel()
+	k, err := a.server.Key(ctx)
+	if err != nil {
+		a.log.Warn("git SSH agent: known hosts", "err", err)
+		return nil, err
+	}
+	return append([]byte{agentSuccess}, k.KnownHosts...), nil
+}
+
+// GitKnownHostsMain prints the forges' known_hosts lines for ssh's KnownHostsCommand, asked of
+// the helper's git SSH agent at socket. It always exits 0: without lines, ssh refuses an unknown
+// host as it would anyway, and the reason goes to standard error, which ssh shows.
+func GitKnownHostsMain(socket string, stdout, stderr io.Writer) {
+	c, err := net.DialTimeout("unix", socket, gitCredentialTimeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "hangar git-known-hosts: the workspace helper's git SSH agent: %v\n", err)
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(gitCredentialTimeout))
+	res, err := agent.NewClient(c).Extension(KnownHostsExtension, nil)
+	if err != nil || len(res) == 0 || res[0] != agentSuccess {
+		fmt.Fprintf(stderr, "hangar git-known-hosts: the forges' SSH host keys could not be read (the workspace helper's log says why): %v\n", err)
+		return
+	}
+	_, _ = stdout.Write(res[1:])
 }
 
 func (a *gitSSHAgent) Add(agent.AddedKey) error       { return errGitSSHAgentRefused }
@@ -149,7 +182,7 @@ func startGitSSHAgent(cfg Config, log *slog.Logger) (string, func(), error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	ag := &gitSSHAgent{ctx: ctx, hc: cfg.Connect.HTTPClient, baseURL: cfg.ServerURL, token: cfg.Token, log: log}
+	ag := &gitSSHAgent{ctx: ctx, server: gitcred.SSHServer{HTTP: cfg.Connect.HTTPClient, BaseURL: cfg.ServerURL, Token: cfg.Token}, log: log}
 	go func() {
 		defer close(done)
 		serveGitSSHAgent(ctx, ln, ag)

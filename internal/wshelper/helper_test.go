@@ -34,6 +34,12 @@ func TestMain(m *testing.M) {
 		GitCredentialMain(context.Background(), os.Args[2], os.Getenv(GitCredentialSocketEnv), os.Stdin, os.Stdout, os.Stderr)
 		return
 	}
+	if len(os.Args) == 3 && os.Args[1] == "git-known-hosts" {
+		// git's ssh runs this test binary as its KnownHostsCommand (gitssh_test.go), as it runs
+		// `hangar git-known-hosts SOCKET` in a workspace.
+		GitKnownHostsMain(os.Args[2], os.Stdout, os.Stderr)
+		return
+	}
 	if port := os.Getenv("WSHELPER_TEST_EDITOR_PORT"); port != "" {
 		fakeEditor(port) // the editor of the editor tests
 		return

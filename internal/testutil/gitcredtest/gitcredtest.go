@@ -1,17 +1,23 @@
 // Package gitcredtest stands for the Hangar server's git-credentials endpoint
 // (protocol.GitCredentialsPath) in tests of what asks it: the workspace helper's git credential
-// path, its dotfiles clone, project-clone.
+// path, its dotfiles clone, project-clone; and, with SetGitSSH, for its git SSH endpoints
+// (protocol.GitSSHKeyPath and GitSSHSignPath), signing with a key of the test's.
 package gitcredtest
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/hangar-dev/hangar/internal/gitcred"
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
 )
 
 // Asked is one question the server got: git's request and the Authorization header it came with.
@@ -27,6 +33,11 @@ type Server struct {
 	mu     sync.Mutex
 	asked  []Asked
 	answer func(gitcred.Request) (int, any)
+
+	signer     ssh.Signer // nil: the git SSH endpoints answer 404
+	knownHosts string
+	refuseSSH  string // set: the git SSH endpoints answer 403 with it
+	sshAsked   []string
 }
 
 // New starts a Server.
@@ -39,7 +50,61 @@ func New(t testing.TB, answer func(gitcred.Request) (int, any)) *Server {
 	return s
 }
 
+// SetGitSSH makes the server answer the git SSH endpoints as the Hangar server does: signer is the
+// owner's key, knownHosts the forges' host keys; refuse, when not empty, answers every git SSH
+// request with a 403 saying it (a suspended owner).
+func (s *Server) SetGitSSH(signer ssh.Signer, knownHosts, refuse string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.signer, s.knownHosts, s.refuseSSH = signer, knownHosts, refuse
+}
+
+// SSHAsked lists the git SSH requests so far, as "METHOD path Authorization".
+func (s *Server) SSHAsked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.sshAsked...)
+}
+
+func (s *Server) serveGitSSH(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.sshAsked = append(s.sshAsked, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+	signer, known, refuse := s.signer, s.knownHosts, s.refuseSSH
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case signer == nil:
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(sdk.Error{Code: "not_found", Message: "git SSH keys are not configured"})
+	case refuse != "":
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(sdk.Error{Code: "forbidden", Message: refuse})
+	case r.Method == http.MethodGet && r.URL.Path == protocol.GitSSHKeyPath:
+		_ = json.NewEncoder(w).Encode(sdk.WorkspaceGitSSH{GitSSHKey: sdk.GitSSHKey{
+			PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " hangar:alice"}, KnownHosts: known})
+	case r.Method == http.MethodPost && r.URL.Path == protocol.GitSSHSignPath:
+		var req sdk.GitSSHSignRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || string(req.PublicKey) != string(signer.PublicKey().Marshal()) {
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(sdk.Error{Code: "conflict", Message: "not the user's current git SSH key"})
+			return
+		}
+		sig, err := signer.Sign(rand.Reader, req.Data)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(sdk.GitSSHSignature{Format: sig.Format, Blob: sig.Blob})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == protocol.GitSSHKeyPath || r.URL.Path == protocol.GitSSHSignPath {
+		s.serveGitSSH(w, r)
+		return
+	}
 	var req gitcred.Request
 	if r.Method != http.MethodPost || r.URL.Path != protocol.GitCredentialsPath || json.NewDecoder(r.Body).Decode(&req) != nil {
 		http.NotFound(w, r)

@@ -559,7 +559,8 @@ export function createPage(main, me, nav) {
     const out = h('p', { class: 'error field-error', id: id + '-error', testid: 'create-repo-' + key + '-error', hidden: true });
     return { input, out, part: [h('label', { for: id }, label, h('span', { class: 'hint' }, hint), input), out] };
   };
-  const repoURL = repoField('url', 'Repository URL', 'its https:// address; a private one is read with your account linked on the Forges page', { type: 'url', required: true, placeholder: 'https://FORGE/team/app.git' });
+  // Not type=url: an scp-like SSH remote (git@host:path) is no URL to the browser.
+  const repoURL = repoField('url', 'Repository URL', 'its https:// address, or its SSH one (git@host:path, ssh://) when the forge serves SSH; a private one is read with your account linked on the Forges page, and cloned over SSH with your key from hangar gitssh', { type: 'text', required: true, placeholder: 'https://FORGE/team/app.git' });
   const repoRef = repoField('ref', 'Branch, tag or commit', 'empty: the default branch', { placeholder: 'main' });
   const repoPath = repoField('devcontainer', 'devcontainer.json path', 'only when the repository has several, e.g. .devcontainer/go/devcontainer.json; empty: its devfile, else its devcontainer.json', {});
   // The server's choices when the repository has several devcontainer definitions.
