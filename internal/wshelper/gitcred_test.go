@@ -111,18 +111,18 @@ func TestGitCredentialEnvKeepsTheUsersConfig(t *testing.T) {
 // The owner's identity (GIT_AUTHOR_*, from the profile) is also git's user.name and user.email, so
 // that `git config user.email` answers with it; an entry the environment already gives wins.
 func TestGitCredentialEnvGivesTheIdentityToGitConfig(t *testing.T) {
-	env := strings.Join(gitCredentialEnv([]string{"GIT_AUTHOR_NAME=Alice Liddell", "GIT_AUTHOR_EMAIL=alice@example.com"}, "/hangar/bin/hangar", "/s/git-credential.sock", ""), "\n")
+	env := strings.Join(gitCredentialEnv([]string{"GIT_AUTHOR_NAME=Alice Liddell", "GIT_AUTHOR_EMAIL=alice@example.com"}, "/hangar/bin/hangar", "/s/git-credential.sock", "", false), "\n")
 	for _, want := range []string{"GIT_CONFIG_KEY_2=user.name", "GIT_CONFIG_VALUE_2=Alice Liddell", "GIT_CONFIG_KEY_3=user.email", "GIT_CONFIG_VALUE_3=alice@example.com", "GIT_CONFIG_COUNT=4"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("environment\n%s\nlacks %q", env, want)
 		}
 	}
-	env = strings.Join(gitCredentialEnv([]string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=User.Name", "GIT_CONFIG_VALUE_0=Own", "GIT_AUTHOR_NAME=Alice"}, "/hangar/bin/hangar", "/s/git-credential.sock", ""), "\n")
+	env = strings.Join(gitCredentialEnv([]string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=User.Name", "GIT_CONFIG_VALUE_0=Own", "GIT_AUTHOR_NAME=Alice"}, "/hangar/bin/hangar", "/s/git-credential.sock", "", false), "\n")
 	if strings.Contains(env, "GIT_CONFIG_VALUE_3=Alice") || !strings.Contains(env, "GIT_CONFIG_COUNT=3") {
 		t.Errorf("with the container's own user.name, environment\n%s\nwants it kept and no second one", env)
 	}
 	cmd := exec.Command("git", "config", "user.email")
-	cmd.Env = gitCredentialEnv([]string{"HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_EMAIL=alice@example.com"}, "/hangar/bin/hangar", "/s/git-credential.sock", "")
+	cmd.Env = gitCredentialEnv([]string{"HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_EMAIL=alice@example.com"}, "/hangar/bin/hangar", "/s/git-credential.sock", "", false)
 	if out, err := cmd.Output(); err != nil || string(out) != "alice@example.com\n" {
 		t.Errorf("git config user.email in that environment: %q, %v", out, err)
 	}
