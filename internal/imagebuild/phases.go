@@ -253,6 +253,9 @@ func (x *Executor) Run(ctx context.Context, spec Spec, dir string) error {
 	if err == nil {
 		err = zw.Close()
 	}
+	if err == nil {
+		err = layerFile.Chmod(0o644) // push runs as another user, whatever the umask
+	}
 	if cerr := layerFile.Close(); err == nil {
 		err = cerr
 	}
@@ -437,6 +440,9 @@ func writeWorkJSON(dir, name string, v any) error {
 		return fmt.Errorf("write the build's %s: %w", name, err)
 	}
 	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644) // the other phases run as other users, whatever the umask
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
