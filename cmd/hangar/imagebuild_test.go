@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -102,9 +103,11 @@ func TestImageBuildCommand(t *testing.T) {
 	}
 }
 
-// The build as the workspace's build init container runs it: `--root /` (no chroot by the build),
-// uid 0 with only the capabilities the pod gives it (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, SETUID,
-// SETGID, KILL) and no_new_privs, the hangar binary and the spec on their own mounts, /proc and
+// The build as the workspace's three build init containers run it, on one work directory:
+// `prepare` and `push` as a non-root user with the registry's credential ($DOCKER_CONFIG), and
+// between them `run` with neither, `--root /` (no chroot by the build), uid 0 with only the
+// capabilities the pod gives it (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, SETUID, SETGID, KILL) and
+// no_new_privs, the hangar binary, the spec and the work directory on their own mounts, /proc and
 // /dev mounted, the build the first process of its PID namespace (what a step leaves running is
 // ended). The pod is played by a mount namespace, chroot and setpriv (util-linux) on the busybox
 // root; the build must leave its mounts out of the layer and work without any other privilege.
@@ -140,12 +143,31 @@ func TestImageBuildWithThePodsPrivileges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, d := range []string{"proc", "dev", "hangar/bin", "hangar/build"} {
+	for _, d := range []string{"proc", "dev", "hangar/bin", "hangar/build", "hangar/work"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reg := buildtest.NewRegistry(t)
+	// prepare and push run as nobody, as the pod's non-root user: what they read is theirs to read.
+	shared := func() string {
+		d, err := os.MkdirTemp("", "hangar-image-build-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		if err := os.Chmod(d, 0o777); err != nil { // an emptyDir's mode
+			t.Fatal(err)
+		}
+		return d
+	}
+	reg := buildtest.NewPrivateRegistry(t, "builder", "s3cret")
+	dockerConfig := shared()
+	auth := base64.StdEncoding.EncodeToString([]byte("builder:s3cret"))
+	cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{reg.Host: map[string]string{"auth": auth}}})
+	if err := os.WriteFile(filepath.Join(dockerConfig, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", dockerConfig) // this test's pushes
 	base := reg.Host + "/base:1"
 	buildtest.PushDir(t, base, root, []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, nil)
 	buildtest.PublishFeature(t, reg.Host+"/features/hello:1", buildtest.Feature(t, "hello"))
@@ -160,12 +182,13 @@ func TestImageBuildWithThePodsPrivileges(t *testing.T) {
 			// A daemon in a session of its own (setsid): out of the step's process group.
 			{Line: 7, Op: imagebuild.OpRun, Args: []string{"/bin/sh", "-c", "setsid sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/daemon.count; sleep 0.05; done' >/dev/null 2>&1 < /dev/null & while [ ! -s /tmp/daemon.count ]; do sleep 0.01; done; echo daemon started"}},
 			{Line: 8, Op: imagebuild.OpRun, Args: []string{"/bin/sh", "-c", "set -e; a=$(cat /tmp/daemon.count); sleep 0.3; b=$(cat /tmp/daemon.count); if [ \"$a\" = \"$b\" ]; then echo daemon ended; else echo daemon still runs; fi"}},
+			{Line: 9, Op: imagebuild.OpRun, Args: []string{"/bin/sh", "-c", "if [ -e /hangar/docker ] || env | grep -q DOCKER_CONFIG; then echo credential here; else echo no credential; fi"}},
 		},
 		Features:   []imagebuild.Feature{{Ref: reg.Host + "/features/hello:1"}},
 		RemoteUser: "dev",
 	}
 	b, _ := json.Marshal(spec)
-	hostBin, buildDir := t.TempDir(), t.TempDir()
+	hostBin, buildDir, workDir := shared(), shared(), shared()
 	hb, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -177,21 +200,35 @@ func TestImageBuildWithThePodsPrivileges(t *testing.T) {
 		t.Fatal(err)
 	}
 	image := imagebuild.Ref(reg.Host+"/hangar/builds", spec.Hash())
+	asNobody := func(phase string) string {
+		cmd := exec.Command(filepath.Join(hostBin, "hangar"), "image-build", phase, "--spec", filepath.Join(buildDir, "spec.json"), "--image", image, "--dir", workDir, "--insecure-registry", reg.Host)
+		cmd.Env = []string{"DOCKER_CONFIG=" + dockerConfig, "HOME=/nonexistent"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		t.Logf("%s as nobody:\n%s", phase, out)
+		if err != nil {
+			t.Fatalf("%s failed: %v", phase, err)
+		}
+		return string(out)
+	}
+	asNobody("prepare")
 	// /dev as a pod's: a tmpfs with null, zero and urandom.
 	script := `mount -t proc proc "$1/proc" && mount -t tmpfs -o mode=755 tmpfs "$1/dev" &&
 mknod -m 666 "$1/dev/null" c 1 3 && mknod -m 666 "$1/dev/zero" c 1 5 && mknod -m 666 "$1/dev/urandom" c 1 9 &&
-mount --bind "$2" "$1/hangar/bin" && mount -o bind,ro "$3" "$1/hangar/build" &&
+mount --bind "$2" "$1/hangar/bin" && mount -o bind,ro "$3" "$1/hangar/build" && mount --bind "$4" "$1/hangar/work" &&
 exec chroot "$1" ` + setpriv + ` --bounding-set=-all,+chown,+dac_override,+fowner,+fsetid,+setuid,+setgid,+kill --inh-caps=-all --no-new-privs \
-  /hangar/bin/hangar image-build --spec /hangar/build/spec.json --image "$4"`
+  /hangar/bin/hangar image-build run --spec /hangar/build/spec.json --dir /hangar/work`
 	// A PID namespace of its own too, where the build is the first process, as in a container.
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--pid", "--fork", "/bin/sh", "-c", script, "sh", root, hostBin, buildDir, image)
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--pid", "--fork", "/bin/sh", "-c", script, "sh", root, hostBin, buildDir, workDir)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	out, err := cmd.CombinedOutput()
 	t.Logf("the build pod:\n%s", out)
 	if err != nil {
 		t.Fatalf("the build failed: %v", err)
 	}
+	out = append(out, asNobody("push")...)
 	// CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5, SETGID 6, SETUID 7.
-	for _, want := range []string{"    CapBnd:\t00000000000000fb\n", "    chroot refused\n", "    mine\n", "    Activating feature 'hello'\n", "    daemon started\n", "    daemon ended\n", "pushed " + image} {
+	for _, want := range []string{"    CapBnd:\t00000000000000fb\n", "    chroot refused\n", "    mine\n", "    Activating feature 'hello'\n", "    daemon started\n", "    daemon ended\n", "    no credential\n", "pushed " + image} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the build's output lacks %q", want)
 		}
@@ -200,7 +237,7 @@ exec chroot "$1" ` + setpriv + ` --bounding-set=-all,+chown,+dac_override,+fowne
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := remote.Image(ref)
+	img, err := remote.Image(ref, remote.WithAuthFromKeychain(authn.DefaultKeychain))
 	if err != nil {
 		t.Fatalf("pull %s: %v", image, err)
 	}

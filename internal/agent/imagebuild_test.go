@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +23,13 @@ import (
 
 // TestImageBuildPodOnTheRealNode: the objects generated for a workspace whose definition builds
 // its image are admitted by the real API server (its namespace enforces the "baseline" Pod
-// Security Standard, as generated), and on the real node the build's init container runs as uid 0
-// and the main container as the workspace's non-root user. The same pod is refused in a namespace
+// Security Standard, as generated), and on the real node the build's init container runs as uid 0,
+// its prepare and push containers (which hold the push credential) and the main container as the
+// workspace's non-root user. The same pod is refused in a namespace
 // that enforces "restricted", because of the build container only.
 //
-// `hangar image-build` and a registry are not part of this test: the build container's command is
-// replaced by `id -u`, which writes its uid as its termination message, and the main container runs
+// `hangar image-build` and a registry are not part of this test: the three build containers'
+// commands are replaced by `id -u`, which writes its uid as its termination message, and the main container runs
 // the base image instead of the build's result. Everything else is as generated.
 func TestImageBuildPodOnTheRealNode(t *testing.T) {
 	c := kubetest.Start(t)
@@ -86,16 +88,23 @@ components:
 				t.Fatal(err)
 			}
 			spec := &dep.Spec.Template.Spec
-			if len(spec.InitContainers) < 2 || spec.InitContainers[1].Name != protocol.ImageBuildContainerName {
-				t.Fatalf("init containers %v: want hangar-tools then %s", spec.InitContainers, protocol.ImageBuildContainerName)
+			var names []string
+			for _, ic := range spec.InitContainers {
+				names = append(names, ic.Name)
 			}
-			build := &spec.InitContainers[1]
-			if !strings.HasPrefix(strings.Join(build.Command, " "), "/hangar/bin/hangar image-build --spec /hangar/build/spec.json --image registry.hangar-test.svc:5000/hangar/builds:") ||
-				spec.Containers[0].Image != build.Command[5] {
-				t.Fatalf("build command %q, main image %q: want the build pushing the main container's image", build.Command, spec.Containers[0].Image)
+			if want := []string{devfile.ToolsContainerName, protocol.ImagePrepareContainerName, protocol.ImageBuildContainerName, protocol.ImagePushContainerName}; len(names) < 4 || !slices.Equal(names[:4], want) {
+				t.Fatalf("init containers %q: want %q first", names, want)
+			}
+			build := &spec.InitContainers[2]
+			if !strings.HasPrefix(strings.Join(build.Command, " "), "/hangar/bin/hangar image-build run --spec /hangar/build/spec.json --dir /hangar/work") ||
+				!strings.HasPrefix(strings.Join(spec.InitContainers[3].Command, " "), devfile.ToolsBinary+" image-build push --spec /hangar/build/spec.json --image registry.hangar-test.svc:5000/hangar/builds:") ||
+				spec.Containers[0].Image != spec.InitContainers[3].Command[6] {
+				t.Fatalf("build command %q, push command %q, main image %q: want the build, then the push of the main container's image", build.Command, spec.InitContainers[3].Command, spec.Containers[0].Image)
 			}
 			// Only in this test: see the function's comment.
-			build.Command = []string{"/bin/sh", "-c", "id -u > /dev/termination-log"}
+			for i := 1; i <= 3; i++ {
+				spec.InitContainers[i].Command = []string{"/bin/sh", "-c", "id -u > /dev/termination-log"}
+			}
 			spec.Containers[0].Image = kubetest.WorkspaceImage
 			template = dep.Spec.Template
 			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&dep)
@@ -129,14 +138,20 @@ components:
 		}
 		return fmt.Errorf("phase %s", pod.Status.Phase)
 	})
-	var buildUID string
+	uids := map[string]string{}
 	for _, cs := range pod.Status.InitContainerStatuses {
-		if cs.Name == protocol.ImageBuildContainerName && cs.State.Terminated != nil {
-			buildUID = strings.TrimSpace(cs.State.Terminated.Message)
+		if cs.State.Terminated != nil {
+			uids[cs.Name] = strings.TrimSpace(cs.State.Terminated.Message)
 		}
 	}
-	if buildUID != "0" {
-		t.Errorf("the build container ran as uid %q, want 0 (root in its own root filesystem)", buildUID)
+	if uids[protocol.ImageBuildContainerName] != "0" {
+		t.Errorf("the build container ran as uid %q, want 0 (root in its own root filesystem)", uids[protocol.ImageBuildContainerName])
+	}
+	// The containers with the registry credential run no user code, and not as root.
+	for _, n := range []string{protocol.ImagePrepareContainerName, protocol.ImagePushContainerName} {
+		if uids[n] != "5001" {
+			t.Errorf("%s ran as uid %q, want the workspace's 5001", n, uids[n])
+		}
 	}
 	var mainUID string
 	kubetest.Eventually(t, 30*time.Second, "id -u in the main container", func(ctx context.Context) error {
@@ -165,7 +180,7 @@ components:
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `container "hangar-image-build"`) {
 		t.Fatalf("under restricted: got %v, want Forbidden naming the build container", err)
 	}
-	for _, other := range []string{"hangar-tools", "devcontainer"} {
+	for _, other := range []string{"hangar-tools", protocol.ImagePrepareContainerName, protocol.ImagePushContainerName, "devcontainer"} {
 		if strings.Contains(err.Error(), `"`+other+`"`) {
 			t.Errorf("restricted also refuses %s: %v", other, err)
 		}

@@ -79,17 +79,24 @@ func PodFailure(pods []*corev1.Pod, now time.Time) *protocol.PodFailure {
 	return nil
 }
 
+// imageBuildParts says what each of the image build's init containers does, for its failure.
+var imageBuildParts = map[string]string{
+	protocol.ImagePrepareContainerName: "fetching the base image and the features",
+	protocol.ImageBuildContainerName:   "running the definition's steps and features",
+	protocol.ImagePushContainerName:    "pushing the image",
+}
+
 // exited describes a container's termination: its exit code (or signal) and its termination
-// message, if any. The image build's message is its log's tail, whose last line is the build's
-// reason (`hangar image-build` ends its log with it): that line alone is the message.
+// message, if any. An image build container's message is its log's tail, whose last line is the
+// build's reason (`hangar image-build` ends its log with it): that line alone is the message.
 func exited(name string, t *corev1.ContainerStateTerminated) string {
 	s := fmt.Sprintf("exited with code %d", t.ExitCode)
 	if t.Signal != 0 {
 		s = fmt.Sprintf("killed by signal %d", t.Signal)
 	}
 	m := strings.TrimSpace(t.Message)
-	if name == protocol.ImageBuildContainerName {
-		s = "(the workspace's image build) " + s
+	if part, ok := imageBuildParts[name]; ok {
+		s = "(the workspace's image build: " + part + ") " + s
 		m = m[strings.LastIndexByte(m, '\n')+1:]
 	}
 	if m = strings.TrimSpace(m); m != "" {

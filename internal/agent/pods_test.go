@@ -41,6 +41,15 @@ func TestPodFailure(t *testing.T) {
 		{Name: "hangar-image-build", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
 			Message: "feature ghcr.io/devcontainers/features/node:1: install.sh\nE: Unable to locate package nodejs\nimage build: feature ghcr.io/devcontainers/features/node:1: install.sh exited with code 100\n"}}},
 	}}}
+	// prepare and push fail after the containers before them completed.
+	phaseFailed := func(name, message string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: "hangar-tools", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}},
+			{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: message}}},
+		}}}
+	}
+	prepareFailed := phaseFailed("hangar-image-prepare", "building r:1 from b:1: 0 steps, 1 features\nfeature ghcr.io/devcontainers/features/docker-in-docker:2 (docker-in-docker) needs privileges\n")
+	pushFailed := phaseFailed("hangar-image-push", "pushing r:1\npush r:1: the registry answered 401 Unauthorized\n")
 	buildBackOff := waiting("CrashLoopBackOff", "back-off 10s restarting failed container=hangar-image-build")
 	buildBackOff.Status.InitContainerStatuses, buildBackOff.Status.ContainerStatuses = buildBackOff.Status.ContainerStatuses, nil
 	buildBackOff.Status.InitContainerStatuses[0].Name = "hangar-image-build"
@@ -56,9 +65,13 @@ func TestPodFailure(t *testing.T) {
 	}{
 		{"none", nil, "", ""},
 		{"image build failed: its last log line", []*corev1.Pod{buildFailed}, "Init:Error",
-			"init container hangar-image-build (the workspace's image build) exited with code 1: image build: feature ghcr.io/devcontainers/features/node:1: install.sh exited with code 100"},
+			"init container hangar-image-build (the workspace's image build: running the definition's steps and features) exited with code 1: image build: feature ghcr.io/devcontainers/features/node:1: install.sh exited with code 100"},
 		{"image build in back-off", []*corev1.Pod{buildBackOff}, "CrashLoopBackOff",
-			"container hangar-image-build: back-off 10s restarting failed container=hangar-image-build; (the workspace's image build) exited with code 1: image build: push registry.test:5000/b:1: unauthorized"},
+			"container hangar-image-build: back-off 10s restarting failed container=hangar-image-build; (the workspace's image build: running the definition's steps and features) exited with code 1: image build: push registry.test:5000/b:1: unauthorized"},
+		{"image build's prepare failed", []*corev1.Pod{prepareFailed}, "Init:Error",
+			"init container hangar-image-prepare (the workspace's image build: fetching the base image and the features) exited with code 1: feature ghcr.io/devcontainers/features/docker-in-docker:2 (docker-in-docker) needs privileges"},
+		{"image build's push failed", []*corev1.Pod{pushFailed}, "Init:Error",
+			"init container hangar-image-push (the workspace's image build: pushing the image) exited with code 1: push r:1: the registry answered 401 Unauthorized"},
 		{"creating", []*corev1.Pod{waiting("ContainerCreating", "")}, "", ""},
 		{"crash loop", []*corev1.Pod{waiting("CrashLoopBackOff", "back-off 5m0s")}, "CrashLoopBackOff", "container main: back-off 5m0s"},
 		{"image pull", []*corev1.Pod{pull("ImagePullBackOff", `Back-off pulling image "registry.example.com/x:1"`)}, "ImagePullBackOff",

@@ -565,8 +565,8 @@ func TestFeatures(t *testing.T) {
 	if ref := imagebuild.Ref(testRegistry, want.Hash()); g.main.Image != ref {
 		t.Errorf("main image %q, want the build's %q", g.main.Image, ref)
 	}
-	if len(g.inits) < 2 || g.inits[1].Name != devfile.ImageBuildContainerName || g.inits[1].Image != want.Base {
-		t.Errorf("init containers %v: want hangar-tools then the build, in the base image", g.inits)
+	if len(g.inits) < 4 || g.inits[1].Name != devfile.ImagePrepareContainerName || g.inits[2].Name != devfile.ImageBuildContainerName || g.inits[2].Image != want.Base || g.inits[3].Name != devfile.ImagePushContainerName {
+		t.Errorf("init containers %v: want hangar-tools, then the build's prepare, the build in the base image, and its push", g.inits)
 	}
 	if w := g.warnings; len(w) == 0 || !strings.Contains(w[len(w)-1], "build hash "+want.Hash()) {
 		t.Errorf("warnings %q do not give the build hash", w)

@@ -395,6 +395,8 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	if plan.spec != nil {
 		volumes = append(volumes, corev1.Volume{Name: imageBuildVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: name + "-image-build"}}}})
+		// No size limit: the layer is as large as what the build writes, as its root filesystem.
+		volumes = append(volumes, corev1.Volume{Name: imageBuildWork, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		if s := a.ImageBuild.PushSecret; s != nil {
 			volumes = append(volumes, corev1.Volume{Name: imageBuildDocker, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 				SecretName: s.Name, Items: []corev1.KeyToPath{{Key: corev1.DockerConfigJsonKey, Path: "config.json"}}}}})
@@ -431,7 +433,7 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 		containers[i].EnvFrom = envFrom
 	}
 	for i := range inits {
-		if inits[i].Name != ImageBuildContainerName { // a build depends on its Spec only: it is shared
+		if !isImageBuild(inits[i].Name) { // a build depends on its Spec only: it is shared
 			inits[i].EnvFrom = envFrom
 		}
 	}
@@ -704,11 +706,13 @@ func (d *Devfile) podContainers(a workspace.AgentConfig, helper helperOptions, p
 		init = append(init, sp)
 	}
 	if plan.spec != nil {
-		c := imageBuildContainer(a, plan.image)
-		c.image = d.build.Base
-		kc, sp := build(c, true)
-		out.inits = append(out.inits, kc)
-		init = append(init, sp)
+		run := imageBuildContainer(a)
+		run.image = d.build.Base
+		for _, c := range []container{imageRegistryContainer(a, ImagePrepareContainerName, "prepare", plan.image), run, imageRegistryContainer(a, ImagePushContainerName, "push", plan.image)} {
+			kc, sp := build(c, true)
+			out.inits = append(out.inits, kc)
+			init = append(init, sp)
+		}
 	}
 	if d.editorInMain {
 		kc, sp := build(editorInstallContainer(), true)

@@ -14,20 +14,34 @@ import (
 // Names and paths of the image build in a workspace pod (docs/decisions.md, "Image builds in the
 // cluster: wiring").
 const (
-	// ImageBuildContainerName is the init container that builds the main container's image: it runs
-	// after hangar-tools (whose binary it runs) and before the project clone, and the kubelet pulls
-	// the main container's image, the build's result, only once the init containers have ended.
-	ImageBuildContainerName = protocol.ImageBuildContainerName
+	// The build is three init containers, after hangar-tools (whose binary the build container
+	// runs) and before the project clone; the kubelet pulls the main container's image, the
+	// build's result, only once the init containers have ended. ImagePrepareContainerName and
+	// ImagePushContainerName run the tools image with the push credential and no code of the
+	// user's; ImageBuildContainerName runs the user's steps in the build's Base, as root with
+	// ImageBuildCapabilities, with neither the credential nor the workspace's env.
+	ImagePrepareContainerName = protocol.ImagePrepareContainerName
+	ImageBuildContainerName   = protocol.ImageBuildContainerName
+	ImagePushContainerName    = protocol.ImagePushContainerName
 	// The ConfigMap <name>-image-build holds the Spec (key ImageBuildSpecKey), mounted at
 	// ImageBuildDir.
 	ImageBuildDir     = "/hangar/build"
 	ImageBuildSpecKey = "spec.json"
 	imageBuildVolume  = "hangar-image-build"
+	// The three share an emptyDir at ImageBuildWorkDir: prepare writes the base's config and the
+	// features, the build the layer and its config, which push reads as hostile.
+	ImageBuildWorkDir = "/hangar/work"
+	imageBuildWork    = "hangar-image-work"
 	// The push secret (image_build.push_secret), its .dockerconfigjson as config.json, is mounted
-	// at ImageBuildDockerDir, which DOCKER_CONFIG names.
+	// at ImageBuildDockerDir, which DOCKER_CONFIG names, in prepare and push only.
 	ImageBuildDockerDir = "/hangar/docker"
 	imageBuildDocker    = "hangar-image-build-docker"
 )
+
+// isImageBuild says whether an init container is one of the image build's three.
+func isImageBuild(name string) bool {
+	return name == ImagePrepareContainerName || name == ImageBuildContainerName || name == ImagePushContainerName
+}
 
 // imageBuildProgressSeconds is the progress deadline of a Deployment whose pod builds its image:
 // an hour, for a first build; a build found in the registry ends at once.
@@ -82,33 +96,56 @@ func (d *Devfile) planBuild(a workspace.AgentConfig) (buildPlan, error) {
 	return buildPlan{}, v
 }
 
-// imageBuildContainer is the init container that runs the build: `hangar image-build` (the binary
-// hangar-tools copied) in an image of the build's Base, as root with ImageBuildCapabilities, no
-// privilege escalation and the runtime's seccomp profile. Its log's tail is the message when it
-// fails: the reason the user sees.
-func imageBuildContainer(a workspace.AgentConfig, ref string) container {
-	argv := []string{HelperBinary, "image-build", "--spec", ImageBuildDir + "/" + ImageBuildSpecKey, "--image", ref}
+// imageBuildContainer is the init container that runs the user's part of the build: `hangar
+// image-build run` (the binary hangar-tools copied) in an image of the build's Base, as root with
+// ImageBuildCapabilities, no privilege escalation and the runtime's seccomp profile. It has no
+// registry credential and needs no registry: prepare fetched what it installs. Its log's tail is
+// the message when it fails: the reason the user sees.
+func imageBuildContainer(a workspace.AgentConfig) container {
+	r := buildResources(a.ImageBuild.Resources, a.MaxResources)
+	return container{
+		name:    ImageBuildContainerName,
+		image:   "", // the build's Base: set by podContainers
+		command: []string{HelperBinary, "image-build", "run", "--spec", ImageBuildDir + "/" + ImageBuildSpecKey, "--dir", ImageBuildWorkDir},
+		mounts: []corev1.VolumeMount{
+			{Name: toolsVolume, MountPath: HelperDir, ReadOnly: true},
+			{Name: imageBuildVolume, MountPath: ImageBuildDir, ReadOnly: true},
+			{Name: imageBuildWork, MountPath: ImageBuildWorkDir},
+		},
+		cpuRequest:    optQuantity(r.Requests.CPU),
+		cpuLimit:      optQuantity(r.Limits.CPU),
+		memoryRequest: optQuantity(r.Requests.Memory),
+		memoryLimit:   optQuantity(r.Limits.Memory),
+		logsAsMessage: true,
+		imageBuild:    true,
+	}
+}
+
+// imageRegistryContainer is prepare's or push's init container (phase "prepare" or "push"):
+// `hangar image-build PHASE` from the agent's tools image, which runs no code of the user's, with
+// the push credential (DOCKER_CONFIG) and the pod's restricted security context, as hangar-tools.
+// Its resources are small: it streams the base's config, the features and the layer.
+func imageRegistryContainer(a workspace.AgentConfig, name, phase, ref string) container {
+	argv := []string{ToolsBinary, "image-build", phase, "--spec", ImageBuildDir + "/" + ImageBuildSpecKey, "--image", ref, "--dir", ImageBuildWorkDir}
 	for _, r := range a.ImageBuild.InsecureRegistries {
 		argv = append(argv, "--insecure-registry", r)
 	}
 	mounts := []corev1.VolumeMount{
-		{Name: toolsVolume, MountPath: HelperDir, ReadOnly: true},
 		{Name: imageBuildVolume, MountPath: ImageBuildDir, ReadOnly: true},
+		{Name: imageBuildWork, MountPath: ImageBuildWorkDir},
 	}
 	var env []corev1.EnvVar
 	if a.ImageBuild.PushSecret != nil {
 		mounts = append(mounts, corev1.VolumeMount{Name: imageBuildDocker, MountPath: ImageBuildDockerDir, ReadOnly: true})
 		env = append(env, corev1.EnvVar{Name: "DOCKER_CONFIG", Value: ImageBuildDockerDir})
 	}
-	r := withinCaps(a.ImageBuild.Resources, a.MaxResources)
-	for _, p := range []struct{ req, lim *string }{{&r.Requests.CPU, &r.Limits.CPU}, {&r.Requests.Memory, &r.Limits.Memory}} {
-		if q, l := optQuantity(*p.req), optQuantity(*p.lim); q != nil && l != nil && q.Cmp(*l) > 0 {
-			*p.req = *p.lim // a cap lowered the limit below the request
-		}
-	}
+	r := buildResources(workspace.Resources{
+		Requests: workspace.ResourceList{CPU: "50m", Memory: "64Mi"},
+		Limits:   workspace.ResourceList{CPU: "1", Memory: "256Mi"},
+	}, a.MaxResources)
 	return container{
-		name:          ImageBuildContainerName,
-		image:         "", // the build's Base: set by podContainers
+		name:          name,
+		image:         a.ToolsImage,
 		command:       argv,
 		env:           env,
 		mounts:        mounts,
@@ -117,7 +154,6 @@ func imageBuildContainer(a workspace.AgentConfig, ref string) container {
 		memoryRequest: optQuantity(r.Requests.Memory),
 		memoryLimit:   optQuantity(r.Limits.Memory),
 		logsAsMessage: true,
-		imageBuild:    true,
 	}
 }
 
@@ -147,4 +183,11 @@ func withinCaps(r workspace.Resources, caps workspace.Resources) workspace.Resou
 	clamp(&r.Requests.CPU, caps.Requests.CPU)
 	clamp(&r.Requests.Memory, caps.Requests.Memory)
 	return r
+}
+
+// buildResources is withinCaps with each request kept at or below its limit too: a cap may have
+// lowered the limit below the request.
+func buildResources(r workspace.Resources, caps workspace.Resources) workspace.Resources {
+	r = withinCaps(r, caps)
+	return withinCaps(r, workspace.Resources{Requests: r.Limits})
 }

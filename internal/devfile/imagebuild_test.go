@@ -2,8 +2,11 @@ package devfile
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
@@ -84,5 +87,102 @@ func TestImageBuildAttributeChecked(t *testing.T) {
 				t.Errorf("got %q, want one problem %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestImageBuildSeparatesTheCredential: the user's steps run in hangar-image-build, which has
+// neither the push secret's volume nor DOCKER_CONFIG nor the workspace's env; the credential is
+// only in hangar-image-prepare and hangar-image-push, which run the tools image as the pod's
+// non-root user with every capability dropped. The three share the work emptyDir, which no other
+// container mounts, and each one's log tail is its failure message.
+func TestImageBuildSeparatesTheCredential(t *testing.T) {
+	var params Params
+	for _, tc := range generateCases(t) {
+		if tc.name == "image-build-per-workspace" {
+			params = tc.params
+		}
+	}
+	out, err := Generate(mustParse(t, readFile(t, "build.devfile.yaml")), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := readBack(t, out).deployment.Spec.Template.Spec
+	var names []string
+	inits := map[string]corev1.Container{}
+	for _, c := range spec.InitContainers {
+		names = append(names, c.Name)
+		inits[c.Name] = c
+	}
+	if want := []string{ToolsContainerName, ImagePrepareContainerName, ImageBuildContainerName, ImagePushContainerName, CloneContainerName}; !slices.Equal(names, want) {
+		t.Fatalf("init containers %q, want %q", names, want)
+	}
+	secretVolumes := map[string]bool{}
+	var work string
+	for _, v := range spec.Volumes {
+		if v.Secret != nil {
+			secretVolumes[v.Name] = true
+		}
+		if v.EmptyDir != nil && v.Name == imageBuildWork {
+			work = v.Name
+		}
+	}
+	if work == "" {
+		t.Fatalf("no emptyDir %s among the volumes %v", imageBuildWork, spec.Volumes)
+	}
+	if spec.SecurityContext == nil || spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot || spec.SecurityContext.RunAsUser == nil || *spec.SecurityContext.RunAsUser == 0 {
+		t.Fatalf("pod security context %+v: want runAsNonRoot and a non-root runAsUser", spec.SecurityContext)
+	}
+	mounts := func(c corev1.Container, volume string) bool {
+		return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume })
+	}
+	build := inits[ImageBuildContainerName]
+	if build.Image != "mcr.microsoft.com/devcontainers/base:ubuntu" || !slices.Equal(build.Command[1:3], []string{"image-build", "run"}) {
+		t.Errorf("%s: image %s command %q, want the base running image-build run", build.Name, build.Image, build.Command)
+	}
+	for _, m := range build.VolumeMounts {
+		if secretVolumes[m.Name] {
+			t.Errorf("%s mounts the secret volume %s at %s", build.Name, m.Name, m.MountPath)
+		}
+	}
+	for _, e := range build.Env {
+		if e.Name == "DOCKER_CONFIG" {
+			t.Errorf("%s has DOCKER_CONFIG=%s", build.Name, e.Value)
+		}
+	}
+	if len(build.EnvFrom) > 0 {
+		t.Errorf("%s gets the workspace's env %v", build.Name, build.EnvFrom)
+	}
+	if sc := build.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 || !slices.Equal(sc.Capabilities.Add, ImageBuildCapabilities) {
+		t.Errorf("%s: security context %+v, want root with the build's capabilities", build.Name, sc)
+	}
+	for _, name := range []string{ImagePrepareContainerName, ImagePushContainerName} {
+		c := inits[name]
+		phase := strings.TrimPrefix(name, "hangar-image-")
+		if c.Image != params.Agent.ToolsImage || !slices.Equal(c.Command[:3], []string{ToolsBinary, "image-build", phase}) {
+			t.Errorf("%s: image %s command %q, want the tools image running image-build %s", name, c.Image, c.Command, phase)
+		}
+		if !mounts(c, imageBuildDocker) || !slices.Contains(c.Env, corev1.EnvVar{Name: "DOCKER_CONFIG", Value: ImageBuildDockerDir}) {
+			t.Errorf("%s: mounts %v env %v, want the push secret and DOCKER_CONFIG", name, c.VolumeMounts, c.Env)
+		}
+		sc := c.SecurityContext
+		if sc == nil || sc.RunAsUser != nil || sc.RunAsNonRoot != nil && !*sc.RunAsNonRoot || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+			sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+			t.Errorf("%s: security context %+v, want the pod's non-root user, no escalation, every capability dropped", name, sc)
+		}
+		if len(c.EnvFrom) > 0 {
+			t.Errorf("%s gets the workspace's env %v", name, c.EnvFrom)
+		}
+	}
+	for _, c := range append(spec.InitContainers, spec.Containers...) {
+		inBuild := isImageBuild(c.Name)
+		if mounts(c, work) != inBuild {
+			t.Errorf("%s: mounts the work volume %v, want %v", c.Name, mounts(c, work), inBuild)
+		}
+		if mounts(c, imageBuildDocker) && c.Name != ImagePrepareContainerName && c.Name != ImagePushContainerName {
+			t.Errorf("%s mounts the push secret", c.Name)
+		}
+		if inBuild && c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+			t.Errorf("%s: terminationMessagePolicy %q, want FallbackToLogsOnError (its last log line is the reason the user sees)", c.Name, c.TerminationMessagePolicy)
+		}
 	}
 }

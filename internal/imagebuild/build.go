@@ -1,7 +1,6 @@
 package imagebuild
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,12 +20,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/hangar-dev/hangar/internal/clock"
 )
@@ -68,155 +62,6 @@ type buildState struct {
 	workdir string
 	user    string
 	labels  map[string]string
-}
-
-// Build builds spec and pushes it to image, unless image is there already. An error says what
-// failed and why, on one line ("Dockerfile:7: RUN apt-get install foo: exit status 100").
-func (x *Executor) Build(ctx context.Context, spec Spec, image string) error {
-	if err := spec.validate(); err != nil {
-		return err
-	}
-	dst, err := x.parseRef(image)
-	if err != nil {
-		return fmt.Errorf("--image %s: %w", image, err)
-	}
-	if _, err := remote.Head(dst, x.remote(ctx)...); err == nil {
-		fmt.Fprintf(x.Out, "image %s is built already (cached)\n", image)
-		return nil
-	} else if !isNotFound(err) {
-		return fmt.Errorf("look up %s in its registry: %s", image, registryMessage(err))
-	}
-	baseRef, err := x.parseRef(spec.Base)
-	if err != nil {
-		return fmt.Errorf("base image %s: %w", spec.Base, err)
-	}
-	base, err := remote.Image(baseRef, append(x.remote(ctx), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))...)
-	if err != nil {
-		return fmt.Errorf("read the base image %s: %s", spec.Base, registryMessage(err))
-	}
-	cfg, err := base.ConfigFile()
-	if err != nil {
-		return fmt.Errorf("read the base image %s's config: %s", spec.Base, oneLine(err))
-	}
-	fmt.Fprintf(x.Out, "building %s from %s: %d steps, %d features\n", image, spec.Base, len(spec.Steps), len(spec.Features))
-
-	// The build's work directory is in the image's /tmp, where a chrooted install.sh sees it,
-	// and is neither snapshotted nor left behind.
-	tmp := filepath.Join(x.Root, "tmp")
-	if fi, err := os.Lstat(tmp); os.IsNotExist(err) {
-		if err := os.Mkdir(tmp, 0o700); err != nil {
-			return fmt.Errorf("create the image's /tmp: %w", err)
-		}
-		if err := os.Chmod(tmp, 0o777|fs.ModeSticky); err != nil {
-			return fmt.Errorf("create the image's /tmp: %w", err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("the image's /tmp: %w", err)
-	} else if !fi.IsDir() {
-		return errors.New("the image's /tmp is not a directory (the build extracts the features there)")
-	}
-	work, err := os.MkdirTemp(tmp, "hangar-image-build-")
-	if err != nil {
-		return fmt.Errorf("create the build's work directory: %w", err)
-	}
-	defer os.RemoveAll(work)
-	workInImage, _ := underRoot(x.Root, work)
-
-	// Features first: a refused or unreachable feature fails the build before anything runs.
-	features, err := x.resolveFeatures(ctx, spec, work)
-	if err != nil {
-		return err
-	}
-
-	mi, err := os.Open(x.Mountinfo)
-	if err != nil {
-		return fmt.Errorf("read the mount table: %w", err)
-	}
-	snap, err := newSnapshotter(x.Root, mi, workInImage)
-	mi.Close()
-	if err != nil {
-		return err
-	}
-	before, err := snap.take()
-	if err != nil {
-		return err
-	}
-
-	st := &buildState{env: cfg.Config.Env, workdir: cfg.Config.WorkingDir, user: cfg.Config.User, labels: map[string]string{}}
-	for k, v := range cfg.Config.Labels {
-		st.labels[k] = v
-	}
-	for i, s := range spec.Steps {
-		desc := s.describe()
-		fmt.Fprintf(x.Out, "step %d/%d: %s%s\n", i+1, len(spec.Steps), desc, s.where(" (", ")"))
-		if err := x.step(ctx, st, s); err != nil {
-			if s.Line > 0 {
-				return fmt.Errorf("Dockerfile:%d: %s: %s", s.Line, desc, oneLine(err))
-			}
-			return fmt.Errorf("step %d: %s: %s", i+1, desc, oneLine(err))
-		}
-	}
-	if err := x.installFeatures(ctx, spec, st, features); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(work); err != nil {
-		return fmt.Errorf("remove the build's work directory: %w", err)
-	}
-
-	after, err := snap.take()
-	if err != nil {
-		return err
-	}
-	layerFile, err := os.CreateTemp("", "hangar-image-layer-*.tar.gz")
-	if err != nil {
-		return fmt.Errorf("write the layer: %w", err)
-	}
-	defer os.Remove(layerFile.Name())
-	zw := gzip.NewWriter(layerFile)
-	stats, err := snap.writeDiff(zw, before, after)
-	if err == nil {
-		err = zw.Close()
-	}
-	if cerr := layerFile.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write the layer: %s", oneLine(err))
-	}
-	fmt.Fprintf(x.Out, "layer: %d added, %d changed, %d deleted\n", stats.Added, stats.Changed, stats.Deleted)
-
-	layerType := types.DockerLayer
-	if mt, err := base.MediaType(); err == nil && mt == types.OCIManifestSchema1 {
-		layerType = types.OCILayer
-	}
-	layer, err := tarball.LayerFromFile(layerFile.Name(), tarball.WithMediaType(layerType))
-	if err != nil {
-		return fmt.Errorf("read the layer: %s", oneLine(err))
-	}
-	img, err := mutate.Append(base, mutate.Addendum{Layer: layer, History: v1.History{
-		Created: v1.Time{Time: x.now()}, CreatedBy: "hangar image-build", Comment: fmt.Sprintf("%d steps, %d features", len(spec.Steps), len(features)),
-	}})
-	if err != nil {
-		return fmt.Errorf("add the layer: %s", oneLine(err))
-	}
-	newCfg, err := img.ConfigFile()
-	if err != nil {
-		return fmt.Errorf("add the layer: %s", oneLine(err))
-	}
-	newCfg = newCfg.DeepCopy()
-	newCfg.Config.Env, newCfg.Config.WorkingDir, newCfg.Config.User = st.env, st.workdir, st.user
-	newCfg.Config.Labels = st.labels
-	newCfg.Created = v1.Time{Time: x.now()}
-	if img, err = mutate.ConfigFile(img, newCfg); err != nil {
-		return fmt.Errorf("set the image's config: %s", oneLine(err))
-	}
-	fmt.Fprintf(x.Out, "pushing %s\n", image)
-	if err := remote.Write(dst, img, x.remote(ctx)...); err != nil {
-		return fmt.Errorf("push %s: %s", image, registryMessage(err))
-	}
-	digest, _ := img.Digest()
-	fmt.Fprintf(x.Out, "pushed %s (%s)\n", image, digest)
-	return nil
 }
 
 // step applies one instruction.

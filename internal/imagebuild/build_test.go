@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,18 +52,39 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// build runs `hangar image-build` as the command does and returns its exit code and output.
+// build runs a build's three phases as the workspace's init containers do, one after the other on
+// one work directory, and returns the exit code and output of the first that fails (else 0 and
+// all their output). Run gets a transport that fails the test if it is used: it must need no
+// registry.
 func build(t *testing.T, root string, spec Spec, image string) (int, string) {
 	t.Helper()
 	b, err := json.Marshal(spec)
 	must(t, err)
 	specFile := filepath.Join(t.TempDir(), "spec.json")
 	must(t, os.WriteFile(specFile, b, 0o644))
+	dir := t.TempDir()
 	var out bytes.Buffer
-	x := &Executor{Root: root, Mountinfo: "/proc/self/mountinfo", Out: &out, Clock: clock.NewFake(buildTime), OutputDelay: 100 * time.Millisecond}
-	code := Main(context.Background(), x, specFile, image)
-	t.Logf("image-build exited %d:\n%s", code, out.String())
-	return code, out.String()
+	for _, phase := range []string{PhasePrepare, PhaseRun, PhasePush} {
+		x := &Executor{Root: root, Mountinfo: "/proc/self/mountinfo", Out: &out, Clock: clock.NewFake(buildTime), OutputDelay: 100 * time.Millisecond}
+		inv := Invocation{Phase: phase, Spec: specFile, Image: image, Dir: dir}
+		if phase == PhaseRun {
+			x.Transport, inv.Image = noRegistry{t}, ""
+		}
+		if code := Main(context.Background(), x, inv); code != 0 {
+			t.Logf("image-build %s exited %d:\n%s", phase, code, out.String())
+			return code, out.String()
+		}
+	}
+	t.Logf("image-build:\n%s", out.String())
+	return 0, out.String()
+}
+
+// noRegistry is the transport of the build's run phase, which must make no request.
+type noRegistry struct{ t *testing.T }
+
+func (n noRegistry) RoundTrip(r *http.Request) (*http.Response, error) {
+	n.t.Errorf("the run phase made a registry request: %s %s", r.Method, r.URL)
+	return nil, errors.New("the run phase has no registry")
 }
 
 func lastLine(s string) string {

@@ -159,3 +159,29 @@ func FuzzDecodeSpec(f *testing.F) {
 		s.Hash()
 	})
 }
+
+// FuzzDecodeWorkConfig: the config.json push reads from the work directory, which the user's code
+// may have written: only the four fields, bounded, and an accepted Env is NAME=value entries.
+func FuzzDecodeWorkConfig(f *testing.F) {
+	f.Add([]byte(`{"env":["PATH=/bin","A=1"],"user":"dev","working_dir":"/w","labels":{"l":"v"}}`))
+	f.Add([]byte(`{"env":["=x"]}`))
+	f.Add([]byte(`{"entrypoint":["/evil"]}`))
+	f.Add([]byte(`{"labels":{"a":"b"}}{"user":"root"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c imageConfig
+		if err := decodeWorkJSON(workConfig, bytes.NewReader(data), &c); err != nil {
+			return
+		}
+		if len(data) > maxWorkConfig {
+			t.Fatalf("%d bytes accepted, over the bound", len(data))
+		}
+		if err := c.check(); err != nil {
+			return
+		}
+		for _, kv := range c.Env {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsRune(kv, 0) {
+				t.Fatalf("env entry %q accepted", kv)
+			}
+		}
+	})
+}

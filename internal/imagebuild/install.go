@@ -17,8 +17,8 @@ import (
 )
 
 // resolveFeatures fetches the Spec's features and what they dependsOn (at most maxFeatures, at
-// most maxFeatureDepth levels), extracts each into the work directory, refuses those that need
-// privileges, checks their options, and orders them.
+// most maxFeatureDepth levels), extracts each into a folder of work (its Dir is the folder's
+// name), refuses those that need privileges, checks their options, and orders them.
 func (x *Executor) resolveFeatures(ctx context.Context, spec Spec, work string) ([]*featureNode, error) {
 	type pending struct {
 		ref     string
@@ -62,8 +62,7 @@ func (x *Executor) resolveFeatures(ctx context.Context, spec Spec, work string) 
 		if _, err := meta.optionEnv(p.options); err != nil {
 			return nil, fmt.Errorf("feature %s: %s", p.ref, oneLine(err))
 		}
-		inImage, _ := underRoot(x.Root, dir)
-		nodes[key] = &featureNode{Ref: p.ref, Repo: ref.Context().Name(), Options: p.options, Meta: meta, Dir: inImage, index: len(nodes), key: key}
+		nodes[key] = &featureNode{Ref: p.ref, Repo: ref.Context().Name(), Options: p.options, Meta: meta, Dir: filepath.Base(dir), index: len(nodes), key: key}
 		for _, d := range sortedKeys(meta.DependsOn) {
 			queue = append(queue, pending{ref: d, options: meta.DependsOn[d], depth: p.depth + 1, from: key})
 		}

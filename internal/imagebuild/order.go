@@ -13,7 +13,7 @@ type featureNode struct {
 	Repo    string         // the reference without its tag or digest, normalized: what installsAfter and FeatureOrder name
 	Options map[string]any // the options it is installed with
 	Meta    *featureMetadata
-	Dir     string // the extracted folder, as a path in the image
+	Dir     string // the extracted folder: its name in the work directory, then its path in the image
 	// index is the order of discovery: the user's features first, in their order, then the
 	// dependencies as they were found. It breaks ties between features that may go in one round.
 	index int

@@ -1,9 +1,11 @@
 // Package imagebuild builds a workspace's image in the cluster without Docker and without
 // privileges: a devcontainer.json's `build` (a Dockerfile) and `features` become one Spec, which
-// `hangar image-build` executes inside a build pod whose own image is the Spec's Base. It runs the
-// steps in the pod's root filesystem, snapshots what changed into one layer, and pushes Base plus
-// that layer to the cluster's registry under the Spec's hash, so that the same definition is built
-// once (docs/decisions.md, "Image builds in the cluster").
+// `hangar image-build` executes in three init containers of the workspace's pod: prepare (the
+// registry credential, no user code) fetches the features, run (in an image of the Spec's Base,
+// the user's code, no credential) runs the steps in the container's root filesystem and snapshots
+// what changed into one layer, and push (the credential) pushes Base plus that layer to the
+// cluster's registry under the Spec's hash, so that the same definition is built once
+// (docs/decisions.md, "Image builds in the cluster").
 //
 // Spec is the one language between the parts: internal/devcontainer (and the Dockerfile parser)
 // write it, the agent runs it as a Job and names the result with Ref, and the executor reads it.

@@ -27,8 +27,12 @@ const (
 	// HelperSSHPortName names the Service port of the workspace helper's SSH, which the proxy
 	// finds the pod by.
 	HelperSSHPortName = "hangar-ssh"
-	// ImageBuildContainerName is the init container of a workspace pod that builds its main
-	// container's image: the agent says the workspace is building its image while it runs, and
-	// gives its log's last line, the build's reason, when it fails.
-	ImageBuildContainerName = "hangar-image-build"
+	// A workspace pod that builds its main container's image does it in three init containers:
+	// ImagePrepareContainerName (the tools image, with the registry credential), then
+	// ImageBuildContainerName (the build's base image: the user's steps, no credential), then
+	// ImagePushContainerName (the tools image, with the credential). When one fails, the agent
+	// gives its log's last line, the build's reason, as the workspace's image build's failure.
+	ImagePrepareContainerName = "hangar-image-prepare"
+	ImageBuildContainerName   = "hangar-image-build"
+	ImagePushContainerName    = "hangar-image-push"
 )

@@ -94,19 +94,21 @@ type AgentConfig struct {
 // builds in the cluster: wiring").
 type ImageBuild struct {
 	// Registry is the repository builds are pushed to, host[:port]/path: a definition whose build
-	// has hash H runs the image Registry:H (imagebuild.Ref). The build runs as the first init
-	// container of the workspace's pod after hangar-tools; the node pulls the result. Empty: the
-	// agent builds no images (Prebuilt still applies).
+	// has hash H runs the image Registry:H (imagebuild.Ref). The build runs as three init
+	// containers of the workspace's pod after hangar-tools (prepare, the user's steps, push); the
+	// node pulls the result. Empty: the agent builds no images (Prebuilt still applies).
 	Registry string `json:"registry,omitempty"`
 	// InsecureRegistries are registries (HOST:PORT) the build reaches over plain HTTP: an
 	// in-cluster or test registry. The nodes' container runtime must be told the same on its own.
 	InsecureRegistries []string `json:"insecure_registries,omitempty"`
 	// PushSecret names a kubernetes.io/dockerconfigjson Secret, copied into the workspace's
-	// namespace as image_pull_secrets are: the build pushes with it (mounted as DOCKER_CONFIG), and
-	// the workspace's ServiceAccount pulls the built image with it. Unset: anonymous pushes and pulls.
+	// namespace as image_pull_secrets are: the build's prepare and push containers, which run no
+	// code of the user's, use it (mounted as DOCKER_CONFIG), never the container that runs the
+	// user's steps; the workspace's ServiceAccount pulls the built image with it. Unset: anonymous
+	// pushes and pulls, which any build's steps could then use too (docs/decisions.md).
 	PushSecret *ImagePullSecret `json:"push_secret,omitempty"`
-	// Resources are the build container's requests and limits (defaults: DefaultImageBuildResources),
-	// each kept within max_resources_per_workspace.
+	// Resources are the requests and limits of the container that runs the build's steps
+	// (defaults: DefaultImageBuildResources), each kept within max_resources_per_workspace.
 	Resources Resources `json:"resources"`
 	// Prebuilt maps a definition's build hash (shown with the workspace) to an image an admin built
 	// elsewhere: that workspace runs the image, with no build.
