@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AuditPrune", testAuditPrune},
 		{"BuildLogLevel", testBuildLogLevel},
 		{"WorkspaceChanges", testWorkspaceChanges},
+		{"WorkspaceRepository", testWorkspaceRepository},
 	}
 	tests = append(tests, buildTests...)
 	tests = append(tests, presetTests...)
