@@ -21,6 +21,10 @@ type Workspace struct {
 	// Definition (kubernetes) is what the workspace was defined with: "devfile" or
 	// "devcontainer.json"; in the answers to create and to a read of one workspace.
 	Definition string `json:"definition,omitempty"`
+	// Repository (kubernetes) is the repository the workspace was created from, and the commit
+	// and file its definition was last read at (hangar update reads it again); absent for a
+	// workspace not made from a repository.
+	Repository *WorkspaceRepository `json:"repository,omitempty"`
 	// Backend is "kubernetes" (an agent runs it) or "terraform" (builds run it).
 	Backend  string `json:"backend"`
 	Template string `json:"template,omitempty"`
@@ -127,6 +131,21 @@ type RepositorySource struct {
 	DevcontainerPath string `json:"devcontainer_path,omitempty"`
 }
 
+// WorkspaceRepository is where a workspace's definition comes from.
+type WorkspaceRepository struct {
+	URL string `json:"url"`
+	// Ref is the branch, tag or commit given at create ("": the default branch).
+	Ref              string `json:"ref,omitempty"`
+	DevcontainerPath string `json:"devcontainer_path,omitempty"`
+	// Commit is the commit the definition was read at ("": not read, no configured forge serves
+	// the repository).
+	Commit string `json:"commit,omitempty"`
+	// DefinitionPath is the file the definition came from ("": none; the default was used).
+	DefinitionPath string `json:"definition_path,omitempty"`
+	// ReadAt is when the definition was read.
+	ReadAt time.Time `json:"read_at"`
+}
+
 // CreateWorkspaceRequest is the body of POST /api/v1/workspaces. Devfile is YAML text; empty means
 // the default devfile.
 type CreateWorkspaceRequest struct {
@@ -169,7 +188,10 @@ type UpdateWorkspaceVersionRequest struct {
 }
 
 // UpdateWorkspaceVersionResponse answers an update: Result is "up-to-date" (nothing was built),
-// "restart" (a stop, then a start on the active version) or "start".
+// "restart" (a stop, then a start on the active version) or "start"; for a Kubernetes workspace
+// made from a repository, "up-to-date" (the definition read again is the one it has) or
+// "definition" (the new definition is the workspace's: a running workspace is rolled onto it, a
+// stopped one takes it at its start).
 type UpdateWorkspaceVersionResponse struct {
 	Result    string    `json:"result"`
 	Workspace Workspace `json:"workspace"`

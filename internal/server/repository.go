@@ -12,6 +12,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/externalauth"
 	"github.com/hangar-dev/hangar/internal/repodef"
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -46,7 +47,7 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.url",
 			Detail: "the clone at the workspace's start does not use SSH remotes yet: give the repository's https:// URL (git then uses your linked forge account; inside the workspace, SSH remotes work with your key from hangar gitssh)"})
 	}
-	repo := &kube.Repository{URL: src.URL, Ref: src.Ref}
+	repo := &kube.Repository{URL: src.URL, Ref: src.Ref, DevcontainerPath: req.DevcontainerPath}
 	var provider externalauth.Provider
 	found := false
 	if s.extAuth != nil {
@@ -73,6 +74,7 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 	var refused *repodef.RefusedError
 	var choice *repodef.ChoiceError
 	var pathErr *repodef.PathError
+	var refErr *repodef.RefError
 	switch {
 	case errors.As(err, &refused) && token == "":
 		return nil, nil, errConflict(fmt.Sprintf("%s cannot read %s without your account there: link it with `hangar external-auth link %s`, then create the workspace again", provider.Name, repoPath, provider.ID), "")
@@ -80,6 +82,10 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 		return nil, nil, errConflict(fmt.Sprintf("%s refused to read %s with your linked account (HTTP %d): it is private and your account may not read it, or it does not exist", provider.Name, repoPath, refused.Status), "")
 	case errors.As(err, &choice):
 		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.devcontainer_path", Detail: err.Error(), Choices: choice.Paths})
+	case errors.As(err, &refErr) && req.Ref != "":
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.ref", Detail: refErr.Error()})
+	case errors.As(err, &refErr):
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository", Detail: refErr.Error() + " (its default branch): is it empty?"})
 	case errors.As(err, &pathErr):
 		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.devcontainer_path", Detail: pathErr.Detail})
 	case err != nil:
@@ -98,4 +104,32 @@ func refName(ref string) string {
 		return "its default branch"
 	}
 	return ref
+}
+
+// updateDefinition is hangar update of a Kubernetes workspace (docs/decisions.md, "A team's
+// repository: the definition follows the repository"): its repository's definition is read again
+// as at create (with the caller's forge account, the same order, errors and fallback to the
+// agent's default) at the newest commit of the ref, and becomes the workspace's when it differs.
+// A workspace not made from a repository has nothing to read again: 409.
+func (s *Server) updateDefinition(w http.ResponseWriter, r *http.Request, u workspace.User, ws workspace.Workspace, req sdk.UpdateWorkspaceVersionRequest) error {
+	if len(req.Parameters) > 0 {
+		return errBadRequest("invalid request", sdk.Validation{Field: "parameters", Detail: "are for terraform templates: a Kubernetes workspace has none"})
+	}
+	if ws.Repository == nil {
+		return errConflict("not created from a repository", fmt.Sprintf(
+			"workspace %q is a Kubernetes workspace defined by the devfile it was created with: update reads the definition again only for a workspace created from a repository (hangar create --repo)", ws.Name))
+	}
+	src := *ws.Repository
+	repo, warnings, err := s.readRepository(r.Context(), u, sdk.RepositorySource{URL: src.URL, Ref: src.Ref, DevcontainerPath: src.DevcontainerPath})
+	if err != nil {
+		return err
+	}
+	nw, df, result, err := s.kube.UpdateDefinition(r.Context(), u, store.WorkspaceRef{ID: ws.ID}, *repo)
+	if err != nil {
+		return err
+	}
+	out := s.toWorkspace(nw)
+	out.Warnings, out.Definition = append(warnings, df.Warnings()...), df.Definition()
+	writeJSON(w, http.StatusOK, sdk.UpdateWorkspaceVersionResponse{Result: result, Workspace: out})
+	return nil
 }

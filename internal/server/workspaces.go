@@ -171,7 +171,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u workspac
 	s.withAutomation(r.Context(), row, &out)
 	if row.Backend == workspace.KindKubernetes {
 		// The rest of the answer stands without them (an agent deleted since, say).
-		if df, err := s.kube.Devfile(r.Context(), row.ID); err == nil {
+		if df, err := s.kube.Devfile(r.Context(), row); err == nil {
 			out.Definition = df.Definition()
 		}
 		if eps, err := s.kube.Endpoints(r.Context(), row); err != nil {
@@ -217,7 +217,7 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u works
 	s.withAutomation(r.Context(), row, &out)
 	if row.Backend == workspace.KindKubernetes {
 		// The devfile's warnings again, for whoever starts the workspace now (it was parsed at creation).
-		if df, err := s.kube.Devfile(r.Context(), row.ID); err == nil {
+		if df, err := s.kube.Devfile(r.Context(), row); err == nil {
 			out.Warnings = df.Warnings()
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -50,9 +51,9 @@ func (s *Service) SetHelperTokens(key []byte, url func() string) {
 	s.helperKey, s.helperURL = key, url
 }
 
-// Devfile returns the parsed devfile of the workspace id (it never changes after creation).
-func (s *Service) Devfile(ctx context.Context, id string) (*devfile.Devfile, error) {
-	return s.devfiles.get(id, func() (string, error) { return s.st.WorkspaceDevfile(ctx, id) })
+// Devfile returns the parsed devfile of the workspace ws (of its definition generation).
+func (s *Service) Devfile(ctx context.Context, ws workspace.Workspace) (*devfile.Devfile, error) {
+	return s.devfiles.get(ws.ID, ws.DefinitionGeneration, func() (string, error) { return s.st.WorkspaceDevfile(ctx, ws.ID) })
 }
 
 // Endpoint is a declared endpoint of a workspace, with the URL the access proxy serves it at
@@ -64,7 +65,7 @@ type Endpoint struct {
 
 // Endpoints lists the endpoints ws's devfile declares, each public one with its URL.
 func (s *Service) Endpoints(ctx context.Context, ws workspace.Workspace) ([]Endpoint, error) {
-	df, err := s.Devfile(ctx, ws.ID)
+	df, err := s.Devfile(ctx, ws)
 	if err != nil {
 		return nil, fmt.Errorf("read the devfile of workspace %s: %w", ws.Name, err)
 	}
@@ -104,8 +105,14 @@ type CreateRequest struct {
 // Repository is a repository a workspace is created from, with the definition the caller read
 // from it (internal/repodef; none: the agent's default devfile).
 type Repository struct {
-	URL, Ref   string
-	Definition repodef.Definition
+	URL, Ref, DevcontainerPath string
+	Definition                 repodef.Definition
+}
+
+// source is what the workspace keeps of r, read at now.
+func (r Repository) source(now time.Time) *workspace.RepositorySource {
+	return &workspace.RepositorySource{URL: r.URL, Ref: r.Ref, DevcontainerPath: r.DevcontainerPath, Commit: r.Definition.Commit,
+		DefinitionPath: r.Definition.Path, ReadAt: now}
 }
 
 // repositoryDevfile is the devfile of a workspace created from a repository: the definition found
@@ -223,7 +230,10 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 		ID: id, Name: req.Name, KubeName: kubeName, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
 		Namespace: ns, Devfile: string(text),
 		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: now,
-		URL: url, CreatedAt: now, Backend: workspace.KindKubernetes, Schedule: req.Schedule,
+		URL: url, CreatedAt: now, Backend: workspace.KindKubernetes, Schedule: req.Schedule, DefinitionGeneration: 1,
+	}
+	if req.Repository != nil {
+		ws.Repository = req.Repository.source(now)
 	}
 	if req.Template != nil {
 		ws.TemplateID, ws.TemplateName = req.Template.ID, req.Template.Name
@@ -239,7 +249,7 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 	if err := s.st.CreateWorkspace(ctx, ws, *cfg.WorkspacesQuota, *cfg.WorkspacesPerUserQuota); err != nil {
 		return workspace.Workspace{}, nil, err
 	}
-	s.devfiles.put(ws.ID, df)
+	s.devfiles.put(ws.ID, ws.DefinitionGeneration, df)
 	s.traces.record(ctx, ws.KubeName)
 	s.log.Info("workspace created", "workspace", ws.Name, "owner", u.Username, "agent", agent.Name, "kube_name", kubeName)
 	return ws, df, nil
