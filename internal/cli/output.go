@@ -148,6 +148,7 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 	if ws.Definition == "devcontainer.json" {
 		rows = append(rows, [2]string{"Defined by", "devcontainer.json"})
 	}
+	rows = append(rows, a.repositoryRows(ws)...)
 	if ws.Backend == "terraform" {
 		// Builds run it, not an agent: the agent's fields mean nothing here.
 		rows = [][2]string{
@@ -295,5 +296,36 @@ func nameCommand[T any](a *app, use, short string, fetch func(*sdk.Client, conte
 			}
 			return table(cmd.OutOrStdout(), v)
 		},
+	}
+}
+
+// repositoryRows are show's lines about the repository a Kubernetes workspace was made from: the
+// repository and ref, and the file and commit its definition was read at.
+func (a *app) repositoryRows(ws sdk.Workspace) [][2]string {
+	r := ws.Repository
+	if r == nil {
+		return nil
+	}
+	at := "its default branch"
+	if r.Ref != "" {
+		at = r.Ref
+	}
+	repo := r.URL + " at " + at
+	if r.DevcontainerPath != "" {
+		repo += " (" + r.DevcontainerPath + ")"
+	}
+	var def string
+	switch {
+	case r.Commit == "":
+		def = "not read (no forge configured in Hangar serves the repository): the agent's default"
+	case r.DefinitionPath == "":
+		def = "the agent's default (no devfile or devcontainer.json at commit " + r.Commit + ")"
+	default:
+		def = r.DefinitionPath + " at commit " + r.Commit
+	}
+	return [][2]string{
+		{"Repository", repo},
+		{"Definition", def},
+		{"", "read " + a.formatTime(r.ReadAt) + "; 'hangar update " + ws.Name + "' reads it again"},
 	}
 }
