@@ -23,8 +23,8 @@ const repositoryReadTimeout = 30 * time.Second
 // "A workspace from a repository"): through the API of the configured forge that serves the
 // repository's host, with u's linked account there (anonymously when u has none, for a public
 // repository). A host no configured forge serves gets the agent's default definition, with a
-// warning saying why.
-func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.RepositorySource) (*kube.Repository, []string, error) {
+// warning saying why. fallback says what is used when the repository has no definition.
+func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.RepositorySource, fallback string) (*kube.Repository, []string, error) {
 	raw := req.URL
 	if req.Ref != "" {
 		raw += "#" + req.Ref
@@ -54,7 +54,7 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 		provider, found = externalauth.Match(s.extAuth.Providers(), externalauth.CredentialRequest{Protocol: scheme, Host: host, Path: repoPath})
 	}
 	if !found {
-		return repo, []string{fmt.Sprintf("the repository's own definition was not read: no forge configured in Hangar serves %s (an admin adds it with --external-auth-config); the agent's default definition is used, and the repository is cloned at the start", host)}, nil
+		return repo, []string{fmt.Sprintf("the repository's own definition was not read: no forge configured in Hangar serves %s (an admin adds it with --external-auth-config); %s is used, and the repository is cloned at the start", host, fallback)}, nil
 	}
 	token := ""
 	tok, err := s.extAuth.Token(ctx, u, provider.ID)
@@ -94,7 +94,7 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 	repo.Definition = def
 	var warnings []string
 	if def.Kind == "" {
-		warnings = append(warnings, fmt.Sprintf("%s has no devfile or devcontainer.json at %s: the agent's default definition is used", repoPath, refName(src.Ref)))
+		warnings = append(warnings, fmt.Sprintf("%s has no devfile or devcontainer.json at %s: %s is used", repoPath, refName(src.Ref), fallback))
 	}
 	return repo, warnings, nil
 }
@@ -120,7 +120,7 @@ func (s *Server) updateDefinition(w http.ResponseWriter, r *http.Request, u work
 			"workspace %q is a Kubernetes workspace defined by the devfile it was created with: update reads the definition again only for a workspace created from a repository (hangar create --repo)", ws.Name))
 	}
 	src := *ws.Repository
-	repo, warnings, err := s.readRepository(r.Context(), u, sdk.RepositorySource{URL: src.URL, Ref: src.Ref, DevcontainerPath: src.DevcontainerPath})
+	repo, warnings, err := s.readRepository(r.Context(), u, sdk.RepositorySource{URL: src.URL, Ref: src.Ref, DevcontainerPath: src.DevcontainerPath}, fallbackName(ws.TemplateName))
 	if err != nil {
 		return err
 	}
@@ -132,4 +132,14 @@ func (s *Server) updateDefinition(w http.ResponseWriter, r *http.Request, u work
 	out.Warnings, out.Definition = append(warnings, df.Warnings()...), df.Definition()
 	writeJSON(w, http.StatusOK, sdk.UpdateWorkspaceVersionResponse{Result: result, Workspace: out})
 	return nil
+}
+
+// fallbackName says what defines a workspace from a repository that has no definition: the
+// template's devfile (a template whose devfile says the repository defines the workspace), else the
+// agent's default.
+func fallbackName(template string) string {
+	if template != "" {
+		return fmt.Sprintf("the template %s's devfile", template)
+	}
+	return "the agent's default definition"
 }

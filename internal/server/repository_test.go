@@ -330,3 +330,88 @@ func TestUpdateWorkspaceFromRepository(t *testing.T) {
 		})
 	}
 }
+
+// A Kubernetes template whose devfile says `hangar.dev/definition-from: repository`: a workspace
+// created with it and a repository is defined by the repository's own definition when it has one,
+// by the template's devfile (the fallback) otherwise, and is the template's workspace either way
+// (its policies apply); the answer says which definition was used. Without a repository the
+// template's devfile is used; a template without the attribute refuses a repository, naming the
+// field. An update of such a workspace falls back to the template's devfile too.
+func TestTemplateDefinitionFromRepository(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			re := newRepoEnv(t, engine)
+			f := re.forge
+			fallback := "schemaVersion: 2.2.0\nmetadata: {name: team}\nattributes: {hangar.dev/definition-from: repository}\ncomponents:\n- name: main\n  container: {image: 'hangar.local/fallback:1'}\n"
+			mustCall(t, re.Env, re.AdminToken, "POST", "/api/v1/templates/team/versions", map[string]any{"kind": "kubernetes", "devfile": fallback}, http.StatusCreated, nil)
+			mustCall(t, re.Env, re.AdminToken, "POST", "/api/v1/templates/fixed/versions", map[string]any{"kind": "kubernetes",
+				"devfile": "schemaVersion: 2.2.0\ncomponents:\n- name: main\n  container: {image: 'hangar.local/fixed:1'}\n"}, http.StatusCreated, nil)
+			f.CreateRepo("alice", "app", false, map[string]string{".devcontainer.json": `{"image": "hangar.local/app:v1"}`})
+			f.CreateRepo("alice", "bare", false, map[string]string{"README.md": "no definition\n"})
+			create := func(name, template string, repo map[string]any) (int, []byte) {
+				body := map[string]any{"name": name, "agent": "k1", "template": template}
+				if repo != nil {
+					body["repository"] = repo
+				}
+				return call(t, re.Env, re.dev, "POST", "/api/v1/workspaces", body)
+			}
+
+			// The repository has a definition: it is used, the workspace is the template's.
+			var ws sdk.Workspace
+			status, body := create("app", "team", map[string]any{"url": f.CloneURL("alice", "app")})
+			if status != http.StatusCreated || json.Unmarshal(body, &ws) != nil || ws.Template != "team" || ws.Definition != "devcontainer.json" ||
+				ws.Repository == nil || ws.Repository.DefinitionPath != ".devcontainer.json" || len(ws.Warnings) != 0 {
+				t.Fatalf("template and a repository with a definition: %d %s", status, body)
+			}
+			if cfg := re.configOf(t, "app"); !strings.Contains(cfg, "image: hangar.local/app:v1") || strings.Contains(cfg, "fallback") {
+				t.Fatalf("the repository's definition is not the config:\n%s", cfg)
+			}
+
+			// None: the template's devfile, with the repository as its first project, said so.
+			ws = sdk.Workspace{}
+			status, body = create("bare", "team", map[string]any{"url": f.CloneURL("alice", "bare")})
+			if status != http.StatusCreated || json.Unmarshal(body, &ws) != nil || ws.Template != "team" || ws.Definition != "devfile" ||
+				ws.Repository == nil || ws.Repository.DefinitionPath != "" || len(ws.Warnings) == 0 ||
+				ws.Warnings[0] != "alice/bare has no devfile or devcontainer.json at its default branch: the template team's devfile is used" {
+				t.Fatalf("template and a repository without a definition: %d %s", status, body)
+			}
+			if cfg := re.configOf(t, "bare"); !strings.Contains(cfg, "image: hangar.local/fallback:1") || !strings.Contains(cfg, f.CloneURL("alice", "bare")) {
+				t.Fatalf("the fallback with the repository as its project is not the config:\n%s", cfg)
+			}
+			// The repository gains a definition: update takes it; it loses it: back to the fallback.
+			f.Commit("alice", "bare", "a devfile", map[string]string{"devfile.yaml": "schemaVersion: 2.2.0\ncomponents:\n- name: tools\n  container: {image: 'hangar.local/own:1'}\n"})
+			var up sdk.UpdateWorkspaceVersionResponse
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces/bare/update", map[string]any{}, http.StatusOK, &up)
+			if up.Result != "definition" || up.Workspace.Repository == nil || up.Workspace.Repository.DefinitionPath != "devfile.yaml" {
+				t.Fatalf("update to the repository's devfile: %+v", up)
+			}
+			f.Remove("alice", "bare", "no devfile", "devfile.yaml")
+			up = sdk.UpdateWorkspaceVersionResponse{}
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces/bare/update", map[string]any{}, http.StatusOK, &up)
+			if up.Result != "definition" || len(up.Workspace.Warnings) == 0 || !strings.Contains(up.Workspace.Warnings[0], "the template team's devfile is used") {
+				t.Fatalf("update back to the fallback: %+v", up)
+			}
+			if cfg := re.configOf(t, "bare"); !strings.Contains(cfg, "image: hangar.local/fallback:1") {
+				t.Fatalf("the fallback is not the config after the update:\n%s", cfg)
+			}
+
+			// Without a repository: the template's devfile.
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "plain", "agent": "k1", "template": "team"}, http.StatusCreated, nil)
+			if cfg := re.configOf(t, "plain"); !strings.Contains(cfg, "image: hangar.local/fallback:1") {
+				t.Fatalf("the template without a repository:\n%s", cfg)
+			}
+			// A template that defines the workspace itself refuses a repository, naming the field.
+			status, body = create("fixed", "fixed", map[string]any{"url": f.CloneURL("alice", "app")})
+			if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) != 1 || e.Validations[0].Field != "repository" ||
+				!strings.Contains(e.Validations[0].Detail, `the template "fixed" defines the workspace`) {
+				t.Fatalf("a template without definition-from and a repository: %d %s", status, body)
+			}
+			// A wrong value of the attribute is refused at push.
+			status, body = call(t, re.Env, re.AdminToken, "POST", "/api/v1/templates/bad/versions", map[string]any{"kind": "kubernetes",
+				"devfile": "schemaVersion: 2.2.0\nattributes: {hangar.dev/definition-from: git}\ncomponents:\n- name: main\n  container: {image: x}\n"})
+			if status != http.StatusBadRequest || !strings.Contains(string(body), `hangar.dev/definition-from`) {
+				t.Fatalf("a bad definition-from at push: %d %s", status, body)
+			}
+		})
+	}
+}

@@ -63,7 +63,11 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u works
 	var repo *kube.Repository
 	var repoWarnings []string
 	if req.Repository != nil {
-		if repo, repoWarnings, err = s.readRepository(r.Context(), u, *req.Repository); err != nil {
+		fallback := fallbackName("")
+		if tmpl != nil {
+			fallback = fallbackName(tmpl.Name)
+		}
+		if repo, repoWarnings, err = s.readRepository(r.Context(), u, *req.Repository, fallback); err != nil {
 			return err
 		}
 	}

@@ -117,9 +117,9 @@ func (r Repository) source(now time.Time) *workspace.RepositorySource {
 
 // repositoryDevfile is the devfile of a workspace created from a repository: the definition found
 // in it (a devfile, or a devcontainer.json translated with the repository as the workspace
-// folder), else the agent's default, with the repository as the first project at its ref. Errors
-// in the repository's file name it.
-func repositoryDevfile(r Repository, name, id string, cfg workspace.AgentConfig) ([]byte, error) {
+// folder), else fallback (a template's devfile; nil: the agent's default), with the repository as
+// the first project at its ref. Errors in the repository's file name it.
+func repositoryDevfile(r Repository, fallback []byte, name, id string, cfg workspace.AgentConfig) ([]byte, error) {
 	var text []byte
 	switch r.Definition.Kind {
 	case repodef.Devfile:
@@ -136,12 +136,37 @@ func repositoryDevfile(r Repository, name, id string, cfg workspace.AgentConfig)
 		}
 		text = t.Devfile
 	default:
-		text = devfile.Default()
-		if cfg.DefaultDevfile != "" {
-			text = []byte(cfg.DefaultDevfile)
+		text = fallback
+		if text == nil {
+			text = devfile.Default()
+			if cfg.DefaultDevfile != "" {
+				text = []byte(cfg.DefaultDevfile)
+			}
 		}
 	}
 	return devfile.WithFirstProject(text, r.URL, r.Ref)
+}
+
+// templateDevfile reads the devfile of t's active version. With a repository, it must say that the
+// repository defines the workspace (devfile.DefinitionFromAttribute; it is then the fallback),
+// else the template defines it and a repository is refused, naming the field.
+func (s *Service) templateDevfile(ctx context.Context, t store.Template, withRepository bool) ([]byte, error) {
+	ver, err := s.st.TemplateVersionByID(ctx, t.ActiveVersionID)
+	if err != nil {
+		return nil, fmt.Errorf("read template %q: %w", t.Name, err)
+	}
+	if withRepository {
+		df, err := devfile.Parse(ver.Archive)
+		if err != nil {
+			return nil, fmt.Errorf("template %q: %w", t.Name, err)
+		}
+		if !df.DefinitionFromRepository() {
+			v := &workspace.ValidationError{}
+			v.Add("repository", "the template %q defines the workspace: its devfile does not take the definition from the repository (attributes: {%s: %s}), so give the repository or the template", t.Name, devfile.DefinitionFromAttribute, devfile.DefinitionFromRepository)
+			return nil, v.Err()
+		}
+	}
+	return ver.Archive, nil
 }
 
 // Create creates the workspace, desired Running, after checking that the agent exists and that its
@@ -167,8 +192,8 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 	if len(req.Devcontainer) > sdk.MaxDevfileBytes {
 		v.Add("devcontainer", "is %d bytes, the limit is %d", len(req.Devcontainer), sdk.MaxDevfileBytes)
 	}
-	if req.Repository != nil && (req.Devfile != "" || req.Devcontainer != "" || req.Template != nil) {
-		v.Add("repository", "defines the workspace (its devfile or devcontainer.json): give no devfile, devcontainer or template with it")
+	if req.Repository != nil && (req.Devfile != "" || req.Devcontainer != "") {
+		v.Add("repository", "defines the workspace (its devfile or devcontainer.json): give no devfile or devcontainer with it")
 	}
 	if err := v.Err(); err != nil {
 		return workspace.Workspace{}, nil, err
@@ -181,10 +206,16 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 		}
 		return workspace.Workspace{}, nil, err
 	}
+	var tmplText []byte
+	if req.Template != nil {
+		if tmplText, err = s.templateDevfile(ctx, *req.Template, req.Repository != nil); err != nil {
+			return workspace.Workspace{}, nil, err
+		}
+	}
 	id := uuid.NewString()
 	text := []byte(req.Devfile)
 	if req.Repository != nil {
-		if text, err = repositoryDevfile(*req.Repository, req.Name, id, agent.Config); err != nil {
+		if text, err = repositoryDevfile(*req.Repository, tmplText, req.Name, id, agent.Config); err != nil {
 			return workspace.Workspace{}, nil, err
 		}
 	} else if req.Devcontainer != "" {
@@ -195,11 +226,7 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 		}
 		text = r.Devfile
 	} else if req.Template != nil {
-		ver, err := s.st.TemplateVersionByID(ctx, req.Template.ActiveVersionID)
-		if err != nil {
-			return workspace.Workspace{}, nil, fmt.Errorf("read template %q: %w", req.Template.Name, err)
-		}
-		text = ver.Archive
+		text = tmplText
 	} else if req.Devfile == "" && agent.Config.DefaultDevfile != "" {
 		text = []byte(agent.Config.DefaultDevfile)
 	} else if req.Devfile == "" {

@@ -56,7 +56,23 @@ func (s *Service) UpdateDefinition(ctx context.Context, by workspace.User, ref s
 	if err != nil {
 		return cur, nil, "", fmt.Errorf("read agent %s: %w", cur.AgentName, err)
 	}
-	text, err := repositoryDevfile(repo, cur.Name, cur.ID, agent.Config)
+	// A template's workspace falls back to the devfile of its active version, as at create.
+	var fallback []byte
+	if cur.TemplateID != "" {
+		t, err := s.st.TemplateByName(ctx, cur.TemplateName)
+		if errors.Is(err, store.ErrNotFound) {
+			t.ID = ""
+		} else if err != nil {
+			return cur, nil, "", fmt.Errorf("read template %s: %w", cur.TemplateName, err)
+		}
+		if t.ID != cur.TemplateID {
+			return cur, nil, "", fmt.Errorf("the template %s the workspace was created with was deleted: %w", cur.TemplateName, errs.New(errs.Conflict, "template deleted"))
+		}
+		if fallback, err = s.templateDevfile(ctx, t, true); err != nil {
+			return cur, nil, "", err
+		}
+	}
+	text, err := repositoryDevfile(repo, fallback, cur.Name, cur.ID, agent.Config)
 	if err != nil {
 		return cur, nil, "", err
 	}
