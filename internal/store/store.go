@@ -104,6 +104,10 @@ type Store interface {
 	// WorkspaceDevfile reads a workspace's devfile: the one of its create, or of its latest
 	// definition generation (UpdateWorkspace).
 	WorkspaceDevfile(ctx context.Context, id string) (string, error)
+	// SetWorkspaceDotfiles records the install of the owner's dotfiles its helper reported
+	// (ErrNotFound: no such workspace); WorkspaceDotfiles reads it (ErrNotFound: none reported).
+	SetWorkspaceDotfiles(ctx context.Context, workspaceID string, d workspace.DotfilesStatus) error
+	WorkspaceDotfiles(ctx context.Context, workspaceID string) (workspace.DotfilesStatus, error)
 	// ListWorkspaces lists workspaces by owner and name, then newest first.
 	ListWorkspaces(ctx context.Context, f ListFilter) ([]workspace.Workspace, error)
 	// UpdateWorkspace reads the workspace ref names, locked against concurrent writers, passes it to

@@ -150,3 +150,20 @@ type RepositorySource struct {
 	// ReadAt is when the definition was read.
 	ReadAt time.Time
 }
+
+// DotfilesStatus is the install of a workspace owner's dotfiles, as the workspace's helper last
+// reported it (protocol.DotfilesStatus; docs/decisions.md, "A team's repository: the definition
+// follows the repository").
+type DotfilesStatus struct {
+	// State is "installing", "installed" or "failed".
+	State string
+	// Repository is the dotfiles repository the helper installed (URL[#ref]).
+	Repository string
+	// Script is the install script run ("": the dot-files were linked).
+	Script string
+	// Error is why the install failed.
+	Error string
+	// Log is the last lines of the install's output.
+	Log       string
+	UpdatedAt time.Time
+}

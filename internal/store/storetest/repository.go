@@ -111,3 +111,35 @@ func testWorkspaceRepository(t *testing.T, s store.Store) {
 		t.Fatalf("the other workspace changed: %+v %d", p.Repository, p.DefinitionGeneration)
 	}
 }
+
+// testWorkspaceDotfiles: the dotfiles status a helper reports is kept per workspace, the latest
+// replacing the one before, read back as written; none reported is ErrNotFound; a report for a
+// workspace that does not exist is ErrNotFound and writes nothing; a deleted workspace takes it
+// along.
+func testWorkspaceDotfiles(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "dots")
+	w := f.Workspace("dots")
+	f.Create(t, s, w)
+	if _, err := s.WorkspaceDotfiles(ctx, w.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("before any report: %v, want ErrNotFound", err)
+	}
+	installing := workspace.DotfilesStatus{State: "installing", Repository: "https://git.example.com/a/dots.git#main", UpdatedAt: t0}
+	if err := s.SetWorkspaceDotfiles(ctx, w.ID, installing); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.WorkspaceDotfiles(ctx, w.ID); err != nil || got != installing {
+		t.Fatalf("read back %+v, %v; want %+v", got, err, installing)
+	}
+	failed := workspace.DotfilesStatus{State: "failed", Repository: installing.Repository, Script: "install.sh", Error: "install.sh: exit status 3",
+		Log: "dotfiles: running install.sh\nno such file: é\n", UpdatedAt: t0.Add(time.Minute)}
+	if err := s.SetWorkspaceDotfiles(ctx, w.ID, failed); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.WorkspaceDotfiles(ctx, w.ID); err != nil || got != failed {
+		t.Fatalf("read back %+v, %v; want %+v", got, err, failed)
+	}
+	if err := s.SetWorkspaceDotfiles(ctx, "00000000-0000-0000-0000-000000000000", failed); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a report for no workspace: %v, want ErrNotFound", err)
+	}
+}

@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BuildLogLevel", testBuildLogLevel},
 		{"WorkspaceChanges", testWorkspaceChanges},
 		{"WorkspaceRepository", testWorkspaceRepository},
+		{"WorkspaceDotfiles", testWorkspaceDotfiles},
 	}
 	tests = append(tests, buildTests...)
 	tests = append(tests, presetTests...)

@@ -13,7 +13,21 @@ ALTER TABLE workspaces ADD COLUMN repo_definition_path TEXT NOT NULL DEFAULT '';
 ALTER TABLE workspaces ADD COLUMN repo_read_at BIGINT;
 ALTER TABLE workspaces ADD COLUMN definition_generation BIGINT NOT NULL DEFAULT 1;
 
+-- The install of the owner's dotfiles, as the workspace's helper last reported it (docs/decisions.md,
+-- "A team's repository: the definition follows the repository"): its state, the repository and
+-- script, why it failed, and the last lines of its log (at most 4 KiB, the helper's bound).
+CREATE TABLE workspace_dotfiles (
+    workspace_id TEXT PRIMARY KEY REFERENCES workspaces (id) ON DELETE CASCADE,
+    state        TEXT NOT NULL,
+    repository   TEXT NOT NULL,
+    script       TEXT NOT NULL DEFAULT '',
+    error        TEXT NOT NULL DEFAULT '',
+    log          TEXT NOT NULL DEFAULT '',
+    updated_at   BIGINT NOT NULL
+);
+
 -- +goose Down
+DROP TABLE workspace_dotfiles;
 ALTER TABLE workspaces DROP COLUMN definition_generation;
 ALTER TABLE workspaces DROP COLUMN repo_read_at;
 ALTER TABLE workspaces DROP COLUMN repo_definition_path;
