@@ -74,7 +74,13 @@ func TestTables(t *testing.T) {
 	fromRepo.ID, fromRepo.Name, fromRepo.Definition = "w-4", "app", "devcontainer.json"
 	fromRepo.Repository = &sdk.WorkspaceRepository{URL: "https://git.example.com/team/app.git", Ref: "main", DevcontainerPath: ".devcontainer/go/devcontainer.json",
 		Commit: "4b825dc642cb6eb9a060e54bf8d69288fbee4904", DefinitionPath: ".devcontainer/go/devcontainer.json", ReadAt: t0.Add(-time.Minute)}
-	f.workspaces = map[string]sdk.Workspace{"api-dev": sample(), "docs": fresh, "vm": vm, "app": fromRepo}
+	fromRepo.Dotfiles = &sdk.WorkspaceDotfiles{Status: "failed", Repository: "https://git.example.com/bob/dots.git", Script: "install.sh",
+		Error: "install.sh: exit status 2", Log: "dotfiles: running install.sh with /bin/sh -l\nmake: *** No rule to make target 'all'.\ndotfiles: failed: install.sh: exit status 2\n",
+		UpdatedAt: ptr(t0.Add(-30 * time.Second))}
+	installed := fresh
+	installed.ID, installed.Name = "w-5", "dots"
+	installed.Dotfiles = &sdk.WorkspaceDotfiles{Status: "installed", Repository: "https://git.example.com/bob/dots.git", Script: "install.sh", UpdatedAt: ptr(t0)}
+	f.workspaces = map[string]sdk.Workspace{"api-dev": sample(), "docs": fresh, "vm": vm, "app": fromRepo, "dots": installed}
 	f.agents = []sdk.Agent{
 		{ID: "a1", Name: "eu-west", Config: json.RawMessage(`{"dns_zone":"ws.example.com","namespace_mode":"per_workspace"}`), CreatedAt: t0},
 		{ID: "a2", Name: "us-east", Config: json.RawMessage(`{"dns_zone":"us.example.com","namespace_mode":"shared","shared_namespace":"shared-ws","unknown":1}`), CreatedAt: t0.Add(time.Hour)},
@@ -88,6 +94,7 @@ func TestTables(t *testing.T) {
 		{"show-all-fields.golden", []string{"show", "api-dev"}},
 		{"show-new.golden", []string{"show", "docs"}},
 		{"show-repository.golden", []string{"show", "app"}},
+		{"show-dotfiles.golden", []string{"show", "dots"}},
 		{"show-terraform-helper.golden", []string{"show", "vm"}},
 		{"agents-list.golden", []string{"agents", "list"}},
 		{"users-create.golden", []string{"users", "create", "carol"}},

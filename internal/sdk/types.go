@@ -73,6 +73,9 @@ type Workspace struct {
 	// Endpoints (kubernetes, in the answer about one workspace) are the devfile's declared
 	// endpoints, with the URL the access proxy serves each public one at.
 	Endpoints []WorkspaceEndpoint `json:"endpoints,omitempty"`
+	// Dotfiles (in the answer about one workspace) is how the install of its owner's dotfiles
+	// went, as its helper reported it.
+	Dotfiles *WorkspaceDotfiles `json:"dotfiles,omitempty"`
 	// Warnings, only in the answers to create and update: what Hangar accepted in the devfile but
 	// ignores (starterProjects, components only build and deploy commands use, ...).
 	Warnings []string `json:"warnings,omitempty"`
@@ -129,6 +132,20 @@ type RepositorySource struct {
 	// DevcontainerPath names the devcontainer.json to use when the repository has several
 	// (.devcontainer/<name>/devcontainer.json).
 	DevcontainerPath string `json:"devcontainer_path,omitempty"`
+}
+
+// WorkspaceDotfiles is the install of a workspace owner's dotfiles.
+type WorkspaceDotfiles struct {
+	// Status is "not configured" (the owner has no dotfiles repository), "pending" (to be
+	// installed at the workspace's next start), "installing", "installed" or "failed".
+	Status     string `json:"status"`
+	Repository string `json:"repository,omitempty"`
+	// Script is the install script run ("": the dot-files were linked into the home directory).
+	Script string `json:"script,omitempty"`
+	// Error is why the install failed; Log the last lines of its output (at most 4 KiB).
+	Error     string     `json:"error,omitempty"`
+	Log       string     `json:"log,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 }
 
 // WorkspaceRepository is where a workspace's definition comes from.

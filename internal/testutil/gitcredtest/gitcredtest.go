@@ -1,6 +1,7 @@
 // Package gitcredtest stands for the Hangar server's git-credentials endpoint
 // (protocol.GitCredentialsPath) in tests of what asks it: the workspace helper's git credential
-// path, its dotfiles clone, project-clone.
+// path, its dotfiles clone, project-clone. It also takes the helper's dotfiles reports
+// (protocol.DotfilesStatusPath).
 package gitcredtest
 
 import (
@@ -23,10 +24,12 @@ type Asked struct {
 // Server answers each question with answer (a status and a JSON body), on loopback until the test
 // ends.
 type Server struct {
-	URL    string
-	mu     sync.Mutex
-	asked  []Asked
-	answer func(gitcred.Request) (int, any)
+	URL   string
+	mu    sync.Mutex
+	asked []Asked
+	// reports are the dotfiles statuses reported, with their Authorization.
+	reports []Report
+	answer  func(gitcred.Request) (int, any)
 }
 
 // New starts a Server.
@@ -39,7 +42,25 @@ func New(t testing.TB, answer func(gitcred.Request) (int, any)) *Server {
 	return s
 }
 
+// Report is one dotfiles status a helper reported, with the Authorization header it came with.
+type Report struct {
+	Authorization string
+	Status        protocol.DotfilesStatus
+}
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPut && r.URL.Path == protocol.DotfilesStatusPath {
+		var st protocol.DotfilesStatus
+		if json.NewDecoder(r.Body).Decode(&st) != nil {
+			http.Error(w, "bad report", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.reports = append(s.reports, Report{Authorization: r.Header.Get("Authorization"), Status: st})
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	var req gitcred.Request
 	if r.Method != http.MethodPost || r.URL.Path != protocol.GitCredentialsPath || json.NewDecoder(r.Body).Decode(&req) != nil {
 		http.NotFound(w, r)
@@ -59,4 +80,11 @@ func (s *Server) Asked() []Asked {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Asked(nil), s.asked...)
+}
+
+// Reports returns the dotfiles statuses reported so far, oldest first.
+func (s *Server) Reports() []Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Report(nil), s.reports...)
 }
