@@ -195,6 +195,7 @@ func TestCreateWorkspaceFromRepository(t *testing.T) {
 				{map[string]any{"url": "https://u:p@h/x/y"}, "repository"},
 				{map[string]any{"url": f.CloneURL("alice", "app"), "ref": "-x"}, "repository"},
 				{map[string]any{"url": f.CloneURL("alice", "app"), "devcontainer_path": "../x"}, "repository.devcontainer_path"},
+				{map[string]any{"url": f.CloneURL("alice", "app"), "ref": "no-such-branch"}, "repository.ref"},
 			} {
 				status, body := create("bad", tc.repo)
 				if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) == 0 || e.Validations[0].Field != tc.field {
