@@ -102,18 +102,28 @@ func (f *ForgeReader) Pin(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	sha, err := decodeCommit(field, b)
+	if err != nil {
+		return "", fmt.Errorf("reading the commit of %s: %w", ref, err)
+	}
+	f.Ref, f.bitbucketRef = sha, sha
+	return sha, nil
+}
+
+// decodeCommit reads a forge's answer about a commit: the bare id (field ""), or the JSON object's
+// field; only a full commit id is an answer.
+func decodeCommit(field string, b []byte) (string, error) {
 	sha := strings.TrimSpace(string(b))
 	if field != "" {
 		var obj map[string]any
 		if json.Unmarshal(b, &obj) != nil {
-			return "", fmt.Errorf("reading the commit of %s: the forge's answer is not a commit", ref)
+			return "", errors.New("the forge's answer is not a commit")
 		}
 		sha, _ = obj[field].(string)
 	}
 	if !IsCommit(sha) {
-		return "", fmt.Errorf("reading the commit of %s: the forge answered no commit id", ref)
+		return "", errors.New("the forge answered no commit id")
 	}
-	f.Ref, f.bitbucketRef = sha, sha
 	return sha, nil
 }
 

@@ -254,3 +254,18 @@ func TestForgeReaderRedirectDropsToken(t *testing.T) {
 		t.Fatalf("the other host got Authorization %q, want none", elsewhere)
 	}
 }
+
+// FuzzDecodeCommit: whatever a forge answers about a commit, what is taken is a full commit id, or
+// an error; nothing panics.
+func FuzzDecodeCommit(f *testing.F) {
+	f.Add("", "1111111111111111111111111111111111111111\n")
+	f.Add("sha", `{"sha":"2222222222222222222222222222222222222222"}`)
+	f.Add("id", `{"id":42}`)
+	f.Add("hash", `{"hash":"../../etc"}`)
+	f.Fuzz(func(t *testing.T, field, body string) {
+		sha, err := decodeCommit(field, []byte(body))
+		if err == nil && !IsCommit(sha) {
+			t.Fatalf("%q %q: took %q", field, body, sha)
+		}
+	})
+}
