@@ -69,7 +69,18 @@ func TestTables(t *testing.T) {
 		DesiredState: "Running", ActualState: "Running", DesiredStateUpdatedAt: ptr(t0.Add(-4 * time.Minute)), ActualStateUpdatedAt: ptr(t0.Add(-3 * time.Minute)), CreatedAt: t0.Add(-4 * time.Minute),
 		Helper: sdk.WorkspaceHelper{Status: "waiting", Since: ptr(t0.Add(-3 * time.Minute)), LastError: "the connection was lost (the machine stopped, its helper exited, or the network failed)",
 			Problem: "the helper has not connected 3m0s after the workspace became Running: the machine may not run hangar_agent's init script"}}
-	f.workspaces = map[string]sdk.Workspace{"api-dev": sample(), "docs": fresh, "vm": vm}
+	// A workspace made from a repository, whose definition was last read at a commit.
+	fromRepo := fresh
+	fromRepo.ID, fromRepo.Name, fromRepo.Definition = "w-4", "app", "devcontainer.json"
+	fromRepo.Repository = &sdk.WorkspaceRepository{URL: "https://git.example.com/team/app.git", Ref: "main", DevcontainerPath: ".devcontainer/go/devcontainer.json",
+		Commit: "4b825dc642cb6eb9a060e54bf8d69288fbee4904", DefinitionPath: ".devcontainer/go/devcontainer.json", ReadAt: t0.Add(-time.Minute)}
+	fromRepo.Dotfiles = &sdk.WorkspaceDotfiles{Status: "failed", Repository: "https://git.example.com/bob/dots.git", Script: "install.sh",
+		Error: "install.sh: exit status 2", Log: "dotfiles: running install.sh with /bin/sh -l\nmake: *** No rule to make target 'all'.\ndotfiles: failed: install.sh: exit status 2\n",
+		UpdatedAt: ptr(t0.Add(-30 * time.Second))}
+	installed := fresh
+	installed.ID, installed.Name = "w-5", "dots"
+	installed.Dotfiles = &sdk.WorkspaceDotfiles{Status: "installed", Repository: "https://git.example.com/bob/dots.git", Script: "install.sh", UpdatedAt: ptr(t0)}
+	f.workspaces = map[string]sdk.Workspace{"api-dev": sample(), "docs": fresh, "vm": vm, "app": fromRepo, "dots": installed}
 	f.agents = []sdk.Agent{
 		{ID: "a1", Name: "eu-west", Config: json.RawMessage(`{"dns_zone":"ws.example.com","namespace_mode":"per_workspace"}`), CreatedAt: t0},
 		{ID: "a2", Name: "us-east", Config: json.RawMessage(`{"dns_zone":"us.example.com","namespace_mode":"shared","shared_namespace":"shared-ws","unknown":1}`), CreatedAt: t0.Add(time.Hour)},
@@ -82,6 +93,8 @@ func TestTables(t *testing.T) {
 		{"list.golden", []string{"list"}},
 		{"show-all-fields.golden", []string{"show", "api-dev"}},
 		{"show-new.golden", []string{"show", "docs"}},
+		{"show-repository.golden", []string{"show", "app"}},
+		{"show-dotfiles.golden", []string{"show", "dots"}},
 		{"show-terraform-helper.golden", []string{"show", "vm"}},
 		{"agents-list.golden", []string{"agents", "list"}},
 		{"users-create.golden", []string{"users", "create", "carol"}},

@@ -148,6 +148,8 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 	if ws.Definition == "devcontainer.json" {
 		rows = append(rows, [2]string{"Defined by", "devcontainer.json"})
 	}
+	rows = append(rows, a.repositoryRows(ws)...)
+	rows = append(rows, a.dotfilesRows(ws)...)
 	if ws.Backend == "terraform" {
 		// Builds run it, not an agent: the agent's fields mean nothing here.
 		rows = [][2]string{
@@ -296,4 +298,87 @@ func nameCommand[T any](a *app, use, short string, fetch func(*sdk.Client, conte
 			return table(cmd.OutOrStdout(), v)
 		},
 	}
+}
+
+// repositoryRows are show's lines about the repository a Kubernetes workspace was made from: the
+// repository and ref, and the file and commit its definition was read at.
+func (a *app) repositoryRows(ws sdk.Workspace) [][2]string {
+	r := ws.Repository
+	if r == nil {
+		return nil
+	}
+	at := "its default branch"
+	if r.Ref != "" {
+		at = r.Ref
+	}
+	repo := r.URL + " at " + at
+	if r.DevcontainerPath != "" {
+		repo += " (" + r.DevcontainerPath + ")"
+	}
+	var def string
+	switch {
+	case r.Commit == "":
+		def = "not read (no forge configured in Hangar serves the repository): the agent's default"
+	case r.DefinitionPath == "":
+		def = "the agent's default (no devfile or devcontainer.json at commit " + r.Commit + ")"
+	default:
+		def = r.DefinitionPath + " at commit " + r.Commit
+	}
+	return [][2]string{
+		{"Repository", repo},
+		{"Definition", def},
+		{"", "read " + a.formatTime(r.ReadAt) + "; 'hangar update " + ws.Name + "' reads it again"},
+	}
+}
+
+// dotfilesRows are show's lines about the install of the owner's dotfiles: its status, and for a
+// failure the error and the last lines of its log.
+func (a *app) dotfilesRows(ws sdk.Workspace) [][2]string {
+	d := ws.Dotfiles
+	if d == nil {
+		return nil
+	}
+	status := d.Status
+	switch d.Status {
+	case "pending":
+		status = "pending: " + d.Repository + " is installed at the workspace's next start"
+	case "installing", "failed":
+		status += " (" + d.Repository + ")"
+	case "installed":
+		how := "its dot-files linked into the home directory"
+		if d.Script != "" {
+			how = "with " + d.Script
+		}
+		status += " (" + d.Repository + ", " + how + ")"
+	}
+	if d.UpdatedAt != nil {
+		status += ", " + a.formatTime(*d.UpdatedAt)
+	}
+	rows := [][2]string{{"Dotfiles", status}}
+	if d.Status == "failed" {
+		rows = append(rows, [2]string{"", "error: " + strings.Map(func(r rune) rune {
+			if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+				return ' '
+			}
+			return r
+		}, d.Error)})
+		lines := strings.Split(strings.TrimRight(d.Log, "\n"), "\n")
+		if len(lines) > 10 {
+			lines = lines[len(lines)-10:]
+		}
+		for _, l := range lines {
+			// The log is a script's output: its control characters (terminal escapes) are not
+			// passed to the terminal of whoever reads it.
+			l = strings.Map(func(r rune) rune {
+				if r < ' ' && r != '\t' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+					return -1
+				}
+				return r
+			}, l)
+			if l != "" {
+				rows = append(rows, [2]string{"", "| " + l})
+			}
+		}
+	}
+	return rows
 }

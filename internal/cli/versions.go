@@ -198,13 +198,19 @@ func (a *app) updateCmd() *cobra.Command {
 	var params parameterFlag
 	cmd := &cobra.Command{
 		Use:   "update NAME [--parameter NAME=VALUE ...] [--wait]",
-		Short: "Move a terraform workspace to its template's active version, or change its parameters",
+		Short: "Move a workspace to its template's active version, or to its repository's newest definition",
 		Long: `Move a terraform workspace to its template's active version, with new values of its mutable
 parameters (and of any required parameter the active version adds; asked for on a terminal): a
 running workspace is stopped, then started on the active version; a stopped one is started on it.
 The state comes from the last build. A workspace already on the active version, with the same
 values, is left as it is (running or stopped): update says so and does nothing. Immutable
 parameters keep the value they were given at create; changing one is refused.
+
+For a Kubernetes workspace created from a repository (hangar create --repo), read its definition
+again (devfile, devcontainer.json, or the agent's default) at the newest commit of its branch, as
+create did, and make it the workspace's: a running workspace is rolled onto it, a stopped one takes
+it at its next start. A start never reads the repository: the definition stays the one of the last
+create or update. The same definition changes nothing. 'hangar show' says the commit it was read at.
 
 ` + nameHelp,
 		Example: `  hangar update my-vm --wait
@@ -233,6 +239,9 @@ parameters keep the value they were given at create; changing one is refused.
 			if err != nil {
 				return err
 			}
+			if out.Workspace.Backend != "terraform" {
+				return a.finishDefinitionUpdate(cmd, c, format, wf, out)
+			}
 			if out.Result == "up-to-date" {
 				if format == "json" {
 					return printJSON(cmd.OutOrStdout(), out.Workspace)
@@ -255,6 +264,38 @@ parameters keep the value they were given at create; changing one is refused.
 	params.add(cmd, "new value of a parameter (repeatable): a mutable one, or one the active version adds")
 	wf.add(cmd, "Running on the active version")
 	return cmd
+}
+
+// finishDefinitionUpdate reports the update of a Kubernetes workspace's definition from its
+// repository, and with --wait follows a running workspace onto it.
+func (a *app) finishDefinitionUpdate(cmd *cobra.Command, c *sdk.Client, format string, wf waitFlags, out sdk.UpdateWorkspaceVersionResponse) error {
+	ws := out.Workspace
+	printWarnings(cmd.ErrOrStderr(), ws.Warnings)
+	at := "the repository"
+	if r := ws.Repository; r != nil && r.Commit != "" {
+		at = "commit " + r.Commit
+		if r.DefinitionPath != "" {
+			at = r.DefinitionPath + " at " + at
+		}
+	}
+	if out.Result == "up-to-date" {
+		if format == "json" {
+			return printJSON(cmd.OutOrStdout(), ws)
+		}
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "Workspace %s is up to date: its definition is the one of %s.\n", ws.Name, at)
+		return err
+	}
+	if format != "json" {
+		then := "it takes it at its next start"
+		if ws.DesiredState == string(workspace.Running) {
+			then = "the agent rolls it onto it"
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "Updating %s: its definition is now the one of %s; %s.\n", ws.Name, at, then)
+	}
+	if ws.DesiredState != string(workspace.Running) {
+		wf.wait = false
+	}
+	return a.finish(cmd, c, format, wf, goals[workspace.Running], ws)
 }
 
 // askParameters asks, on a terminal, for each required parameter of the template's active version

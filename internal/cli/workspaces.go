@@ -42,7 +42,9 @@ func (a *app) createCmd() *cobra.Command {
 an image build or privileges is refused, naming the field), a repository (--repo: cloned as the
 workspace's first project at REF, and defined by its .devfile.yaml or devfile.yaml, else its
 devcontainer.json, read with your linked forge account: see hangar external-auth) or a kubernetes
-template; or from a terraform template, which provisioners build (no agent). A terraform template's parameters
+template (with --repo too when the template's devfile says hangar.dev/definition-from: repository:
+the repository's definition when it has one, else the template's devfile, under the template's
+policies either way); or from a terraform template, which provisioners build (no agent). A terraform template's parameters
 are given with --parameter NAME=VALUE (a string, number or bool as text, a list or map as JSON);
 on a terminal, the required ones not given are asked for (sensitive ones without echo). The values
 are checked before any build. With --preset, a ready prebuilt workspace of the template's preset
@@ -51,6 +53,7 @@ without a ready one, the workspace is built with the preset's version and parame
 		Example: `  hangar create my-ws --agent eu --devfile devfile.yaml --wait
   hangar create my-ws --agent eu --devcontainer .devcontainer/devcontainer.json --wait
   hangar create my-ws --agent eu --repo https://github.com/team/app#main --wait
+  hangar create my-ws --agent eu --template team --repo https://github.com/team/app --wait
   hangar create my-vm --template vm --parameter size=large --wait
   hangar create my-vm --template vm --preset small --wait`,
 		Args: oneName("workspace"),

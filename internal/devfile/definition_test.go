@@ -58,12 +58,19 @@ events:
 	}
 	if d := mustParse(t, []byte("schemaVersion: 2.2.0\ncomponents:\n  - name: main\n    container: {image: busybox}\n")); d.Definition() != DefinitionDevfile {
 		t.Errorf("a plain devfile: definition %q", d.Definition())
+	} else if d.DefinitionFromRepository() {
+		t.Errorf("a plain devfile says its definition is from the repository")
+	}
+	// A template's fallback of the repository's definition.
+	if d := mustParse(t, []byte("schemaVersion: 2.2.0\nattributes: {hangar.dev/definition-from: repository}\ncomponents:\n  - name: main\n    container: {image: busybox}\n")); !d.DefinitionFromRepository() {
+		t.Errorf("definition-from: repository not read")
 	}
 
 	_, err = Parse([]byte(`schemaVersion: 2.2.0
 attributes:
   hangar.dev/definition: compose
   hangar.dev/definition-warnings: 3
+  hangar.dev/definition-from: git
 components:
   - name: main
     attributes:
@@ -87,6 +94,7 @@ events:
 	for _, want := range []string{
 		`devfile.attributes["hangar.dev/definition"]: must be "devfile" or "devcontainer.json"`,
 		`devfile.attributes["hangar.dev/definition-warnings"]: must be a list of strings`,
+		`devfile.attributes["hangar.dev/definition-from"]: must be "repository"`,
 		`devfile.components[0].attributes["hangar.dev/remote-env"][0].name: "HANGAR_X" starts with "HANGAR"`,
 		`devfile.commands[0].attributes["hangar.dev/once-per-workspace"]: applies to commands of the postStart event only`,
 	} {

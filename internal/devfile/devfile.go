@@ -55,6 +55,16 @@ const (
 	DefinitionDevcontainer      = "devcontainer.json"
 )
 
+// DefinitionFromAttribute, at the top of a Kubernetes template's devfile, set to
+// DefinitionFromRepository, says that a workspace created from a repository with the template is
+// defined by the repository's own definition (its devfile or devcontainer.json) when it has one,
+// and by this devfile, the fallback, otherwise; the template's policies apply either way. Without
+// a repository the devfile is used as any template's.
+const (
+	DefinitionFromAttribute  = workspace.ReservedPrefix + "definition-from"
+	DefinitionFromRepository = "repository"
+)
+
 // RemoteEnvAttribute on the main container component is a list of environment variables
 // ({name, value}) for what its helper runs: SSH sessions, postStart commands and the web editor,
 // not the container's own command (devcontainer.json's remoteEnv). A value's ${NAME} is expanded
@@ -126,6 +136,9 @@ type Devfile struct {
 	// image as it is; buildHash is its hash.
 	build     *imagebuild.Spec
 	buildHash string
+
+	// fromRepository: DefinitionFromAttribute says "repository" (a template's fallback devfile).
+	fromRepository bool
 	// editor: the workspace gets the web editor: in the main container, run by its helper
 	// (editorInMain, the main container's editor), else as the last of containers
 	// (EditorContainerName).
@@ -435,6 +448,10 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 // Definition is what the workspace was defined with: DefinitionDevfile or DefinitionDevcontainer.
 func (d *Devfile) Definition() string { return d.definition }
 
+// DefinitionFromRepository reports whether the devfile is a template's fallback for the
+// repository's own definition (DefinitionFromAttribute).
+func (d *Devfile) DefinitionFromRepository() bool { return d.fromRepository }
+
 // parseDefinition reads DefinitionAttribute and DefinitionWarningsAttribute.
 func (d *Devfile) parseDefinition(v *workspace.ValidationError, attrs attributes.Attributes) {
 	d.definition = DefinitionDevfile
@@ -445,6 +462,14 @@ func (d *Devfile) parseDefinition(v *workspace.ValidationError, attrs attributes
 			d.definition = def
 		default:
 			v.Add(fmt.Sprintf("devfile.attributes[%q]", DefinitionAttribute), "must be %q or %q", DefinitionDevfile, DefinitionDevcontainer)
+		}
+	}
+	if attrs.Exists(DefinitionFromAttribute) {
+		var err error
+		if from := attrs.GetString(DefinitionFromAttribute, &err); err != nil || from != DefinitionFromRepository {
+			v.Add(fmt.Sprintf("devfile.attributes[%q]", DefinitionFromAttribute), "must be %q (a template's devfile that is the fallback of the repository's own definition)", DefinitionFromRepository)
+		} else {
+			d.fromRepository = true
 		}
 	}
 	if attrs.Exists(DefinitionWarningsAttribute) {

@@ -119,6 +119,32 @@ func TestTeamRepositoryWorkspace(t *testing.T) {
 	}) {
 		t.Fatalf("the forge never served alice/dotfiles to alice: %+v", forge.GitAccesses())
 	}
+	// hangar show says so: the helper reported the install to the server (through the relay, with
+	// its token), and where the definition came from.
+	kubetest.Eventually(t, time.Minute, "hangar show to say the dotfiles are installed", func(context.Context) error {
+		out := must(au, "show", "app")
+		if want := "installed (" + forge.InsideHTTPURL() + "/alice/dotfiles.git, with install.sh)"; !strings.Contains(out, want) {
+			return fmt.Errorf("hangar show app lacks %q:\n%s", want, out)
+		}
+		return nil
+	})
+	if out := must(au, "show", "app"); !strings.Contains(out, "Definition:          .devcontainer/devcontainer.json at commit "+head+"\n") ||
+		!strings.Contains(out, "Repository:          "+appURL+" at main\n") {
+		t.Fatalf("hangar show app does not say the repository and the commit %s:\n%s", head, out)
+	}
+	// hangar update: the branch's newest definition becomes the running workspace's; the agent
+	// rolls the pod onto it, the data volume (the clone, postCreate's file) kept.
+	updated := forge.Commit("alice", "app", "another environment", map[string]string{".devcontainer/devcontainer.json": strings.Replace(dc, "from-container", "from-update", 1)})
+	must(au, "update", "app", "--wait")
+	kubetest.Eventually(t, 3*time.Minute, "the workspace to run the updated definition", func(context.Context) error {
+		if out, errOut, code := ssh(au, "app", `echo "$TEAM_ENV"; cat /workspaces/created.txt`); code != 0 || out != "from-update\ncreated from-container in /workspaces/app\n" {
+			return fmt.Errorf("exit %d %q %q", code, out, errOut)
+		}
+		return nil
+	})
+	if out := must(au, "show", "app"); !strings.Contains(out, "Definition:          .devcontainer/devcontainer.json at commit "+updated+"\n") {
+		t.Fatalf("hangar show app after the update does not say the commit %s:\n%s", updated, out)
+	}
 
 	// git pull gets a commit made at the forge since the clone.
 	second := forge.Commit("alice", "app", "from the forge", map[string]string{"NEWS.md": "news\n"})

@@ -23,3 +23,32 @@ const (
 	GitSSHKeyPath  = "/api/v1/workspace-agent/gitssh"
 	GitSSHSignPath = "/api/v1/workspace-agent/gitssh/sign"
 )
+
+// DotfilesStatusPath is where a helper reports, with its token, how the install of the owner's
+// dotfiles went (PUT, a DotfilesStatus): shown with the workspace (hangar show, the API's
+// workspace detail, its page).
+const DotfilesStatusPath = "/api/v1/workspace-agent/dotfiles"
+
+// The states of a DotfilesStatus.
+const (
+	DotfilesInstalling = "installing"
+	DotfilesInstalled  = "installed"
+	DotfilesFailed     = "failed"
+)
+
+// MaxDotfilesLogBytes bounds a DotfilesStatus's log: the last lines of the install's output.
+const MaxDotfilesLogBytes = 4 << 10
+
+// DotfilesStatus is an install of the owner's dotfiles, as the helper reports it.
+type DotfilesStatus struct {
+	// State is DotfilesInstalling, DotfilesInstalled or DotfilesFailed.
+	State string `json:"state"`
+	// Repository is the dotfiles repository installed (URL[#ref]).
+	Repository string `json:"repository"`
+	// Script is the install script run (install.sh, ...); "" when the dot-files were linked.
+	Script string `json:"script,omitempty"`
+	// Error is why it failed (State DotfilesFailed).
+	Error string `json:"error,omitempty"`
+	// Log is the last lines of the install's output, at most MaxDotfilesLogBytes.
+	Log string `json:"log,omitempty"`
+}

@@ -32,8 +32,8 @@ type ForgeReader struct {
 	// HTTP is the client (nil: http.DefaultClient).
 	HTTP *http.Client
 
-	bitbucketRef string // Bitbucket's src needs a ref: the default branch, asked once
-	defaultRef   string // the default branch, for the git trees API
+	bitbucketRef  string // Bitbucket's src needs a ref: the default branch, asked once
+	defaultBranch string // the repository's default branch, from Check (or rootRef, asked once)
 }
 
 // maxListBytes bounds a directory listing's JSON.
@@ -52,11 +52,81 @@ func (f *ForgeReader) Check(ctx context.Context) error {
 	default:
 		return fmt.Errorf("reading a repository: unknown forge type %q", f.Type)
 	}
-	_, err := f.get(ctx, u, "application/json", maxListBytes, "the repository")
+	b, err := f.get(ctx, u, "application/json", maxListBytes, "the repository")
 	if errors.Is(err, ErrNotFound) {
 		return f.refused(http.StatusNotFound)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// The default branch, for Pin without a ref (each forge names it in the repository's JSON).
+	var repo struct {
+		DefaultBranch string                `json:"default_branch"`
+		MainBranch    struct{ Name string } `json:"mainbranch"`
+	}
+	if json.Unmarshal(b, &repo) == nil {
+		f.defaultBranch = repo.DefaultBranch
+		if f.Type == "bitbucket" {
+			f.defaultBranch = repo.MainBranch.Name
+		}
+	}
+	return nil
+}
+
+// Pin implements Reader: the commit of the ref (else of the default branch Check read), through
+// GitHub's commits/{ref} (its sha media type), GitLab's repository/commits/{ref}, Gitea's
+// git/commits/{ref} and Bitbucket's commit/{ref}; later reads are at that commit.
+func (f *ForgeReader) Pin(ctx context.Context) (string, error) {
+	ref := f.Ref
+	if ref == "" {
+		ref = f.defaultBranch
+	}
+	if ref == "" {
+		return "", errors.New("reading the repository: the forge did not say its default branch (is it empty?)")
+	}
+	var u, accept, field string
+	switch f.Type {
+	case "github":
+		u, accept = f.APIBase+"/repos/"+escapePath(f.Repo)+"/commits/"+url.PathEscape(ref), "application/vnd.github.sha"
+	case "gitea":
+		u, field = f.APIBase+"/repos/"+escapePath(f.Repo)+"/git/commits/"+url.PathEscape(ref)+"?stat=false&verification=false&files=false", "sha"
+	case "gitlab":
+		u, field = f.APIBase+"/projects/"+url.PathEscape(f.Repo)+"/repository/commits/"+url.PathEscape(ref), "id"
+	case "bitbucket":
+		u, field = f.APIBase+"/repositories/"+escapePath(f.Repo)+"/commit/"+url.PathEscape(ref), "hash"
+	default:
+		return "", fmt.Errorf("reading a repository: unknown forge type %q", f.Type)
+	}
+	b, err := f.get(ctx, u, accept, maxListBytes, "the commit of "+ref)
+	if errors.Is(err, ErrNotFound) {
+		return "", &RefError{Ref: ref}
+	}
+	if err != nil {
+		return "", err
+	}
+	sha, err := decodeCommit(field, b)
+	if err != nil {
+		return "", fmt.Errorf("reading the commit of %s: %w", ref, err)
+	}
+	f.Ref, f.bitbucketRef = sha, sha
+	return sha, nil
+}
+
+// decodeCommit reads a forge's answer about a commit: the bare id (field ""), or the JSON object's
+// field; only a full commit id is an answer.
+func decodeCommit(field string, b []byte) (string, error) {
+	sha := strings.TrimSpace(string(b))
+	if field != "" {
+		var obj map[string]any
+		if json.Unmarshal(b, &obj) != nil {
+			return "", errors.New("the forge's answer is not a commit")
+		}
+		sha, _ = obj[field].(string)
+	}
+	if !IsCommit(sha) {
+		return "", errors.New("the forge answered no commit id")
+	}
+	return sha, nil
 }
 
 // ReadFile implements Reader.
@@ -212,8 +282,8 @@ func (f *ForgeReader) rootRef(ctx context.Context) (string, error) {
 	if f.Ref != "" {
 		return f.Ref, nil
 	}
-	if f.defaultRef != "" {
-		return f.defaultRef, nil
+	if f.defaultBranch != "" {
+		return f.defaultBranch, nil
 	}
 	b, err := f.get(ctx, f.APIBase+"/repos/"+escapePath(f.Repo), "application/json", maxListBytes, "the repository")
 	if err != nil {
@@ -225,8 +295,8 @@ func (f *ForgeReader) rootRef(ctx context.Context) (string, error) {
 	if json.Unmarshal(b, &repo) != nil || repo.DefaultBranch == "" {
 		return "", errors.New("reading the repository: the forge did not say its default branch")
 	}
-	f.defaultRef = repo.DefaultBranch
-	return f.defaultRef, nil
+	f.defaultBranch = repo.DefaultBranch
+	return f.defaultBranch, nil
 }
 
 // decodeEntries reads a directory listing of forge type typ.

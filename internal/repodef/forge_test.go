@@ -26,9 +26,22 @@ func TestGiteaReader(t *testing.T) {
 		return &ForgeReader{Type: "gitea", APIBase: f.HTTPURL() + "/api/v1", Repo: "alice/app", Ref: ref, Token: token}
 	}
 	ctx := context.Background()
+	head := f.Head("alice", "app")
 	d, err := Find(ctx, reader(alice, ""), "")
-	if err != nil || d.Kind != Devcontainer || d.Path != ".devcontainer.json" || string(d.Content) != `{"image":"v1"}` {
-		t.Fatalf("at main: %+v, %v", d, err)
+	if err != nil || d.Kind != Devcontainer || d.Path != ".devcontainer.json" || string(d.Content) != `{"image":"v1"}` || d.Commit != head {
+		t.Fatalf("at main: %+v, %v; want commit %s", d, err, head)
+	}
+	// A branch resolves to its newest commit; a commit to itself; a ref the repository lacks is
+	// said so.
+	if d, err := Find(ctx, reader(alice, "main"), ""); err != nil || d.Commit != head {
+		t.Fatalf("at branch main: %+v, %v; want commit %s", d, err, head)
+	}
+	if d, err := Find(ctx, reader(alice, first), ""); err != nil || d.Commit != first || d.Path != ".devcontainer.json" {
+		t.Fatalf("at the first commit: %+v, %v", d, err)
+	}
+	var refErr *RefError
+	if _, err := Find(ctx, reader(alice, "nope"), ""); !errors.As(err, &refErr) || refErr.Ref != "nope" {
+		t.Fatalf("a missing ref: %v, want a RefError", err)
 	}
 	d, err = Find(ctx, reader(alice, ""), ".devcontainer/py/devcontainer.json")
 	if err != nil || string(d.Content) != `{"image":"py"}` {
@@ -76,6 +89,13 @@ func fakeForge(t *testing.T, check func(r *http.Request) (status int, body strin
 
 func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
 
+// The commits the fakes' refs name.
+const (
+	ghCommit = "1111111111111111111111111111111111111111"
+	glCommit = "2222222222222222222222222222222222222222"
+	bbCommit = "3333333333333333333333333333333333333333"
+)
+
 // GitHub, GitLab and Bitbucket Cloud cannot run here: their documented API shapes, served by fakes
 // (GitHub's contents API with the raw media type; GitLab's files/raw and tree with the project's
 // path URL-encoded; Bitbucket's src at the main branch it names).
@@ -85,14 +105,16 @@ func TestOtherForgesReaders(t *testing.T) {
 		srv := fakeForge(t, func(r *http.Request) (int, string) {
 			switch {
 			case r.URL.Path == "/repos/alice/app":
-				return 200, `{"full_name":"alice/app"}`
-			case r.URL.Path == "/repos/alice/app/contents/.devcontainer/devcontainer.json" && r.Header.Get("Accept") == "application/vnd.github.raw+json" && r.URL.Query().Get("ref") == "dev":
+				return 200, `{"full_name":"alice/app","default_branch":"main"}`
+			case r.URL.Path == "/repos/alice/app/commits/dev" && r.Header.Get("Accept") == "application/vnd.github.sha":
+				return 200, ghCommit
+			case r.URL.Path == "/repos/alice/app/contents/.devcontainer/devcontainer.json" && r.Header.Get("Accept") == "application/vnd.github.raw+json" && r.URL.Query().Get("ref") == ghCommit:
 				return 200, `{"image":"gh"}`
 			}
 			return 404, `{"message":"Not Found"}`
 		})
 		d, err := Find(ctx, &ForgeReader{Type: "github", APIBase: srv.URL, Repo: "alice/app", Ref: "dev", Token: "tok"}, "")
-		if err != nil || d.Path != ".devcontainer/devcontainer.json" || string(d.Content) != `{"image":"gh"}` {
+		if err != nil || d.Path != ".devcontainer/devcontainer.json" || string(d.Content) != `{"image":"gh"}` || d.Commit != ghCommit {
 			t.Fatalf("%+v, %v", d, err)
 		}
 	})
@@ -100,10 +122,12 @@ func TestOtherForgesReaders(t *testing.T) {
 		srv := fakeForge(t, func(r *http.Request) (int, string) {
 			switch {
 			case r.URL.EscapedPath() == "/projects/group%2Fsub%2Fapp":
-				return 200, `{"id":7}`
-			case r.URL.EscapedPath() == "/projects/group%2Fsub%2Fapp/repository/tree" && r.URL.Query().Get("path") == ".devcontainer":
+				return 200, `{"id":7,"default_branch":"master"}`
+			case r.URL.EscapedPath() == "/projects/group%2Fsub%2Fapp/repository/commits/master":
+				return 200, `{"id":"` + glCommit + `","short_id":"abc"}`
+			case r.URL.EscapedPath() == "/projects/group%2Fsub%2Fapp/repository/tree" && r.URL.Query().Get("path") == ".devcontainer" && r.URL.Query().Get("ref") == glCommit:
 				return 200, jsonOf([]map[string]string{{"name": "go", "type": "tree"}, {"name": "README.md", "type": "blob"}})
-			case r.URL.EscapedPath() == "/projects/group%2Fsub%2Fapp/repository/files/.devcontainer%2Fgo%2Fdevcontainer.json/raw" && r.URL.Query().Get("ref") == "HEAD":
+			case r.URL.EscapedPath() == "/projects/group%2Fsub%2Fapp/repository/files/.devcontainer%2Fgo%2Fdevcontainer.json/raw" && r.URL.Query().Get("ref") == glCommit:
 				return 200, `{"image":"gl"}`
 			case strings.HasSuffix(r.URL.Path, "/repository/tree"):
 				return 200, `[]`
@@ -111,7 +135,7 @@ func TestOtherForgesReaders(t *testing.T) {
 			return 404, `{"message":"404 File Not Found"}`
 		})
 		d, err := Find(ctx, &ForgeReader{Type: "gitlab", APIBase: srv.URL, Repo: "group/sub/app", Token: "tok"}, "")
-		if err != nil || d.Path != ".devcontainer/go/devcontainer.json" || string(d.Content) != `{"image":"gl"}` {
+		if err != nil || d.Path != ".devcontainer/go/devcontainer.json" || string(d.Content) != `{"image":"gl"}` || d.Commit != glCommit {
 			t.Fatalf("%+v, %v", d, err)
 		}
 	})
@@ -120,13 +144,15 @@ func TestOtherForgesReaders(t *testing.T) {
 			switch r.URL.Path {
 			case "/repositories/team/app":
 				return 200, `{"mainbranch":{"name":"trunk"}}`
-			case "/repositories/team/app/src/trunk/devfile.yaml":
+			case "/repositories/team/app/commit/trunk":
+				return 200, `{"hash":"` + bbCommit + `","type":"commit"}`
+			case "/repositories/team/app/src/" + bbCommit + "/devfile.yaml":
 				return 200, "schemaVersion: 2.2.0\n"
 			}
 			return 404, `{"type":"error"}`
 		})
 		d, err := Find(ctx, &ForgeReader{Type: "bitbucket", APIBase: srv.URL, Repo: "team/app", Token: "tok"}, "")
-		if err != nil || d.Kind != Devfile || d.Path != "devfile.yaml" {
+		if err != nil || d.Kind != Devfile || d.Path != "devfile.yaml" || d.Commit != bbCommit {
 			t.Fatalf("%+v, %v", d, err)
 		}
 	})
@@ -228,7 +254,9 @@ func TestForgeReaderRedirectDropsToken(t *testing.T) {
 		atForge = append(atForge, r.Header.Get("Authorization"))
 		switch r.URL.Path {
 		case "/repos/alice/app":
-			w.Write([]byte(`{}`))
+			w.Write([]byte(`{"default_branch":"main"}`))
+		case "/repos/alice/app/commits/main":
+			w.Write([]byte(ghCommit))
 		case "/repos/alice/app/contents/.devcontainer/devcontainer.json":
 			// The same loopback server by another name: another host to Go's client.
 			http.Redirect(w, r, strings.Replace(other.URL, "127.0.0.1", "localhost", 1)+"/blob", http.StatusFound)
@@ -247,4 +275,19 @@ func TestForgeReaderRedirectDropsToken(t *testing.T) {
 	if len(elsewhere) != 1 || elsewhere[0] != "" {
 		t.Fatalf("the other host got Authorization %q, want none", elsewhere)
 	}
+}
+
+// FuzzDecodeCommit: whatever a forge answers about a commit, what is taken is a full commit id, or
+// an error; nothing panics.
+func FuzzDecodeCommit(f *testing.F) {
+	f.Add("", "1111111111111111111111111111111111111111\n")
+	f.Add("sha", `{"sha":"2222222222222222222222222222222222222222"}`)
+	f.Add("id", `{"id":42}`)
+	f.Add("hash", `{"hash":"../../etc"}`)
+	f.Fuzz(func(t *testing.T, field, body string) {
+		sha, err := decodeCommit(field, []byte(body))
+		if err == nil && !IsCommit(sha) {
+			t.Fatalf("%q %q: took %q", field, body, sha)
+		}
+	})
 }

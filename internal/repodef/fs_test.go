@@ -109,7 +109,8 @@ func TestDockerfileFromTheForge(t *testing.T) {
 // counting the forge's requests.
 type countingReader struct{ requests int }
 
-func (c *countingReader) Check(context.Context) error { return nil }
+func (c *countingReader) Check(context.Context) error         { return nil }
+func (c *countingReader) Pin(context.Context) (string, error) { return "c0ffee", nil }
 func (c *countingReader) ReadFile(context.Context, string) ([]byte, error) {
 	c.requests++
 	return []byte("x"), nil

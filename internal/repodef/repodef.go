@@ -22,11 +22,13 @@ const (
 	Devcontainer Kind = "devcontainer"
 )
 
-// Definition is the file found, or none (Kind "").
+// Definition is the file found, or none (Kind ""), and the commit it was looked for at.
 type Definition struct {
 	Kind    Kind
 	Path    string
 	Content []byte
+	// Commit is the commit the ref named when the definition was read (Reader.Pin).
+	Commit string
 }
 
 // MaxFileBytes bounds a definition file (a devfile in a create request has the same bound).
@@ -69,6 +71,25 @@ type Reader interface {
 	ReadFile(ctx context.Context, path string) ([]byte, error)
 	// List returns a directory's entries (at most MaxEntries), or ErrNotFound.
 	List(ctx context.Context, dir string) ([]Entry, error)
+	// Pin resolves the reader's ref (a branch to its newest commit; "": the default branch) to a
+	// commit, and reads at that commit from then on, so that every file of one definition comes
+	// from one commit. A ref the repository does not have is a *RefError.
+	Pin(ctx context.Context) (string, error)
+}
+
+// RefError is a ref the repository does not have.
+type RefError struct{ Ref string }
+
+func (e *RefError) Error() string {
+	return fmt.Sprintf("the repository has no branch, tag or commit %q", e.Ref)
+}
+
+// IsCommit reports whether s is a full commit id (SHA-1 or SHA-256, lower-case hex).
+func IsCommit(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') })
 }
 
 // The paths tried, in order (the issue's; devcontainer's own spec lists the same three places).
@@ -80,11 +101,22 @@ var (
 // Find returns the repository's definition: `.devfile.yaml` or `devfile.yaml`; else
 // `.devcontainer/devcontainer.json` or `.devcontainer.json`; else the one
 // `.devcontainer/<name>/devcontainer.json` (several: an error that lists them, to name one with
-// devcontainerPath); else none. A devcontainerPath given is read and nothing else.
+// devcontainerPath); else none. A devcontainerPath given is read and nothing else. Every file is read
+// at the commit the ref names when Find begins (Definition.Commit).
 func Find(ctx context.Context, r Reader, devcontainerPath string) (Definition, error) {
 	if err := r.Check(ctx); err != nil {
 		return Definition{}, err
 	}
+	commit, err := r.Pin(ctx)
+	if err != nil {
+		return Definition{}, err
+	}
+	d, err := find(ctx, r, devcontainerPath)
+	d.Commit = commit
+	return d, err
+}
+
+func find(ctx context.Context, r Reader, devcontainerPath string) (Definition, error) {
 	if devcontainerPath != "" {
 		p, detail := cleanPath(devcontainerPath)
 		if detail != "" {

@@ -12,6 +12,11 @@ type mapRepo map[string]string
 
 func (m mapRepo) Check(context.Context) error { return nil }
 
+// mapCommit is the commit every mapRepo is at.
+const mapCommit = "0123456789abcdef0123456789abcdef01234567"
+
+func (m mapRepo) Pin(context.Context) (string, error) { return mapCommit, nil }
+
 func (m mapRepo) ReadFile(_ context.Context, p string) ([]byte, error) {
 	if c, ok := m[p]; ok {
 		return []byte(c), nil
@@ -67,7 +72,7 @@ func TestFindOrder(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || d.Kind != tc.wantKind || d.Path != tc.wantPath || (d.Kind != "" && string(d.Content) != tc.repo[d.Path]) {
+			if err != nil || d.Kind != tc.wantKind || d.Path != tc.wantPath || (d.Kind != "" && string(d.Content) != tc.repo[d.Path]) || d.Commit != mapCommit {
 				t.Fatalf("Find: %+v, %v; want %s %s", d, err, tc.wantKind, tc.wantPath)
 			}
 		})

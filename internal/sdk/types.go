@@ -21,6 +21,10 @@ type Workspace struct {
 	// Definition (kubernetes) is what the workspace was defined with: "devfile" or
 	// "devcontainer.json"; in the answers to create and to a read of one workspace.
 	Definition string `json:"definition,omitempty"`
+	// Repository (kubernetes) is the repository the workspace was created from, and the commit
+	// and file its definition was last read at (hangar update reads it again); absent for a
+	// workspace not made from a repository.
+	Repository *WorkspaceRepository `json:"repository,omitempty"`
 	// Backend is "kubernetes" (an agent runs it) or "terraform" (builds run it).
 	Backend  string `json:"backend"`
 	Template string `json:"template,omitempty"`
@@ -69,6 +73,9 @@ type Workspace struct {
 	// Endpoints (kubernetes, in the answer about one workspace) are the devfile's declared
 	// endpoints, with the URL the access proxy serves each public one at.
 	Endpoints []WorkspaceEndpoint `json:"endpoints,omitempty"`
+	// Dotfiles (in the answer about one workspace) is how the install of its owner's dotfiles
+	// went, as its helper reported it.
+	Dotfiles *WorkspaceDotfiles `json:"dotfiles,omitempty"`
 	// Warnings, only in the answers to create and update: what Hangar accepted in the devfile but
 	// ignores (starterProjects, components only build and deploy commands use, ...).
 	Warnings []string `json:"warnings,omitempty"`
@@ -127,6 +134,35 @@ type RepositorySource struct {
 	DevcontainerPath string `json:"devcontainer_path,omitempty"`
 }
 
+// WorkspaceDotfiles is the install of a workspace owner's dotfiles.
+type WorkspaceDotfiles struct {
+	// Status is "not configured" (the owner has no dotfiles repository), "pending" (to be
+	// installed at the workspace's next start), "installing", "installed" or "failed".
+	Status     string `json:"status"`
+	Repository string `json:"repository,omitempty"`
+	// Script is the install script run ("": the dot-files were linked into the home directory).
+	Script string `json:"script,omitempty"`
+	// Error is why the install failed; Log the last lines of its output (at most 4 KiB).
+	Error     string     `json:"error,omitempty"`
+	Log       string     `json:"log,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+}
+
+// WorkspaceRepository is where a workspace's definition comes from.
+type WorkspaceRepository struct {
+	URL string `json:"url"`
+	// Ref is the branch, tag or commit given at create ("": the default branch).
+	Ref              string `json:"ref,omitempty"`
+	DevcontainerPath string `json:"devcontainer_path,omitempty"`
+	// Commit is the commit the definition was read at ("": not read, no configured forge serves
+	// the repository).
+	Commit string `json:"commit,omitempty"`
+	// DefinitionPath is the file the definition came from ("": none; the default was used).
+	DefinitionPath string `json:"definition_path,omitempty"`
+	// ReadAt is when the definition was read.
+	ReadAt time.Time `json:"read_at"`
+}
+
 // CreateWorkspaceRequest is the body of POST /api/v1/workspaces. Devfile is YAML text; empty means
 // the default devfile.
 type CreateWorkspaceRequest struct {
@@ -169,7 +205,10 @@ type UpdateWorkspaceVersionRequest struct {
 }
 
 // UpdateWorkspaceVersionResponse answers an update: Result is "up-to-date" (nothing was built),
-// "restart" (a stop, then a start on the active version) or "start".
+// "restart" (a stop, then a start on the active version) or "start"; for a Kubernetes workspace
+// made from a repository, "up-to-date" (the definition read again is the one it has) or
+// "definition" (the new definition is the workspace's: a running workspace is rolled onto it, a
+// stopped one takes it at its start).
 type UpdateWorkspaceVersionResponse struct {
 	Result    string    `json:"result"`
 	Workspace Workspace `json:"workspace"`

@@ -319,14 +319,18 @@ func (s *Server) pullTemplateVersion(w http.ResponseWriter, r *http.Request, _ w
 	return nil
 }
 
-// updateWorkspaceVersion is hangar update: the workspace moves to its template's active version
-// and to the parameter values given (tfbackend.Update).
+// updateWorkspaceVersion is hangar update: a terraform workspace moves to its template's active
+// version and to the parameter values given (tfbackend.Update); a Kubernetes workspace made from
+// a repository takes the definition read again from it (updateDefinition).
 func (s *Server) updateWorkspaceVersion(w http.ResponseWriter, r *http.Request, u workspace.User) (err error) {
 	var req sdk.UpdateWorkspaceVersionRequest
 	if err := decodeJSON(w, r, sdk.MaxBodyBytes, &req); err != nil {
 		return err
 	}
 	defer s.audit(&r, u, audit.WorkspaceUpdate, workspaceTarget(r, u))(&err)
+	if ws, err := s.visibleWorkspace(r, u); err == nil && ws.Backend == workspace.KindKubernetes {
+		return s.updateDefinition(w, r, u, ws, req)
+	}
 	ws, err := s.terraformWorkspace(r, u)
 	if err != nil {
 		return err

@@ -67,6 +67,10 @@ func (s *Server) toWorkspace(w workspace.Workspace) sdk.Workspace {
 	if w.ErrorType != "" || w.ErrorMessage != "" {
 		out.Error = &sdk.WorkspaceError{Type: w.ErrorType, Message: w.ErrorMessage}
 	}
+	if r := w.Repository; r != nil {
+		out.Repository = &sdk.WorkspaceRepository{URL: r.URL, Ref: r.Ref, DevcontainerPath: r.DevcontainerPath, Commit: r.Commit,
+			DefinitionPath: r.DefinitionPath, ReadAt: r.ReadAt}
+	}
 	h := workspace.Helper(w, s.clock.Now())
 	out.Helper = sdk.WorkspaceHelper{Status: string(h.State), Since: h.Since, LastError: h.LastError, Problem: h.Problem}
 	return out

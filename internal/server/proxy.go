@@ -440,7 +440,7 @@ func (s *Server) proxyAccess(ctx context.Context, scope accessScope, host string
 	if !h.inZoneOf(agent) {
 		return notFound, nil
 	}
-	df, err := s.kube.Devfile(ctx, ws.ID)
+	df, err := s.kube.Devfile(ctx, ws)
 	if err != nil {
 		return notFound, fmt.Errorf("read devfile of %s/%s: %w", h.owner, h.name, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/externalauth"
 	"github.com/hangar-dev/hangar/internal/repodef"
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -22,8 +23,8 @@ const repositoryReadTimeout = 30 * time.Second
 // "A workspace from a repository"): through the API of the configured forge that serves the
 // repository's host, with u's linked account there (anonymously when u has none, for a public
 // repository). A host no configured forge serves gets the agent's default definition, with a
-// warning saying why.
-func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.RepositorySource) (*kube.Repository, []string, error) {
+// warning saying why. fallback says what is used when the repository has no definition.
+func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.RepositorySource, fallback string) (*kube.Repository, []string, error) {
 	raw := req.URL
 	if req.Ref != "" {
 		raw += "#" + req.Ref
@@ -45,7 +46,7 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 	if !ok {
 		scheme = "ssh" // scp-like user@host:path
 	}
-	repo := &kube.Repository{URL: src.URL, Ref: src.Ref}
+	repo := &kube.Repository{URL: src.URL, Ref: src.Ref, DevcontainerPath: req.DevcontainerPath}
 	var provider externalauth.Provider
 	found := false
 	if s.extAuth != nil {
@@ -58,7 +59,7 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 			Detail: fmt.Sprintf("no forge configured in Hangar serves the SSH host %s (an admin lists ssh://%s in a forge's hosts, with its ssh_known_hosts): give the repository's https:// URL, or ask an admin", host, host)})
 	}
 	if !found {
-		return repo, []string{fmt.Sprintf("the repository's own definition was not read: no forge configured in Hangar serves %s (an admin adds it with --external-auth-config); the agent's default definition is used, and the repository is cloned at the start", host)}, nil
+		return repo, []string{fmt.Sprintf("the repository's own definition was not read: no forge configured in Hangar serves %s (an admin adds it with --external-auth-config); %s is used, and the repository is cloned at the start", host, fallback)}, nil
 	}
 	token := ""
 	tok, err := s.extAuth.Token(ctx, u, provider.ID)
@@ -82,6 +83,7 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 	var refused *repodef.RefusedError
 	var choice *repodef.ChoiceError
 	var pathErr *repodef.PathError
+	var refErr *repodef.RefError
 	switch {
 	case errors.As(err, &refused) && token == "":
 		return nil, nil, errConflict(fmt.Sprintf("%s cannot read %s without your account there: link it with `hangar external-auth link %s`, then create the workspace again", provider.Name, repoPath, provider.ID), "")
@@ -89,6 +91,10 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 		return nil, nil, errConflict(fmt.Sprintf("%s refused to read %s with your linked account (HTTP %d): it is private and your account may not read it, or it does not exist", provider.Name, repoPath, refused.Status), "")
 	case errors.As(err, &choice):
 		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.devcontainer_path", Detail: err.Error(), Choices: choice.Paths})
+	case errors.As(err, &refErr) && req.Ref != "":
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.ref", Detail: refErr.Error()})
+	case errors.As(err, &refErr):
+		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository", Detail: refErr.Error() + " (its default branch): is it empty?"})
 	case errors.As(err, &pathErr):
 		return nil, nil, errBadRequest("invalid request", sdk.Validation{Field: "repository.devcontainer_path", Detail: pathErr.Detail})
 	case err != nil:
@@ -97,7 +103,7 @@ func (s *Server) readRepository(ctx context.Context, u workspace.User, req sdk.R
 	repo.Definition = def
 	var warnings []string
 	if def.Kind == "" {
-		warnings = append(warnings, fmt.Sprintf("%s has no devfile or devcontainer.json at %s: the agent's default definition is used", repoPath, refName(src.Ref)))
+		warnings = append(warnings, fmt.Sprintf("%s has no devfile or devcontainer.json at %s: %s is used", repoPath, refName(src.Ref), fallback))
 	}
 	return repo, warnings, nil
 }
@@ -107,4 +113,42 @@ func refName(ref string) string {
 		return "its default branch"
 	}
 	return ref
+}
+
+// updateDefinition is hangar update of a Kubernetes workspace (docs/decisions.md, "A team's
+// repository: the definition follows the repository"): its repository's definition is read again
+// as at create (with the caller's forge account, the same order, errors and fallback to the
+// agent's default) at the newest commit of the ref, and becomes the workspace's when it differs.
+// A workspace not made from a repository has nothing to read again: 409.
+func (s *Server) updateDefinition(w http.ResponseWriter, r *http.Request, u workspace.User, ws workspace.Workspace, req sdk.UpdateWorkspaceVersionRequest) error {
+	if len(req.Parameters) > 0 {
+		return errBadRequest("invalid request", sdk.Validation{Field: "parameters", Detail: "are for terraform templates: a Kubernetes workspace has none"})
+	}
+	if ws.Repository == nil {
+		return errConflict("not created from a repository", fmt.Sprintf(
+			"workspace %q is a Kubernetes workspace defined by the devfile it was created with: update reads the definition again only for a workspace created from a repository (hangar create --repo)", ws.Name))
+	}
+	src := *ws.Repository
+	repo, warnings, err := s.readRepository(r.Context(), u, sdk.RepositorySource{URL: src.URL, Ref: src.Ref, DevcontainerPath: src.DevcontainerPath}, fallbackName(ws.TemplateName))
+	if err != nil {
+		return err
+	}
+	nw, df, result, err := s.kube.UpdateDefinition(r.Context(), u, store.WorkspaceRef{ID: ws.ID}, *repo)
+	if err != nil {
+		return err
+	}
+	out := s.toWorkspace(nw)
+	out.Warnings, out.Definition = append(warnings, df.Warnings()...), df.Definition()
+	writeJSON(w, http.StatusOK, sdk.UpdateWorkspaceVersionResponse{Result: result, Workspace: out})
+	return nil
+}
+
+// fallbackName says what defines a workspace from a repository that has no definition: the
+// template's devfile (a template whose devfile says the repository defines the workspace), else the
+// agent's default.
+func fallbackName(template string) string {
+	if template != "" {
+		return fmt.Sprintf("the template %s's devfile", template)
+	}
+	return "the agent's default definition"
 }

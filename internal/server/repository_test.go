@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/externalauth"
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -79,6 +80,19 @@ func (re *repoEnv) configOf(t *testing.T, name string) string {
 		}
 	}
 	t.Fatalf("no config for %s", name)
+	return ""
+}
+
+// partialConfig is the config a partial reconcile sends for the workspace ("" when none: nothing
+// changed for it since the agent's last answer).
+func (re *repoEnv) partialConfig(t *testing.T, name string) string {
+	t.Helper()
+	resp := reconcileCall(t, re.Env, re.agent, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+	for _, w := range resp.WorkspaceRailsInfos {
+		if strings.HasPrefix(w.Name, name+"-") {
+			return w.ConfigToApply
+		}
+	}
 	return ""
 }
 
@@ -182,6 +196,7 @@ func TestCreateWorkspaceFromRepository(t *testing.T) {
 				{map[string]any{"url": "https://u:p@h/x/y"}, "repository"},
 				{map[string]any{"url": f.CloneURL("alice", "app"), "ref": "-x"}, "repository"},
 				{map[string]any{"url": f.CloneURL("alice", "app"), "devcontainer_path": "../x"}, "repository.devcontainer_path"},
+				{map[string]any{"url": f.CloneURL("alice", "app"), "ref": "no-such-branch"}, "repository.ref"},
 			} {
 				status, body := create("bad", tc.repo)
 				if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) == 0 || e.Validations[0].Field != tc.field {
@@ -264,6 +279,213 @@ func TestCreateWorkspaceFromSSHRepository(t *testing.T) {
 			if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) == 0 || e.Validations[0].Field != "repository.url" ||
 				!strings.Contains(e.Validations[0].Detail, "no forge configured in Hangar serves the SSH host git.elsewhere.test") {
 				t.Fatalf("an SSH host no forge serves: %d %s, want a 400 naming repository.url", status, body)
+			}
+		})
+	}
+}
+
+// The definition follows the repository: hangar update reads it again at the ref's newest commit
+// and makes it the workspace's (the agent gets the new config); until then the workspace keeps the
+// definition it was read with, whatever the repository's branch does. The same definition changes
+// nothing but the commit shown; a definition the rules refuse is refused as at create, naming the
+// field, and nothing changes; a repository without a definition falls back to the agent's default
+// as create does; an unlinked account is create's 409; a workspace not made from a repository has
+// nothing to read again.
+func TestUpdateWorkspaceFromRepository(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			re := newRepoEnv(t, engine)
+			f := re.forge
+			first := f.CreateRepo("alice", "app", true, map[string]string{".devcontainer.json": `{"image": "hangar.local/app:v1"}`})
+			re.link(t)
+			var ws sdk.Workspace
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1",
+				"repository": map[string]any{"url": f.CloneURL("alice", "app"), "ref": "main"}}, http.StatusCreated, &ws)
+			wantRepo := func(ws sdk.Workspace, commit, path string) {
+				t.Helper()
+				r := ws.Repository
+				if r == nil || r.URL != f.CloneURL("alice", "app") || r.Ref != "main" || r.Commit != commit || r.DefinitionPath != path || r.ReadAt.IsZero() {
+					t.Fatalf("repository %+v, want commit %s and path %s", r, commit, path)
+				}
+			}
+			show := func() sdk.Workspace {
+				t.Helper()
+				var got sdk.Workspace
+				mustCall(t, re.Env, re.dev, "GET", "/api/v1/workspaces/app", nil, http.StatusOK, &got)
+				return got
+			}
+			update := func() (int, []byte) {
+				return call(t, re.Env, re.dev, "POST", "/api/v1/workspaces/app/update", map[string]any{})
+			}
+			wantRepo(ws, first, ".devcontainer.json")
+			wantRepo(show(), first, ".devcontainer.json")
+			if cfg := re.configOf(t, "app"); !strings.Contains(cfg, "image: hangar.local/app:v1") {
+				t.Fatalf("config at create:\n%s", cfg)
+			}
+
+			// The branch moves on: the workspace is pinned (a stop and a start do not read it).
+			second := f.Commit("alice", "app", "v2", map[string]string{".devcontainer.json": `{"image": "hangar.local/app:v2", "forwardPorts": [8080]}`})
+			mustCall(t, re.Env, re.dev, "PATCH", "/api/v1/workspaces/app", map[string]any{"desired_state": "Stopped"}, http.StatusOK, nil)
+			mustCall(t, re.Env, re.dev, "PATCH", "/api/v1/workspaces/app", map[string]any{"desired_state": "Running"}, http.StatusOK, nil)
+			if cfg := re.configOf(t, "app"); !strings.Contains(cfg, "image: hangar.local/app:v1") {
+				t.Fatalf("a start read the repository again:\n%s", cfg)
+			}
+			wantRepo(show(), first, ".devcontainer.json")
+
+			// hangar update: the new definition, at the branch's newest commit, sent to the agent at
+			// its next partial reconcile (the update is a change of the desired state's time).
+			re.Clock.Advance(time.Second) // the agent's answer after the start's change
+			re.configOf(t, "app")
+			if cfg := re.partialConfig(t, "app"); cfg != "" {
+				t.Fatalf("a partial reconcile before the update sent a config")
+			}
+			var up sdk.UpdateWorkspaceVersionResponse
+			status, body := update()
+			if status != http.StatusOK || json.Unmarshal(body, &up) != nil || up.Result != "definition" {
+				t.Fatalf("update: %d %s", status, body)
+			}
+			wantRepo(up.Workspace, second, ".devcontainer.json")
+			wantRepo(show(), second, ".devcontainer.json")
+			if cfg := re.partialConfig(t, "app"); !strings.Contains(cfg, "image: hangar.local/app:v2") {
+				t.Fatalf("the next partial reconcile did not send the new definition:\n%s", cfg)
+			}
+			if cfg := re.configOf(t, "app"); !strings.Contains(cfg, "image: hangar.local/app:v2") || !strings.Contains(cfg, "containerPort: 8080") {
+				t.Fatalf("the agent did not get the new definition:\n%s", cfg)
+			}
+			e := oneEntry(t, re.Env, "action=workspace.update&target=dev/app")
+			wantEntry(t, e, "dev", "workspace.update", "workspace", "dev/app", "success")
+			if e.Details["commit"] != second || e.Details["result"] != "definition" {
+				t.Fatalf("audit details %+v", e.Details)
+			}
+
+			// Again, and after a commit that leaves the definition: nothing changes but the commit.
+			if status, body := update(); status != http.StatusOK || json.Unmarshal(body, &up) != nil || up.Result != "up-to-date" {
+				t.Fatalf("update again: %d %s", status, body)
+			}
+			third := f.Commit("alice", "app", "docs", map[string]string{"README.md": "hello\n"})
+			if status, body := update(); status != http.StatusOK || json.Unmarshal(body, &up) != nil || up.Result != "up-to-date" {
+				t.Fatalf("update after a commit without definition change: %d %s", status, body)
+			}
+			wantRepo(show(), third, ".devcontainer.json")
+
+			// A definition the rules refuse: create's 400, naming the field; nothing changes.
+			f.Commit("alice", "app", "privileged", map[string]string{".devcontainer.json": `{"image": "hangar.local/app:v3", "privileged": true}`})
+			status, body = update()
+			if e := apiError(t, body); status != http.StatusBadRequest || !strings.Contains(string(body), "privileged") || len(e.Validations) == 0 {
+				t.Fatalf("a refused definition: %d %s", status, body)
+			}
+			wantRepo(show(), third, ".devcontainer.json")
+			if cfg := re.configOf(t, "app"); !strings.Contains(cfg, "image: hangar.local/app:v2") {
+				t.Fatalf("a refused definition changed the config:\n%s", cfg)
+			}
+
+			// No definition any more: the agent's default, with create's warning.
+			gone := f.Remove("alice", "app", "no definition", ".devcontainer.json")
+			up = sdk.UpdateWorkspaceVersionResponse{}
+			status, body = update()
+			if status != http.StatusOK || json.Unmarshal(body, &up) != nil || up.Result != "definition" ||
+				len(up.Workspace.Warnings) == 0 || !strings.Contains(up.Workspace.Warnings[0], "alice/app has no devfile or devcontainer.json at main") {
+				t.Fatalf("update without a definition: %d %s", status, body)
+			}
+			wantRepo(up.Workspace, gone, "")
+
+			// The forge link gone: create's 409, saying to link.
+			mustCall(t, re.Env, re.dev, "DELETE", "/api/v1/external-auth/forge", nil, http.StatusNoContent, nil)
+			status, body = update()
+			if e := apiError(t, body); status != http.StatusConflict || !strings.Contains(e.Message, "hangar external-auth link forge") {
+				t.Fatalf("update after unlinking: %d %s", status, body)
+			}
+
+			// A workspace not made from a repository.
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "plain", "agent": "k1"}, http.StatusCreated, nil)
+			status, body = call(t, re.Env, re.dev, "POST", "/api/v1/workspaces/plain/update", map[string]any{})
+			if e := apiError(t, body); status != http.StatusConflict || !strings.Contains(e.Detail, "created from a repository (hangar create --repo)") {
+				t.Fatalf("update of a workspace without a repository: %d %s", status, body)
+			}
+		})
+	}
+}
+
+// A Kubernetes template whose devfile says `hangar.dev/definition-from: repository`: a workspace
+// created with it and a repository is defined by the repository's own definition when it has one,
+// by the template's devfile (the fallback) otherwise, and is the template's workspace either way
+// (its policies apply); the answer says which definition was used. Without a repository the
+// template's devfile is used; a template without the attribute refuses a repository, naming the
+// field. An update of such a workspace falls back to the template's devfile too.
+func TestTemplateDefinitionFromRepository(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			re := newRepoEnv(t, engine)
+			f := re.forge
+			fallback := "schemaVersion: 2.2.0\nmetadata: {name: team}\nattributes: {hangar.dev/definition-from: repository}\ncomponents:\n- name: main\n  container: {image: 'hangar.local/fallback:1'}\n"
+			mustCall(t, re.Env, re.AdminToken, "POST", "/api/v1/templates/team/versions", map[string]any{"kind": "kubernetes", "devfile": fallback}, http.StatusCreated, nil)
+			mustCall(t, re.Env, re.AdminToken, "POST", "/api/v1/templates/fixed/versions", map[string]any{"kind": "kubernetes",
+				"devfile": "schemaVersion: 2.2.0\ncomponents:\n- name: main\n  container: {image: 'hangar.local/fixed:1'}\n"}, http.StatusCreated, nil)
+			f.CreateRepo("alice", "app", false, map[string]string{".devcontainer.json": `{"image": "hangar.local/app:v1"}`})
+			f.CreateRepo("alice", "bare", false, map[string]string{"README.md": "no definition\n"})
+			create := func(name, template string, repo map[string]any) (int, []byte) {
+				body := map[string]any{"name": name, "agent": "k1", "template": template}
+				if repo != nil {
+					body["repository"] = repo
+				}
+				return call(t, re.Env, re.dev, "POST", "/api/v1/workspaces", body)
+			}
+
+			// The repository has a definition: it is used, the workspace is the template's.
+			var ws sdk.Workspace
+			status, body := create("app", "team", map[string]any{"url": f.CloneURL("alice", "app")})
+			if status != http.StatusCreated || json.Unmarshal(body, &ws) != nil || ws.Template != "team" || ws.Definition != "devcontainer.json" ||
+				ws.Repository == nil || ws.Repository.DefinitionPath != ".devcontainer.json" || len(ws.Warnings) != 0 {
+				t.Fatalf("template and a repository with a definition: %d %s", status, body)
+			}
+			if cfg := re.configOf(t, "app"); !strings.Contains(cfg, "image: hangar.local/app:v1") || strings.Contains(cfg, "fallback") {
+				t.Fatalf("the repository's definition is not the config:\n%s", cfg)
+			}
+
+			// None: the template's devfile, with the repository as its first project, said so.
+			ws = sdk.Workspace{}
+			status, body = create("bare", "team", map[string]any{"url": f.CloneURL("alice", "bare")})
+			if status != http.StatusCreated || json.Unmarshal(body, &ws) != nil || ws.Template != "team" || ws.Definition != "devfile" ||
+				ws.Repository == nil || ws.Repository.DefinitionPath != "" || len(ws.Warnings) == 0 ||
+				ws.Warnings[0] != "alice/bare has no devfile or devcontainer.json at its default branch: the template team's devfile is used" {
+				t.Fatalf("template and a repository without a definition: %d %s", status, body)
+			}
+			if cfg := re.configOf(t, "bare"); !strings.Contains(cfg, "image: hangar.local/fallback:1") || !strings.Contains(cfg, f.CloneURL("alice", "bare")) {
+				t.Fatalf("the fallback with the repository as its project is not the config:\n%s", cfg)
+			}
+			// The repository gains a definition: update takes it; it loses it: back to the fallback.
+			f.Commit("alice", "bare", "a devfile", map[string]string{"devfile.yaml": "schemaVersion: 2.2.0\ncomponents:\n- name: tools\n  container: {image: 'hangar.local/own:1'}\n"})
+			var up sdk.UpdateWorkspaceVersionResponse
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces/bare/update", map[string]any{}, http.StatusOK, &up)
+			if up.Result != "definition" || up.Workspace.Repository == nil || up.Workspace.Repository.DefinitionPath != "devfile.yaml" {
+				t.Fatalf("update to the repository's devfile: %+v", up)
+			}
+			f.Remove("alice", "bare", "no devfile", "devfile.yaml")
+			up = sdk.UpdateWorkspaceVersionResponse{}
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces/bare/update", map[string]any{}, http.StatusOK, &up)
+			if up.Result != "definition" || len(up.Workspace.Warnings) == 0 || !strings.Contains(up.Workspace.Warnings[0], "the template team's devfile is used") {
+				t.Fatalf("update back to the fallback: %+v", up)
+			}
+			if cfg := re.configOf(t, "bare"); !strings.Contains(cfg, "image: hangar.local/fallback:1") {
+				t.Fatalf("the fallback is not the config after the update:\n%s", cfg)
+			}
+
+			// Without a repository: the template's devfile.
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "plain", "agent": "k1", "template": "team"}, http.StatusCreated, nil)
+			if cfg := re.configOf(t, "plain"); !strings.Contains(cfg, "image: hangar.local/fallback:1") {
+				t.Fatalf("the template without a repository:\n%s", cfg)
+			}
+			// A template that defines the workspace itself refuses a repository, naming the field.
+			status, body = create("fixed", "fixed", map[string]any{"url": f.CloneURL("alice", "app")})
+			if e := apiError(t, body); status != http.StatusBadRequest || len(e.Validations) != 1 || e.Validations[0].Field != "repository" ||
+				!strings.Contains(e.Validations[0].Detail, `the template "fixed" defines the workspace`) {
+				t.Fatalf("a template without definition-from and a repository: %d %s", status, body)
+			}
+			// A wrong value of the attribute is refused at push.
+			status, body = call(t, re.Env, re.AdminToken, "POST", "/api/v1/templates/bad/versions", map[string]any{"kind": "kubernetes",
+				"devfile": "schemaVersion: 2.2.0\nattributes: {hangar.dev/definition-from: git}\ncomponents:\n- name: main\n  container: {image: x}\n"})
+			if status != http.StatusBadRequest || !strings.Contains(string(body), `hangar.dev/definition-from`) {
+				t.Fatalf("a bad definition-from at push: %d %s", status, body)
 			}
 		})
 	}

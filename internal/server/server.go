@@ -358,6 +358,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"POST", protocol.GitCredentialsPath, http.HandlerFunc(s.gitCredentials)},
 		{"GET", protocol.GitSSHKeyPath, http.HandlerFunc(s.helperGitSSHKey)},
 		{"POST", protocol.GitSSHSignPath, http.HandlerFunc(s.helperGitSSHSign)},
+		{"PUT", protocol.DotfilesStatusPath, http.HandlerFunc(s.helperDotfiles)},
 
 		{"POST", "/api/v1/templates/{name}/versions", s.authUser(s.adminOnly(s.pushTemplateVersion))},
 		{"GET", "/api/v1/templates/{name}/versions", s.authUser(s.listTemplateVersions)},

@@ -63,7 +63,11 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request, u works
 	var repo *kube.Repository
 	var repoWarnings []string
 	if req.Repository != nil {
-		if repo, repoWarnings, err = s.readRepository(r.Context(), u, *req.Repository); err != nil {
+		fallback := fallbackName("")
+		if tmpl != nil {
+			fallback = fallbackName(tmpl.Name)
+		}
+		if repo, repoWarnings, err = s.readRepository(r.Context(), u, *req.Repository, fallback); err != nil {
 			return err
 		}
 	}
@@ -169,9 +173,10 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u workspac
 	}
 	out := s.toWorkspace(row)
 	s.withAutomation(r.Context(), row, &out)
+	out.Dotfiles = s.dotfilesOf(r, row)
 	if row.Backend == workspace.KindKubernetes {
 		// The rest of the answer stands without them (an agent deleted since, say).
-		if df, err := s.kube.Devfile(r.Context(), row.ID); err == nil {
+		if df, err := s.kube.Devfile(r.Context(), row); err == nil {
 			out.Definition = df.Definition()
 		}
 		if eps, err := s.kube.Endpoints(r.Context(), row); err != nil {
@@ -217,7 +222,7 @@ func (s *Server) updateWorkspace(w http.ResponseWriter, r *http.Request, u works
 	s.withAutomation(r.Context(), row, &out)
 	if row.Backend == workspace.KindKubernetes {
 		// The devfile's warnings again, for whoever starts the workspace now (it was parsed at creation).
-		if df, err := s.kube.Devfile(r.Context(), row.ID); err == nil {
+		if df, err := s.kube.Devfile(r.Context(), row); err == nil {
 			out.Warnings = df.Warnings()
 		}
 	}

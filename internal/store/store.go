@@ -101,12 +101,19 @@ type Store interface {
 	CreateWorkspace(ctx context.Context, w workspace.Workspace, agentQuota, perUserQuota int) error
 	// Workspace reads one workspace.
 	Workspace(ctx context.Context, ref WorkspaceRef) (workspace.Workspace, error)
-	// WorkspaceDevfile reads the devfile a workspace was created with (it never changes).
+	// WorkspaceDevfile reads a workspace's devfile: the one of its create, or of its latest
+	// definition generation (UpdateWorkspace).
 	WorkspaceDevfile(ctx context.Context, id string) (string, error)
+	// SetWorkspaceDotfiles records the install of the owner's dotfiles its helper reported
+	// (ErrNotFound: no such workspace); WorkspaceDotfiles reads it (ErrNotFound: none reported).
+	SetWorkspaceDotfiles(ctx context.Context, workspaceID string, d workspace.DotfilesStatus) error
+	WorkspaceDotfiles(ctx context.Context, workspaceID string) (workspace.DotfilesStatus, error)
 	// ListWorkspaces lists workspaces by owner and name, then newest first.
 	ListWorkspaces(ctx context.Context, f ListFilter) ([]workspace.Workspace, error)
 	// UpdateWorkspace reads the workspace ref names, locked against concurrent writers, passes it to
 	// fn and writes what fn returns, all in one transaction. fn may return an error to write nothing.
+	// A Devfile fn sets (reads leave it empty) is written with URL and DefinitionGeneration, which
+	// must then be greater than the row's; a Repository that differs from the row's is written.
 	UpdateWorkspace(ctx context.Context, ref WorkspaceRef, fn func(w workspace.Workspace) (workspace.Workspace, error)) (workspace.Workspace, error)
 	// Reconcile reads the workspaces in scope, locked against concurrent writers, passes them to fn,
 	// and writes the rows fn returns (by ID), all in one transaction. A user's concurrent change to

@@ -27,7 +27,7 @@ import (
 func TestBrowserWorkspaceFromRepository(t *testing.T) {
 	f := forgetest.New(t, forgetest.Options{})
 	f.AddUser(forgetest.User{Login: "alice", FullName: "Alice", Email: "alice@example.com"})
-	f.CreateRepo("alice", "app", true, map[string]string{".devcontainer/devcontainer.json": `{
+	head := f.CreateRepo("alice", "app", true, map[string]string{".devcontainer/devcontainer.json": `{
   // a comment, as real files have
   "image": "hangar.local/workspace:dev",
   "forwardPorts": [8000],
@@ -123,6 +123,21 @@ func TestBrowserWorkspaceFromRepository(t *testing.T) {
 	if devfile := storedDevfile(t, env, "app"); !strings.Contains(devfile, "hangar.local/workspace:dev") || !strings.Contains(devfile, f.CloneURL("alice", "app")) {
 		t.Errorf("the workspace's devfile is not the repository's definition:\n%s", devfile)
 	}
+	// The page says where the definition comes from, and the dotfiles (none set).
+	if got := b.Text(`[data-testid="ws-repository"]`); !strings.Contains(got, f.CloneURL("alice", "app")+" at main") ||
+		!strings.Contains(got, ".devcontainer/devcontainer.json at commit "+head[:12]) {
+		t.Errorf("the repository reads %q", got)
+	}
+	if got := b.Text(`[data-testid="ws-dotfiles-status"]`); got != "not configured" {
+		t.Errorf("the dotfiles read %q", got)
+	}
+	// Update from the repository: the new commit's definition.
+	second := f.Commit("alice", "app", "v2", map[string]string{".devcontainer/devcontainer.json": `{"image": "hangar.local/workspace:v2"}`})
+	b.Click(`//button[@data-testid="ws-update-definition"]`, `//*[@data-testid="ws-repository-commit" and contains(., "at commit `+second[:12]+`")]`)
+	if devfile := storedDevfile(t, env, "app"); !strings.Contains(devfile, "hangar.local/workspace:v2") {
+		t.Errorf("the update did not store the new definition:\n%s", devfile)
+	}
+	screenshot(t, b, "workspace-updated-from-repository")
 
 	// Two definitions: the form offers them; the one picked is used.
 	newForm()

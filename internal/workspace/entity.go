@@ -55,15 +55,23 @@ type Workspace struct {
 	AgentID                                      string
 	AgentName                                    string // filled on reads
 	Namespace                                    string
-	Devfile                                      string // written on creation; reads leave it empty (WorkspaceDevfile)
-	DesiredState                                 State
-	ActualState                                  State
-	DesiredStateUpdatedAt                        time.Time
-	ActualStateUpdatedAt                         *time.Time
-	RespondedToAgentAt                           *time.Time
-	DeploymentResourceVersion                    *string
-	ErrorType                                    string
-	ErrorMessage                                 string
+	// Devfile is written on creation and by UpdateWorkspace when fn sets it (a new definition,
+	// with DefinitionGeneration moved on); reads leave it empty (WorkspaceDevfile).
+	Devfile string
+	// DefinitionGeneration counts the workspace's definitions: 1 at creation, one more each time
+	// `hangar update` applies a new one (a cache of parsed devfiles is keyed by it).
+	DefinitionGeneration int64
+	// Repository is the repository the workspace was created from, and where its definition was
+	// last read (nil: none). Written on creation and by UpdateWorkspace; filled on reads.
+	Repository                *RepositorySource
+	DesiredState              State
+	ActualState               State
+	DesiredStateUpdatedAt     time.Time
+	ActualStateUpdatedAt      *time.Time
+	RespondedToAgentAt        *time.Time
+	DeploymentResourceVersion *string
+	ErrorType                 string
+	ErrorMessage              string
 	// URL is where the workspace's main endpoint is served (set at creation).
 	URL string
 	// CreatedAt is when the workspace became its owner's: its create, or the claim of a prebuilt
@@ -123,4 +131,39 @@ type ParameterValue struct {
 	Name      string `json:"name"`
 	Value     string `json:"value"`
 	Sensitive bool   `json:"sensitive,omitempty"`
+}
+
+// RepositorySource is where a workspace's definition comes from (docs/decisions.md, "A team's
+// repository: the definition follows the repository"): what the user gave at create, and what
+// the last read of it found.
+type RepositorySource struct {
+	URL string
+	// Ref is the branch, tag or commit given ("": the repository's default branch).
+	Ref string
+	// DevcontainerPath is the devcontainer.json named at create ("": found in the usual places).
+	DevcontainerPath string
+	// Commit is the commit the definition was read at (the ref resolved when it was read; "" when
+	// it was not read: no configured forge serves the repository).
+	Commit string
+	// DefinitionPath is the file the definition was read from ("": none, the default was used).
+	DefinitionPath string
+	// ReadAt is when the definition was read.
+	ReadAt time.Time
+}
+
+// DotfilesStatus is the install of a workspace owner's dotfiles, as the workspace's helper last
+// reported it (protocol.DotfilesStatus; docs/decisions.md, "A team's repository: the definition
+// follows the repository").
+type DotfilesStatus struct {
+	// State is "installing", "installed" or "failed".
+	State string
+	// Repository is the dotfiles repository the helper installed (URL[#ref]).
+	Repository string
+	// Script is the install script run ("": the dot-files were linked).
+	Script string
+	// Error is why the install failed.
+	Error string
+	// Log is the last lines of the install's output.
+	Log       string
+	UpdatedAt time.Time
 }

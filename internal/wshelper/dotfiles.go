@@ -3,6 +3,7 @@
 package wshelper
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,8 +21,10 @@ import (
 
 	"github.com/go-git/go-git/v5"
 
+	"github.com/hangar-dev/hangar/internal/apiclient"
 	"github.com/hangar-dev/hangar/internal/gitcred"
 	"github.com/hangar-dev/hangar/internal/projectclone"
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -53,6 +56,7 @@ var dotfilesSkipped = []string{".git", ".github", ".gitmodules"}
 type dotfilesRecord struct {
 	Repo     string    `json:"repo"`
 	Dir      string    `json:"dir"`
+	Script   string    `json:"script,omitempty"`
 	Finished time.Time `json:"finished"`
 }
 
@@ -74,6 +78,16 @@ type Dotfiles struct {
 	SSH *gitcred.SSHServer
 	// Now stamps the record (time.Now when nil).
 	Now func() time.Time
+	// Report, when set, is told how the install goes: installing, then installed (with the script
+	// run) or failed (with the last lines of the log); installed at once when it was done before.
+	Report func(protocol.DotfilesStatus)
+}
+
+func (d Dotfiles) report(st protocol.DotfilesStatus) {
+	if d.Report != nil {
+		st.Repository = d.Repo
+		d.Report(st)
+	}
 }
 
 // Install clones and installs the dotfiles unless the record says this repository was installed
@@ -82,6 +96,16 @@ type Dotfiles struct {
 // DotfilesLog. A failure is returned and nothing is recorded, so the next start tries again;
 // ctx's end (the timeout) kills the install script and its children.
 func (d Dotfiles) Install(ctx context.Context, out io.Writer, log *slog.Logger) (err error) {
+	tail := &tailBuffer{max: protocol.MaxDotfilesLogBytes}
+	installing := false
+	defer func() {
+		if err != nil {
+			if !installing {
+				fmt.Fprintf(tail, "dotfiles: failed: %v\n", err) // the deferred line below is not written yet
+			}
+			d.report(protocol.DotfilesStatus{State: protocol.DotfilesFailed, Error: err.Error(), Log: tail.String()})
+		}
+	}()
 	url, ref := workspace.SplitDotfilesRepo(d.Repo)
 	if msg := workspace.CheckDotfilesRepo(d.Repo); msg != "" {
 		return fmt.Errorf("dotfiles repository %q %s", d.Repo, msg)
@@ -96,6 +120,7 @@ func (d Dotfiles) Install(ctx context.Context, out io.Writer, log *slog.Logger) 
 		if json.Unmarshal(b, &rec) == nil && rec.Repo == d.Repo && rec.Dir == dir {
 			if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
 				log.Info("dotfiles already installed; not again", "repo", d.Repo, "dir", dir, "finished", rec.Finished)
+				d.report(protocol.DotfilesStatus{State: protocol.DotfilesInstalled, Script: rec.Script})
 				return nil
 			}
 		}
@@ -108,6 +133,9 @@ func (d Dotfiles) Install(ctx context.Context, out io.Writer, log *slog.Logger) 
 	if out == nil {
 		out = io.Discard
 	}
+	out = io.MultiWriter(out, tail)
+	installing = true
+	d.report(protocol.DotfilesStatus{State: protocol.DotfilesInstalling})
 	if f, err := os.OpenFile(filepath.Join(d.StateDir, DotfilesLog), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
 		log.Warn("dotfiles: cannot write their log", "err", err)
 	} else {
@@ -128,7 +156,8 @@ func (d Dotfiles) Install(ctx context.Context, out io.Writer, log *slog.Logger) 
 	if err != nil {
 		return fmt.Errorf("clone %s: %w", url, err)
 	}
-	if script := installScript(dir); script != "" {
+	script := installScript(dir)
+	if script != "" {
 		if err := d.runScript(ctx, dir, script, out); err != nil {
 			return err
 		}
@@ -139,11 +168,12 @@ func (d Dotfiles) Install(ctx context.Context, out io.Writer, log *slog.Logger) 
 	if d.Now != nil {
 		now = d.Now
 	}
-	rec, _ := json.Marshal(dotfilesRecord{Repo: d.Repo, Dir: dir, Finished: now().UTC()})
+	rec, _ := json.Marshal(dotfilesRecord{Repo: d.Repo, Dir: dir, Script: script, Finished: now().UTC()})
 	if err := writeFileAtomic(marker, rec, 0o600); err != nil {
 		return fmt.Errorf("dotfiles: record success: %w", err)
 	}
 	fmt.Fprintf(out, "dotfiles: installed %s\n", d.Repo)
+	d.report(protocol.DotfilesStatus{State: protocol.DotfilesInstalled, Script: script, Log: tail.String()})
 	return nil
 }
 
@@ -243,6 +273,8 @@ func installDotfiles(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.ServerURL != "" && cfg.Token != "" {
 		d.Ask = gitcred.AskServer(cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token)
 		d.SSH = &gitcred.SSHServer{HTTP: cfg.Connect.HTTPClient, BaseURL: cfg.ServerURL, Token: cfg.Token}
+
+		d.Report = reportDotfiles(ctx, cfg, log)
 	}
 	if f := lookupEnv(cfg.Env, "HANGAR_GIT_CA_FILE"); f != "" {
 		b, err := os.ReadFile(f)
@@ -259,4 +291,46 @@ func installDotfiles(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer cancel()
 	log.Info("installing dotfiles", "repo", cfg.Dotfiles, "home", d.Home, "timeout", timeout)
 	return d.Install(ctx, cfg.Stdout, log)
+}
+
+// reportDotfiles tells the server how the install goes (protocol.DotfilesStatusPath), with the
+// helper's token, as it asks for git credentials. A report that fails is logged: the install
+// goes on whatever the server says.
+func reportDotfiles(ctx context.Context, cfg Config, log *slog.Logger) func(protocol.DotfilesStatus) {
+	return func(st protocol.DotfilesStatus) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := apiclient.Do(ctx, cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token, "PUT", protocol.DotfilesStatusPath, st, nil, 64<<10); err != nil {
+			log.Warn("dotfiles: cannot report their status to the server", "state", st.State, "err", err)
+		}
+	}
+}
+
+// tailBuffer keeps the last lines of what is written to it, at most max bytes (a line cut by the
+// bound is dropped whole).
+type tailBuffer struct {
+	max int
+	b   []byte
+	cut bool // the start of the output was dropped
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 2*t.max {
+		t.b, t.cut = append(t.b[:0], t.b[len(t.b)-t.max:]...), true
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	b, cut := t.b, t.cut
+	if len(b) > t.max {
+		b, cut = b[len(b)-t.max:], true
+	}
+	if cut {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }

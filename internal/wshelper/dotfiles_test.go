@@ -7,6 +7,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/gitcred"
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
 	"github.com/hangar-dev/hangar/internal/testutil/gitcredtest"
 )
@@ -64,11 +67,18 @@ func TestDotfilesInstallScriptFromPrivateRepo(t *testing.T) {
 		".bashrc":    "alias ll='ls -l'\n",
 	})
 	home, state, env := dotfilesHome(t)
-	d := Dotfiles{Repo: forge.CloneURL("alice", "dots"), Home: home, StateDir: state, Env: env, Ask: ask}
+	var reports []protocol.DotfilesStatus
+	d := Dotfiles{Repo: forge.CloneURL("alice", "dots"), Home: home, StateDir: state, Env: env, Ask: ask,
+		Report: func(st protocol.DotfilesStatus) { reports = append(reports, st) }}
 	var out bytes.Buffer
 	logs := &logBuffer{}
 	if err := d.Install(context.Background(), &out, logs.logger()); err != nil {
 		t.Fatalf("Install: %v\n%s", err, out.String())
+	}
+	// Reported: installing, then installed with the script and the log's end.
+	if len(reports) != 2 || reports[0].State != "installing" || reports[1].State != "installed" || reports[1].Script != "install.sh" ||
+		reports[1].Repository != d.Repo || !strings.HasSuffix(reports[1].Log, "dotfiles: installed "+d.Repo+"\n") {
+		t.Fatalf("reports %+v", reports)
 	}
 	if got := asked(); len(got) != 1 || !strings.HasPrefix(got[0], "Bearer hwa_k1_ws.mac ") || !strings.HasSuffix(got[0], "/alice/dots.git") {
 		t.Fatalf("the server was asked %q", got)
@@ -87,9 +97,13 @@ func TestDotfilesInstallScriptFromPrivateRepo(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(state, DotfilesLog)); err != nil || !strings.Contains(string(b), "installing in") || !strings.Contains(string(b), "dotfiles: installed") {
 		t.Fatalf("the dotfiles log: %q %v", b, err)
 	}
-	// The next start: not again.
+	// The next start: not again, and said to be installed (with the script of the record).
+	reports = nil
 	if err := d.Install(context.Background(), &out, logs.logger()); err != nil {
 		t.Fatal(err)
+	}
+	if len(reports) != 1 || reports[0].State != "installed" || reports[0].Script != "install.sh" {
+		t.Fatalf("reports of the second start %+v", reports)
 	}
 	if b, _ := os.ReadFile(filepath.Join(home, "runs")); string(b) != "run\n" {
 		t.Fatalf("runs = %q after a second start, want one", b)
@@ -200,9 +214,10 @@ func TestRunDotfilesFailureIsTold(t *testing.T) {
 	forge.AddUser(forgetest.User{Login: "alice"})
 	forge.CreateRepo("alice", "dots", true, map[string]string{"install.sh": "#!/bin/sh\necho my install breaks\nexit 4\n"})
 	token := forge.AddToken("alice")
-	server, asked := hangarGitCredentials(t, func(gitcred.Request) (int, any) {
+	srv := gitcredtest.New(t, func(gitcred.Request) (int, any) {
 		return http.StatusOK, gitcred.Credential{Username: "oauth2", Password: token}
 	})
+	server, asked, reports := srv.URL, func() []gitcredtest.Asked { return srv.Asked() }, srv.Reports
 	state := filepath.Join(t.TempDir(), "state")
 	// The helper asks its server for the owner's credential of the private repository.
 	h := startRun(t, Config{Instance: "pod", StateDir: state, ServerURL: server, Token: "hwa_k1_ws.mac", Dotfiles: forge.CloneURL("alice", "dots")})
@@ -235,6 +250,41 @@ func TestRunDotfilesFailureIsTold(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(state, DotfilesLog)); !strings.Contains(string(b), "my install breaks") {
 		t.Fatalf("the dotfiles log: %q", b)
+	}
+	// The server was told, with the helper's token: installing, then failed with the error and
+	// the log's last lines.
+	var got []protocol.DotfilesStatus
+	eventually(t, "the failure to be reported", func() bool {
+		got = nil
+		for _, r := range reports() {
+			if r.Authorization != "Bearer hwa_k1_ws.mac" {
+				t.Fatalf("a report with %q", r.Authorization)
+			}
+			got = append(got, r.Status)
+		}
+		return len(got) == 2
+	})
+	if got[0].State != "installing" || got[1].State != "failed" || got[1].Error != "install.sh: exit status 4" || got[1].Script != "" ||
+		!strings.Contains(got[1].Log, "my install breaks\n") || !strings.HasSuffix(got[1].Log, "dotfiles: failed: install.sh: exit status 4\n") {
+		t.Fatalf("reports %+v", got)
+	}
+}
+
+// The log reported is the end of the install's output, whole lines, at most
+// protocol.MaxDotfilesLogBytes, whatever the install writes.
+func TestDotfilesReportedLogIsBounded(t *testing.T) {
+	tb := &tailBuffer{max: 64}
+	for i := range 1000 {
+		fmt.Fprintf(tb, "line %d\n", i)
+	}
+	got := tb.String()
+	if len(got) > 64 || !strings.HasPrefix(got, "line ") || !strings.HasSuffix(got, "line 999\n") {
+		t.Fatalf("tail %q", got)
+	}
+	small := &tailBuffer{max: 64}
+	small.Write([]byte("only\n"))
+	if small.String() != "only\n" {
+		t.Fatalf("a short log %q", small.String())
 	}
 }
 

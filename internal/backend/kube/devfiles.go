@@ -6,31 +6,39 @@ import (
 	"github.com/hangar-dev/hangar/internal/devfile"
 )
 
-// devfileCache keeps parsed devfiles by workspace ID. A workspace's devfile never changes after
-// creation, so entries never go stale; the cache is emptied when it reaches its size.
+// devfileCache keeps parsed devfiles by workspace ID and definition generation. A workspace's
+// devfile changes only with its generation (hangar update of a workspace from a repository), and
+// every reader has the generation from the row it read, so an entry never goes stale whichever
+// replica wrote the new definition; the cache is emptied when it reaches its size.
 type devfileCache struct {
-	mu   sync.Mutex
-	max  int
-	byID map[string]*devfile.Devfile
+	mu    sync.Mutex
+	max   int
+	byKey map[devfileKey]*devfile.Devfile
+}
+
+type devfileKey struct {
+	id  string
+	gen int64
 }
 
 func newDevfileCache(max int) *devfileCache {
-	return &devfileCache{max: max, byID: map[string]*devfile.Devfile{}}
+	return &devfileCache{max: max, byKey: map[devfileKey]*devfile.Devfile{}}
 }
 
-func (c *devfileCache) put(id string, d *devfile.Devfile) {
+func (c *devfileCache) put(id string, gen int64, d *devfile.Devfile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.byID) >= c.max {
-		clear(c.byID)
+	if len(c.byKey) >= c.max {
+		clear(c.byKey)
 	}
-	c.byID[id] = d
+	c.byKey[devfileKey{id, gen}] = d
 }
 
-// get returns the parsed devfile of a workspace, reading its text with load on a miss.
-func (c *devfileCache) get(id string, load func() (string, error)) (*devfile.Devfile, error) {
+// get returns the parsed devfile of a workspace at generation gen, reading its text with load on
+// a miss.
+func (c *devfileCache) get(id string, gen int64, load func() (string, error)) (*devfile.Devfile, error) {
 	c.mu.Lock()
-	d, ok := c.byID[id]
+	d, ok := c.byKey[devfileKey{id, gen}]
 	c.mu.Unlock()
 	if ok {
 		return d, nil
@@ -43,6 +51,6 @@ func (c *devfileCache) get(id string, load func() (string, error)) (*devfile.Dev
 	if err != nil {
 		return nil, err
 	}
-	c.put(id, d)
+	c.put(id, gen, d)
 	return d, nil
 }

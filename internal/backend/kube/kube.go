@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -52,9 +53,9 @@ func (s *Service) SetHelperTokens(key []byte, url func() string) {
 	s.helperKey, s.helperURL = key, url
 }
 
-// Devfile returns the parsed devfile of the workspace id (it never changes after creation).
-func (s *Service) Devfile(ctx context.Context, id string) (*devfile.Devfile, error) {
-	return s.devfiles.get(id, func() (string, error) { return s.st.WorkspaceDevfile(ctx, id) })
+// Devfile returns the parsed devfile of the workspace ws (of its definition generation).
+func (s *Service) Devfile(ctx context.Context, ws workspace.Workspace) (*devfile.Devfile, error) {
+	return s.devfiles.get(ws.ID, ws.DefinitionGeneration, func() (string, error) { return s.st.WorkspaceDevfile(ctx, ws.ID) })
 }
 
 // Endpoint is a declared endpoint of a workspace, with the URL the access proxy serves it at
@@ -66,7 +67,7 @@ type Endpoint struct {
 
 // Endpoints lists the endpoints ws's devfile declares, each public one with its URL.
 func (s *Service) Endpoints(ctx context.Context, ws workspace.Workspace) ([]Endpoint, error) {
-	df, err := s.Devfile(ctx, ws.ID)
+	df, err := s.Devfile(ctx, ws)
 	if err != nil {
 		return nil, fmt.Errorf("read the devfile of workspace %s: %w", ws.Name, err)
 	}
@@ -106,18 +107,24 @@ type CreateRequest struct {
 // Repository is a repository a workspace is created from, with the definition the caller read
 // from it (internal/repodef; none: the agent's default devfile).
 type Repository struct {
-	URL, Ref   string
-	Definition repodef.Definition
+	URL, Ref, DevcontainerPath string
+	Definition                 repodef.Definition
 	// Files reads the repository's other files at the same ref (repodef.FS): the Dockerfile and
 	// build context a devcontainer.json names. Nil: none can be read.
 	Files fs.FS
 }
 
+// source is what the workspace keeps of r, read at now.
+func (r Repository) source(now time.Time) *workspace.RepositorySource {
+	return &workspace.RepositorySource{URL: r.URL, Ref: r.Ref, DevcontainerPath: r.DevcontainerPath, Commit: r.Definition.Commit,
+		DefinitionPath: r.Definition.Path, ReadAt: now}
+}
+
 // repositoryDevfile is the devfile of a workspace created from a repository: the definition found
 // in it (a devfile, or a devcontainer.json translated with the repository as the workspace
-// folder), else the agent's default, with the repository as the first project at its ref. Errors
-// in the repository's file name it.
-func repositoryDevfile(r Repository, name, id string, cfg workspace.AgentConfig) ([]byte, error) {
+// folder), else fallback (a template's devfile; nil: the agent's default), with the repository as
+// the first project at its ref. Errors in the repository's file name it.
+func repositoryDevfile(r Repository, fallback []byte, name, id string, cfg workspace.AgentConfig) ([]byte, error) {
 	var text []byte
 	switch r.Definition.Kind {
 	case repodef.Devfile:
@@ -135,12 +142,37 @@ func repositoryDevfile(r Repository, name, id string, cfg workspace.AgentConfig)
 		}
 		text = t.Devfile
 	default:
-		text = devfile.Default()
-		if cfg.DefaultDevfile != "" {
-			text = []byte(cfg.DefaultDevfile)
+		text = fallback
+		if text == nil {
+			text = devfile.Default()
+			if cfg.DefaultDevfile != "" {
+				text = []byte(cfg.DefaultDevfile)
+			}
 		}
 	}
 	return devfile.WithFirstProject(text, r.URL, r.Ref)
+}
+
+// templateDevfile reads the devfile of t's active version. With a repository, it must say that the
+// repository defines the workspace (devfile.DefinitionFromAttribute; it is then the fallback),
+// else the template defines it and a repository is refused, naming the field.
+func (s *Service) templateDevfile(ctx context.Context, t store.Template, withRepository bool) ([]byte, error) {
+	ver, err := s.st.TemplateVersionByID(ctx, t.ActiveVersionID)
+	if err != nil {
+		return nil, fmt.Errorf("read template %q: %w", t.Name, err)
+	}
+	if withRepository {
+		df, err := devfile.Parse(ver.Archive)
+		if err != nil {
+			return nil, fmt.Errorf("template %q: %w", t.Name, err)
+		}
+		if !df.DefinitionFromRepository() {
+			v := &workspace.ValidationError{}
+			v.Add("repository", "the template %q defines the workspace: its devfile does not take the definition from the repository (attributes: {%s: %s}), so give the repository or the template", t.Name, devfile.DefinitionFromAttribute, devfile.DefinitionFromRepository)
+			return nil, v.Err()
+		}
+	}
+	return ver.Archive, nil
 }
 
 // Create creates the workspace, desired Running, after checking that the agent exists and that its
@@ -166,8 +198,8 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 	if len(req.Devcontainer) > sdk.MaxDevfileBytes {
 		v.Add("devcontainer", "is %d bytes, the limit is %d", len(req.Devcontainer), sdk.MaxDevfileBytes)
 	}
-	if req.Repository != nil && (req.Devfile != "" || req.Devcontainer != "" || req.Template != nil) {
-		v.Add("repository", "defines the workspace (its devfile or devcontainer.json): give no devfile, devcontainer or template with it")
+	if req.Repository != nil && (req.Devfile != "" || req.Devcontainer != "") {
+		v.Add("repository", "defines the workspace (its devfile or devcontainer.json): give no devfile or devcontainer with it")
 	}
 	if err := v.Err(); err != nil {
 		return workspace.Workspace{}, nil, err
@@ -180,10 +212,16 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 		}
 		return workspace.Workspace{}, nil, err
 	}
+	var tmplText []byte
+	if req.Template != nil {
+		if tmplText, err = s.templateDevfile(ctx, *req.Template, req.Repository != nil); err != nil {
+			return workspace.Workspace{}, nil, err
+		}
+	}
 	id := uuid.NewString()
 	text := []byte(req.Devfile)
 	if req.Repository != nil {
-		if text, err = repositoryDevfile(*req.Repository, req.Name, id, agent.Config); err != nil {
+		if text, err = repositoryDevfile(*req.Repository, tmplText, req.Name, id, agent.Config); err != nil {
 			return workspace.Workspace{}, nil, err
 		}
 	} else if req.Devcontainer != "" {
@@ -194,11 +232,7 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 		}
 		text = r.Devfile
 	} else if req.Template != nil {
-		ver, err := s.st.TemplateVersionByID(ctx, req.Template.ActiveVersionID)
-		if err != nil {
-			return workspace.Workspace{}, nil, fmt.Errorf("read template %q: %w", req.Template.Name, err)
-		}
-		text = ver.Archive
+		text = tmplText
 	} else if req.Devfile == "" && agent.Config.DefaultDevfile != "" {
 		text = []byte(agent.Config.DefaultDevfile)
 	} else if req.Devfile == "" {
@@ -229,7 +263,10 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 		ID: id, Name: req.Name, KubeName: kubeName, OwnerID: u.ID, OwnerName: u.Username, AgentID: agent.ID, AgentName: agent.Name,
 		Namespace: ns, Devfile: string(text),
 		DesiredState: workspace.Running, ActualState: workspace.CreationRequested, DesiredStateUpdatedAt: now,
-		URL: url, CreatedAt: now, Backend: workspace.KindKubernetes, Schedule: req.Schedule,
+		URL: url, CreatedAt: now, Backend: workspace.KindKubernetes, Schedule: req.Schedule, DefinitionGeneration: 1,
+	}
+	if req.Repository != nil {
+		ws.Repository = req.Repository.source(now)
 	}
 	if req.Template != nil {
 		ws.TemplateID, ws.TemplateName = req.Template.ID, req.Template.Name
@@ -245,7 +282,7 @@ func (s *Service) Create(ctx context.Context, u workspace.User, req CreateReques
 	if err := s.st.CreateWorkspace(ctx, ws, *cfg.WorkspacesQuota, *cfg.WorkspacesPerUserQuota); err != nil {
 		return workspace.Workspace{}, nil, err
 	}
-	s.devfiles.put(ws.ID, df)
+	s.devfiles.put(ws.ID, ws.DefinitionGeneration, df)
 	s.traces.record(ctx, ws.KubeName)
 	s.log.Info("workspace created", "workspace", ws.Name, "owner", u.Username, "agent", agent.Name, "kube_name", kubeName)
 	return ws, df, nil

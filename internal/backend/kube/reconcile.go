@@ -67,7 +67,7 @@ func Settings(agent workspace.Agent) protocol.Settings {
 // config generates the config_to_apply of a workspace, its devfile read through tx on a miss of
 // the cache.
 func (s *Service) config(tx store.ReconcileTx, ws workspace.Workspace, agent workspace.Agent) (string, error) {
-	df, err := s.devfiles.get(ws.ID, func() (string, error) { return tx.WorkspaceDevfile(ws.ID) })
+	df, err := s.devfiles.get(ws.ID, ws.DefinitionGeneration, func() (string, error) { return tx.WorkspaceDevfile(ws.ID) })
 	if err != nil {
 		return "", fmt.Errorf("parse stored devfile of workspace %s: %w", ws.Name, err)
 	}

@@ -334,7 +334,8 @@ const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, u.full_name, 
 	COALESCE(w.template_version_id, ''), COALESCE(tv.number, 0), COALESCE(t.active_version_id, ''), w.parameters,
 	COALESCE(w.preset_id, ''), COALESCE(pr.name, ''), w.claimed_at,
 	ac.connected_at, hs.disconnected_at, COALESCE(hs.last_error, ''),
-	EXISTS (SELECT 1 FROM workspace_agent_tokens wat WHERE wat.workspace_id = w.id)`
+	EXISTS (SELECT 1 FROM workspace_agent_tokens wat WHERE wat.workspace_id = w.id),
+	w.definition_generation, w.repo_url, w.repo_ref, w.repo_devcontainer_path, w.repo_commit, w.repo_definition_path, w.repo_read_at`
 
 // wsFrom joins the owner, and the agent (kubernetes) or template and version (terraform) a
 // workspace may have.
@@ -350,14 +351,23 @@ func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, er
 	var actualAt, respondedAt, activityAt, ttl, dormantAt, claimedAt, helperAt, helperEndedAt sql.NullInt64
 	var rv sql.NullString
 	var params string
+	var repo workspace.RepositorySource
+	var repoReadAt sql.NullInt64
 	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.OwnerFullName, &w.OwnerEmail, &w.OwnerDotfilesRepo, &w.AgentID, &w.AgentName, &w.Namespace,
 		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created,
 		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt,
 		&w.Schedule.Autostart, &w.Schedule.Timezone, &ttl, &dormantAt, &w.DesiredStateReason,
 		&w.TemplateVersionID, &w.TemplateVersion, &w.TemplateActiveVersionID, &params,
 		&w.PresetID, &w.PresetName, &claimedAt,
-		&helperAt, &helperEndedAt, &w.Helper.LastError, &w.Helper.HasToken); err != nil {
+		&helperAt, &helperEndedAt, &w.Helper.LastError, &w.Helper.HasToken,
+		&w.DefinitionGeneration, &repo.URL, &repo.Ref, &repo.DevcontainerPath, &repo.Commit, &repo.DefinitionPath, &repoReadAt); err != nil {
 		return w, err
+	}
+	if repo.URL != "" {
+		if repoReadAt.Valid {
+			repo.ReadAt = fromMicros(repoReadAt.Int64)
+		}
+		w.Repository = &repo
 	}
 	if params != "[]" && params != "" {
 		if err := json.Unmarshal([]byte(params), &w.Parameters); err != nil {
@@ -409,15 +419,22 @@ func (s *Store) insertWorkspace(ctx context.Context, tx *sql.Tx, w workspace.Wor
 	if err != nil {
 		return fmt.Errorf("create workspace %q: %w", w.Name, err)
 	}
+	var repo workspace.RepositorySource
+	var repoReadAt sql.NullInt64
+	if w.Repository != nil {
+		repo, repoReadAt = *w.Repository, sql.NullInt64{Int64: micros(w.Repository.ReadAt), Valid: true}
+	}
 	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO workspaces (id, name, kube_name, owner_id, agent_id, namespace, devfile, desired_state, actual_state,
 		desired_state_updated_at, actual_state_updated_at, responded_to_agent_at, deployment_resource_version, error_type, error_message, url, created_at,
-		backend, template_id, autostart_schedule, autostart_timezone, ttl_ms, dormant_at, desired_state_reason, preset_id, parameters)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		backend, template_id, autostart_schedule, autostart_timezone, ttl_ms, dormant_at, desired_state_reason, preset_id, parameters,
+		definition_generation, repo_url, repo_ref, repo_devcontainer_path, repo_commit, repo_definition_path, repo_read_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		w.ID, w.Name, kubeName, w.OwnerID, nullID(w.AgentID), w.Namespace, w.Devfile, string(w.DesiredState), string(w.ActualState),
 		micros(w.DesiredStateUpdatedAt), nullMicros(w.ActualStateUpdatedAt), nullMicros(w.RespondedToAgentAt),
 		nullString(w.DeploymentResourceVersion), w.ErrorType, w.ErrorMessage, w.URL, micros(w.CreatedAt),
 		backend, nullID(w.TemplateID), w.Schedule.Autostart, w.Schedule.Timezone, nullMillis(w.Schedule.TTL), nullMicros(w.DormantAt),
-		w.DesiredStateReason, nullID(w.PresetID), params)
+		w.DesiredStateReason, nullID(w.PresetID), params,
+		max(w.DefinitionGeneration, 1), repo.URL, repo.Ref, repo.DevcontainerPath, repo.Commit, repo.DefinitionPath, repoReadAt)
 	if err = s.wrapUnique(err, fmt.Sprintf("workspace %q of this owner", w.Name)); err != nil {
 		return fmt.Errorf("create workspace: %w", err)
 	}
@@ -602,6 +619,9 @@ func (s *Store) UpdateWorkspace(ctx context.Context, ref store.WorkspaceRef, fn 
 		if err := s.updateOne(ctx, tx, next, notify); err != nil {
 			return err
 		}
+		if err := s.writeDefinition(ctx, tx, w, next); err != nil {
+			return err
+		}
 		if err := s.trackStart(ctx, tx, &w, next); err != nil {
 			return err
 		}
@@ -642,6 +662,43 @@ func (s *Store) updateOne(ctx context.Context, tx *sql.Tx, w workspace.Workspace
 		return fmt.Errorf("update workspace %q: %w", w.Name, err)
 	}
 	return nil
+}
+
+// writeDefinition writes what UpdateWorkspace's fn changed of next's definition: its devfile (with
+// its URL and generation) when fn set one, its repository source when it differs from cur's.
+func (s *Store) writeDefinition(ctx context.Context, tx *sql.Tx, cur, next workspace.Workspace) error {
+	if next.Devfile != "" {
+		if next.DefinitionGeneration <= cur.DefinitionGeneration {
+			return fmt.Errorf("update workspace %q: a new devfile needs a new definition generation (have %d, got %d)", next.Name, cur.DefinitionGeneration, next.DefinitionGeneration)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE workspaces SET devfile = ?, url = ?, definition_generation = ? WHERE id = ?`),
+			next.Devfile, next.URL, next.DefinitionGeneration, next.ID); err != nil {
+			return fmt.Errorf("update workspace %q: write its definition: %w", next.Name, err)
+		}
+	}
+	if equalRepository(cur.Repository, next.Repository) {
+		return nil
+	}
+	var repo workspace.RepositorySource
+	var readAt sql.NullInt64
+	if next.Repository != nil {
+		repo, readAt = *next.Repository, sql.NullInt64{Int64: micros(next.Repository.ReadAt), Valid: true}
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE workspaces SET repo_url = ?, repo_ref = ?, repo_devcontainer_path = ?, repo_commit = ?,
+		repo_definition_path = ?, repo_read_at = ? WHERE id = ?`),
+		repo.URL, repo.Ref, repo.DevcontainerPath, repo.Commit, repo.DefinitionPath, readAt, next.ID); err != nil {
+		return fmt.Errorf("update workspace %q: write its repository: %w", next.Name, err)
+	}
+	return nil
+}
+
+func equalRepository(a, b *workspace.RepositorySource) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	return x.ReadAt.Equal(y.ReadAt) && x.URL == y.URL && x.Ref == y.Ref && x.DevcontainerPath == y.DevcontainerPath &&
+		x.Commit == y.Commit && x.DefinitionPath == y.DefinitionPath
 }
 
 // writeLifecycle writes w's columns of lifecycle automation.

@@ -62,6 +62,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AuditPrune", testAuditPrune},
 		{"BuildLogLevel", testBuildLogLevel},
 		{"WorkspaceChanges", testWorkspaceChanges},
+		{"WorkspaceRepository", testWorkspaceRepository},
+		{"WorkspaceDotfiles", testWorkspaceDotfiles},
 	}
 	tests = append(tests, buildTests...)
 	tests = append(tests, presetTests...)

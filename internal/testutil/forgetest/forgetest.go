@@ -434,6 +434,17 @@ const SymlinkPrefix = "symlink -> "
 // executable; one whose content starts with SymlinkPrefix is a symlink to the rest.
 func (f *Forge) Commit(owner, name, message string, files map[string]string) string {
 	f.t.Helper()
+	return f.commit(owner, name, message, files, nil)
+}
+
+// Remove adds a commit on main that removes paths (files), as Commit does, and returns its hash.
+func (f *Forge) Remove(owner, name, message string, paths ...string) string {
+	f.t.Helper()
+	return f.commit(owner, name, message, nil, paths)
+}
+
+func (f *Forge) commit(owner, name, message string, files map[string]string, remove []string) string {
+	f.t.Helper()
 	f.mu.Lock()
 	_, ok := f.repos[owner+"/"+name]
 	u := f.users[owner]
@@ -469,6 +480,10 @@ func (f *Forge) Commit(owner, name, message string, files map[string]string) str
 			mode = "100755"
 		}
 		f.gitEnv(dir, env, nil, false, "update-index", "--add", "--cacheinfo", mode+","+blob+","+p)
+	}
+	for _, p := range remove {
+		// Mode 0 removes the entry (git update-index --index-info; --force-remove needs a work tree).
+		f.gitEnv(dir, env, strings.NewReader("0 "+strings.Repeat("0", 40)+"\t"+p+"\n"), false, "update-index", "--index-info")
 	}
 	tree := strings.TrimSpace(f.gitEnv(dir, env, nil, false, "write-tree"))
 	args := []string{"commit-tree", tree, "-m", message}

@@ -97,6 +97,8 @@ func (f *Forge) handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/raw/{path...}", f.apiRaw)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/contents/{path...}", f.apiContents)
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/git/trees/{sha}", f.apiTree)
+
+	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/git/commits/{sha}", f.apiCommit)
 	mux.HandleFunc("/", f.gitHTTP)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, f.opts.MaxRequestBody)
@@ -634,6 +636,35 @@ func (f *Forge) apiRaw(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write(out)
+}
+
+// apiCommit is Gitea's GET /api/v1/repos/{owner}/{repo}/git/commits/{sha}, whose sha is "a git
+// ref or commit sha": the commit it names (the fields a client reads of swagger's "Commit").
+func (f *Forge) apiCommit(w http.ResponseWriter, r *http.Request) {
+	owner, name, ok := f.apiRepoAccess(w, r)
+	if !ok {
+		return
+	}
+	ref := r.PathValue("sha")
+	if ref == "" || strings.HasPrefix(ref, "-") || strings.ContainsAny(ref, ":^~@{\x00") {
+		f.apiError(w, http.StatusNotFound, "The target couldn't be found.")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), f.opts.GitTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", "--git-dir="+f.repoDir(owner, name), "rev-parse", "--verify", "--end-of-options", ref+"^{commit}")
+	cmd.Env = f.gitEnvBase()
+	out, err := cmd.Output()
+	if err != nil {
+		f.apiError(w, http.StatusNotFound, "The target couldn't be found.")
+		return
+	}
+	sha := strings.TrimSpace(string(out))
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"sha": sha, "url": f.httpURL + "/api/v1/repos/" + owner + "/" + name + "/git/commits/" + sha,
+		"html_url": f.httpURL + "/" + owner + "/" + name + "/commit/" + sha, "commit": map[string]any{"tree": map[string]any{}},
+	})
 }
 
 // apiContents is Gitea's GET /api/v1/repos/{owner}/{repo}/contents/{filepath}?ref=REF (default

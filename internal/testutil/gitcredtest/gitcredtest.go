@@ -1,7 +1,8 @@
 // Package gitcredtest stands for the Hangar server's git-credentials endpoint
 // (protocol.GitCredentialsPath) in tests of what asks it: the workspace helper's git credential
 // path, its dotfiles clone, project-clone; and, with SetGitSSH, for its git SSH endpoints
-// (protocol.GitSSHKeyPath and GitSSHSignPath), signing with a key of the test's.
+// (protocol.GitSSHKeyPath and GitSSHSignPath), signing with a key of the test's. It also takes the
+// helper's dotfiles reports (protocol.DotfilesStatusPath).
 package gitcredtest
 
 import (
@@ -33,6 +34,8 @@ type Server struct {
 	mu     sync.Mutex
 	asked  []Asked
 	answer func(gitcred.Request) (int, any)
+	// reports are the dotfiles statuses reported, with their Authorization.
+	reports []Report
 
 	signer     ssh.Signer // nil: the git SSH endpoints answer 404
 	knownHosts string
@@ -100,9 +103,27 @@ func (s *Server) serveGitSSH(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// Report is one dotfiles status a helper reported, with the Authorization header it came with.
+type Report struct {
+	Authorization string
+	Status        protocol.DotfilesStatus
+}
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == protocol.GitSSHKeyPath || r.URL.Path == protocol.GitSSHSignPath {
 		s.serveGitSSH(w, r)
+		return
+	}
+	if r.Method == http.MethodPut && r.URL.Path == protocol.DotfilesStatusPath {
+		var st protocol.DotfilesStatus
+		if json.NewDecoder(r.Body).Decode(&st) != nil {
+			http.Error(w, "bad report", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.reports = append(s.reports, Report{Authorization: r.Header.Get("Authorization"), Status: st})
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	var req gitcred.Request
@@ -124,4 +145,11 @@ func (s *Server) Asked() []Asked {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Asked(nil), s.asked...)
+}
+
+// Reports returns the dotfiles statuses reported so far, oldest first.
+func (s *Server) Reports() []Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Report(nil), s.reports...)
 }

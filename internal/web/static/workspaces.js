@@ -185,6 +185,20 @@ export function workspacePage(main, me, nav, owner, name) {
       toast('Update: ' + out.result);
     } catch (e) { toast('Update failed: ' + e.message); }
   }
+  // updateDefinition reads a Kubernetes workspace's definition again from its repository.
+  async function updateDefinition() {
+    if (current && current.actual_state === 'Running' &&
+        !(await confirmDialog('Update ' + name + ' from its repository?',
+          'Its definition is read again at the newest commit; if it changed, the workspace is rolled onto it and what runs in it ends.',
+          'Update', 'Not now'))) return;
+    try {
+      const out = await api('POST', path + '/update', {});
+      repository = out.workspace.repository || repository;
+      definition = out.workspace.definition || definition;
+      toast(out.result === 'up-to-date' ? 'Up to date: the definition is the same' : 'Updated: the new definition is the workspace\u2019s');
+      render(current);
+    } catch (e) { toast('Update failed: ' + e.message); }
+  }
 
   function render(w) {
     current = w;
@@ -192,6 +206,15 @@ export function workspacePage(main, me, nav, owner, name) {
       h('dt', {}, 'State'), h('dd', {}, stateChip(w.actual_state, 'ws-detail-state'), ' ', h('span', { class: 'muted' }, 'desired '), stateChip(w.desired_state, 'ws-detail-desired')),
       h('dt', {}, 'Backend'), h('dd', {}, w.backend + (w.agent ? ' (agent ' + w.agent + ')' : '') + (w.template ? ' · template ' + w.template + (w.template_version ? ' v' + w.template_version : '') : '')),
       definition ? [h('dt', {}, 'Definition'), h('dd', { testid: 'ws-definition' }, definition)] : null,
+      repository ? [h('dt', {}, 'Repository'), h('dd', { testid: 'ws-repository' },
+        h('div', { class: 'mono' }, repository.url + ' at ' + (repository.ref || 'its default branch')),
+        h('div', { class: 'muted', testid: 'ws-repository-commit' }, !repository.commit ? 'not read (no configured forge serves it)' :
+          (repository.definition_path || 'no definition: the default') + ' at commit ' + repository.commit.slice(0, 12) + ', read ' + fmtTime(repository.read_at)))] : null,
+      dotfiles ? [h('dt', {}, 'Dotfiles'), h('dd', { testid: 'ws-dotfiles' },
+        h('span', { testid: 'ws-dotfiles-status' }, dotfiles.status + (dotfiles.script ? ' (' + dotfiles.script + ')' : '')),
+        dotfiles.repository ? [' ', h('span', { class: 'muted mono' }, dotfiles.repository)] : null,
+        dotfiles.error ? h('div', { class: 'error' }, dotfiles.error) : null,
+        dotfiles.status === 'failed' && dotfiles.log ? h('pre', { testid: 'ws-dotfiles-log' }, dotfiles.log) : null)] : null,
       w.outdated ? [h('dt', {}, 'Version'), h('dd', { testid: 'ws-outdated' }, 'A newer template version is active.')] : null,
       w.desired_state_reason ? [h('dt', {}, 'Why'), h('dd', {}, w.desired_state_reason)] : null,
       h('dt', {}, 'Created'), h('dd', {}, fmtTime(w.created_at)),
@@ -208,6 +231,7 @@ export function workspacePage(main, me, nav, owner, name) {
       h('button', { testid: 'ws-stop', onclick: () => act('Stop', 'Stopped'), disabled: w.desired_state === 'Stopped' }, 'Stop'),
       h('button', { testid: 'ws-restart', onclick: () => act('Restart', 'RestartRequested', 'The workspace stops and starts again; open sessions end.'), disabled: !running }, 'Restart'),
       w.backend === 'terraform' ? h('button', { testid: 'ws-update', onclick: update, disabled: !w.outdated }, 'Update to the active version') : null,
+      repository ? h('button', { testid: 'ws-update-definition', onclick: updateDefinition }, 'Update from the repository') : null,
       h('button', { class: 'danger', testid: 'ws-delete', onclick: () => act('Delete', 'Terminated', (w.backend === 'terraform' ? 'terraform destroy deletes the workspace\u2019s resources.' : 'The workspace\u2019s Kubernetes objects and its volume are deleted.') + ' This cannot be undone.') }, 'Delete'),
       busy(w) ? h('span', { class: 'muted', testid: 'ws-busy' }, 'working…') : null);
     renderApps(w);
@@ -216,6 +240,8 @@ export function workspacePage(main, me, nav, owner, name) {
 
   let endpoints = []; // the devfile's, in the answer about this workspace only (they never change)
   let definition = ''; // devfile or devcontainer.json: in that answer too, not in the live stream
+  let repository = null; // where the definition comes from (in that answer and after an update)
+  let dotfiles = null; // the owner's dotfiles install (in that answer only)
   let appsShown = '';
   function renderApps(w) {
     // Rendered at each change of the workspace: the section is rebuilt only when what it shows
@@ -379,6 +405,8 @@ export function workspacePage(main, me, nav, owner, name) {
   get(path).then((w) => {
     endpoints = w.endpoints || []; // the live stream's workspaces do not carry them
     definition = w.definition || '';
+    repository = w.repository || null;
+    dotfiles = w.dotfiles || null;
     const made = created.get(w.id);
     if (made && (made.warnings || []).length) {
       fill(warnBox, h('strong', {}, 'Created with warnings:'), h('ul', {}, made.warnings.map((x) => h('li', { testid: 'ws-warning' }, x))));
