@@ -119,6 +119,14 @@ func (t *translator) dockerBuild(take func(string) (json.RawMessage, bool)) stri
 	if !ok {
 		return ""
 	}
+	return t.dockerfileBuild(fileField, contextField, "devcontainer.build.target", file, ctxDir, opts)
+}
+
+// dockerfileBuild reads the Dockerfile file and the build context ctxDir (paths in the repository,
+// named by fileField and contextField) and makes them the image build's Base and Steps; it returns
+// the image the workspace starts from, "" when they are refused. A devcontainer's `build` and a
+// docker-compose primary service's `build` both come here.
+func (t *translator) dockerfileBuild(fileField, contextField, targetField, file, ctxDir string, opts imagebuild.DockerfileOptions) string {
 	if t.v.Err() != nil {
 		return ""
 	}
@@ -143,7 +151,7 @@ func (t *translator) dockerBuild(take func(string) (json.RawMessage, bool)) stri
 	var de *imagebuild.DockerfileError
 	switch {
 	case errors.As(err, &de) && de.Target:
-		t.v.Add("devcontainer.build.target", "%v", err)
+		t.v.Add(targetField, "%v", err)
 		return ""
 	case err != nil:
 		t.v.Add(fileField, "%v", err)

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/hangar-dev/hangar/internal/devfile"
+	"github.com/hangar-dev/hangar/internal/imagebuild"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -664,10 +665,13 @@ func (t *translator) composeServices(cs *composeSetup, doc map[string]any, runSe
 	// The primary: what the devcontainer.json's own fields build on.
 	s := cs.services[cs.primary]
 	f := fieldPath(composeField+".services", cs.primary)
-	if _, ok := s["build"]; ok {
-		// The hook for the image build (internal/imagebuild): once the Dockerfile parser is on
-		// main, the primary's build sets t.build's Base and Steps as a devcontainer's `build` does.
-		t.v.Add(f+".build", "%s", "builds the main container's image from a Dockerfile: this "+refusedBuild)
+	if b, ok := s["build"]; ok {
+		// The primary's image is built as a devcontainer's `build` is: its Dockerfile and context
+		// from the repository become the image build's Base and Steps.
+		cs.image = t.composeBuild(cs, f+".build", b)
+		if _, ok := s["image"]; ok {
+			t.warn("%s.image is ignored with %s.build: Hangar names the built image by its definition's hash", strings.TrimPrefix(f, "devcontainer."), strings.TrimPrefix(f, "devcontainer."))
+		}
 	} else if img, ok := s["image"].(string); !ok || img == "" || strings.ContainsFunc(img, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		t.v.Add(f+".image", "must be a container image reference such as mcr.microsoft.com/devcontainers/base:ubuntu")
 	} else {
@@ -1370,4 +1374,77 @@ func composeSize(s string) (resource.Quantity, bool) {
 // may name its port as "db:5432": in the pod, it is a port of localhost).
 func (t *translator) composeRuns(name string) bool {
 	return t.compose != nil && slices.Contains(t.compose.running, name)
+}
+
+// composeBuild reads a primary service's `build` (a context path, or {context, dockerfile, args,
+// target}: the context relative to the compose file's folder, the Dockerfile to the context, as
+// compose has them) and builds its image from them (dockerfileBuild). It returns the image the
+// workspace starts from, "" when refused.
+func (t *translator) composeBuild(cs *composeSetup, f string, b any) string {
+	ctx, dockerfile := ".", "Dockerfile"
+	opts := imagebuild.DockerfileOptions{Args: map[string]string{}}
+	switch b := b.(type) {
+	case string:
+		ctx = b
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(b)) {
+			v := b[k]
+			switch k {
+			case "context", "dockerfile", "target":
+				s, ok := v.(string)
+				if !ok || s == "" {
+					t.v.Add(f+"."+k, "must be a non-empty string")
+					return ""
+				}
+				switch k {
+				case "context":
+					ctx = s
+				case "dockerfile":
+					dockerfile = s
+				default:
+					opts.Target = s
+				}
+			case "args":
+				switch a := v.(type) {
+				case map[string]any:
+					for _, name := range slices.Sorted(maps.Keys(a)) {
+						s, ok := a[name].(string)
+						if !ok {
+							t.v.Add(fieldPath(f+".args", name), "must be a string (a build argument without a value would come from the user's shell, which a workspace has not)")
+							continue
+						}
+						opts.Args[name] = s
+					}
+				case []any:
+					for i, e := range a {
+						s, ok := e.(string)
+						name, val, hasVal := strings.Cut(s, "=")
+						if !ok || !hasVal || name == "" {
+							t.v.Add(fmt.Sprintf("%s.args[%d]", f, i), "must be NAME=value")
+							continue
+						}
+						opts.Args[name] = val
+					}
+				default:
+					t.v.Add(f+".args", "must be a map or a list of NAME=value")
+				}
+			case "cache_from", "cache_to", "labels", "pull", "no_cache", "platforms", "tags":
+				t.warn("%s.%s is ignored: Hangar builds in the cluster and keeps the image under the definition's hash", strings.TrimPrefix(f, "devcontainer."), k)
+			default:
+				t.v.Add(f+"."+k, "is not supported in a Hangar image build (it honours context, dockerfile, args and target)")
+			}
+		}
+	default:
+		t.v.Add(f, "must be the build context's path or an object with context, dockerfile, args and target")
+		return ""
+	}
+	ctxDir, ok := t.repoPath(f+".context", cs.projectDir, ctx)
+	if !ok {
+		return ""
+	}
+	file, ok := t.repoPath(f+".dockerfile", ctxDir, dockerfile)
+	if !ok {
+		return ""
+	}
+	return t.dockerfileBuild(f+".dockerfile", f+".context", f+".target", file, ctxDir, opts)
 }

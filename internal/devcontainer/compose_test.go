@@ -323,7 +323,8 @@ services:
 			composeField + ".services.db.sysctls: is refused",
 		}},
 		{"build of a sidecar", "services:\n  app: {image: i}\n  db: {build: ., image: db}\n", []string{composeField + ".services.db.build: is refused: an image build is only for the main container"}},
-		{"build of the primary", "services:\n  app: {build: {context: .}}\n", []string{composeField + ".services.app.build: builds the main container's image from a Dockerfile: this needs an image build"}},
+		{"build of the primary without its Dockerfile", "services:\n  app: {build: {context: .}}\n", []string{composeField + ".services.app.build.dockerfile: the repository has no .devcontainer/Dockerfile"}},
+		{"build of the primary with an option Hangar does not honour", "services:\n  app: {build: {context: ., network: host}}\n", []string{composeField + ".services.app.build.network: is not supported in a Hangar image build"}},
 		{"host bind", "services:\n  app:\n    image: i\n    volumes: [/var/run/docker.sock:/var/run/docker.sock]\n", []string{composeField + `.services.app.volumes[0]: binds "/var/run/docker.sock" of the host`}},
 		{"part of the repository", "services:\n  app: {image: i}\n  web:\n    image: nginx\n    volumes: [./nginx.conf:/etc/nginx/nginx.conf]\n", []string{composeField + `.services.web.volumes[0]: binds "./nginx.conf", a part of the repository`}},
 		{"outside the repository", "services:\n  app:\n    image: i\n    volumes: [../../..:/src]\n", []string{composeField + `.services.app.volumes[0]: binds "../../..", outside the repository`}},
@@ -486,5 +487,29 @@ func BenchmarkComposeBillionLaughs(b *testing.B) {
 		if _, _, err := decodeCompose(data, nil); err == nil {
 			b.Fatal("accepted")
 		}
+	}
+}
+
+// The primary service's build is the workspace's image build, as a devcontainer's `build` is: its
+// context relative to the compose file's folder, its Dockerfile relative to the context, its args.
+func TestComposePrimaryBuild(t *testing.T) {
+	dc := `{"dockerComposeFile": "compose.yml", "service": "app", "workspaceFolder": "/workspaces/demo"}`
+	files := map[string]string{
+		".devcontainer/compose.yml":    "services:\n  app:\n    build:\n      context: ..\n      dockerfile: .devcontainer/app.Dockerfile\n      args: [FLAVOUR=mint]\n    volumes: [..:/workspaces/demo]\n  db: {image: db:1}\n",
+		".devcontainer/app.Dockerfile": "FROM base:1\nARG FLAVOUR=plain\nRUN echo $FLAVOUR > /etc/flavour\nCOPY tool.sh /usr/local/bin/\n",
+		"tool.sh":                      "#!/bin/sh\n",
+	}
+	r, err := Translate([]byte(dc), composeOptions(files))
+	if err != nil {
+		t.Fatalf("Translate: %v", err)
+	}
+	if r.Build == nil || r.Build.Base != "base:1" || len(r.Build.Steps) != 2 {
+		t.Fatalf("the build: %+v, want base:1 and the RUN and COPY steps", r.Build)
+	}
+	if run := r.Build.Steps[0]; run.Op != "run" || !slices.Contains(run.Env, "FLAVOUR=mint") {
+		t.Errorf("the RUN step %+v, want the compose build argument FLAVOUR=mint", run)
+	}
+	if cp := r.Build.Steps[1]; cp.Op != "copy" || len(cp.Files) != 1 || cp.Files[0].Path != "/usr/local/bin/tool.sh" || string(cp.Files[0].Data) != "#!/bin/sh\n" {
+		t.Errorf("the COPY step %+v, want tool.sh from the repository's root (the context)", cp)
 	}
 }
