@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,9 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -205,24 +201,7 @@ func withUsrLocalBin(t *testing.T, reg *registrytest.Registry) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"usr/local/", "usr/local/bin/"} {
-		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	withBin, err := mutate.AppendLayers(img, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	withBin, _ := registrytest.AppendFiles(t, img, registrytest.File{Name: "usr/local/", Mode: 0o755}, registrytest.File{Name: "usr/local/bin/", Mode: 0o755})
 	registrytest.PushImage(t, reg, withBin, "hangar/workspace-base:dev")
 	return reg.Ref("hangar/workspace-base:dev")
 }

@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -17,12 +14,12 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
+	"github.com/hangar-dev/hangar/internal/testutil/registrytest"
 )
 
 // gitHangarImage is WorkspaceGitImage with this test's hangar binary at /usr/bin/hangar: the
@@ -45,25 +42,7 @@ func loadGitHangarImage(t *testing.T, c *kubetest.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	if err := tw.WriteHeader(&tar.Header{Name: "usr/bin/hangar", Mode: 0o755, Size: int64(len(bin)), Typeflag: tar.TypeReg}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tw.Write(bin); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layer.Bytes())), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(base, l)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, _ := registrytest.AppendFiles(t, base, registrytest.File{Name: "usr/bin/hangar", Mode: 0o755, Data: bin})
 	tag, err := name.NewTag(gitHangarImage)
 	if err != nil {
 		t.Fatal(err)

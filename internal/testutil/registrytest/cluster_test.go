@@ -1,14 +1,11 @@
 package registrytest_test
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -248,30 +244,11 @@ func markedImage(t *testing.T, reg *registrytest.Registry, archive string) (mark
 		t.Fatal(err)
 	}
 	marker = hex.EncodeToString(b)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	body := []byte(marker + "\n")
-	if err := tw.WriteHeader(&tar.Header{Name: "etc/registrytest-marker", Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tw.Write(body); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
 	base, err := tarball.ImageFromPath(archive, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := mutate.AppendLayers(base, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, layer := registrytest.AppendFiles(t, base, registrytest.File{Name: "etc/registrytest-marker", Mode: 0o644, Data: []byte(marker + "\n")})
 	d, err := layer.Digest()
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package registrytest
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,10 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
@@ -182,4 +185,44 @@ func untar(p, dir string) error {
 			return fmt.Errorf("entry %q: type %q is not a file or directory", h.Name, h.Typeflag)
 		}
 	}
+}
+
+// File is one entry of a layer AppendFiles writes: a regular file with Data, or a directory when
+// Name ends in "/".
+type File struct {
+	Name string // relative, as in a layer: "usr/local/bin/"
+	Mode int64
+	Data []byte
+}
+
+// AppendFiles returns base with one more layer holding files, in their order (times at the epoch,
+// owned by root), and that layer.
+func AppendFiles(t testing.TB, base v1.Image, files ...File) (v1.Image, v1.Layer) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		h := &tar.Header{Name: f.Name, Mode: f.Mode, Size: int64(len(f.Data)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}
+		if strings.HasSuffix(f.Name, "/") {
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatalf("registrytest: %v", err)
+		}
+		if _, err := tw.Write(f.Data); h.Typeflag == tar.TypeReg && err != nil {
+			t.Fatalf("registrytest: %v", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatalf("registrytest: %v", err)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		t.Fatalf("registrytest: %v", err)
+	}
+	img, err := mutate.AppendLayers(base, layer)
+	if err != nil {
+		t.Fatalf("registrytest: %v", err)
+	}
+	return img, layer
 }
