@@ -30,7 +30,8 @@ func newRepoEnv(t *testing.T, engine string) *repoEnv {
 	t.Helper()
 	re := &repoEnv{forge: forgetest.New(t, forgetest.Options{})}
 	re.forge.AddUser(forgetest.User{Login: "alice", FullName: "Alice", Email: "alice@example.com"})
-	cfg := fmt.Sprintf("providers:\n  - {id: forge, name: Forge, type: gitea, client_id: hangar, client_secret_env: FORGE_SECRET, base_url: %q, hosts: [%q]}\n", re.forge.HTTPURL(), re.forge.HTTPURL())
+	cfg := fmt.Sprintf("providers:\n  - {id: forge, name: Forge, type: gitea, client_id: hangar, client_secret_env: FORGE_SECRET, base_url: %q, hosts: [%q, %q], ssh_known_hosts: %q}\n",
+		re.forge.HTTPURL(), re.forge.HTTPURL(), "ssh://"+re.forge.SSHAddr(), re.forge.KnownHosts())
 	providers, err := externalauth.Decode([]byte(cfg), func(k string) (string, bool) { return "forge-secret", k == "FORGE_SECRET" }, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
