@@ -246,10 +246,13 @@ func (p *Provider) checkKnownHosts() error {
 			if err != nil {
 				return fmt.Errorf("ssh_known_hosts: line %d: %v (want ssh's known_hosts format: HOST KEYTYPE BASE64)", line, err)
 			}
-			if marker == "" {
-				for _, h := range hosts {
-					named[h] = true
-				}
+			if marker != "" {
+				// OpenSSH in the workspace would honour it, the clone at the start would not
+				// (gitcred.HostKeyCheck): the two must check the same keys.
+				return fmt.Errorf("ssh_known_hosts: line %d: the @%s marker is not supported: list each host's keys as HOST KEYTYPE BASE64 lines (a revoked key: remove its line)", line, marker)
+			}
+			for _, h := range hosts {
+				named[h] = true
 			}
 		}
 		rest = after

@@ -76,6 +76,8 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `hosts: ["ssh://git.example.com:2222"], ssh_known_hosts: "` + knownGitHub + `"}]}`, `ssh_known_hosts: no key for ssh://git.example.com:2222 (a line ` + "`[git.example.com]:2222 KEYTYPE"},
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `hosts: ["ssh://github.com"], ssh_known_hosts: "github.com ssh-ed25519 !!"}]}`, `providers[0] (a): ssh_known_hosts: line 1: `},
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `ssh_known_hosts: "` + knownGitHub + `"}]}`, `providers[0] (a): ssh_known_hosts: given, but hosts names no ssh:// host`},
+		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `hosts: ["ssh://github.com"], ssh_known_hosts: "` + knownGitHub + `\n@revoked ` + knownGitHub + `"}]}`, `providers[0] (a): ssh_known_hosts: line 2: the @revoked marker is not supported`},
+		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `hosts: ["ssh://github.com"], ssh_known_hosts: "` + knownGitHub + `\n@cert-authority ` + knownGitHub + `"}]}`, `providers[0] (a): ssh_known_hosts: line 2: the @cert-authority marker is not supported`},
 		{`{providers: [{id: a, type: github, client_id: x, ` + secret + `hosts: ["ssh://git@github.com"]}]}`, `providers[0] (a): hosts: "ssh://git@github.com": want an SSH host`},
 	} {
 		_, err := Decode([]byte(tc.cfg), env(map[string]string{"S": "s"}), files(nil))

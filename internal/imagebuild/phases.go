@@ -103,7 +103,11 @@ func (x *Executor) Prepare(ctx context.Context, spec Spec, image, dir string) er
 		return fmt.Errorf("--image %s: %w", image, err)
 	}
 	if _, err := remote.Head(dst, x.remote(ctx)...); err == nil {
-		if err := os.WriteFile(filepath.Join(dir, workCached), nil, 0o644); err != nil {
+		f, err := createWorkFile(dir, workCached)
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
 			return fmt.Errorf("write the work directory: %w", err)
 		}
 		fmt.Fprintf(x.Out, "image %s is built already (cached)\n", image)
@@ -428,6 +432,18 @@ func decodeWorkJSON(name string, r io.Reader, v any) error {
 	return nil
 }
 
+// createWorkFile creates or truncates a file of the work directory for writing, never through a
+// symbolic link or out of the directory: prepare may run again over a directory the build's user
+// code wrote (its init containers run again when the pod's sandbox is recreated, the emptyDir kept).
+func createWorkFile(dir, name string) (*os.File, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+}
+
 // writeWorkJSON writes a file of the work directory, readable by the other phases' users.
 func writeWorkJSON(dir, name string, v any) error {
 	b, err := json.Marshal(v)
@@ -437,7 +453,7 @@ func writeWorkJSON(dir, name string, v any) error {
 	if len(b) > maxWorkConfig {
 		return fmt.Errorf("write the build's %s: more than %d bytes", name, maxWorkConfig)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := createWorkFile(dir, name)
 	if err != nil {
 		return fmt.Errorf("write the build's %s: %w", name, err)
 	}

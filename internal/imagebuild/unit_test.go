@@ -265,3 +265,26 @@ func TestExtractFeatureRefusesHostileArchives(t *testing.T) {
 		}
 	}
 }
+
+// The work directory's JSON files are written never through a link the build's user code left
+// there (prepare runs again over the same emptyDir when the pod's sandbox is recreated): the
+// write is refused and the link's target is left as it was.
+func TestWriteWorkJSONRefusesALink(t *testing.T) {
+	dir, outside := t.TempDir(), filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(outside, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, workBase)); err != nil {
+		t.Fatal(err)
+	}
+	err := writeWorkJSON(dir, workBase, imageConfig{User: "root"})
+	if err == nil || !strings.Contains(err.Error(), workBase) {
+		t.Fatalf("writing through a link: %v", err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "kept" {
+		t.Fatalf("the link's target was written: %q", b)
+	}
+	if err := writeWorkJSON(dir, workPlan, []plannedFeature{}); err != nil {
+		t.Fatalf("a plain file: %v", err)
+	}
+}

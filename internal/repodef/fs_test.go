@@ -41,7 +41,12 @@ func TestDockerfileFromTheForge(t *testing.T) {
 	})
 	alice := f.AddToken("alice")
 	ctx := context.Background()
-	reader := &ForgeReader{Type: "gitea", APIBase: f.HTTPURL() + "/api/v1", Repo: "alice/app", Token: alice}
+	// A reader is pinned to the commit its Find read (as one request's is): each read of a new
+	// commit below takes a new one.
+	newReader := func() *ForgeReader {
+		return &ForgeReader{Type: "gitea", APIBase: f.HTTPURL() + "/api/v1", Repo: "alice/app", Token: alice}
+	}
+	reader := newReader()
 	def, err := Find(ctx, reader, "")
 	if err != nil || def.Path != ".devcontainer/devcontainer.json" {
 		t.Fatalf("find: %+v, %v", def, err)
@@ -90,6 +95,7 @@ func TestDockerfileFromTheForge(t *testing.T) {
 	f.Commit("alice", "app", "broken", map[string]string{
 		".devcontainer/devcontainer.json": `{"build": {"dockerfile": "Nope"}}`,
 	})
+	reader = newReader()
 	def, _ = Find(ctx, reader, "")
 	_, err = translate(FS(ctx, reader))
 	var ve *workspace.ValidationError
@@ -99,6 +105,7 @@ func TestDockerfileFromTheForge(t *testing.T) {
 	f.Commit("alice", "app", "missing source", map[string]string{
 		".devcontainer/devcontainer.json": `{"build": {"dockerfile": "Dockerfile"}}`,
 	})
+	reader = newReader()
 	def, _ = Find(ctx, reader, "")
 	if _, err = translate(FS(ctx, reader)); err == nil || !strings.Contains(err.Error(), "devcontainer.build.dockerfile: .devcontainer/Dockerfile:3: COPY tools: not found in the build context") {
 		t.Fatalf("missing source: %v", err)

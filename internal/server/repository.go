@@ -117,7 +117,7 @@ func refName(ref string) string {
 
 // updateDefinition is hangar update of a Kubernetes workspace (docs/decisions.md, "A team's
 // repository: the definition follows the repository"): its repository's definition is read again
-// as at create (with the caller's forge account, the same order, errors and fallback to the
+// as at create (with the owner's forge account, the same order, errors and fallback to the
 // agent's default) at the newest commit of the ref, and becomes the workspace's when it differs.
 // A workspace not made from a repository has nothing to read again: 409.
 func (s *Server) updateDefinition(w http.ResponseWriter, r *http.Request, u workspace.User, ws workspace.Workspace, req sdk.UpdateWorkspaceVersionRequest) error {
@@ -129,7 +129,24 @@ func (s *Server) updateDefinition(w http.ResponseWriter, r *http.Request, u work
 			"workspace %q is a Kubernetes workspace defined by the devfile it was created with: update reads the definition again only for a workspace created from a repository (hangar create --repo)", ws.Name))
 	}
 	src := *ws.Repository
-	repo, warnings, err := s.readRepository(r.Context(), u, sdk.RepositorySource{URL: src.URL, Ref: src.Ref, DevcontainerPath: src.DevcontainerPath}, fallbackName(ws.TemplateName))
+	// The repository is read with the owner's forge account, as at create and as the clone at the
+	// start does, whoever asks: an admin's update of another's workspace must not put what the
+	// admin's account may read (a private definition, its build context) into a workspace of a
+	// user who may not read it.
+	reader := u
+	if ws.OwnerID != u.ID {
+		owner, err := s.store.UserByUsername(r.Context(), ws.OwnerName)
+		switch {
+		case err == nil && owner.ID == ws.OwnerID:
+			reader = owner
+		case err == nil || isNotFound(err):
+			// A system owner (the prebuilt workspaces'): no forge account, a public repository only.
+			reader = workspace.User{ID: ws.OwnerID, Username: ws.OwnerName}
+		default:
+			return err
+		}
+	}
+	repo, warnings, err := s.readRepository(r.Context(), reader, sdk.RepositorySource{URL: src.URL, Ref: src.Ref, DevcontainerPath: src.DevcontainerPath}, fallbackName(ws.TemplateName))
 	if err != nil {
 		return err
 	}

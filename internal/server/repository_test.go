@@ -30,7 +30,8 @@ func newRepoEnv(t *testing.T, engine string) *repoEnv {
 	t.Helper()
 	re := &repoEnv{forge: forgetest.New(t, forgetest.Options{})}
 	re.forge.AddUser(forgetest.User{Login: "alice", FullName: "Alice", Email: "alice@example.com"})
-	cfg := fmt.Sprintf("providers:\n  - {id: forge, name: Forge, type: gitea, client_id: hangar, client_secret_env: FORGE_SECRET, base_url: %q, hosts: [%q]}\n", re.forge.HTTPURL(), re.forge.HTTPURL())
+	cfg := fmt.Sprintf("providers:\n  - {id: forge, name: Forge, type: gitea, client_id: hangar, client_secret_env: FORGE_SECRET, base_url: %q, hosts: [%q, %q], ssh_known_hosts: %q}\n",
+		re.forge.HTTPURL(), re.forge.HTTPURL(), "ssh://"+re.forge.SSHAddr(), re.forge.KnownHosts())
 	providers, err := externalauth.Decode([]byte(cfg), func(k string) (string, bool) { return "forge-secret", k == "FORGE_SECRET" }, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
@@ -53,12 +54,15 @@ func newRepoEnv(t *testing.T, engine string) *repoEnv {
 }
 
 // link links dev's account at the forge as alice, as a browser signed in to Hangar would.
-func (re *repoEnv) link(t *testing.T) {
+func (re *repoEnv) link(t *testing.T) { t.Helper(); re.linkAs(t, re.dev) }
+
+// linkAs links the account of the Hangar user whose token is token at the forge as alice.
+func (re *repoEnv) linkAs(t *testing.T, token string) {
 	t.Helper()
 	var start sdk.ExternalAuthLinkStart
-	mustCall(t, re.Env, re.dev, "POST", "/api/v1/external-auth/forge/link", map[string]any{}, http.StatusOK, &start)
+	mustCall(t, re.Env, token, "POST", "/api/v1/external-auth/forge/link", map[string]any{}, http.StatusOK, &start)
 	b := newOIDCBrowser(t)
-	if resp, body := b.postForm(re.URL+"/signin", url.Values{"token": {re.dev}, "return_to": {"/ui/"}}); resp.StatusCode != http.StatusOK {
+	if resp, body := b.postForm(re.URL+"/signin", url.Values{"token": {token}, "return_to": {"/ui/"}}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("sign in: %s %s", resp.Status, body)
 	}
 	back, err := re.forge.Approve(b.c, start.AuthorizeURL, "alice")
@@ -401,6 +405,43 @@ func TestUpdateWorkspaceFromRepository(t *testing.T) {
 			status, body = call(t, re.Env, re.dev, "POST", "/api/v1/workspaces/plain/update", map[string]any{})
 			if e := apiError(t, body); status != http.StatusConflict || !strings.Contains(e.Detail, "created from a repository (hangar create --repo)") {
 				t.Fatalf("update of a workspace without a repository: %d %s", status, body)
+			}
+		})
+	}
+}
+
+// An admin's hangar update of another user's workspace reads the repository with the owner's
+// forge account, never the admin's: what the admin's account may read (a private definition and
+// its build context) must not reach a workspace whose owner may not read it. The owner without a
+// linked account gets create's 409 saying to link, though the admin has one.
+func TestAdminUpdateReadsWithTheOwnersAccount(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			re := newRepoEnv(t, engine)
+			f := re.forge
+			f.CreateRepo("alice", "app", true, map[string]string{".devcontainer.json": `{"image": "hangar.local/app:v1"}`})
+			re.link(t)
+			mustCall(t, re.Env, re.dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1",
+				"repository": map[string]any{"url": f.CloneURL("alice", "app"), "ref": "main"}}, http.StatusCreated, nil)
+			f.Commit("alice", "app", "v2", map[string]string{".devcontainer.json": `{"image": "hangar.local/secret:v2"}`})
+			// dev no longer has the account; the admin has one that reads the private repository.
+			mustCall(t, re.Env, re.dev, "DELETE", "/api/v1/external-auth/forge", nil, http.StatusNoContent, nil)
+			re.linkAs(t, re.AdminToken)
+
+			status, body := call(t, re.Env, re.AdminToken, "POST", "/api/v1/workspaces/dev%2Fapp/update", map[string]any{})
+			if e := apiError(t, body); status != http.StatusConflict || !strings.Contains(e.Message, "hangar external-auth link forge") {
+				t.Fatalf("an admin's update read with the admin's account: %d %s", status, body)
+			}
+			if cfg := re.configOf(t, "app"); strings.Contains(cfg, "hangar.local/secret:v2") {
+				t.Fatalf("the owner's workspace got what only the admin may read:\n%s", cfg)
+			}
+
+			// With the owner's account linked again, the admin's update reads with it.
+			re.link(t)
+			var up sdk.UpdateWorkspaceVersionResponse
+			mustCall(t, re.Env, re.AdminToken, "POST", "/api/v1/workspaces/dev%2Fapp/update", map[string]any{}, http.StatusOK, &up)
+			if up.Result != "definition" {
+				t.Fatalf("admin's update with the owner's account: %+v", up)
 			}
 		})
 	}
