@@ -1,9 +1,9 @@
 package registrytest
 
 import (
+	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -17,10 +17,22 @@ import (
 )
 
 // FeaturesDir is the folder of the Features copied from their public source (buildtest's, with
-// their SOURCE.md and LICENSE), as an absolute path: hello, color, docker-in-docker.
+// their SOURCE.md and LICENSE), as an absolute path: hello, color, docker-in-docker. It is found
+// from the test's working directory (its package's folder), up to the module's go.mod: source
+// paths compiled in are not file paths under -trimpath, which CI sets.
 func FeaturesDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "imagebuild", "buildtest", "features")
+	dir, err := os.Getwd()
+	for err == nil {
+		if _, serr := os.Stat(filepath.Join(dir, "go.mod")); serr == nil {
+			return filepath.Join(dir, "internal", "imagebuild", "buildtest", "features")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return filepath.Join("internal", "imagebuild", "buildtest", "features")
 }
 
 // PublishFeature publishes the Feature in dir (a folder holding devcontainer-feature.json and
