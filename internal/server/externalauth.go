@@ -173,11 +173,7 @@ func (s *Server) gitCredentials(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) gitCredentialsErr(w http.ResponseWriter, r *http.Request) error {
-	token, ok := bearer(r)
-	if !ok {
-		return errUnauthorized("missing bearer token: send Authorization: Bearer <helper token>")
-	}
-	ws, err := s.helperWorkspace(r.Context(), token)
+	ws, _, err := s.helperOf(r)
 	if err != nil {
 		return err
 	}

@@ -60,11 +60,7 @@ func (s *Server) rotateGitSSHKey(w http.ResponseWriter, r *http.Request, u works
 // helperOwner is the owner of the workspace whose helper sent r (with its token), read now: a
 // suspension is seen at the next request.
 func (s *Server) helperOwner(r *http.Request) (workspace.User, error) {
-	token, ok := bearer(r)
-	if !ok {
-		return workspace.User{}, errUnauthorized("missing bearer token: send Authorization: Bearer <helper token>")
-	}
-	ws, err := s.helperWorkspace(r.Context(), token)
+	ws, _, err := s.helperOf(r)
 	if err != nil {
 		return workspace.User{}, err
 	}

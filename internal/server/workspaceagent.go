@@ -109,6 +109,17 @@ func (g *agentRegistry) get(workspaceID string) *agentConn {
 	return c
 }
 
+// helperOf is the workspace whose helper sent r (its bearer token), or why r admits none; the token
+// is returned for the callers that check it again later.
+func (s *Server) helperOf(r *http.Request) (workspace.Workspace, string, error) {
+	token, ok := bearer(r)
+	if !ok {
+		return workspace.Workspace{}, "", errUnauthorized("missing bearer token: send Authorization: Bearer <helper token>")
+	}
+	ws, err := s.helperWorkspace(r.Context(), token)
+	return ws, token, err
+}
+
 // helperWorkspace is the workspace a helper token admits, or why it admits none.
 func (s *Server) helperWorkspace(ctx context.Context, token string) (workspace.Workspace, error) {
 	if strings.HasPrefix(token, workspace.KubeHelperTokenPrefix) {
@@ -194,12 +205,7 @@ func serverYamuxConfig() *yamux.Config {
 
 // workspaceAgentConnect serves GET /api/v1/workspace-agent/connect: a helper connecting out.
 func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
-	token, ok := bearer(r)
-	if !ok {
-		s.fail(w, r, errUnauthorized("missing bearer token: send Authorization: Bearer <helper token>"))
-		return
-	}
-	ws, err := s.helperWorkspace(r.Context(), token)
+	ws, token, err := s.helperOf(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
