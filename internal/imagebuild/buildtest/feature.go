@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -71,6 +72,11 @@ func PackageFeature(dir string) (*Packaged, error) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "install.sh")); err != nil {
 		return nil, fmt.Errorf("feature %s: %w", dir, err)
+	}
+	// The metadata goes into a manifest annotation, a JSON string: bytes that are not UTF-8
+	// would be changed on the way (to U+FFFD), so the annotation would not be the file.
+	if !utf8.Valid(meta) {
+		return nil, fmt.Errorf("feature %s: devcontainer-feature.json is not UTF-8", dir)
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, meta); err != nil {

@@ -29,6 +29,8 @@ func FuzzPackageFeature(f *testing.F) {
 	}
 	f.Add([]byte(`{"id":"feat","version":"01.2.3"}`), []byte{})
 	f.Add([]byte(`{"id":"feat","version":"1.2.3","id":"other"}`), []byte("x"))
+	// Found by CI's fuzz run: a name that is not UTF-8 cannot be the annotation unchanged.
+	f.Add([]byte("{\"id\":\"feat\",\"version\":\"0.0.0\",\"\x80\":\"\"}"), []byte{})
 	f.Fuzz(func(t *testing.T, meta, install []byte) {
 		dir := filepath.Join(t.TempDir(), "feat")
 		if err := os.Mkdir(dir, 0o755); err != nil {
