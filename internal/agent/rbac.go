@@ -16,6 +16,7 @@ import (
 //     others metadata only), and delete (prune and terminate); namespaces among them, which also
 //     covers the Lease's namespace, created if missing (ensureNamespace);
 //   - pods list and watch: the reconciler's informer reads pod failures;
+//   - pods/log get: the image build's init containers' logs, followed for its progress (steps.go);
 //   - events.k8s.io events create and patch: ApplyFailed and PodFailed Events (events.go);
 //   - the leader-election Lease, in the lease namespace only (LeaseRules).
 //
@@ -43,6 +44,8 @@ func ClusterRules() []rbacv1.PolicyRule {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: res, Verbs: slices.Clone(applyVerbs)})
 	}
 	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}})
+	// The image build's progress and log: its init containers' logs, followed (steps.go).
+	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}})
 	// Events on workspaces' Deployments (events.go): client-go's events.k8s.io broadcaster creates
 	// an Event and patches it when it repeats (its series).
 	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}})

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -41,6 +42,8 @@ type reconciler struct {
 	wake chan<- struct{}
 
 	errs *errtrack.Tracker
+	// steps follows the image build's logs (steps.go).
+	steps *stepLogs
 	// events records Kubernetes Events on the workspaces' Deployments (nil: none; events.go).
 	events EventRecorder
 
@@ -48,6 +51,7 @@ type reconciler struct {
 	acked       map[errtrack.Key]string // deployment_resource_version the server echoed
 	podFailures map[errtrack.Key]string // the pod failure last reported and answered ("" none)
 	podEvents   map[errtrack.Key]string // the pod failure last recorded as an Event
+	stepsSent   map[errtrack.Key]string // the startup steps last reported and answered (stepsKey)
 	terminating map[errtrack.Key]string // protocol.TerminationTerminating or TerminationTerminated
 	known       map[errtrack.Key][]Ref  // objects of the last config applied, for termination
 	applies     map[errtrack.Key]*applySlot
@@ -90,9 +94,10 @@ func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID st
 	r := &reconciler{
 		log: log, kube: kube, agentID: agentID, ctx: rctx, cancel: cancel,
 		informer: inf, pods: pods, stop: make(chan struct{}), wake: wake, errs: errtrack.New(),
-		acked: map[errtrack.Key]string{}, podFailures: map[errtrack.Key]string{}, podEvents: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
+		acked: map[errtrack.Key]string{}, podFailures: map[errtrack.Key]string{}, podEvents: map[errtrack.Key]string{}, stepsSent: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
 		applies: map[errtrack.Key]*applySlot{}, applySem: make(chan struct{}, max(applyConcurrency, 1)),
 	}
+	r.steps = newStepLogs(rctx, log, kube.Clientset, r.poke)
 	poke := func(any) { r.poke() }
 	for _, i := range []cache.SharedIndexInformer{inf, pods} {
 		if _, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -119,19 +124,13 @@ func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID st
 
 const byWorkspace = "workspace"
 
-// podFailure is the failure of the workspace's pods now, or nil.
-func (r *reconciler) podFailure(k errtrack.Key) *protocol.PodFailure {
+// workspacePods are the pods of a workspace the informer holds.
+func (r *reconciler) workspacePods(k errtrack.Key) []*corev1.Pod {
 	objs, err := r.pods.GetIndexer().ByIndex(byWorkspace, k.Namespace+"/"+k.Name)
-	if err != nil || len(objs) == 0 {
+	if err != nil {
 		return nil
 	}
-	pods := make([]*corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
-			pods = append(pods, p)
-		}
-	}
-	return PodFailure(pods, time.Now())
+	return sortedPods(objs)
 }
 
 func failureKey(f *protocol.PodFailure) string {
@@ -166,6 +165,7 @@ func (r *reconciler) close() {
 	r.cancel()
 	close(r.stop)
 	r.applying.Wait()
+	r.steps.wait()
 	r.mu.Lock()
 	for _, slot := range r.applies {
 		if slot.next != nil { // dropped: the next full sync sends it again
@@ -215,6 +215,13 @@ func (r *reconciler) report(ctx context.Context, ut protocol.UpdateType, snap er
 		infos[k] = i
 		return i
 	}
+	allPods := sortedPods(r.pods.GetStore().List())
+	live := make(map[types.UID]bool, len(allPods))
+	for _, p := range allPods {
+		live[p.UID] = true
+	}
+	now := time.Now()
+	r.steps.follow(allPods, live, now)
 	r.mu.Lock()
 	for _, obj := range r.informer.GetStore().List() {
 		d, ok := obj.(*appsv1.Deployment)
@@ -225,12 +232,20 @@ func (r *reconciler) report(ctx context.Context, ut protocol.UpdateType, snap er
 		if !ok {
 			continue
 		}
-		failure := r.podFailure(k)
+		pods := r.workspacePods(k)
+		failure := PodFailure(pods, now)
 		r.recordPodFailure(k, failure)
-		if ut == protocol.UpdateFull || r.acked[k] != d.ResourceVersion || failureKey(failure) != r.podFailures[k] {
+		steps := StartupSteps(pods, r.steps.get)
+		newSteps := len(steps) > 0 && stepsKey(steps) != r.stepsSent[k]
+		if ut == protocol.UpdateFull || r.acked[k] != d.ResourceVersion || failureKey(failure) != r.podFailures[k] || newSteps {
 			i := get(k)
 			i.LatestK8sDeploymentInfo = DeploymentInfo(d)
 			i.PodFailure = failure
+			// Steps go when they changed since the server last answered: a full reconcile does
+			// not send every build's log again.
+			if newSteps {
+				i.StartupSteps = steps
+			}
 		}
 	}
 	for k, progress := range r.terminating {
@@ -284,9 +299,13 @@ func (r *reconciler) progressTerminations(ctx context.Context) {
 // and start applies.
 func (r *reconciler) handle(ctx context.Context, req protocol.ReconcileRequest, resp protocol.ReconcileResponse) {
 	sent := map[errtrack.Key]string{}
+	sentSteps := map[errtrack.Key]string{}
 	for _, i := range req.WorkspaceAgentInfos {
 		if i.LatestK8sDeploymentInfo != nil {
 			sent[errtrack.Key{Name: i.Name, Namespace: i.Namespace}] = failureKey(i.PodFailure)
+		}
+		if len(i.StartupSteps) > 0 {
+			sentSteps[errtrack.Key{Name: i.Name, Namespace: i.Namespace}] = stepsKey(i.StartupSteps)
 		}
 	}
 	for _, w := range resp.WorkspaceRailsInfos {
@@ -296,6 +315,9 @@ func (r *reconciler) handle(ctx context.Context, req protocol.ReconcileRequest, 
 		if reported, ok := sent[k]; ok {
 			r.podFailures[k] = reported
 		}
+		if reported, ok := sentSteps[k]; ok {
+			r.stepsSent[k] = reported
+		}
 		if w.DesiredState == protocol.TerminationTerminated {
 			if w.ActualState == protocol.TerminationTerminated {
 				// The server has recorded the end: forget the workspace.
@@ -303,6 +325,7 @@ func (r *reconciler) handle(ctx context.Context, req protocol.ReconcileRequest, 
 				delete(r.acked, k)
 				delete(r.podFailures, k)
 				delete(r.podEvents, k)
+				delete(r.stepsSent, k)
 				delete(r.known, k)
 				r.mu.Unlock()
 				r.errs.Forget(k)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/tfmodule"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // The commands of the Terraform backend: templates, builds, logs, cancel, state, provisioners.
@@ -170,7 +172,11 @@ func (a *app) logsCmd() *cobra.Command {
 		Short: "Show the log of a workspace's build (the latest by default)",
 		Long: "Show the log of a workspace's build (the latest by default). With -o json, each line is a JSON\n" +
 			"object as the API sends it (time, stage, level, output; the last one, once the build has ended,\n" +
-			"has end and the build's status), one per line.\n\n" + nameHelp,
+			"has end and the build's status), one per line.\n\n" +
+			"A Kubernetes workspace has no builds: for it, logs shows its startup steps (the image build's\n" +
+			"prepare, build and push) with the last lines of each one's log, as its agent last reported\n" +
+			"them; -f follows them until none is pending or running; -o json prints each step as the API\n" +
+			"has it.\n\n" + nameHelp,
 		Args: oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)
@@ -184,7 +190,11 @@ func (a *app) logsCmd() *cobra.Command {
 			out := cmd.OutOrStdout()
 			if format == "json" {
 				enc := json.NewEncoder(out)
-				return c.BuildLogs(cmd.Context(), args[0], number, 0, follow, func(l sdk.BuildLog) error { return enc.Encode(l) })
+				err := c.BuildLogs(cmd.Context(), args[0], number, 0, follow, func(l sdk.BuildLog) error { return enc.Encode(l) })
+				if notTerraform(err) && number == 0 {
+					return a.startupLogs(cmd.Context(), c, args[0], follow, func(st sdk.WorkspaceStartupStep, _ string) error { return enc.Encode(st) })
+				}
+				return err
 			}
 			var status string
 			err = c.BuildLogs(cmd.Context(), args[0], number, 0, follow, func(l sdk.BuildLog) error {
@@ -195,6 +205,11 @@ func (a *app) logsCmd() *cobra.Command {
 				_, err := fmt.Fprintf(out, "%s  %-22s %s\n", l.Time.In(a.loc).Format("15:04:05.000"), l.Stage, l.Output)
 				return err
 			})
+			if notTerraform(err) && number == 0 {
+				return a.startupLogs(cmd.Context(), c, args[0], follow, func(st sdk.WorkspaceStartupStep, text string) error {
+					return a.printStepLog(out, st, text)
+				})
+			}
 			if err != nil {
 				return err
 			}
@@ -573,4 +588,91 @@ on a terminal; --yes skips the question.`,
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "delete without asking")
 	return cmd
+}
+
+// notTerraform reports whether err is the build endpoints' answer for a Kubernetes workspace.
+func notTerraform(err error) bool {
+	var ae *sdk.APIError
+	return errors.As(err, &ae) && ae.StatusCode == http.StatusConflict && ae.Body.Message == sdk.NotTerraformMessage
+}
+
+// startupLogs shows a Kubernetes workspace's startup steps: emit gets each step with the part of
+// its log not shown yet. With follow, it reads the workspace again every poll interval until no
+// step is pending or running (or the workspace is no longer meant to run).
+func (a *app) startupLogs(ctx context.Context, c *sdk.Client, name string, follow bool, emit func(sdk.WorkspaceStartupStep, string) error) error {
+	shown := map[string]sdk.WorkspaceStartupStep{}
+	for {
+		ws, err := c.Workspace(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(ws.StartupSteps) == 0 && len(shown) == 0 && !follow {
+			return fmt.Errorf("workspace %s is a Kubernetes workspace and has no build; its agent has reported no startup steps (its definition builds no image)", ws.Name)
+		}
+		active := false
+		for _, st := range ws.StartupSteps {
+			prev, seen := shown[st.Name]
+			if st.State == "pending" || st.State == "running" {
+				active = true
+			}
+			if seen && prev.State == st.State && prev.Detail == st.Detail && prev.Log == st.Log {
+				continue
+			}
+			text := st.Log
+			if seen && sameRun(prev, st) {
+				text = logAfter(prev.Log, st.Log)
+			}
+			if err := emit(st, text); err != nil {
+				return err
+			}
+			shown[st.Name] = st
+		}
+		if !follow || (!active && len(ws.StartupSteps) > 0) || ws.DesiredState != string(workspace.Running) {
+			return nil
+		}
+		t := time.NewTimer(a.pollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// sameRun reports whether two reports of a step are of the same run of it.
+func sameRun(a, b sdk.WorkspaceStartupStep) bool {
+	return a.StartedAt != nil && b.StartedAt != nil && a.StartedAt.Equal(*b.StartedAt)
+}
+
+// logAfter is the part of a step's log now that was not in its log before. Both are tails (the
+// agent keeps the last 16 KiB): the end of the old log is found in the new one.
+func logAfter(old, now string) string {
+	if strings.HasPrefix(now, old) {
+		return now[len(old):]
+	}
+	tail := old[max(0, len(old)-256):]
+	if i := strings.LastIndex(now, tail); tail != "" && i >= 0 {
+		return now[i+len(tail):]
+	}
+	return now
+}
+
+// printStepLog prints a step's heading (name, state, progress) and the new part of its log.
+func (a *app) printStepLog(out io.Writer, st sdk.WorkspaceStartupStep, text string) error {
+	head := "== " + st.Name + ": " + st.State
+	if st.Detail != "" {
+		head += " (" + printable(st.Detail) + ")"
+	}
+	if _, err := fmt.Fprintln(out, head); err != nil {
+		return err
+	}
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		if l = printable(l); l != "" {
+			if _, err := fmt.Fprintln(out, l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -80,7 +80,24 @@ func TestTables(t *testing.T) {
 	installed := fresh
 	installed.ID, installed.Name = "w-5", "dots"
 	installed.Dotfiles = &sdk.WorkspaceDotfiles{Status: "installed", Repository: "https://git.example.com/bob/dots.git", Script: "install.sh", UpdatedAt: ptr(t0)}
-	f.workspaces = map[string]sdk.Workspace{"api-dev": sample(), "docs": fresh, "vm": vm, "app": fromRepo, "dots": installed}
+	// A first build of a team's image: prepare done, the build running, push to come; and one
+	// whose build failed (its log's terminal escapes are not passed on).
+	building := fresh
+	building.ID, building.Name, building.ActualState = "w-6", "img", "Starting"
+	building.StartupSteps = []sdk.WorkspaceStartupStep{
+		{Name: "image-prepare", State: "done", StartedAt: ptr(t0.Add(-3 * time.Minute)), EndedAt: ptr(t0.Add(-170 * time.Second)),
+			Detail: "building registry.example.com/builds:2062e68c from debian:12: 7 steps, 2 features", UpdatedAt: t0},
+		{Name: "image-build", State: "running", StartedAt: ptr(t0.Add(-170 * time.Second)), Detail: "step 3/7: RUN apt-get install -y make (Dockerfile:5)",
+			Log: "step 3/7: RUN apt-get install -y make (Dockerfile:5)\n    Setting up make\n", UpdatedAt: t0},
+		{Name: "image-push", State: "pending", UpdatedAt: t0},
+	}
+	broken := building
+	broken.ID, broken.Name, broken.ActualState = "w-7", "broken", "Failed"
+	broken.StartupSteps = []sdk.WorkspaceStartupStep{building.StartupSteps[0],
+		{Name: "image-build", State: "failed", StartedAt: ptr(t0.Add(-170 * time.Second)), EndedAt: ptr(t0.Add(-100 * time.Second)), Detail: "step 4/7: RUN make (Dockerfile:6)",
+			Log: "step 4/7: RUN make (Dockerfile:6)\n    \x1b[31mmake: *** No rule to make target 'all'.\x1b[0m\nimage build: step 4/7: RUN make (Dockerfile:6) exited with code 2\n", UpdatedAt: t0},
+		{Name: "image-push", State: "pending", UpdatedAt: t0}}
+	f.workspaces = map[string]sdk.Workspace{"api-dev": sample(), "docs": fresh, "vm": vm, "app": fromRepo, "dots": installed, "img": building, "broken": broken}
 	f.agents = []sdk.Agent{
 		{ID: "a1", Name: "eu-west", Config: json.RawMessage(`{"dns_zone":"ws.example.com","namespace_mode":"per_workspace"}`), CreatedAt: t0},
 		{ID: "a2", Name: "us-east", Config: json.RawMessage(`{"dns_zone":"us.example.com","namespace_mode":"shared","shared_namespace":"shared-ws","unknown":1}`), CreatedAt: t0.Add(time.Hour)},
@@ -95,6 +112,8 @@ func TestTables(t *testing.T) {
 		{"show-new.golden", []string{"show", "docs"}},
 		{"show-repository.golden", []string{"show", "app"}},
 		{"show-dotfiles.golden", []string{"show", "dots"}},
+		{"show-startup.golden", []string{"show", "img"}},
+		{"show-startup-failed.golden", []string{"show", "broken"}},
 		{"show-terraform-helper.golden", []string{"show", "vm"}},
 		{"agents-list.golden", []string{"agents", "list"}},
 		{"users-create.golden", []string{"users", "create", "carol"}},

@@ -237,8 +237,8 @@ func TestInterruptEndsTheWaitWithoutATerminal(t *testing.T) {
 	}
 }
 
-// `hangar logs` (and the other build commands) on a Kubernetes workspace say it has no builds and
-// what to use instead, not "has no build latest".
+// The build commands on a Kubernetes workspace say it has no builds and what to use instead, not
+// "has no build latest"; `hangar logs` without --build shows its startup steps instead.
 func TestBuildCommandsOnAKubernetesWorkspace(t *testing.T) {
 	env := servertest.New(t)
 	admin := newCLI(t, map[string]string{"HANGAR_URL": env.URL, "HANGAR_TOKEN": env.AdminToken})
@@ -246,8 +246,11 @@ func TestBuildCommandsOnAKubernetesWorkspace(t *testing.T) {
 	admin.ok("create", "web", "--agent", "eu")
 	want := "error: not a terraform workspace: workspace \"web\" is a Kubernetes workspace (agent eu): it has no builds, build logs or Terraform state; " +
 		"'hangar show web' shows its state and last error, and the agent's cluster has its pods' logs\n"
+	// Its startup steps are what `hangar logs` shows of it: none yet.
+	if got := admin.fail("logs", "web"); got != "error: workspace web is a Kubernetes workspace and has no build; its agent has reported no startup steps (its definition builds no image)\n" {
+		t.Errorf("hangar logs web: %s", got)
+	}
 	for _, args := range [][]string{
-		{"logs", "web"},
 		{"logs", "web", "--build", "1"},
 		{"cancel", "web"},
 		{"state", "pull", "web"},

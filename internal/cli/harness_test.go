@@ -267,6 +267,10 @@ func (f *fakeAPI) handler() http.Handler {
 		}
 		answer(w, 200, ws)
 	})
+	// A Kubernetes workspace has no builds: the server's 409.
+	mux.HandleFunc("GET /api/v1/workspaces/{name}/builds/{n}/logs", func(w http.ResponseWriter, r *http.Request) {
+		answer(w, 409, sdk.Error{Code: sdk.CodeConflict, Message: sdk.NotTerraformMessage, Detail: "it has no builds"})
+	})
 	mux.HandleFunc("PATCH /api/v1/workspaces/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(r.PathValue("name"), "admin/")
 		var req sdk.UpdateWorkspaceRequest

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -150,6 +151,7 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 	}
 	rows = append(rows, a.repositoryRows(ws)...)
 	rows = append(rows, a.dotfilesRows(ws)...)
+	rows = append(rows, a.startupRows(ws)...)
 	if ws.Backend == "terraform" {
 		// Builds run it, not an agent: the agent's fields mean nothing here.
 		rows = [][2]string{
@@ -331,6 +333,64 @@ func (a *app) repositoryRows(ws sdk.Workspace) [][2]string {
 	}
 }
 
+// logRows are the last n lines of a log as show's rows, each after "| ". The log is a script's or
+// a build's output: its control characters (terminal escapes) are not passed to the terminal of
+// whoever reads it.
+func logRows(log string, n int) [][2]string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	var rows [][2]string
+	for _, l := range lines {
+		if l = printable(l); l != "" {
+			rows = append(rows, [2]string{"", "| " + l})
+		}
+	}
+	return rows
+}
+
+// csiRE matches a terminal's control sequences (colours, cursor moves), which build tools print.
+var csiRE = regexp.MustCompile("\x1b\\[[0-9;?]*[ -/]*[@-~]")
+
+// printable drops a line's terminal control sequences and control characters but tabs.
+func printable(l string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' && r != '\t' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return -1
+		}
+		return r
+	}, csiRE.ReplaceAllString(l, ""))
+}
+
+// startupRows are show's lines about a workspace's startup steps (the image build's prepare,
+// build and push): each with its state, how long it took or has run, and how far it is; for a
+// failed step, the last lines of its log ('hangar logs' shows more).
+func (a *app) startupRows(ws sdk.Workspace) [][2]string {
+	var rows [][2]string
+	for i, st := range ws.StartupSteps {
+		label := ""
+		if i == 0 {
+			label = "Startup"
+		}
+		line := fmt.Sprintf("%-13s %s", st.Name, st.State)
+		switch {
+		case st.StartedAt != nil && st.EndedAt != nil:
+			line += " in " + st.EndedAt.Sub(*st.StartedAt).Round(time.Second).String()
+		case st.StartedAt != nil && st.State == "running":
+			line += " for " + a.now().Sub(*st.StartedAt).Round(time.Second).String()
+		}
+		if st.Detail != "" {
+			line += ": " + printable(st.Detail)
+		}
+		rows = append(rows, [2]string{label, line})
+		if st.State == "failed" {
+			rows = append(rows, logRows(st.Log, 10)...)
+		}
+	}
+	return rows
+}
+
 // dotfilesRows are show's lines about the install of the owner's dotfiles: its status, and for a
 // failure the error and the last lines of its log.
 func (a *app) dotfilesRows(ws sdk.Workspace) [][2]string {
@@ -362,23 +422,7 @@ func (a *app) dotfilesRows(ws sdk.Workspace) [][2]string {
 			}
 			return r
 		}, d.Error)})
-		lines := strings.Split(strings.TrimRight(d.Log, "\n"), "\n")
-		if len(lines) > 10 {
-			lines = lines[len(lines)-10:]
-		}
-		for _, l := range lines {
-			// The log is a script's output: its control characters (terminal escapes) are not
-			// passed to the terminal of whoever reads it.
-			l = strings.Map(func(r rune) rune {
-				if r < ' ' && r != '\t' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-					return -1
-				}
-				return r
-			}, l)
-			if l != "" {
-				rows = append(rows, [2]string{"", "| " + l})
-			}
-		}
+		rows = append(rows, logRows(d.Log, 10)...)
 	}
 	return rows
 }

@@ -122,6 +122,12 @@ func (a *app) wait(ctx context.Context, c *sdk.Client, start sdk.Workspace, g go
 		if ws.Error != nil {
 			line += "  error=" + formatWorkspaceError(ws.Error)
 		}
+		if st := ws.RunningStep(); st != nil {
+			line += "  " + st.Name
+			if st.Detail != "" {
+				line += ": " + printable(st.Detail)
+			}
+		}
 		fmt.Fprintln(progress, line)
 	}, a.pollInterval)
 	if last.Name == "" {

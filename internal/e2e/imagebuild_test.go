@@ -3,15 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
@@ -33,6 +30,9 @@ import (
 //   - A third workspace with the first's definition reuses its image: its build container says the
 //     image was built already, and the registry received no second push of it.
 //   - docker-in-docker is refused at create, naming the Feature.
+//   - What the user sees of a build: create --wait says how far it is while it runs; show lists
+//     the steps (prepare, build, push) with their times and progress; logs shows each one's log;
+//     a failed step shows the end of its log.
 //   - A Dockerfile whose RUN fails: the workspace reports the build's failure with its line.
 func TestImageBuildWorkspace(t *testing.T) {
 	e, forge := setUpWithForge(t, time.Hour)
@@ -52,7 +52,7 @@ func TestImageBuildWorkspace(t *testing.T) {
 	}
 
 	forge.AddUser(forgetest.User{Login: "dana", FullName: "Dana Scully", Email: "dana@example.com"})
-	token, api := e.user(t, "dana")
+	token, _ := e.user(t, "dana")
 	du := cliUser{url: e.srv.URL, token: token, home: t.TempDir()}
 	link(t, e.srv.URL, forge, du, token, "dana")
 	must := func(args ...string) string {
@@ -71,31 +71,11 @@ func TestImageBuildWorkspace(t *testing.T) {
 		}
 		return out
 	}
+	// The build's log as the user reads it: `hangar logs` shows the startup steps the agent
+	// reported (prepare, build, push), each with its log.
 	buildLog := func(ws string) string {
 		t.Helper()
-		w, err := api.Workspace(ctx, ws)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods, err := e.cluster.Client.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil || len(pods.Items) == 0 {
-			t.Fatalf("the pods of %s: %v (%d)", ws, err, len(pods.Items))
-		}
-		// The build's containers (hangar-image-*), in their order.
-		var all strings.Builder
-		for _, c := range pods.Items[0].Spec.InitContainers {
-			if !strings.HasPrefix(c.Name, "hangar-image-") {
-				continue
-			}
-			rc, err := e.cluster.Client.CoreV1().Pods(w.Namespace).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{Container: c.Name}).Stream(ctx)
-			if err != nil {
-				t.Fatalf("the log of %s's %s: %v", ws, c.Name, err)
-			}
-			b, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
-			rc.Close()
-			all.Write(b)
-		}
-		return all.String()
+		return must("logs", ws)
 	}
 	pushes := func() int {
 		n := 0
@@ -120,13 +100,25 @@ func TestImageBuildWorkspace(t *testing.T) {
 `
 	forge.CreateRepo("dana", "app", true, map[string]string{".devcontainer/devcontainer.json": featuresDC})
 	begin := time.Now()
-	must("create", "app", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/app.git", "--wait", "--timeout", "8m")
+	waited := must("create", "app", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/app.git", "--wait", "--timeout", "8m")
 	firstBuild := time.Since(begin)
+	// While it waits, create says how far the build is, from the agent's reports.
+	if !strings.Contains(waited, "actual=Starting  image-build: feature ") && !strings.Contains(waited, "actual=Starting  image-push: pushing ") {
+		t.Errorf("create --wait did not show the build's progress:\n%s", waited)
+	}
+	shown := must("show", "app")
+	for _, want := range []string{"Startup:", "image-prepare done in ", ": building " + reg.Ref("hangar/builds"), "image-build   done in ", ": feature 2/2: " + color,
+		"image-push    done in ", ": pushed " + reg.Ref("hangar/builds")} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("hangar show app lacks %q:\n%s", want, shown)
+		}
+	}
 	if out := mustSSH("app", "hello; color; cat /workspaces/greeted.txt; id -u"); !strings.Contains(out, "Howdy, ") || !strings.Contains(out, "my favorite color is green") || !strings.Contains(out, "\n5001\n") {
 		t.Fatalf("in the built workspace: %q, want hello's Howdy (twice), color's green, and the non-root user", out)
 	}
-	if log := buildLog("app"); !strings.Contains(log, "hello") || !strings.Contains(log, "color") {
-		t.Fatalf("the build's log does not name the Features:\n%s", log)
+	if log := buildLog("app"); !strings.Contains(log, "== image-build: done (feature 2/2: "+color+")\nfeature 1/2: "+hello+"\n") ||
+		!strings.Contains(log, "    The provided greeting is: Howdy\n") || !strings.Contains(log, "== image-push: done (pushed ") {
+		t.Fatalf("the build's log does not show the Features' installs:\n%s", log)
 	}
 	afterFirst := pushes()
 	if afterFirst == 0 {
@@ -138,7 +130,7 @@ func TestImageBuildWorkspace(t *testing.T) {
 	begin = time.Now()
 	must("create", "again", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/again.git", "--wait", "--timeout", "5m")
 	cached := time.Since(begin)
-	if log := buildLog("again"); !strings.Contains(log, "cached") {
+	if log := buildLog("again"); !strings.Contains(log, "== image-prepare: done (image "+reg.Ref("hangar/builds")) || !strings.Contains(log, "is built already (cached)") {
 		t.Fatalf("the second build's log does not say the image was reused:\n%s", log)
 	}
 	if pushes() != afterFirst {
@@ -172,14 +164,16 @@ func TestImageBuildWorkspace(t *testing.T) {
 		".devcontainer/Dockerfile":        "FROM " + base + "\nUSER root\nRUN echo about to fail && false\n",
 	})
 	must("create", "broken", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/broken.git")
-	var shown string
 	kubetest.Eventually(t, 4*time.Minute, "the broken build to be reported", func(context.Context) error {
 		shown = must("show", "broken")
-		if !strings.Contains(shown, "Dockerfile:3") {
+		if !strings.Contains(shown, "Dockerfile:3") || !strings.Contains(shown, "image-build   failed in ") || !strings.Contains(shown, "| about to fail\n") {
 			return fmt.Errorf("hangar show broken:\n%s", shown)
 		}
 		return nil
 	})
+	if log := buildLog("broken"); !strings.Contains(log, "== image-build: failed (step 2/2: RUN echo about to fail && false (Dockerfile:3))\n") || !strings.Contains(log, "about to fail\n") {
+		t.Errorf("hangar logs broken:\n%s", log)
+	}
 	t.Logf("a failed build, as `hangar show` says it:\n%s", shown)
 	t.Logf("create --repo to Running: features built %v, the same definition again (cached) %v", firstBuild.Round(time.Millisecond), cached.Round(time.Millisecond))
 	for _, ws := range []string{"app", "again", "built", "broken"} {

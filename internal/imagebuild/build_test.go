@@ -219,6 +219,23 @@ func TestBuildStepsAndFeaturesIntoOneLayerAndCache(t *testing.T) {
 			t.Errorf("the output lacks %q", want)
 		}
 	}
+	// The lines the agent shows as the build's progress (IsProgress): one per phase, step and
+	// feature, in order, and none of the commands' own output.
+	var progress []string
+	for _, l := range strings.Split(out, "\n") {
+		if IsProgress(l) {
+			progress = append(progress, l)
+		}
+	}
+	wantProgress := []string{"building " + image + " from " + spec.Base + ":", "step 1/7: ", "step 2/7: ", "step 3/7: ", "step 4/7: ", "step 5/7: ", "step 6/7: ", "step 7/7: ",
+		"feature 1/2: ", "feature 2/2: ", "pushing " + image, "pushed " + image + " ("}
+	ok := len(progress) == len(wantProgress)
+	for i := 0; ok && i < len(progress); i++ {
+		ok = strings.HasPrefix(progress[i], wantProgress[i])
+	}
+	if !ok {
+		t.Errorf("progress lines\n%q\nwant their beginnings\n%q", progress, wantProgress)
+	}
 
 	ref, err := name.ParseReference(image)
 	must(t, err)

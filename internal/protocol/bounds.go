@@ -1,6 +1,9 @@
 package protocol
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Bounds on what an agent reports (docs/decisions.md, "Bounds on what agents send"). An agent's
 // report is stored and shown to users: without them, one reconcile could store megabytes per
@@ -24,6 +27,12 @@ const (
 	// MaxMessageBytes is where a condition's message, a pod failure's message and an error
 	// message are cut (TruncateMessages).
 	MaxMessageBytes = 4 << 10
+	// MaxStartupSteps bounds a workspace's startup steps in one report.
+	MaxStartupSteps = 8
+	// MaxStepDetailBytes is where a startup step's detail (one progress line) is cut.
+	MaxStepDetailBytes = 512
+	// MaxStepLogBytes bounds a startup step's log: its last lines are kept (TruncateLogHead).
+	MaxStepLogBytes = 16 << 10
 )
 
 // TruncatedSuffix ends a message cut by TruncateMessages.
@@ -53,8 +62,44 @@ func TruncateMessages(req *ReconcileRequest) int {
 				cut(&d.Status.Conditions[j].Message)
 			}
 		}
+		for j := range info.StartupSteps {
+			st := &info.StartupSteps[j]
+			if len(st.Detail) > MaxStepDetailBytes {
+				st.Detail = TruncateMessage(st.Detail, MaxStepDetailBytes)
+				n++
+			}
+			if len(st.Log) > MaxStepLogBytes {
+				st.Log = TruncateLogHead(st.Log, MaxStepLogBytes)
+				n++
+			}
+		}
 	}
 	return n
+}
+
+// TruncatedPrefix begins a log cut by TruncateLogHead.
+const TruncatedPrefix = "…(earlier lines cut)\n"
+
+// TruncateLogHead returns s if it is at most max bytes long, else its last lines that, after
+// TruncatedPrefix, fit in max bytes: cut after a newline when there is one in the part kept,
+// else before a UTF-8 sequence. A log's end says most (the failing step, the latest progress).
+func TruncateLogHead(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	keep := max - len(TruncatedPrefix)
+	if keep <= 0 {
+		return TruncatedPrefix[:0]
+	}
+	start := len(s) - keep
+	if i := strings.IndexByte(s[start:], '\n'); i >= 0 && i+1 < len(s)-start {
+		start += i + 1
+	} else {
+		for start < len(s) && !utf8.RuneStart(s[start]) {
+			start++
+		}
+	}
+	return TruncatedPrefix + s[start:]
 }
 
 // TruncateMessage returns s if it is at most max bytes long, else its longest prefix that, with

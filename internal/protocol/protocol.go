@@ -3,6 +3,8 @@
 // import it; nothing else defines these shapes.
 package protocol
 
+import "time"
+
 // Version is the protocol version. Bump it, with a line in the changelog below, on any change an
 // older peer would misread.
 //
@@ -30,7 +32,10 @@ package protocol
 //	7: WorkspaceRailsInfo has traceparent: the W3C trace context of the change whose config the
 //	   agent is sent, when the server traces and knows it. Additive both ways: an older agent
 //	   ignores it; an older server sends none.
-const Version = 7
+//	8: WorkspaceAgentInfo has startup_steps: the image build's phases of the workspace's pod,
+//	   each with its state, times, latest progress line and the tail of its log. Additive both
+//	   ways: an older server ignores them; an older agent sends none.
+const Version = 8
 
 // ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
 const ReconcilePath = "/api/v1/agent/reconcile"
@@ -78,6 +83,37 @@ type WorkspaceAgentInfo struct {
 	// sent with the Deployment, so that the user sees Failed and why within seconds instead of after
 	// the Deployment's progress deadline.
 	PodFailure *PodFailure `json:"pod_failure,omitempty"`
+	// StartupSteps are the steps the workspace's pod runs before it can be ready, as far as the
+	// agent sees them: the image build's init containers (StepImagePrepare, StepImageBuild,
+	// StepImagePush), in order. Sent when they changed since the server last answered; an empty
+	// log does not erase the log the server has of the same step run (same started_at).
+	StartupSteps []StartupStep `json:"startup_steps,omitempty"`
+}
+
+// The startup steps an agent reports: the image build's three init containers.
+const (
+	StepImagePrepare = "image-prepare"
+	StepImageBuild   = "image-build"
+	StepImagePush    = "image-push"
+)
+
+// The states of a StartupStep.
+const (
+	StepPending = "pending" // not started yet
+	StepRunning = "running"
+	StepDone    = "done"
+	StepFailed  = "failed"
+)
+
+// StartupStep is one step of a workspace's startup: its state, when it started and ended, the
+// latest line that says how far it is ("step 3/7: RUN make"), and the last lines of its log.
+type StartupStep struct {
+	Name      string     `json:"name"`
+	State     string     `json:"state"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	Detail    string     `json:"detail,omitempty"`
+	Log       string     `json:"log,omitempty"`
 }
 
 // PodFailure is a pod-level reason a workspace cannot run.

@@ -53,6 +53,7 @@ func Validate(req protocol.ReconcileRequest) error {
 			tooLong(v, f+".pod_failure.reason", p.Reason, protocol.MaxConditionIdentifierBytes)
 			tooLong(v, f+".pod_failure.message", p.Message, protocol.MaxMessageBytes)
 		}
+		validateSteps(v, f+".startup_steps", info.StartupSteps)
 		if d := info.LatestK8sDeploymentInfo; d != nil {
 			switch rv := d.Metadata.ResourceVersion; {
 			case rv == "":
@@ -80,6 +81,38 @@ func Validate(req protocol.ReconcileRequest) error {
 		}
 	}
 	return v.Err()
+}
+
+// validateSteps checks a workspace's startup steps: at most protocol.MaxStartupSteps, each a known
+// name once, a known state, an end only after its start, and bounded text (JSON decoding has made it UTF-8).
+func validateSteps(v *workspace.ValidationError, f string, steps []protocol.StartupStep) {
+	if n := len(steps); n > protocol.MaxStartupSteps {
+		v.Add(f, "has %d steps, the limit is %d", n, protocol.MaxStartupSteps)
+		return
+	}
+	seen := map[string]bool{}
+	for j, st := range steps {
+		g := fmt.Sprintf("%s[%d]", f, j)
+		switch st.Name {
+		case protocol.StepImagePrepare, protocol.StepImageBuild, protocol.StepImagePush:
+			if seen[st.Name] {
+				v.Add(g+".name", "step %q is reported twice", st.Name)
+			}
+			seen[st.Name] = true
+		default:
+			v.Add(g+".name", "must be %q, %q or %q, got %q", protocol.StepImagePrepare, protocol.StepImageBuild, protocol.StepImagePush, clip(st.Name))
+		}
+		switch st.State {
+		case protocol.StepPending, protocol.StepRunning, protocol.StepDone, protocol.StepFailed:
+		default:
+			v.Add(g+".state", "must be %q, %q, %q or %q, got %q", protocol.StepPending, protocol.StepRunning, protocol.StepDone, protocol.StepFailed, clip(st.State))
+		}
+		if st.StartedAt != nil && st.EndedAt != nil && st.EndedAt.Before(*st.StartedAt) {
+			v.Add(g+".ended_at", "is before started_at")
+		}
+		tooLong(v, g+".detail", st.Detail, protocol.MaxStepDetailBytes)
+		tooLong(v, g+".log", st.Log, protocol.MaxStepLogBytes)
+	}
 }
 
 // tooLong adds a problem on field when s is over max bytes; the detail says the size, not the value.

@@ -233,7 +233,11 @@ func stateChanged(a, b Workspace) bool {
 	if (a.Error == nil) != (b.Error == nil) {
 		return true
 	}
-	return a.Error != nil && *a.Error != *b.Error
+	if a.Error != nil && *a.Error != *b.Error {
+		return true
+	}
+	sa, sb := a.RunningStep(), b.RunningStep()
+	return (sa == nil) != (sb == nil) || sa != nil && (sa.Name != sb.Name || sa.Detail != sb.Detail)
 }
 
 // retryable says whether a failed poll may succeed if tried again: the server was unreachable or

@@ -76,6 +76,10 @@ type Workspace struct {
 	// Dotfiles (in the answer about one workspace) is how the install of its owner's dotfiles
 	// went, as its helper reported it.
 	Dotfiles *WorkspaceDotfiles `json:"dotfiles,omitempty"`
+	// StartupSteps (kubernetes, in the answer about one workspace) are the steps its pod runs
+	// before it can be ready, as its agent last reported them: the image build's prepare, build
+	// and push, each with how far it is and the last lines of its log.
+	StartupSteps []WorkspaceStartupStep `json:"startup_steps,omitempty"`
 	// Warnings, only in the answers to create and update: what Hangar accepted in the devfile but
 	// ignores (starterProjects, components only build and deploy commands use, ...).
 	Warnings []string `json:"warnings,omitempty"`
@@ -132,6 +136,37 @@ type RepositorySource struct {
 	// DevcontainerPath names the devcontainer.json to use when the repository has several
 	// (.devcontainer/<name>/devcontainer.json).
 	DevcontainerPath string `json:"devcontainer_path,omitempty"`
+}
+
+// WorkspaceStartupStep is one step of a workspace's startup.
+type WorkspaceStartupStep struct {
+	// Name is "image-prepare" (the base image and the features are fetched and checked, or the
+	// image is found built already), "image-build" (the definition's steps and features run) or
+	// "image-push" (the image goes to the cluster's registry).
+	Name string `json:"name"`
+	// State is "pending", "running", "done" or "failed".
+	State     string     `json:"state"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// Detail is the latest line that says how far the step is ("step 3/7: RUN make").
+	Detail string `json:"detail,omitempty"`
+	// Log is the last lines of the step's output (at most 16 KiB).
+	Log       string    `json:"log,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// NotTerraformMessage is the message of the 409 the build endpoints answer for a Kubernetes
+// workspace: it has no builds (its startup steps are in its detail instead).
+const NotTerraformMessage = "not a terraform workspace"
+
+// RunningStep is the workspace's startup step that runs now, or nil.
+func (w Workspace) RunningStep() *WorkspaceStartupStep {
+	for i := range w.StartupSteps {
+		if w.StartupSteps[i].State == "running" {
+			return &w.StartupSteps[i]
+		}
+	}
+	return nil
 }
 
 // WorkspaceDotfiles is the install of a workspace owner's dotfiles.

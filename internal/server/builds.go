@@ -381,7 +381,7 @@ func (s *Server) terraformWorkspace(r *http.Request, u workspace.User) (workspac
 		return ws, err
 	}
 	if ws.Backend != workspace.KindTerraform {
-		return ws, errConflict("not a terraform workspace", fmt.Sprintf(
+		return ws, errConflict(sdk.NotTerraformMessage, fmt.Sprintf(
 			"workspace %q is a Kubernetes workspace (agent %s): it has no builds, build logs or Terraform state; "+
 				"'hangar show %s' shows its state and last error, and the agent's cluster has its pods' logs", ws.Name, ws.AgentName, r.PathValue("name")))
 	}
@@ -481,7 +481,7 @@ func (s *Server) buildErr(r *http.Request, err error) error {
 	case errors.Is(err, tfbackend.ErrHidden), isNotFound(err):
 		return errNotFound("workspace %q not found", r.PathValue("name"))
 	case errors.Is(err, tfbackend.ErrNotTerraform):
-		return errConflict("not a terraform workspace", err.Error())
+		return errConflict(sdk.NotTerraformMessage, err.Error())
 	case errors.Is(err, tfbackend.ErrBadRequest):
 		return errBadRequest(err.Error())
 	case errors.Is(err, build.ErrBuildActive), errors.Is(err, build.ErrDeleted), errors.Is(err, build.ErrNotActive):

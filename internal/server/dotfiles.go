@@ -86,3 +86,19 @@ func (s *Server) dotfilesOf(r *http.Request, ws workspace.Workspace) *sdk.Worksp
 		return &sdk.WorkspaceDotfiles{Status: "pending", Repository: ws.OwnerDotfilesRepo}
 	}
 }
+
+// startupStepsOf is what a workspace shows of its startup steps: its agent's latest report of
+// each (nil when there is none, or when it cannot be read: the rest of the answer stands).
+func (s *Server) startupStepsOf(r *http.Request, ws workspace.Workspace) []sdk.WorkspaceStartupStep {
+	steps, err := s.store.WorkspaceStartupSteps(r.Context(), ws.ID)
+	if err != nil {
+		s.log.Warn("cannot read a workspace's startup steps", "workspace", ws.OwnerName+"/"+ws.Name, "err", err)
+		return nil
+	}
+	var out []sdk.WorkspaceStartupStep
+	for _, st := range steps {
+		out = append(out, sdk.WorkspaceStartupStep{Name: st.Name, State: st.State, StartedAt: st.StartedAt, EndedAt: st.EndedAt,
+			Detail: st.Detail, Log: st.Log, UpdatedAt: st.UpdatedAt})
+	}
+	return out
+}

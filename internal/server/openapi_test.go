@@ -441,12 +441,15 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	}
 	// The agent names workspaces by cluster name and namespace.
 	var mine, other sdk.Workspace
+	stepAt := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	c.decode(c.do(dev.Token, "GET", "/api/v1/workspaces/my-ws", nil, 200, true), &mine)
 	c.decode(c.do(admin, "GET", "/api/v1/workspaces/"+url.PathEscape(dev.Username+"/other"), nil, 200, true), &other)
 	c.decode(c.do(agent.Token, "POST", protocol.ReconcilePath, protocol.ReconcileRequest{
 		UpdateType: protocol.UpdateFull,
 		WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
-			{Name: mine.KubeName, Namespace: mine.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 5)},
+			{Name: mine.KubeName, Namespace: mine.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 5), StartupSteps: []protocol.StartupStep{
+				{Name: protocol.StepImagePrepare, State: protocol.StepDone, StartedAt: &stepAt, EndedAt: &stepAt, Detail: "image r:1 is built already (cached)", Log: "image r:1 is built already (cached)\n"},
+				{Name: protocol.StepImageBuild, State: protocol.StepPending}}},
 			{Name: other.KubeName, Namespace: other.Namespace, ErrorDetails: &protocol.ErrorDetails{ErrorType: protocol.ErrorTypeApplier, ErrorMessage: "quota exceeded"}},
 			{Name: "ghost", Namespace: "hangar-ghost", LatestK8sDeploymentInfo: deploymentIn("Stopped", 9)},
 		},
@@ -482,6 +485,9 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	c.decode(c.do(dev.Token, "GET", "/api/v1/workspaces/my-ws", nil, 200, true), &ws)
 	if ws.ActualState != "Running" || ws.DeploymentResourceVersion == nil || ws.RespondedToAgentAt == nil {
 		t.Errorf("my-ws after reconcile: %+v", ws)
+	}
+	if len(ws.StartupSteps) != 2 || ws.StartupSteps[0].Detail != "image r:1 is built already (cached)" || ws.StartupSteps[1].State != "pending" {
+		t.Errorf("my-ws's startup steps: %+v", ws.StartupSteps)
 	}
 	c.decode(c.do(dev.Token, "GET", "/api/v1/workspaces/other", nil, 200, true), &ws)
 	if ws.Error == nil {

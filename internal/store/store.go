@@ -41,6 +41,10 @@ type ReconcileScope struct {
 type ReconcileTx interface {
 	// WorkspaceDevfile reads the devfile a workspace was created with (Store.WorkspaceDevfile).
 	WorkspaceDevfile(id string) (string, error)
+	// SetStartupSteps records the startup steps the agent reported for a workspace of the
+	// decision's rows: each named step is replaced, except that an empty log keeps the log stored
+	// for the same run of the step (the same started_at), which a restarted agent no longer has.
+	SetStartupSteps(workspaceID string, steps []workspace.StartupStep) error
 }
 
 // WorkspaceRef names one workspace: by ID, or else by owner and name. A name may have been used
@@ -108,6 +112,8 @@ type Store interface {
 	// (ErrNotFound: no such workspace); WorkspaceDotfiles reads it (ErrNotFound: none reported).
 	SetWorkspaceDotfiles(ctx context.Context, workspaceID string, d workspace.DotfilesStatus) error
 	WorkspaceDotfiles(ctx context.Context, workspaceID string) (workspace.DotfilesStatus, error)
+	// WorkspaceStartupSteps reads a workspace's startup steps in the order reported (none: empty).
+	WorkspaceStartupSteps(ctx context.Context, workspaceID string) ([]workspace.StartupStep, error)
 	// ListWorkspaces lists workspaces by owner and name, then newest first.
 	ListWorkspaces(ctx context.Context, f ListFilter) ([]workspace.Workspace, error)
 	// UpdateWorkspace reads the workspace ref names, locked against concurrent writers, passes it to

@@ -167,3 +167,17 @@ type DotfilesStatus struct {
 	Log       string
 	UpdatedAt time.Time
 }
+
+// StartupStep is one step of a workspace's startup as its agent last reported it
+// (protocol.StartupStep; docs/decisions.md, "Image build progress"): the image build's prepare,
+// build and push, each with its state ("pending", "running", "done", "failed"), times, the latest
+// line that says how far it is, and the last lines of its log.
+type StartupStep struct {
+	Name      string
+	State     string
+	StartedAt *time.Time
+	EndedAt   *time.Time
+	Detail    string
+	Log       string
+	UpdatedAt time.Time
+}

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/devfile"
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -39,7 +40,11 @@ func (s *Service) Reconcile(ctx context.Context, agent workspace.Agent, req prot
 	var out reconcile.Output
 	scope := store.ReconcileScope{AgentID: agent.ID, Full: req.UpdateType == protocol.UpdateFull, KubeNames: names}
 	err := s.st.Reconcile(ctx, scope, func(tx store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
-		out = reconcile.Decide(reconcile.Input{UpdateType: req.UpdateType, Rows: rows, Infos: req.WorkspaceAgentInfos, Now: s.clock.Now()})
+		now := s.clock.Now()
+		out = reconcile.Decide(reconcile.Input{UpdateType: req.UpdateType, Rows: rows, Infos: req.WorkspaceAgentInfos, Now: now})
+		if err := recordSteps(tx, rows, req.WorkspaceAgentInfos, now); err != nil {
+			return nil, err
+		}
 		var err error
 		resp, err = reconcile.Response(out, settings, pullSecrets, func(ws workspace.Workspace) (string, error) {
 			return s.config(tx, ws, agent)
@@ -53,6 +58,38 @@ func (s *Service) Reconcile(ctx context.Context, agent workspace.Agent, req prot
 		s.traces.annotate(&resp)
 	}
 	return resp, out, err
+}
+
+// recordSteps stores the startup steps the agent reported for workspaces among rows (those of
+// other agents, or unknown, are orphans: nothing is stored for them).
+func recordSteps(tx store.ReconcileTx, rows []workspace.Workspace, infos []protocol.WorkspaceAgentInfo, now time.Time) error {
+	ids := make(map[string]string, len(rows))
+	for _, r := range rows {
+		ids[r.KubeName] = r.ID
+	}
+	for _, info := range infos {
+		id, ok := ids[info.Name]
+		if !ok || len(info.StartupSteps) == 0 {
+			continue
+		}
+		steps := make([]workspace.StartupStep, len(info.StartupSteps))
+		for i, st := range info.StartupSteps {
+			steps[i] = workspace.StartupStep{Name: st.Name, State: st.State, StartedAt: utc(st.StartedAt), EndedAt: utc(st.EndedAt),
+				Detail: st.Detail, Log: st.Log, UpdatedAt: now}
+		}
+		if err := tx.SetStartupSteps(id, steps); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // Settings are the intervals an agent reconciles at, from its configuration (in every reconcile

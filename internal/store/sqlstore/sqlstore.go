@@ -564,6 +564,7 @@ func (s *Store) ListWorkspaces(ctx context.Context, f store.ListFilter) ([]works
 }
 
 type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }

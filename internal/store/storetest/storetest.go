@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WorkspaceChanges", testWorkspaceChanges},
 		{"WorkspaceRepository", testWorkspaceRepository},
 		{"WorkspaceDotfiles", testWorkspaceDotfiles},
+		{"StartupSteps", testStartupSteps},
 	}
 	tests = append(tests, buildTests...)
 	tests = append(tests, presetTests...)

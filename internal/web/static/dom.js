@@ -28,6 +28,14 @@ export function clear(el) { el.replaceChildren(); return el; }
 // fill replaces el's children (null, false and nested arrays allowed, as in h()).
 export function fill(el, ...children) { el.replaceChildren(); return append(el, children); }
 
+// fmtDuration shows milliseconds as "4s", "1m 20s" or "1h 2m".
+export function fmtDuration(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return s + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm ' + (s % 60) + 's';
+  return Math.floor(s / 3600) + 'h ' + Math.floor((s % 3600) / 60) + 'm';
+}
+
 export function fmtTime(s) {
   if (!s) return '';
   const d = new Date(s);

@@ -1,5 +1,5 @@
 // The user's pages: the live workspace list, a workspace, and the creation form.
-import { h, clear, fill, fmtTime, toast, confirmDialog, stateChip, fieldErrors } from './dom.js';
+import { h, clear, fill, fmtTime, fmtDuration, toast, confirmDialog, stateChip, fieldErrors } from './dom.js';
 import { api, get, enc, ndjson } from './api.js';
 
 // live holds every workspace the user may see, kept current by the server's event stream
@@ -160,10 +160,11 @@ export function workspacePage(main, me, nav, owner, name) {
   const apps = h('div', { testid: 'ws-apps' });
   const ssh = h('div', { testid: 'ws-ssh' });
   const logsBox = h('section', { testid: 'ws-builds' });
+  const stepsBox = h('section', { testid: 'ws-startup', hidden: true });
   const sched = h('section', {});
   const paramsBox = h('section', { testid: 'ws-params' });
   const warnBox = h('div', { class: 'note', role: 'status', testid: 'ws-warnings', hidden: true });
-  fill(main, h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, warnBox, actions,
+  fill(main, h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, warnBox, actions, stepsBox,
     h('h2', {}, 'Apps'), apps, h('h2', {}, 'SSH'), ssh, paramsBox, sched, logsBox);
 
   async function act(label, desired, confirmText) {
@@ -242,6 +243,34 @@ export function workspacePage(main, me, nav, owner, name) {
   let definition = ''; // devfile or devcontainer.json: in that answer too, not in the live stream
   let repository = null; // where the definition comes from (in that answer and after an update)
   let dotfiles = null; // the owner's dotfiles install (in that answer only)
+  let steps = []; // the startup steps (the image build's), in that answer only: read again while one runs
+  let stepsShown = '';
+  const stepsOpen = new Map(); // step name → open: what the reader chose for its log, kept across reads
+  function renderSteps() {
+    const sig = JSON.stringify(steps);
+    if (sig === stepsShown) return;
+    stepsShown = sig;
+    stepsBox.hidden = !steps.length;
+    fill(stepsBox, h('h2', {}, 'Startup'), h('ul', { class: 'steps' }, steps.map((st) => {
+      const took = st.started_at && st.ended_at ? ' in ' + fmtDuration(new Date(st.ended_at) - new Date(st.started_at))
+        : st.started_at && st.state === 'running' ? ' since ' + fmtTime(st.started_at) : '';
+      const line = h('span', { testid: 'ws-step-' + st.name },
+        h('strong', {}, st.name), ' ', h('span', { class: st.state === 'failed' ? 'error' : 'muted', testid: 'ws-step-state' }, st.state + took),
+        st.detail ? [' ', h('span', { class: 'mono', testid: 'ws-step-detail' }, st.detail)] : null);
+      if (!st.log) return h('li', {}, line);
+      const open = stepsOpen.has(st.name) ? stepsOpen.get(st.name) : st.state === 'failed' || st.state === 'running';
+      const d = h('details', { testid: 'ws-step-log-' + st.name }, h('summary', {}, line), h('pre', {}, st.log));
+      d.open = open;
+      d.addEventListener('toggle', () => stepsOpen.set(st.name, d.open));
+      return h('li', {}, d);
+    })));
+  }
+  // While a step is pending or running, the page reads the workspace again every 2 s: the steps
+  // change without the workspace's row, which the live stream carries.
+  const stepsTimer = setInterval(() => {
+    if (!steps.some((st) => st.state === 'pending' || st.state === 'running') && !(current && current.actual_state === 'Starting')) return;
+    get(path).then((w) => { steps = w.startup_steps || []; renderSteps(); }).catch(() => {});
+  }, 2000);
   let appsShown = '';
   function renderApps(w) {
     // Rendered at each change of the workspace: the section is rebuilt only when what it shows
@@ -407,6 +436,8 @@ export function workspacePage(main, me, nav, owner, name) {
     definition = w.definition || '';
     repository = w.repository || null;
     dotfiles = w.dotfiles || null;
+    steps = w.startup_steps || [];
+    renderSteps();
     const made = created.get(w.id);
     if (made && (made.warnings || []).length) {
       fill(warnBox, h('strong', {}, 'Created with warnings:'), h('ul', {}, made.warnings.map((x) => h('li', { testid: 'ws-warning' }, x))));
@@ -425,7 +456,7 @@ export function workspacePage(main, me, nav, owner, name) {
       if (current && JSON.stringify(w.helper) !== JSON.stringify(current.helper)) render(w);
     }).catch(() => {});
   }, 30000);
-  return () => { clearInterval(helperTimer); unsub(); builds.leave(); };
+  return () => { clearInterval(helperTimer); clearInterval(stepsTimer); unsub(); builds.leave(); };
 }
 
 // --- A Terraform workspace's builds ---------------------------------------------------------------

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+)
+
+// TestStartupLogs: `hangar logs` on a Kubernetes workspace (the build endpoints answer that it has
+// no builds) prints its startup steps, each with its log; -f follows them, printing only what is
+// new of each log, until no step is pending or running; -o json prints the steps; a workspace
+// without steps says why there is nothing.
+func TestStartupLogs(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	start := t0.Add(-time.Minute)
+	step := func(name, state, detail, log string) sdk.WorkspaceStartupStep {
+		st := sdk.WorkspaceStartupStep{Name: name, State: state, Detail: detail, Log: log, UpdatedAt: t0}
+		if state != "pending" {
+			st.StartedAt = &start
+		}
+		return st
+	}
+	ws := func(steps ...sdk.WorkspaceStartupStep) sdk.Workspace {
+		return sdk.Workspace{ID: "w-1", Name: "img", Owner: "admin", Agent: "k1", DesiredState: "Running", ActualState: "Starting", CreatedAt: t0, StartupSteps: steps}
+	}
+	prepared := step("image-prepare", "done", "building r:1 from b:1: 1 steps, 0 features", "building r:1 from b:1: 1 steps, 0 features\n")
+	f.workspaces = map[string]sdk.Workspace{"plain": {ID: "w-2", Name: "plain", Owner: "admin", DesiredState: "Running", ActualState: "Running", CreatedAt: t0}}
+	f.script = map[string][]sdk.Workspace{"img": {
+		ws(prepared, step("image-build", "running", "step 1/1: RUN make", "step 1/1: RUN make\ncc a.c\n"), step("image-push", "pending", "", "")),
+		ws(prepared, step("image-build", "running", "step 1/1: RUN make", "step 1/1: RUN make\ncc a.c\ncc b.c\n"), step("image-push", "pending", "", "")),
+		ws(prepared, step("image-build", "done", "step 1/1: RUN make", "step 1/1: RUN make\ncc a.c\ncc b.c\nld app\n"), step("image-push", "done", "pushed r:1 (sha256:0)", "pushing r:1\npushed r:1 (sha256:0)\n")),
+	}}
+	c := newCLI(t, map[string]string{"HANGAR_URL": srv.URL, "HANGAR_TOKEN": adminToken})
+	want := `== image-prepare: done (building r:1 from b:1: 1 steps, 0 features)
+building r:1 from b:1: 1 steps, 0 features
+== image-build: running (step 1/1: RUN make)
+step 1/1: RUN make
+cc a.c
+== image-push: pending
+== image-build: running (step 1/1: RUN make)
+cc b.c
+== image-build: done (step 1/1: RUN make)
+ld app
+== image-push: done (pushed r:1 (sha256:0))
+pushing r:1
+pushed r:1 (sha256:0)
+`
+	if got := c.ok("logs", "img", "-f"); got != want {
+		t.Errorf("logs -f:\n%s\nwant\n%s", got, want)
+	}
+	// Read once more (the script's last answer repeats): the whole of each log.
+	out := c.ok("logs", "img", "-o", "json")
+	var first sdk.WorkspaceStartupStep
+	if err := json.NewDecoder(strings.NewReader(out)).Decode(&first); err != nil || first.Name != "image-prepare" || strings.Count(out, "\n") != 3 {
+		t.Errorf("logs -o json: %v\n%s", err, out)
+	}
+	if errOut := c.fail("logs", "plain"); !strings.Contains(errOut, "has no build; its agent has reported no startup steps") {
+		t.Errorf("logs of a workspace without steps: %s", errOut)
+	}
+}

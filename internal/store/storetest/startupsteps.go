@@ -1,0 +1,91 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/workspace"
+)
+
+// testStartupSteps: the startup steps a reconcile records are read back in the order reported;
+// a later report replaces each step it names; an empty log keeps the stored log of the same run
+// (same started_at) but not of a new run; the write rolls back with its reconcile; a workspace
+// without steps reads an empty list.
+func testStartupSteps(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	f := NewFixture(t, s, "steps")
+	w := f.Workspace("steps")
+	f.Create(t, s, w)
+	record := func(steps []workspace.StartupStep, fail error) error {
+		return s.Reconcile(ctx, store.ReconcileScope{AgentID: f.Agent.ID, Full: true}, func(tx store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
+			if len(rows) != 1 {
+				t.Fatalf("rows %d, want 1", len(rows))
+			}
+			if err := tx.SetStartupSteps(rows[0].ID, steps); err != nil {
+				return nil, err
+			}
+			return nil, fail
+		})
+	}
+	read := func() []workspace.StartupStep {
+		t.Helper()
+		got, err := s.WorkspaceStartupSteps(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := read(); len(got) != 0 || got == nil {
+		t.Fatalf("before any report: %#v, want an empty list", got)
+	}
+	at := func(m int) *time.Time { x := t0.Add(time.Duration(m) * time.Minute); return &x }
+	first := []workspace.StartupStep{
+		{Name: "image-prepare", State: "done", StartedAt: at(0), EndedAt: at(1), Detail: "building r/i:abc from debian: 3 steps, 1 feature", Log: "fetching debian\n", UpdatedAt: t0},
+		{Name: "image-build", State: "running", StartedAt: at(1), Detail: "step 2/3: RUN make", Log: "step 1/3: ENV A=1\nstep 2/3: RUN make\ncc -o é\n", UpdatedAt: t0},
+		{Name: "image-push", State: "pending", UpdatedAt: t0},
+	}
+	if err := record(first, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); !reflect.DeepEqual(got, first) {
+		t.Fatalf("read back\n%#v\nwant\n%#v", got, first)
+	}
+	// A restarted agent reports the same runs without their logs: the logs stay.
+	later := []workspace.StartupStep{
+		{Name: "image-prepare", State: "done", StartedAt: at(0), EndedAt: at(1), Detail: first[0].Detail, UpdatedAt: t0.Add(time.Hour)},
+		{Name: "image-build", State: "failed", StartedAt: at(1), EndedAt: at(5), Detail: "step 3/3: RUN false", UpdatedAt: t0.Add(time.Hour)},
+		{Name: "image-push", State: "pending", UpdatedAt: t0.Add(time.Hour)},
+	}
+	if err := record(later, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]workspace.StartupStep(nil), later...)
+	want[0].Log, want[1].Log = first[0].Log, first[1].Log
+	if got := read(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a report without logs\n%#v\nwant\n%#v", got, want)
+	}
+	// A new run of a step (a new pod) does not keep the old run's log.
+	again := []workspace.StartupStep{
+		{Name: "image-prepare", State: "done", StartedAt: at(29), EndedAt: at(30), UpdatedAt: t0.Add(2 * time.Hour)},
+		{Name: "image-build", State: "running", StartedAt: at(30), UpdatedAt: t0.Add(2 * time.Hour)},
+		{Name: "image-push", State: "pending", UpdatedAt: t0.Add(2 * time.Hour)},
+	}
+	if err := record(again, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); len(got) != 3 || got[1].Log != "" || got[1].State != "running" || got[0].Log != "" {
+		t.Fatalf("after a new run: %#v", got)
+	}
+	// A reconcile that fails writes nothing.
+	boom := errors.New("boom")
+	if err := record([]workspace.StartupStep{{Name: "image-push", State: "running", StartedAt: at(40), UpdatedAt: t0}}, boom); !errors.Is(err, boom) {
+		t.Fatalf("failing reconcile: %v", err)
+	}
+	if got := read(); got[2].State != "pending" {
+		t.Fatalf("a failed reconcile's steps were kept: %#v", got[2])
+	}
+}

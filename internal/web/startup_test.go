@@ -1,0 +1,76 @@
+package web_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/testutil/browser"
+)
+
+// TestBrowserImageBuildProgress: a Kubernetes workspace's page in Chromium shows the image
+// build's steps as the agent reports them through the real reconcile API, and follows them
+// without a reload: the running step with its progress line and its log so far (open), the
+// steps before and after with their state; then the build's failure, with the end of its log.
+// A log is text: markup in it is shown, not run.
+func TestBrowserImageBuildProgress(t *testing.T) {
+	env := servertest.New(t)
+	agent := createAgent(t, env, "k1")
+	bob := createUser(t, env, "bob")
+	call(t, env, bob, "POST", "/api/v1/workspaces", map[string]any{"name": "dev", "devfile": devfile, "agent": "k1"}, nil)
+	w := stored(t, env, "dev")
+	t0 := env.Clock.Now().UTC().Truncate(time.Second)
+	at := func(s int) *time.Time { x := t0.Add(time.Duration(s) * time.Second); return &x }
+	steps := func(build protocol.StartupStep) {
+		t.Helper()
+		rv++
+		info := protocol.WorkspaceAgentInfo{Name: w.KubeName, Namespace: w.Namespace, LatestK8sDeploymentInfo: deployment("Starting", rv),
+			StartupSteps: []protocol.StartupStep{
+				{Name: "image-prepare", State: "done", StartedAt: at(0), EndedAt: at(3), Detail: "building r/b:1 from debian: 3 steps, 0 features", Log: "building r/b:1 from debian: 3 steps, 0 features\n"},
+				build,
+				{Name: "image-push", State: "pending"},
+			}}
+		call(t, env, agent, "POST", protocol.ReconcilePath, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial,
+			WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{info}}, nil)
+	}
+	steps(protocol.StartupStep{Name: "image-build", State: "running", StartedAt: at(3), Detail: "step 2/3: RUN make",
+		Log: "step 1/3: COPY . /src\nstep 2/3: RUN make\ncc -c main.c <img src=x onerror=alert(1)>\n"})
+
+	c := browser.Start(t, browser.Options{Name: "bob", ResolverRules: "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"})
+	b := c.On(t)
+	b.Run("viewport", chromedp.EmulateViewport(1280, 800))
+	build := `//*[@data-testid="ws-step-log-image-build"]`
+	b.Open(env.URL+"/ui/w/bob/dev", `//input[@name="token"]`)
+	b.SignIn(bob, build+`//*[@data-testid="ws-step-detail" and text()="step 2/3: RUN make"]`)
+	if got := b.Text(`[data-testid="ws-step-image-prepare"]`); got != "image-prepare done in 3s building r/b:1 from debian: 3 steps, 0 features" {
+		t.Errorf("the prepare step reads %q", got)
+	}
+	if got := b.Text(`[data-testid="ws-step-image-push"]`); got != "image-push pending" {
+		t.Errorf("the push step reads %q", got)
+	}
+	var open bool
+	var log string
+	b.Run("the running step's log", chromedp.Evaluate(`document.querySelector('[data-testid="ws-step-log-image-build"]').open`, &open),
+		chromedp.Text(build+`//pre`, &log, chromedp.BySearch))
+	if !open || !strings.Contains(log, "cc -c main.c <img src=x onerror=alert(1)>") {
+		t.Errorf("the running step's log: open %v, text %q", open, log)
+	}
+	var imgs int
+	b.Run("no markup from the log", chromedp.Evaluate(`document.querySelectorAll('[data-testid="ws-startup"] img').length`, &imgs))
+	if imgs != 0 {
+		t.Errorf("the log's markup made %d elements", imgs)
+	}
+
+	// The build fails: the page follows without a reload.
+	steps(protocol.StartupStep{Name: "image-build", State: "failed", StartedAt: at(3), EndedAt: at(65), Detail: "step 3/3: RUN false",
+		Log: "step 1/3: COPY . /src\nstep 2/3: RUN make\nstep 3/3: RUN false\nimage build: step 3/3: RUN false (Dockerfile:4) exited with code 1\n"})
+	b.Run("the failure shows", chromedp.WaitVisible(build+`//*[@data-testid="ws-step-state" and text()="failed in 1m 2s"]`, chromedp.BySearch))
+	b.Run("its log", chromedp.Text(build+`//pre`, &log, chromedp.BySearch))
+	if !strings.HasSuffix(strings.TrimSpace(log), "exited with code 1") {
+		t.Errorf("the failed step's log reads %q", log)
+	}
+}
