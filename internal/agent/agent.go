@@ -168,6 +168,14 @@ func (a *Agent) loop(ctx context.Context) error {
 	}
 
 	wake := make(chan struct{}, 1)
+	// The image build's logs and the steps the server has outlive each reconciler (steps.go).
+	steps := newStepLogs(ctx, a.log, a.opts.Kube.Clientset, func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	defer steps.wait()
 	if a.opts.WaitTimeout > 0 {
 		go a.waitForChanges(ctx, wake)
 	}
@@ -190,7 +198,7 @@ func (a *Agent) loop(ctx context.Context) error {
 					r.close()
 					r = nil
 				}
-				nr, err := newReconciler(ctx, a.log, a.opts.Kube, a.info.ID, wake, a.opts.ApplyConcurrency)
+				nr, err := newReconciler(ctx, a.log, a.opts.Kube, a.info.ID, wake, a.opts.ApplyConcurrency, steps)
 				if err != nil {
 					return err
 				}

@@ -64,7 +64,8 @@ func newApplier(t *testing.T, c *kubetest.Cluster, agentID string) *applier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := newReconciler(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), kube, agentID, make(chan struct{}, 1), 8)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r, err := newReconciler(context.Background(), log, kube, agentID, make(chan struct{}, 1), 8, newStepLogs(context.Background(), log, kube.Clientset, func() {}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,12 +53,20 @@ func PodFailure(pods []*corev1.Pod, now time.Time) *protocol.PodFailure {
 			for _, cs := range statuses {
 				if w := cs.State.Waiting; w != nil && waitingFailures[w.Reason] {
 					msg := "container " + cs.Name
-					if w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" {
+					_, building := imageBuildParts[cs.Name]
+					t := cs.LastTerminationState.Terminated
+					switch {
+					case w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff":
 						msg += ": " + pullFailure(cs.Image, w)
-					} else if w.Message != "" {
+					case building && w.Reason == "CrashLoopBackOff" && t != nil && t.ExitCode != 0:
+						// The kubelet's back-off text (its delay, the pod's name and UID) says
+						// nothing the build's own reason does not: the reason alone.
+						msg += " " + exited(cs.Name, t)
+						return &protocol.PodFailure{Reason: w.Reason, Message: msg}
+					case w.Message != "":
 						msg += ": " + w.Message
 					}
-					if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+					if t != nil && t.ExitCode != 0 {
 						msg += "; " + exited(cs.Name, t)
 					}
 					return &protocol.PodFailure{Reason: w.Reason, Message: msg}

@@ -67,7 +67,8 @@ func TestPodFailure(t *testing.T) {
 		{"image build failed: its last log line", []*corev1.Pod{buildFailed}, "Init:Error",
 			"init container hangar-image-build (the workspace's image build: running the definition's steps and features) exited with code 1: image build: feature ghcr.io/devcontainers/features/node:1: install.sh exited with code 100"},
 		{"image build in back-off", []*corev1.Pod{buildBackOff}, "CrashLoopBackOff",
-			"container hangar-image-build: back-off 10s restarting failed container=hangar-image-build; (the workspace's image build: running the definition's steps and features) exited with code 1: image build: push registry.test:5000/b:1: unauthorized"},
+			// The kubelet's back-off text is left out: the build's reason says it all.
+			"container hangar-image-build (the workspace's image build: running the definition's steps and features) exited with code 1: image build: push registry.test:5000/b:1: unauthorized"},
 		{"image build's prepare failed", []*corev1.Pod{prepareFailed}, "Init:Error",
 			"init container hangar-image-prepare (the workspace's image build: fetching the base image and the features) exited with code 1: feature ghcr.io/devcontainers/features/docker-in-docker:2 (docker-in-docker) needs privileges"},
 		{"image build's push failed", []*corev1.Pod{pushFailed}, "Init:Error",

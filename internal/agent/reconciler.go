@@ -42,7 +42,8 @@ type reconciler struct {
 	wake chan<- struct{}
 
 	errs *errtrack.Tracker
-	// steps follows the image build's logs (steps.go).
+	// steps follows the image build's logs and knows which steps the server has (steps.go): the
+	// agent's loop owns it, across reconcilers.
 	steps *stepLogs
 	// events records Kubernetes Events on the workspaces' Deployments (nil: none; events.go).
 	events EventRecorder
@@ -51,7 +52,6 @@ type reconciler struct {
 	acked       map[errtrack.Key]string // deployment_resource_version the server echoed
 	podFailures map[errtrack.Key]string // the pod failure last reported and answered ("" none)
 	podEvents   map[errtrack.Key]string // the pod failure last recorded as an Event
-	stepsSent   map[errtrack.Key]string // the startup steps last reported and answered (stepsKey)
 	terminating map[errtrack.Key]string // protocol.TerminationTerminating or TerminationTerminated
 	known       map[errtrack.Key][]Ref  // objects of the last config applied, for termination
 	applies     map[errtrack.Key]*applySlot
@@ -75,7 +75,7 @@ type applyJob struct {
 	change, cycle trace.SpanContext
 }
 
-func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID string, wake chan<- struct{}, applyConcurrency int) (*reconciler, error) {
+func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID string, wake chan<- struct{}, applyConcurrency int, steps *stepLogs) (*reconciler, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(kube.Clientset, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = protocol.LabelAgentID + "=" + agentID }))
@@ -92,12 +92,11 @@ func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID st
 		return nil, fmt.Errorf("index pods: %w", err)
 	}
 	r := &reconciler{
-		log: log, kube: kube, agentID: agentID, ctx: rctx, cancel: cancel,
+		log: log, kube: kube, agentID: agentID, ctx: rctx, cancel: cancel, steps: steps,
 		informer: inf, pods: pods, stop: make(chan struct{}), wake: wake, errs: errtrack.New(),
-		acked: map[errtrack.Key]string{}, podFailures: map[errtrack.Key]string{}, podEvents: map[errtrack.Key]string{}, stepsSent: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
+		acked: map[errtrack.Key]string{}, podFailures: map[errtrack.Key]string{}, podEvents: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
 		applies: map[errtrack.Key]*applySlot{}, applySem: make(chan struct{}, max(applyConcurrency, 1)),
 	}
-	r.steps = newStepLogs(rctx, log, kube.Clientset, r.poke)
 	poke := func(any) { r.poke() }
 	for _, i := range []cache.SharedIndexInformer{inf, pods} {
 		if _, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -165,7 +164,6 @@ func (r *reconciler) close() {
 	r.cancel()
 	close(r.stop)
 	r.applying.Wait()
-	r.steps.wait()
 	r.mu.Lock()
 	for _, slot := range r.applies {
 		if slot.next != nil { // dropped: the next full sync sends it again
@@ -236,7 +234,7 @@ func (r *reconciler) report(ctx context.Context, ut protocol.UpdateType, snap er
 		failure := PodFailure(pods, now)
 		r.recordPodFailure(k, failure)
 		steps := StartupSteps(pods, r.steps.get)
-		newSteps := len(steps) > 0 && stepsKey(steps) != r.stepsSent[k]
+		newSteps := len(steps) > 0 && r.steps.unsent(k, steps)
 		if ut == protocol.UpdateFull || r.acked[k] != d.ResourceVersion || failureKey(failure) != r.podFailures[k] || newSteps {
 			i := get(k)
 			i.LatestK8sDeploymentInfo = DeploymentInfo(d)
@@ -299,13 +297,13 @@ func (r *reconciler) progressTerminations(ctx context.Context) {
 // and start applies.
 func (r *reconciler) handle(ctx context.Context, req protocol.ReconcileRequest, resp protocol.ReconcileResponse) {
 	sent := map[errtrack.Key]string{}
-	sentSteps := map[errtrack.Key]string{}
+	sentSteps := map[errtrack.Key][]protocol.StartupStep{}
 	for _, i := range req.WorkspaceAgentInfos {
 		if i.LatestK8sDeploymentInfo != nil {
 			sent[errtrack.Key{Name: i.Name, Namespace: i.Namespace}] = failureKey(i.PodFailure)
 		}
 		if len(i.StartupSteps) > 0 {
-			sentSteps[errtrack.Key{Name: i.Name, Namespace: i.Namespace}] = stepsKey(i.StartupSteps)
+			sentSteps[errtrack.Key{Name: i.Name, Namespace: i.Namespace}] = i.StartupSteps
 		}
 	}
 	for _, w := range resp.WorkspaceRailsInfos {
@@ -316,7 +314,7 @@ func (r *reconciler) handle(ctx context.Context, req protocol.ReconcileRequest, 
 			r.podFailures[k] = reported
 		}
 		if reported, ok := sentSteps[k]; ok {
-			r.stepsSent[k] = reported
+			r.steps.answered(k, reported)
 		}
 		if w.DesiredState == protocol.TerminationTerminated {
 			if w.ActualState == protocol.TerminationTerminated {
@@ -325,7 +323,7 @@ func (r *reconciler) handle(ctx context.Context, req protocol.ReconcileRequest, 
 				delete(r.acked, k)
 				delete(r.podFailures, k)
 				delete(r.podEvents, k)
-				delete(r.stepsSent, k)
+				r.steps.answered(k, nil)
 				delete(r.known, k)
 				r.mu.Unlock()
 				r.errs.Forget(k)

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hangar-dev/hangar/internal/agent/errtrack"
 	"github.com/hangar-dev/hangar/internal/imagebuild"
 	"github.com/hangar-dev/hangar/internal/protocol"
 )
@@ -136,22 +139,27 @@ func lastProgress(log string) string {
 }
 
 // stepsKey identifies what a report of steps says, to send them again only when it changed.
-func stepsKey(steps []protocol.StartupStep) string {
-	var b strings.Builder
+func stepsKey(steps []protocol.StartupStep) [sha256.Size]byte {
+	h := sha256.New()
 	for _, st := range steps {
-		b.WriteString(st.Name + "\x00" + st.State + "\x00" + st.Detail + "\x00" + st.Log + "\x00")
+		h.Write([]byte(st.Name + "\x00" + st.State + "\x00" + st.Detail + "\x00" + st.Log + "\x00"))
 		for _, t := range []*time.Time{st.StartedAt, st.EndedAt} {
 			if t != nil {
-				b.WriteString(t.Format(time.RFC3339Nano))
+				h.Write([]byte(t.Format(time.RFC3339Nano)))
 			}
-			b.WriteByte(0)
+			h.Write([]byte{0})
 		}
 	}
-	return b.String()
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
 }
 
-// stepLogs follows the logs of the image build's running init containers, one goroutine and one
-// log stream per container, and keeps what they said until their pod is gone.
+// stepLogs follows the logs of the image build's init containers, one goroutine and one log
+// stream per run of a container, and keeps what they said until their pod is gone; and it
+// remembers which steps the server has. It lives as long as the agent's loop, across the
+// reconcilers that full syncs build (hourly): a full sync neither reads the logs again nor sends
+// every build's steps again.
 type stepLogs struct {
 	ctx    context.Context
 	log    *slog.Logger
@@ -161,7 +169,8 @@ type stepLogs struct {
 
 	mu     sync.Mutex
 	logs   map[logKey]*followed
-	warned bool // the missing pods/log permission was logged
+	sent   map[errtrack.Key][sha256.Size]byte // the steps last reported and answered (stepsKey)
+	warned bool                               // the missing pods/log permission was logged
 	wg     sync.WaitGroup
 }
 
@@ -173,12 +182,19 @@ type logKey struct {
 }
 
 type followed struct {
-	stepLog
+	// buf is the log's end: appended to, and cut to its last protocol.MaxStepLogBytes (at a
+	// line) when it grows past twice that, so that a line costs no copy of the whole tail.
+	buf    []byte
+	detail string // the latest progress line
+	cut    bool   // lines were dropped from buf's beginning
+	// streaming: a goroutine reads the log's stream. A stream that ends while its container
+	// still runs (the API server restarted, a proxy's idle timeout) is opened again.
+	streaming                 bool
 	namespace, pod, container string
 }
 
 func newStepLogs(ctx context.Context, log *slog.Logger, client kubernetes.Interface, changed func()) *stepLogs {
-	return &stepLogs{ctx: ctx, log: log, client: client, changed: changed, logs: map[logKey]*followed{}}
+	return &stepLogs{ctx: ctx, log: log, client: client, changed: changed, logs: map[logKey]*followed{}, sent: map[errtrack.Key][sha256.Size]byte{}}
 }
 
 // get is StartupSteps' logs.
@@ -189,7 +205,30 @@ func (s *stepLogs) get(uid types.UID, containerID string) (stepLog, bool) {
 	if !ok {
 		return stepLog{}, false
 	}
-	return f.stepLog, true
+	log := string(f.buf)
+	if f.cut {
+		log = protocol.TruncatedPrefix + log
+	}
+	return stepLog{log: protocol.TruncateLogHead(log, protocol.MaxStepLogBytes), detail: f.detail}, true
+}
+
+// unsent reports whether steps differ from what the server last answered for k.
+func (s *stepLogs) unsent(k errtrack.Key, steps []protocol.StartupStep) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sent, ok := s.sent[k]
+	return !ok || sent != stepsKey(steps)
+}
+
+// answered records the steps the server answered for k (nil: forget k).
+func (s *stepLogs) answered(k errtrack.Key, steps []protocol.StartupStep) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if steps == nil {
+		delete(s.sent, k)
+		return
+	}
+	s.sent[k] = stepsKey(steps)
 }
 
 // recentEnd is how long after an image build container ended the agent still reads its log when
@@ -199,8 +238,8 @@ func (s *stepLogs) get(uid types.UID, containerID string) (stepLog, bool) {
 const recentEnd = 2 * time.Minute
 
 // follow starts following the log of every image build init container that runs in pods, or
-// ended less than recentEnd before now, and is not followed yet; and forgets the logs of pods that
-// are no longer in live (every pod the informer holds).
+// ended less than recentEnd before now, and is not followed yet (or whose stream ended while it
+// runs); and forgets the logs of pods that are no longer in live (every pod the informer holds).
 func (s *stepLogs) follow(pods []*corev1.Pod, live map[types.UID]bool, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -228,11 +267,18 @@ func (s *stepLogs) follow(pods []*corev1.Pod, live map[types.UID]bool, now time.
 				continue
 			}
 			k := logKey{p.UID, id}
-			if _, ok := s.logs[k]; ok {
+			f, ok := s.logs[k]
+			switch {
+			case !ok:
+				f = &followed{namespace: p.Namespace, pod: p.Name, container: cs.Name}
+				s.logs[k] = f
+			case f.streaming || cs.State.Running == nil:
 				continue
+			default:
+				// Its stream ended while it runs: read it again, from its tail.
+				f.buf, f.cut = nil, false
 			}
-			f := &followed{namespace: p.Namespace, pod: p.Name, container: cs.Name}
-			s.logs[k] = f
+			f.streaming = true
 			s.wg.Add(1)
 			go s.run(k, f)
 		}
@@ -243,6 +289,11 @@ func (s *stepLogs) follow(pods []*corev1.Pod, live map[types.UID]bool, now time.
 // one that ended already, its log is read whole).
 func (s *stepLogs) run(k logKey, f *followed) {
 	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		f.streaming = false
+		s.mu.Unlock()
+	}()
 	// The last lines are enough when the agent starts following a build that runs already (after a
 	// restart, or a new leader): the tail is what is kept.
 	tail := int64(protocol.MaxStepLogBytes / 16)
@@ -254,7 +305,7 @@ func (s *stepLogs) run(k logKey, f *followed) {
 		return
 	}
 	defer rc.Close()
-	s.read(k, rc)
+	s.read(k, f, rc)
 }
 
 // fail handles a log that could not be followed. Forbidden (a chart from before pods/log was in
@@ -273,18 +324,18 @@ func (s *stepLogs) fail(k logKey, f *followed, err error) {
 		return
 	}
 	s.log.Debug("cannot follow an image build log; trying again", "pod", f.namespace+"/"+f.pod, "container", f.container, "err", err)
-	if s.logs[k] == f && f.log == "" {
+	if s.logs[k] == f && len(f.buf) == 0 {
 		delete(s.logs, k)
 	}
 }
 
-// read reads a log stream line by line into the container's stepLog.
-func (s *stepLogs) read(k logKey, r io.Reader) {
+// read reads a log stream line by line into f.
+func (s *stepLogs) read(k logKey, f *followed, r io.Reader) {
 	br := bufio.NewReaderSize(r, maxLogLine)
 	for {
 		line, err := readLine(br)
 		if line != "" || err == nil {
-			s.add(k, line)
+			s.add(f, line)
 		}
 		if err != nil {
 			return
@@ -308,22 +359,26 @@ func readLine(br *bufio.Reader) (string, error) {
 	return strings.ToValidUTF8(line, "\uFFFD"), err
 }
 
-// add appends a line to a followed log, keeping its last protocol.MaxStepLogBytes, and calls
-// changed when the line is a new progress line.
-func (s *stepLogs) add(k logKey, line string) {
+// add appends a line to a followed log, and calls changed when it is a progress line that differs
+// from the latest.
+func (s *stepLogs) add(f *followed, line string) {
 	s.mu.Lock()
-	f, ok := s.logs[k]
-	if !ok {
-		s.mu.Unlock()
-		return
+	f.buf = append(append(f.buf, line...), '\n')
+	if len(f.buf) > 2*protocol.MaxStepLogBytes {
+		keep := f.buf[len(f.buf)-protocol.MaxStepLogBytes:]
+		if i := bytes.IndexByte(keep, '\n'); i >= 0 && i+1 < len(keep) {
+			keep = keep[i+1:]
+		}
+		f.buf, f.cut = append([]byte(nil), keep...), true
 	}
-	f.log = protocol.TruncateLogHead(f.log+line+"\n", protocol.MaxStepLogBytes)
-	progress := imagebuild.IsProgress(line)
-	if progress {
-		f.detail = protocol.TruncateMessage(line, protocol.MaxStepDetailBytes)
+	changed := false
+	if imagebuild.IsProgress(line) {
+		detail := protocol.TruncateMessage(line, protocol.MaxStepDetailBytes)
+		changed = detail != f.detail
+		f.detail = detail
 	}
 	s.mu.Unlock()
-	if progress {
+	if changed {
 		s.changed()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
@@ -91,7 +92,8 @@ func TestStepLogBounds(t *testing.T) {
 	changes := 0
 	s := newStepLogs(context.Background(), slog.Default(), nil, func() { changes++ })
 	k := logKey{"uid", "containerd://1"}
-	s.logs[k] = &followed{}
+	f := &followed{}
+	s.logs[k] = f
 	var in strings.Builder
 	in.WriteString("building r:1 from b:1: 1 steps, 0 features\nstep 1/1: RUN make\n")
 	for i := 0; i < 5000; i++ {
@@ -99,7 +101,7 @@ func TestStepLogBounds(t *testing.T) {
 	}
 	in.WriteString(strings.Repeat("x", 3*maxLogLine) + "\n")
 	in.WriteString("bad \xff byte\nlast line without newline")
-	s.read(k, strings.NewReader(in.String()))
+	s.read(k, f, strings.NewReader(in.String()))
 	l, ok := s.get("uid", "containerd://1")
 	if !ok {
 		t.Fatal("no log")
@@ -112,6 +114,11 @@ func TestStepLogBounds(t *testing.T) {
 	}
 	if l.detail != "step 1/1: RUN make" || changes != 2 {
 		t.Errorf("detail %q after %d changes, want the step's line after 2", l.detail, changes)
+	}
+	// The same progress line again changes nothing: no wake-up for a build that repeats it.
+	s.read(k, f, strings.NewReader("step 1/1: RUN make\nstep 1/1: RUN make\n"))
+	if changes != 2 {
+		t.Errorf("%d changes after the same progress line again, want 2", changes)
 	}
 	if _, ok := s.get("uid", "containerd://2"); ok {
 		t.Error("another run of the container has this log")
@@ -194,9 +201,42 @@ func TestStartupStepsFollowedOnTheRealNode(t *testing.T) {
 		return nil
 	})
 	s.follow(nil, nil, time.Now())
-	if len(s.logs) != 0 {
-		t.Errorf("%d logs kept after the pod is gone", len(s.logs))
+	s.mu.Lock()
+	kept := len(s.logs)
+	s.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d logs kept after the pod is gone", kept)
 	}
 	cancel()
 	s.wait()
+}
+
+// The followers, the loop's follow and the reports' get run at once (go test -race): a stream that
+// ends while its container runs is opened again, its log read anew rather than appended twice.
+func TestStepLogsConcurrent(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid"},
+		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: protocol.ImageBuildContainerName}}},
+		Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{{Name: protocol.ImageBuildContainerName, ContainerID: "containerd://b",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
+	client := fake.NewSimpleClientset(pod) // its logs are "fake logs", and the stream ends
+	ctx, cancel := context.WithCancel(context.Background())
+	s := newStepLogs(ctx, slog.Default(), client, func() {})
+	live := map[types.UID]bool{"uid": true}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 200; i++ {
+			s.follow([]*corev1.Pod{pod}, live, time.Now())
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		s.get("uid", "containerd://b")
+		StartupSteps([]*corev1.Pod{pod}, s.get)
+	}
+	<-done
+	cancel()
+	s.wait()
+	if l, _ := s.get("uid", "containerd://b"); l.log != "fake logs\n" && l.log != "" {
+		t.Errorf("after the stream was opened again: %q, want the log once", l.log)
+	}
 }

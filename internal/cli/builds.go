@@ -606,7 +606,10 @@ func (a *app) startupLogs(ctx context.Context, c *sdk.Client, name string, follo
 		if err != nil {
 			return err
 		}
-		if len(ws.StartupSteps) == 0 && len(shown) == 0 && !follow {
+		// With -f, a workspace that starts may not have reported its steps yet; one that does not
+		// start never will.
+		starting := ws.ActualState == string(workspace.CreationRequested) || ws.ActualState == string(workspace.Starting)
+		if len(ws.StartupSteps) == 0 && len(shown) == 0 && (!follow || !starting) {
 			return fmt.Errorf("workspace %s is a Kubernetes workspace and has no build; its agent has reported no startup steps (its definition builds no image)", ws.Name)
 		}
 		active := false
@@ -645,15 +648,23 @@ func sameRun(a, b sdk.WorkspaceStartupStep) bool {
 	return a.StartedAt != nil && b.StartedAt != nil && a.StartedAt.Equal(*b.StartedAt)
 }
 
-// logAfter is the part of a step's log now that was not in its log before. Both are tails (the
-// agent keeps the last 16 KiB): the end of the old log is found in the new one.
+// logAfter is the part of a step's log now that was not in its log before. Both are tails of
+// the same log (the agent keeps the last 16 KiB, marked when lines were cut): now is a part of old
+// that lost its first lines, followed by what was added. So the longest end of old, from a line's
+// start, that now begins with is what both have; what follows it in now is new. When none is (more
+// was added than is kept), now is new whole.
 func logAfter(old, now string) string {
-	if strings.HasPrefix(now, old) {
-		return now[len(old):]
-	}
-	tail := old[max(0, len(old)-256):]
-	if i := strings.LastIndex(now, tail); tail != "" && i >= 0 {
-		return now[i+len(tail):]
+	old = strings.TrimPrefix(old, protocol.TruncatedPrefix)
+	now = strings.TrimPrefix(now, protocol.TruncatedPrefix)
+	for i := 0; i < len(old); {
+		if strings.HasPrefix(now, old[i:]) {
+			return now[len(old)-i:]
+		}
+		j := strings.IndexByte(old[i:], '\n')
+		if j < 0 {
+			break
+		}
+		i += j + 1
 	}
 	return now
 }

@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 )
 
 // TestStartupLogs: `hangar logs` on a Kubernetes workspace (the build endpoints answer that it has
 // no builds) prints its startup steps, each with its log; -f follows them, printing only what is
 // new of each log, until no step is pending or running; -o json prints the steps; a workspace
-// without steps says why there is nothing.
+// without steps says why there is nothing (with -f too, when it does not start).
 func TestStartupLogs(t *testing.T) {
 	f, srv := newFakeAPI(t)
 	start := t0.Add(-time.Minute)
@@ -57,7 +58,29 @@ pushed r:1 (sha256:0)
 	if err := json.NewDecoder(strings.NewReader(out)).Decode(&first); err != nil || first.Name != "image-prepare" || strings.Count(out, "\n") != 3 {
 		t.Errorf("logs -o json: %v\n%s", err, out)
 	}
-	if errOut := c.fail("logs", "plain"); !strings.Contains(errOut, "has no build; its agent has reported no startup steps") {
-		t.Errorf("logs of a workspace without steps: %s", errOut)
+	for _, args := range [][]string{{"logs", "plain"}, {"logs", "plain", "-f"}} {
+		if errOut := c.fail(args...); !strings.Contains(errOut, "has no build; its agent has reported no startup steps") {
+			t.Errorf("%s of a running workspace without steps: %s", args, errOut)
+		}
+	}
+}
+
+// logAfter finds what a newer tail of a log adds, when lines were cut from its beginning too, and
+// when the log repeats the same line (a match at the end would drop every new line).
+func TestLogAfter(t *testing.T) {
+	cut := protocol.TruncatedPrefix
+	for _, tc := range []struct{ old, now, want string }{
+		{"", "a\nb\n", "a\nb\n"},
+		{"a\nb\n", "a\nb\nc\n", "c\n"},
+		{"a\nb\nc\n", cut + "b\nc\nd\ne\n", "d\ne\n"},
+		{cut + "b\nc\n", cut + "c\nd\n", "d\n"},
+		{"x\nx\nx\n", cut + "x\nx\nx\nx\n", "x\n"},
+		{"x\nx\nx\n", cut + "x\nx\n", ""},
+		{"a\nb\n", cut + "y\nz\n", "y\nz\n"},
+		{"a\nb\n", "a\nb\n", ""},
+	} {
+		if got := logAfter(tc.old, tc.now); got != tc.want {
+			t.Errorf("logAfter(%q, %q) = %q, want %q", tc.old, tc.now, got, tc.want)
+		}
 	}
 }

@@ -166,7 +166,7 @@ func TestImageBuildWorkspace(t *testing.T) {
 	must("create", "broken", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/broken.git")
 	kubetest.Eventually(t, 4*time.Minute, "the broken build to be reported", func(context.Context) error {
 		shown = must("show", "broken")
-		if !strings.Contains(shown, "Dockerfile:3") || !strings.Contains(shown, "image-build   failed in ") || !strings.Contains(shown, "| about to fail\n") {
+		if !strings.Contains(shown, "Dockerfile:3") || !strings.Contains(shown, "image-build   failed in ") || !strings.Contains(shown, "    about to fail\n") {
 			return fmt.Errorf("hangar show broken:\n%s", shown)
 		}
 		return nil

@@ -97,6 +97,9 @@ const (
 	StepImagePush    = "image-push"
 )
 
+// StartupStepOrder is the order the startup steps run in, and are shown in.
+var StartupStepOrder = []string{StepImagePrepare, StepImageBuild, StepImagePush}
+
 // The states of a StartupStep.
 const (
 	StepPending = "pending" // not started yet

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
@@ -93,15 +94,13 @@ func validateSteps(v *workspace.ValidationError, f string, steps []protocol.Star
 	seen := map[string]bool{}
 	for j, st := range steps {
 		g := fmt.Sprintf("%s[%d]", f, j)
-		switch st.Name {
-		case protocol.StepImagePrepare, protocol.StepImageBuild, protocol.StepImagePush:
-			if seen[st.Name] {
-				v.Add(g+".name", "step %q is reported twice", st.Name)
-			}
-			seen[st.Name] = true
-		default:
-			v.Add(g+".name", "must be %q, %q or %q, got %q", protocol.StepImagePrepare, protocol.StepImageBuild, protocol.StepImagePush, clip(st.Name))
+		switch {
+		case !slices.Contains(protocol.StartupStepOrder, st.Name):
+			v.Add(g+".name", "must be one of %q, got %q", protocol.StartupStepOrder, clip(st.Name))
+		case seen[st.Name]:
+			v.Add(g+".name", "step %q is reported twice", st.Name)
 		}
+		seen[st.Name] = true
 		switch st.State {
 		case protocol.StepPending, protocol.StepRunning, protocol.StepDone, protocol.StepFailed:
 		default:

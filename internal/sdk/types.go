@@ -144,7 +144,9 @@ type WorkspaceStartupStep struct {
 	// image is found built already), "image-build" (the definition's steps and features run) or
 	// "image-push" (the image goes to the cluster's registry).
 	Name string `json:"name"`
-	// State is "pending", "running", "done" or "failed".
+	// State is "pending", "running", "done" or "failed" as the agent reported it; or, once the
+	// workspace no longer starts, StepInterrupted for a step that was running and StepSkipped for
+	// one that had not begun.
 	State     string     `json:"state"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
@@ -154,6 +156,13 @@ type WorkspaceStartupStep struct {
 	Log       string    `json:"log,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
+
+// The states a startup step shows once its workspace no longer starts (stopped mid-build, or
+// failed at an earlier step).
+const (
+	StepInterrupted = "interrupted"
+	StepSkipped     = "skipped"
+)
 
 // NotTerraformMessage is the message of the 409 the build endpoints answer for a Kubernetes
 // workspace: it has no builds (its startup steps are in its detail instead).

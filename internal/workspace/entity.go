@@ -173,7 +173,10 @@ type DotfilesStatus struct {
 // build and push, each with its state ("pending", "running", "done", "failed"), times, the latest
 // line that says how far it is, and the last lines of its log.
 type StartupStep struct {
-	Name      string
+	Name string
+	// Position is the step's place in the order steps run in (protocol.StartupStepOrder): they
+	// are read back in it, whichever of them a report named.
+	Position  int
 	State     string
 	StartedAt *time.Time
 	EndedAt   *time.Time

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/devfile"
@@ -60,21 +61,23 @@ func (s *Service) Reconcile(ctx context.Context, agent workspace.Agent, req prot
 	return resp, out, err
 }
 
-// recordSteps stores the startup steps the agent reported for workspaces among rows (those of
-// other agents, or unknown, are orphans: nothing is stored for them).
+// recordSteps stores the startup steps the agent reported for workspaces among rows, named by
+// cluster name and namespace as reconcile.Decide names them (those of other agents, or unknown,
+// are orphans: nothing is stored for them).
 func recordSteps(tx store.ReconcileTx, rows []workspace.Workspace, infos []protocol.WorkspaceAgentInfo, now time.Time) error {
-	ids := make(map[string]string, len(rows))
+	type ref struct{ name, namespace string }
+	ids := make(map[ref]string, len(rows))
 	for _, r := range rows {
-		ids[r.KubeName] = r.ID
+		ids[ref{r.KubeName, r.Namespace}] = r.ID
 	}
 	for _, info := range infos {
-		id, ok := ids[info.Name]
+		id, ok := ids[ref{info.Name, info.Namespace}]
 		if !ok || len(info.StartupSteps) == 0 {
 			continue
 		}
 		steps := make([]workspace.StartupStep, len(info.StartupSteps))
 		for i, st := range info.StartupSteps {
-			steps[i] = workspace.StartupStep{Name: st.Name, State: st.State, StartedAt: utc(st.StartedAt), EndedAt: utc(st.EndedAt),
+			steps[i] = workspace.StartupStep{Name: st.Name, Position: slices.Index(protocol.StartupStepOrder, st.Name), State: st.State, StartedAt: utc(st.StartedAt), EndedAt: utc(st.EndedAt),
 				Detail: st.Detail, Log: st.Log, UpdatedAt: now}
 		}
 		if err := tx.SetStartupSteps(id, steps); err != nil {

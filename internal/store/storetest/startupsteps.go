@@ -44,9 +44,9 @@ func testStartupSteps(t *testing.T, s store.Store) {
 	}
 	at := func(m int) *time.Time { x := t0.Add(time.Duration(m) * time.Minute); return &x }
 	first := []workspace.StartupStep{
-		{Name: "image-prepare", State: "done", StartedAt: at(0), EndedAt: at(1), Detail: "building r/i:abc from debian: 3 steps, 1 feature", Log: "fetching debian\n", UpdatedAt: t0},
-		{Name: "image-build", State: "running", StartedAt: at(1), Detail: "step 2/3: RUN make", Log: "step 1/3: ENV A=1\nstep 2/3: RUN make\ncc -o é\n", UpdatedAt: t0},
-		{Name: "image-push", State: "pending", UpdatedAt: t0},
+		{Name: "image-prepare", Position: 0, State: "done", StartedAt: at(0), EndedAt: at(1), Detail: "building r/i:abc from debian: 3 steps, 1 feature", Log: "fetching debian\n", UpdatedAt: t0},
+		{Name: "image-build", Position: 1, State: "running", StartedAt: at(1), Detail: "step 2/3: RUN make", Log: "step 1/3: ENV A=1\nstep 2/3: RUN make\ncc -o é\n", UpdatedAt: t0},
+		{Name: "image-push", Position: 2, State: "pending", UpdatedAt: t0},
 	}
 	if err := record(first, nil); err != nil {
 		t.Fatal(err)
@@ -56,9 +56,9 @@ func testStartupSteps(t *testing.T, s store.Store) {
 	}
 	// A restarted agent reports the same runs without their logs: the logs stay.
 	later := []workspace.StartupStep{
-		{Name: "image-prepare", State: "done", StartedAt: at(0), EndedAt: at(1), Detail: first[0].Detail, UpdatedAt: t0.Add(time.Hour)},
-		{Name: "image-build", State: "failed", StartedAt: at(1), EndedAt: at(5), Detail: "step 3/3: RUN false", UpdatedAt: t0.Add(time.Hour)},
-		{Name: "image-push", State: "pending", UpdatedAt: t0.Add(time.Hour)},
+		{Name: "image-prepare", Position: 0, State: "done", StartedAt: at(0), EndedAt: at(1), Detail: first[0].Detail, UpdatedAt: t0.Add(time.Hour)},
+		{Name: "image-build", Position: 1, State: "failed", StartedAt: at(1), EndedAt: at(5), Detail: "step 3/3: RUN false", UpdatedAt: t0.Add(time.Hour)},
+		{Name: "image-push", Position: 2, State: "pending", UpdatedAt: t0.Add(time.Hour)},
 	}
 	if err := record(later, nil); err != nil {
 		t.Fatal(err)
@@ -70,9 +70,9 @@ func testStartupSteps(t *testing.T, s store.Store) {
 	}
 	// A new run of a step (a new pod) does not keep the old run's log.
 	again := []workspace.StartupStep{
-		{Name: "image-prepare", State: "done", StartedAt: at(29), EndedAt: at(30), UpdatedAt: t0.Add(2 * time.Hour)},
-		{Name: "image-build", State: "running", StartedAt: at(30), UpdatedAt: t0.Add(2 * time.Hour)},
-		{Name: "image-push", State: "pending", UpdatedAt: t0.Add(2 * time.Hour)},
+		{Name: "image-prepare", Position: 0, State: "done", StartedAt: at(29), EndedAt: at(30), UpdatedAt: t0.Add(2 * time.Hour)},
+		{Name: "image-build", Position: 1, State: "running", StartedAt: at(30), UpdatedAt: t0.Add(2 * time.Hour)},
+		{Name: "image-push", Position: 2, State: "pending", UpdatedAt: t0.Add(2 * time.Hour)},
 	}
 	if err := record(again, nil); err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func testStartupSteps(t *testing.T, s store.Store) {
 	}
 	// A reconcile that fails writes nothing.
 	boom := errors.New("boom")
-	if err := record([]workspace.StartupStep{{Name: "image-push", State: "running", StartedAt: at(40), UpdatedAt: t0}}, boom); !errors.Is(err, boom) {
+	if err := record([]workspace.StartupStep{{Name: "image-push", Position: 2, State: "running", StartedAt: at(40), UpdatedAt: t0}}, boom); !errors.Is(err, boom) {
 		t.Fatalf("failing reconcile: %v", err)
 	}
 	if got := read(); got[2].State != "pending" {

@@ -265,11 +265,16 @@ export function workspacePage(main, me, nav, owner, name) {
       return h('li', {}, d);
     })));
   }
-  // While a step is pending or running, the page reads the workspace again every 2 s: the steps
-  // change without the workspace's row, which the live stream carries.
+  // While a Kubernetes workspace starts, or a step is pending or running, the page reads the
+  // workspace again every 2 s: the steps change without the workspace's row, which the live stream
+  // carries. One read at a time: a slow answer is not asked again meanwhile.
+  let stepsReading = false;
   const stepsTimer = setInterval(() => {
-    if (!steps.some((st) => st.state === 'pending' || st.state === 'running') && !(current && current.actual_state === 'Starting')) return;
-    get(path).then((w) => { steps = w.startup_steps || []; renderSteps(); }).catch(() => {});
+    if (stepsReading || !current || current.backend !== 'kubernetes') return;
+    const starting = current.actual_state === 'Starting' || current.actual_state === 'CreationRequested';
+    if (!starting && !steps.some((st) => st.state === 'pending' || st.state === 'running')) return;
+    stepsReading = true;
+    get(path).then((w) => { steps = w.startup_steps || []; renderSteps(); }).catch(() => {}).finally(() => { stepsReading = false; });
   }, 2000);
   let appsShown = '';
   function renderApps(w) {
