@@ -70,6 +70,11 @@ func ParseRequest(r io.Reader) (Request, error) {
 		if bytes.IndexByte(line, 0) >= 0 {
 			return Request{}, errors.New("git credential request: a NUL byte in a line")
 		}
+		// The scanner drops one carriage return before the newline, as git's own reader does;
+		// another in the line would be read back differently (and no host, path or name has one).
+		if bytes.IndexByte(line, '\r') >= 0 {
+			return Request{}, fmt.Errorf("git credential request: a carriage return in line %q", truncate(string(line), 40))
+		}
 		key, value, ok := strings.Cut(string(line), "=")
 		if !ok || key == "" {
 			return Request{}, fmt.Errorf("git credential request: line %q is not key=value", truncate(string(line), 40))
