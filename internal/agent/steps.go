@@ -20,20 +20,27 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/agent/errtrack"
 	"github.com/hangar-dev/hangar/internal/imagebuild"
+	"github.com/hangar-dev/hangar/internal/projectclone"
 	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
-// The image build's progress (docs/decisions.md, "Image build progress"). A workspace whose
-// definition builds an image runs three init containers before its main container: prepare, build
-// and push. The agent reports each as a startup step of the workspace, from the pod's status (its
-// state and times) and from its log, which the agent follows while the container runs: the latest
-// progress line the executor wrote (imagebuild.IsProgress) and the last MaxStepLogBytes of output.
+// The startup steps the agent sees (docs/decisions.md, "Image build progress" and "Startup
+// steps"). A workspace whose definition builds an image runs three init containers before its
+// main container: prepare, build and push; one with projects clones them in another. The agent
+// reports each as a startup step of the workspace, from the pod's status (its state and times)
+// and from its log, which the agent follows while the container runs: the latest progress line
+// the container's program wrote (its IsProgress) and the last MaxStepLogBytes of output.
 
-// stepOfContainer names the startup step each image build init container is.
-var stepOfContainer = map[string]string{
-	protocol.ImagePrepareContainerName: protocol.StepImagePrepare,
-	protocol.ImageBuildContainerName:   protocol.StepImageBuild,
-	protocol.ImagePushContainerName:    protocol.StepImagePush,
+// stepOfContainer names the startup step each init container that is one is, and progress says
+// which lines of its log say how far it is (its program's own IsProgress).
+var stepOfContainer = map[string]struct {
+	step     string
+	progress func(string) bool
+}{
+	protocol.ImagePrepareContainerName: {protocol.StepImagePrepare, imagebuild.IsProgress},
+	protocol.ImageBuildContainerName:   {protocol.StepImageBuild, imagebuild.IsProgress},
+	protocol.ImagePushContainerName:    {protocol.StepImagePush, imagebuild.IsProgress},
+	protocol.ProjectCloneContainerName: {protocol.StepProjectClone, projectclone.IsProgress},
 }
 
 // maxLogLine bounds one line of a followed log: a longer one is cut (a build step that prints a
@@ -62,11 +69,11 @@ func StartupSteps(pods []*corev1.Pod, logs func(uid types.UID, containerID strin
 	}
 	var steps []protocol.StartupStep
 	for _, c := range pod.Spec.InitContainers {
-		name, ok := stepOfContainer[c.Name]
+		of, ok := stepOfContainer[c.Name]
 		if !ok {
 			continue
 		}
-		st := protocol.StartupStep{Name: name, State: protocol.StepPending}
+		st := protocol.StartupStep{Name: of.step, State: protocol.StepPending}
 		cs := status[c.Name]
 		var message, id string
 		switch {
@@ -96,7 +103,7 @@ func StartupSteps(pods []*corev1.Pod, logs func(uid types.UID, containerID strin
 			st.Log, st.Detail = l.log, l.detail
 		} else if message != "" {
 			st.Log = protocol.TruncateLogHead(strings.ToValidUTF8(message, "\uFFFD"), protocol.MaxStepLogBytes)
-			st.Detail = lastProgress(st.Log)
+			st.Detail = lastProgress(st.Log, of.progress)
 		}
 		steps = append(steps, st)
 	}
@@ -128,10 +135,10 @@ func timeOf(t time.Time) *time.Time {
 }
 
 // lastProgress is the last progress line of a log, cut to protocol.MaxStepDetailBytes.
-func lastProgress(log string) string {
+func lastProgress(log string, progress func(string) bool) string {
 	lines := strings.Split(log, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
-		if imagebuild.IsProgress(lines[i]) {
+		if progress(lines[i]) {
 			return protocol.TruncateMessage(lines[i], protocol.MaxStepDetailBytes)
 		}
 	}
@@ -191,6 +198,7 @@ type followed struct {
 	// still runs (the API server restarted, a proxy's idle timeout) is opened again.
 	streaming                 bool
 	namespace, pod, container string
+	progress                  func(string) bool
 }
 
 func newStepLogs(ctx context.Context, log *slog.Logger, client kubernetes.Interface, changed func()) *stepLogs {
@@ -270,7 +278,7 @@ func (s *stepLogs) follow(pods []*corev1.Pod, live map[types.UID]bool, now time.
 			f, ok := s.logs[k]
 			switch {
 			case !ok:
-				f = &followed{namespace: p.Namespace, pod: p.Name, container: cs.Name}
+				f = &followed{namespace: p.Namespace, pod: p.Name, container: cs.Name, progress: stepOfContainer[cs.Name].progress}
 				s.logs[k] = f
 			case f.streaming || cs.State.Running == nil:
 				continue
@@ -372,7 +380,7 @@ func (s *stepLogs) add(f *followed, line string) {
 		f.buf, f.cut = append([]byte(nil), keep...), true
 	}
 	changed := false
-	if imagebuild.IsProgress(line) {
+	if f.progress != nil && f.progress(line) {
 		detail := protocol.TruncateMessage(line, protocol.MaxStepDetailBytes)
 		changed = detail != f.detail
 		f.detail = detail

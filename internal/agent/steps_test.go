@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/hangar-dev/hangar/internal/imagebuild"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
 )
@@ -44,8 +45,9 @@ func TestStartupStepsFromPodStatus(t *testing.T) {
 	building := pod(0, done("hangar-tools", 0, 1, ""), done(protocol.ImagePrepareContainerName, 1, 3, "building r:1 from b:1: 2 steps, 0 features\n"),
 		running(protocol.ImageBuildContainerName, 3), waiting)
 	got := StartupSteps([]*corev1.Pod{building}, logs)
-	if len(got) != 3 || got[0].Name != protocol.StepImagePrepare || got[1].Name != protocol.StepImageBuild || got[2].Name != protocol.StepImagePush {
-		t.Fatalf("steps %+v: want prepare, build and push", got)
+	if len(got) != 4 || got[0].Name != protocol.StepImagePrepare || got[1].Name != protocol.StepImageBuild || got[2].Name != protocol.StepImagePush ||
+		got[3].Name != protocol.StepProjectClone || got[3].State != protocol.StepPending {
+		t.Fatalf("steps %+v: want prepare, build, push and the project clone to come", got)
 	}
 	if g := got[0]; g.State != protocol.StepDone || !g.StartedAt.Equal(t0.Add(time.Second)) || !g.EndedAt.Equal(t0.Add(3*time.Second)) ||
 		g.Detail != "building r:1 from b:1: 2 steps, 0 features" || g.Log != "building r:1 from b:1: 2 steps, 0 features\n" {
@@ -68,17 +70,23 @@ func TestStartupStepsFromPodStatus(t *testing.T) {
 	now := metav1.NewTime(t0)
 	gone.DeletionTimestamp = &now
 	got = StartupSteps([]*corev1.Pod{building, newer, gone}, logs)
-	if len(got) != 3 || got[1].State != protocol.StepFailed || got[1].Detail != "step 1/1: RUN false" || !strings.HasSuffix(got[1].Log, "exited with code 1\n") ||
+	if len(got) != 4 || got[1].State != protocol.StepFailed || got[1].Detail != "step 1/1: RUN false" || !strings.HasSuffix(got[1].Log, "exited with code 1\n") ||
 		!got[1].EndedAt.Equal(t0.Add(25*time.Second)) || got[2].State != protocol.StepPending {
 		t.Fatalf("after a failure: %+v", got)
 	}
 	if StartupSteps([]*corev1.Pod{gone}, logs) != nil || StartupSteps(nil, logs) != nil {
 		t.Error("a pod being deleted, or none, has steps")
 	}
-	// A pod without an image build has no steps.
+	// A pod without an image build or projects has no steps; the clone's progress is its own.
 	plain := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: "hangar-tools"}}}}
 	if s := StartupSteps([]*corev1.Pod{plain}, logs); s != nil {
 		t.Errorf("a pod without a build: %+v", s)
+	}
+	cloned := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: "hangar-tools"}, {Name: protocol.ProjectCloneContainerName}}},
+		Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{done(protocol.ProjectCloneContainerName, 4, 6,
+			"project app: cloning https://git.example.com/a/app.git (remote origin) into /projects/app\nproject app: done\nstep 1/2: not the clone's\n")}}}
+	if s := StartupSteps([]*corev1.Pod{cloned}, logs); len(s) != 1 || s[0].Name != protocol.StepProjectClone || s[0].State != protocol.StepDone || s[0].Detail != "project app: done" {
+		t.Errorf("a pod with a project: %+v", s)
 	}
 	if stepsKey(got) == stepsKey(StartupSteps([]*corev1.Pod{building}, logs)) {
 		t.Error("two different reports have the same key")
@@ -92,7 +100,7 @@ func TestStepLogBounds(t *testing.T) {
 	changes := 0
 	s := newStepLogs(context.Background(), slog.Default(), nil, func() { changes++ })
 	k := logKey{"uid", "containerd://1"}
-	f := &followed{}
+	f := &followed{progress: imagebuild.IsProgress}
 	s.logs[k] = f
 	var in strings.Builder
 	in.WriteString("building r:1 from b:1: 1 steps, 0 features\nstep 1/1: RUN make\n")

@@ -634,7 +634,7 @@ const namespaceNameLabel = "kubernetes.io/metadata.name"
 // Names and paths of what Hangar adds to a workspace pod.
 const (
 	// CloneContainerName is the init container that clones the devfile's projects.
-	CloneContainerName = "hangar-project-clone"
+	CloneContainerName = protocol.ProjectCloneContainerName
 	// ToolsBinary is where a tools image holds the hangar binary.
 	ToolsBinary = "/usr/local/bin/hangar"
 	// ProjectsEnv carries the projects to clone, as JSON, to `hangar project-clone`.

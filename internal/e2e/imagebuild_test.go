@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/testutil/forgetest"
@@ -52,7 +54,7 @@ func TestImageBuildWorkspace(t *testing.T) {
 	}
 
 	forge.AddUser(forgetest.User{Login: "dana", FullName: "Dana Scully", Email: "dana@example.com"})
-	token, _ := e.user(t, "dana")
+	token, api := e.user(t, "dana")
 	du := cliUser{url: e.srv.URL, token: token, home: t.TempDir()}
 	link(t, e.srv.URL, forge, du, token, "dana")
 	must := func(args ...string) string {
@@ -100,12 +102,8 @@ func TestImageBuildWorkspace(t *testing.T) {
 `
 	forge.CreateRepo("dana", "app", true, map[string]string{".devcontainer/devcontainer.json": featuresDC})
 	begin := time.Now()
-	waited := must("create", "app", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/app.git", "--wait", "--timeout", "8m")
+	must("create", "app", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/app.git", "--wait", "--timeout", "8m")
 	firstBuild := time.Since(begin)
-	// While it waits, create says how far the build is, from the agent's reports.
-	if !strings.Contains(waited, "actual=Starting  image-build: feature ") && !strings.Contains(waited, "actual=Starting  image-push: pushing ") {
-		t.Errorf("create --wait did not show the build's progress:\n%s", waited)
-	}
 	shown := must("show", "app")
 	for _, want := range []string{"Startup:", "image-prepare done in ", ": building " + reg.Ref("hangar/builds"), "image-build   done in ", ": feature 2/2: " + color,
 		"image-push    done in ", ": pushed " + reg.Ref("hangar/builds")} {
@@ -140,14 +138,60 @@ func TestImageBuildWorkspace(t *testing.T) {
 		t.Fatalf("hello in the reused image: %q", out)
 	}
 
-	// 3. A Dockerfile from the repository, with a Feature on top.
+	// 3. A Dockerfile from the repository, with a Feature on top. One of its steps waits until the
+	// test lets it go (a file in the build container), so that what the user sees of a running
+	// build is seen for sure: create --wait says how far the build is, and show has the step
+	// running with its progress line.
 	forge.CreateRepo("dana", "built", true, map[string]string{
 		".devcontainer/devcontainer.json": `{"build": {"dockerfile": "Dockerfile", "context": "..", "args": {"FLAVOUR": "mint"}},
   "features": {"` + color + `": {"favorite": "gold"}}}`,
-		".devcontainer/Dockerfile": "ARG BASE=" + base + "\nFROM ${BASE}\nARG FLAVOUR=plain\nUSER root\nRUN echo \"flavour $FLAVOUR\" > /etc/flavour\nCOPY motd.txt /etc/motd\nENV TEAM_TOOL=/opt/tool\nUSER 5001\n",
-		"motd.txt":                 "welcome to the built image\n",
+		".devcontainer/Dockerfile": "ARG BASE=" + base + "\nFROM ${BASE}\nARG FLAVOUR=plain\nUSER root\nRUN echo \"flavour $FLAVOUR\" > /etc/flavour\n" +
+			"RUN echo waiting for the test && while [ ! -e /tmp/go ]; do sleep 0.1; done && rm /tmp/go\n" +
+			"COPY motd.txt /etc/motd\nENV TEAM_TOOL=/opt/tool\nUSER 5001\n",
+		"motd.txt": "welcome to the built image\n",
 	})
-	must("create", "built", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/built.git", "--wait", "--timeout", "8m")
+	create := du.cmd("create", "built", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/built.git", "--wait", "--timeout", "8m")
+	var waited, waitErr bytes.Buffer
+	create.Stdout, create.Stderr = &waited, &waitErr
+	if err := create.Start(); err != nil {
+		t.Fatal(err)
+	}
+	created := make(chan error, 1)
+	go func() { created <- create.Wait() }()
+	t.Cleanup(func() { _ = create.Process.Kill() })
+	kubetest.Eventually(t, 4*time.Minute, "the waiting step shown running", func(context.Context) error {
+		// Until create has sent its request, there is no workspace to show.
+		shown, errOut, _ := du.run(t, "show", "built")
+		if !strings.Contains(shown, "image-build   running for ") || !strings.Contains(shown, ": RUN echo waiting for the test && ") {
+			return fmt.Errorf("hangar show built:\n%s%s", shown, errOut)
+		}
+		return nil
+	})
+	if out := must("logs", "built"); !strings.Contains(out, "== image-build: running (step 3/6: RUN echo waiting for the test && ") || !strings.Contains(out, "\n    waiting for the test\n") {
+		t.Errorf("hangar logs built, while it builds:\n%s", out)
+	}
+	builtWS, err := api.Workspace(ctx, "built")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := e.cluster.Client.CoreV1().Pods(builtWS.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the pods of built: %v (%d)", err, len(pods.Items))
+	}
+	if _, errOut, err := e.cluster.Exec(ctx, builtWS.Namespace, pods.Items[0].Name, "hangar-image-build", "touch", "/tmp/go"); err != nil {
+		t.Fatalf("let the build go: %v: %s", err, errOut)
+	}
+	select {
+	case err := <-created:
+		if err != nil {
+			t.Fatalf("create built --wait: %v\n%s%s", err, waited.String(), waitErr.String())
+		}
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("create built --wait did not end:\n%s%s", waited.String(), waitErr.String())
+	}
+	if !strings.Contains(waited.String(), "actual=Starting  image-build: step 3/6: RUN echo waiting for the test && ") {
+		t.Errorf("create --wait did not show the build's progress:\n%s", waited.String())
+	}
 	if out := mustSSH("built", "cat /etc/flavour /etc/motd; echo $TEAM_TOOL; color"); out != "flavour mint\nwelcome to the built image\n/opt/tool\nmy favorite color is gold\n" {
 		t.Fatalf("in the Dockerfile's workspace: %q", out)
 	}

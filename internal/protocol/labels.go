@@ -35,4 +35,7 @@ const (
 	ImagePrepareContainerName = "hangar-image-prepare"
 	ImageBuildContainerName   = "hangar-image-build"
 	ImagePushContainerName    = "hangar-image-push"
+	// ProjectCloneContainerName is the init container that clones the devfile's projects
+	// (`hangar project-clone`): a startup step the agent reports (StepProjectClone).
+	ProjectCloneContainerName = "hangar-project-clone"
 )

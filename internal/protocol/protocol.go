@@ -32,9 +32,11 @@ import "time"
 //	7: WorkspaceRailsInfo has traceparent: the W3C trace context of the change whose config the
 //	   agent is sent, when the server traces and knows it. Additive both ways: an older agent
 //	   ignores it; an older server sends none.
-//	8: WorkspaceAgentInfo has startup_steps: the image build's phases of the workspace's pod,
-//	   each with its state, times, latest progress line and the tail of its log. Additive both
-//	   ways: an older server ignores them; an older agent sends none.
+//	8: WorkspaceAgentInfo has startup_steps: the image build's phases and the project clone of
+//	   the workspace's pod, each with its state, times, latest progress line and the tail of its
+//	   log; a workspace's helper reports its postStart commands the same way (StartupStepPath).
+//	   Additive both ways: an older server ignores them (and answers the helper's report 404,
+//	   which the helper logs); an older agent or helper sends none.
 const Version = 8
 
 // ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
@@ -84,21 +86,29 @@ type WorkspaceAgentInfo struct {
 	// the Deployment's progress deadline.
 	PodFailure *PodFailure `json:"pod_failure,omitempty"`
 	// StartupSteps are the steps the workspace's pod runs before it can be ready, as far as the
-	// agent sees them: the image build's init containers (StepImagePrepare, StepImageBuild,
-	// StepImagePush), in order. Sent when they changed since the server last answered; an empty
+	// agent sees them: its init containers that are steps (AgentSteps), in order. Sent when they changed since the server last answered; an empty
 	// log does not erase the log the server has of the same step run (same started_at).
 	StartupSteps []StartupStep `json:"startup_steps,omitempty"`
 }
 
-// The startup steps an agent reports: the image build's three init containers.
+// The startup steps: those an agent reports (the image build's three init containers and the
+// project clone), then the one the workspace's helper reports (its postStart commands).
 const (
 	StepImagePrepare = "image-prepare"
 	StepImageBuild   = "image-build"
 	StepImagePush    = "image-push"
+	StepProjectClone = "project-clone"
+	StepPostStart    = "post-start"
 )
 
 // StartupStepOrder is the order the startup steps run in, and are shown in.
-var StartupStepOrder = []string{StepImagePrepare, StepImageBuild, StepImagePush}
+var StartupStepOrder = []string{StepImagePrepare, StepImageBuild, StepImagePush, StepProjectClone, StepPostStart}
+
+// AgentSteps are the steps an agent reports; HelperSteps those a workspace's helper reports.
+var (
+	AgentSteps  = []string{StepImagePrepare, StepImageBuild, StepImagePush, StepProjectClone}
+	HelperSteps = []string{StepPostStart}
+)
 
 // The states of a StartupStep.
 const (

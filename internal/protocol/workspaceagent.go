@@ -29,6 +29,12 @@ const (
 // workspace detail, its page).
 const DotfilesStatusPath = "/api/v1/workspace-agent/dotfiles"
 
+// StartupStepPath is where a helper reports, with its token, a startup step it runs (PUT, a
+// StartupStep named one of HelperSteps): its postStart commands, while they run and when they
+// end. Shown with the workspace's other steps; a failed one makes a Running workspace "Running,
+// startup failed".
+const StartupStepPath = "/api/v1/workspace-agent/startup-step"
+
 // The states of a DotfilesStatus.
 const (
 	DotfilesInstalling = "installing"

@@ -84,8 +84,8 @@ func Validate(req protocol.ReconcileRequest) error {
 	return v.Err()
 }
 
-// validateSteps checks a workspace's startup steps: at most protocol.MaxStartupSteps, each a known
-// name once, a known state, an end only after its start, and bounded text (JSON decoding has made it UTF-8).
+// validateSteps checks a workspace's startup steps as an agent reports them: at most
+// protocol.MaxStartupSteps, each an agent's step (protocol.AgentSteps) once, and ValidateStep.
 func validateSteps(v *workspace.ValidationError, f string, steps []protocol.StartupStep) {
 	if n := len(steps); n > protocol.MaxStartupSteps {
 		v.Add(f, "has %d steps, the limit is %d", n, protocol.MaxStartupSteps)
@@ -95,23 +95,33 @@ func validateSteps(v *workspace.ValidationError, f string, steps []protocol.Star
 	for j, st := range steps {
 		g := fmt.Sprintf("%s[%d]", f, j)
 		switch {
-		case !slices.Contains(protocol.StartupStepOrder, st.Name):
-			v.Add(g+".name", "must be one of %q, got %q", protocol.StartupStepOrder, clip(st.Name))
+		case !slices.Contains(protocol.AgentSteps, st.Name):
+			v.Add(g+".name", "must be one of %q, got %q", protocol.AgentSteps, clip(st.Name))
 		case seen[st.Name]:
 			v.Add(g+".name", "step %q is reported twice", st.Name)
 		}
 		seen[st.Name] = true
-		switch st.State {
-		case protocol.StepPending, protocol.StepRunning, protocol.StepDone, protocol.StepFailed:
-		default:
-			v.Add(g+".state", "must be %q, %q, %q or %q, got %q", protocol.StepPending, protocol.StepRunning, protocol.StepDone, protocol.StepFailed, clip(st.State))
-		}
-		if st.StartedAt != nil && st.EndedAt != nil && st.EndedAt.Before(*st.StartedAt) {
-			v.Add(g+".ended_at", "is before started_at")
-		}
-		tooLong(v, g+".detail", st.Detail, protocol.MaxStepDetailBytes)
-		tooLong(v, g+".log", st.Log, protocol.MaxStepLogBytes)
+		ValidateStep(v, g, st)
 	}
+}
+
+// ValidateStep checks what every startup step must be, whoever reports it: a known state, an
+// end only after its start, and bounded text (JSON decoding has made it UTF-8). Its problems are
+// added under the prefix f ("" for a step alone).
+func ValidateStep(v *workspace.ValidationError, f string, st protocol.StartupStep) {
+	if f != "" {
+		f += "."
+	}
+	switch st.State {
+	case protocol.StepPending, protocol.StepRunning, protocol.StepDone, protocol.StepFailed:
+	default:
+		v.Add(f+"state", "must be %q, %q, %q or %q, got %q", protocol.StepPending, protocol.StepRunning, protocol.StepDone, protocol.StepFailed, clip(st.State))
+	}
+	if st.StartedAt != nil && st.EndedAt != nil && st.EndedAt.Before(*st.StartedAt) {
+		v.Add(f+"ended_at", "is before started_at")
+	}
+	tooLong(v, f+"detail", st.Detail, protocol.MaxStepDetailBytes)
+	tooLong(v, f+"log", st.Log, protocol.MaxStepLogBytes)
 }
 
 // tooLong adds a problem on field when s is over max bytes; the detail says the size, not the value.

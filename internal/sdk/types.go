@@ -76,10 +76,14 @@ type Workspace struct {
 	// Dotfiles (in the answer about one workspace) is how the install of its owner's dotfiles
 	// went, as its helper reported it.
 	Dotfiles *WorkspaceDotfiles `json:"dotfiles,omitempty"`
-	// StartupSteps (kubernetes, in the answer about one workspace) are the steps its pod runs
-	// before it can be ready, as its agent last reported them: the image build's prepare, build
-	// and push, each with how far it is and the last lines of its log.
+	// StartupSteps (in the answer about one workspace) are the steps of its start, as its agent
+	// and its helper last reported them: the image build's prepare, build and push and the
+	// project clone (kubernetes), and the postStart commands; each with how far it is and the
+	// last lines of its log.
 	StartupSteps []WorkspaceStartupStep `json:"startup_steps,omitempty"`
+	// StartupFailed (in the answer about one workspace) names the step that failed while the
+	// workspace runs: it is "Running, startup failed".
+	StartupFailed string `json:"startup_failed,omitempty"`
 	// Warnings, only in the answers to create and update: what Hangar accepted in the devfile but
 	// ignores (starterProjects, components only build and deploy commands use, ...).
 	Warnings []string `json:"warnings,omitempty"`
@@ -141,8 +145,9 @@ type RepositorySource struct {
 // WorkspaceStartupStep is one step of a workspace's startup.
 type WorkspaceStartupStep struct {
 	// Name is "image-prepare" (the base image and the features are fetched and checked, or the
-	// image is found built already), "image-build" (the definition's steps and features run) or
-	// "image-push" (the image goes to the cluster's registry).
+	// image is found built already), "image-build" (the definition's steps and features run),
+	// "image-push" (the image goes to the cluster's registry), "project-clone" (the definition's
+	// projects are cloned) or "post-start" (its postStart commands run, by the helper).
 	Name string `json:"name"`
 	// State is "pending", "running", "done" or "failed" as the agent reported it; or, once the
 	// workspace no longer starts, StepInterrupted for a step that was running and StepSkipped for

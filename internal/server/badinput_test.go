@@ -44,7 +44,7 @@ func TestBadInputEveryRoute(t *testing.T) {
 			}
 			tokenFor := func(path string) string {
 				switch {
-				case path == protocol.GitCredentialsPath, strings.HasPrefix(path, protocol.GitSSHKeyPath):
+				case path == protocol.GitCredentialsPath, strings.HasPrefix(path, protocol.GitSSHKeyPath), path == protocol.DotfilesStatusPath, path == protocol.StartupStepPath:
 					return helper
 				case strings.HasPrefix(path, "/api/v1/agent/"), strings.HasPrefix(path, "/api/v1/proxy/"):
 					return agent

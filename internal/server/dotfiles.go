@@ -86,31 +86,3 @@ func (s *Server) dotfilesOf(r *http.Request, ws workspace.Workspace) *sdk.Worksp
 		return &sdk.WorkspaceDotfiles{Status: "pending", Repository: ws.OwnerDotfilesRepo}
 	}
 }
-
-// startupStepsOf is what a workspace shows of its startup steps: its agent's latest report of
-// each (nil when there is none, or when it cannot be read: the rest of the answer stands). A step
-// still pending or running when the workspace no longer starts (stopped mid-build, or failed at
-// an earlier step) was never finished: its pod is gone or will not go on, and the agent reports
-// no steps of a pod being deleted. It shows as "interrupted" (it had started) or "skipped".
-func (s *Server) startupStepsOf(r *http.Request, ws workspace.Workspace) []sdk.WorkspaceStartupStep {
-	steps, err := s.store.WorkspaceStartupSteps(r.Context(), ws.ID)
-	if err != nil {
-		s.log.Warn("cannot read a workspace's startup steps", "workspace", ws.OwnerName+"/"+ws.Name, "err", err)
-		return nil
-	}
-	starting := ws.ActualState == workspace.CreationRequested || ws.ActualState == workspace.Starting || ws.ActualState == workspace.Unknown
-	var out []sdk.WorkspaceStartupStep
-	for _, st := range steps {
-		state := st.State
-		switch {
-		case starting:
-		case state == protocol.StepRunning:
-			state = sdk.StepInterrupted
-		case state == protocol.StepPending:
-			state = sdk.StepSkipped
-		}
-		out = append(out, sdk.WorkspaceStartupStep{Name: st.Name, State: state, StartedAt: st.StartedAt, EndedAt: st.EndedAt,
-			Detail: st.Detail, Log: st.Log, UpdatedAt: st.UpdatedAt})
-	}
-	return out
-}

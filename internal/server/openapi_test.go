@@ -526,6 +526,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	oaExternalAuth(t, c, idp, dev.Token)
 	oaGitSSH(t, c, dev.Token)
 	oaDotfiles(t, c, dev.Token)
+	oaStartupStep(t, c, dev.Token)
 	oaTokensAndUsers(t, c, dev.Token)
 
 	// The audit log of all the above (admins).

@@ -359,6 +359,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", protocol.GitSSHKeyPath, http.HandlerFunc(s.helperGitSSHKey)},
 		{"POST", protocol.GitSSHSignPath, http.HandlerFunc(s.helperGitSSHSign)},
 		{"PUT", protocol.DotfilesStatusPath, http.HandlerFunc(s.helperDotfiles)},
+		{"PUT", protocol.StartupStepPath, http.HandlerFunc(s.helperStartupStep)},
 
 		{"POST", "/api/v1/templates/{name}/versions", s.authUser(s.adminOnly(s.pushTemplateVersion))},
 		{"GET", "/api/v1/templates/{name}/versions", s.authUser(s.listTemplateVersions)},

@@ -3,11 +3,14 @@ package server_test
 import (
 	"net/http"
 	"net/url"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
 )
 
@@ -67,6 +70,99 @@ func TestStartupStepsWithTheWorkspace(t *testing.T) {
 			report(agentA, ws.Namespace, "Stopped", nil)
 			if got := shown(); got[0].State != "done" || got[1].State != sdk.StepInterrupted || got[2].State != sdk.StepSkipped {
 				t.Errorf("after a stop mid-build: %+v", got)
+			}
+		})
+	}
+}
+
+// oaStartupStep: the helper's report of its postStart commands, and the workspace's detail that
+// shows it, against the OpenAPI document (the workspace tfssh and its helper token are oaGitSSH's).
+func oaStartupStep(t *testing.T, c *oaChecker, dev string) {
+	t.Helper()
+	helper := protocol.WorkspaceAgentTokenPrefix + "openapi-gitssh"
+	c.do(helper, "PUT", protocol.StartupStepPath, map[string]any{"name": "post-start", "state": "failed", "started_at": "2026-11-27T09:00:00Z",
+		"ended_at": "2026-11-27T09:00:02Z", "detail": "command 1/1: setup", "log": "exit status 3\n"}, 204, true)
+	c.do(helper, "PUT", protocol.StartupStepPath, map[string]any{"name": "image-build", "state": "running"}, 400, false)
+	c.do(dev, "GET", "/api/v1/workspaces/tfssh", nil, 200, true)
+}
+
+// A workspace's helper reports its postStart commands with its token: shown with the workspace's
+// steps; a failure while the workspace runs makes it "Running, startup failed"; a report names a
+// step the helper runs or is a 400 naming the field; another workspace's token reports its own
+// workspace only; after a restart the earlier start's failure is no longer shown.
+func TestHelperStartupStep(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine, func(o *server.Options) {
+				o.HelperTokenKeys = [][]byte{[]byte("a key of 32 bytes for the tests.")}
+				o.HelperURL = func() string { return "http://127.0.0.1:1" }
+			})
+			agentToken := createAgent(t, env, "k1", nil)
+			dev := createUser(t, env, "dev")
+			var app, other sdk.Workspace
+			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1"}, http.StatusCreated, &app)
+			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "other", "agent": "k1"}, http.StatusCreated, &other)
+			resp := reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+			tokens := map[string]string{}
+			for _, w := range resp.WorkspaceRailsInfos {
+				m := regexp.MustCompile(`(?m)^  helper-token: (\S+)$`).FindStringSubmatch(w.ConfigToApply)
+				if m == nil {
+					t.Fatalf("%s: no helper token", w.Name)
+				}
+				tokens[w.Name] = m[1]
+			}
+			running := func(ws sdk.Workspace, rv int) {
+				reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+					{Name: ws.KubeName, Namespace: ws.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", rv)}}})
+			}
+			running(app, 1)
+			running(other, 2)
+			detail := func(name string) sdk.Workspace {
+				t.Helper()
+				var ws sdk.Workspace
+				mustCall(t, env, dev, "GET", "/api/v1/workspaces/"+name, nil, http.StatusOK, &ws)
+				return ws
+			}
+			report := func(token string, st protocol.StartupStep) (int, []byte) {
+				return call(t, env, token, "PUT", protocol.StartupStepPath, st)
+			}
+			at := env.Clock.Now()
+			if status, body := report(tokens[app.KubeName], protocol.StartupStep{Name: protocol.StepPostStart, State: protocol.StepRunning, StartedAt: &at, Detail: "command 1/2: deps"}); status != http.StatusNoContent {
+				t.Fatalf("running: %d %s", status, body)
+			}
+			if ws := detail("app"); len(ws.StartupSteps) != 1 || ws.StartupSteps[0].State != "running" || ws.StartupSteps[0].Detail != "command 1/2: deps" || ws.StartupFailed != "" {
+				t.Fatalf("running: %+v, failed %q", ws.StartupSteps, ws.StartupFailed)
+			}
+			if status, body := report(tokens[app.KubeName], protocol.StartupStep{Name: protocol.StepPostStart, State: protocol.StepFailed, StartedAt: &at, EndedAt: &at,
+				Detail: "command 2/2: setup", Log: "npm ERR! missing script: setup\n"}); status != http.StatusNoContent {
+				t.Fatalf("failed: %d %s", status, body)
+			}
+			if ws := detail("app"); ws.StartupFailed != protocol.StepPostStart || ws.StartupSteps[0].Log != "npm ERR! missing script: setup\n" {
+				t.Fatalf("failed: %+v, failed %q", ws.StartupSteps, ws.StartupFailed)
+			}
+			if ws := detail("other"); len(ws.StartupSteps) != 0 {
+				t.Fatalf("app's report shows on other: %+v", ws.StartupSteps)
+			}
+			for _, bad := range []struct {
+				st    protocol.StartupStep
+				field string
+			}{
+				{protocol.StartupStep{Name: protocol.StepImageBuild, State: protocol.StepRunning}, "name"},
+				{protocol.StartupStep{Name: protocol.StepPostStart, State: "exploded"}, "state"},
+				{protocol.StartupStep{Name: protocol.StepPostStart, State: protocol.StepDone, Log: strings.Repeat("x", protocol.MaxStepLogBytes+1)}, "log"},
+			} {
+				if status, body := report(tokens[other.KubeName], bad.st); status != http.StatusBadRequest || !strings.Contains(string(body), `"field":"`+bad.field+`"`) {
+					t.Errorf("%+v: %d %s, want a 400 naming %s", bad.st, status, body, bad.field)
+				}
+			}
+			if status, _ := report("hwa_not-a-token", protocol.StartupStep{Name: protocol.StepPostStart, State: protocol.StepDone}); status != http.StatusUnauthorized {
+				t.Errorf("a bad token: %d, want 401", status)
+			}
+			// A restart: the earlier start's failure is no longer the workspace's.
+			env.Clock.Advance(time.Minute)
+			mustCall(t, env, dev, "PATCH", "/api/v1/workspaces/app", map[string]any{"desired_state": "RestartRequested"}, http.StatusOK, nil)
+			if ws := detail("app"); len(ws.StartupSteps) != 0 || ws.StartupFailed != "" {
+				t.Errorf("after a restart: %+v, failed %q", ws.StartupSteps, ws.StartupFailed)
 			}
 		})
 	}

@@ -174,8 +174,8 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u workspac
 	out := s.toWorkspace(row)
 	s.withAutomation(r.Context(), row, &out)
 	out.Dotfiles = s.dotfilesOf(r, row)
+	out.StartupSteps, out.StartupFailed = s.startupStepsOf(r, row)
 	if row.Backend == workspace.KindKubernetes {
-		out.StartupSteps = s.startupStepsOf(r, row)
 		// The rest of the answer stands without them (an agent deleted since, say).
 		if df, err := s.kube.Devfile(r.Context(), row); err == nil {
 			out.Definition = df.Definition()

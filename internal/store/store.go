@@ -112,7 +112,10 @@ type Store interface {
 	// (ErrNotFound: no such workspace); WorkspaceDotfiles reads it (ErrNotFound: none reported).
 	SetWorkspaceDotfiles(ctx context.Context, workspaceID string, d workspace.DotfilesStatus) error
 	WorkspaceDotfiles(ctx context.Context, workspaceID string) (workspace.DotfilesStatus, error)
-	// WorkspaceStartupSteps reads a workspace's startup steps in the order reported (none: empty).
+	// SetWorkspaceStartupStep records one startup step a workspace's helper reported, as
+	// ReconcileTx.SetStartupSteps does (ErrNotFound: no such workspace).
+	SetWorkspaceStartupStep(ctx context.Context, workspaceID string, st workspace.StartupStep) error
+	// WorkspaceStartupSteps reads a workspace's startup steps in the order they run (none: empty).
 	WorkspaceStartupSteps(ctx context.Context, workspaceID string) ([]workspace.StartupStep, error)
 	// ListWorkspaces lists workspaces by owner and name, then newest first.
 	ListWorkspaces(ctx context.Context, f ListFilter) ([]workspace.Workspace, error)

@@ -298,10 +298,30 @@ func installDotfiles(ctx context.Context, cfg Config, log *slog.Logger) error {
 // goes on whatever the server says.
 func reportDotfiles(ctx context.Context, cfg Config, log *slog.Logger) func(protocol.DotfilesStatus) {
 	return func(st protocol.DotfilesStatus) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := apiclient.Do(ctx, cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token, "PUT", protocol.DotfilesStatusPath, st, nil, 64<<10); err != nil {
+		if err := cfg.put(ctx, protocol.DotfilesStatusPath, st); err != nil {
 			log.Warn("dotfiles: cannot report their status to the server", "state", st.State, "err", err)
+		}
+	}
+}
+
+// put sends a report to the server with the helper's token, bounded in time, even when ctx ends
+// (a last report as the helper stops still goes).
+func (cfg Config) put(ctx context.Context, path string, body any) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return apiclient.Do(ctx, cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token, "PUT", path, body, nil, 64<<10)
+}
+
+// reportStep tells the server how a startup step the helper runs goes (protocol.StartupStepPath),
+// with the helper's token; nil when the helper has no server to tell. A report that fails is
+// logged: the step goes on whatever the server says.
+func reportStep(ctx context.Context, cfg Config, log *slog.Logger) func(protocol.StartupStep) {
+	if cfg.ServerURL == "" || cfg.Token == "" {
+		return nil
+	}
+	return func(st protocol.StartupStep) {
+		if err := cfg.put(ctx, protocol.StartupStepPath, st); err != nil {
+			log.Warn("cannot report a startup step to the server", "step", st.Name, "state", st.State, "err", err)
 		}
 	}
 }

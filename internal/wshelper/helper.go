@@ -222,7 +222,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		postStart.Add(1)
 		go func() {
 			defer postStart.Done()
-			if err := RunPostStart(postCtx, cfg.PostStart, remoteEnv, cfg.StateDir, cfg.Instance, cfg.Stdout, log); err != nil {
+			if err := runPostStart(postCtx, cfg.PostStart, remoteEnv, cfg.StateDir, cfg.Instance, cfg.Stdout, log, reportStep(postCtx, cfg, log)); err != nil {
 				if postCtx.Err() != nil {
 					return // stopping
 				}

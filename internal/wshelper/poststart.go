@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -133,8 +134,19 @@ type postStartRecord struct {
 // serving: unlike a failed Kubernetes postStart hook, it does not kill the container, so that the
 // user can enter the workspace and see why.
 func RunPostStart(ctx context.Context, cmds []PostStartCommand, env []string, stateDir, instance string, out io.Writer, log *slog.Logger) error {
+	return runPostStart(ctx, cmds, env, stateDir, instance, out, log, nil)
+}
+
+// runPostStart is RunPostStart that also tells report (nil: nobody) how the commands go, as the
+// startup step protocol.StepPostStart: running, with the command that runs as its detail, then
+// done or failed with the last lines of their output. Commands that already ran in this instance
+// are not reported again (the server has their step from when they ran).
+func runPostStart(ctx context.Context, cmds []PostStartCommand, env []string, stateDir, instance string, out io.Writer, log *slog.Logger, report func(protocol.StartupStep)) (err error) {
 	if len(cmds) == 0 {
 		return nil
+	}
+	if report == nil {
+		report = func(protocol.StartupStep) {}
 	}
 	b, err := json.Marshal(cmds)
 	if err != nil {
@@ -152,6 +164,26 @@ func RunPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("postStart: read %s: %w", marker, err)
 	}
+	started := time.Now().UTC()
+	tail := &tailBuffer{max: protocol.MaxStepLogBytes - len(protocol.TruncatedPrefix)}
+	step := protocol.StartupStep{Name: protocol.StepPostStart, State: protocol.StepRunning, StartedAt: &started}
+	defer func() {
+		if ctx.Err() != nil {
+			return // stopping: the workspace's state says it
+		}
+		ended := time.Now().UTC()
+		step.EndedAt, step.Log, step.State = &ended, tail.String(), protocol.StepDone
+		if tail.cut {
+			step.Log = protocol.TruncatedPrefix + step.Log
+		}
+		if err != nil {
+			step.State = protocol.StepFailed
+			step.Log += err.Error() + "\n"
+			step.Log = protocol.TruncateLogHead(step.Log, protocol.MaxStepLogBytes)
+		}
+		report(step)
+	}()
+	out = io.MultiWriter(out, tail)
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return fmt.Errorf("postStart: state directory: %w", err)
 	}
@@ -171,6 +203,8 @@ func RunPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 			}
 		}
 		log.Info("postStart command", "id", c.ID, "n", i+1, "of", len(cmds))
+		step.Detail = protocol.TruncateMessage(fmt.Sprintf("command %d/%d: %s", i+1, len(cmds), c.ID), protocol.MaxStepDetailBytes)
+		report(step)
 		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.CommandLine)
 		cmd.Env = append([]string(nil), env...)
 		for _, e := range c.Env {

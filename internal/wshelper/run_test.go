@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
 func TestHostKeyPersisted(t *testing.T) {
@@ -408,5 +410,35 @@ func TestReap(t *testing.T) {
 	cmd.Wait()
 	if got := cmd.ProcessState.ExitCode(); got != 128+15 {
 		t.Fatalf("reaper exited %d after SIGTERM, want 143 (the command's, killed by SIGTERM)", got)
+	}
+}
+
+// runPostStart reports the postStart commands as the startup step "post-start": running with the
+// command that runs, then failed with the output's end and the error, or done; commands that
+// already ran in this instance report nothing.
+func TestRunPostStartReports(t *testing.T) {
+	state := t.TempDir()
+	var got []protocol.StartupStep
+	report := func(st protocol.StartupStep) { got = append(got, st) }
+	cmds := []PostStartCommand{{ID: "first", CommandLine: "echo hello"}, {ID: "fails", CommandLine: "echo boom >&2; exit 3"}}
+	if err := runPostStart(context.Background(), cmds, []string{"PATH=/usr/bin:/bin"}, state, "pod", io.Discard, (&logBuffer{}).logger(), report); err == nil {
+		t.Fatal("the failing command did not fail")
+	}
+	if len(got) != 3 || got[0].State != protocol.StepRunning || got[0].Detail != "command 1/2: first" || got[1].Detail != "command 2/2: fails" ||
+		got[2].State != protocol.StepFailed || got[2].Detail != "command 2/2: fails" || got[2].StartedAt == nil || got[2].EndedAt == nil ||
+		!strings.HasPrefix(got[2].Log, "hello\nboom\npostStart command \"fails\": exit status 3\n") || got[2].Name != protocol.StepPostStart {
+		t.Fatalf("reports of a failure: %+v", got)
+	}
+	got = nil
+	cmds[1].CommandLine = "true"
+	if err := runPostStart(context.Background(), cmds, []string{"PATH=/usr/bin:/bin"}, state, "pod", io.Discard, (&logBuffer{}).logger(), report); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[2].State != protocol.StepDone || got[2].Log != "hello\n" {
+		t.Fatalf("reports of a success: %+v", got)
+	}
+	got = nil
+	if err := runPostStart(context.Background(), cmds, []string{"PATH=/usr/bin:/bin"}, state, "pod", io.Discard, (&logBuffer{}).logger(), report); err != nil || len(got) != 0 {
+		t.Fatalf("in the same instance again: %v, reports %+v", err, got)
 	}
 }

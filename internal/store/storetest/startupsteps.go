@@ -14,7 +14,8 @@ import (
 // testStartupSteps: the startup steps a reconcile records are read back in the order reported;
 // a later report replaces each step it names; an empty log keeps the stored log of the same run
 // (same started_at) but not of a new run; the write rolls back with its reconcile; a workspace
-// without steps reads an empty list.
+// without steps reads an empty list; a step a helper reports is stored in its place, and one for
+// no workspace is ErrNotFound.
 func testStartupSteps(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	f := NewFixture(t, s, "steps")
@@ -87,5 +88,17 @@ func testStartupSteps(t *testing.T, s store.Store) {
 	}
 	if got := read(); got[2].State != "pending" {
 		t.Fatalf("a failed reconcile's steps were kept: %#v", got[2])
+	}
+	// A step the workspace's helper reports, outside any reconcile: read back in its place.
+	post := workspace.StartupStep{Name: "post-start", Position: 4, State: "failed", StartedAt: at(31), EndedAt: at(32), Detail: "command 1/1: setup",
+		Log: "npm ERR! missing script: setup\n", UpdatedAt: t0.Add(3 * time.Hour)}
+	if err := s.SetWorkspaceStartupStep(ctx, w.ID, post); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); len(got) != 4 || !reflect.DeepEqual(got[3], post) {
+		t.Fatalf("with the helper's step: %#v", got)
+	}
+	if err := s.SetWorkspaceStartupStep(ctx, "00000000-0000-0000-0000-000000000000", post); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a step of no workspace: %v, want ErrNotFound", err)
 	}
 }
