@@ -97,7 +97,12 @@ func TestTables(t *testing.T) {
 		{Name: "image-build", State: "failed", StartedAt: ptr(t0.Add(-170 * time.Second)), EndedAt: ptr(t0.Add(-100 * time.Second)), Detail: "step 4/7: RUN make (Dockerfile:6)",
 			Log: "step 4/7: RUN make (Dockerfile:6)\n    \x1b[31mmake: *** No rule to make target 'all'.\x1b[0m\nimage build: step 4/7: RUN make (Dockerfile:6) exited with code 2\n", UpdatedAt: t0},
 		{Name: "image-push", State: "pending", UpdatedAt: t0}}
-	f.workspaces = map[string]sdk.Workspace{"api-dev": sample(), "docs": fresh, "vm": vm, "app": fromRepo, "dots": installed, "img": building, "broken": broken}
+	// A Terraform workspace whose postStart commands failed: Running, startup failed.
+	vmFailed := vm
+	vmFailed.ID, vmFailed.Name, vmFailed.StartupFailed = "w-8", "vm-post", "post-start"
+	vmFailed.StartupSteps = []sdk.WorkspaceStartupStep{{Name: "post-start", State: "failed", StartedAt: ptr(t0.Add(-2 * time.Minute)), EndedAt: ptr(t0.Add(-110 * time.Second)),
+		Detail: "command 2/2: setup", Log: "npm ERR! missing script: setup\npostStart command \"setup\": exit status 1\n", UpdatedAt: t0}}
+	f.workspaces = map[string]sdk.Workspace{"api-dev": sample(), "docs": fresh, "vm": vm, "app": fromRepo, "dots": installed, "img": building, "broken": broken, "vm-post": vmFailed}
 	f.agents = []sdk.Agent{
 		{ID: "a1", Name: "eu-west", Config: json.RawMessage(`{"dns_zone":"ws.example.com","namespace_mode":"per_workspace"}`), CreatedAt: t0},
 		{ID: "a2", Name: "us-east", Config: json.RawMessage(`{"dns_zone":"us.example.com","namespace_mode":"shared","shared_namespace":"shared-ws","unknown":1}`), CreatedAt: t0.Add(time.Hour)},
@@ -114,6 +119,7 @@ func TestTables(t *testing.T) {
 		{"show-dotfiles.golden", []string{"show", "dots"}},
 		{"show-startup.golden", []string{"show", "img"}},
 		{"show-startup-failed.golden", []string{"show", "broken"}},
+		{"show-poststart-failed.golden", []string{"show", "vm-post"}},
 		{"show-terraform-helper.golden", []string{"show", "vm"}},
 		{"agents-list.golden", []string{"agents", "list"}},
 		{"users-create.golden", []string{"users", "create", "carol"}},

@@ -138,7 +138,7 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 		{"Namespace", dash(ws.Namespace)},
 		{"URL", dash(ws.URL)},
 		{"Desired state", fmt.Sprintf("%s (%s)", ws.DesiredState, since(ws.DesiredStateUpdatedAt, "never changed"))},
-		{"Actual state", fmt.Sprintf("%s (%s)", ws.ActualState, since(ws.ActualStateUpdatedAt, "not reported by the agent yet"))},
+		{"Actual state", fmt.Sprintf("%s (%s)", actualState(ws), since(ws.ActualStateUpdatedAt, "not reported by the agent yet"))},
 		{"Last error", lastErr},
 		{"Last sent to agent", respondedAt},
 		{"Deployment", deployment},
@@ -160,7 +160,7 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 			{"Owner", ws.Owner},
 			{"Template", ws.Template + " (terraform; see hangar builds " + ws.Name + ")"},
 			{"Desired state", fmt.Sprintf("%s (%s)", ws.DesiredState, since(ws.DesiredStateUpdatedAt, "never changed"))},
-			{"Actual state", fmt.Sprintf("%s (%s)", ws.ActualState, since(ws.ActualStateUpdatedAt, "no build yet"))},
+			{"Actual state", fmt.Sprintf("%s (%s)", actualState(ws), since(ws.ActualStateUpdatedAt, "no build yet"))},
 			{"Last error", lastErr},
 			{"Last used", lastUsed},
 			{"Created", a.formatTime(ws.CreatedAt)},
@@ -173,9 +173,19 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 		if ws.AppsURL != "" {
 			rows = append(rows[:6:6], append([][2]string{{"Apps", ws.AppsURL + " (any port the machine listens on)"}}, rows[6:]...)...)
 		}
+		rows = append(rows, a.startupRows(ws)...)
 	}
 	rows = append(rows, a.scheduleRows(ws)...)
 	return a.printRows(w, rows)
+}
+
+// actualState is the workspace's actual state, and "startup failed" with the step when one failed
+// while it runs.
+func actualState(ws sdk.Workspace) string {
+	if ws.StartupFailed != "" {
+		return ws.ActualState + ", startup failed (" + ws.StartupFailed + ")"
+	}
+	return ws.ActualState
 }
 
 // printRows prints "Label:  value" lines, aligned.

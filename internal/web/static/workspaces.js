@@ -204,7 +204,9 @@ export function workspacePage(main, me, nav, owner, name) {
   function render(w) {
     current = w;
     fill(state, 
-      h('dt', {}, 'State'), h('dd', {}, stateChip(w.actual_state, 'ws-detail-state'), ' ', h('span', { class: 'muted' }, 'desired '), stateChip(w.desired_state, 'ws-detail-desired')),
+      h('dt', {}, 'State'), h('dd', {}, stateChip(w.actual_state, 'ws-detail-state'),
+        startupFailed && w.actual_state === 'Running' ? [' ', h('span', { class: 'error', testid: 'ws-startup-failed' }, 'startup failed (' + startupFailed + ')')] : null,
+        ' ', h('span', { class: 'muted' }, 'desired '), stateChip(w.desired_state, 'ws-detail-desired')),
       h('dt', {}, 'Backend'), h('dd', {}, w.backend + (w.agent ? ' (agent ' + w.agent + ')' : '') + (w.template ? ' · template ' + w.template + (w.template_version ? ' v' + w.template_version : '') : '')),
       definition ? [h('dt', {}, 'Definition'), h('dd', { testid: 'ws-definition' }, definition)] : null,
       repository ? [h('dt', {}, 'Repository'), h('dd', { testid: 'ws-repository' },
@@ -243,7 +245,8 @@ export function workspacePage(main, me, nav, owner, name) {
   let definition = ''; // devfile or devcontainer.json: in that answer too, not in the live stream
   let repository = null; // where the definition comes from (in that answer and after an update)
   let dotfiles = null; // the owner's dotfiles install (in that answer only)
-  let steps = []; // the startup steps (the image build's), in that answer only: read again while one runs
+  let steps = []; // the startup steps, in that answer only: read again while one runs
+  let startupFailed = ''; // the step that failed while the workspace runs (that answer only)
   let stepsShown = '';
   const stepsOpen = new Map(); // step name → open: what the reader chose for its log, kept across reads
   function renderSteps() {
@@ -265,16 +268,25 @@ export function workspacePage(main, me, nav, owner, name) {
       return h('li', {}, d);
     })));
   }
-  // While a Kubernetes workspace starts, or a step is pending or running, the page reads the
-  // workspace again every 2 s: the steps change without the workspace's row, which the live stream
-  // carries. One read at a time: a slow answer is not asked again meanwhile.
+  // While the workspace starts, or a step is pending or running, the page reads the workspace
+  // again every 2 s, and once when its state changes: the steps change without the workspace's
+  // row, which the live stream carries. One read at a time: a slow answer is not asked again
+  // meanwhile.
   let stepsReading = false;
-  const stepsTimer = setInterval(() => {
-    if (stepsReading || !current || current.backend !== 'kubernetes') return;
-    const starting = current.actual_state === 'Starting' || current.actual_state === 'CreationRequested';
-    if (!starting && !steps.some((st) => st.state === 'pending' || st.state === 'running')) return;
+  function readSteps() {
+    if (stepsReading) return;
     stepsReading = true;
-    get(path).then((w) => { steps = w.startup_steps || []; renderSteps(); }).catch(() => {}).finally(() => { stepsReading = false; });
+    get(path).then((w) => {
+      steps = w.startup_steps || [];
+      const failed = w.startup_failed || '';
+      renderSteps();
+      if (failed !== startupFailed) { startupFailed = failed; if (current) render(current); }
+    }).catch(() => {}).finally(() => { stepsReading = false; });
+  }
+  const stepsTimer = setInterval(() => {
+    if (!current) return;
+    const starting = current.actual_state === 'Starting' || current.actual_state === 'CreationRequested';
+    if (starting || steps.some((st) => st.state === 'pending' || st.state === 'running')) readSteps();
   }, 2000);
   let appsShown = '';
   function renderApps(w) {
@@ -428,7 +440,9 @@ export function workspacePage(main, me, nav, owner, name) {
   const onLive = (ev) => {
     const w = [...ev.changed].find((x) => x.owner === owner && x.name === name);
     if (w) {
+      const changed = current && current.actual_state !== w.actual_state;
       render(w);
+      if (changed) readSteps();
       if (w.backend === 'terraform') builds.refresh(); // a build began, or one ended
     } else if (current && ev.deleted.includes(current.id)) {
       errorBox.hidden = false;
@@ -442,6 +456,7 @@ export function workspacePage(main, me, nav, owner, name) {
     repository = w.repository || null;
     dotfiles = w.dotfiles || null;
     steps = w.startup_steps || [];
+    startupFailed = w.startup_failed || '';
     renderSteps();
     const made = created.get(w.id);
     if (made && (made.warnings || []).length) {

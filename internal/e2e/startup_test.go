@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
+)
+
+// TestStartupFailedOnRealNode (issue 23 item 1): a devfile's postStart commands run by the
+// workspace's helper on the real node are reported to the server as the startup step
+// "post-start". When one fails, the workspace still runs (the user can get in and see why) and
+// says so: `hangar show` has "Running, startup failed (post-start)" with the failing command and
+// the end of its output, and `hangar logs` the whole step; the project clone before it is a step
+// too.
+func TestStartupFailedOnRealNode(t *testing.T) {
+	e := setUpProxyWith(t, func(_ *kubetest.Cluster, relayURL string) []string { return []string{"--helper-url", relayURL} })
+	token, _ := e.user(t, "erin")
+	u := cliUser{url: e.srv.URL, token: token, home: t.TempDir()}
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := u.run(t, args...)
+		if code != 0 {
+			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
+	}
+	devfile := filepath.Join(t.TempDir(), "devfile.yaml")
+	if err := os.WriteFile(devfile, []byte(`schemaVersion: 2.2.0
+components:
+  - name: dev
+    container:
+      image: `+kubetest.WorkspaceImage+`
+commands:
+  - id: deps
+    exec:
+      component: dev
+      commandLine: echo installing deps
+  - id: setup
+    exec:
+      component: dev
+      commandLine: echo about to fail; echo no such target >&2; exit 3
+events:
+  postStart: [deps, setup]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	must("create", "app", "--agent", e.agent, "--devfile", devfile, "--wait", "--timeout", "55s")
+	var shown string
+	kubetest.Eventually(t, 2*time.Minute, "the failed postStart to be shown", func(context.Context) error {
+		shown = must("show", "app")
+		for _, want := range []string{"Actual state:        Running, startup failed (post-start)", "post-start    failed in ", ": command 2/2: setup",
+			"| no such target", `| postStart command "setup": exit status 3`} {
+			if !strings.Contains(shown, want) {
+				return fmt.Errorf("hangar show app lacks %q:\n%s", want, shown)
+			}
+		}
+		return nil
+	})
+	if log := must("logs", "app"); !strings.Contains(log, "== post-start: failed (command 2/2: setup)\ninstalling deps\nabout to fail\nno such target\n") {
+		t.Errorf("hangar logs app:\n%s", log)
+	}
+	t.Logf("a failed postStart, as `hangar show` says it:\n%s", shown)
+	must("delete", "app", "--yes", "--wait")
+}
