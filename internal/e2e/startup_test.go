@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
 )
 
@@ -51,6 +54,11 @@ events:
 		t.Fatal(err)
 	}
 	must("create", "app", "--agent", e.agent, "--devfile", devfile, "--wait", "--timeout", "55s")
+	t.Cleanup(func() {
+		if t.Failed() {
+			logPods(t, e.cluster, "app")
+		}
+	})
 	var shown string
 	kubetest.Eventually(t, 2*time.Minute, "the failed postStart to be shown", func(context.Context) error {
 		shown = must("show", "app")
@@ -67,4 +75,30 @@ events:
 	}
 	t.Logf("a failed postStart, as `hangar show` says it:\n%s", shown)
 	must("delete", "app", "--yes", "--wait")
+}
+
+// logPods logs what the containers of a workspace's pods wrote, for a failure's message.
+func logPods(t *testing.T, c *kubetest.Cluster, workspace string) {
+	ctx := context.Background()
+	nss, err := c.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("namespaces: %v", err)
+		return
+	}
+	for _, ns := range nss.Items {
+		if !strings.HasPrefix(ns.Name, "hangar-"+workspace+"-") {
+			continue
+		}
+		pods, err := c.Client.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Logf("pods of %s: %v", ns.Name, err)
+			continue
+		}
+		for _, p := range pods.Items {
+			for _, cs := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+				b, err := c.Client.CoreV1().Pods(ns.Name).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name}).DoRaw(ctx)
+				t.Logf("--- log of %s/%s %s (%v):\n%s", ns.Name, p.Name, cs.Name, err, b)
+			}
+		}
+	}
 }
