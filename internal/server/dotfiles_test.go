@@ -2,13 +2,11 @@ package server_test
 
 import (
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
-	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
 )
 
@@ -20,10 +18,7 @@ import (
 func TestDotfilesStatusWithTheWorkspace(t *testing.T) {
 	for _, engine := range servertest.Engines {
 		t.Run(engine, func(t *testing.T) {
-			env := servertest.NewWith(t, engine, func(o *server.Options) {
-				o.HelperTokenKeys = [][]byte{[]byte("a key of 32 bytes for the tests.")}
-				o.HelperURL = func() string { return "http://127.0.0.1:1" }
-			})
+			env := servertest.NewWith(t, engine, withHelperTokens)
 			agentToken := createAgent(t, env, "k1", nil)
 			dev := createUser(t, env, "dev")
 			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1"}, http.StatusCreated, nil)
@@ -43,14 +38,9 @@ func TestDotfilesStatusWithTheWorkspace(t *testing.T) {
 				t.Fatalf("with one, before the helper reports: %+v", d)
 			}
 
-			resp := reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
 			tokens := map[string]string{}
-			for _, w := range resp.WorkspaceRailsInfos {
-				m := regexp.MustCompile(`(?m)^  helper-token: (\S+)$`).FindStringSubmatch(w.ConfigToApply)
-				if m == nil {
-					t.Fatalf("%s: no helper token", w.Name)
-				}
-				tokens[strings.SplitN(w.Name, "-", 2)[0]] = m[1]
+			for kubeName, token := range helperTokens(t, env, agentToken) {
+				tokens[strings.SplitN(kubeName, "-", 2)[0]] = token
 			}
 			report := func(token string, st protocol.DotfilesStatus) (int, []byte) {
 				return call(t, env, token, "PUT", protocol.DotfilesStatusPath, st)

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"testing"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -171,4 +173,26 @@ func infoOf(t testing.TB, env *servertest.Env, name string) protocol.WorkspaceAg
 	t.Helper()
 	w := stored(t, env, name)
 	return protocol.WorkspaceAgentInfo{Name: w.KubeName, Namespace: w.Namespace}
+}
+
+// withHelperTokens gives a test server a key for Kubernetes helpers' tokens and a URL for them.
+func withHelperTokens(o *server.Options) {
+	o.HelperTokenKeys = [][]byte{[]byte("a key of 32 bytes for the tests.")}
+	o.HelperURL = func() string { return "http://127.0.0.1:1" }
+}
+
+// helperTokens reads, from a full reconcile's configs, the helper token of each workspace of the
+// agent, by its cluster name.
+func helperTokens(t testing.TB, env *servertest.Env, agentToken string) map[string]string {
+	t.Helper()
+	resp := reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
+	tokens := map[string]string{}
+	for _, w := range resp.WorkspaceRailsInfos {
+		m := regexp.MustCompile(`(?m)^  helper-token: (\S+)$`).FindStringSubmatch(w.ConfigToApply)
+		if m == nil {
+			t.Fatalf("%s: no helper token", w.Name)
+		}
+		tokens[w.Name] = m[1]
+	}
+	return tokens
 }

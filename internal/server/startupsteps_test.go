@@ -3,14 +3,12 @@ package server_test
 import (
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
-	"github.com/hangar-dev/hangar/internal/server"
 	"github.com/hangar-dev/hangar/internal/servertest"
 )
 
@@ -93,24 +91,13 @@ func oaStartupStep(t *testing.T, c *oaChecker, dev string) {
 func TestHelperStartupStep(t *testing.T) {
 	for _, engine := range servertest.Engines {
 		t.Run(engine, func(t *testing.T) {
-			env := servertest.NewWith(t, engine, func(o *server.Options) {
-				o.HelperTokenKeys = [][]byte{[]byte("a key of 32 bytes for the tests.")}
-				o.HelperURL = func() string { return "http://127.0.0.1:1" }
-			})
+			env := servertest.NewWith(t, engine, withHelperTokens)
 			agentToken := createAgent(t, env, "k1", nil)
 			dev := createUser(t, env, "dev")
 			var app, other sdk.Workspace
 			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1"}, http.StatusCreated, &app)
 			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "other", "agent": "k1"}, http.StatusCreated, &other)
-			resp := reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdateFull, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{}})
-			tokens := map[string]string{}
-			for _, w := range resp.WorkspaceRailsInfos {
-				m := regexp.MustCompile(`(?m)^  helper-token: (\S+)$`).FindStringSubmatch(w.ConfigToApply)
-				if m == nil {
-					t.Fatalf("%s: no helper token", w.Name)
-				}
-				tokens[w.Name] = m[1]
-			}
+			tokens := helperTokens(t, env, agentToken)
 			running := func(ws sdk.Workspace, rv int) {
 				reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
 					{Name: ws.KubeName, Namespace: ws.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", rv)}}})
