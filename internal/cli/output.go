@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 )
 
@@ -394,7 +395,8 @@ func (a *app) startupRows(ws sdk.Workspace) [][2]string {
 			line += ": " + printable(st.Detail)
 		}
 		rows = append(rows, [2]string{label, line})
-		if st.State == "failed" {
+		// The dotfiles' failure has its own lines (dotfilesRows).
+		if st.State == "failed" && st.Name != protocol.StepDotfiles {
 			rows = append(rows, logRows(st.Log, 10)...)
 		}
 	}

@@ -99,10 +99,13 @@ const (
 	StepImagePush    = "image-push"
 	StepProjectClone = "project-clone"
 	StepPostStart    = "post-start"
+	// StepDotfiles is the install of the owner's dotfiles, which the helper reports on its own
+	// path (DotfilesStatusPath): the server shows it as a step.
+	StepDotfiles = "dotfiles"
 )
 
 // StartupStepOrder is the order the startup steps run in, and are shown in.
-var StartupStepOrder = []string{StepImagePrepare, StepImageBuild, StepImagePush, StepProjectClone, StepPostStart}
+var StartupStepOrder = []string{StepImagePrepare, StepImageBuild, StepImagePush, StepProjectClone, StepPostStart, StepDotfiles}
 
 // AgentSteps are the steps an agent reports; HelperSteps those a workspace's helper reports.
 var (

@@ -147,7 +147,8 @@ type WorkspaceStartupStep struct {
 	// Name is "image-prepare" (the base image and the features are fetched and checked, or the
 	// image is found built already), "image-build" (the definition's steps and features run),
 	// "image-push" (the image goes to the cluster's registry), "project-clone" (the definition's
-	// projects are cloned) or "post-start" (its postStart commands run, by the helper).
+	// projects are cloned), "post-start" (its postStart commands run, by the helper) or
+	// "dotfiles" (the owner's dotfiles installed, by the helper: its Dotfiles as a step).
 	Name string `json:"name"`
 	// State is "pending", "running", "done" or "failed" as the agent reported it; or, once the
 	// workspace no longer starts, StepInterrupted for a step that was running and StepSkipped for

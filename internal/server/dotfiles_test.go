@@ -58,6 +58,13 @@ func TestDotfilesStatusWithTheWorkspace(t *testing.T) {
 			if d := dotfiles("app"); d == nil || d.Status != "failed" || d.Script != "install.sh" || d.Error != "install.sh: exit status 2" || d.Log != log {
 				t.Fatalf("failed: %+v", d)
 			}
+			// The install is a startup step too.
+			var withSteps sdk.Workspace
+			mustCall(t, env, dev, "GET", "/api/v1/workspaces/app", nil, http.StatusOK, &withSteps)
+			if st := withSteps.StartupSteps; len(st) != 1 || st[0].Name != "dotfiles" || st[0].State != "failed" || st[0].Detail != repo+" (install.sh)" ||
+				st[0].Log != log+"install.sh: exit status 2\n" {
+				t.Fatalf("the dotfiles step: %+v", st)
+			}
 			// The other workspace's token reports the other workspace.
 			if status, body := report(tokens["other"], protocol.DotfilesStatus{State: "installed", Repository: repo, Script: "bootstrap"}); status != http.StatusNoContent {
 				t.Fatalf("other: %d %s", status, body)

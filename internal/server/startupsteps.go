@@ -57,16 +57,19 @@ func (s *Server) helperStartupStepErr(w http.ResponseWriter, r *http.Request) er
 // reported while it does, and only those reported since the workspace was last started or
 // updated (its desired state's time): a definition without postStart commands no longer shows
 // the failure of an earlier one.
-func (s *Server) startupStepsOf(r *http.Request, ws workspace.Workspace) (steps []sdk.WorkspaceStartupStep, failed string) {
+func (s *Server) startupStepsOf(r *http.Request, ws workspace.Workspace, dotfiles *sdk.WorkspaceDotfiles) (steps []sdk.WorkspaceStartupStep, failed string) {
 	stored, err := s.store.WorkspaceStartupSteps(r.Context(), ws.ID)
 	if err != nil {
 		s.log.Warn("cannot read a workspace's startup steps", "workspace", ws.OwnerName+"/"+ws.Name, "err", err)
 		return nil, ""
 	}
+	if st, ok := dotfilesStep(dotfiles); ok {
+		stored = append(stored, st)
+	}
 	starting := ws.ActualState == workspace.CreationRequested || ws.ActualState == workspace.Starting || ws.ActualState == workspace.Unknown
 	running := ws.ActualState == workspace.Running
 	for _, st := range stored {
-		helper := slices.Contains(protocol.HelperSteps, st.Name)
+		helper := slices.Contains(protocol.HelperSteps, st.Name) || st.Name == protocol.StepDotfiles
 		if helper && st.UpdatedAt.Before(ws.DesiredStateUpdatedAt) {
 			continue // of an earlier start: a new start (or update) runs them again, if any
 		}
@@ -85,6 +88,29 @@ func (s *Server) startupStepsOf(r *http.Request, ws workspace.Workspace) (steps 
 			Detail: st.Detail, Log: st.Log, UpdatedAt: st.UpdatedAt})
 	}
 	return steps, failed
+}
+
+// dotfilesStep is the install of the owner's dotfiles as a startup step: the helper's latest
+// report of it (none: ok false).
+func dotfilesStep(d *sdk.WorkspaceDotfiles) (workspace.StartupStep, bool) {
+	if d == nil || d.UpdatedAt == nil {
+		return workspace.StartupStep{}, false
+	}
+	state, ok := map[string]string{protocol.DotfilesInstalling: protocol.StepRunning, protocol.DotfilesInstalled: protocol.StepDone,
+		protocol.DotfilesFailed: protocol.StepFailed}[d.Status]
+	if !ok {
+		return workspace.StartupStep{}, false
+	}
+	detail := d.Repository
+	if d.Script != "" {
+		detail += " (" + d.Script + ")"
+	}
+	log := d.Log
+	if d.Error != "" {
+		log += d.Error + "\n"
+	}
+	return workspace.StartupStep{Name: protocol.StepDotfiles, Position: slices.Index(protocol.StartupStepOrder, protocol.StepDotfiles), State: state,
+		Detail: detail, Log: log, UpdatedAt: *d.UpdatedAt}, true
 }
 
 func inUTC(t *time.Time) *time.Time {

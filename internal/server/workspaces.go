@@ -174,7 +174,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u workspac
 	out := s.toWorkspace(row)
 	s.withAutomation(r.Context(), row, &out)
 	out.Dotfiles = s.dotfilesOf(r, row)
-	out.StartupSteps, out.StartupFailed = s.startupStepsOf(r, row)
+	out.StartupSteps, out.StartupFailed = s.startupStepsOf(r, row, out.Dotfiles)
 	if row.Backend == workspace.KindKubernetes {
 		// The rest of the answer stands without them (an agent deleted since, say).
 		if df, err := s.kube.Devfile(r.Context(), row); err == nil {
