@@ -661,6 +661,19 @@ events:
 	if got, want := r.exec(t, p, "dev", "cat /projects/poststart.txt"), "/projects/app\n"+readme; got != want {
 		t.Errorf("postStart wrote %q, want %q", got, want)
 	}
+	// The clone is a startup step the agent reported, with its progress and log.
+	kubetest.Eventually(t, 30*time.Second, "the clone's step", func(ctx context.Context) error {
+		got, err := r.c.Workspace(ctx, "cloned")
+		if err != nil {
+			return err
+		}
+		for _, st := range got.StartupSteps {
+			if st.Name == "project-clone" && st.State == "done" && st.Detail == "project app: done" && strings.Contains(st.Log, "project app: cloning "+remote) {
+				return nil
+			}
+		}
+		return fmt.Errorf("steps %+v", got.StartupSteps)
+	})
 	r.terminate(t, w, false)
 }
 
