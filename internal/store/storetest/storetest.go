@@ -65,7 +65,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WorkspaceRepository", testWorkspaceRepository},
 		{"WorkspaceDotfiles", testWorkspaceDotfiles},
 		{"StartupSteps", testStartupSteps},
-		{"ServerKeys", testServerKeys},
 	}
 	tests = append(tests, buildTests...)
 	tests = append(tests, presetTests...)
