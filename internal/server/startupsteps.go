@@ -26,7 +26,8 @@ func (s *Server) helperStartupStepErr(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	var req protocol.StartupStep
-	if err := decodeJSON(w, r, protocol.MaxStepLogBytes+(64<<10), &req); err != nil {
+	// JSON may spell each byte of the log as a six-byte escape.
+	if err := decodeJSON(w, r, 6*protocol.MaxStepLogBytes+(64<<10), &req); err != nil {
 		return err
 	}
 	v := &workspace.ValidationError{}
@@ -81,7 +82,9 @@ func (s *Server) startupStepsOf(r *http.Request, ws workspace.Workspace, dotfile
 		case state == protocol.StepPending:
 			state = sdk.StepSkipped
 		}
-		if running && state == protocol.StepFailed && failed == "" {
+		// Only a step that runs with the workspace can have failed while it runs: an init
+		// container's failure while the pod runs is an earlier pod's (an update removed it).
+		if running && helper && state == protocol.StepFailed && failed == "" {
 			failed = st.Name
 		}
 		steps = append(steps, sdk.WorkspaceStartupStep{Name: st.Name, State: state, StartedAt: st.StartedAt, EndedAt: st.EndedAt,

@@ -64,7 +64,19 @@ func TestStartupStepsWithTheWorkspace(t *testing.T) {
 			if len(asAdmin.StartupSteps) != 3 {
 				t.Errorf("an admin sees %+v", asAdmin.StartupSteps)
 			}
+			// A build that failed, then a pod without a build that runs (an update removed it):
+			// the old pod's failure is not the running workspace's.
+			failedBuild := append([]protocol.StartupStep(nil), steps...)
+			failedBuild[1].State, failedBuild[1].EndedAt = protocol.StepFailed, &at
+			report(agentA, ws.Namespace, "Starting", failedBuild)
+			report(agentA, ws.Namespace, "Running", nil)
+			var running sdk.Workspace
+			mustCall(t, env, dev, "GET", "/api/v1/workspaces/app", nil, http.StatusOK, &running)
+			if running.StartupFailed != "" || running.StartupSteps[1].State != "failed" {
+				t.Errorf("running after an earlier pod's failed build: failed %q, steps %+v", running.StartupFailed, running.StartupSteps)
+			}
 			// Stopped mid-build: the pod went, and the agent reports no steps of it.
+			report(agentA, ws.Namespace, "Starting", steps)
 			report(agentA, ws.Namespace, "Stopped", nil)
 			if got := shown(); got[0].State != "done" || got[1].State != sdk.StepInterrupted || got[2].State != sdk.StepSkipped {
 				t.Errorf("after a stop mid-build: %+v", got)

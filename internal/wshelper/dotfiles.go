@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -313,15 +314,48 @@ func (cfg Config) put(ctx context.Context, path string, body any) error {
 }
 
 // reportStep tells the server how a startup step the helper runs goes (protocol.StartupStepPath),
-// with the helper's token; nil when the helper has no server to tell. A report that fails is
-// logged: the step goes on whatever the server says.
+// with the helper's token; nil when the helper has no server to tell. Reports go from a goroutine
+// of their own, the latest one replacing one not sent yet: a server that is slow or unreachable
+// never holds up the step (nor SSH, which waits for postStart). One that fails is logged; the step
+// goes on whatever the server says. The goroutine ends with ctx, after sending the report that
+// was waiting.
 func reportStep(ctx context.Context, cfg Config, log *slog.Logger) func(protocol.StartupStep) {
 	if cfg.ServerURL == "" || cfg.Token == "" {
 		return nil
 	}
-	return func(st protocol.StartupStep) {
-		if err := cfg.put(ctx, protocol.StartupStepPath, st); err != nil {
+	var mu sync.Mutex
+	var latest *protocol.StartupStep
+	wake := make(chan struct{}, 1)
+	send := func() {
+		mu.Lock()
+		st := latest
+		latest = nil
+		mu.Unlock()
+		if st == nil {
+			return
+		}
+		if err := cfg.put(ctx, protocol.StartupStepPath, *st); err != nil {
 			log.Warn("cannot report a startup step to the server", "step", st.Name, "state", st.State, "err", err)
+		}
+	}
+	go func() {
+		for {
+			select {
+			case <-wake:
+				send()
+			case <-ctx.Done():
+				send()
+				return
+			}
+		}
+	}()
+	return func(st protocol.StartupStep) {
+		mu.Lock()
+		latest = &st
+		mu.Unlock()
+		select {
+		case wake <- struct{}{}:
+		default:
 		}
 	}
 }

@@ -178,9 +178,10 @@ func runPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 		}
 		if err != nil {
 			step.State = protocol.StepFailed
-			step.Log += err.Error() + "\n"
-			step.Log = protocol.TruncateLogHead(step.Log, protocol.MaxStepLogBytes)
+			step.Log += strings.ToValidUTF8(err.Error(), "\uFFFD") + "\n"
 		}
+		// Within the bound once valid UTF-8 (a bad byte becomes three), or the server refuses it.
+		step.Log = protocol.TruncateLogHead(step.Log, protocol.MaxStepLogBytes)
 		report(step)
 	}()
 	out = io.MultiWriter(out, tail)

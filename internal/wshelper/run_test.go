@@ -3,8 +3,11 @@ package wshelper
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -440,5 +443,37 @@ func TestRunPostStartReports(t *testing.T) {
 	got = nil
 	if err := runPostStart(context.Background(), cmds, []string{"PATH=/usr/bin:/bin"}, state, "pod", io.Discard, (&logBuffer{}).logger(), report); err != nil || len(got) != 0 {
 		t.Fatalf("in the same instance again: %v, reports %+v", err, got)
+	}
+}
+
+// Reports of a step go from their own goroutine: a server that does not answer holds nothing up,
+// and the latest report replaces those not sent yet.
+func TestReportStepNeverWaits(t *testing.T) {
+	release := make(chan struct{})
+	got := make(chan protocol.StartupStep, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var st protocol.StartupStep
+		if r.URL.Path != protocol.StartupStepPath || r.Header.Get("Authorization") != "Bearer hwa_test" || json.NewDecoder(r.Body).Decode(&st) != nil {
+			t.Errorf("request %s %s", r.Method, r.URL.Path)
+		}
+		got <- st
+		<-release
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	report := reportStep(ctx, Config{ServerURL: srv.URL, Token: "hwa_test"}, (&logBuffer{}).logger())
+	report(protocol.StartupStep{Name: protocol.StepPostStart, State: protocol.StepRunning, Detail: "command 1/2: a"})
+	if first := <-got; first.Detail != "command 1/2: a" {
+		t.Fatalf("first report %+v", first)
+	}
+	// The server holds the first request: these return at once all the same.
+	report(protocol.StartupStep{Name: protocol.StepPostStart, State: protocol.StepRunning, Detail: "command 2/2: b"})
+	report(protocol.StartupStep{Name: protocol.StepPostStart, State: protocol.StepFailed, Detail: "command 2/2: b"})
+	release <- struct{}{}
+	if second := <-got; second.State != protocol.StepFailed {
+		t.Fatalf("after the held request: %+v, want the latest report (failed)", second)
 	}
 }
