@@ -27,7 +27,8 @@ func TestBrowserProfile(t *testing.T) {
 	b := c.On(t)
 	b.Run("viewport", chromedp.EmulateViewport(1280, 800))
 	b.Open(env.URL+"/ui/", `//input[@name="token"]`)
-	b.SignIn(bob, `//a[@data-testid="nav-profile"]`)
+	// The page is settled once its live stream is: the nav may be drawn again before.
+	b.SignIn(bob, `//*[@data-testid="live" and text()="live"]`)
 	b.Click(`//a[@data-testid="nav-profile"]`, `//input[@data-testid="profile-full_name"]`)
 
 	b.Run("fill the form", chromedp.SendKeys(`//input[@data-testid="profile-full_name"]`, "Bob Builder", chromedp.BySearch),
