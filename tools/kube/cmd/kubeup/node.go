@@ -237,8 +237,13 @@ server = "http://` + NoRegistry + `"
 `
 
 // The pod network: one bridge in the cluster's namespace, host-local addresses, loopback in every
-// pod, and portmap for hostPort.
-const cniConfig = `{
+// pod, and portmap for hostPort. The addresses handed out are recorded under the cluster's
+// directory, not in host-local's default /var/lib/cni/networks: every cluster on the host has the
+// same range in a namespace of its own, and with one shared record, clusters side by side (test
+// packages run in parallel) and clusters removed without their pods being deleted used up each
+// other's 254 addresses ("no IP addresses available in range set").
+func cniConfig(dir string) string {
+	return `{
   "cniVersion": "0.4.0",
   "name": "hangar-pods",
   "plugins": [
@@ -251,13 +256,15 @@ const cniConfig = `{
       "ipam": {
         "type": "host-local",
         "ranges": [[{"subnet": "` + realPodCIDR + `"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": ` + strconv.Quote(filepath.Join(dir, "cni/ipam")) + `
       }
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
 `
+}
 
 func kubeletConfig(dir string) string {
 	return fmt.Sprintf(`# Written by scripts/kube-up: the real node's kubelet.
@@ -324,7 +331,7 @@ func writeNodeFiles(dir string) error {
 	for path, text := range map[string]string{
 		filepath.Join(dir, "containerd/config.toml"):                containerdConfig(dir),
 		filepath.Join(registryHostsDir(dir), "_default/hosts.toml"): registryHostsTOML,
-		filepath.Join(dir, "cni/net.d/10-hangar.conflist"):          cniConfig,
+		filepath.Join(dir, "cni/net.d/10-hangar.conflist"):          cniConfig(dir),
 		filepath.Join(dir, "kubelet/config.yaml"):                   kubeletConfig(dir),
 		// Pods resolve nothing: there is no DNS server here, and none outside may be asked.
 		filepath.Join(dir, "kubelet/resolv.conf"): "# no DNS in the test cluster\noptions ndots:1\n",
