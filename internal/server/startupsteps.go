@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/reconcile"
@@ -39,7 +38,7 @@ func (s *Server) helperStartupStepErr(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	st := workspace.StartupStep{Name: req.Name, Position: slices.Index(protocol.StartupStepOrder, req.Name), State: req.State,
-		StartedAt: inUTC(req.StartedAt), EndedAt: inUTC(req.EndedAt), Detail: req.Detail, Log: req.Log, UpdatedAt: s.clock.Now()}
+		StartedAt: workspace.InUTC(req.StartedAt), EndedAt: workspace.InUTC(req.EndedAt), Detail: req.Detail, Log: req.Log, UpdatedAt: s.clock.Now()}
 	if err := s.store.SetWorkspaceStartupStep(r.Context(), ws.ID, st); err != nil {
 		return err
 	}
@@ -114,12 +113,4 @@ func dotfilesStep(d *sdk.WorkspaceDotfiles) (workspace.StartupStep, bool) {
 	}
 	return workspace.StartupStep{Name: protocol.StepDotfiles, Position: slices.Index(protocol.StartupStepOrder, protocol.StepDotfiles), State: state,
 		Detail: detail, Log: log, UpdatedAt: *d.UpdatedAt}, true
-}
-
-func inUTC(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }

@@ -168,6 +168,15 @@ type DotfilesStatus struct {
 	UpdatedAt time.Time
 }
 
+// InUTC is the time t points at, in UTC (nil: nil), as the store keeps times.
+func InUTC(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
 // StartupStep is one step of a workspace's startup as its agent last reported it
 // (protocol.StartupStep; docs/decisions.md, "Image build progress"): the image build's prepare,
 // build and push, each with its state ("pending", "running", "done", "failed"), times, the latest

@@ -77,7 +77,7 @@ func recordSteps(tx store.ReconcileTx, rows []workspace.Workspace, infos []proto
 		}
 		steps := make([]workspace.StartupStep, len(info.StartupSteps))
 		for i, st := range info.StartupSteps {
-			steps[i] = workspace.StartupStep{Name: st.Name, Position: slices.Index(protocol.StartupStepOrder, st.Name), State: st.State, StartedAt: utc(st.StartedAt), EndedAt: utc(st.EndedAt),
+			steps[i] = workspace.StartupStep{Name: st.Name, Position: slices.Index(protocol.StartupStepOrder, st.Name), State: st.State, StartedAt: workspace.InUTC(st.StartedAt), EndedAt: workspace.InUTC(st.EndedAt),
 				Detail: st.Detail, Log: st.Log, UpdatedAt: now}
 		}
 		if err := tx.SetStartupSteps(id, steps); err != nil {
@@ -85,14 +85,6 @@ func recordSteps(tx store.ReconcileTx, rows []workspace.Workspace, infos []proto
 		}
 	}
 	return nil
-}
-
-func utc(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
 
 // Settings are the intervals an agent reconciles at, from its configuration (in every reconcile
