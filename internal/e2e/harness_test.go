@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,7 +26,27 @@ import (
 
 var binary string
 
+// The tests run in parallel (t.Parallel), three at a time unless -parallel says otherwise: they
+// mostly wait on pods, on one shared cluster. A test may run in parallel when everything it creates
+// is its own — its server and agents (random agent ids: an agent sees only its own workspaces), its
+// workspaces (namespaces named by their ids), names made unique (kubetest's Namespace, token()),
+// ports picked by the kernel — and it asserts nothing about what others create or about how fast
+// the machine is. A test that depends on the host as a whole, or that must catch a moment the
+// others' load can make too short, stays serial, with its reason in its comment
+// (TestBuildUsersDoNotCollide, TestImageBuildWorkspace). docs/decisions.md, "CI time: the
+// end-to-end tests in parallel".
+const defaultParallel = "3"
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", defaultParallel); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	dir, err := os.MkdirTemp("", "hangar-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -115,14 +136,21 @@ type server struct {
 	AdminToken string
 	dataDir    string
 	listen     string
-	// args are more options of `hangar server`.
-	args []string
+	// args are more options of `hangar server`, env more variables of its environment.
+	args, env []string
 }
 
 // startServer starts `hangar server` on SQLite with more options args.
 func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
-	s := &server{dataDir: t.TempDir(), listen: "127.0.0.1:0", args: args}
+	return startServerWith(t, nil, args...)
+}
+
+// startServerWith is startServer with more variables env in the server's environment (a test that
+// runs in parallel does not change its own process's: t.Setenv and t.Parallel exclude each other).
+func startServerWith(t testing.TB, env []string, args ...string) *server {
+	t.Helper()
+	s := &server{dataDir: t.TempDir(), listen: "127.0.0.1:0", args: args, env: env}
 	s.launch(t)
 	tok, err := os.ReadFile(filepath.Join(s.dataDir, "admin-token"))
 	if err != nil {
@@ -137,7 +165,7 @@ var listening = regexp.MustCompile(`listening on (http://\S+)`)
 // launch starts (or restarts, on the same address and data) the server process.
 func (s *server) launch(t testing.TB) {
 	t.Helper()
-	s.proc = start(t, "server", []string{"HANGAR_LOG_LEVEL=debug"}, append([]string{"server", "--listen", s.listen, "--data-dir", s.dataDir}, s.args...)...)
+	s.proc = start(t, "server", append([]string{"HANGAR_LOG_LEVEL=debug"}, s.env...), append([]string{"server", "--listen", s.listen, "--data-dir", s.dataDir}, s.args...)...)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := listening.FindStringSubmatch(s.output()); m != nil {

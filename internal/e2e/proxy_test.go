@@ -400,6 +400,7 @@ func waitServed(t testing.TB, c *http.Client, url, token string) (string, string
 
 // TestProxy: what users see through `hangar proxy` on the real node.
 func TestProxy(t *testing.T) {
+	t.Parallel()
 	e := setUpProxy(t)
 	ctx := context.Background()
 	aliceToken, alice := e.user(t, "alice")
