@@ -62,7 +62,7 @@ func localDevfile(t *testing.T, data []byte) (string, int) {
 // that ask for it: inside their main container, whose readiness waits for it), and is gone after
 // delete.
 func TestCorpusSampleRunsOnRealNode(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cluster := kubetest.Start(t)
 	loadEditor(t, cluster)
 	srv := startServer(t)

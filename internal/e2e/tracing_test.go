@@ -19,7 +19,7 @@ import (
 // parent is the server's span (the reconcile answer carried its traceparent) and which links to the
 // agent's reconcile cycle that received it.
 func TestTraceFromCLIToAgentApply(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cluster := kubetest.Start(t)
 	rc := otlptest.Start(t)
 	// The environment of each process, not this one's (t.Setenv would forbid t.Parallel).
