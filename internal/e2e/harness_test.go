@@ -34,9 +34,9 @@ var binary string
 // (namespaces named by their ids), names made unique (kubetest's Namespace, token()), ports picked
 // by the kernel — and it asserts nothing about what others create or about how fast the machine
 // is. A test that depends on the host as a whole, or that must catch a moment the others' load can
-// make too short, or that loads the machine like no other, stays serial, with its reason in its
-// comment (TestBuildUsersDoNotCollide, TestImageBuildWorkspace, TestProxy, TestNewUserQuickstart).
-// docs/decisions.md, "CI time: the end-to-end tests in parallel".
+// make too short, stays serial, with its reason in its comment (TestBuildUsersDoNotCollide,
+// TestImageBuildWorkspace, TestProxy). docs/decisions.md, "CI time: the end-to-end tests in
+// parallel".
 const defaultParallel = 3
 
 // longFirst are the longest parallel tests as measured (docs/benchmarks.md), longest first.
@@ -44,8 +44,8 @@ const defaultParallel = 3
 // the serial ones are done, and a long test that starts last ends the run alone. A name missing
 // here, or one that is no longer long, costs time, nothing else.
 var longFirst = []string{
-	"TestCorpusSampleRunsOnRealNode", "TestRealNode", "TestTeamRepositoryWorkspace", "TestHelmCharts",
-	"TestComposeDevcontainerOnRealNode", "TestServerDownConverges", "TestTwoOwnersSameName",
+	"TestCorpusSampleRunsOnRealNode", "TestRealNode", "TestTeamRepositoryWorkspace", "TestNewUserQuickstart",
+	"TestHelmCharts", "TestComposeDevcontainerOnRealNode", "TestServerDownConverges", "TestTwoOwnersSameName",
 }
 
 // places is how many parallel tests run at once (-parallel; Go's own limit is lifted, so that every

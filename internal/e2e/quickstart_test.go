@@ -24,11 +24,8 @@ import (
 // everything and prints the same; `hangar quickstart stop` ends it all (the URL no longer
 // answers), and a second stop has nothing left to stop. Should the test binary be killed, a
 // watchdog stops the quick start all the same (quickstartWatchdog).
-//
-// It runs alone (no t.Parallel): it starts a second cluster of its own, the heaviest load any test
-// puts on the machine, and each of its CLI commands must end within a minute; in a parallel run its
-// `create --template terraform-pod --wait` did not, and TestHelmCharts beside it missed its 90 s.
 func TestNewUserQuickstart(t *testing.T) {
+	parallel(t)
 	data := t.TempDir()
 	source, err := filepath.Abs("../..")
 	if err != nil {
