@@ -29,6 +29,7 @@ import (
 // what client-go logs (here its reflectors, whose lists an API server refuses: an agent without
 // RBAC); before klog was routed through slog these were klog's plain-text lines.
 func TestAgentLogsOnlyJSON(t *testing.T) {
+	parallel(t)
 	srv := startServer(t)
 	tokenFile := srv.registerAgent(t, "jsonlogs", "")
 	refusing := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -73,6 +74,7 @@ func TestAgentLogsOnlyJSON(t *testing.T) {
 // cluster that does not answer, uses the context of the second file named by --context. Both
 // bring a workspace to Running.
 func TestAgentFindsClusterLikeKubectl(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	srv := startServer(t)
 	c := srv.client(t, srv.AdminToken)
@@ -152,6 +154,7 @@ func appliedCounts(out, name string) []string {
 // drift repair) and applies those two objects only, and the workspace is Running again with its
 // Service; then a stop applies one object.
 func TestDriftRepairAppliesWhatDrifted(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	srv := startServer(t)
 	tok := srv.registerAgent(t, "drift", "")

@@ -20,6 +20,7 @@ import (
 // GitLab's max_active_hours_before_stop each stop the running workspace: its pod goes away, its
 // Deployment is scaled to zero, and the API and `show` say why.
 func TestAutomationOnRealNode(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	env := servertest.New(t)
 	srv := &server{URL: env.URL, AdminToken: env.AdminToken}

@@ -21,6 +21,7 @@ import (
 // WebSocket from it; another user, signed in, gets the "No such workspace" page; signed out, the
 // owner is sent back to sign in. It asserts what a user sees: page text and the address bar.
 func TestBrowser(t *testing.T) {
+	parallel(t)
 	e := setUpProxy(t)
 	aliceToken, alice := e.user(t, "alice")
 	bobToken, _ := e.user(t, "bob")

@@ -43,6 +43,9 @@ func buildUser(t *testing.T, p *proc) (int, string) {
 // and say which in their start message; the ones that could not take the default say why. A
 // standalone provisioner whose default user a process already runs as takes the next one and says
 // so; one told to use a user a server holds refuses to start.
+//
+// It runs alone (no t.Parallel): which build users it gets, and what its servers say about the
+// others, depend on every Hangar daemon of the host, and every other test starts a server.
 func TestBuildUsersDoNotCollide(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("template isolation needs root (CI runs as root)")

@@ -33,6 +33,7 @@ import (
 // namespace), the agent reaches it the same way, and a workspace goes to Running on the real node
 // with its app answering on its pod IP. It ends with helm uninstall, and the namespace gone.
 func TestHelmCharts(t *testing.T) {
+	parallel(t)
 	started := time.Now()
 	c := kubetest.Start(t)
 	ctx := context.Background()

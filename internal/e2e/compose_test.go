@@ -23,6 +23,7 @@ import (
 // service is reached by its compose name: the page the main container wrote into the shared
 // volume comes back from http://web:8080/.
 func TestComposeDevcontainerOnRealNode(t *testing.T) {
+	parallel(t)
 	r := setUpRealNode(t)
 	loadEditor(t, r.cluster)
 	r.gitRepo(t, "app", "the repository\n")

@@ -62,6 +62,7 @@ func localDevfile(t *testing.T, data []byte) (string, int) {
 // that ask for it: inside their main container, whose readiness waits for it), and is gone after
 // delete.
 func TestCorpusSampleRunsOnRealNode(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	loadEditor(t, cluster)
 	srv := startServer(t)

@@ -20,6 +20,7 @@ import (
 // (PATH extended from the image's own), and the web editor has the file's VS Code settings; after a stop and a start, postStartCommand ran again and
 // postCreateCommand did not.
 func TestDevcontainerWorkspace(t *testing.T) {
+	parallel(t)
 	e := setUpProxy(t)
 	loadEditor(t, e.cluster)
 	aliceToken, alice := e.user(t, "alice")

@@ -28,6 +28,7 @@ import (
 // and the helper cloned the repository into ~/.dotfiles and ran its install.sh, whose record and
 // log are in the state directory.
 func TestDotfilesOnRealNode(t *testing.T) {
+	parallel(t)
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	proxyKey, err := ssh.NewSignerFromKey(priv)
 	if err != nil {

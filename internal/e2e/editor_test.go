@@ -33,6 +33,7 @@ components:
 // workspace's sources open, while another user gets nothing. The editor's terminals are that
 // container's: node-pty, from the bundle, runs the container's own shell there.
 func TestEditor(t *testing.T) {
+	parallel(t)
 	e := setUpProxy(t)
 	loadEditor(t, e.cluster)
 	ctx := context.Background()

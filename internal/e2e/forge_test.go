@@ -27,6 +27,7 @@ import (
 // (a credential helper handing it the owner's token) and over SSH (the owner's key); a pod on the
 // real node reads the repository's smart-HTTP advertisement with the token and is refused without.
 func TestForgeInsideCluster(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	f := forgetest.New(t, forgetest.Options{ListenInside: cluster.ListenInside, InsideHost: kubetest.NodeIP})
 	if !strings.HasPrefix(f.InsideHTTPURL(), "http://"+kubetest.NodeIP+":") || !strings.HasPrefix(f.InsideSSHAddr(), kubetest.NodeIP+":") {

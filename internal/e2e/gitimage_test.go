@@ -97,6 +97,7 @@ echo done
 // second container where the CA is one more file in /etc/ssl/certs, beside the image's bundle (the
 // directory Debian's libcurl reads). The forge sees both pushes.
 func TestWorkspaceGitImage(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	cluster.LoadWorkspaceGitImage(t)
 	f := forgetest.New(t, forgetest.Options{ListenInside: cluster.ListenInside, InsideHost: kubetest.NodeIP})

@@ -8,11 +8,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,7 +28,92 @@ import (
 
 var binary string
 
+// The tests run in parallel, three at a time unless -parallel says otherwise: they mostly wait on
+// pods, on one shared cluster. A test may run in parallel when everything it creates is its own —
+// its server and agents (random agent ids: an agent sees only its own workspaces), its workspaces
+// (namespaces named by their ids), names made unique (kubetest's Namespace, token()), ports picked
+// by the kernel — and it asserts nothing about what others create or about how fast the machine
+// is. A test that depends on the host as a whole, or that must catch a moment the others' load can
+// make too short, stays serial, with its reason in its comment (TestBuildUsersDoNotCollide,
+// TestImageBuildWorkspace, TestProxy). docs/decisions.md, "CI time: the end-to-end tests in
+// parallel".
+const defaultParallel = 3
+
+// longFirst are the longest parallel tests as measured (docs/benchmarks.md), longest first.
+// parallel starts them before the others: Go lets paused parallel tests go in no set order once
+// the serial ones are done, and a long test that starts last ends the run alone. A name missing
+// here, or one that is no longer long, costs time, nothing else.
+var longFirst = []string{
+	"TestCorpusSampleRunsOnRealNode", "TestRealNode", "TestTeamRepositoryWorkspace", "TestImageBuildWorkspace", "TestNewUserQuickstart",
+	"TestHelmCharts", "TestComposeDevcontainerOnRealNode", "TestServerDownConverges", "TestTwoOwnersSameName",
+}
+
+// places is how many parallel tests run at once (-parallel; Go's own limit is lifted, so that every
+// paused test reaches the queue), and waiting the tests that called parallel and have not started.
+var queue = struct {
+	sync.Mutex
+	cond    sync.Cond
+	places  int
+	waiting map[string]bool
+}{waiting: map[string]bool{}}
+
+// parallel is t.Parallel with an order: it is a parallel test's first statement, and the test goes
+// on once a place is free and no test of longFirst before it is still waiting. Its place is given
+// back after the test's other cleanups (its processes stopped, its namespaces deleted). Go's time
+// for the test includes the wait, which the test logs.
+func parallel(t *testing.T) {
+	t.Helper()
+	rank := func(name string) int {
+		if i := slices.Index(longFirst, name); i >= 0 {
+			return i
+		}
+		return len(longFirst)
+	}
+	queue.Lock()
+	queue.waiting[t.Name()] = true
+	queue.Unlock()
+	t.Parallel()
+	queued := time.Now()
+	queue.Lock()
+	defer queue.Unlock()
+	for {
+		ahead := false
+		for name := range queue.waiting {
+			ahead = ahead || rank(name) < rank(t.Name())
+		}
+		if queue.places > 0 && !ahead {
+			break
+		}
+		queue.cond.Wait()
+	}
+	queue.places--
+	delete(queue.waiting, t.Name())
+	queue.cond.Broadcast()
+	if waited := time.Since(queued); waited > time.Second {
+		// Go counts the wait in the test's time: say how much of it was the queue's.
+		t.Logf("parallel: waited %v for a place", waited.Round(100*time.Millisecond))
+	}
+	t.Cleanup(func() {
+		queue.Lock()
+		defer queue.Unlock()
+		queue.places++
+		queue.cond.Broadcast()
+	})
+}
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	queue.cond.L = &queue.Mutex
+	queue.places = defaultParallel
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "test.parallel" {
+			queue.places, _ = strconv.Atoi(f.Value.String())
+		}
+	})
+	if err := flag.Set("test.parallel", "1000"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	dir, err := os.MkdirTemp("", "hangar-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -115,14 +203,21 @@ type server struct {
 	AdminToken string
 	dataDir    string
 	listen     string
-	// args are more options of `hangar server`.
-	args []string
+	// args are more options of `hangar server`, env more variables of its environment.
+	args, env []string
 }
 
 // startServer starts `hangar server` on SQLite with more options args.
 func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
-	s := &server{dataDir: t.TempDir(), listen: "127.0.0.1:0", args: args}
+	return startServerWith(t, nil, args...)
+}
+
+// startServerWith is startServer with more variables env in the server's environment (a test that
+// runs in parallel does not change its own process's: t.Setenv and t.Parallel exclude each other).
+func startServerWith(t testing.TB, env []string, args ...string) *server {
+	t.Helper()
+	s := &server{dataDir: t.TempDir(), listen: "127.0.0.1:0", args: args, env: env}
 	s.launch(t)
 	tok, err := os.ReadFile(filepath.Join(s.dataDir, "admin-token"))
 	if err != nil {
@@ -137,7 +232,7 @@ var listening = regexp.MustCompile(`listening on (http://\S+)`)
 // launch starts (or restarts, on the same address and data) the server process.
 func (s *server) launch(t testing.TB) {
 	t.Helper()
-	s.proc = start(t, "server", []string{"HANGAR_LOG_LEVEL=debug"}, append([]string{"server", "--listen", s.listen, "--data-dir", s.dataDir}, s.args...)...)
+	s.proc = start(t, "server", append([]string{"HANGAR_LOG_LEVEL=debug"}, s.env...), append([]string{"server", "--listen", s.listen, "--data-dir", s.dataDir}, s.args...)...)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := listening.FindStringSubmatch(s.output()); m != nil {

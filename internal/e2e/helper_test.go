@@ -28,6 +28,7 @@ import (
 // (the Secret's, which the proxy pins), and
 // another key is refused.
 func TestWorkspaceHelper(t *testing.T) {
+	parallel(t)
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	proxyKey, err := ssh.NewSignerFromKey(priv)
 	if err != nil {

@@ -48,6 +48,7 @@ func waitLog(t testing.TB, p *proc, want string) {
 // The same proxy without --pod-netns says, at start and in its 502 page, that it cannot reach the
 // pod network and what to do (the host's unreachable routes make that answer immediate).
 func TestProxyOnTheHost(t *testing.T) {
+	parallel(t)
 	c := kubetest.Start(t)
 	srv := startServer(t)
 	admin := srv.client(t, srv.AdminToken)

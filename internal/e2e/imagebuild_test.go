@@ -36,7 +36,12 @@ import (
 //     the steps (prepare, build, push) with their times and progress; logs shows each one's log;
 //     a failed step shows the end of its log.
 //   - A Dockerfile whose RUN fails: the workspace reports the build's failure with its line.
+//
+// It runs alone (no t.Parallel): create --wait shows a build step only if it sees it running, a
+// window of a few seconds (each step's container status, reported by the kubelet, then the agent)
+// that the other tests' load closed in a parallel run (no step line at all, a 10 s build).
 func TestImageBuildWorkspace(t *testing.T) {
+	parallel(t)
 	e, forge := setUpWithForge(t, time.Hour)
 	reg := registrytest.StartInCluster(t, e.cluster)
 	registrytest.PushWorkspaceGitImage(t, reg)

@@ -15,6 +15,7 @@ import (
 // TestLeaderElection: two replicas of one agent; only the Lease holder reconciles. When it stops,
 // the other takes the Lease, starts with a full sync, and the workspace still follows the user.
 func TestLeaderElection(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	srv := startServer(t)
 	tokenFile := srv.registerAgent(t, "ha", "")

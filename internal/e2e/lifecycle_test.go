@@ -19,6 +19,7 @@ const transition = 60 * time.Second
 // TestLifecycle: create → Running; stop → Stopped; start → Running; restart → Running through
 // RestartRequested; delete → Terminated with no object of the workspace left in the cluster.
 func TestLifecycle(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	srv := startServer(t)
 	tokenFile := srv.registerAgent(t, "lifecycle", "") // default 10 s partial interval: the wait endpoint makes it fast
@@ -81,6 +82,7 @@ func TestLifecycle(t *testing.T) {
 // the workspace's Deployment) turns the workspace to Error, and the user sees the API server's
 // message, through the API and `hangar show`.
 func TestApplyErrorIsShown(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	ctx := context.Background()
 	denyDeploymentsOf(t, cluster, "refused", "image registry.example.com/forbidden is not allowed by policy")
@@ -115,6 +117,7 @@ func TestApplyErrorIsShown(t *testing.T) {
 // a label the agent's config puts on every object) is Failed with the pod's reason within seconds,
 // not after the Deployment's 10-minute progress deadline; stopping it then works.
 func TestCrashLoopFailsFast(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	srv := startServer(t)
 	tokenFile := srv.registerAgent(t, "crashy", fmt.Sprintf(`{"labels":{%q:"true"}}`, kubetest.CrashLoopLabel))
@@ -122,12 +125,11 @@ func TestCrashLoopFailsFast(t *testing.T) {
 	c := srv.client(t, srv.AdminToken)
 	ctx := context.Background()
 	start := time.Now()
-	if _, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: "crashy", Agent: "crashy"}); err != nil {
+	ws, err := c.CreateWorkspace(ctx, sdk.CreateWorkspaceRequest{Name: "crashy", Agent: "crashy"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cluster.Client.CoreV1().Namespaces().Delete(context.Background(), "hangar-crashy", metav1.DeleteOptions{})
-	})
+	deleteNamespaceAtEnd(t, cluster, ws.Namespace)
 	w := waitFor(t, c, "crashy", transition, "Failed", state("Running", "Failed"))
 	t.Logf("create → Failed in %v", time.Since(start))
 	if w.Error == nil || w.Error.Type != "pod" || !strings.Contains(w.Error.Message, "CrashLoopBackOff") {

@@ -25,6 +25,7 @@ import (
 // neither agent reports the other's workspace (no orphan, even across full reconciles); stopping
 // and deleting one workspace leaves the other Running and its Deployment untouched.
 func TestTwoAgentsSeeOnlyTheirOwn(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	srv := startServer(t)
 	c := srv.client(t, srv.AdminToken)

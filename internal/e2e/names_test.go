@@ -18,6 +18,7 @@ import (
 // again at once, which runs in a new namespace while bob's keeps running; an admin sees and stops
 // bob's as bob/dev.
 func TestTwoOwnersSameName(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	r := &realNode{cluster: kubetest.Start(t), srv: startServer(t), agent: "real", realTime: 90 * time.Second}
 	token := r.srv.registerRealAgent(t, r.agent, "")

@@ -399,6 +399,11 @@ func waitServed(t testing.TB, c *http.Client, url, token string) (string, string
 }
 
 // TestProxy: what users see through `hangar proxy` on the real node.
+//
+// It runs alone (no t.Parallel): a stopped workspace's route must be gone within a second of the
+// API showing Stopped, and the route goes with the EndpointSlice, which the controller manager
+// updated later than that while other tests loaded the cluster (a parallel run: 502s, then a
+// request hanging on the gone pod's address).
 func TestProxy(t *testing.T) {
 	e := setUpProxy(t)
 	ctx := context.Background()

@@ -25,6 +25,7 @@ import (
 // answers), and a second stop has nothing left to stop. Should the test binary be killed, a
 // watchdog stops the quick start all the same (quickstartWatchdog).
 func TestNewUserQuickstart(t *testing.T) {
+	parallel(t)
 	data := t.TempDir()
 	source, err := filepath.Abs("../..")
 	if err != nil {

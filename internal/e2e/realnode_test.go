@@ -48,6 +48,7 @@ type realNode struct {
 // a postStart event, and a clone that fails. Every subtest ends by terminating its workspace and
 // checking that nothing of it is left: objects, volumes, and the volume's folder on the node.
 func TestRealNode(t *testing.T) {
+	parallel(t)
 	r := setUpRealNode(t)
 	t.Run("WebEndpoint", r.testWebEndpoint)
 	t.Run("DataSurvivesStopStartRestart", r.testDataSurvives)

@@ -29,6 +29,7 @@ import (
 // through a proxy that the test pauses just before the stop: the agent gets its answer from the
 // server but its apply cannot reach the API server.
 func TestAgentRestartMidApplyConverges(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	srv := startServer(t)
 	tokenFile := srv.registerAgent(t, "midapply", "") // default intervals: the wait endpoint wakes the agent
@@ -122,6 +123,7 @@ func replicas(t testing.TB, cluster *kubetest.Cluster, namespace, name string) i
 // and data, the user stops the workspace, and it reaches Stopped. The agent said it could not reach
 // the server and recovered, in the same process.
 func TestServerDownConverges(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	srv := startServer(t)
 	tokenFile := srv.registerAgent(t, "srvdown", "") // default intervals

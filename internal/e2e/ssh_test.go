@@ -77,6 +77,7 @@ func (u cliUser) run(t testing.TB, args ...string) (string, string, int) {
 // ssh and sftp through `hangar config-ssh`, `hangar port-forward`, refusals, activity, revocation
 // and a stopped workspace.
 func TestSSH(t *testing.T) {
+	parallel(t)
 	e := setUpProxy(t)
 	ctx := context.Background()
 	aliceToken, alice := e.user(t, "alice")

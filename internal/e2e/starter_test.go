@@ -15,6 +15,7 @@ import (
 // web editor, entered with `hangar ssh` (a command's output and exit status; the workspace user
 // writes its HOME), stopped, started (the file in /projects kept) and deleted.
 func TestKubernetesStarter(t *testing.T) {
+	parallel(t)
 	e := setUpProxy(t)
 	loadEditor(t, e.cluster)
 	aliceToken, alice := e.user(t, "alice")

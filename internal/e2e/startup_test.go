@@ -21,6 +21,7 @@ import (
 // says so: `hangar show` has "Running, startup failed (post-start)" with the failing command and
 // the end of its output, and `hangar logs` the whole step.
 func TestStartupFailedOnRealNode(t *testing.T) {
+	parallel(t)
 	// The helpers of Kubernetes workspaces talk to the server with tokens made under the key of
 	// the external auth configuration: a server with forges (docs/decisions.md, "Startup steps").
 	e, _ := setUpWithForge(t, time.Hour)

@@ -37,6 +37,7 @@ import (
 // Once alice unlinks,
 // git in her running workspace is refused within seconds with the server's words.
 func TestTeamRepositoryWorkspace(t *testing.T) {
+	parallel(t)
 	e, forge := setUpWithForge(t, 3*time.Second)
 	e.cluster.LoadWorkspaceGitImage(t)
 	loadEditor(t, e.cluster) // a devcontainer workspace has the web editor

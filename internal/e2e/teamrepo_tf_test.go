@@ -64,6 +64,7 @@ func loadGitHangarImage(t *testing.T, c *kubetest.Cluster) {
 // forge's ssh_known_hosts); after `hangar external-auth unlink`, git there is refused within
 // seconds, with the server's words.
 func TestTerraformTeamRepository(t *testing.T) {
+	parallel(t)
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs builds in the default sandbox, which needs root (CI runs as root)")
 	}

@@ -24,6 +24,7 @@ import (
 // to the server; `hangar ssh` runs commands there with their output and exit status; stop removes
 // the pod, start makes a new one whose helper connects again, and delete leaves nothing.
 func TestTerraformStarter(t *testing.T) {
+	parallel(t)
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs builds in the default sandbox, which needs root (CI runs as root)")
 	}
@@ -133,6 +134,7 @@ func TestTerraformStarter(t *testing.T) {
 // local-exec that starts the helper in the background, the README's old advice) gets a warning in
 // its build log that says what to do instead, since the helper is stopped with the build.
 func TestTerraformHelperInBuildWarns(t *testing.T) {
+	parallel(t)
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs builds in the default sandbox, which needs root (CI runs as root)")
 	}

@@ -19,26 +19,32 @@ import (
 // parent is the server's span (the reconcile answer carried its traceparent) and which links to the
 // agent's reconcile cycle that received it.
 func TestTraceFromCLIToAgentApply(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	rc := otlptest.Start(t)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100") // the daemons send their batches every 100 ms
-	srv := startServer(t, "--otel-endpoint", rc.URL)
+	// The environment of each process, not this one's (t.Setenv would forbid t.Parallel).
+	const batchEvery100ms = "OTEL_BSP_SCHEDULE_DELAY=100" // the daemons send their batches every 100 ms
+	srv := startServerWith(t, []string{batchEvery100ms}, "--otel-endpoint", rc.URL)
 	token := srv.registerAgent(t, "traced", "")
-	start(t, "agent traced", []string{"HANGAR_LOG_LEVEL=debug"}, "agent", "--server", srv.URL, "--token-file", token,
+	start(t, "agent traced", []string{"HANGAR_LOG_LEVEL=debug", batchEvery100ms}, "agent", "--server", srv.URL, "--token-file", token,
 		"--kubeconfig", cluster.Kubeconfig, "--lease-namespace", "", "--otel-endpoint", rc.URL)
-	t.Setenv(tracing.EnvEndpoint, rc.URL) // for the CLI, started after this
+	// The CLI, by the standard variable.
+	cli := func(args ...string) {
+		t.Helper()
+		cmd := cliUser{url: srv.URL, token: srv.AdminToken, home: t.TempDir()}.cmd(args...)
+		cmd.Env = append(cmd.Env, tracing.EnvEndpoint+"="+rc.URL, batchEvery100ms)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("hangar %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 
 	c := srv.client(t, srv.AdminToken)
-	if out, err := runCLI(srv, "create", "traced", "--agent", "traced"); err != nil {
-		t.Fatalf("hangar create: %v\n%s", err, out)
-	}
+	cli("create", "traced", "--agent", "traced")
 	w := waitFor(t, c, "traced", 60*time.Second, "Running", state("Running", "Running"))
 	deleteNamespaceAtEnd(t, cluster, w.Namespace)
 	created := traceOf(t, rc, "hangar create", "POST /api/v1/workspaces", w.KubeName)
 
-	if out, err := runCLI(srv, "stop", "traced"); err != nil {
-		t.Fatalf("hangar stop: %v\n%s", err, out)
-	}
+	cli("stop", "traced")
 	waitFor(t, c, "traced", 60*time.Second, "Stopped", state("Stopped", "Stopped"))
 	stopped := traceOf(t, rc, "hangar stop", "PATCH /api/v1/workspaces/{name}", w.KubeName)
 	if created == stopped {

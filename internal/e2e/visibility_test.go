@@ -33,6 +33,7 @@ import (
 //   - a refused apply and a crash-looping pod show as Warning Events on the workspace's Deployment;
 //   - the agent's /readyz and /metrics, and the server's /metrics, give the series one would graph.
 func TestKubernetesVisibility(t *testing.T) {
+	parallel(t)
 	cluster := kubetest.Start(t)
 	ctx := context.Background()
 	denyDeploymentsOf(t, cluster, "visdenied", "image registry.example.com/forbidden is not allowed by policy")

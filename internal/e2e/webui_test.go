@@ -34,6 +34,7 @@ components:
 // its app through the proxy, stops it, reads why another one failed, and revokes a token on the
 // page, after which the proxy refuses that token.
 func TestWebUI(t *testing.T) {
+	parallel(t)
 	idp := oidctest.New(t, oidctest.Options{RememberSessions: true})
 	verified := true
 	idp.AddUser(oidctest.User{Subject: "carol", Email: "carol@example.test", EmailVerified: &verified, PreferredUsername: "carol"})
