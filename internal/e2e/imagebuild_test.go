@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -156,7 +155,8 @@ func TestImageBuildWorkspace(t *testing.T) {
 		"motd.txt": "welcome to the built image\n",
 	})
 	create := du.cmd("create", "built", "--agent", e.agent, "--repo", forge.InsideHTTPURL()+"/dana/built.git", "--wait", "--timeout", "8m")
-	var waited, waitErr bytes.Buffer
+	// Read while create writes: a buffer with a lock.
+	var waited, waitErr outputBuffer
 	create.Stdout, create.Stderr = &waited, &waitErr
 	if err := create.Start(); err != nil {
 		t.Fatal(err)
@@ -175,6 +175,15 @@ func TestImageBuildWorkspace(t *testing.T) {
 	if out := must("logs", "built"); !strings.Contains(out, "== image-build: running (step 3/6: RUN echo waiting for the test && ") || !strings.Contains(out, "\n    waiting for the test\n") {
 		t.Errorf("hangar logs built, while it builds:\n%s", out)
 	}
+	// create --wait reads the workspace every half second; on a loaded machine one read can take
+	// seconds: the build goes on only once create has said where it is.
+	const waitingLine = "actual=Starting  image-build: step 3/6: RUN echo waiting for the test && "
+	kubetest.Eventually(t, time.Minute, "create --wait to show the running step", func(context.Context) error {
+		if out := waited.output(); !strings.Contains(out, waitingLine) {
+			return fmt.Errorf("create --wait printed:\n%s", out)
+		}
+		return nil
+	})
 	builtWS, err := api.Workspace(ctx, "built")
 	if err != nil {
 		t.Fatal(err)
@@ -189,13 +198,10 @@ func TestImageBuildWorkspace(t *testing.T) {
 	select {
 	case err := <-created:
 		if err != nil {
-			t.Fatalf("create built --wait: %v\n%s%s", err, waited.String(), waitErr.String())
+			t.Fatalf("create built --wait: %v\n%s%s", err, waited.output(), waitErr.output())
 		}
 	case <-time.After(5 * time.Minute):
-		t.Fatalf("create built --wait did not end:\n%s%s", waited.String(), waitErr.String())
-	}
-	if !strings.Contains(waited.String(), "actual=Starting  image-build: step 3/6: RUN echo waiting for the test && ") {
-		t.Errorf("create --wait did not show the build's progress:\n%s", waited.String())
+		t.Fatalf("create built --wait did not end:\n%s%s", waited.output(), waitErr.output())
 	}
 	if out := mustSSH("built", "cat /etc/flavour /etc/motd; echo $TEAM_TOOL; color"); out != "flavour mint\nwelcome to the built image\n/opt/tool\nmy favorite color is gold\n" {
 		t.Fatalf("in the Dockerfile's workspace: %q", out)
