@@ -59,6 +59,7 @@ func TestBrowserImageBuildProgress(t *testing.T) {
 	if !open || !strings.Contains(log, "cc -c main.c <img src=x onerror=alert(1)>") {
 		t.Errorf("the running step's log: open %v, text %q", open, log)
 	}
+	screenshot(t, b, "workspace-build-running")
 	var imgs int
 	b.Run("no markup from the log", chromedp.Evaluate(`document.querySelectorAll('[data-testid="ws-startup"] img').length`, &imgs))
 	if imgs != 0 {
@@ -70,6 +71,7 @@ func TestBrowserImageBuildProgress(t *testing.T) {
 		Log: "step 1/3: COPY . /src\nstep 2/3: RUN make\nstep 3/3: RUN false\nimage build: step 3/3: RUN false (Dockerfile:4) exited with code 1\n"})
 	b.Run("the failure shows", chromedp.WaitVisible(build+`//*[@data-testid="ws-step-state" and text()="failed in 1m 2s"]`, chromedp.BySearch))
 	b.Run("its log", chromedp.Text(build+`//pre`, &log, chromedp.BySearch))
+	screenshot(t, b, "workspace-build-failed")
 	if !strings.HasSuffix(strings.TrimSpace(log), "exited with code 1") {
 		t.Errorf("the failed step's log reads %q", log)
 	}
