@@ -129,7 +129,7 @@ func (r *reconciler) workspacePods(k errtrack.Key) []*corev1.Pod {
 	if err != nil {
 		return nil
 	}
-	return sortedPods(objs)
+	return podsOf(objs)
 }
 
 func failureKey(f *protocol.PodFailure) string {
@@ -213,7 +213,7 @@ func (r *reconciler) report(ctx context.Context, ut protocol.UpdateType, snap er
 		infos[k] = i
 		return i
 	}
-	allPods := sortedPods(r.pods.GetStore().List())
+	allPods := podsOf(r.pods.GetStore().List())
 	live := make(map[types.UID]bool, len(allPods))
 	for _, p := range allPods {
 		live[p.UID] = true

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -394,14 +393,14 @@ func (s *stepLogs) add(f *followed, line string) {
 // wait waits for the followers to end (their streams end with the agent's context).
 func (s *stepLogs) wait() { s.wg.Wait() }
 
-// sortedPods returns the pods of a workspace in a stable order.
-func sortedPods(objs []any) []*corev1.Pod {
+// podsOf returns the pods among an informer's objects. Their order does not matter: PodFailure
+// looks at each, and newestPod breaks ties by name.
+func podsOf(objs []any) []*corev1.Pod {
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok {
 			pods = append(pods, p)
 		}
 	}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	return pods
 }
