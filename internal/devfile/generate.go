@@ -53,10 +53,14 @@ type Params struct {
 	// HelperHostKey (workspace.HelperHostKey) is put in the <name>-ssh Secret for the helper, which
 	// then serves with it; nil leaves the helper to make its own (a key the proxy cannot pin).
 	HelperHostKey ed25519.PrivateKey
-	// HelperToken (workspace.KubeHelperToken) and ServerURL, when both are set, let the helper ask
-	// the server for what it needs (the owner's git credentials): the token goes in the <name>-ssh
+	// HelperToken (workspace.KubeHelperToken) and ServerURL, when both are set, let the helper
+	// report to the server (startup steps, dotfiles, metadata): the token goes in the <name>-ssh
 	// Secret, never in the pod spec, and the helper reads it from its file.
 	HelperToken, ServerURL string
+	// HelperGit, with HelperToken and ServerURL, has the helper and the project clone ask the
+	// server for the owner's git credentials too (the server has forges); without it the helper
+	// sets up no credential helper and the clone asks nothing (HelperGitCredentialsEnv).
+	HelperGit bool
 	// OwnerFullName and OwnerEmail are the owner's profile: the main container's git identity
 	// (GIT_AUTHOR_NAME and the like; the name falls back to Owner, the email to none). Not secret.
 	OwnerFullName, OwnerEmail string
@@ -231,7 +235,7 @@ func buildObjects(d *Devfile, p Params) ([]object, error) {
 	if err != nil {
 		return nil, err
 	}
-	pod, err := d.podContainers(a, helperOptions{hostKey: p.HelperHostKey != nil, serverURL: helperServer,
+	pod, err := d.podContainers(a, helperOptions{hostKey: p.HelperHostKey != nil, serverURL: helperServer, git: helperServer != "" && p.HelperGit,
 		gitName: gitName, gitEmail: p.OwnerEmail, dotfiles: p.DotfilesRepo}, plan)
 	if err != nil {
 		return nil, err
@@ -720,7 +724,11 @@ func (d *Devfile) podContainers(a workspace.AgentConfig, helper helperOptions, p
 		init = append(init, sp)
 	}
 	if len(d.projects) > 0 {
-		kc, sp := build(d.cloneContainer(a, helper.serverURL), true)
+		gitServer := ""
+		if helper.git {
+			gitServer = helper.serverURL
+		}
+		kc, sp := build(d.cloneContainer(a, gitServer), true)
 		out.inits = append(out.inits, kc)
 		init = append(init, sp)
 	}
@@ -954,6 +962,8 @@ func (d *Devfile) kubeContainer(c container, res corev1.ResourceRequirements, a 
 type helperOptions struct {
 	hostKey   bool
 	serverURL string
+	// git: the helper asks serverURL for the owner's git credentials too (Params.HelperGit).
+	git bool
 	// gitName and gitEmail are the owner's git identity; dotfiles the repository the helper
 	// installs (HelperDotfilesEnv, "": none).
 	gitName, gitEmail, dotfiles string
@@ -984,6 +994,9 @@ func (c container) withHelper(h helperOptions) container {
 		c.env = append(c.env,
 			corev1.EnvVar{Name: "HANGAR_HELPER_SERVER_URL", Value: h.serverURL},
 			corev1.EnvVar{Name: "HANGAR_HELPER_TOKEN_FILE", Value: path.Join(HelperSSHDir, HelperTokenKey)})
+		if !h.git {
+			c.env = append(c.env, corev1.EnvVar{Name: HelperGitCredentialsEnv, Value: "false"})
+		}
 	}
 	if h.hostKey {
 		c.env = append(c.env, corev1.EnvVar{Name: "HANGAR_HELPER_HOST_KEY_FILE", Value: path.Join(HelperSSHDir, HostKeyKey)})
@@ -1039,6 +1052,11 @@ func (c container) withHelper(h helperOptions) container {
 // HelperEditorEnv is the main container's variable that gives the helper the web editor to run
 // (a workspace.EditorProcess as JSON).
 const HelperEditorEnv = "HANGAR_HELPER_EDITOR"
+
+// HelperGitCredentialsEnv "false" tells a helper that has a server to report to not to hand git
+// the owner's credentials from it (the server has no forges); unset means it does, as helpers did
+// before they reported without forges.
+const HelperGitCredentialsEnv = "HANGAR_HELPER_GIT_CREDENTIALS"
 
 // HelperRemoteEnvEnv is the main container's variable that gives the helper the environment of
 // what it runs (RemoteEnvAttribute; a JSON list of workspace.EnvVar).

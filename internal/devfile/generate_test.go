@@ -593,6 +593,7 @@ func TestGenerateHelperTokenOnlyInTheSecret(t *testing.T) {
 	p := defaultParams(t)
 	p.HelperToken = workspace.KubeHelperToken([]byte("test key"), p.WorkspaceID)
 	p.ServerURL = "https://hangar.example.org"
+	p.HelperGit = true
 	got, err := Generate(mustParse(t, Default()), p)
 	if err != nil {
 		t.Fatal(err)
@@ -627,6 +628,26 @@ func TestGenerateHelperTokenOnlyInTheSecret(t *testing.T) {
 		if !strings.Contains(withProjects, "name: "+CloneContainerName) || !strings.Contains(clone, want) {
 			t.Errorf("the clone container lacks %q:\n%s", want, clone)
 		}
+	}
+	if strings.Contains(got, HelperGitCredentialsEnv) {
+		t.Errorf("a server with forges turned the helper's git credentials off:\n%s", got)
+	}
+	// A server without forges: the helper reports to it but hands git no credentials from it, and
+	// the clone does not ask it (it may not even reach it).
+	p.HelperGit = false
+	reportOnly, err := Generate(mustParse(t, readFile(t, "editor.devfile.yaml")), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"name: HANGAR_HELPER_SERVER_URL\n          value: https://hangar.example.org", "name: " + HelperGitCredentialsEnv + "\n          value: \"false\""} {
+		if !strings.Contains(reportOnly, want) {
+			t.Errorf("without forges, the config lacks %q", want)
+		}
+	}
+	clone = reportOnly[strings.Index(reportOnly, "name: "+CloneContainerName):]
+	clone = clone[:strings.Index(clone, "\n      - ")+1]
+	if strings.Contains(clone, "HANGAR_HELPER_SERVER_URL") || strings.Contains(clone, "helper-token") {
+		t.Errorf("without forges, the clone container asks the server:\n%s", clone)
 	}
 	// Without a server URL (or a token), nothing of it is generated.
 	p.ServerURL = ""

@@ -22,9 +22,10 @@ import (
 // the end of its output, and `hangar logs` the whole step.
 func TestStartupFailedOnRealNode(t *testing.T) {
 	parallel(t)
-	// The helpers of Kubernetes workspaces talk to the server with tokens made under the key of
-	// the external auth configuration: a server with forges (docs/decisions.md, "Startup steps").
-	e, _ := setUpWithForge(t, time.Hour)
+	// A server without forges: its helpers report with tokens under the key it keeps in its
+	// database, and hand git no credentials of its (docs/decisions.md, "Helpers report without
+	// forges"): the step is shown all the same.
+	e := setUpProxyWith(t, func(_ *kubetest.Cluster, relayURL string) []string { return []string{"--helper-url", relayURL} })
 	token, _ := e.user(t, "erin")
 	u := cliUser{url: e.srv.URL, token: token, home: t.TempDir()}
 	must := func(args ...string) string {

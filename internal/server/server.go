@@ -193,7 +193,7 @@ func New(opts Options) *Server {
 	if opts.Kube == nil {
 		opts.Kube = kube.New(opts.Store, opts.Clock, opts.Logger)
 		if len(opts.HelperTokenKeys) > 0 && opts.HelperURL != nil {
-			opts.Kube.SetHelperTokens(opts.HelperTokenKeys[0], opts.HelperURL)
+			opts.Kube.SetHelperTokens(opts.HelperTokenKeys[0], opts.HelperURL, opts.ExternalAuth != nil)
 		}
 	}
 	s := &Server{store: opts.Store, clock: opts.Clock, log: opts.Logger, kube: opts.Kube, after: opts.After,

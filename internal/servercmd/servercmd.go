@@ -328,6 +328,21 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		// Users' git SSH keys are sealed under the same key file (docs/decisions.md, "a git SSH
 		// key per user").
 		gitSSH = &gitssh.Service{Keys: forgeKeys, Store: st, Clock: clock.Real{}}
+	} else {
+		// Without forges the helpers still report to the server (their startup steps, dotfiles,
+		// metadata): their tokens are made under a key the server keeps in its database, the same
+		// for every replica (docs/decisions.md, "Helpers report without forges"). With a key file
+		// this key is not used at all: a token made from the database alone must never be worth
+		// the owners' git credentials, which the key file keeps from a reader of the database.
+		key, err := st.ServerKey(ctx, "kubernetes-helper-tokens", func() []byte {
+			k := make([]byte, 32)
+			_, _ = rand.Read(k)
+			return k
+		}, time.Now())
+		if err != nil {
+			return err
+		}
+		helperTokenKeys = [][]byte{key}
 	}
 	srv := server.New(server.Options{Store: st, Clock: clock.Real{}, Logger: log, Builder: bld, Apps: appsOpts, RelayURL: cfg.RelayURL, ExternalAuth: extAuth, GitSSH: gitSSH,
 		HelperTokenKeys: helperTokenKeys, HelperURL: func() string { return cfg.HelperURL },

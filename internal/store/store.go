@@ -5,6 +5,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -112,6 +113,9 @@ type Store interface {
 	// (ErrNotFound: no such workspace); WorkspaceDotfiles reads it (ErrNotFound: none reported).
 	SetWorkspaceDotfiles(ctx context.Context, workspaceID string, d workspace.DotfilesStatus) error
 	WorkspaceDotfiles(ctx context.Context, workspaceID string) (workspace.DotfilesStatus, error)
+	// ServerKey returns the server's key of that name, the same for every replica on the
+	// database: the stored one, else gen's, stored (at now) by the first replica to ask.
+	ServerKey(ctx context.Context, name string, gen func() []byte, now time.Time) ([]byte, error)
 	// SetWorkspaceStartupStep records one startup step a workspace's helper reported, as
 	// ReconcileTx.SetStartupSteps does (ErrNotFound: no such workspace).
 	SetWorkspaceStartupStep(ctx context.Context, workspaceID string, st workspace.StartupStep) error

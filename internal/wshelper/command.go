@@ -31,7 +31,7 @@ type Options struct {
 	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                                    string
 	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                                                 string
 	ConnectURL, ServerURL, Token, TokenFile                                                             string
-	Dotfiles, DotfilesTimeout                                                                           string
+	Dotfiles, DotfilesTimeout, GitCredentials                                                           string
 }
 
 // Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
@@ -75,6 +75,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&o.SSHAddr, "ssh-addr", "HANGAR_HELPER_SSH_ADDR", ":2222", "address to serve SSH on (with --connect-url: none unless set; empty: none)"),
 		cmdopt.String(&o.ConnectURL, "connect-url", "HANGAR_HELPER_CONNECT_URL", "", "the Hangar server's URL to connect out to, serving SSH on the connections it relays (a Terraform workspace's machine: hangar_agent's init script)"),
 		cmdopt.String(&o.ServerURL, "server-url", "HANGAR_HELPER_SERVER_URL", "", "the Hangar server's URL to ask, with the helper's token, for the workspace owner's git credentials, without connecting out (a Kubernetes workspace: its generated pod sets it); --connect-url implies it"),
+		cmdopt.Bool(&o.GitCredentials, "git-credentials", "HANGAR_HELPER_GIT_CREDENTIALS", "true", "ask the server (--server-url or --connect-url) for the owner's git credentials and hand them to git in the workspace; false: the helper only reports to the server (a server without forges)"),
 		cmdopt.String(&o.Token, "token", "HANGAR_HELPER_TOKEN", "", "the helper's token for --connect-url (hwa_...; prefer the environment variable or --token-file, which other users of the machine cannot read)").Arg("TOKEN"),
 		cmdopt.String(&o.TokenFile, "token-file", "HANGAR_HELPER_TOKEN_FILE", "", "file holding the helper's token for --connect-url"),
 		cmdopt.String(&o.HostKey, "host-key", "HANGAR_HELPER_HOST_KEY", "", "SSH host key (a private key's PEM text; prefer the environment variable, as hangar_agent's init script does); it wins over --host-key-file and the state directory").Arg("PEM"),
@@ -129,6 +130,7 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 		AuthorizedKeysFile: o.AuthorizedKeysFile, Instance: o.Instance, Command: command, Dotfiles: o.Dotfiles,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: log,
 	}
+	cfg.NoGitCredentials = o.GitCredentials == "false"
 	if cfg.PostStart, err = ParsePostStart(o.PostStart); err != nil {
 		return 0, fmt.Errorf("--post-start: %w", err)
 	}

@@ -272,9 +272,10 @@ func installDotfiles(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return errors.New("the workspace user has no home directory ($HOME is unset or /) to install them into")
 	}
 	if cfg.ServerURL != "" && cfg.Token != "" {
-		d.Ask = gitcred.AskServer(cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token)
-		d.SSH = &gitcred.SSHServer{HTTP: cfg.Connect.HTTPClient, BaseURL: cfg.ServerURL, Token: cfg.Token}
-
+		if !cfg.NoGitCredentials {
+			d.Ask = gitcred.AskServer(cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token)
+			d.SSH = &gitcred.SSHServer{HTTP: cfg.Connect.HTTPClient, BaseURL: cfg.ServerURL, Token: cfg.Token}
+		}
 		d.Report = reportDotfiles(ctx, cfg, log)
 	}
 	if f := lookupEnv(cfg.Env, "HANGAR_GIT_CA_FILE"); f != "" {

@@ -312,3 +312,46 @@ func TestDotfilesOverSSH(t *testing.T) {
 		t.Fatalf("no signature asked of the server: %q", srv.SSHAsked())
 	}
 }
+
+// TestRunReportsWithoutGitCredentials: a helper whose server has no forges (NoGitCredentials, the
+// generated pod's HANGAR_HELPER_GIT_CREDENTIALS=false) reports to it (the dotfiles' install) but
+// never asks it for credentials, and git in the workspace has no credential helper of Hangar's.
+func TestRunReportsWithoutGitCredentials(t *testing.T) {
+	forge := forgetest.New(t, forgetest.Options{})
+	forge.AddUser(forgetest.User{Login: "alice"})
+	forge.CreateRepo("alice", "dots", false, map[string]string{"install.sh": "#!/bin/sh\necho installed my dotfiles\n"})
+	srv := gitcredtest.New(t, func(gitcred.Request) (int, any) {
+		return http.StatusNotFound, map[string]string{"code": "not_found", "message": "no forge"}
+	})
+	h := startRun(t, Config{Instance: "pod", ServerURL: srv.URL, Token: "hwa_k1_ws.mac", NoGitCredentials: true, Dotfiles: forge.CloneURL("alice", "dots")})
+	var got []protocol.DotfilesStatus
+	eventually(t, "the install to be reported", func() bool {
+		got = nil
+		for _, r := range srv.Reports() {
+			got = append(got, r.Status)
+		}
+		return len(got) == 2
+	})
+	if got[1].State != "installed" || !strings.Contains(got[1].Log, "installed my dotfiles") {
+		t.Fatalf("reports %+v", got)
+	}
+	if asked := srv.Asked(); len(asked) != 0 {
+		t.Fatalf("the server was asked for credentials: %+v", asked)
+	}
+	c, err := ssh.Dial("tcp", h.addr, &ssh.ClientConfig{User: "proxy", Auth: []ssh.AuthMethod{ssh.PublicKeys(h.key)}, HostKeyCallback: ssh.FixedHostKey(h.host), Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.Output("env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "credential.helper") {
+		t.Fatalf("a session's environment sets a credential helper:\n%s", out)
+	}
+}

@@ -51,9 +51,13 @@ type Config struct {
 	// ConnectURL, when set, is the Hangar server the helper connects out to with Token, to serve
 	// SSH on the streams the server opens (Connect): a Terraform workspace's machine.
 	ConnectURL, Token string
-	// ServerURL, when set, is the Hangar server the helper asks with Token for the owner's git
-	// credentials without connecting out (a Kubernetes workspace); ConnectURL implies it.
+	// ServerURL, when set, is the Hangar server the helper reports to with Token (startup steps,
+	// dotfiles, metadata) and asks for the owner's git credentials, without connecting out (a
+	// Kubernetes workspace); ConnectURL implies it.
 	ServerURL string
+	// NoGitCredentials: the helper does not ask ServerURL for git credentials (its server has no
+	// forges), it only reports.
+	NoGitCredentials bool
 	// Connect tunes that connection (its URL, Token, Server and Logger are set by Run).
 	Connect ConnectOptions
 	// HostKey, when set, is the host key's PEM text (hangar_agent's, so that a machine made anew
@@ -119,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if cfg.ServerURL == "" {
 		cfg.ServerURL = cfg.ConnectURL
 	}
-	if cfg.ServerURL != "" && cfg.Token != "" && cfg.StateDir != "" {
+	if cfg.ServerURL != "" && cfg.Token != "" && cfg.StateDir != "" && !cfg.NoGitCredentials {
 		env, stop, err := startGitCredentials(cfg, log)
 		if err != nil {
 			log.Warn("git credentials are not handed out in this workspace", "err", err)

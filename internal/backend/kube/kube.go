@@ -37,6 +37,7 @@ type Service struct {
 	// and the server's URL (workspace.KubeHelperToken).
 	helperKey []byte
 	helperURL func() string
+	helperGit bool
 }
 
 var _ backend.Service = (*Service)(nil)
@@ -47,10 +48,11 @@ func New(st store.Store, c clock.Clock, log *slog.Logger) *Service {
 }
 
 // SetHelperTokens makes every workspace's generated config give its helper a token made under key
-// (workspace.KubeHelperToken) and url(), the server's URL as pods reach it, so that the helper can
-// ask the server for the owner's git credentials. Call it before the service serves.
-func (s *Service) SetHelperTokens(key []byte, url func() string) {
-	s.helperKey, s.helperURL = key, url
+// (workspace.KubeHelperToken) and url(), the server's URL as pods reach it, so that the helper
+// reports to the server; with git (the server has forges), the helper and the project clone also
+// ask it for the owner's git credentials. Call it before the service serves.
+func (s *Service) SetHelperTokens(key []byte, url func() string, git bool) {
+	s.helperKey, s.helperURL, s.helperGit = key, url, git
 }
 
 // Devfile returns the parsed devfile of the workspace ws (of its definition generation).

@@ -110,7 +110,7 @@ func (s *Service) config(tx store.ReconcileTx, ws workspace.Workspace, agent wor
 		OwnerFullName: ws.OwnerFullName, OwnerEmail: ws.OwnerEmail, DotfilesRepo: ws.OwnerDotfilesRepo,
 	}
 	if len(s.helperKey) > 0 && s.helperURL != nil {
-		p.HelperToken, p.ServerURL = workspace.KubeHelperToken(s.helperKey, ws.ID), s.helperURL()
+		p.HelperToken, p.ServerURL, p.HelperGit = workspace.KubeHelperToken(s.helperKey, ws.ID), s.helperURL(), s.helperGit
 	}
 	cfg, err := devfile.Generate(df, p)
 	if err != nil {

@@ -1,8 +1,11 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"reflect"
 	"testing"
 	"time"
@@ -100,5 +103,36 @@ func testStartupSteps(t *testing.T, s store.Store) {
 	}
 	if err := s.SetWorkspaceStartupStep(ctx, "00000000-0000-0000-0000-000000000000", post); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a step of no workspace: %v, want ErrNotFound", err)
+	}
+}
+
+// testServerKeys: a server key is made once, by whichever replica asks first, and every later or
+// concurrent ask reads that one; keys of other names are other keys.
+func testServerKeys(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	keys := make([][]byte, 8)
+	for i := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, err := s.ServerKey(ctx, "helper-tokens", func() []byte { return []byte(fmt.Sprintf("key of replica %d", i)) }, t0)
+			if err != nil {
+				t.Error(err)
+			}
+			keys[i] = k
+		}()
+	}
+	wg.Wait()
+	for _, k := range keys {
+		if !bytes.Equal(k, keys[0]) || !bytes.HasPrefix(k, []byte("key of replica ")) {
+			t.Fatalf("replicas read %q, want one key", keys)
+		}
+	}
+	if k, err := s.ServerKey(ctx, "helper-tokens", func() []byte { return []byte("a later key") }, t0); err != nil || !bytes.Equal(k, keys[0]) {
+		t.Fatalf("asked again: %q, %v; want %q", k, err, keys[0])
+	}
+	if k, err := s.ServerKey(ctx, "other", func() []byte { return []byte{0, 1, 2, 255} }, t0); err != nil || !bytes.Equal(k, []byte{0, 1, 2, 255}) {
+		t.Fatalf("another key: %q, %v", k, err)
 	}
 }

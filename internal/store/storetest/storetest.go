@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WorkspaceRepository", testWorkspaceRepository},
 		{"WorkspaceDotfiles", testWorkspaceDotfiles},
 		{"StartupSteps", testStartupSteps},
+		{"ServerKeys", testServerKeys},
 	}
 	tests = append(tests, buildTests...)
 	tests = append(tests, presetTests...)

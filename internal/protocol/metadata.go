@@ -1,0 +1,260 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// A workspace's metadata (docs/decisions.md, "Inside the workspace: metadata and resource
+// alerts"): its helper measures the workspace's CPU, memory and volumes from the kernel's own
+// figures (the cgroup's and the filesystem's) and runs the custom metadata commands its definition
+// declares, and reports them every MetadataInterval to MetadataPath (PUT, a MetadataReport, with
+// its token). The server keeps them in memory (and a snapshot in its database at most every
+// minute), shows them with the workspace, and turns figures over their thresholds into alerts.
+
+// MetadataPath is where a helper reports its workspace's metadata.
+const MetadataPath = "/api/v1/workspace-agent/metadata"
+
+// MetadataInterval is how often a helper measures and reports its workspace's resources.
+const MetadataInterval = 10 * time.Second
+
+// Bounds of a metadata specification and report.
+const (
+	MaxMetadataItems       = 16
+	MaxMetadataKeyBytes    = 64
+	MaxMetadataNameBytes   = 128
+	MaxMetadataScriptBytes = 4 << 10
+	// MaxMetadataValueBytes is where a command's output (its value) and error are cut.
+	MaxMetadataValueBytes = 1 << 10
+	MaxMonitoredVolumes   = 8
+	MaxVolumePathBytes    = 512
+	// MinMetadataInterval and MaxMetadataInterval bound a command's interval; its timeout is at
+	// most its interval.
+	MinMetadataInterval = time.Second
+	MaxMetadataInterval = 24 * time.Hour
+	// DefaultMetadataInterval and DefaultMetadataTimeout are a command's when it says none.
+	DefaultMetadataInterval = 10 * time.Second
+	DefaultMetadataTimeout  = 5 * time.Second
+	// MaxMetadataReportBytes bounds the JSON of one report the server reads.
+	MaxMetadataReportBytes = 64 << 10
+)
+
+// DefaultThresholdPercent is the memory and volume threshold a definition that says nothing gets.
+const DefaultThresholdPercent = 90
+
+// HelperMetadataEnv carries a MetadataSpec to the helper, as JSON (the generated pod's main
+// container, hangar_agent's init script).
+const HelperMetadataEnv = "HANGAR_HELPER_METADATA"
+
+// MetadataSpec is what a workspace's definition asks its helper to collect: custom metadata
+// commands (a devfile's hangar.dev/metadata attribute, hangar_agent's metadata blocks) and the
+// thresholds of its resources' alerts.
+type MetadataSpec struct {
+	Items      []MetadataItemSpec  `json:"items,omitempty"`
+	Monitoring ResourcesMonitoring `json:"resources_monitoring"`
+}
+
+// MetadataItemSpec is one custom metadata command: Script runs with `sh -c` every Interval
+// seconds, for at most Timeout seconds; its output, trimmed, is the value shown as DisplayName.
+type MetadataItemSpec struct {
+	Key         string `json:"key"`
+	DisplayName string `json:"display_name"`
+	Script      string `json:"script"`
+	Interval    int    `json:"interval,omitempty"` // seconds; 0: DefaultMetadataInterval
+	Timeout     int    `json:"timeout,omitempty"`  // seconds; 0: DefaultMetadataTimeout (at most Interval)
+}
+
+// ResourcesMonitoring holds the thresholds of a workspace's resource alerts, in percent of the
+// limit (memory) or of the size (a volume). A nil Memory means DefaultThresholdPercent; 0 turns
+// the alert off. No volumes means the workspace's own (its projects' volume or home) at
+// DefaultThresholdPercent.
+type ResourcesMonitoring struct {
+	Memory  *int              `json:"memory,omitempty"`
+	Volumes []VolumeThreshold `json:"volumes,omitempty"`
+}
+
+// VolumeThreshold is a volume to watch: the filesystem that holds Path.
+type VolumeThreshold struct {
+	Path      string `json:"path"`
+	Threshold int    `json:"threshold"`
+}
+
+var metadataKey = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+
+// Validate checks a specification and fills in its defaults. Its errors name the field (items[2].key).
+func (s *MetadataSpec) Validate() error {
+	if len(s.Items) > MaxMetadataItems {
+		return fmt.Errorf("items: %d commands; at most %d", len(s.Items), MaxMetadataItems)
+	}
+	seen := map[string]bool{}
+	for i := range s.Items {
+		it := &s.Items[i]
+		f := fmt.Sprintf("items[%d]", i)
+		switch {
+		case it.Key == "" || len(it.Key) > MaxMetadataKeyBytes || !metadataKey.MatchString(it.Key):
+			return fmt.Errorf("%s.key: want lower-case letters, digits, '_', '.' and '-' (at most %d bytes), got %q", f, MaxMetadataKeyBytes, it.Key)
+		case seen[it.Key]:
+			return fmt.Errorf("%s.key: %q is given twice", f, it.Key)
+		case !utf8.ValidString(it.DisplayName) || len(it.DisplayName) > MaxMetadataNameBytes || strings.ContainsAny(it.DisplayName, "\r\n\x00"):
+			return fmt.Errorf("%s.display_name: want one line of text of at most %d bytes", f, MaxMetadataNameBytes)
+		case strings.TrimSpace(it.Script) == "" || len(it.Script) > MaxMetadataScriptBytes || !utf8.ValidString(it.Script) || strings.ContainsRune(it.Script, 0):
+			return fmt.Errorf("%s.script: want a shell command of at most %d bytes", f, MaxMetadataScriptBytes)
+		case it.Interval < 0 || time.Duration(it.Interval)*time.Second > MaxMetadataInterval || (it.Interval > 0 && time.Duration(it.Interval)*time.Second < MinMetadataInterval):
+			return fmt.Errorf("%s.interval: want seconds from %d to %d, got %d", f, int(MinMetadataInterval/time.Second), int(MaxMetadataInterval/time.Second), it.Interval)
+		case it.Timeout < 0:
+			return fmt.Errorf("%s.timeout: want seconds, got %d", f, it.Timeout)
+		}
+		seen[it.Key] = true
+		if it.DisplayName == "" {
+			it.DisplayName = it.Key
+		}
+		if it.Interval == 0 {
+			it.Interval = int(DefaultMetadataInterval / time.Second)
+		}
+		if it.Timeout == 0 {
+			it.Timeout = min(int(DefaultMetadataTimeout/time.Second), it.Interval)
+		}
+		if it.Timeout > it.Interval {
+			return fmt.Errorf("%s.timeout: %d s is longer than its interval (%d s)", f, it.Timeout, it.Interval)
+		}
+	}
+	m := &s.Monitoring
+	if m.Memory != nil && (*m.Memory < 0 || *m.Memory > 100) {
+		return fmt.Errorf("resources_monitoring.memory: want a percentage from 0 (off) to 100, got %d", *m.Memory)
+	}
+	if len(m.Volumes) > MaxMonitoredVolumes {
+		return fmt.Errorf("resources_monitoring.volumes: %d volumes; at most %d", len(m.Volumes), MaxMonitoredVolumes)
+	}
+	for i, v := range m.Volumes {
+		f := fmt.Sprintf("resources_monitoring.volumes[%d]", i)
+		if !path.IsAbs(v.Path) || len(v.Path) > MaxVolumePathBytes || !utf8.ValidString(v.Path) || strings.ContainsAny(v.Path, "\x00\r\n") {
+			return fmt.Errorf("%s.path: want an absolute path of at most %d bytes, got %q", f, MaxVolumePathBytes, v.Path)
+		}
+		if v.Threshold < 0 || v.Threshold > 100 {
+			return fmt.Errorf("%s.threshold: want a percentage from 0 (off) to 100, got %d", f, v.Threshold)
+		}
+	}
+	return nil
+}
+
+// MemoryThreshold is the memory alert's threshold in percent (0: off).
+func (m ResourcesMonitoring) MemoryThreshold() int {
+	if m.Memory == nil {
+		return DefaultThresholdPercent
+	}
+	return *m.Memory
+}
+
+// ParseMetadataSpec decodes and validates a MetadataSpec ("" is the empty one, with defaults).
+func ParseMetadataSpec(s string) (MetadataSpec, error) {
+	var spec MetadataSpec
+	if strings.TrimSpace(s) != "" {
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&spec); err != nil {
+			return MetadataSpec{}, fmt.Errorf("not a metadata specification: %w", err)
+		}
+		if dec.More() {
+			return MetadataSpec{}, fmt.Errorf("not a metadata specification: more than one JSON value")
+		}
+	}
+	return spec, spec.Validate()
+}
+
+// MetadataReport is what a helper reports every MetadataInterval: the workspace's resources as
+// measured at CollectedAt, and the latest value of each custom metadata command.
+type MetadataReport struct {
+	CollectedAt time.Time       `json:"collected_at"`
+	Resources   Resources       `json:"resources"`
+	Items       []MetadataValue `json:"items,omitempty"`
+}
+
+// Resources are a workspace's figures. A figure the helper cannot read (no cgroup v2 here) is
+// absent, never guessed.
+type Resources struct {
+	CPU     *CPUUsage     `json:"cpu,omitempty"`
+	Memory  *MemoryUsage  `json:"memory,omitempty"`
+	Volumes []VolumeUsage `json:"volumes,omitempty"`
+}
+
+// CPUUsage is the CPU the workspace's processes used over the last interval, in cores (0.25 is a
+// quarter of one core's time), and its limit (0: none).
+type CPUUsage struct {
+	UsedCores  float64 `json:"used_cores"`
+	LimitCores float64 `json:"limit_cores,omitempty"`
+}
+
+// MemoryUsage is the workspace's memory in use (the cgroup's, page cache it can give back
+// excluded), its limit (0: none), the alert's threshold in percent of the limit (0: off), and how
+// many of its processes the kernel killed for lack of memory since the helper started.
+type MemoryUsage struct {
+	UsedBytes  int64 `json:"used_bytes"`
+	LimitBytes int64 `json:"limit_bytes,omitempty"`
+	Threshold  int   `json:"threshold,omitempty"`
+	OOMKills   int64 `json:"oom_kills,omitempty"`
+}
+
+// VolumeUsage is the filesystem that holds Path: its size and what is used of it, and the alert's
+// threshold in percent (0: off).
+type VolumeUsage struct {
+	Path       string `json:"path"`
+	UsedBytes  int64  `json:"used_bytes"`
+	TotalBytes int64  `json:"total_bytes"`
+	Threshold  int    `json:"threshold,omitempty"`
+}
+
+// MetadataValue is the latest result of a custom metadata command: its output (trimmed), or why
+// it has none (Error: its exit status, a timeout).
+type MetadataValue struct {
+	Key         string    `json:"key"`
+	DisplayName string    `json:"display_name"`
+	Value       string    `json:"value"`
+	Error       string    `json:"error,omitempty"`
+	CollectedAt time.Time `json:"collected_at"`
+}
+
+// Check refuses a report out of its bounds, naming the field; values and errors over
+// MaxMetadataValueBytes are cut (the helper cuts them; a report that does not is cut here).
+func (r *MetadataReport) Check() error {
+	if len(r.Items) > MaxMetadataItems {
+		return fmt.Errorf("items: %d values; at most %d", len(r.Items), MaxMetadataItems)
+	}
+	seen := map[string]bool{}
+	for i := range r.Items {
+		it := &r.Items[i]
+		f := fmt.Sprintf("items[%d]", i)
+		if it.Key == "" || len(it.Key) > MaxMetadataKeyBytes || !metadataKey.MatchString(it.Key) || seen[it.Key] {
+			return fmt.Errorf("%s.key: want a key of the specification, once, got %q", f, it.Key)
+		}
+		seen[it.Key] = true
+		if len(it.DisplayName) > MaxMetadataNameBytes || !utf8.ValidString(it.DisplayName) {
+			return fmt.Errorf("%s.display_name: want text of at most %d bytes", f, MaxMetadataNameBytes)
+		}
+		it.Value = TruncateMessage(strings.ToValidUTF8(it.Value, "\uFFFD"), MaxMetadataValueBytes)
+		it.Error = TruncateMessage(strings.ToValidUTF8(it.Error, "\uFFFD"), MaxMetadataValueBytes)
+	}
+	res := &r.Resources
+	if c := res.CPU; c != nil && (c.UsedCores < 0 || c.LimitCores < 0 || c.UsedCores > 1e6 || c.LimitCores > 1e6) {
+		return fmt.Errorf("resources.cpu: want cores from 0, got %v of %v", c.UsedCores, c.LimitCores)
+	}
+	if m := res.Memory; m != nil && (m.UsedBytes < 0 || m.LimitBytes < 0 || m.OOMKills < 0 || m.Threshold < 0 || m.Threshold > 100) {
+		return fmt.Errorf("resources.memory: want bytes, kills from 0 and a threshold from 0 to 100")
+	}
+	if len(res.Volumes) > MaxMonitoredVolumes {
+		return fmt.Errorf("resources.volumes: %d volumes; at most %d", len(res.Volumes), MaxMonitoredVolumes)
+	}
+	for i, v := range res.Volumes {
+		if !path.IsAbs(v.Path) || len(v.Path) > MaxVolumePathBytes || !utf8.ValidString(v.Path) {
+			return fmt.Errorf("resources.volumes[%d].path: want an absolute path of at most %d bytes", i, MaxVolumePathBytes)
+		}
+		if v.UsedBytes < 0 || v.TotalBytes < 0 || v.Threshold < 0 || v.Threshold > 100 {
+			return fmt.Errorf("resources.volumes[%d]: want bytes from 0 and a threshold from 0 to 100", i)
+		}
+	}
+	return nil
+}
