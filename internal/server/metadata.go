@@ -279,4 +279,3 @@ func (s *Server) metadataOf(ctx context.Context, ws workspace.Workspace, out *sd
 	out.Resources = &sdk.WorkspaceResources{CollectedAt: rep.CollectedAt, Resources: rep.Resources, History: history}
 	out.Metadata = rep.Items
 }
-
