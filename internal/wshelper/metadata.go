@@ -23,35 +23,78 @@ import (
 
 // The workspace's metadata (docs/decisions.md, "Inside the workspace: metadata and resource
 // alerts"): every protocol.MetadataInterval the helper measures the workspace's resources from
-// the kernel's figures — its cgroup's (cgroup v2: cpu.stat, cpu.max, memory.current, memory.stat,
-// memory.max, memory.events) and the filesystems' (statfs) — and reports them with the latest
-// value of each custom metadata command, which runs on its own interval.
+// the kernel's figures — its cgroup's (v2: cpu.stat, cpu.max, memory.current, memory.stat,
+// memory.max, memory.events; v1: cpuacct.usage, cpu.cfs_quota_us, memory.usage_in_bytes,
+// memory.limit_in_bytes, memory.oom_control) and the filesystems' (statfs) — and reports them
+// with the latest value of each custom metadata command, which runs on its own interval.
 
-// cgroupRoot is where the helper's cgroup (v2) is: /sys/fs/cgroup and the path /proc/self/cgroup
-// gives (inside a container with its own cgroup namespace, "/": the container's cgroup).
-func cgroupRoot(fsRoot string) string {
+// cgroupDirs are the directories of the cgroup the helper runs in, and which version they are.
+// cgroup v2: one directory (mem, cpu and cpuacct are the same); v1 (a host with the hybrid
+// layout): one per controller.
+type cgroupDirs struct {
+	v2                bool
+	mem, cpu, cpuacct string
+}
+
+// findCgroup finds the helper's cgroup from /proc/self/cgroup under fsRoot: the unified one (v2)
+// when its directory is a v2 cgroup (it has cgroup.controllers), else the memory, cpu and cpuacct
+// controllers' (v1). Inside a container the hierarchies are mounted at the container's own cgroup,
+// so a path that does not exist under a hierarchy is looked for at its root. ok is false when
+// none is readable.
+func findCgroup(fsRoot string) (cgroupDirs, bool) {
 	b, err := os.ReadFile(filepath.Join(fsRoot, "proc/self/cgroup"))
 	if err != nil {
-		return ""
+		return cgroupDirs{}, false
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "0::"); ok {
-			return filepath.Join(fsRoot, "sys/fs/cgroup", filepath.Clean("/"+rest))
+	base := filepath.Join(fsRoot, "sys/fs/cgroup")
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	var d cgroupDirs
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		path := filepath.Clean("/" + parts[2])
+		if parts[1] == "" {
+			for _, dir := range []string{filepath.Join(base, path), base} {
+				if exists(filepath.Join(dir, "cgroup.controllers")) && exists(filepath.Join(dir, "memory.current")) {
+					return cgroupDirs{v2: true, mem: dir, cpu: dir, cpuacct: dir}, true
+				}
+			}
+			continue
+		}
+		for _, ctl := range strings.Split(parts[1], ",") {
+			var found string
+			for _, dir := range []string{filepath.Join(base, parts[1], path), filepath.Join(base, ctl, path), filepath.Join(base, parts[1]), filepath.Join(base, ctl)} {
+				if exists(dir) {
+					found = dir
+					break
+				}
+			}
+			switch ctl {
+			case "memory":
+				d.mem = found
+			case "cpu":
+				d.cpu = found
+			case "cpuacct":
+				d.cpuacct = found
+			}
 		}
 	}
-	return ""
+	return d, d.mem != "" || d.cpuacct != ""
 }
 
 // meter measures a workspace's resources. Its figures come from files under fsRoot ("/" in a
 // workspace; a test's directory in tests).
 type meter struct {
 	fsRoot  string
-	cgroup  string // the cgroup's directory ("": none readable)
+	cg      cgroupDirs
+	hasCG   bool
 	volumes []protocol.VolumeThreshold
 	memory  int // the memory alert's threshold
 
-	// The previous CPU sample (usage_usec at when), for the rate; the OOM kills counted when the
-	// helper started.
+	// The previous CPU sample (microseconds used, at when), for the rate; the OOM kills counted
+	// when the helper started.
 	lastCPU   int64
 	lastWhen  time.Time
 	oomAtZero int64
@@ -61,34 +104,88 @@ type meter struct {
 // newMeter returns a meter of the cgroup the helper runs in, watching the volumes of spec (those
 // of defaultVolume when it names none).
 func newMeter(fsRoot string, spec protocol.ResourcesMonitoring, defaultVolume string) *meter {
-	m := &meter{fsRoot: fsRoot, cgroup: cgroupRoot(fsRoot), volumes: spec.Volumes, memory: spec.MemoryThreshold()}
+	m := &meter{fsRoot: fsRoot, volumes: spec.Volumes, memory: spec.MemoryThreshold()}
+	m.cg, m.hasCG = findCgroup(fsRoot)
 	if len(m.volumes) == 0 && defaultVolume != "" {
 		m.volumes = []protocol.VolumeThreshold{{Path: defaultVolume, Threshold: protocol.DefaultThresholdPercent}}
 	}
 	return m
 }
 
+// The files of each figure, in cgroup v2 and v1.
+func (m *meter) cpuUsage() (usec int64, ok bool) {
+	if m.cg.v2 {
+		usec, ok = readKeyed(filepath.Join(m.cg.cpuacct, "cpu.stat"))["usage_usec"]
+		return usec, ok
+	}
+	if m.cg.cpuacct == "" {
+		return 0, false
+	}
+	ns, err := readInt(filepath.Join(m.cg.cpuacct, "cpuacct.usage"))
+	return ns / 1000, err == nil
+}
+
+func (m *meter) memoryFigures() (used, limit, ooms int64, ok bool) {
+	if m.cg.mem == "" {
+		return 0, 0, 0, false
+	}
+	currentFile, limitFile, inactive, events, eventsFile := "memory.current", "memory.max", "inactive_file", "oom_kill", "memory.events"
+	if !m.cg.v2 {
+		currentFile, limitFile, inactive, eventsFile = "memory.usage_in_bytes", "memory.limit_in_bytes", "total_inactive_file", "memory.oom_control"
+	}
+	current, err := readInt(filepath.Join(m.cg.mem, currentFile))
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	used = current - readKeyed(filepath.Join(m.cg.mem, "memory.stat"))[inactive]
+	limit, _ = readInt(filepath.Join(m.cg.mem, limitFile)) // "max" (v2): no limit
+	// No limit, or one over the machine's memory (v1's "none" is a huge number): the machine's.
+	if total := readKeyed(filepath.Join(m.fsRoot, "proc/meminfo"))["MemTotal:"] << 10; total > 0 && (limit <= 0 || limit > total) {
+		limit = total
+	}
+	return max(used, 0), max(limit, 0), readKeyed(filepath.Join(m.cg.mem, eventsFile))[events], true
+}
+
+// cpuLimit is the cgroup's CPU quota in cores, else the machine's CPUs.
+func (m *meter) cpuLimit() float64 {
+	var quota, period float64
+	if m.cg.v2 {
+		b, err := os.ReadFile(filepath.Join(m.cg.cpu, "cpu.max"))
+		if f := strings.Fields(string(b)); err == nil && len(f) == 2 && f[0] != "max" {
+			quota, _ = strconv.ParseFloat(f[0], 64)
+			period, _ = strconv.ParseFloat(f[1], 64)
+		}
+	} else if m.cg.cpu != "" {
+		q, err1 := readInt(filepath.Join(m.cg.cpu, "cpu.cfs_quota_us"))
+		p, err2 := readInt(filepath.Join(m.cg.cpu, "cpu.cfs_period_us"))
+		if err1 == nil && err2 == nil && q > 0 {
+			quota, period = float64(q), float64(p)
+		}
+	}
+	if quota > 0 && period > 0 {
+		return round2(quota / period)
+	}
+	return float64(runtime.NumCPU())
+}
+
 // measure returns the resources at now. CPU needs two samples: the first call has none.
 func (m *meter) measure(now time.Time) protocol.Resources {
 	var r protocol.Resources
-	if m.cgroup != "" {
-		stat := readKeyed(filepath.Join(m.cgroup, "cpu.stat"))
-		if usage, ok := stat["usage_usec"]; ok {
+	if m.hasCG {
+		if usage, ok := m.cpuUsage(); ok {
 			if m.started && now.After(m.lastWhen) && usage >= m.lastCPU {
 				used := float64(usage-m.lastCPU) / float64(now.Sub(m.lastWhen).Microseconds())
 				r.CPU = &protocol.CPUUsage{UsedCores: round2(used), LimitCores: m.cpuLimit()}
 			}
 			m.lastCPU, m.lastWhen = usage, now
 		}
-		if current, err := readInt(filepath.Join(m.cgroup, "memory.current")); err == nil {
-			// The working set, as the kubelet counts it: page cache the kernel can take back
-			// (inactive files) is not in use.
-			used := current - readKeyed(filepath.Join(m.cgroup, "memory.stat"))["inactive_file"]
-			ooms := readKeyed(filepath.Join(m.cgroup, "memory.events"))["oom_kill"]
+		// The working set, as the kubelet counts it: page cache the kernel can take back
+		// (inactive files) is not in use.
+		if used, limit, ooms, ok := m.memoryFigures(); ok {
 			if !m.started {
 				m.oomAtZero = ooms
 			}
-			r.Memory = &protocol.MemoryUsage{UsedBytes: max(used, 0), LimitBytes: m.memoryLimit(), Threshold: m.memory, OOMKills: max(ooms-m.oomAtZero, 0)}
+			r.Memory = &protocol.MemoryUsage{UsedBytes: used, LimitBytes: limit, Threshold: m.memory, OOMKills: max(ooms-m.oomAtZero, 0)}
 		}
 		m.started = true
 	}
@@ -102,30 +199,6 @@ func (m *meter) measure(now time.Time) protocol.Resources {
 			UsedBytes: total - int64(st.Bfree)*int64(st.Bsize), Threshold: v.Threshold})
 	}
 	return r
-}
-
-// cpuLimit is the cgroup's CPU quota in cores, else the machine's CPUs.
-func (m *meter) cpuLimit() float64 {
-	b, err := os.ReadFile(filepath.Join(m.cgroup, "cpu.max"))
-	if f := strings.Fields(string(b)); err == nil && len(f) == 2 && f[0] != "max" {
-		quota, err1 := strconv.ParseFloat(f[0], 64)
-		period, err2 := strconv.ParseFloat(f[1], 64)
-		if err1 == nil && err2 == nil && period > 0 {
-			return round2(quota / period)
-		}
-	}
-	return float64(runtime.NumCPU())
-}
-
-// memoryLimit is the cgroup's memory.max, else (no limit) the machine's memory.
-func (m *meter) memoryLimit() int64 {
-	if n, err := readInt(filepath.Join(m.cgroup, "memory.max")); err == nil && n > 0 {
-		return n
-	}
-	if kb := readKeyed(filepath.Join(m.fsRoot, "proc/meminfo"))["MemTotal:"]; kb > 0 {
-		return kb << 10
-	}
-	return 0
 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
@@ -254,8 +327,8 @@ func reportMetadata(ctx context.Context, cfg Config, spec protocol.MetadataSpec,
 		defaultVolume = lookupEnv(cfg.Env, "HOME")
 	}
 	m := newMeter(cmp.Or(cfg.metadataRoot, "/"), spec.Monitoring, defaultVolume)
-	if m.cgroup == "" {
-		log.Warn("metadata: no cgroup v2 to read: the workspace's CPU and memory are not reported")
+	if !m.hasCG {
+		log.Warn("metadata: no cgroup to read: the workspace's CPU and memory are not reported")
 	}
 	items := &metadataItems{values: map[string]protocol.MetadataValue{}}
 	for _, it := range spec.Items {

@@ -40,14 +40,15 @@ func fakeKernel(t *testing.T, files map[string]string) string {
 func TestMeterReadsTheCgroup(t *testing.T) {
 	cg := "sys/fs/cgroup/kubepods/pod1/"
 	files := map[string]string{
-		"proc/self/cgroup":    "0::/kubepods/pod1\n",
-		"proc/meminfo":        "MemTotal:       16384000 kB\nMemFree: 1 kB\n",
-		cg + "cpu.stat":       "usage_usec 1000000\nuser_usec 900000\n",
-		cg + "cpu.max":        "200000 100000\n",
-		cg + "memory.current": "600000000\n",
-		cg + "memory.stat":    "anon 400000000\ninactive_file 100000000\n",
-		cg + "memory.max":     "1073741824\n",
-		cg + "memory.events":  "low 0\noom 1\noom_kill 3\n",
+		"proc/self/cgroup":        "0::/kubepods/pod1\n",
+		"proc/meminfo":            "MemTotal:       16384000 kB\nMemFree: 1 kB\n",
+		cg + "cgroup.controllers": "cpu memory\n",
+		cg + "cpu.stat":           "usage_usec 1000000\nuser_usec 900000\n",
+		cg + "cpu.max":            "200000 100000\n",
+		cg + "memory.current":     "600000000\n",
+		cg + "memory.stat":        "anon 400000000\ninactive_file 100000000\n",
+		cg + "memory.max":         "1073741824\n",
+		cg + "memory.events":      "low 0\noom 1\noom_kill 3\n",
 	}
 	root := fakeKernel(t, files)
 	vol := filepath.Join(root, "projects")
@@ -83,7 +84,36 @@ func TestMeterReadsTheCgroup(t *testing.T) {
 	}
 }
 
-// Without a cgroup v2 (no 0:: line), no CPU or memory figure is made up; volumes still are.
+// On a host with cgroup v1 (the hybrid layout: a 0:: line without a v2 cgroup), the memory, cpu
+// and cpuacct controllers' files are read, inside a container at the hierarchies' roots; v1's
+// "no limit" is the machine's memory.
+func TestMeterReadsCgroupV1(t *testing.T) {
+	files := map[string]string{
+		"proc/self/cgroup": "4:memory:/kubepods/pod1/c1\n3:cpu,cpuacct:/kubepods/pod1/c1\n0::/\n",
+		"proc/meminfo":     "MemTotal: 1000 kB\n",
+		"sys/fs/cgroup/memory/memory.usage_in_bytes":  "600000\n",
+		"sys/fs/cgroup/memory/memory.stat":            "cache 1\ntotal_inactive_file 100000\n",
+		"sys/fs/cgroup/memory/memory.limit_in_bytes":  "9223372036854771712\n",
+		"sys/fs/cgroup/memory/memory.oom_control":     "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+		"sys/fs/cgroup/cpu,cpuacct/cpuacct.usage":     "1000000000\n",
+		"sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us":  "50000\n",
+		"sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+	}
+	root := fakeKernel(t, files)
+	m := newMeter(root, protocol.ResourcesMonitoring{Volumes: []protocol.VolumeThreshold{{Path: "/proc", Threshold: 50}}}, "")
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	if r := m.measure(t0); r.Memory == nil || r.Memory.UsedBytes != 500000 || r.Memory.LimitBytes != 1000<<10 {
+		t.Fatalf("memory: %+v", r.Memory)
+	}
+	_ = os.WriteFile(filepath.Join(root, "sys/fs/cgroup/cpu,cpuacct/cpuacct.usage"), []byte("3000000000\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(root, "sys/fs/cgroup/memory/memory.oom_control"), []byte("oom_kill 5\n"), 0o644)
+	r := m.measure(t0.Add(10 * time.Second))
+	if r.CPU == nil || r.CPU.UsedCores != 0.2 || r.CPU.LimitCores != 0.5 || r.Memory.OOMKills != 3 {
+		t.Fatalf("cpu %+v, memory %+v", r.CPU, r.Memory)
+	}
+}
+
+// Without a cgroup to read, no CPU or memory figure is made up; volumes still are.
 func TestMeterWithoutCgroup(t *testing.T) {
 	root := fakeKernel(t, map[string]string{"proc/self/cgroup": "12:memory:/user\n", "home/.keep": ""})
 	m := newMeter(root, protocol.ResourcesMonitoring{Volumes: []protocol.VolumeThreshold{{Path: "/home", Threshold: 0}}}, "/projects")
@@ -137,7 +167,7 @@ func TestReportMetadata(t *testing.T) {
 	ticks := make(chan time.Time)
 	var intervals sync.Map
 	after := func(d time.Duration) <-chan time.Time { intervals.Store(d, true); return ticks }
-	root := fakeKernel(t, map[string]string{"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/memory.current": "1000\n", "sys/fs/cgroup/memory.max": "4000\n"})
+	root := fakeKernel(t, map[string]string{"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/cgroup.controllers": "memory\n", "sys/fs/cgroup/memory.current": "1000\n", "sys/fs/cgroup/memory.max": "4000\n"})
 	spec, err := protocol.ParseMetadataSpec(`{"items":[{"key":"answer","display_name":"Answer","script":"echo 42","interval":30}]}`)
 	if err != nil {
 		t.Fatal(err)

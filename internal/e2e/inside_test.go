@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/testutil/kubetest"
+)
+
+// TestInsideTheWorkspaceOnRealNode (issue 23, items 2 and 3): on the real node, the helper of a
+// workspace reports what happens inside it, to a server without forges: its memory and volumes
+// from the node's cgroups and filesystems, and the value of a custom metadata command its devfile
+// declares, all in `hangar show`. A loop filling a watched volume (the container's /dev/shm, a
+// 64 MiB tmpfs, at a 50 % threshold) raises the volume alert; a memory hog over the container's
+// limit is killed by the kernel and the workspace says so.
+func TestInsideTheWorkspaceOnRealNode(t *testing.T) {
+	parallel(t)
+	e := setUpProxyWith(t, func(_ *kubetest.Cluster, relayURL string) []string { return []string{"--helper-url", relayURL} })
+	token, _ := e.user(t, "ines")
+	u := cliUser{url: e.srv.URL, token: token, home: t.TempDir()}
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := u.run(t, args...)
+		if code != 0 {
+			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
+	}
+	devfile := filepath.Join(t.TempDir(), "devfile.yaml")
+	if err := os.WriteFile(devfile, []byte(`schemaVersion: 2.2.0
+components:
+  - name: dev
+    attributes:
+      hangar.dev/metadata:
+        - {key: answer, display_name: Answer, script: "echo 42-from-the-devfile", interval: 5}
+      hangar.dev/resources-monitoring: {volumes: [{path: /dev/shm, threshold: 50}]}
+    container:
+      image: `+kubetest.WorkspaceImage+`
+      memoryLimit: 192Mi
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	must("create", "inside", "--agent", e.agent, "--devfile", devfile, "--wait", "--timeout", "2m")
+	t.Cleanup(func() {
+		if t.Failed() {
+			logPods(t, e.cluster, "inside")
+		}
+	})
+	var shown string
+	kubetest.Eventually(t, 2*time.Minute, "the helper's figures and the metadata value", func(context.Context) error {
+		shown = must("show", "inside")
+		for _, want := range []string{"Metadata:            Answer: 42-from-the-devfile\n", "Resources:           ", "memory ", " of 192.0 MiB (", "/dev/shm "} {
+			if !strings.Contains(shown, want) {
+				return fmt.Errorf("hangar show lacks %q:\n%s", want, shown)
+			}
+		}
+		return nil
+	})
+	t.Logf("inside the workspace, as `hangar show` says it:\n%s", shown)
+
+	var ws sdk.Workspace
+	if err := json.Unmarshal([]byte(must("show", "inside", "-o", "json")), &ws); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pods, err := e.cluster.Client.CoreV1().Pods(ws.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods: %v %v", pods, err)
+	}
+	pod := pods.Items[0]
+	exec := func(script string) {
+		t.Helper()
+		out, errOut, err := e.cluster.Exec(ctx, pod.Namespace, pod.Name, "dev", "/bin/sh", "-c", script)
+		t.Logf("%s: %v\n%s%s", script, err, out, errOut)
+	}
+	// A loop fills the watched volume past its threshold.
+	exec("for i in 1 2 3 4 5 6 7 8 9 10; do head -c 4194304 /dev/zero > /dev/shm/fill-$i; done")
+	kubetest.Eventually(t, time.Minute, "the volume alert", func(context.Context) error {
+		shown = must("show", "inside")
+		if !strings.Contains(shown, "Alerts:              ACTIVE since ") || !strings.Contains(shown, "volume /dev/shm at ") {
+			return fmt.Errorf("hangar show has no active volume alert:\n%s", shown)
+		}
+		return nil
+	})
+	exec("rm -f /dev/shm/fill-*")
+	// A memory hog over the limit: the kernel kills it.
+	exec("tail /dev/zero")
+	kubetest.Eventually(t, time.Minute, "the OOM kill", func(context.Context) error {
+		shown = must("show", "inside")
+		if !strings.Contains(shown, "killed for lack of memory") {
+			return fmt.Errorf("hangar show says nothing of the kill:\n%s", shown)
+		}
+		return nil
+	})
+	t.Logf("after the hog, `hangar show` says:\n%s", shown)
+	must("delete", "inside", "--yes", "--wait")
+}
