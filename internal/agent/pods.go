@@ -2,6 +2,8 @@ package agent
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,6 +87,42 @@ func PodFailure(pods []*corev1.Pod, now time.Time) *protocol.PodFailure {
 		}
 	}
 	return nil
+}
+
+// PodAlerts returns what happened to a workspace's pods that its owner must hear of although the
+// workspace runs on, at most protocol.MaxPodAlerts, oldest first: a container the kernel killed
+// for lack of memory (its last termination, or its current one, OOMKilled: the kubelet restarts
+// it), and a pod evicted (phase Failed, reason Evicted: the Deployment makes another).
+func PodAlerts(pods []*corev1.Pod) []protocol.PodAlert {
+	var out []protocol.PodAlert
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
+			at := p.CreationTimestamp.Time
+			for _, c := range p.Status.Conditions {
+				if c.LastTransitionTime.After(at) {
+					at = c.LastTransitionTime.Time
+				}
+			}
+			out = append(out, protocol.PodAlert{Kind: protocol.PodAlertEvicted, Subject: p.Name, At: at.UTC(),
+				Message: strings.TrimSuffix("pod "+p.Name+" was evicted: "+p.Status.Message, ": ")})
+		}
+		for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+			for _, cs := range statuses {
+				for _, t := range []*corev1.ContainerStateTerminated{cs.LastTerminationState.Terminated, cs.State.Terminated} {
+					if t != nil && t.Reason == "OOMKilled" {
+						out = append(out, protocol.PodAlert{Kind: protocol.PodAlertOOMKilled, Subject: cs.Name, At: t.FinishedAt.UTC(),
+							Message: "container " + cs.Name + " was killed for lack of memory (exit code " + strconv.Itoa(int(t.ExitCode)) + ")"})
+					}
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b protocol.PodAlert) int { return a.At.Compare(b.At) })
+	out = slices.CompactFunc(out, func(a, b protocol.PodAlert) bool { return a.Kind == b.Kind && a.Subject == b.Subject && a.At.Equal(b.At) })
+	if len(out) > protocol.MaxPodAlerts {
+		out = out[len(out)-protocol.MaxPodAlerts:]
+	}
+	return out
 }
 
 // imageBuildParts says what each of the image build's init containers does, for its failure.

@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
 func TestPodFailure(t *testing.T) {
@@ -122,5 +125,44 @@ func TestParseInventoryAndConfig(t *testing.T) {
 	}
 	if _, err := ParseConfig("kind: [unclosed"); err == nil {
 		t.Fatal("bad YAML accepted")
+	}
+}
+
+// TestPodAlerts: a container restarted after the kernel killed it for lack of memory, or being
+// killed now, and a pod evicted are alerts, each once (a container's current and last
+// termination the same kill), oldest first, at most protocol.MaxPodAlerts; a container that ended
+// otherwise is none.
+func TestPodAlerts(t *testing.T) {
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	oom := func(s int) *corev1.ContainerStateTerminated {
+		return &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(at.Add(time.Duration(s) * time.Second))}
+	}
+	running := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "dev", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, LastTerminationState: corev1.ContainerState{Terminated: oom(5)}},
+		{Name: "db", LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}},
+		{Name: "side", State: corev1.ContainerState{Terminated: oom(2)}, LastTerminationState: corev1.ContainerState{Terminated: oom(2)}},
+	}}}
+	evicted := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dev-abc", CreationTimestamp: metav1.NewTime(at.Add(-time.Hour))},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: ephemeral-storage.",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(at.Add(time.Second))}}}}
+	got := PodAlerts([]*corev1.Pod{running, evicted})
+	var lines []string
+	for _, a := range got {
+		lines = append(lines, a.Kind+" "+a.Subject+" "+a.At.Format("15:04:05")+" "+a.Message)
+	}
+	want := []string{
+		"evicted dev-abc 10:00:01 pod dev-abc was evicted: The node was low on resource: ephemeral-storage.",
+		"oom-killed side 10:00:02 container side was killed for lack of memory (exit code 137)",
+		"oom-killed dev 10:00:05 container dev was killed for lack of memory (exit code 137)",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("alerts:\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	var many []*corev1.Pod
+	for i := range protocol.MaxPodAlerts + 3 {
+		many = append(many, &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "dev", LastTerminationState: corev1.ContainerState{Terminated: oom(i)}}}}})
+	}
+	if got := PodAlerts(many); len(got) != protocol.MaxPodAlerts || !got[0].At.Equal(at.Add(3*time.Second)) {
+		t.Fatalf("%d alerts from %d kills, the first at %v", len(got), len(many), got[0].At)
 	}
 }

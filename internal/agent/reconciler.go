@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +52,7 @@ type reconciler struct {
 	mu          sync.Mutex
 	acked       map[errtrack.Key]string // deployment_resource_version the server echoed
 	podFailures map[errtrack.Key]string // the pod failure last reported and answered ("" none)
+	podAlerts   map[errtrack.Key]string // the pod alerts last reported and answered (alertsKey)
 	podEvents   map[errtrack.Key]string // the pod failure last recorded as an Event
 	terminating map[errtrack.Key]string // protocol.TerminationTerminating or TerminationTerminated
 	known       map[errtrack.Key][]Ref  // objects of the last config applied, for termination
@@ -94,7 +96,7 @@ func newReconciler(ctx context.Context, log *slog.Logger, kube *Kube, agentID st
 	r := &reconciler{
 		log: log, kube: kube, agentID: agentID, ctx: rctx, cancel: cancel, steps: steps,
 		informer: inf, pods: pods, stop: make(chan struct{}), wake: wake, errs: errtrack.New(),
-		acked: map[errtrack.Key]string{}, podFailures: map[errtrack.Key]string{}, podEvents: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
+		acked: map[errtrack.Key]string{}, podFailures: map[errtrack.Key]string{}, podAlerts: map[errtrack.Key]string{}, podEvents: map[errtrack.Key]string{}, terminating: map[errtrack.Key]string{}, known: map[errtrack.Key][]Ref{},
 		applies: map[errtrack.Key]*applySlot{}, applySem: make(chan struct{}, max(applyConcurrency, 1)),
 	}
 	poke := func(any) { r.poke() }
@@ -130,6 +132,15 @@ func (r *reconciler) workspacePods(k errtrack.Key) []*corev1.Pod {
 		return nil
 	}
 	return podsOf(objs)
+}
+
+// alertsKey identifies a list of pod alerts, to tell whether it changed since it was answered.
+func alertsKey(alerts []protocol.PodAlert) string {
+	var b strings.Builder
+	for _, a := range alerts {
+		b.WriteString(a.Kind + "\x00" + a.Subject + "\x00" + a.At.UTC().Format(time.RFC3339Nano) + "\x00")
+	}
+	return b.String()
 }
 
 func failureKey(f *protocol.PodFailure) string {
@@ -235,10 +246,13 @@ func (r *reconciler) report(ctx context.Context, ut protocol.UpdateType, snap er
 		r.recordPodFailure(k, failure)
 		steps := StartupSteps(pods, r.steps.get)
 		newSteps := len(steps) > 0 && r.steps.unsent(k, steps)
-		if ut == protocol.UpdateFull || r.acked[k] != d.ResourceVersion || failureKey(failure) != r.podFailures[k] || newSteps {
+		alerts := PodAlerts(pods)
+		newAlerts := alertsKey(alerts) != r.podAlerts[k]
+		if ut == protocol.UpdateFull || r.acked[k] != d.ResourceVersion || failureKey(failure) != r.podFailures[k] || newSteps || newAlerts {
 			i := get(k)
 			i.LatestK8sDeploymentInfo = DeploymentInfo(d)
 			i.PodFailure = failure
+			i.PodAlerts = alerts
 			// Steps go when they changed since the server last answered: a full reconcile does
 			// not send every build's log again.
 			if newSteps {
@@ -297,10 +311,12 @@ func (r *reconciler) progressTerminations(ctx context.Context) {
 // and start applies.
 func (r *reconciler) handle(ctx context.Context, req protocol.ReconcileRequest, resp protocol.ReconcileResponse) {
 	sent := map[errtrack.Key]string{}
+	sentAlerts := map[errtrack.Key]string{}
 	sentSteps := map[errtrack.Key][]protocol.StartupStep{}
 	for _, i := range req.WorkspaceAgentInfos {
 		if i.LatestK8sDeploymentInfo != nil {
 			sent[errtrack.Key{Name: i.Name, Namespace: i.Namespace}] = failureKey(i.PodFailure)
+			sentAlerts[errtrack.Key{Name: i.Name, Namespace: i.Namespace}] = alertsKey(i.PodAlerts)
 		}
 		if len(i.StartupSteps) > 0 {
 			sentSteps[errtrack.Key{Name: i.Name, Namespace: i.Namespace}] = i.StartupSteps
@@ -312,6 +328,7 @@ func (r *reconciler) handle(ctx context.Context, req protocol.ReconcileRequest, 
 		r.acked[k] = w.DeploymentResourceVersion
 		if reported, ok := sent[k]; ok {
 			r.podFailures[k] = reported
+			r.podAlerts[k] = sentAlerts[k]
 		}
 		if reported, ok := sentSteps[k]; ok {
 			r.steps.answered(k, reported)
@@ -322,6 +339,7 @@ func (r *reconciler) handle(ctx context.Context, req protocol.ReconcileRequest, 
 				delete(r.terminating, k)
 				delete(r.acked, k)
 				delete(r.podFailures, k)
+				delete(r.podAlerts, k)
 				delete(r.podEvents, k)
 				r.steps.answered(k, nil)
 				delete(r.known, k)

@@ -102,9 +102,13 @@ func (p Policies) Of(w workspace.Workspace) workspace.Lifecycle {
 
 // Snapshot is what lifecycle.Decide reads of w under policy p.
 func Snapshot(w workspace.Workspace, p workspace.Lifecycle, busy bool) lifecycle.Snapshot {
-	use := w.CreatedAt
-	if w.LastActivityAt != nil && w.LastActivityAt.After(use) {
-		use = *w.LastActivityAt
+	use, last := w.CreatedAt, w.LastActivityAt
+	if p.Activity == workspace.ActivityWork {
+		// Work inside, not connections: an open shell that does nothing is no use.
+		last = w.LastWorkAt
+	}
+	if last != nil && last.After(use) {
+		use = *last
 	}
 	return lifecycle.Snapshot{Desired: w.DesiredState, Actual: w.ActualState, DesiredAt: w.DesiredStateUpdatedAt,
 		ActualAt: w.ActualStateUpdatedAt, LastUse: use, DormantAt: w.DormantAt, Schedule: w.Schedule, Policy: p, Busy: busy}

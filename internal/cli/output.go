@@ -128,6 +128,9 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 	if ws.LastActivityAt != nil {
 		lastUsed = a.formatTime(*ws.LastActivityAt)
 	}
+	if ws.LastWorkAt != nil {
+		lastUsed += "; work seen inside " + a.formatTime(*ws.LastWorkAt) + " (" + printable(ws.LastWorkReason) + ")"
+	}
 	deployment := "-"
 	if ws.DeploymentResourceVersion != nil && *ws.DeploymentResourceVersion != "" {
 		deployment = "resourceVersion " + *ws.DeploymentResourceVersion
@@ -249,6 +252,16 @@ func policyText(l sdk.Lifecycle) string {
 		if p[1] != "" {
 			parts = append(parts, p[0]+" "+p[1])
 		}
+	}
+	if l.Activity == "work" {
+		w := "use is work inside"
+		if len(l.ActivityProcesses) > 0 {
+			w += " (processes: " + strings.Join(l.ActivityProcesses, ", ") + ")"
+		}
+		if l.ActivityCPU > 0 {
+			w += fmt.Sprintf(" (CPU from %g cores)", l.ActivityCPU)
+		}
+		parts = append(parts, w)
 	}
 	if len(parts) == 0 {
 		return "none"

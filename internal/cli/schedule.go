@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/spf13/cobra"
+	"strings"
 
 	"github.com/hangar-dev/hangar/internal/sdk"
 )
@@ -75,8 +76,9 @@ shows the policy in force and what will happen next.
 func (a *app) templateLifecycleCmd() *cobra.Command {
 	var l sdk.Lifecycle
 	var clear bool
+	var activityProcesses string
 	cmd := &cobra.Command{
-		Use:   "lifecycle NAME [--default-ttl D] [--max-ttl D] [--failure-ttl D] [--dormancy D] [--dormancy-delete D] [--max-active D] [--max-stopped D] [--clear]",
+		Use:   "lifecycle NAME [--default-ttl D] [--max-ttl D] [--failure-ttl D] [--dormancy D] [--dormancy-delete D] [--max-active D] [--max-stopped D] [--activity connections|work] [--activity-processes LIST] [--activity-cpu CORES] [--clear]",
 		Short: "Show or set the lifecycle policy of a template's workspaces",
 		Long: `Show or set what the lifecycle executor does to the workspaces of a terraform template without
 being asked. Without flags it shows the policy (anyone may look); each flag given changes one rule
@@ -91,6 +93,14 @@ the policy becomes just those). Changing it is for admins. Durations are Go's te
   --dormancy-delete  delete a workspace dormant for this long, unless its owner starts it
   --max-active       stop a workspace this long after it was started, used or not
   --max-stopped      delete a workspace stopped for this long
+  --activity         what counts as use for the TTL and dormancy: connections (the default: traffic
+                     through the proxy or the server, an open SSH session included) or work (what
+                     the workspace's helper sees inside: CPU of the user's processes, a running
+                     process of --activity-processes, terminal output, web editor connections)
+  --activity-processes  with work: commands whose running is work, comma-separated names and first
+                     words ("make,go test,cargo")
+  --activity-cpu     with work: the CPU, in cores, at or over which the user's processes are
+                     working (default 0.1)
 
 A claimed prebuilt workspace counts its times from the claim. An agent's policy (kubernetes
 workspaces) is in its configuration: "lifecycle", with GitLab's max_active_hours_before_stop and
@@ -123,6 +133,23 @@ max_stopped_hours_before_termination.`,
 			if clear {
 				t.Lifecycle = sdk.Lifecycle{}
 			}
+			if f := cmd.Flags(); f.Changed("activity") || f.Changed("activity-processes") || f.Changed("activity-cpu") {
+				if f.Changed("activity") {
+					t.Lifecycle.Activity = l.Activity
+				}
+				if f.Changed("activity-processes") {
+					t.Lifecycle.ActivityProcesses = nil
+					for _, p := range strings.Split(activityProcesses, ",") {
+						if p = strings.TrimSpace(p); p != "" {
+							t.Lifecycle.ActivityProcesses = append(t.Lifecycle.ActivityProcesses, p)
+						}
+					}
+				}
+				if f.Changed("activity-cpu") {
+					t.Lifecycle.ActivityCPU = l.ActivityCPU
+				}
+				changed = true
+			}
 			for _, r := range rules {
 				if cmd.Flags().Changed(r.flag) {
 					*r.to, changed = r.from, true
@@ -147,6 +174,9 @@ max_stopped_hours_before_termination.`,
 	f.StringVar(&l.DormancyAutoDelete, "dormancy-delete", "", "delete a workspace dormant for this `DURATION`")
 	f.StringVar(&l.MaxActive, "max-active", "", "stop a workspace this `DURATION` after its start")
 	f.StringVar(&l.MaxStopped, "max-stopped", "", "delete a workspace stopped for this `DURATION`")
+	f.StringVar(&l.Activity, "activity", "", "what counts as use: `connections` or work")
+	f.StringVar(&activityProcesses, "activity-processes", "", "with --activity work: commands whose running is work (`LIST`: make,go test)")
+	f.Float64Var(&l.ActivityCPU, "activity-cpu", 0, "with --activity work: `CORES` of CPU at or over which processes are working (0: 0.1)")
 	f.BoolVar(&clear, "clear", false, "remove the whole policy (with other flags: keep only those)")
 	return cmd
 }

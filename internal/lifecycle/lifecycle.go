@@ -28,7 +28,8 @@ type Snapshot struct {
 	// ActualAt is when the actual state last changed (nil: never): a failure's time.
 	ActualAt *time.Time
 	// LastUse is the latest use: creation, a user's API change, a build a user asked for, or
-	// traffic through the proxy or the server (the workspace's LastActivityAt and CreatedAt).
+	// traffic through the proxy or the server (the workspace's LastActivityAt and CreatedAt); under
+	// a policy whose activity is work, creation or the latest work its helper saw (LastWorkAt).
 	LastUse   time.Time
 	DormantAt *time.Time
 	Schedule  workspace.Schedule
@@ -55,6 +56,14 @@ func (a Action) None() bool { return a.To == "" && !a.MarkDormant }
 // Text is the reason as the workspace shows it: "autostop: ...".
 func (a Action) Text() string { return string(a.Reason) + ": " + a.Detail }
 
+// useWord is what a policy counts as use, in the words of an action's detail.
+func useWord(p workspace.Lifecycle) string {
+	if p.Activity == workspace.ActivityWork {
+		return "work seen inside"
+	}
+	return "used"
+}
+
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 MST") }
 
 // Decide returns what to do to the workspace s describes at now.
@@ -79,7 +88,7 @@ func Decide(now time.Time, s Snapshot) Action {
 		}
 		if at, ok := StopDeadline(s); ok && !now.Before(at) {
 			return Action{To: workspace.Stopped, Reason: build.ReasonAutostop, Due: at,
-				Detail: fmt.Sprintf("started %s, last used %s (TTL %s)", stamp(s.DesiredAt), stamp(s.LastUse), workspace.TTL(s.Schedule, p))}
+				Detail: fmt.Sprintf("started %s, last %s %s (TTL %s)", stamp(s.DesiredAt), useWord(p), stamp(s.LastUse), workspace.TTL(s.Schedule, p))}
 		}
 	case workspace.Stopped:
 		if s.DormantAt != nil {

@@ -57,6 +57,9 @@ func TruncateMessages(req *ReconcileRequest) int {
 		if p := info.PodFailure; p != nil {
 			cut(&p.Message)
 		}
+		for j := range info.PodAlerts {
+			cut(&info.PodAlerts[j].Message)
+		}
 		if d := info.LatestK8sDeploymentInfo; d != nil && d.Status != nil {
 			for j := range d.Status.Conditions {
 				cut(&d.Status.Conditions[j].Message)

@@ -172,7 +172,32 @@ type MetadataReport struct {
 	CollectedAt time.Time       `json:"collected_at"`
 	Resources   Resources       `json:"resources"`
 	Items       []MetadataValue `json:"items,omitempty"`
+	// Activity is what the helper saw of work in the workspace over the last interval (absent
+	// from a helper before protocol 9).
+	Activity *Activity `json:"activity,omitempty"`
 }
+
+// Activity is the work a helper saw in its workspace over one interval (docs/decisions.md,
+// "Inside the workspace: idle by real work"): the CPU its user's processes used, in cores, and
+// the busiest of them; a running process the server's list names (its command line, cut); the
+// bytes its sessions wrote to their terminals; the connections open to the web editor.
+type Activity struct {
+	CPUCores          float64 `json:"cpu_cores"`
+	TopProcess        string  `json:"top_process,omitempty"`
+	Matched           string  `json:"matched,omitempty"`
+	TerminalOutput    int64   `json:"terminal_output,omitempty"`
+	EditorConnections int     `json:"editor_connections,omitempty"`
+}
+
+// MetadataAnswer is the server's answer to a report: the processes (a command's name and first
+// words: "make", "go test") whose running counts as work in this workspace, for the next
+// interval. A server before protocol 9 answers nothing (204).
+type MetadataAnswer struct {
+	ActivityProcesses []string `json:"activity_processes,omitempty"`
+}
+
+// MaxActivityTextBytes bounds an Activity's process names and command line.
+const MaxActivityTextBytes = 256
 
 // Resources are a workspace's figures. A figure the helper cannot read (no cgroup v2 here) is
 // absent, never guessed.
@@ -237,6 +262,13 @@ func (r *MetadataReport) Check() error {
 		}
 		it.Value = TruncateMessage(strings.ToValidUTF8(it.Value, "\uFFFD"), MaxMetadataValueBytes)
 		it.Error = TruncateMessage(strings.ToValidUTF8(it.Error, "\uFFFD"), MaxMetadataValueBytes)
+	}
+	if a := r.Activity; a != nil {
+		if a.CPUCores < 0 || a.CPUCores > 1e6 || a.TerminalOutput < 0 || a.EditorConnections < 0 {
+			return fmt.Errorf("activity: want cores, bytes and connections from 0")
+		}
+		a.TopProcess = TruncateMessage(strings.ToValidUTF8(a.TopProcess, "\uFFFD"), MaxActivityTextBytes)
+		a.Matched = TruncateMessage(strings.ToValidUTF8(a.Matched, "\uFFFD"), MaxActivityTextBytes)
 	}
 	res := &r.Resources
 	if c := res.CPU; c != nil && (c.UsedCores < 0 || c.LimitCores < 0 || c.UsedCores > 1e6 || c.LimitCores > 1e6) {

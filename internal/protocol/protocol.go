@@ -37,7 +37,11 @@ import "time"
 //	   log; a workspace's helper reports its postStart commands the same way (StartupStepPath).
 //	   Additive both ways: an older server ignores them (and answers the helper's report 404,
 //	   which the helper logs); an older agent or helper sends none.
-const Version = 8
+//	9: WorkspaceAgentInfo has pod_alerts (a container killed for lack of memory, the pod
+//	   evicted), and a workspace's helper reports its resources and custom metadata
+//	   (MetadataPath). Additive both ways: an older server ignores the alerts (and answers the
+//	   helper's report 404, which the helper logs once); an older agent or helper sends none.
+const Version = 9
 
 // ReconcilePath is the endpoint agents POST to, authenticated by the agent's bearer token.
 const ReconcilePath = "/api/v1/agent/reconcile"
@@ -89,6 +93,29 @@ type WorkspaceAgentInfo struct {
 	// agent sees them: its init containers that are steps (AgentSteps), in order. Sent when they changed since the server last answered; an empty
 	// log does not erase the log the server has of the same step run (same started_at).
 	StartupSteps []StartupStep `json:"startup_steps,omitempty"`
+	// PodAlerts are what happened to the workspace's pod that its owner must hear of although it
+	// runs on (docs/decisions.md, "Inside the workspace: metadata and resource alerts"): a
+	// container the kernel killed for lack of memory (restarted since), the pod evicted. Sent
+	// when they changed since the server last answered; each is recorded once.
+	PodAlerts []PodAlert `json:"pod_alerts,omitempty"`
+}
+
+// The kinds of a PodAlert (the server's workspace alerts of the same names).
+const (
+	PodAlertOOMKilled = "oom-killed"
+	PodAlertEvicted   = "evicted"
+)
+
+// MaxPodAlerts bounds a workspace's pod alerts in one report.
+const MaxPodAlerts = 8
+
+// PodAlert is one event of a workspace's pod: its kind, what it is about (a container's name, the
+// pod's), when it happened and the words Kubernetes gave.
+type PodAlert struct {
+	Kind    string    `json:"kind"`
+	Subject string    `json:"subject"`
+	At      time.Time `json:"at"`
+	Message string    `json:"message,omitempty"`
 }
 
 // The startup steps: those an agent reports (the image build's three init containers and the

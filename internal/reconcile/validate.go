@@ -55,6 +55,23 @@ func Validate(req protocol.ReconcileRequest) error {
 			tooLong(v, f+".pod_failure.message", p.Message, protocol.MaxMessageBytes)
 		}
 		validateSteps(v, f+".startup_steps", info.StartupSteps)
+		if n := len(info.PodAlerts); n > protocol.MaxPodAlerts {
+			v.Add(f+".pod_alerts", "has %d alerts, the limit is %d", n, protocol.MaxPodAlerts)
+		}
+		for j, a := range info.PodAlerts {
+			g := fmt.Sprintf("%s.pod_alerts[%d]", f, j)
+			if a.Kind != protocol.PodAlertOOMKilled && a.Kind != protocol.PodAlertEvicted {
+				v.Add(g+".kind", "must be %q or %q, got %q", protocol.PodAlertOOMKilled, protocol.PodAlertEvicted, clip(a.Kind))
+			}
+			if a.Subject == "" {
+				v.Add(g+".subject", "is required")
+			}
+			tooLong(v, g+".subject", a.Subject, protocol.MaxConditionIdentifierBytes)
+			if a.At.IsZero() {
+				v.Add(g+".at", "is required")
+			}
+			tooLong(v, g+".message", a.Message, protocol.MaxMessageBytes)
+		}
 		if d := info.LatestK8sDeploymentInfo; d != nil {
 			switch rv := d.Metadata.ResourceVersion; {
 			case rv == "":

@@ -28,6 +28,12 @@ type Lifecycle struct {
 	DormancyAutoDelete string `json:"dormancy_auto_delete,omitempty"`
 	MaxActive          string `json:"max_active,omitempty"`
 	MaxStopped         string `json:"max_stopped,omitempty"`
+	// Activity is what counts as use: "connections" ("" too) or "work" (what the workspace's
+	// helper sees: CPU at or over ActivityCPU cores, a running process ActivityProcesses names,
+	// terminal output, web editor connections).
+	Activity          string   `json:"activity,omitempty"`
+	ActivityProcesses []string `json:"activity_processes,omitempty"`
+	ActivityCPU       float64  `json:"activity_cpu,omitempty"`
 }
 
 // WorkspaceAutomation is what the lifecycle executor has done and will do to a workspace.

@@ -50,6 +50,11 @@ type Workspace struct {
 	// LastActivityAt is when the workspace was last used through the access proxy (an SSH session
 	// or forward, an HTTP request), as its proxies reported it; null when never.
 	LastActivityAt *time.Time `json:"last_activity_at"`
+	// LastWorkAt is when the workspace's helper last saw work inside it (a policy with activity
+	// "work" counts it as use), and LastWorkReason what: "process running: go test ./...",
+	// "CPU: 1.20 cores (most by cc1)".
+	LastWorkAt     *time.Time `json:"last_work_at,omitempty"`
+	LastWorkReason string     `json:"last_work_reason,omitempty"`
 	// Schedule is the workspace's own lifecycle settings.
 	Schedule WorkspaceSchedule `json:"schedule"`
 	// DesiredStateReason says why the desired state is what it is when the lifecycle executor set

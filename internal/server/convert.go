@@ -48,6 +48,8 @@ func (s *Server) toWorkspace(w workspace.Workspace) sdk.Workspace {
 		CreatedAt:                 w.CreatedAt,
 		ClaimedAt:                 w.ClaimedAt,
 		LastActivityAt:            w.LastActivityAt,
+		LastWorkAt:                w.LastWorkAt,
+		LastWorkReason:            w.LastWorkReason,
 		Schedule:                  toSDKSchedule(w.Schedule),
 		DesiredStateReason:        w.DesiredStateReason,
 		DormantAt:                 w.DormantAt,

@@ -138,6 +138,7 @@ func fromSDKLifecycle(in sdk.Lifecycle) (workspace.Lifecycle, error) {
 	if err := v.Err(); err != nil {
 		return out, err
 	}
+	out.Activity, out.ActivityProcesses, out.ActivityCPU = in.Activity, in.ActivityProcesses, in.ActivityCPU
 	out.Validate("", v)
 	return out, v.Err()
 }
@@ -152,7 +153,8 @@ func durationText(d workspace.Duration) string {
 func toSDKLifecycle(l workspace.Lifecycle) sdk.Lifecycle {
 	return sdk.Lifecycle{DefaultTTL: durationText(l.DefaultTTL), MaxTTL: durationText(l.MaxTTL), FailureTTL: durationText(l.FailureTTL),
 		DormancyThreshold: durationText(l.DormancyThreshold), DormancyAutoDelete: durationText(l.DormancyAutoDelete),
-		MaxActive: durationText(l.MaxActive), MaxStopped: durationText(l.MaxStopped)}
+		MaxActive: durationText(l.MaxActive), MaxStopped: durationText(l.MaxStopped),
+		Activity: l.Activity, ActivityProcesses: l.ActivityProcesses, ActivityCPU: l.ActivityCPU}
 }
 
 func toSDKSchedule(sc workspace.Schedule) sdk.WorkspaceSchedule {

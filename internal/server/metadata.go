@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/autobuild"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -51,7 +52,19 @@ type wsMetadata struct {
 	history     []sdk.ResourceSample
 	open        map[alertKey]bool
 	oomKills    int64
+	// The workspace's lifecycle policy, read at most every policyFor; the work last seen and
+	// when it was last written (WorkPersistInterval).
+	policy          workspace.Lifecycle
+	policyAt        time.Time
+	workPersistedAt time.Time
 }
+
+// WorkPersistInterval is how often at most the work a workspace's helper sees is written: the
+// shortest TTL is a minute, so a workspace that works is never a minute behind.
+const WorkPersistInterval = 30 * time.Second
+
+// policyFor is how long a workspace's policy read for its reports is kept.
+const policyFor = time.Minute
 
 type alertKey struct{ kind, subject string }
 
@@ -119,15 +132,18 @@ func (s *Server) helperMetadataErr(w http.ResponseWriter, r *http.Request) error
 		field, detail, _ := strings.Cut(err.Error(), ": ")
 		return errBadRequest("invalid metadata report: "+err.Error(), sdk.Validation{Field: field, Detail: detail})
 	}
-	if err := s.recordMetadata(r.Context(), ws, rep); err != nil {
+	answer, err := s.recordMetadata(r.Context(), ws, rep)
+	if err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, answer)
 	return nil
 }
 
-// recordMetadata keeps a report of ws's helper and records the alerts it raises or clears.
-func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep protocol.MetadataReport) error {
+// recordMetadata keeps a report of ws's helper, records the alerts it raises or clears and the
+// work it saw, and answers with what the helper should count as work.
+func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep protocol.MetadataReport) (protocol.MetadataAnswer, error) {
+	var answer protocol.MetadataAnswer
 	now := s.clock.Now()
 	// The server's clock orders reports and dates alerts: a machine's may be off.
 	rep.CollectedAt = now
@@ -141,7 +157,7 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 	defer e.mu.Unlock()
 	if !e.loaded {
 		if err := s.loadMetadata(ctx, ws.ID, e); err != nil {
-			return err
+			return answer, err
 		}
 	}
 	changed := false
@@ -156,7 +172,7 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 		}
 		a.RaisedAt = now
 		if _, err := s.store.RecordWorkspaceAlert(ctx, ws.ID, a); err != nil {
-			return err
+			return answer, err
 		}
 		s.log.Info("workspace alert raised", "workspace", ws.OwnerName+"/"+ws.Name, "kind", a.Kind, "detail", a.Detail)
 		e.open[k], changed = true, true
@@ -164,7 +180,7 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 	for k := range e.open {
 		if _, still := over[k]; !still {
 			if err := s.store.ClearWorkspaceAlert(ctx, ws.ID, k.kind, k.subject, now); err != nil {
-				return err
+				return answer, err
 			}
 			s.log.Info("workspace alert cleared", "workspace", ws.OwnerName+"/"+ws.Name, "kind", k.kind, "subject", k.subject)
 			delete(e.open, k)
@@ -181,7 +197,7 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 			}
 			a := workspace.Alert{Kind: workspace.AlertOOMKilled, Detail: detail, RaisedAt: now, ClearedAt: &now}
 			if _, err := s.store.RecordWorkspaceAlert(ctx, ws.ID, a); err != nil {
-				return err
+				return answer, err
 			}
 			s.log.Info("workspace alert raised", "workspace", ws.OwnerName+"/"+ws.Name, "kind", a.Kind, "detail", a.Detail)
 			changed = true
@@ -204,14 +220,34 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 	if changed || now.Sub(e.persistedAt) >= MetadataPersistInterval {
 		b, err := json.Marshal(rep)
 		if err != nil {
-			return err
+			return answer, err
 		}
 		if err := s.store.SetWorkspaceMetadata(ctx, ws.ID, b, now); err != nil {
-			return err
+			return answer, err
 		}
 		e.persistedAt = now
 	}
-	return nil
+	// Work: under a policy that counts it, the helper is told which processes are work, and the
+	// work it saw is written at most every WorkPersistInterval.
+	if now.Sub(e.policyAt) >= policyFor {
+		p, err := autobuild.PolicyOf(ctx, s.store, ws)
+		if err != nil && !isNotFound(err) {
+			return answer, err
+		}
+		e.policy, e.policyAt = p, now
+	}
+	if e.policy.Activity == workspace.ActivityWork {
+		answer.ActivityProcesses = e.policy.ActivityProcesses
+		if rep.Activity != nil {
+			if active, why := workspace.WorkActive(*rep.Activity, e.policy); active && now.Sub(e.workPersistedAt) >= WorkPersistInterval {
+				if err := s.store.RecordWork(ctx, ws.ID, now, why); err != nil {
+					return answer, err
+				}
+				e.workPersistedAt = now
+			}
+		}
+	}
+	return answer, nil
 }
 
 // loadMetadata fills a new entry from the store: the open conditions, and the OOM kill count of

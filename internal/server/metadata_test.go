@@ -47,7 +47,7 @@ func TestHelperMetadata(t *testing.T) {
 					Memory:  &protocol.MemoryUsage{UsedBytes: memUsed, LimitBytes: 2 * gib, Threshold: 90, OOMKills: ooms},
 					Volumes: []protocol.VolumeUsage{{Path: "/projects", UsedBytes: 3 * gib, TotalBytes: 10 * gib, Threshold: 90}},
 				}, Items: items}
-				if status, body := call(t, env, token, "PUT", protocol.MetadataPath, rep); status != http.StatusNoContent {
+				if status, body := call(t, env, token, "PUT", protocol.MetadataPath, rep); status != http.StatusOK {
 					t.Fatalf("report: %d %s", status, body)
 				}
 			}
@@ -151,7 +151,117 @@ func oaMetadata(t *testing.T, c *oaChecker, dev string) {
 		"resources": map[string]any{"cpu": map[string]any{"used_cores": 0.5, "limit_cores": 2},
 			"memory":  map[string]any{"used_bytes": 1900, "limit_bytes": 2000, "threshold": 90, "oom_kills": 1},
 			"volumes": []map[string]any{{"path": "/home/dev", "used_bytes": 5, "total_bytes": 10, "threshold": 90}}},
-		"items": []map[string]any{{"key": "load", "display_name": "Load", "value": "0.5", "collected_at": "2026-11-27T09:00:00Z"}}}, 204, true)
+		"items":    []map[string]any{{"key": "load", "display_name": "Load", "value": "0.5", "collected_at": "2026-11-27T09:00:00Z"}},
+		"activity": map[string]any{"cpu_cores": 0.5, "top_process": "go", "matched": "go test ./...", "terminal_output": 10, "editor_connections": 1}}, 200, true)
 	c.do(helper, "PUT", protocol.MetadataPath, map[string]any{"items": []map[string]any{{"key": ""}}}, 400, false)
 	c.do(dev, "GET", "/api/v1/workspaces/tfssh", nil, 200, true)
+}
+
+// An agent's pod alerts (a container killed for lack of memory, the pod evicted) are recorded
+// with the workspace, each once however often the agent reports it, and shown in its alerts;
+// another agent's report of the same cluster name records nothing; a bad one is a 400 naming the
+// field.
+func TestPodAlertsWithTheWorkspace(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine)
+			agentToken := createAgent(t, env, "k1", nil)
+			otherAgent := createAgent(t, env, "k2", nil)
+			dev := createUser(t, env, "dev")
+			var app sdk.Workspace
+			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1"}, http.StatusCreated, &app)
+			at := time.Date(2026, 11, 27, 10, 0, 5, 0, time.UTC)
+			alerts := []protocol.PodAlert{{Kind: protocol.PodAlertOOMKilled, Subject: "dev", At: at, Message: "container dev was killed for lack of memory (exit code 137)"}}
+			for rv := 1; rv <= 2; rv++ {
+				reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+					{Name: app.KubeName, Namespace: app.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", rv), PodAlerts: alerts}}})
+			}
+			reconcileCall(t, env, otherAgent, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+				{Name: app.KubeName, Namespace: app.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 1),
+					PodAlerts: []protocol.PodAlert{{Kind: protocol.PodAlertEvicted, Subject: "x", At: at}}}}})
+			var ws sdk.Workspace
+			mustCall(t, env, dev, "GET", "/api/v1/workspaces/app", nil, http.StatusOK, &ws)
+			if len(ws.Alerts) != 1 || ws.Alerts[0].Kind != "oom-killed" || ws.Alerts[0].Subject != "dev" || !ws.Alerts[0].RaisedAt.Equal(at) ||
+				ws.Alerts[0].Active || ws.Alerts[0].Detail != "container dev was killed for lack of memory (exit code 137)" {
+				t.Fatalf("alerts %+v", ws.Alerts)
+			}
+			status, body := call(t, env, agentToken, "POST", protocol.ReconcilePath, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+				{Name: app.KubeName, Namespace: app.Namespace, PodAlerts: []protocol.PodAlert{{Kind: "exploded", Subject: "dev", At: at}}}}})
+			if status != http.StatusBadRequest || !strings.Contains(string(body), "workspace_agent_infos[0].pod_alerts[0].kind") {
+				t.Errorf("a bad alert: %d %s", status, body)
+			}
+		})
+	}
+}
+
+// Under a policy whose activity is work (the agent's lifecycle here), the helper is answered the
+// processes that are work, and what it reports as work is recorded as the workspace's last work
+// (at most every 30 s), with why; an idle interval records nothing, and the autostop counts from
+// the last work, not from a connection. Under the default policy nothing is recorded.
+func TestHelperWorkActivity(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine, withHelperTokens)
+			agentToken := createAgent(t, env, "k1", map[string]any{"lifecycle": map[string]any{"default_ttl": "1m", "activity": "work",
+				"activity_processes": []string{"make", "go test"}}})
+			plainAgent := createAgent(t, env, "k2", nil)
+			dev := createUser(t, env, "dev")
+			var app, plain sdk.Workspace
+			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1"}, http.StatusCreated, &app)
+			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "plain", "agent": "k2"}, http.StatusCreated, &plain)
+			tokens := helperTokens(t, env, agentToken)
+			for k, v := range helperTokens(t, env, plainAgent) {
+				tokens[k] = v
+			}
+			report := func(token string, a protocol.Activity) protocol.MetadataAnswer {
+				t.Helper()
+				status, body := call(t, env, token, "PUT", protocol.MetadataPath, protocol.MetadataReport{Activity: &a})
+				var answer protocol.MetadataAnswer
+				if status != http.StatusOK || json.Unmarshal(body, &answer) != nil {
+					t.Fatalf("report: %d %s", status, body)
+				}
+				return answer
+			}
+			detail := func(name string) sdk.Workspace {
+				t.Helper()
+				var ws sdk.Workspace
+				mustCall(t, env, dev, "GET", "/api/v1/workspaces/"+name, nil, http.StatusOK, &ws)
+				return ws
+			}
+			started := env.Clock.Now()
+			env.Clock.Advance(10 * time.Second)
+			if answer := report(tokens[app.KubeName], protocol.Activity{CPUCores: 0.01}); strings.Join(answer.ActivityProcesses, ",") != "make,go test" {
+				t.Fatalf("the answer: %+v", answer)
+			}
+			if ws := detail("app"); ws.LastWorkAt != nil || ws.Automation == nil || ws.Automation.AutostopAt == nil || !ws.Automation.AutostopAt.Equal(started.Add(time.Minute)) {
+				t.Fatalf("idle: work at %v, automation %+v", ws.LastWorkAt, ws.Automation)
+			}
+			env.Clock.Advance(10 * time.Second)
+			worked := env.Clock.Now()
+			report(tokens[app.KubeName], protocol.Activity{Matched: "go test ./... (pid 42)"})
+			ws := detail("app")
+			if ws.LastWorkAt == nil || !ws.LastWorkAt.Equal(worked) || ws.LastWorkReason != "process running: go test ./... (pid 42)" ||
+				!ws.Automation.AutostopAt.Equal(worked.Add(time.Minute)) {
+				t.Fatalf("after work: at %v %q, automation %+v", ws.LastWorkAt, ws.LastWorkReason, ws.Automation)
+			}
+			// Within 30 s, work is not written again; after, it is.
+			env.Clock.Advance(10 * time.Second)
+			report(tokens[app.KubeName], protocol.Activity{CPUCores: 1.5, TopProcess: "cc1"})
+			if ws := detail("app"); !ws.LastWorkAt.Equal(worked) {
+				t.Fatalf("written again after 10 s: %v", ws.LastWorkAt)
+			}
+			env.Clock.Advance(30 * time.Second)
+			report(tokens[app.KubeName], protocol.Activity{CPUCores: 1.5, TopProcess: "cc1"})
+			if ws := detail("app"); !ws.LastWorkAt.Equal(env.Clock.Now()) || ws.LastWorkReason != "CPU: 1.50 cores (most by cc1)" {
+				t.Fatalf("after 40 s: %v %q", ws.LastWorkAt, ws.LastWorkReason)
+			}
+			// The default policy: no processes asked, nothing recorded.
+			if answer := report(tokens[plain.KubeName], protocol.Activity{CPUCores: 2}); len(answer.ActivityProcesses) != 0 {
+				t.Fatalf("the default policy's answer: %+v", answer)
+			}
+			if ws := detail("plain"); ws.LastWorkAt != nil {
+				t.Fatalf("work recorded under the default policy: %v", ws.LastWorkAt)
+			}
+		})
+	}
 }

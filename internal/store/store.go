@@ -46,6 +46,9 @@ type ReconcileTx interface {
 	// decision's rows: each named step is replaced, except that an empty log keeps the log stored
 	// for the same run of the step (the same started_at), which a restarted agent no longer has.
 	SetStartupSteps(workspaceID string, steps []workspace.StartupStep) error
+	// RecordAlert records an alert of a workspace of the decision's rows, as
+	// Store.RecordWorkspaceAlert does.
+	RecordAlert(workspaceID string, a workspace.Alert) error
 }
 
 // WorkspaceRef names one workspace: by ID, or else by owner and name. A name may have been used
@@ -123,6 +126,9 @@ type Store interface {
 	// subject and RaisedAt is kept. It reports whether it wrote one (ErrNotFound: no such
 	// workspace), and keeps the latest workspace.MaxAlertsKept and every open condition.
 	RecordWorkspaceAlert(ctx context.Context, workspaceID string, a workspace.Alert) (bool, error)
+	// RecordWork records that the workspace's helper saw work at at, and what, unless a later
+	// time is recorded (ErrNotFound: no such workspace).
+	RecordWork(ctx context.Context, workspaceID string, at time.Time, reason string) error
 	// ClearWorkspaceAlert clears the open condition of that kind and subject, at at (none: no-op).
 	ClearWorkspaceAlert(ctx context.Context, workspaceID, kind, subject string, at time.Time) error
 	// WorkspaceAlerts reads a workspace's alerts, the latest raised first.

@@ -75,3 +75,26 @@ func Bytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %s", f, unit)
 }
+
+// WorkActive says whether what a helper saw over one interval is work under policy l, and why
+// (docs/decisions.md, "Inside the workspace: idle by real work"): a running process the policy
+// names, the user's processes using at least its CPU threshold, output to a terminal of a
+// session, or a connection to the web editor. An open shell that prints nothing, an idle editor
+// tab with no connection, a process asleep: none of them is work.
+func WorkActive(a protocol.Activity, l Lifecycle) (bool, string) {
+	switch {
+	case a.Matched != "":
+		return true, "process running: " + a.Matched
+	case a.CPUCores >= l.CPUThreshold():
+		why := fmt.Sprintf("CPU: %.2f cores", a.CPUCores)
+		if a.TopProcess != "" {
+			why += " (most by " + a.TopProcess + ")"
+		}
+		return true, why
+	case a.TerminalOutput > 0:
+		return true, "terminal output in a session"
+	case a.EditorConnections > 0:
+		return true, fmt.Sprintf("%d connection(s) to the web editor", a.EditorConnections)
+	}
+	return false, ""
+}

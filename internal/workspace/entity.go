@@ -101,6 +101,10 @@ type Workspace struct {
 	// reported, or its owner's own change (nil: never). The store's RecordActivity,
 	// RecordWorkspaceActivity and UpdateWorkspace write it, never moving it back; Reconcile leaves it.
 	LastActivityAt *time.Time
+	// LastWorkAt is when the workspace's helper last saw work inside it, and LastWorkReason what
+	// (Store.RecordWork): the use a policy with activity "work" counts (nil: never).
+	LastWorkAt     *time.Time
+	LastWorkReason string
 
 	// Lifecycle automation (package lifecycle). Schedule is the workspace's own settings; DormantAt
 	// is when it went dormant (nil: it is not); DesiredStateReason says why the desired state is

@@ -3,7 +3,9 @@ package workspace
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Duration is a time.Duration written in JSON as Go's duration text ("8h", "90m"); it also reads
@@ -59,6 +61,39 @@ type Lifecycle struct {
 	// MaxStopped deletes a workspace stopped for this long (GitLab's
 	// max_stopped_hours_before_termination).
 	MaxStopped Duration `json:"max_stopped,omitempty"`
+	// Activity is what counts as use for the autostop TTL and dormancy (docs/decisions.md,
+	// "Inside the workspace: idle by real work"): ActivityConnections ("" too), traffic through
+	// the proxy or the server and the owner's changes; or ActivityWork, the work its helper sees
+	// inside: CPU time of the user's processes at or over ActivityCPU cores (DefaultActivityCPU
+	// when 0), a running process that ActivityProcesses names, terminal output in a session,
+	// connections to the web editor.
+	Activity          string   `json:"activity,omitempty"`
+	ActivityProcesses []string `json:"activity_processes,omitempty"`
+	ActivityCPU       float64  `json:"activity_cpu,omitempty"`
+}
+
+// The values of Lifecycle.Activity.
+const (
+	ActivityConnections = "connections"
+	ActivityWork        = "work"
+)
+
+// DefaultActivityCPU is the CPU, in cores averaged over the helper's interval, at or over which
+// the user's processes are working.
+const DefaultActivityCPU = 0.1
+
+// Bounds of ActivityProcesses.
+const (
+	MaxActivityProcesses     = 32
+	MaxActivityProcessLength = 128
+)
+
+// CPUThreshold is the CPU at or over which the user's processes are working.
+func (l Lifecycle) CPUThreshold() float64 {
+	if l.ActivityCPU > 0 {
+		return l.ActivityCPU
+	}
+	return DefaultActivityCPU
 }
 
 // MinLifecycleDuration is the shortest duration a policy or a workspace's TTL may set: the
@@ -84,6 +119,20 @@ func (l Lifecycle) Validate(prefix string, v *ValidationError) {
 	}
 	if l.DormancyAutoDelete != 0 && l.DormancyThreshold == 0 {
 		v.Add(prefix+"dormancy_auto_delete", "needs dormancy_threshold: only dormant workspaces are deleted")
+	}
+	if l.Activity != "" && l.Activity != ActivityConnections && l.Activity != ActivityWork {
+		v.Add(prefix+"activity", "must be %q or %q, got %q", ActivityConnections, ActivityWork, l.Activity)
+	}
+	if len(l.ActivityProcesses) > MaxActivityProcesses {
+		v.Add(prefix+"activity_processes", "has %d entries, at most %d", len(l.ActivityProcesses), MaxActivityProcesses)
+	}
+	for i, p := range l.ActivityProcesses {
+		if strings.TrimSpace(p) != p || p == "" || len(p) > MaxActivityProcessLength || strings.ContainsAny(p, "\x00\r\n\t") || !utf8.ValidString(p) {
+			v.Add(fmt.Sprintf("%sactivity_processes[%d]", prefix, i), "must be a command's name and first words (\"make\", \"go test\"), at most %d bytes, got %q", MaxActivityProcessLength, p)
+		}
+	}
+	if l.ActivityCPU < 0 || l.ActivityCPU > 1024 {
+		v.Add(prefix+"activity_cpu", "must be cores from 0 (the default, %g) to 1024, got %g", DefaultActivityCPU, l.ActivityCPU)
 	}
 }
 

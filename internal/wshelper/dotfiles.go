@@ -314,6 +314,18 @@ func (cfg Config) put(ctx context.Context, path string, body any) error {
 	return apiclient.Do(ctx, cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token, "PUT", path, body, nil, 64<<10)
 }
 
+// putAnswered is put with the server's answer decoded into out; a server that answers nothing
+// (204: one before the answer was added) leaves out as it was.
+func (cfg Config) putAnswered(ctx context.Context, path string, body, out any) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := apiclient.Do(ctx, cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token, "PUT", path, body, out, 64<<10)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
 // reportStep tells the server how a startup step the helper runs goes (protocol.StartupStepPath),
 // with the helper's token; nil when the helper has no server to tell. Reports go from a goroutine
 // of their own, the latest one replacing one not sent yet: a server that is slow or unreachable

@@ -256,7 +256,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		postStart.Add(1)
 		go func() {
 			defer postStart.Done()
-			reportMetadata(postCtx, cfg, cfg.Metadata, remoteEnv, log)
+			reportMetadata(postCtx, cfg, cfg.Metadata, remoteEnv, srv.TakeOutput, log)
 		}()
 	}
 	if cfg.Dotfiles != "" {

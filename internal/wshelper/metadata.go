@@ -316,7 +316,9 @@ func (m *metadataItems) snapshot(spec []protocol.MetadataItemSpec) []protocol.Me
 // reportMetadata measures and reports every protocol.MetadataInterval until ctx ends, running the
 // commands of spec beside. A report that fails is logged once until one succeeds again: the
 // workspace goes on whatever the server says.
-func reportMetadata(ctx context.Context, cfg Config, spec protocol.MetadataSpec, env []string, log *slog.Logger) {
+// With each report goes the activity since the last (activity.go); output gives the bytes the
+// SSH server's sessions wrote to terminals (nil: none counted).
+func reportMetadata(ctx context.Context, cfg Config, spec protocol.MetadataSpec, env []string, output func() int64, log *slog.Logger) {
 	after := cfg.After
 	if after == nil {
 		after = time.After
@@ -334,10 +336,21 @@ func reportMetadata(ctx context.Context, cfg Config, spec protocol.MetadataSpec,
 	for _, it := range spec.Items {
 		go items.runItem(ctx, it, env, now, after)
 	}
+	act := &activitySampler{fsRoot: cmp.Or(cfg.metadataRoot, "/"), uid: uint32(os.Getuid()), self: os.Getpid(), output: output}
+	if cfg.Editor != nil {
+		act.editorPort = cfg.Editor.Port
+	}
+	act.sample(now()) // the first look: CPU is counted from here
 	failing := false
 	for {
-		r := protocol.MetadataReport{CollectedAt: now(), Resources: m.measure(now()), Items: items.snapshot(spec.Items)}
-		if err := cfg.put(ctx, protocol.MetadataPath, r); err != nil && ctx.Err() == nil {
+		activity := act.sample(now())
+		r := protocol.MetadataReport{CollectedAt: now(), Resources: m.measure(now()), Items: items.snapshot(spec.Items), Activity: &activity}
+		var answer protocol.MetadataAnswer
+		err := cfg.putAnswered(ctx, protocol.MetadataPath, r, &answer)
+		if err == nil {
+			act.processes = answer.ActivityProcesses
+		}
+		if err != nil && ctx.Err() == nil {
 			if !failing {
 				log.Warn("metadata: cannot report to the server; trying again at every interval", "err", err)
 			}

@@ -177,7 +177,7 @@ func TestReportMetadata(t *testing.T) {
 	cfg := Config{ServerURL: srv.URL, Token: "hwa_test", After: after, metadataRoot: root, Env: []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}}
 	go func() {
 		defer close(done)
-		reportMetadata(ctx, cfg, spec, cfg.Env, (&logBuffer{}).logger())
+		reportMetadata(ctx, cfg, spec, cfg.Env, nil, (&logBuffer{}).logger())
 	}()
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 	// The first report goes at once; the next at each tick, with the command's value once it ran.

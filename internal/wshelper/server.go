@@ -104,7 +104,9 @@ type Server struct {
 
 	notice atomic.Pointer[string] // told to every shell session (SetNotice)
 
-	open     atomic.Int64   // channels open, all connections
+	open atomic.Int64 // channels open, all connections
+	// output counts the bytes session commands wrote to their clients (activity.go).
+	output   atomic.Int64
 	wg       sync.WaitGroup // every goroutine of the server
 	stopTick chan struct{}
 }
@@ -228,6 +230,21 @@ func setEnv(env []string, name, value string) []string {
 }
 
 // activity reports kind, if anyone listens.
+// TakeOutput returns the bytes session commands wrote to their clients since the last call.
+func (s *Server) TakeOutput() int64 { return s.output.Swap(0) }
+
+// counted is a writer that adds what it writes to n.
+type counted struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c counted) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
 func (s *Server) activity(kind string) {
 	if s.opts.Activity != nil {
 		s.opts.Activity(kind)

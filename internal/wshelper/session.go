@@ -184,7 +184,7 @@ func (s *session) start(argv []string) bool {
 		if stdin, err = cmd.StdinPipe(); err != nil {
 			return false
 		}
-		cmd.Stdout, cmd.Stderr = s.ch, s.ch.Stderr()
+		cmd.Stdout, cmd.Stderr = counted{s.ch, &s.c.s.output}, counted{s.ch.Stderr(), &s.c.s.output}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // signals go to the whole group
 	}
 	if err := cmd.Start(); err != nil {
@@ -209,7 +209,7 @@ func (s *session) start(argv []string) bool {
 			outDone = make(chan struct{})
 			copies.Add(2)
 			go func() { defer copies.Done(); _, _ = io.Copy(s.ptmx, s.ch) }()
-			go func() { defer copies.Done(); defer close(outDone); _, _ = io.Copy(s.ch, s.ptmx) }()
+			go func() { defer copies.Done(); defer close(outDone); _, _ = io.Copy(counted{s.ch, &s.c.s.output}, s.ptmx) }()
 		} else {
 			copies.Add(1)
 			go func() {

@@ -43,7 +43,7 @@ func (s *Service) Reconcile(ctx context.Context, agent workspace.Agent, req prot
 	err := s.st.Reconcile(ctx, scope, func(tx store.ReconcileTx, rows []workspace.Workspace) ([]workspace.Workspace, error) {
 		now := s.clock.Now()
 		out = reconcile.Decide(reconcile.Input{UpdateType: req.UpdateType, Rows: rows, Infos: req.WorkspaceAgentInfos, Now: now})
-		if err := recordSteps(tx, rows, req.WorkspaceAgentInfos, now); err != nil {
+		if err := recordReports(tx, rows, req.WorkspaceAgentInfos, now); err != nil {
 			return nil, err
 		}
 		var err error
@@ -61,10 +61,11 @@ func (s *Service) Reconcile(ctx context.Context, agent workspace.Agent, req prot
 	return resp, out, err
 }
 
-// recordSteps stores the startup steps the agent reported for workspaces among rows, named by
-// cluster name and namespace as reconcile.Decide names them (those of other agents, or unknown,
-// are orphans: nothing is stored for them).
-func recordSteps(tx store.ReconcileTx, rows []workspace.Workspace, infos []protocol.WorkspaceAgentInfo, now time.Time) error {
+// recordReports stores the startup steps and pod alerts the agent reported for workspaces among
+// rows, named by cluster name and namespace as reconcile.Decide names them (those of other agents,
+// or unknown, are orphans: nothing is stored for them). An alert is recorded once (its kind,
+// subject and time).
+func recordReports(tx store.ReconcileTx, rows []workspace.Workspace, infos []protocol.WorkspaceAgentInfo, now time.Time) error {
 	type ref struct{ name, namespace string }
 	ids := make(map[ref]string, len(rows))
 	for _, r := range rows {
@@ -72,7 +73,16 @@ func recordSteps(tx store.ReconcileTx, rows []workspace.Workspace, infos []proto
 	}
 	for _, info := range infos {
 		id, ok := ids[ref{info.Name, info.Namespace}]
-		if !ok || len(info.StartupSteps) == 0 {
+		if !ok {
+			continue
+		}
+		for _, a := range info.PodAlerts {
+			at := a.At.UTC()
+			if err := tx.RecordAlert(id, workspace.Alert{Kind: a.Kind, Subject: a.Subject, Detail: a.Message, RaisedAt: at, ClearedAt: &at}); err != nil {
+				return err
+			}
+		}
+		if len(info.StartupSteps) == 0 {
 			continue
 		}
 		steps := make([]workspace.StartupStep, len(info.StartupSteps))

@@ -52,6 +52,21 @@ func (s *Store) RecordWorkspaceAlert(ctx context.Context, workspaceID string, a 
 		return false, err
 	}
 	defer tx.Rollback()
+	if wrote, err = s.recordAlert(ctx, tx, workspaceID, a); err != nil || !wrote {
+		return wrote, err
+	}
+	return true, tx.Commit()
+}
+
+func (t reconcileTx) RecordAlert(workspaceID string, a workspace.Alert) error {
+	if _, err := t.s.recordAlert(t.ctx, t.q, workspaceID, a); err != nil {
+		return fmt.Errorf("record the %s alert of workspace %s: %w", a.Kind, workspaceID, err)
+	}
+	return nil
+}
+
+// recordAlert is RecordWorkspaceAlert within a transaction.
+func (s *Store) recordAlert(ctx context.Context, tx querier, workspaceID string, a workspace.Alert) (bool, error) {
 	var exists int
 	if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM workspaces WHERE id = ?`), workspaceID).Scan(&exists); err != nil {
 		return false, err
@@ -82,7 +97,7 @@ func (s *Store) RecordWorkspaceAlert(ctx context.Context, workspaceID string, a 
 		workspaceID, workspaceID, workspace.MaxAlertsKept); err != nil {
 		return false, err
 	}
-	return true, tx.Commit()
+	return true, nil
 }
 
 func (s *Store) ClearWorkspaceAlert(ctx context.Context, workspaceID, kind, subject string, at time.Time) error {
@@ -115,4 +130,24 @@ func (s *Store) WorkspaceAlerts(ctx context.Context, workspaceID string) ([]work
 		return nil, fmt.Errorf("read the alerts of workspace %s: %w", workspaceID, err)
 	}
 	return out, nil
+}
+
+func (s *Store) RecordWork(ctx context.Context, workspaceID string, at time.Time, reason string) error {
+	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO workspace_work (workspace_id, at, reason)
+		SELECT id, ?, ? FROM workspaces WHERE id = ?
+		ON CONFLICT (workspace_id) DO UPDATE SET at = excluded.at, reason = excluded.reason
+		WHERE workspace_work.at < excluded.at`), micros(at), reason, workspaceID)
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil && n == 0 {
+			var exists int
+			if err = s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM workspaces WHERE id = ?`), workspaceID).Scan(&exists); err == nil && exists == 0 {
+				err = store.ErrNotFound
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("record the work of workspace %s: %w", workspaceID, err)
+	}
+	return nil
 }

@@ -335,14 +335,16 @@ const wsCols = `w.id, w.name, w.kube_name, w.owner_id, u.username, u.full_name, 
 	COALESCE(w.preset_id, ''), COALESCE(pr.name, ''), w.claimed_at,
 	ac.connected_at, hs.disconnected_at, COALESCE(hs.last_error, ''),
 	EXISTS (SELECT 1 FROM workspace_agent_tokens wat WHERE wat.workspace_id = w.id),
-	w.definition_generation, w.repo_url, w.repo_ref, w.repo_devcontainer_path, w.repo_commit, w.repo_definition_path, w.repo_read_at`
+	w.definition_generation, w.repo_url, w.repo_ref, w.repo_devcontainer_path, w.repo_commit, w.repo_definition_path, w.repo_read_at,
+	ww.at, COALESCE(ww.reason, '')`
 
 // wsFrom joins the owner, and the agent (kubernetes) or template and version (terraform) a
 // workspace may have.
 const wsFrom = ` FROM workspaces w JOIN users u ON u.id = w.owner_id LEFT JOIN agents a ON a.id = w.agent_id
 	LEFT JOIN templates t ON t.id = w.template_id LEFT JOIN template_versions tv ON tv.id = w.template_version_id
 	LEFT JOIN template_presets pr ON pr.id = w.preset_id
-	LEFT JOIN workspace_agent_connections ac ON ac.workspace_id = w.id LEFT JOIN workspace_helper_status hs ON hs.workspace_id = w.id`
+	LEFT JOIN workspace_agent_connections ac ON ac.workspace_id = w.id LEFT JOIN workspace_helper_status hs ON hs.workspace_id = w.id
+	LEFT JOIN workspace_work ww ON ww.workspace_id = w.id`
 
 func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, error) {
 	var w workspace.Workspace
@@ -352,7 +354,7 @@ func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, er
 	var rv sql.NullString
 	var params string
 	var repo workspace.RepositorySource
-	var repoReadAt sql.NullInt64
+	var repoReadAt, workAt sql.NullInt64
 	if err := row.Scan(&w.ID, &w.Name, &w.KubeName, &w.OwnerID, &w.OwnerName, &w.OwnerFullName, &w.OwnerEmail, &w.OwnerDotfilesRepo, &w.AgentID, &w.AgentName, &w.Namespace,
 		&desired, &actual, &desiredAt, &actualAt, &respondedAt, &rv, &w.ErrorType, &w.ErrorMessage, &w.URL, &created,
 		&w.Backend, &w.TemplateID, &w.TemplateName, &activityAt,
@@ -360,7 +362,8 @@ func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, er
 		&w.TemplateVersionID, &w.TemplateVersion, &w.TemplateActiveVersionID, &params,
 		&w.PresetID, &w.PresetName, &claimedAt,
 		&helperAt, &helperEndedAt, &w.Helper.LastError, &w.Helper.HasToken,
-		&w.DefinitionGeneration, &repo.URL, &repo.Ref, &repo.DevcontainerPath, &repo.Commit, &repo.DefinitionPath, &repoReadAt); err != nil {
+		&w.DefinitionGeneration, &repo.URL, &repo.Ref, &repo.DevcontainerPath, &repo.Commit, &repo.DefinitionPath, &repoReadAt,
+		&workAt, &w.LastWorkReason); err != nil {
 		return w, err
 	}
 	if repo.URL != "" {
@@ -385,6 +388,7 @@ func scanWorkspace(row interface{ Scan(...any) error }) (workspace.Workspace, er
 	w.ActualStateUpdatedAt = ptrTime(actualAt)
 	w.RespondedToAgentAt = ptrTime(respondedAt)
 	w.LastActivityAt = ptrTime(activityAt)
+	w.LastWorkAt = ptrTime(workAt)
 	w.Helper.ConnectedAt, w.Helper.DisconnectedAt = ptrTime(helperAt), ptrTime(helperEndedAt)
 	if rv.Valid {
 		w.DeploymentResourceVersion = &rv.String

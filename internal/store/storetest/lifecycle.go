@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -72,15 +73,16 @@ func testLifecycleColumns(t *testing.T, s store.Store) {
 func testTemplateLifecycle(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	f := NewBuildFixture(t, s, "tl")
-	if f.Template.Lifecycle != (workspace.Lifecycle{}) {
+	if !reflect.DeepEqual(f.Template.Lifecycle, workspace.Lifecycle{}) {
 		t.Fatalf("new template's lifecycle = %+v, want none", f.Template.Lifecycle)
 	}
-	l := workspace.Lifecycle{DefaultTTL: workspace.Duration(8 * time.Hour), FailureTTL: workspace.Duration(time.Hour)}
+	l := workspace.Lifecycle{DefaultTTL: workspace.Duration(8 * time.Hour), FailureTTL: workspace.Duration(time.Hour),
+		Activity: workspace.ActivityWork, ActivityProcesses: []string{"make", "go test"}, ActivityCPU: 0.25}
 	got, err := s.SetTemplateLifecycle(ctx, f.Template.Name, l)
-	if err != nil || got.Lifecycle != l {
+	if err != nil || !reflect.DeepEqual(got.Lifecycle, l) {
 		t.Fatalf("SetTemplateLifecycle = %+v, %v", got, err)
 	}
-	if got, err := s.TemplateByName(ctx, f.Template.Name); err != nil || got.Lifecycle != l {
+	if got, err := s.TemplateByName(ctx, f.Template.Name); err != nil || !reflect.DeepEqual(got.Lifecycle, l) {
 		t.Fatalf("TemplateByName = %+v, %v", got, err)
 	}
 	if _, err := s.SetTemplateLifecycle(ctx, "nope", l); !errors.Is(err, store.ErrNotFound) {

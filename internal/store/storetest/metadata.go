@@ -33,6 +33,35 @@ func testWorkspaceMetadata(t *testing.T, s store.Store) {
 	if err := s.SetWorkspaceMetadata(ctx, "00000000-0000-0000-0000-000000000000", []byte(`{}`), t0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a report for no workspace: %v, want ErrNotFound", err)
 	}
+	// Work: the latest time wins; an earlier one (a slow replica's) changes nothing.
+	work := func() (*time.Time, string) {
+		t.Helper()
+		got, err := s.Workspace(ctx, store.WorkspaceRef{ID: w.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.LastWorkAt, got.LastWorkReason
+	}
+	if at, why := work(); at != nil || why != "" {
+		t.Fatalf("no work yet: %v %q", at, why)
+	}
+	for _, r := range []struct {
+		at  time.Time
+		why string
+	}{{t0.Add(time.Minute), "CPU: 1.00 cores"}, {t0, "earlier"}, {t0.Add(2 * time.Minute), "process running: make"}} {
+		if err := s.RecordWork(ctx, w.ID, r.at, r.why); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if at, why := work(); at == nil || !at.Equal(t0.Add(2*time.Minute)) || why != "process running: make" {
+		t.Fatalf("work at %v, %q", at, why)
+	}
+	if err := s.RecordWork(ctx, w.ID, t0, "earlier"); err != nil {
+		t.Fatalf("an earlier time: %v", err)
+	}
+	if err := s.RecordWork(ctx, "00000000-0000-0000-0000-000000000000", t0, "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("work for no workspace: %v, want ErrNotFound", err)
+	}
 }
 
 // testWorkspaceAlerts: a condition is recorded once while open, cleared, and recorded again
