@@ -118,7 +118,9 @@ func PodAlerts(pods []*corev1.Pod) []protocol.PodAlert {
 		}
 	}
 	slices.SortFunc(out, func(a, b protocol.PodAlert) int { return a.At.Compare(b.At) })
-	out = slices.CompactFunc(out, func(a, b protocol.PodAlert) bool { return a.Kind == b.Kind && a.Subject == b.Subject && a.At.Equal(b.At) })
+	out = slices.CompactFunc(out, func(a, b protocol.PodAlert) bool {
+		return a.Kind == b.Kind && a.Subject == b.Subject && a.At.Equal(b.At)
+	})
 	if len(out) > protocol.MaxPodAlerts {
 		out = out[len(out)-protocol.MaxPodAlerts:]
 	}

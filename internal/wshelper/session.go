@@ -209,7 +209,11 @@ func (s *session) start(argv []string) bool {
 			outDone = make(chan struct{})
 			copies.Add(2)
 			go func() { defer copies.Done(); _, _ = io.Copy(s.ptmx, s.ch) }()
-			go func() { defer copies.Done(); defer close(outDone); _, _ = io.Copy(counted{s.ch, &s.c.s.output}, s.ptmx) }()
+			go func() {
+				defer copies.Done()
+				defer close(outDone)
+				_, _ = io.Copy(counted{s.ch, &s.c.s.output}, s.ptmx)
+			}()
 		} else {
 			copies.Add(1)
 			go func() {
