@@ -15,8 +15,8 @@ import (
 //     MaxTerminalDataBytes each;
 //   - text, browser to server: a TerminalControl (JSON), at most MaxTerminalControlBytes: a
 //     resize (the PTY's window-change);
-//   - text, server to browser: a TerminalEvent (JSON): the shell exited, or the server ended the
-//     session and says why.
+//   - text, server to browser: a TerminalEvent (JSON), the last frame: the shell exited, the
+//     server ended the session (access ended) or could not reach the workspace, and says why.
 //
 // A frame over its bound, or a control that does not decode, ends the connection (close code
 // 1009 or 1007): the browser's own page never sends one.
@@ -45,6 +45,10 @@ const (
 	// TerminalEnded: the server ended the session (Message says why: the credential was revoked,
 	// the workspace stopped, ...).
 	TerminalEnded = "ended"
+	// TerminalUnavailable: the workspace cannot be reached now (its helper is not connected, it is
+	// stopped, the proxy cannot be reached, the server is stopping); Message says what. The page
+	// tries again.
+	TerminalUnavailable = "unavailable"
 )
 
 // TerminalControl is a text frame the browser sends.
