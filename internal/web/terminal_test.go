@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/ssh"
@@ -147,52 +146,7 @@ type fixedSSHRoute string
 
 func (r fixedSSHRoute) SSHAddr(string) string { return string(r) }
 
-// terminalScreen is the text of the page's terminal (xterm.js's buffer: what it shows, and what
-// scrolled off).
-const terminalScreen = `(() => {
-	const t = document.querySelector('[data-testid="ws-terminal"]').terminal;
-	if (!t) return '';
-	const b = t.buffer.active, lines = [];
-	for (let i = 0; i < b.length; i++) lines.push(b.getLine(i).translateToString(true));
-	return lines.join('\n');
-})()`
-
-// TermTab drives the page's terminal.
-type termTab struct {
-	t *testing.T
-	b *browser.Tab
-}
-
-func (tt termTab) screen() string {
-	var s string
-	tt.b.Run("read the terminal", chromedp.Evaluate(terminalScreen, &s))
-	return s
-}
-
-// waitScreen waits until the terminal shows want.
-func (tt termTab) waitScreen(want string) {
-	tt.t.Helper()
-	tt.b.Run("the terminal shows "+want, chromedp.Poll(fmt.Sprintf(`%s.includes(%q)`, terminalScreen, want), nil, chromedp.WithPollingTimeout(browser.StepTimeout)))
-}
-
-// typeLine types a command into the terminal and presses Enter: the text as the browser's input
-// (Input.insertText), Enter as a key down and up. chromedp's key events add a character event
-// to each key down, which xterm.js takes as a second key press.
-func (tt termTab) typeLine(cmd string) {
-	tt.t.Helper()
-	enter := func(typ input.KeyType) chromedp.Action {
-		return input.DispatchKeyEvent(typ).WithKey("Enter").WithCode("Enter").WithWindowsVirtualKeyCode(13).WithNativeVirtualKeyCode(13)
-	}
-	tt.b.Run("type "+cmd, chromedp.Focus(`//div[@data-testid="ws-terminal"]//textarea`, chromedp.BySearch),
-		input.InsertText(cmd), enter(input.KeyRawDown), enter(input.KeyUp))
-}
-
-// size is the terminal's rows and columns as the page has them.
-func (tt termTab) size() (rows, cols int) {
-	var v struct{ Rows, Cols int }
-	tt.b.Run("the terminal's size", chromedp.Evaluate(`(() => { const t = document.querySelector('[data-testid="ws-terminal"]').terminal; return { rows: t.rows, cols: t.cols }; })()`, &v))
-	return v.Rows, v.Cols
-}
+const termBox = `[data-testid="ws-terminal"]`
 
 // TestBrowserTerminal: the workspace page's terminal in Chromium, on a Kubernetes workspace
 // behind a real access proxy's SSH (in this process) and a real workspace helper: it runs a
@@ -210,34 +164,33 @@ func TestBrowserTerminal(t *testing.T) {
 
 	c := browser.Start(t, browser.Options{Name: "alice", ResolverRules: "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"})
 	b := c.On(t)
-	tt := termTab{t: t, b: b}
 	b.Run("viewport", chromedp.EmulateViewport(1280, 900))
 	b.Open(relay.URL()+"/ui/w/alice/dev", `//input[@name="token"]`)
 	b.SignIn(tk.Token, `//button[@data-testid="ws-terminal-open"]`)
 	b.Click(`//button[@data-testid="ws-terminal-open"]`, `//*[@data-testid="ws-terminal-status" and text()="Connected."]`)
-	tt.waitScreen("# ")
-	tt.typeLine("echo $((6*7))")
-	tt.waitScreen("\n42\n")
+	b.WaitTerminalPrompt(termBox)
+	b.TypeInTerminal(termBox, "echo $((6*7))")
+	b.WaitTerminal(termBox, "\n42\n")
 	screenshot(t, b, "terminal")
 
 	// A narrower window: the terminal fits it, and the shell's PTY has the new size.
-	rows, cols := tt.size()
+	rows, cols := b.TerminalSize(termBox)
 	b.Run("a narrower window", chromedp.EmulateViewport(800, 700))
 	b.Run("the terminal fits it", chromedp.Poll(fmt.Sprintf(`document.querySelector('[data-testid="ws-terminal"]').terminal.cols < %d`, cols), nil, chromedp.WithPollingTimeout(browser.StepTimeout)))
-	rows2, cols2 := tt.size()
-	tt.typeLine("stty size")
-	tt.waitScreen(fmt.Sprintf("\n%d %d\n", rows2, cols2))
+	rows2, cols2 := b.TerminalSize(termBox)
+	b.TypeInTerminal(termBox, "stty size")
+	b.WaitTerminal(termBox, fmt.Sprintf("\n%d %d\n", rows2, cols2))
 	if rows2 == rows && cols2 == cols {
 		t.Errorf("the terminal stayed %dx%d in a narrower window", cols, rows)
 	}
 
 	// The network drops the socket: the page reconnects to a new session, and says so.
 	relay.cut()
-	tt.waitScreen("The connection was lost. Reconnecting")
-	tt.waitScreen("reconnected: this is a new session")
+	b.WaitTerminal(termBox, "The connection was lost. Reconnecting")
+	b.WaitTerminal(termBox, "reconnected: this is a new session")
 	b.Run("the status", chromedp.WaitVisible(`//*[@data-testid="ws-terminal-status" and text()="Reconnected: a new session."]`, chromedp.BySearch))
-	tt.typeLine("echo again-$((6*7))")
-	tt.waitScreen("again-42\n")
+	b.TypeInTerminal(termBox, "echo again-$((6*7))")
+	b.WaitTerminal(termBox, "again-42\n")
 
 	// A page of another origin (same site: another port of this host) with alice's cookie.
 	pwned := filepath.Join(t.TempDir(), "pwned")
@@ -263,10 +216,10 @@ ws.onclose = () => { if (document.title === 'evil') document.title = 'refused'; 
 	// Back on the page: revoking the token alice signed in with ends the terminal, with the reason.
 	b.Open(relay.URL()+"/ui/w/alice/dev", `//button[@data-testid="ws-terminal-open"]`)
 	b.Click(`//button[@data-testid="ws-terminal-open"]`, `//*[@data-testid="ws-terminal-status" and text()="Connected."]`)
-	tt.waitScreen("# ")
+	b.WaitTerminalPrompt(termBox)
 	call(t, env, alice, "DELETE", "/api/v1/tokens/"+tk.ID, nil, nil)
 	b.Run("the terminal ends with the reason", chromedp.WaitVisible(`//*[@data-testid="ws-terminal-status" and contains(., "Your access to this workspace ended") and contains(., "session has ended")]`, chromedp.BySearch))
-	tt.waitScreen("Your access to this workspace ended")
+	b.WaitTerminal(termBox, "Your access to this workspace ended")
 	screenshot(t, b, "terminal-revoked")
 
 	// Every resource came from the server (through the relay).
