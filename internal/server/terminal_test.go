@@ -371,7 +371,33 @@ func TestWorkspaceTerminalKubernetes(t *testing.T) {
 			tc.c.Close(websocket.StatusNormalClosure, "")
 			terminalFrames(t, env, alice, "dev")
 			terminalSession(t, env, alice, "dev")
+			sshCheckTakesSessions(t, env, k1, alice)
 		})
+	}
+}
+
+// sshCheckTakesSessions: ssh-check takes a browser's server session as the password (the server's
+// own login for the page's terminal) by the browser's rule: allowed while the session is, refused
+// once the token it began with is revoked; a made-up one is refused.
+func sshCheckTakesSessions(t *testing.T, env *servertest.Env, agent, owner string) {
+	t.Helper()
+	tk := newUserToken(t, env, owner, "ssh-check")
+	ck := tokenSignIn(t, env, tk.Token)
+	check := func(password string) protocol.ProxySSHCheckResponse {
+		t.Helper()
+		var d protocol.ProxySSHCheckResponse
+		mustCall(t, env, agent, "POST", protocol.ProxySSHCheckPath, protocol.ProxySSHCheckRequest{Workspace: "dev", Token: password, ClientAddress: "127.0.0.1"}, http.StatusOK, &d)
+		return d
+	}
+	if d := check(ck.Value); !d.Allowed || d.User != "alice" || d.Workspace != "alice/dev" {
+		t.Errorf("ssh-check with the session: %+v, want alice allowed into alice/dev", d)
+	}
+	if d := check("hgs_madeup"); d.Allowed || d.Reason != protocol.ProxyUnauthenticated {
+		t.Errorf("ssh-check with a made-up session: %+v", d)
+	}
+	mustCall(t, env, owner, "DELETE", "/api/v1/tokens/"+tk.ID, nil, http.StatusOK, nil)
+	if d := check(ck.Value); d.Allowed || d.Reason != protocol.ProxyUnauthenticated {
+		t.Errorf("ssh-check with the session of a revoked token: %+v, want refused", d)
 	}
 }
 
