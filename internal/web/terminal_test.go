@@ -171,6 +171,14 @@ func TestBrowserTerminal(t *testing.T) {
 	b.WaitTerminalPrompt(termBox)
 	b.TypeInTerminal(termBox, "echo $((6*7))")
 	b.WaitTerminal(termBox, "\n42\n")
+	// Drawn by the canvas renderer: the DOM one's inline styles are refused by the page's CSP (its
+	// text came out near black on black).
+	var canvases int
+	b.Run("the renderer", chromedp.Evaluate(`document.querySelectorAll('[data-testid="ws-terminal"] .xterm-screen canvas').length`, &canvases))
+	if canvases == 0 {
+		t.Error("the terminal is not drawn on a canvas")
+	}
+	b.Run("to the terminal", chromedp.ScrollIntoView(termBox, chromedp.ByQuery))
 	screenshot(t, b, "terminal")
 
 	// A narrower window: the terminal fits it, and the shell's PTY has the new size.

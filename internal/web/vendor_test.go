@@ -15,9 +15,10 @@ func TestVendoredXterm(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, sum := range map[string]string{
-		"xterm.js":     "1f991ac3b4b283ebf96e60ae23a00a52765dd3a2e46fa6fdda9f1aab032f7495",
-		"xterm.css":    "ba8e6985669488981ccf40c0cefe3aba80722cb6c92de7ad628b0bd717faf2b6",
-		"addon-fit.js": "bdaefa370b1bfc42ee88d46fe6072400902a4d4b2d45cd93438dda9b23c97089",
+		"xterm.js":        "1f991ac3b4b283ebf96e60ae23a00a52765dd3a2e46fa6fdda9f1aab032f7495",
+		"xterm.css":       "ba8e6985669488981ccf40c0cefe3aba80722cb6c92de7ad628b0bd717faf2b6",
+		"addon-fit.js":    "bdaefa370b1bfc42ee88d46fe6072400902a4d4b2d45cd93438dda9b23c97089",
+		"addon-canvas.js": "7b3e904d5bec98b54d26674994cf994396c4af0971010ffd0d4983229b65d933",
 	} {
 		b, err := static.ReadFile("static/vendor/xterm/" + name)
 		if err != nil {
@@ -31,7 +32,7 @@ func TestVendoredXterm(t *testing.T) {
 			t.Errorf("VERSIONS.txt does not record %s's sum %s", name, sum)
 		}
 	}
-	for _, name := range []string{"LICENSE-xterm.txt", "LICENSE-addon-fit.txt"} {
+	for _, name := range []string{"LICENSE-xterm.txt", "LICENSE-addon-fit.txt", "LICENSE-addon-canvas.txt"} {
 		b, err := static.ReadFile("static/vendor/xterm/" + name)
 		if err != nil || !strings.Contains(string(b), "Permission is hereby granted") {
 			t.Errorf("%s: the MIT licence is missing (%v)", name, err)

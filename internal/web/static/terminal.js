@@ -22,10 +22,10 @@ function loadXterm() {
     css.rel = 'stylesheet';
     css.href = vendor + 'xterm.css';
     document.head.append(css);
-    // UMD bundles: run as modules, they set globalThis.Terminal and self.FitAddon.
+    // UMD bundles: run as modules, they set globalThis.Terminal, self.FitAddon and self.CanvasAddon.
     loading = import(vendor + 'xterm.js')
-      .then(() => import(vendor + 'addon-fit.js'))
-      .then(() => ({ Terminal: globalThis.Terminal, FitAddon: globalThis.FitAddon.FitAddon }));
+      .then(() => Promise.all([import(vendor + 'addon-fit.js'), import(vendor + 'addon-canvas.js')]))
+      .then(() => ({ Terminal: globalThis.Terminal, FitAddon: globalThis.FitAddon.FitAddon, CanvasAddon: globalThis.CanvasAddon.CanvasAddon }));
     loading.catch(() => { loading = null; });
   }
   return loading;
@@ -36,11 +36,14 @@ function note(term, text) { term.write('\r\n\x1b[1;33m[hangar] ' + text + '\x1b[
 // openTerminal runs a terminal in box for the workspace at path (its API path), telling its state
 // in status(text, final). It returns a function that closes it.
 export async function openTerminal(box, path, status) {
-  const { Terminal, FitAddon } = await loadXterm();
+  const { Terminal, FitAddon, CanvasAddon } = await loadXterm();
   const term = new Terminal({ cursorBlink: true, fontSize: 14, scrollback: 5000, convertEol: false });
   const fit = new FitAddon();
   term.loadAddon(fit);
   term.open(box);
+  // The canvas renderer: the DOM renderer styles its text with <style> elements, which the page's
+  // CSP (style-src 'self') refuses, leaving it without its colours and line height.
+  term.loadAddon(new CanvasAddon());
   fit.fit();
   box.terminal = term; // read by the browser tests (the screen's text: term.buffer)
   const enc = new TextEncoder();

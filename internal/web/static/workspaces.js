@@ -161,22 +161,22 @@ export function workspacePage(main, me, nav, owner, name) {
   const apps = h('div', { testid: 'ws-apps' });
   const ssh = h('div', { testid: 'ws-ssh' });
   // The terminal: opened on demand (xterm.js loads then), kept across the page's re-renders.
-  const termBox = h('div', { class: 'terminal', testid: 'ws-terminal', hidden: true });
+  const termBox = h('div', { class: 'term-box', testid: 'ws-terminal', hidden: true });
   const termStatus = h('p', { class: 'muted', role: 'status', testid: 'ws-terminal-status' });
   let closeTerminal = null;
   const termButton = h('button', { testid: 'ws-terminal-open', onclick: async () => {
     if (closeTerminal) { closeTerminal(); closeTerminal = null; }
     fill(termBox);
     termBox.hidden = false;
-    termStatus.classList.remove('error');
+    termStatus.className = 'muted';
     termStatus.textContent = 'Connecting…';
     termButton.textContent = 'New terminal';
     try {
       closeTerminal = await openTerminal(termBox, path, (text, final) => {
         termStatus.textContent = text;
-        termStatus.classList.toggle('error', final);
+        termStatus.className = final ? 'error' : 'muted';
       });
-    } catch (e) { termStatus.textContent = 'Cannot open the terminal: ' + e.message; termStatus.classList.add('error'); }
+    } catch (e) { termStatus.textContent = 'Cannot open the terminal: ' + e.message; termStatus.className = 'error'; }
   } }, 'Open a terminal');
   const terminalSection = h('section', { testid: 'ws-terminal-section' }, h('h2', {}, 'Terminal'),
     h('div', { class: 'row' }, termButton, termStatus), termBox);
