@@ -126,7 +126,9 @@ func setUpProxyWith(t testing.TB, serverArgs func(c *kubetest.Cluster, relayURL 
 	}
 	t.Cleanup(func() { _ = sshRelay.Close() })
 	e.sshPublic = sshRelay.Addr().String()
-	cfg, _ := json.Marshal(map[string]any{"dns_zone": proxyZone, "proxy_ssh_public_keys": []string{clientPub}, "proxy_ssh_address": e.sshPublic})
+	// proxy_ssh_host_key: the server checks it when it connects for the page's terminal.
+	cfg, _ := json.Marshal(map[string]any{"dns_zone": proxyZone, "proxy_ssh_public_keys": []string{clientPub}, "proxy_ssh_address": e.sshPublic,
+		"proxy_ssh_host_key": hostPub})
 	tokenFile := e.srv.registerRealAgent(t, e.agent, string(cfg))
 	startAgent(t, e.srv, e.cluster, e.agent, tokenFile, "hangar-agent-proxied")
 

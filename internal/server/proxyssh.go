@@ -39,8 +39,8 @@ const (
 )
 
 // proxySSHCheck serves POST /api/v1/proxy/ssh-check (agent token): may the holder of this public
-// key, or of this user token, enter this workspace by SSH? Refusals are answers (200, allowed
-// false), as for proxyCheck. A stopped workspace is allowed, with its state, so that the proxy can
+// key, or of this user token (or server session: the browser terminal's), enter this workspace by
+// SSH? Refusals are answers (200, allowed false), as for proxyCheck. A stopped workspace is allowed, with its state, so that the proxy can
 // say so.
 func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent workspace.Agent) error {
 	var req protocol.ProxySSHCheckRequest
@@ -89,6 +89,13 @@ func (s *Server) proxySSHCheck(w http.ResponseWriter, r *http.Request, agent wor
 	var err error
 	if key != nil {
 		u, _, err = s.store.UserBySSHKey(r.Context(), ssh.FingerprintSHA256(key))
+		if err == nil && u.SuspendedAt != nil {
+			return refuse(protocol.ProxyUnauthenticated, workspace.User{})
+		}
+	} else if strings.HasPrefix(req.Token, sessionTokenPrefix) {
+		// A browser's server session: the server itself connects with it for the workspace page's
+		// terminal (terminal.go), so that the proxy decides, and rechecks, as for a token.
+		_, u, err = s.store.Session(r.Context(), HashToken(req.Token), store.SessionServer, s.clock.Now())
 		if err == nil && u.SuspendedAt != nil {
 			return refuse(protocol.ProxyUnauthenticated, workspace.User{})
 		}

@@ -354,6 +354,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"GET", "/api/v1/workspaces/{name}", s.authUser(s.getWorkspace)},
 		{"PATCH", "/api/v1/workspaces/{name}", s.authUser(s.updateWorkspace)},
 		{"GET", "/api/v1/workspaces/{name}/ssh", s.authUser(s.workspaceSSH)},
+		{"GET", "/api/v1/workspaces/{name}/terminal", s.authUser(s.workspaceTerminal)},
 		{"PUT", "/api/v1/workspaces/{name}/schedule", s.authUser(s.setSchedule)},
 		{"POST", "/api/v1/workspaces/{name}/update", s.authUser(s.updateWorkspaceVersion)},
 		{"GET", protocol.WorkspaceAgentConnectPath, http.HandlerFunc(s.workspaceAgentConnect)},

@@ -378,6 +378,17 @@ func oaWorkspaceAgent(t *testing.T, c *oaChecker, dev string) {
 	}
 	client.Close()
 	c.answered["GET /api/v1/workspaces/{name}/ssh 101"] = true
+	c.do(dev, "GET", "/api/v1/workspaces/tfa/terminal", nil, 400, true)
+	c.do(dev, "GET", "/api/v1/workspaces/tfa/terminal?cols=0", nil, 400, false)
+	c.do("", "GET", "/api/v1/workspaces/tfa/terminal", nil, 401, false)
+	tc, status := dialTerminal(t, env, bearerHeader(dev), "tfa", "cols=120&rows=40")
+	if status != http.StatusSwitchingProtocols {
+		t.Fatalf("terminal: %d", status)
+	}
+	tc.send(t, "stty size\r")
+	tc.waitOutput(t, "40 120")
+	tc.c.Close(websocket.StatusNormalClosure, "")
+	c.answered["GET /api/v1/workspaces/{name}/terminal 101"] = true
 }
 
 // TestHelperCannotOpenStreams: streams are the server's to open; one the helper opens is closed at

@@ -71,6 +71,8 @@ func TestAssets(t *testing.T) {
 
 // TestNoInlineScriptNoOutsideAddress: the files obey the CSP (no inline script, handler or style)
 // and name no other address (fonts, scripts, images come from the server or nowhere).
+var cssComment = regexp.MustCompile(`(?s)/\*.*?\*/`)
+
 func TestNoInlineScriptNoOutsideAddress(t *testing.T) {
 	inline := regexp.MustCompile(`<script(?:\s[^>]*)?>\s*[^<\s]|\son[a-z]+\s*=|\sstyle\s*=|style:\s*'`)
 	outside := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}|@import|url\(`)
@@ -79,6 +81,15 @@ func TestNoInlineScriptNoOutsideAddress(t *testing.T) {
 			return err
 		}
 		b, _ := static.ReadFile(p)
+		if strings.HasPrefix(p, "static/vendor/") {
+			// Vendored files (vendor_test.go pins them): their licences and comments name their
+			// authors' sites, which nothing fetches.
+			if strings.HasSuffix(p, ".txt") {
+				return nil
+			}
+			b = cssComment.ReplaceAll(b, nil)
+			b = bytes.ReplaceAll(b, []byte("new URL("), nil) // a link's parsing (OSC 8), not a CSS url()
+		}
 		if m := inline.Find(b); m != nil {
 			t.Errorf("%s: inline script or style %q", p, m)
 		}

@@ -3,6 +3,7 @@ package workspace
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -47,6 +48,10 @@ type AgentConfig struct {
 	// behind an L4 load balancer): `hangar ssh`, `port-forward` and `config-ssh` connect there.
 	// Empty: this agent's workspaces have no SSH for users.
 	ProxySSHAddress string `json:"proxy_ssh_address,omitempty"`
+	// ProxySSHHostKey is the proxy's SSH host public key (authorized_keys form: "ssh-ed25519 AAAA..."),
+	// which the server checks when it connects to ProxySSHAddress for a browser terminal (the
+	// workspace page's). Empty: this agent's workspaces have no browser terminal.
+	ProxySSHHostKey string `json:"proxy_ssh_host_key,omitempty"`
 
 	PartialReconcileIntervalSeconds int `json:"partial_reconciliation_interval_seconds"`
 	FullReconcileIntervalSeconds    int `json:"full_reconciliation_interval_seconds"`
@@ -383,6 +388,13 @@ func (c AgentConfig) Validate() error {
 			v.Add("config.proxy_ssh_address", "must be HOST:PORT where users reach the proxy's SSH, such as ssh.workspaces.example.com:22, got %q", a)
 		}
 	}
+	if k := c.ProxySSHHostKey; k != "" {
+		if _, err := c.ParsedProxySSHHostKey(); err != nil {
+			v.Add("config.proxy_ssh_host_key", "%s", err.Error())
+		} else if c.ProxySSHAddress == "" {
+			v.Add("config.proxy_ssh_host_key", "is the key of the proxy at proxy_ssh_address, which is not set")
+		}
+	}
 	for i, k := range c.ProxySSHPublicKeys {
 		f := fmt.Sprintf("config.proxy_ssh_public_keys[%d]", i)
 		key, _, options, rest, err := ssh.ParseAuthorizedKey([]byte(k))
@@ -576,4 +588,16 @@ func (c AgentConfig) EndpointURL(port int, name, owner, path string) string {
 		path = "/" + path
 	}
 	return scheme + "://" + host + path
+}
+
+// ParsedProxySSHHostKey is ProxySSHHostKey as a key (nil when it is empty).
+func (c AgentConfig) ParsedProxySSHHostKey() (ssh.PublicKey, error) {
+	if c.ProxySSHHostKey == "" {
+		return nil, nil
+	}
+	key, _, options, rest, err := ssh.ParseAuthorizedKey([]byte(c.ProxySSHHostKey))
+	if err != nil || strings.ContainsAny(c.ProxySSHHostKey, "\r\n") || len(bytes.TrimSpace(rest)) > 0 || len(options) > 0 {
+		return nil, errors.New("must be the proxy's SSH host public key on one line, such as \"ssh-ed25519 AAAA...\" (the .pub of hangar proxy --ssh-host-key-file)")
+	}
+	return key, nil
 }

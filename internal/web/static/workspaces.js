@@ -1,6 +1,7 @@
 // The user's pages: the live workspace list, a workspace, and the creation form.
 import { h, clear, fill, fmtTime, fmtDuration, fmtBytes, toast, confirmDialog, stateChip, fieldErrors } from './dom.js';
 import { api, get, enc, ndjson } from './api.js';
+import { openTerminal } from './terminal.js';
 
 // live holds every workspace the user may see, kept current by the server's event stream
 // (GET /api/v1/workspaces/events): a snapshot, then the changes as they commit. Pages subscribe.
@@ -159,6 +160,26 @@ export function workspacePage(main, me, nav, owner, name) {
   const actions = h('div', { class: 'row', testid: 'ws-actions' });
   const apps = h('div', { testid: 'ws-apps' });
   const ssh = h('div', { testid: 'ws-ssh' });
+  // The terminal: opened on demand (xterm.js loads then), kept across the page's re-renders.
+  const termBox = h('div', { class: 'term-box', testid: 'ws-terminal', hidden: true });
+  const termStatus = h('p', { class: 'muted', role: 'status', testid: 'ws-terminal-status' });
+  let closeTerminal = null;
+  const termButton = h('button', { testid: 'ws-terminal-open', onclick: async () => {
+    if (closeTerminal) { closeTerminal(); closeTerminal = null; }
+    fill(termBox);
+    termBox.hidden = false;
+    termStatus.className = 'muted';
+    termStatus.textContent = 'Connecting…';
+    termButton.textContent = 'New terminal';
+    try {
+      closeTerminal = await openTerminal(termBox, path, (text, final) => {
+        termStatus.textContent = text;
+        termStatus.className = final ? 'error' : 'muted';
+      });
+    } catch (e) { termStatus.textContent = 'Cannot open the terminal: ' + e.message; termStatus.className = 'error'; }
+  } }, 'Open a terminal');
+  const terminalSection = h('section', { testid: 'ws-terminal-section' }, h('h2', {}, 'Terminal'),
+    h('div', { class: 'row' }, termButton, termStatus), termBox);
   const logsBox = h('section', { testid: 'ws-builds' });
   const stepsBox = h('section', { testid: 'ws-startup', hidden: true });
   const resBox = h('section', { testid: 'ws-resources', hidden: true });
@@ -166,7 +187,7 @@ export function workspacePage(main, me, nav, owner, name) {
   const paramsBox = h('section', { testid: 'ws-params' });
   const warnBox = h('div', { class: 'note', role: 'status', testid: 'ws-warnings', hidden: true });
   fill(main, h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, warnBox, actions, stepsBox, resBox,
-    h('h2', {}, 'Apps'), apps, h('h2', {}, 'SSH'), ssh, paramsBox, sched, logsBox);
+    h('h2', {}, 'Apps'), apps, h('h2', {}, 'SSH'), ssh, terminalSection, paramsBox, sched, logsBox);
 
   async function act(label, desired, confirmText) {
     if (confirmText && !(await confirmDialog(label + ' ' + name + '?', confirmText, label))) return;
@@ -509,7 +530,7 @@ export function workspacePage(main, me, nav, owner, name) {
       if (current && JSON.stringify(w.helper) !== JSON.stringify(current.helper)) render(w);
     }).catch(() => {});
   }, 30000);
-  return () => { clearInterval(helperTimer); clearInterval(stepsTimer); clearInterval(insideTimer); unsub(); builds.leave(); };
+  return () => { clearInterval(helperTimer); clearInterval(stepsTimer); clearInterval(insideTimer); unsub(); builds.leave(); if (closeTerminal) closeTerminal(); };
 }
 
 // --- A Terraform workspace's builds ---------------------------------------------------------------
