@@ -40,6 +40,10 @@ var rules = []rule{
 	{pkg: "internal/reconcile", why: "the reconcile decision is pure: the domain and the agent's report",
 		allow: append([]string{"internal/protocol"}, domain...)},
 
+	// The decisions over a helper's report from inside its workspace: pure, as reconcile's.
+	{pkg: "internal/monitor", why: "the monitor's decisions are pure: the domain and the helper's report",
+		allow: append([]string{"internal/protocol"}, domain...)},
+
 	// The wire contracts stand alone: any client can take them.
 	{pkg: "internal/protocol", why: "the agent's, proxy's and provisioner's protocol is a contract of its own", allow: []string{}},
 	{pkg: "internal/sdk", why: "the SDK is the user API's client and types; it shares only protocol's limits", allow: []string{"internal/protocol"}},

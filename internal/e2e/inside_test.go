@@ -104,3 +104,76 @@ components:
 	t.Logf("after the hog, `hangar show` says:\n%s", shown)
 	must("delete", "inside", "--yes", "--wait")
 }
+
+// TestIdleByWorkOnRealNode (issue 23 item 4): under an agent policy that counts work, not
+// connections, with a 1-minute TTL, on the real node: a workspace where a detached process keeps
+// working (a busy loop started with setsid, as a build in a detached tmux would) runs past its TTL,
+// its last work saying why; the same workspace without it, idle, is stopped, the reason saying
+// that no work was seen inside.
+func TestIdleByWorkOnRealNode(t *testing.T) {
+	parallel(t)
+	e := setUpProxyWith(t, func(_ *kubetest.Cluster, relayURL string) []string {
+		return []string{"--helper-url", relayURL, "--lifecycle-interval", "5s"}
+	})
+	ctx := context.Background()
+	if _, err := e.admin.UpdateAgent(ctx, e.agent, sdk.UpdateAgentRequest{Config: map[string]any{
+		"lifecycle": map[string]any{"default_ttl": "1m", "activity": "work"}}}); err != nil {
+		t.Fatal(err)
+	}
+	token, _ := e.user(t, "wendy")
+	u := cliUser{url: e.srv.URL, token: token, home: t.TempDir()}
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := u.run(t, args...)
+		if code != 0 {
+			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
+	}
+	devfile := filepath.Join(t.TempDir(), "devfile.yaml")
+	if err := os.WriteFile(devfile, []byte("schemaVersion: 2.2.0\ncomponents:\n  - name: dev\n    container:\n      image: "+kubetest.WorkspaceImage+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"busy", "idle"} {
+		must("create", name, "--agent", e.agent, "--devfile", devfile, "--wait", "--timeout", "2m")
+	}
+	show := func(name string) sdk.Workspace {
+		t.Helper()
+		var ws sdk.Workspace
+		if err := json.Unmarshal([]byte(must("show", name, "-o", "json")), &ws); err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	busy := show("busy")
+	pods, err := e.cluster.Client.CoreV1().Pods(busy.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods: %v %v", pods, err)
+	}
+	// A detached loop: the exec ends, the loop goes on.
+	if out, errOut, err := e.cluster.Exec(ctx, busy.Namespace, pods.Items[0].Name, "dev", "/bin/sh", "-c",
+		"setsid /bin/sh -c 'while :; do :; done' >/dev/null 2>&1 < /dev/null & echo started"); err != nil || !strings.Contains(out, "started") {
+		t.Fatalf("start the loop: %v\n%s%s", err, out, errOut)
+	}
+	kubetest.Eventually(t, 4*time.Minute, "the idle workspace to be stopped", func(context.Context) error {
+		if w := show("idle"); w.DesiredState != "Stopped" {
+			return fmt.Errorf("idle is %s/%s (%s)", w.DesiredState, w.ActualState, w.DesiredStateReason)
+		}
+		return nil
+	})
+	idle, now := show("idle"), time.Now()
+	if !strings.Contains(idle.DesiredStateReason, "autostop") || !strings.Contains(idle.DesiredStateReason, "work seen inside") {
+		t.Errorf("the idle workspace's reason: %q", idle.DesiredStateReason)
+	}
+	busy = show("busy")
+	if busy.DesiredState != "Running" || busy.LastWorkAt == nil || now.Sub(*busy.LastWorkAt) > time.Minute || !strings.Contains(busy.LastWorkReason, "CPU: ") {
+		t.Fatalf("the busy workspace past the idle one's stop: %s, work %v %q", busy.DesiredState, busy.LastWorkAt, busy.LastWorkReason)
+	}
+	if now.Sub(*busy.DesiredStateUpdatedAt) < time.Minute {
+		t.Fatalf("the busy workspace has not run a TTL yet (started %v)", busy.DesiredStateUpdatedAt)
+	}
+	t.Logf("busy: last work %v (%s); idle stopped: %s", busy.LastWorkAt, busy.LastWorkReason, idle.DesiredStateReason)
+	if shown := must("show", "busy"); !strings.Contains(shown, "work seen inside") {
+		t.Errorf("hangar show busy does not say the work:\n%s", shown)
+	}
+}

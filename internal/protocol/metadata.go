@@ -104,7 +104,7 @@ func (s *MetadataSpec) Validate() error {
 			return fmt.Errorf("%s.display_name: want one line of text of at most %d bytes", f, MaxMetadataNameBytes)
 		case strings.TrimSpace(it.Script) == "" || len(it.Script) > MaxMetadataScriptBytes || !utf8.ValidString(it.Script) || strings.ContainsRune(it.Script, 0):
 			return fmt.Errorf("%s.script: want a shell command of at most %d bytes", f, MaxMetadataScriptBytes)
-		case it.Interval < 0 || time.Duration(it.Interval)*time.Second > MaxMetadataInterval || (it.Interval > 0 && time.Duration(it.Interval)*time.Second < MinMetadataInterval):
+		case it.Interval < 0 || it.Interval > int(MaxMetadataInterval/time.Second) || (it.Interval > 0 && it.Interval < int(MinMetadataInterval/time.Second)):
 			return fmt.Errorf("%s.interval: want seconds from %d to %d, got %d", f, int(MinMetadataInterval/time.Second), int(MaxMetadataInterval/time.Second), it.Interval)
 		case it.Timeout < 0:
 			return fmt.Errorf("%s.timeout: want seconds, got %d", f, it.Timeout)
@@ -130,8 +130,13 @@ func (s *MetadataSpec) Validate() error {
 	if len(m.Volumes) > MaxMonitoredVolumes {
 		return fmt.Errorf("resources_monitoring.volumes: %d volumes; at most %d", len(m.Volumes), MaxMonitoredVolumes)
 	}
+	paths := map[string]bool{}
 	for i, v := range m.Volumes {
 		f := fmt.Sprintf("resources_monitoring.volumes[%d]", i)
+		if paths[path.Clean(v.Path)] {
+			return fmt.Errorf("%s.path: %q is watched twice", f, v.Path)
+		}
+		paths[path.Clean(v.Path)] = true
 		if !path.IsAbs(v.Path) || len(v.Path) > MaxVolumePathBytes || !utf8.ValidString(v.Path) || strings.ContainsAny(v.Path, "\x00\r\n") {
 			return fmt.Errorf("%s.path: want an absolute path of at most %d bytes, got %q", f, MaxVolumePathBytes, v.Path)
 		}

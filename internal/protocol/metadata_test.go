@@ -19,15 +19,18 @@ func TestParseMetadataSpec(t *testing.T) {
 		t.Fatalf("the empty spec: %+v, %v", empty, err)
 	}
 	for in, field := range map[string]string{
-		`{"items":[{"key":"A b","script":"x"}]}`:                                 "items[0].key:",
-		`{"items":[{"key":"a","script":"x"},{"key":"a","script":"y"}]}`:          "items[1].key:",
-		`{"items":[{"key":"a","script":"  "}]}`:                                  "items[0].script:",
-		`{"items":[{"key":"a","script":"x","interval":2,"timeout":3}]}`:          "items[0].timeout:",
-		`{"items":[{"key":"a","script":"x","interval":100000}]}`:                 "items[0].interval:",
-		`{"items":[{"key":"a","script":"x","display_name":"two\nlines"}]}`:       "items[0].display_name:",
-		`{"resources_monitoring":{"memory":101}}`:                                "resources_monitoring.memory:",
-		`{"resources_monitoring":{"volumes":[{"path":"home","threshold":90}]}}`:  "resources_monitoring.volumes[0].path:",
-		`{"resources_monitoring":{"volumes":[{"path":"/home","threshold":-1}]}}`: "resources_monitoring.volumes[0].threshold:",
+		`{"items":[{"key":"A b","script":"x"}]}`:                                                          "items[0].key:",
+		`{"items":[{"key":"a","script":"x"},{"key":"a","script":"y"}]}`:                                   "items[1].key:",
+		`{"items":[{"key":"a","script":"  "}]}`:                                                           "items[0].script:",
+		`{"items":[{"key":"a","script":"x","interval":2,"timeout":3}]}`:                                   "items[0].timeout:",
+		`{"items":[{"key":"a","script":"x","interval":100000}]}`:                                          "items[0].interval:",
+		`{"items":[{"key":"a","script":"x","display_name":"two\nlines"}]}`:                                "items[0].display_name:",
+		`{"resources_monitoring":{"memory":101}}`:                                                         "resources_monitoring.memory:",
+		`{"resources_monitoring":{"volumes":[{"path":"home","threshold":90}]}}`:                           "resources_monitoring.volumes[0].path:",
+		`{"resources_monitoring":{"volumes":[{"path":"/home","threshold":-1}]}}`:                          "resources_monitoring.volumes[0].threshold:",
+		`{"items":[{"key":"a","script":"x","interval":18446744084}]}`:                                     "items[0].interval:",
+		`{"items":[{"key":"a","script":"x","interval":9223372046}]}`:                                      "items[0].interval:",
+		`{"resources_monitoring":{"volumes":[{"path":"/a","threshold":1},{"path":"/a/","threshold":2}]}}`: "resources_monitoring.volumes[1].path:",
 		`{"itemz":[]}`: "unknown field",
 		`{} {}`:        "more than one JSON value",
 	} {

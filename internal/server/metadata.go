@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/autobuild"
+	"github.com/hangar-dev/hangar/internal/monitor"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/workspace"
@@ -163,7 +164,7 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 	changed := false
 	// Conditions: raised when over, cleared when under.
 	over := map[alertKey]workspace.Alert{}
-	for _, a := range workspace.ResourceConditions(rep.Resources) {
+	for _, a := range monitor.ResourceConditions(rep.Resources) {
 		over[alertKey{a.Kind, a.Subject}] = a
 	}
 	for k, a := range over {
@@ -239,7 +240,7 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 	if e.policy.Activity == workspace.ActivityWork {
 		answer.ActivityProcesses = e.policy.ActivityProcesses
 		if rep.Activity != nil {
-			if active, why := workspace.WorkActive(*rep.Activity, e.policy); active && now.Sub(e.workPersistedAt) >= WorkPersistInterval {
+			if active, why := monitor.WorkActive(*rep.Activity, e.policy); active && now.Sub(e.workPersistedAt) >= WorkPersistInterval {
 				if err := s.store.RecordWork(ctx, ws.ID, now, why); err != nil {
 					return answer, err
 				}

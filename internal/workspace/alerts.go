@@ -3,8 +3,6 @@ package workspace
 import (
 	"fmt"
 	"time"
-
-	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
 // A workspace's resource alerts (docs/decisions.md, "Inside the workspace: metadata and resource
@@ -15,7 +13,7 @@ import (
 //     once.
 //
 // Each raise is a row the server keeps (Store.RecordWorkspaceAlert): what a later issue's
-// notifications send.
+// notifications send. Package monitor decides which figures raise which.
 const (
 	AlertMemory    = "memory"     // the workspace's memory over its threshold of its limit
 	AlertVolume    = "volume"     // a volume over its threshold of its size (Subject: its path)
@@ -43,24 +41,6 @@ func (a Alert) Event() bool {
 	return a.Kind == AlertOOMKilled || a.Kind == AlertEvicted
 }
 
-// ResourceConditions are the condition alerts a helper's figures raise, each with its detail,
-// keyed by kind and subject: memory at or over its threshold of its limit, a volume at or over its
-// threshold of its size. A threshold of 0 raises nothing.
-func ResourceConditions(r protocol.Resources) []Alert {
-	var out []Alert
-	if m := r.Memory; m != nil && m.Threshold > 0 && m.LimitBytes > 0 && m.UsedBytes*100 >= int64(m.Threshold)*m.LimitBytes {
-		out = append(out, Alert{Kind: AlertMemory, Detail: fmt.Sprintf("memory at %d%% of %s (threshold %d%%)",
-			m.UsedBytes*100/m.LimitBytes, Bytes(m.LimitBytes), m.Threshold)})
-	}
-	for _, v := range r.Volumes {
-		if v.Threshold > 0 && v.TotalBytes > 0 && v.UsedBytes*100 >= int64(v.Threshold)*v.TotalBytes {
-			out = append(out, Alert{Kind: AlertVolume, Subject: v.Path, Detail: fmt.Sprintf("volume %s at %d%% of %s (threshold %d%%)",
-				v.Path, v.UsedBytes*100/v.TotalBytes, Bytes(v.TotalBytes), v.Threshold)})
-		}
-	}
-	return out
-}
-
 // Bytes says a size in binary units with one decimal: 512 B, 1.5 KiB, 2.0 GiB.
 func Bytes(n int64) string {
 	if n < 1024 {
@@ -74,27 +54,4 @@ func Bytes(n int64) string {
 		f, unit = f/1024, u
 	}
 	return fmt.Sprintf("%.1f %s", f, unit)
-}
-
-// WorkActive says whether what a helper saw over one interval is work under policy l, and why
-// (docs/decisions.md, "Inside the workspace: idle by real work"): a running process the policy
-// names, the user's processes using at least its CPU threshold, output to a terminal of a
-// session, or a connection to the web editor. An open shell that prints nothing, an idle editor
-// tab with no connection, a process asleep: none of them is work.
-func WorkActive(a protocol.Activity, l Lifecycle) (bool, string) {
-	switch {
-	case a.Matched != "":
-		return true, "process running: " + a.Matched
-	case a.CPUCores >= l.CPUThreshold():
-		why := fmt.Sprintf("CPU: %.2f cores", a.CPUCores)
-		if a.TopProcess != "" {
-			why += " (most by " + a.TopProcess + ")"
-		}
-		return true, why
-	case a.TerminalOutput > 0:
-		return true, "terminal output in a session"
-	case a.EditorConnections > 0:
-		return true, fmt.Sprintf("%d connection(s) to the web editor", a.EditorConnections)
-	}
-	return false, ""
 }
