@@ -15,6 +15,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
 // printJSON prints v as indented JSON: the API's own shape, since v is an sdk type.
@@ -176,6 +177,7 @@ func (a *app) printWorkspace(w io.Writer, ws sdk.Workspace) error {
 		}
 		rows = append(rows, a.startupRows(ws)...)
 	}
+	rows = append(rows, a.resourceRows(ws)...)
 	rows = append(rows, a.scheduleRows(ws)...)
 	return a.printRows(w, rows)
 }
@@ -401,6 +403,60 @@ func (a *app) startupRows(ws sdk.Workspace) [][2]string {
 		}
 	}
 	return rows
+}
+
+// resourceRows are show's lines about what happens inside a running workspace, as its helper
+// reports it: its CPU, memory and volumes (with their share of the limit), the custom metadata
+// values, and its alerts (an active one first says so).
+func (a *app) resourceRows(ws sdk.Workspace) [][2]string {
+	var rows [][2]string
+	if r := ws.Resources; r != nil {
+		var parts []string
+		if c := r.CPU; c != nil {
+			parts = append(parts, fmt.Sprintf("CPU %.2f of %g cores", c.UsedCores, c.LimitCores))
+		}
+		if m := r.Memory; m != nil {
+			parts = append(parts, "memory "+share(m.UsedBytes, m.LimitBytes))
+		}
+		for _, v := range r.Volumes {
+			parts = append(parts, printable(v.Path)+" "+share(v.UsedBytes, v.TotalBytes))
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "not measured (the helper reads no cgroup v2 here)")
+		}
+		rows = append(rows, [2]string{"Resources", strings.Join(parts, ", ") + " (measured " + a.formatTime(r.CollectedAt) + ")"})
+	}
+	for i, m := range ws.Metadata {
+		label := ""
+		if i == 0 {
+			label = "Metadata"
+		}
+		v := printable(m.Value)
+		if m.Error != "" {
+			v = strings.TrimSpace(v + " (" + printable(m.Error) + ")")
+		}
+		rows = append(rows, [2]string{label, printable(m.DisplayName) + ": " + v})
+	}
+	for i, al := range ws.Alerts {
+		label := ""
+		if i == 0 {
+			label = "Alerts"
+		}
+		line := a.formatTime(al.RaisedAt) + " " + printable(al.Detail)
+		if al.Active {
+			line = "ACTIVE since " + line
+		}
+		rows = append(rows, [2]string{label, line})
+	}
+	return rows
+}
+
+// share is "USED of TOTAL (PERCENT)" in binary units; without a total, the used amount alone.
+func share(used, total int64) string {
+	if total <= 0 {
+		return workspace.Bytes(used)
+	}
+	return fmt.Sprintf("%s of %s (%d%%)", workspace.Bytes(used), workspace.Bytes(total), used*100/total)
 }
 
 // dotfilesRows are show's lines about the install of the owner's dotfiles: its status, and for a

@@ -84,3 +84,41 @@ func TestLogAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestShowResources: `hangar show` of a running workspace prints what its helper measured (CPU,
+// memory, volumes with their share), its custom metadata values (a command's failure beside its
+// value) and its alerts, an active one first saying so; control characters from the workspace's
+// commands do not reach the terminal.
+func TestShowResources(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	const gib = int64(1) << 30
+	raised, cleared := t0.Add(-2*time.Minute), t0.Add(-time.Minute)
+	f.workspaces = map[string]sdk.Workspace{"app": {ID: "w-1", Name: "app", Owner: "admin", Agent: "k1", DesiredState: "Running", ActualState: "Running", CreatedAt: t0,
+		Resources: &sdk.WorkspaceResources{CollectedAt: t0, Resources: protocol.Resources{
+			CPU:     &protocol.CPUUsage{UsedCores: 0.25, LimitCores: 2},
+			Memory:  &protocol.MemoryUsage{UsedBytes: gib, LimitBytes: 2 * gib},
+			Volumes: []protocol.VolumeUsage{{Path: "/projects", UsedBytes: 19 * gib, TotalBytes: 20 * gib}},
+		}},
+		Metadata: []protocol.MetadataValue{{Key: "branch", DisplayName: "Branch", Value: "main\x1b[31m"}, {Key: "load", DisplayName: "Load", Error: "exit status 3"}},
+		Alerts: []sdk.WorkspaceAlert{
+			{Kind: "volume", Subject: "/projects", Detail: "volume /projects at 95% of 20.0 GiB (threshold 90%)", Active: true, RaisedAt: raised},
+			{Kind: "oom-killed", Detail: "1 process(es) in the workspace killed for lack of memory (limit 2.0 GiB)", RaisedAt: cleared, ClearedAt: &cleared},
+		}}}
+	c := newCLI(t, map[string]string{"HANGAR_URL": srv.URL, "HANGAR_TOKEN": adminToken})
+	out := c.ok("show", "app")
+	for _, want := range []string{
+		"Resources:           CPU 0.25 of 2 cores, memory 1.0 GiB of 2.0 GiB (50%), /projects 19.0 GiB of 20.0 GiB (95%) (measured ",
+		"Metadata:            Branch: main\n",
+		"                     Load: (exit status 3)\n",
+		"Alerts:              ACTIVE since ",
+		" volume /projects at 95% of 20.0 GiB (threshold 90%)\n",
+		" 1 process(es) in the workspace killed for lack of memory (limit 2.0 GiB)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("a terminal escape reached the output:\n%q", out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,6 +101,45 @@ events:
 	} {
 		if !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, want) }) {
 			t.Errorf("problems %q, want %q", got, want)
+		}
+	}
+}
+
+// The main container's metadata commands and alert thresholds reach its helper as one JSON
+// specification (protocol.HelperMetadataEnv), with their defaults; wrong values are refused naming
+// the field within the attribute.
+func TestMetadataAttributes(t *testing.T) {
+	d := mustParse(t, []byte(`schemaVersion: 2.2.0
+components:
+  - name: dev
+    attributes:
+      hangar.dev/metadata:
+        - {key: branch, display_name: Branch, script: git -C /projects/app branch --show-current, interval: 30}
+      hangar.dev/resources-monitoring: {memory: 80, volumes: [{path: /projects, threshold: 95}]}
+    container:
+      image: debian:12
+`))
+	got, err := Generate(d, defaultParams(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "name: HANGAR_HELPER_METADATA\n          value: " + strconv.Quote(`{"items":[{"key":"branch","display_name":"Branch","script":"git -C /projects/app branch --show-current","interval":30,"timeout":5}],"resources_monitoring":{"memory":80,"volumes":[{"path":"/projects","threshold":95}]}}`)
+	if !strings.Contains(got, want) {
+		t.Fatalf("the config lacks\n%s\n%s", want, got)
+	}
+	if plain, _ := Generate(mustParse(t, Default()), defaultParams(t)); strings.Contains(plain, "HANGAR_HELPER_METADATA") {
+		t.Error("a devfile without the attributes gives the helper a specification")
+	}
+	for attrs, field := range map[string]string{
+		`hangar.dev/metadata: [{key: "Bad", script: x}]`:                         `devfile.components[0].attributes["hangar.dev/metadata"][0].key`,
+		`hangar.dev/metadata: [{key: a, script: x, interval: 2, timeout: 3}]`:    `devfile.components[0].attributes["hangar.dev/metadata"][0].timeout`,
+		`hangar.dev/metadata: {key: a}`:                                          `devfile.components[0].attributes["hangar.dev/metadata"]`,
+		`hangar.dev/resources-monitoring: {memory: 120}`:                         `devfile.components[0].attributes["hangar.dev/resources-monitoring"].memory`,
+		`hangar.dev/resources-monitoring: {volumes: [{path: x, threshold: 90}]}`: `devfile.components[0].attributes["hangar.dev/resources-monitoring"].volumes[0].path`,
+	} {
+		_, err := Parse([]byte("schemaVersion: 2.2.0\ncomponents:\n  - name: dev\n    attributes:\n      " + attrs + "\n    container:\n      image: debian:12\n"))
+		if err == nil || !strings.Contains(err.Error(), field+":") {
+			t.Errorf("%s: %v, want an error naming %s", attrs, err, field)
 		}
 	}
 }

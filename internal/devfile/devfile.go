@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/hangar-dev/hangar/internal/imagebuild"
+	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/workspace"
 )
 
@@ -87,6 +88,52 @@ func parseRemoteEnv(v *workspace.ValidationError, f string, attrs attributes.Att
 		checkEnvName(v, fmt.Sprintf("%s[%d].name", f, i), e.Name, seen, "in remote-env")
 	}
 	return env
+}
+
+// MetadataAttribute and ResourcesMonitoringAttribute on the main container component declare what
+// its helper reports beside the workspace's CPU, memory and volumes (docs/decisions.md, "Inside
+// the workspace: metadata and resource alerts"): custom metadata commands, a list of {key,
+// display_name, script, interval, timeout} (seconds), and the thresholds of the resource alerts,
+// {memory: PERCENT, volumes: [{path, threshold}]} (0 turns one off). protocol.MetadataSpec is
+// their form and its Validate their rules.
+const (
+	MetadataAttribute            = workspace.ReservedPrefix + "metadata"
+	ResourcesMonitoringAttribute = workspace.ReservedPrefix + "resources-monitoring"
+)
+
+// parseMetadata reads MetadataAttribute and ResourcesMonitoringAttribute of a container component
+// (nil when it has neither).
+func parseMetadata(v *workspace.ValidationError, f string, attrs attributes.Attributes) *protocol.MetadataSpec {
+	if !attrs.Exists(MetadataAttribute) && !attrs.Exists(ResourcesMonitoringAttribute) {
+		return nil
+	}
+	var spec protocol.MetadataSpec
+	if attrs.Exists(MetadataAttribute) {
+		if err := attrs.GetInto(MetadataAttribute, &spec.Items); err != nil {
+			v.Add(fmt.Sprintf("%s.attributes[%q]", f, MetadataAttribute), "must be a list of {key, display_name, script, interval, timeout}")
+			return nil
+		}
+	}
+	if attrs.Exists(ResourcesMonitoringAttribute) {
+		if err := attrs.GetInto(ResourcesMonitoringAttribute, &spec.Monitoring); err != nil {
+			v.Add(fmt.Sprintf("%s.attributes[%q]", f, ResourcesMonitoringAttribute), "must be {memory: PERCENT, volumes: [{path, threshold}]}")
+			return nil
+		}
+	}
+	if err := spec.Validate(); err != nil {
+		// Validate names the field within the spec: items[2].key, resources_monitoring.memory.
+		field, detail, _ := strings.Cut(err.Error(), ": ")
+		attr, rest := MetadataAttribute, strings.TrimPrefix(field, "items")
+		if after, ok := strings.CutPrefix(field, "resources_monitoring"); ok {
+			attr, rest = ResourcesMonitoringAttribute, strings.TrimPrefix(after, ".")
+			if rest != "" && !strings.HasPrefix(rest, "[") {
+				rest = "." + rest
+			}
+		}
+		v.Add(fmt.Sprintf("%s.attributes[%q]%s", f, attr, rest), "%s", detail)
+		return nil
+	}
+	return &spec
 }
 
 // OncePerWorkspaceAttribute on an exec command that a postStart event runs makes it run at the
@@ -153,7 +200,9 @@ type container struct {
 	keepAlive bool // the main container sets neither command nor args: keep it running
 	env       []corev1.EnvVar
 	// remoteEnv (RemoteEnvAttribute) is for the helper's sessions and postStart commands only.
-	remoteEnv    []workspace.EnvVar
+	remoteEnv []workspace.EnvVar
+	// metadata (MetadataAttribute, ResourcesMonitoringAttribute) is for the helper: nil, none.
+	metadata     *protocol.MetadataSpec
 	endpoints    []endpoint
 	mounts       []corev1.VolumeMount // devfile volume mounts, in devfile order
 	mountSources bool
@@ -390,8 +439,8 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 			v.Add(f+".name", "%q is used by another component; component names must be unique", c.Name)
 		}
 		for _, key := range slices.Sorted(maps.Keys(c.Attributes)) {
-			if strings.HasPrefix(key, workspace.ReservedPrefix) && key != MainAttribute && key != EditorAttribute && key != RemoteEnvAttribute {
-				v.Add(fmt.Sprintf("%s.attributes[%q]", f, key), "is not a known attribute; the %q attributes are %q, %q and %q", workspace.ReservedPrefix, MainAttribute, EditorAttribute, RemoteEnvAttribute)
+			if known := []string{MainAttribute, EditorAttribute, RemoteEnvAttribute, MetadataAttribute, ResourcesMonitoringAttribute}; strings.HasPrefix(key, workspace.ReservedPrefix) && !slices.Contains(known, key) {
+				v.Add(fmt.Sprintf("%s.attributes[%q]", f, key), "is not a known attribute; the %q attributes are %q", workspace.ReservedPrefix, known)
 			}
 		}
 		info := &componentInfo{index: i, attrs: c.Attributes}
@@ -420,6 +469,7 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 			d.warnEndpointFields(i, c.Container.Endpoints)
 			ctr.applyOverrides(v, f, c.Attributes)
 			ctr.remoteEnv = parseRemoteEnv(v, f, c.Attributes)
+			ctr.metadata = parseMetadata(v, f, c.Attributes)
 			d.pod = parsePodOverrides(v, f+".attributes", c.Attributes, d.pod)
 			info.container = &ctr
 		case "volume":

@@ -1024,6 +1024,10 @@ func (c container) withHelper(h helperOptions) container {
 		b, _ := json.Marshal(c.remoteEnv) // strings only: cannot fail
 		c.env = append(c.env, corev1.EnvVar{Name: HelperRemoteEnvEnv, Value: string(b)})
 	}
+	if c.metadata != nil {
+		b, _ := json.Marshal(c.metadata) // strings and numbers: cannot fail
+		c.env = append(c.env, corev1.EnvVar{Name: protocol.HelperMetadataEnv, Value: string(b)})
+	}
 	// postStart runs in the helper, once per start of the workspace, instead of as the container's
 	// lifecycle hook (docs/decisions.md, "postStart runs in the helper"): each command is the very
 	// script the hook would run, so its meaning does not change.

@@ -84,6 +84,17 @@ type Workspace struct {
 	// StartupFailed (in the answer about one workspace) names the step that failed while the
 	// workspace runs: it is "Running, startup failed".
 	StartupFailed string `json:"startup_failed,omitempty"`
+	// Resources (in the answer about one workspace) are its CPU, memory and volumes as its
+	// helper last measured them (the cgroup's and the filesystems' figures), with the recent
+	// history; nil when no helper has reported.
+	Resources *WorkspaceResources `json:"resources,omitempty"`
+	// Metadata (in the answer about one workspace) are the latest values of the custom metadata
+	// commands its definition declares.
+	Metadata []protocol.MetadataValue `json:"metadata,omitempty"`
+	// Alerts (in the answer about one workspace) are its resource alerts, the latest first: memory
+	// or a volume over its threshold (active until it is under again), a process or container
+	// killed for lack of memory, the pod evicted.
+	Alerts []WorkspaceAlert `json:"alerts,omitempty"`
 	// Warnings, only in the answers to create and update: what Hangar accepted in the devfile but
 	// ignores (starterProjects, components only build and deploy commands use, ...).
 	Warnings []string `json:"warnings,omitempty"`
@@ -182,6 +193,33 @@ func (w Workspace) RunningStep() *WorkspaceStartupStep {
 		}
 	}
 	return nil
+}
+
+// WorkspaceResources are a workspace's resources as its helper measured them at CollectedAt (a
+// figure it cannot read is absent), and History, the samples of the last minutes, oldest first.
+type WorkspaceResources struct {
+	CollectedAt time.Time `json:"collected_at"`
+	protocol.Resources
+	History []ResourceSample `json:"history,omitempty"`
+}
+
+// ResourceSample is one past measure of a workspace's CPU (cores) and memory (bytes in use).
+type ResourceSample struct {
+	At          time.Time `json:"at"`
+	CPUCores    float64   `json:"cpu_cores"`
+	MemoryBytes int64     `json:"memory_bytes"`
+}
+
+// WorkspaceAlert is a resource alert of a workspace (docs/decisions.md, "Inside the workspace:
+// metadata and resource alerts"). Kind is memory, volume, oom-killed or evicted; Subject what it
+// is about within the kind (a volume's path, a container's name); Active while a condition holds.
+type WorkspaceAlert struct {
+	Kind      string     `json:"kind"`
+	Subject   string     `json:"subject,omitempty"`
+	Detail    string     `json:"detail"`
+	Active    bool       `json:"active"`
+	RaisedAt  time.Time  `json:"raised_at"`
+	ClearedAt *time.Time `json:"cleared_at,omitempty"`
 }
 
 // WorkspaceDotfiles is the install of a workspace owner's dotfiles.

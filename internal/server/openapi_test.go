@@ -527,6 +527,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	oaGitSSH(t, c, dev.Token)
 	oaDotfiles(t, c, dev.Token)
 	oaStartupStep(t, c, dev.Token)
+	oaMetadata(t, c, dev.Token)
 	oaTokensAndUsers(t, c, dev.Token)
 
 	// The audit log of all the above (admins).

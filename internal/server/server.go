@@ -123,7 +123,9 @@ type Server struct {
 	prebuilds *prebuilds.Reconciler
 
 	// agents are the Terraform workspaces' helpers connected to this process.
-	agents       agentRegistry
+	agents agentRegistry
+	// metadata holds the workspaces' latest metadata reports (metadata.go).
+	metadata     metadataCache
 	recheck      time.Duration
 	recheckAfter func(time.Duration) <-chan time.Time
 	replica      string
@@ -360,6 +362,7 @@ func (s *Server) routeTable() []routeEntry {
 		{"POST", protocol.GitSSHSignPath, http.HandlerFunc(s.helperGitSSHSign)},
 		{"PUT", protocol.DotfilesStatusPath, http.HandlerFunc(s.helperDotfiles)},
 		{"PUT", protocol.StartupStepPath, http.HandlerFunc(s.helperStartupStep)},
+		{"PUT", protocol.MetadataPath, http.HandlerFunc(s.helperMetadata)},
 
 		{"POST", "/api/v1/templates/{name}/versions", s.authUser(s.adminOnly(s.pushTemplateVersion))},
 		{"GET", "/api/v1/templates/{name}/versions", s.authUser(s.listTemplateVersions)},

@@ -175,6 +175,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, u workspac
 	s.withAutomation(r.Context(), row, &out)
 	out.Dotfiles = s.dotfilesOf(r, row)
 	out.StartupSteps, out.StartupFailed = s.startupStepsOf(r, row, out.Dotfiles)
+	s.metadataOf(r.Context(), row, &out)
 	if row.Backend == workspace.KindKubernetes {
 		// The rest of the answer stands without them (an agent deleted since, say).
 		if df, err := s.kube.Devfile(r.Context(), row); err == nil {

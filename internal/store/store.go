@@ -113,6 +113,20 @@ type Store interface {
 	// (ErrNotFound: no such workspace); WorkspaceDotfiles reads it (ErrNotFound: none reported).
 	SetWorkspaceDotfiles(ctx context.Context, workspaceID string, d workspace.DotfilesStatus) error
 	WorkspaceDotfiles(ctx context.Context, workspaceID string) (workspace.DotfilesStatus, error)
+	// SetWorkspaceMetadata keeps the latest metadata report of a workspace's helper (JSON) and
+	// when it came (ErrNotFound: no such workspace); WorkspaceMetadata reads it (ErrNotFound:
+	// none kept).
+	SetWorkspaceMetadata(ctx context.Context, workspaceID string, report []byte, at time.Time) error
+	WorkspaceMetadata(ctx context.Context, workspaceID string) ([]byte, time.Time, error)
+	// RecordWorkspaceAlert records an alert of a workspace: a condition (ClearedAt nil) unless
+	// one of its kind and subject is open; an event (ClearedAt set) unless one of its kind,
+	// subject and RaisedAt is kept. It reports whether it wrote one (ErrNotFound: no such
+	// workspace), and keeps the latest workspace.MaxAlertsKept and every open condition.
+	RecordWorkspaceAlert(ctx context.Context, workspaceID string, a workspace.Alert) (bool, error)
+	// ClearWorkspaceAlert clears the open condition of that kind and subject, at at (none: no-op).
+	ClearWorkspaceAlert(ctx context.Context, workspaceID, kind, subject string, at time.Time) error
+	// WorkspaceAlerts reads a workspace's alerts, the latest raised first.
+	WorkspaceAlerts(ctx context.Context, workspaceID string) ([]workspace.Alert, error)
 	// ServerKey returns the server's key of that name, the same for every replica on the
 	// database: the stored one, else gen's, stored (at now) by the first replica to ask.
 	ServerKey(ctx context.Context, name string, gen func() []byte, now time.Time) ([]byte, error)

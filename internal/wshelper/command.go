@@ -31,7 +31,7 @@ type Options struct {
 	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                                    string
 	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                                                 string
 	ConnectURL, ServerURL, Token, TokenFile                                                             string
-	Dotfiles, DotfilesTimeout, GitCredentials                                                           string
+	Dotfiles, DotfilesTimeout, GitCredentials, Metadata                                                 string
 }
 
 // Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
@@ -85,6 +85,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&o.PostStart, "post-start", "HANGAR_HELPER_POST_START", "", `postStart commands as JSON: [{"id":..,"commandLine":..,"workingDir":..,"env":[{"name":..,"value":..}]}], run once per instance`).Arg("JSON"),
 		cmdopt.String(&o.RemoteEnv, "remote-env", "HANGAR_HELPER_REMOTE_ENV", "", `environment variables of SSH sessions, postStart commands and the editor, as JSON: [{"name":..,"value":..}]; ${NAME} in a value is expanded from the container's environment`).Arg("JSON"),
 		cmdopt.String(&o.Editor, "editor", "HANGAR_HELPER_EDITOR", "", `the web editor to run and keep running, as JSON: {"argv":[..],"port":60001}; SSH is served once it answers on its port`).Arg("JSON"),
+		cmdopt.String(&o.Metadata, "metadata", protocol.HelperMetadataEnv, "", `custom metadata commands and resource alert thresholds as JSON: {"items":[{"key":..,"display_name":..,"script":..,"interval":10,"timeout":5}],"resources_monitoring":{"memory":90,"volumes":[{"path":..,"threshold":90}]}}; the CPU, memory and volume figures are reported to the server whatever it says`).Arg("JSON"),
 		cmdopt.String(&o.Dotfiles, "dotfiles-repo", "HANGAR_HELPER_DOTFILES_REPO", "", "the workspace owner's dotfiles repository (URL[#ref]), cloned into ~/.dotfiles with the owner's git credentials and installed at the first start").Arg("URL"),
 		cmdopt.Duration(&o.DotfilesTimeout, "dotfiles-timeout", "HANGAR_HELPER_DOTFILES_TIMEOUT", DefaultDotfilesTimeout.String(), "how long the dotfiles' clone and install may take before they are killed"),
 		cmdopt.String(&o.Instance, "instance", "HANGAR_HELPER_INSTANCE", "", "what identifies one start of the workspace for postStart (default: the hostname, which is the pod's name)").Arg("NAME"),
@@ -133,6 +134,9 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 	cfg.NoGitCredentials = o.GitCredentials == "false"
 	if cfg.PostStart, err = ParsePostStart(o.PostStart); err != nil {
 		return 0, fmt.Errorf("--post-start: %w", err)
+	}
+	if cfg.Metadata, err = protocol.ParseMetadataSpec(o.Metadata); err != nil {
+		return 0, fmt.Errorf("--metadata (%s): %w", protocol.HelperMetadataEnv, err)
 	}
 	if cfg.RemoteEnv, err = ParseRemoteEnv(o.RemoteEnv); err != nil {
 		return 0, fmt.Errorf("--remote-env: %w", err)

@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
 )
 
 // DefaultGracePeriod is how long the helper waits, once told to stop, for sessions and the
@@ -82,7 +84,13 @@ type Config struct {
 	// is served once it answers on its port (or EditorReadyTimeout passed: DefaultEditorReadyTimeout).
 	Editor             *EditorProcess
 	EditorReadyTimeout time.Duration
-	// After makes the timers of the editor's restarts and readiness wait (default time.After).
+	// Metadata is what the helper measures and runs for the workspace's metadata, reported to
+	// ServerURL every protocol.MetadataInterval (metadata.go); it reports the resources whatever
+	// it holds. metadataRoot is where the kernel's files are read ("": /; a test's directory).
+	Metadata     protocol.MetadataSpec
+	metadataRoot string
+	// After makes the timers of the editor's restarts and readiness wait, and the metadata's
+	// intervals (default time.After).
 	After func(time.Duration) <-chan time.Time
 	// Command is the container's own command; empty keeps the container alive until told to stop.
 	Command []string
@@ -242,6 +250,13 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 					listenFailed <- err
 				}
 			}
+		}()
+	}
+	if cfg.ServerURL != "" && cfg.Token != "" {
+		postStart.Add(1)
+		go func() {
+			defer postStart.Done()
+			reportMetadata(postCtx, cfg, cfg.Metadata, remoteEnv, log)
 		}()
 	}
 	if cfg.Dotfiles != "" {

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 

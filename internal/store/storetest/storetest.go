@@ -66,6 +66,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WorkspaceDotfiles", testWorkspaceDotfiles},
 		{"StartupSteps", testStartupSteps},
 		{"ServerKeys", testServerKeys},
+		{"WorkspaceMetadata", testWorkspaceMetadata},
+		{"WorkspaceAlerts", testWorkspaceAlerts},
 	}
 	tests = append(tests, buildTests...)
 	tests = append(tests, presetTests...)

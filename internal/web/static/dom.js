@@ -28,6 +28,19 @@ export function clear(el) { el.replaceChildren(); return el; }
 // fill replaces el's children (null, false and nested arrays allowed, as in h()).
 export function fill(el, ...children) { el.replaceChildren(); return append(el, children); }
 
+// fmtBytes shows a size in binary units with one decimal, as the CLI does: "512 B", "2.0 GiB".
+export function fmtBytes(n) {
+  if (n < 1024) return n + ' B';
+  let f = n / 1024;
+  let unit = 'KiB';
+  for (const u of ['MiB', 'GiB', 'TiB', 'PiB']) {
+    if (f < 1024) break;
+    f /= 1024;
+    unit = u;
+  }
+  return f.toFixed(1) + ' ' + unit;
+}
+
 // fmtDuration shows milliseconds as "4s", "1m 20s" or "1h 2m".
 export function fmtDuration(ms) {
   const s = Math.max(0, Math.round(ms / 1000));

@@ -1,5 +1,5 @@
 // The user's pages: the live workspace list, a workspace, and the creation form.
-import { h, clear, fill, fmtTime, fmtDuration, toast, confirmDialog, stateChip, fieldErrors } from './dom.js';
+import { h, clear, fill, fmtTime, fmtDuration, fmtBytes, toast, confirmDialog, stateChip, fieldErrors } from './dom.js';
 import { api, get, enc, ndjson } from './api.js';
 
 // live holds every workspace the user may see, kept current by the server's event stream
@@ -161,10 +161,11 @@ export function workspacePage(main, me, nav, owner, name) {
   const ssh = h('div', { testid: 'ws-ssh' });
   const logsBox = h('section', { testid: 'ws-builds' });
   const stepsBox = h('section', { testid: 'ws-startup', hidden: true });
+  const resBox = h('section', { testid: 'ws-resources', hidden: true });
   const sched = h('section', {});
   const paramsBox = h('section', { testid: 'ws-params' });
   const warnBox = h('div', { class: 'note', role: 'status', testid: 'ws-warnings', hidden: true });
-  fill(main, h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, warnBox, actions, stepsBox,
+  fill(main, h('h1', {}, h('span', { class: 'muted' }, owner + ' / '), name), state, errorBox, warnBox, actions, stepsBox, resBox,
     h('h2', {}, 'Apps'), apps, h('h2', {}, 'SSH'), ssh, paramsBox, sched, logsBox);
 
   async function act(label, desired, confirmText) {
@@ -268,6 +269,34 @@ export function workspacePage(main, me, nav, owner, name) {
       return h('li', {}, d);
     })));
   }
+  // What its helper reports from inside (in the answer about the workspace only): its resources,
+  // custom metadata values and alerts; read again every 10 s while it runs.
+  let inside = { resources: null, metadata: [], alerts: [] };
+  let insideShown = '';
+  function share(used, total) {
+    return total > 0 ? fmtBytes(used) + ' of ' + fmtBytes(total) + ' (' + Math.floor(used * 100 / total) + '%)' : fmtBytes(used);
+  }
+  function renderInside() {
+    const sig = JSON.stringify(inside);
+    if (sig === insideShown) return;
+    insideShown = sig;
+    const { resources: r, metadata, alerts } = inside;
+    resBox.hidden = !r && !metadata.length && !alerts.length;
+    const rows = [];
+    if (r && r.cpu) rows.push(['CPU', r.cpu.used_cores.toFixed(2) + ' of ' + r.cpu.limit_cores + ' cores', 'ws-res-cpu']);
+    if (r && r.memory) rows.push(['Memory', share(r.memory.used_bytes, r.memory.limit_bytes), 'ws-res-memory']);
+    for (const v of (r && r.volumes) || []) rows.push([v.path, share(v.used_bytes, v.total_bytes), 'ws-res-volume']);
+    for (const m of metadata) rows.push([m.display_name, m.value + (m.error ? ' (' + m.error + ')' : ''), 'ws-meta-' + m.key]);
+    fill(resBox, h('h2', {}, 'Inside the workspace'),
+      alerts.length ? h('ul', { class: 'alerts', testid: 'ws-alerts' }, alerts.map((a) => h('li', { class: a.active ? 'error' : 'muted', testid: 'ws-alert' },
+        (a.active ? 'Active since ' : '') + fmtTime(a.raised_at) + ': ' + a.detail))) : null,
+      rows.length ? h('dl', { class: 'props' }, rows.map(([k, v, id]) => [h('dt', {}, k), h('dd', { testid: id }, v)])) : null,
+      r ? h('p', { class: 'muted', testid: 'ws-res-measured' }, 'Measured by the workspace\u2019s helper ' + fmtTime(r.collected_at)) : null);
+  }
+  function takeInside(w) {
+    inside = { resources: w.resources || null, metadata: w.metadata || [], alerts: w.alerts || [] };
+    renderInside();
+  }
   // While the workspace starts, or a step is pending or running, the page reads the workspace
   // again every 2 s, and once when its state changes: the steps change without the workspace's
   // row, which the live stream carries. One read at a time: a slow answer is not asked again
@@ -280,6 +309,7 @@ export function workspacePage(main, me, nav, owner, name) {
       steps = w.startup_steps || [];
       const failed = w.startup_failed || '';
       renderSteps();
+      takeInside(w);
       if (failed !== startupFailed) { startupFailed = failed; if (current) render(current); }
     }).catch(() => {}).finally(() => { stepsReading = false; });
   }
@@ -288,6 +318,7 @@ export function workspacePage(main, me, nav, owner, name) {
     const starting = current.actual_state === 'Starting' || current.actual_state === 'CreationRequested';
     if (starting || steps.some((st) => st.state === 'pending' || st.state === 'running')) readSteps();
   }, 2000);
+  const insideTimer = setInterval(() => { if (current && current.actual_state === 'Running') readSteps(); }, 10000);
   let appsShown = '';
   function renderApps(w) {
     // Rendered at each change of the workspace: the section is rebuilt only when what it shows
@@ -458,6 +489,7 @@ export function workspacePage(main, me, nav, owner, name) {
     steps = w.startup_steps || [];
     startupFailed = w.startup_failed || '';
     renderSteps();
+    takeInside(w);
     const made = created.get(w.id);
     if (made && (made.warnings || []).length) {
       fill(warnBox, h('strong', {}, 'Created with warnings:'), h('ul', {}, made.warnings.map((x) => h('li', { testid: 'ws-warning' }, x))));
@@ -476,7 +508,7 @@ export function workspacePage(main, me, nav, owner, name) {
       if (current && JSON.stringify(w.helper) !== JSON.stringify(current.helper)) render(w);
     }).catch(() => {});
   }, 30000);
-  return () => { clearInterval(helperTimer); clearInterval(stepsTimer); unsub(); builds.leave(); };
+  return () => { clearInterval(helperTimer); clearInterval(stepsTimer); clearInterval(insideTimer); unsub(); builds.leave(); };
 }
 
 // --- A Terraform workspace's builds ---------------------------------------------------------------

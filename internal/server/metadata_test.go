@@ -1,0 +1,157 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/sdk"
+	"github.com/hangar-dev/hangar/internal/servertest"
+)
+
+// A workspace's helper reports its resources and custom metadata with its token: shown with the
+// workspace while it runs; memory or a volume over its threshold raises an alert once, cleared
+// when under again; kills for lack of memory raise an event per new kill; the report is written
+// to the database at most once a minute (and at once when an alert changes); a bad report is a
+// 400 naming the field; another workspace's token reports its own; after a restart the earlier
+// run's figures are not shown, its alerts are (no longer active).
+func TestHelperMetadata(t *testing.T) {
+	for _, engine := range servertest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			env := servertest.NewWith(t, engine, withHelperTokens)
+			agentToken := createAgent(t, env, "k1", nil)
+			dev := createUser(t, env, "dev")
+			var app, other sdk.Workspace
+			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1"}, http.StatusCreated, &app)
+			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "other", "agent": "k1"}, http.StatusCreated, &other)
+			tokens := helperTokens(t, env, agentToken)
+			for i, ws := range []sdk.Workspace{app, other} {
+				reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+					{Name: ws.KubeName, Namespace: ws.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", i+1)}}})
+			}
+			detail := func(name string) sdk.Workspace {
+				t.Helper()
+				var ws sdk.Workspace
+				mustCall(t, env, dev, "GET", "/api/v1/workspaces/"+name, nil, http.StatusOK, &ws)
+				return ws
+			}
+			const gib = int64(1) << 30
+			report := func(token string, memUsed int64, ooms int64, items ...protocol.MetadataValue) {
+				t.Helper()
+				rep := protocol.MetadataReport{CollectedAt: env.Clock.Now(), Resources: protocol.Resources{
+					CPU:     &protocol.CPUUsage{UsedCores: 0.25, LimitCores: 2},
+					Memory:  &protocol.MemoryUsage{UsedBytes: memUsed, LimitBytes: 2 * gib, Threshold: 90, OOMKills: ooms},
+					Volumes: []protocol.VolumeUsage{{Path: "/projects", UsedBytes: 3 * gib, TotalBytes: 10 * gib, Threshold: 90}},
+				}, Items: items}
+				if status, body := call(t, env, token, "PUT", protocol.MetadataPath, rep); status != http.StatusNoContent {
+					t.Fatalf("report: %d %s", status, body)
+				}
+			}
+			kept := func() time.Time {
+				t.Helper()
+				_, at, err := env.Store.WorkspaceMetadata(context.Background(), app.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return at
+			}
+			first := env.Clock.Now()
+			report(tokens[app.KubeName], gib/2, 0, protocol.MetadataValue{Key: "branch", DisplayName: "Branch", Value: "main"})
+			ws := detail("app")
+			r := ws.Resources
+			if r == nil || r.CPU.UsedCores != 0.25 || r.Memory.UsedBytes != gib/2 || len(r.Volumes) != 1 || r.Volumes[0].UsedBytes != 3*gib ||
+				len(r.History) != 1 || len(ws.Metadata) != 1 || ws.Metadata[0].Value != "main" || len(ws.Alerts) != 0 {
+				t.Fatalf("after a report: resources %+v, metadata %+v, alerts %+v", r, ws.Metadata, ws.Alerts)
+			}
+			if d := detail("other"); d.Resources != nil || d.Metadata != nil {
+				t.Fatalf("app's report shows on other: %+v", d.Resources)
+			}
+			// Ten seconds later: in memory, not written again.
+			env.Clock.Advance(10 * time.Second)
+			report(tokens[app.KubeName], gib, 0)
+			if at := kept(); !at.Equal(first) {
+				t.Fatalf("the report was written again after 10 s (kept at %v, first %v)", at, first)
+			}
+			if ws := detail("app"); ws.Resources.Memory.UsedBytes != gib || len(ws.Resources.History) != 2 {
+				t.Fatalf("the latest report is not shown: %+v", ws.Resources)
+			}
+			// Memory over its threshold: one alert, written at once, however many reports say so.
+			env.Clock.Advance(10 * time.Second)
+			over := env.Clock.Now()
+			report(tokens[app.KubeName], 2*gib-gib/10, 0)
+			env.Clock.Advance(10 * time.Second)
+			report(tokens[app.KubeName], 2*gib-gib/10, 0)
+			if at := kept(); !at.Equal(over) {
+				t.Fatalf("an alert's report was not written at once (kept at %v)", at)
+			}
+			ws = detail("app")
+			if len(ws.Alerts) != 1 || ws.Alerts[0].Kind != "memory" || !ws.Alerts[0].Active || !ws.Alerts[0].RaisedAt.Equal(over) ||
+				ws.Alerts[0].Detail != "memory at 95% of 2.0 GiB (threshold 90%)" {
+				t.Fatalf("memory over its threshold: %+v", ws.Alerts)
+			}
+			// Under again: cleared. Two processes killed: one event.
+			env.Clock.Advance(10 * time.Second)
+			report(tokens[app.KubeName], gib, 2)
+			env.Clock.Advance(10 * time.Second)
+			report(tokens[app.KubeName], gib, 2)
+			ws = detail("app")
+			if len(ws.Alerts) != 2 || ws.Alerts[0].Kind != "oom-killed" || ws.Alerts[0].Detail != "2 process(es) in the workspace killed for lack of memory (limit 2.0 GiB)" ||
+				ws.Alerts[1].Kind != "memory" || ws.Alerts[1].Active || ws.Alerts[1].ClearedAt == nil {
+				t.Fatalf("after the kills: %+v", ws.Alerts)
+			}
+			// After a minute, written again.
+			env.Clock.Advance(time.Minute)
+			report(tokens[app.KubeName], gib, 2)
+			if at := kept(); !at.Equal(env.Clock.Now()) {
+				t.Fatalf("not written after a minute (kept at %v)", at)
+			}
+			for _, bad := range []struct {
+				body  map[string]any
+				field string
+			}{
+				{map[string]any{"items": []map[string]any{{"key": "Bad Key", "display_name": "x", "value": "1"}}}, "items[0].key"},
+				{map[string]any{"resources": map[string]any{"volumes": []map[string]any{{"path": "projects", "used_bytes": 1, "total_bytes": 2}}}}, "resources.volumes[0].path"},
+				{map[string]any{"resources": map[string]any{"memory": map[string]any{"used_bytes": 1, "threshold": 101}}}, "resources.memory"},
+			} {
+				status, body := call(t, env, tokens[other.KubeName], "PUT", protocol.MetadataPath, bad.body)
+				var e sdk.Error
+				_ = json.Unmarshal(body, &e)
+				if status != http.StatusBadRequest || len(e.Validations) != 1 || e.Validations[0].Field != bad.field {
+					t.Errorf("%v: %d %s, want a 400 naming %s", bad.body, status, body, bad.field)
+				}
+			}
+			if status, _ := call(t, env, "hwa_not-a-token", "PUT", protocol.MetadataPath, map[string]any{}); status != http.StatusUnauthorized {
+				t.Errorf("a bad token: %d, want 401", status)
+			}
+			// A value over its bound is cut.
+			report(tokens[other.KubeName], 1, 0, protocol.MetadataValue{Key: "big", DisplayName: "Big", Value: strings.Repeat("é", protocol.MaxMetadataValueBytes)})
+			if v := detail("other").Metadata[0].Value; len(v) > protocol.MaxMetadataValueBytes || !strings.HasPrefix(v, "éé") {
+				t.Errorf("a long value: %d bytes", len(v))
+			}
+			// A restart: the earlier run's figures are not shown; its alerts are, not active.
+			env.Clock.Advance(time.Minute)
+			mustCall(t, env, dev, "PATCH", "/api/v1/workspaces/app", map[string]any{"desired_state": "RestartRequested"}, http.StatusOK, nil)
+			if ws := detail("app"); ws.Resources != nil || len(ws.Alerts) != 2 {
+				t.Errorf("after a restart: %+v, alerts %+v", ws.Resources, ws.Alerts)
+			}
+		})
+	}
+}
+
+// oaMetadata: the helper's metadata report against the OpenAPI document (the workspace tfssh and
+// its helper token are oaGitSSH's).
+func oaMetadata(t *testing.T, c *oaChecker, dev string) {
+	t.Helper()
+	helper := protocol.WorkspaceAgentTokenPrefix + "openapi-gitssh"
+	c.do(helper, "PUT", protocol.MetadataPath, map[string]any{"collected_at": "2026-11-27T09:00:00Z",
+		"resources": map[string]any{"cpu": map[string]any{"used_cores": 0.5, "limit_cores": 2},
+			"memory":  map[string]any{"used_bytes": 1900, "limit_bytes": 2000, "threshold": 90, "oom_kills": 1},
+			"volumes": []map[string]any{{"path": "/home/dev", "used_bytes": 5, "total_bytes": 10, "threshold": 90}}},
+		"items": []map[string]any{{"key": "load", "display_name": "Load", "value": "0.5", "collected_at": "2026-11-27T09:00:00Z"}}}, 204, true)
+	c.do(helper, "PUT", protocol.MetadataPath, map[string]any{"items": []map[string]any{{"key": ""}}}, 400, false)
+	c.do(dev, "GET", "/api/v1/workspaces/tfssh", nil, 200, true)
+}
