@@ -56,15 +56,27 @@ func TestTerraformMetadataOnRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	const agent = `resource "hangar_agent" "main" {` + "\n"
-	if !strings.Contains(string(b), agent) || !strings.Contains(string(b), `display_name = "Home size"`) {
-		t.Fatalf("the starter's agent is not %q with its Home size metadata:\n%s", agent, b)
+	const monitoring = "  resources_monitoring {\n"
+	if !strings.Contains(string(b), agent) || !strings.Contains(string(b), `display_name = "Home size"`) || !strings.Contains(string(b), monitoring) {
+		t.Fatalf("the starter's agent is not %q with its Home size metadata and %q:\n%s", agent, monitoring, b)
 	}
+	// One more command; and two more volumes: the container's /tmp at 1%, which any disk is over
+	// (an alert without filling one), and / with its alert off.
 	module := strings.Replace(string(b), agent, agent+`  metadata {
     key          = "answer"
     display_name = "The answer"
     script       = "echo 42-from-template"
     interval     = 1
   }
+`, 1)
+	module = strings.Replace(module, monitoring, monitoring+`    volume {
+      path      = "/tmp"
+      threshold = 1
+    }
+    volume {
+      path    = "/"
+      enabled = false
+    }
 `, 1)
 	if err := os.WriteFile(mainTF, []byte(module), 0o644); err != nil {
 		t.Fatal(err)
@@ -78,13 +90,17 @@ func TestTerraformMetadataOnRealNode(t *testing.T) {
 	must("create", "dev", "--template", "pods", "--parameter", "kubeconfig="+string(kubeconfig), "--parameter", "namespace="+ns, "--wait")
 	t.Cleanup(func() { _, _, _ = u.run(t, "delete", "dev", "--yes", "--wait") })
 
-	// The helper reports once it runs, then every protocol.MetadataInterval.
-	shown := regexp.MustCompile(`(?m)^Metadata:\n(?:  .*\n)*?  The answer: 42-from-template\n`)
-	home := regexp.MustCompile(`(?m)^Metadata:\n(?:  .*\n)*?  Home size: \d+(?:\.\d+)?[KMG]?\n`)
+	// The helper reports once it runs, then every protocol.MetadataInterval. show prints the values
+	// as "Metadata:   NAME: VALUE" and then "            NAME: VALUE" lines.
+	inMetadata := func(line string) *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^Metadata: +(?:.*\n +)*?` + line + `$`)
+	}
+	shown, home := inMetadata(`The answer: 42-from-template`), inMetadata(`Home size: [0-9.]+[KMGT]?`)
+	alert := regexp.MustCompile(`(?m)^Alerts: +ACTIVE since .* volume /tmp at \d+% of .* \(threshold 1%\)$`)
 	var out string
-	kubetest.Eventually(t, transition, "hangar show to show the template's metadata", func(context.Context) error {
+	kubetest.Eventually(t, transition, "hangar show to show the template's metadata and the /tmp alert", func(context.Context) error {
 		out = must("show", "dev")
-		if !shown.MatchString(out) || !home.MatchString(out) {
+		if !shown.MatchString(out) || !home.MatchString(out) || !alert.MatchString(out) {
 			return fmt.Errorf("hangar show dev:\n%s", out)
 		}
 		return nil
@@ -114,11 +130,17 @@ func TestTerraformMetadataOnRealNode(t *testing.T) {
 		if !hasObject(ws, map[string]any{"key": "answer", "display_name": "The answer", "value": "42-from-template"}) {
 			return fmt.Errorf("the workspace JSON has no value 42-from-template for the key answer:\n%s", body)
 		}
-		if !hasObject(ws, map[string]any{"path": "/home/dev", "threshold": 80.0}) {
-			return fmt.Errorf("the workspace JSON has no volume /home/dev watched at 80%%:\n%s", body)
+		if !hasObject(ws, map[string]any{"path": "/home/dev", "threshold": 80.0}) || !hasObject(ws, map[string]any{"path": "/", "threshold": nil}) {
+			return fmt.Errorf("the workspace JSON has no volume /home/dev watched at 80%%, or / unwatched:\n%s", body)
+		}
+		if !hasObject(ws, map[string]any{"kind": "volume", "subject": "/tmp", "active": true}) {
+			return fmt.Errorf("the workspace JSON has no active alert on /tmp:\n%s", body)
 		}
 		return nil
 	})
+	if hasObject(ws, map[string]any{"kind": "volume", "subject": "/"}) {
+		t.Errorf("a volume whose alert is off (enabled = false) raised one:\n%v", ws)
+	}
 	must("delete", "dev", "--yes", "--wait")
 }
 
