@@ -68,14 +68,14 @@ func agentBlocks() map[string]schema.Block {
 			}},
 		},
 		"resources_monitoring": schema.SingleNestedBlock{
-			Description: "The thresholds of the workspace's resource alerts. Without it, memory and the workspace's own volume alert at " + strconv.Itoa(protocol.DefaultThresholdPercent) + "%." + rewrites,
+			Description: "The thresholds of the workspace's resource alerts. Without it, memory and the home directory's volume alert at " + strconv.Itoa(protocol.DefaultThresholdPercent) + "%." + rewrites,
 			Blocks: map[string]schema.Block{
 				"memory": schema.SingleNestedBlock{
 					Description: "The memory alert, in percent of the machine's (cgroup's) limit.",
 					Attributes:  map[string]schema.Attribute{"enabled": enabled("memory"), "threshold": threshold("memory")},
 				},
 				"volume": schema.ListNestedBlock{
-					Description: "A volume alert (at most " + strconv.Itoa(protocol.MaxMonitoredVolumes) + "), on the filesystem that holds path; with none, the workspace's own.",
+					Description: "A volume alert (at most " + strconv.Itoa(protocol.MaxMonitoredVolumes) + "), on the filesystem that holds path; with none, the filesystem of the helper's home directory ($HOME) at " + strconv.Itoa(protocol.DefaultThresholdPercent) + "%.",
 					NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
 						"path":      schema.StringAttribute{Required: true, Description: "An absolute path on the machine."},
 						"enabled":   enabled("volume"),
