@@ -42,21 +42,21 @@ func TestInitScript(t *testing.T) {
 	odd := filepath.Join(dir, "it's a dir", "hangar")
 	fakeHangar(t, odd)
 	url, token := "http://h:1/a b'c", "hwa_x'y $(z)"
-	out, err := runInit(t, InitScript(odd, url, token, ""), "/usr/bin:/bin", "--state-dir", "/s")
+	out, err := runInit(t, InitScript(Helper{Binary: odd, ConnectURL: url, Token: token}), "/usr/bin:/bin", "--state-dir", "/s")
 	want := "workspace-helper|--connect-url|" + url + "|--state-dir|/s|token=" + token + "\n"
 	if err != nil || out != want {
 		t.Fatalf("with hangar_binary: %v\n%q\nwant %q", err, out, want)
 	}
 	onPath := filepath.Join(dir, "bin", "hangar")
 	fakeHangar(t, onPath)
-	if out, err := runInit(t, InitScript("", url, token, ""), filepath.Dir(onPath)+":/usr/bin:/bin"); err != nil || !strings.HasPrefix(out, "workspace-helper|") {
+	if out, err := runInit(t, InitScript(Helper{ConnectURL: url, Token: token}), filepath.Dir(onPath)+":/usr/bin:/bin"); err != nil || !strings.HasPrefix(out, "workspace-helper|") {
 		t.Fatalf("from PATH: %v\n%s", err, out)
 	}
-	out, err = runInit(t, InitScript("", url, token, ""), "/nonexistent")
+	out, err = runInit(t, InitScript(Helper{ConnectURL: url, Token: token}), "/nonexistent")
 	if err == nil || !strings.Contains(out, "no hangar binary on PATH (set hangar_binary)") {
 		t.Fatalf("without hangar: %v\n%s", err, out)
 	}
-	if strings.Contains(InitScript("", url, token, ""), "--token") {
+	if strings.Contains(InitScript(Helper{ConnectURL: url, Token: token}), "--token") {
 		t.Fatal("the token is on the helper's command line")
 	}
 }
@@ -75,7 +75,7 @@ func TestInitScriptHostKey(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\nprintf '%s' \"$HANGAR_HELPER_HOST_KEY\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	script := InitScript(bin, "http://h:1", "hwa_x", key)
+	script := InitScript(Helper{Binary: bin, ConnectURL: "http://h:1", Token: "hwa_x", HostKey: key})
 	if out, err := runInit(t, script, "/usr/bin:/bin"); err != nil || out != key {
 		t.Fatalf("the helper got the host key %q (%v), want %q", out, err, key)
 	}

@@ -18,7 +18,7 @@ import (
 func goodPod() podModel {
 	return podModel{
 		Kubeconfig: types.StringValue("k"), Namespace: types.StringValue("ns"), Name: types.StringValue("hangar-ws"),
-		Image: types.StringValue(PodDefaultImage), InitScript: types.StringValue(InitScript("", "http://h:1", "hwa_secret", "")), RunAsUser: types.Int64Value(podUID),
+		Image: types.StringValue(PodDefaultImage), InitScript: types.StringValue(InitScript(Helper{ConnectURL: "http://h:1", Token: "hwa_secret"})), RunAsUser: types.Int64Value(podUID),
 	}
 }
 

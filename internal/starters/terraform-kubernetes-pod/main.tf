@@ -38,7 +38,30 @@ data "hangar_workspace" "me" {}
 
 # The helper's token and init script. It lives as long as the workspace, so that stopping and
 # starting keep the same helper identity; the server accepts its token while the state holds it.
-resource "hangar_agent" "main" {}
+resource "hangar_agent" "main" {
+  # A value shown with the workspace (hangar show, the API, its page) beside the CPU, memory and
+  # disk the helper measures by itself: the helper runs the command on the machine every interval
+  # seconds. Add one block per value; changing them makes the pod anew at the next build.
+  metadata {
+    key          = "home_size"
+    display_name = "Home size"
+    script       = "du -sh \"$HOME\" | cut -f 1"
+    interval     = 60
+    timeout      = 10
+  }
+
+  # The workspace shows an alert when the pod's memory or its home goes over a threshold (percent;
+  # enabled = false turns one off). Without this block, both alert at 90.
+  resources_monitoring {
+    memory {
+      threshold = 90
+    }
+    volume {
+      path      = "/home/dev"
+      threshold = 80
+    }
+  }
+}
 
 # The machine: it exists while the workspace runs (start_count is 1 on start, 0 on stop and delete).
 resource "hangar_kubernetes_pod" "machine" {
