@@ -165,10 +165,10 @@ func oneLine(s string) string {
 }
 
 func (a *app) logsCmd() *cobra.Command {
-	var follow bool
+	var follow, startup bool
 	var number int
 	cmd := &cobra.Command{
-		Use:   "logs NAME [-f] [--build N] [-o json]",
+		Use:   "logs NAME [-f] [--build N | --startup] [-o json]",
 		Short: "Show the log of a workspace's build (the latest by default)",
 		Long: "Show the log of a workspace's build (the latest by default). With -o json, each line is a JSON\n" +
 			"object as the API sends it (time, stage, level, output; the last one, once the build has ended,\n" +
@@ -176,7 +176,9 @@ func (a *app) logsCmd() *cobra.Command {
 			"A Kubernetes workspace has no builds: for it, logs shows its startup steps (the image build's\n" +
 			"prepare, build and push) with the last lines of each one's log, as its agent last reported\n" +
 			"them; -f follows them until none is pending or running; -o json prints each step as the API\n" +
-			"has it.\n\n" + nameHelp,
+			"has it.\n\n" +
+			"--startup shows the startup steps of either kind of workspace instead of its build: a Terraform\n" +
+			"workspace's are those its helper runs (its postStart commands).\n\n" + nameHelp,
 		Args: oneName("workspace"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := a.outputFormat(cmd)
@@ -188,6 +190,18 @@ func (a *app) logsCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if startup && cmd.Flags().Changed("build") {
+				return errors.New("--startup shows the startup steps, --build a build's log: give one of them")
+			}
+			if startup {
+				if format == "json" {
+					enc := json.NewEncoder(out)
+					return a.startupLogs(cmd.Context(), c, args[0], follow, func(st sdk.WorkspaceStartupStep, _ string) error { return enc.Encode(st) })
+				}
+				return a.startupLogs(cmd.Context(), c, args[0], follow, func(st sdk.WorkspaceStartupStep, text string) error {
+					return a.printStepLog(out, st, text)
+				})
+			}
 			if format == "json" {
 				enc := json.NewEncoder(out)
 				err := c.BuildLogs(cmd.Context(), args[0], number, 0, follow, func(l sdk.BuildLog) error { return enc.Encode(l) })
@@ -221,6 +235,7 @@ func (a *app) logsCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep following the log until the build ends")
 	cmd.Flags().IntVar(&number, "build", 0, "build `N` (default: the latest)")
+	cmd.Flags().BoolVar(&startup, "startup", false, "show the workspace's startup steps (either backend) instead of a build's log")
 	return cmd
 }
 
@@ -610,6 +625,9 @@ func (a *app) startupLogs(ctx context.Context, c *sdk.Client, name string, follo
 		// start never will.
 		starting := ws.ActualState == string(workspace.CreationRequested) || ws.ActualState == string(workspace.Starting)
 		if len(ws.StartupSteps) == 0 && len(shown) == 0 && (!follow || !starting) {
+			if ws.Backend == string(workspace.KindTerraform) {
+				return fmt.Errorf("workspace %s has no startup steps: its helper has reported none (its template's machine runs no postStart commands, or its helper has not run them yet)", ws.Name)
+			}
 			return fmt.Errorf("workspace %s is a Kubernetes workspace and has no build; its agent has reported no startup steps (its definition builds no image)", ws.Name)
 		}
 		active := false

@@ -122,3 +122,30 @@ func TestShowResources(t *testing.T) {
 		t.Errorf("a terminal escape reached the output:\n%q", out)
 	}
 }
+
+// TestStartupLogsFlag: `hangar logs WS --startup` shows the startup steps of either backend
+// without looking for a build (a Terraform workspace's postStart, as its helper reported it), as
+// text or JSON; one without steps says why; --startup with --build is refused.
+func TestStartupLogsFlag(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	start := t0.Add(-time.Minute)
+	failed := sdk.WorkspaceStartupStep{Name: "post-start", State: "failed", StartedAt: &start, EndedAt: &t0, Detail: "command 1/1: setup", Log: "npm ERR! missing script\n", UpdatedAt: t0}
+	f.workspaces = map[string]sdk.Workspace{
+		"vm":   {ID: "w-1", Name: "vm", Owner: "admin", Backend: "terraform", DesiredState: "Running", ActualState: "Running", CreatedAt: t0, StartupSteps: []sdk.WorkspaceStartupStep{failed}, StartupFailed: "post-start"},
+		"bare": {ID: "w-2", Name: "bare", Owner: "admin", Backend: "terraform", DesiredState: "Running", ActualState: "Running", CreatedAt: t0},
+	}
+	c := newCLI(t, map[string]string{"HANGAR_URL": srv.URL, "HANGAR_TOKEN": adminToken})
+	if got := c.ok("logs", "vm", "--startup"); got != "== post-start: failed (command 1/1: setup)\nnpm ERR! missing script\n" {
+		t.Errorf("logs --startup:\n%s", got)
+	}
+	var st sdk.WorkspaceStartupStep
+	if out := c.ok("logs", "vm", "--startup", "-o", "json"); json.Unmarshal([]byte(out), &st) != nil || st.Name != "post-start" || st.State != "failed" {
+		t.Errorf("logs --startup -o json: %s", out)
+	}
+	if errOut := c.fail("logs", "bare", "--startup"); !strings.Contains(errOut, "workspace bare has no startup steps: its helper has reported none") {
+		t.Errorf("a Terraform workspace without steps: %s", errOut)
+	}
+	if errOut := c.fail("logs", "vm", "--startup", "--build", "2"); !strings.Contains(errOut, "give one of them") {
+		t.Errorf("--startup with --build: %s", errOut)
+	}
+}
