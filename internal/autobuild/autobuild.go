@@ -111,7 +111,8 @@ func Snapshot(w workspace.Workspace, p workspace.Lifecycle, busy bool) lifecycle
 		use = *last
 	}
 	return lifecycle.Snapshot{Desired: w.DesiredState, Actual: w.ActualState, DesiredAt: w.DesiredStateUpdatedAt,
-		ActualAt: w.ActualStateUpdatedAt, LastUse: use, DormantAt: w.DormantAt, Schedule: w.Schedule, Policy: p, Busy: busy}
+		ActualAt: w.ActualStateUpdatedAt, LastUse: use, NoWork: p.Activity == workspace.ActivityWork && w.LastWorkAt == nil,
+		DormantAt: w.DormantAt, Schedule: w.Schedule, Policy: p, Busy: busy}
 }
 
 type due struct {

@@ -28,7 +28,8 @@ func TestSnapshotCountsWork(t *testing.T) {
 		t.Fatalf("work: %+v", a)
 	}
 	w.LastWorkAt = nil
-	if a := lifecycle.Decide(now, Snapshot(w, p, false)); a.To != workspace.Stopped || !a.Due.Equal(t0.Add(time.Minute)) {
+	if a := lifecycle.Decide(now, Snapshot(w, p, false)); a.To != workspace.Stopped || !a.Due.Equal(t0.Add(time.Minute)) ||
+		a.Detail != "started 2026-11-27 10:00 UTC, no work seen inside (TTL 1m0s)" {
 		t.Fatalf("no work ever: %+v", a)
 	}
 }

@@ -117,7 +117,7 @@ func TestIdleByWorkOnRealNode(t *testing.T) {
 	})
 	ctx := context.Background()
 	if _, err := e.admin.UpdateAgent(ctx, e.agent, sdk.UpdateAgentRequest{Config: map[string]any{
-		"lifecycle": map[string]any{"default_ttl": "1m", "activity": "work"}}}); err != nil {
+		"lifecycle": map[string]any{"default_ttl": "1m", "activity": "work", "activity_cpu": 0.05}}}); err != nil {
 		t.Fatal(err)
 	}
 	token, _ := e.user(t, "wendy")
@@ -162,7 +162,7 @@ func TestIdleByWorkOnRealNode(t *testing.T) {
 		return nil
 	})
 	idle, now := show("idle"), time.Now()
-	if !strings.Contains(idle.DesiredStateReason, "autostop") || !strings.Contains(idle.DesiredStateReason, "work seen inside") {
+	if !strings.Contains(idle.DesiredStateReason, "autostop") || !strings.Contains(idle.DesiredStateReason, "no work seen inside") {
 		t.Errorf("the idle workspace's reason: %q", idle.DesiredStateReason)
 	}
 	busy = show("busy")

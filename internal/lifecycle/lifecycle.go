@@ -30,7 +30,10 @@ type Snapshot struct {
 	// LastUse is the latest use: creation, a user's API change, a build a user asked for, or
 	// traffic through the proxy or the server (the workspace's LastActivityAt and CreatedAt); under
 	// a policy whose activity is work, creation or the latest work its helper saw (LastWorkAt).
-	LastUse   time.Time
+	LastUse time.Time
+	// NoWork: under a policy whose activity is work, its helper has seen none (LastUse is the
+	// creation): the action's detail says so.
+	NoWork    bool
 	DormantAt *time.Time
 	Schedule  workspace.Schedule
 	Policy    workspace.Lifecycle
@@ -56,12 +59,15 @@ func (a Action) None() bool { return a.To == "" && !a.MarkDormant }
 // Text is the reason as the workspace shows it: "autostop: ...".
 func (a Action) Text() string { return string(a.Reason) + ": " + a.Detail }
 
-// useWord is what a policy counts as use, in the words of an action's detail.
-func useWord(p workspace.Lifecycle) string {
-	if p.Activity == workspace.ActivityWork {
-		return "work seen inside"
+// lastUse says the last use of s as an action's detail does, in the words of its policy.
+func lastUse(s Snapshot) string {
+	switch {
+	case s.NoWork:
+		return "no work seen inside"
+	case s.Policy.Activity == workspace.ActivityWork:
+		return "last work seen inside " + stamp(s.LastUse)
 	}
-	return "used"
+	return "last used " + stamp(s.LastUse)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 MST") }
@@ -88,7 +94,7 @@ func Decide(now time.Time, s Snapshot) Action {
 		}
 		if at, ok := StopDeadline(s); ok && !now.Before(at) {
 			return Action{To: workspace.Stopped, Reason: build.ReasonAutostop, Due: at,
-				Detail: fmt.Sprintf("started %s, last %s %s (TTL %s)", stamp(s.DesiredAt), useWord(p), stamp(s.LastUse), workspace.TTL(s.Schedule, p))}
+				Detail: fmt.Sprintf("started %s, %s (TTL %s)", stamp(s.DesiredAt), lastUse(s), workspace.TTL(s.Schedule, p))}
 		}
 	case workspace.Stopped:
 		if s.DormantAt != nil {
