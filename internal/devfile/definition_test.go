@@ -143,3 +143,37 @@ components:
 		}
 	}
 }
+
+// The main container's hangar.dev/startup-behavior: non-blocking has its helper serve SSH (the
+// readiness) without waiting for the postStart commands; blocking (the default) says nothing; any
+// other value is refused naming the attribute.
+func TestStartupBehaviorAttribute(t *testing.T) {
+	devfile := func(behavior string) string {
+		return `schemaVersion: 2.2.0
+components:
+  - name: dev
+    attributes:
+      hangar.dev/startup-behavior: ` + behavior + `
+    container:
+      image: debian:12
+commands:
+  - id: setup
+    exec: {component: dev, commandLine: make setup}
+events:
+  postStart: [setup]
+`
+	}
+	got, err := Generate(mustParse(t, []byte(devfile("non-blocking"))), defaultParams(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "name: "+HelperPostStartBlockingEnv+"\n          value: \"false\"") {
+		t.Fatalf("non-blocking: the helper is not told:\n%s", got)
+	}
+	if got, _ := Generate(mustParse(t, []byte(devfile("blocking"))), defaultParams(t)); strings.Contains(got, HelperPostStartBlockingEnv) {
+		t.Error("blocking: the helper is told otherwise")
+	}
+	if _, err := Parse([]byte(devfile("sometimes"))); err == nil || !strings.Contains(err.Error(), `devfile.components[0].attributes["hangar.dev/startup-behavior"]: must be "blocking" or "non-blocking", got "sometimes"`) {
+		t.Fatalf("a bad value: %v", err)
+	}
+}

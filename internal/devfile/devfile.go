@@ -136,6 +136,19 @@ func parseMetadata(v *workspace.ValidationError, f string, attrs attributes.Attr
 	return &spec
 }
 
+// StartupBehaviorAttribute on the main container component says whether its postStart commands
+// hold the workspace back (Coder's startup_script_behavior): "blocking" (the default: the helper
+// serves SSH, the pod's readiness, once they ended, so the workspace is Running only then) or
+// "non-blocking" (the workspace is Running at once; the commands run beside, their step shown
+// running until they end).
+const StartupBehaviorAttribute = workspace.ReservedPrefix + "startup-behavior"
+
+// The values of StartupBehaviorAttribute.
+const (
+	StartupBlocking    = "blocking"
+	StartupNonBlocking = "non-blocking"
+)
+
 // OncePerWorkspaceAttribute on an exec command that a postStart event runs makes it run at the
 // workspace's first start only (devcontainer.json's onCreate, updateContent and postCreate
 // commands): the helper records its success on the workspace's data volume.
@@ -201,6 +214,8 @@ type container struct {
 	env       []corev1.EnvVar
 	// remoteEnv (RemoteEnvAttribute) is for the helper's sessions and postStart commands only.
 	remoteEnv []workspace.EnvVar
+	// nonBlocking: its postStart commands do not hold the workspace back (StartupBehaviorAttribute).
+	nonBlocking bool
 	// metadata (MetadataAttribute, ResourcesMonitoringAttribute) is for the helper: nil, none.
 	metadata     *protocol.MetadataSpec
 	endpoints    []endpoint
@@ -439,7 +454,7 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 			v.Add(f+".name", "%q is used by another component; component names must be unique", c.Name)
 		}
 		for _, key := range slices.Sorted(maps.Keys(c.Attributes)) {
-			if known := []string{MainAttribute, EditorAttribute, RemoteEnvAttribute, MetadataAttribute, ResourcesMonitoringAttribute}; strings.HasPrefix(key, workspace.ReservedPrefix) && !slices.Contains(known, key) {
+			if known := []string{MainAttribute, EditorAttribute, RemoteEnvAttribute, MetadataAttribute, ResourcesMonitoringAttribute, StartupBehaviorAttribute}; strings.HasPrefix(key, workspace.ReservedPrefix) && !slices.Contains(known, key) {
 				v.Add(fmt.Sprintf("%s.attributes[%q]", f, key), "is not a known attribute; the %q attributes are %q", workspace.ReservedPrefix, known)
 			}
 		}
@@ -470,6 +485,14 @@ func (d *Devfile) parseComponents(v *workspace.ValidationError, comps []v1alpha2
 			ctr.applyOverrides(v, f, c.Attributes)
 			ctr.remoteEnv = parseRemoteEnv(v, f, c.Attributes)
 			ctr.metadata = parseMetadata(v, f, c.Attributes)
+			if c.Attributes.Exists(StartupBehaviorAttribute) {
+				var bad error
+				b := c.Attributes.GetString(StartupBehaviorAttribute, &bad)
+				if bad != nil || (b != StartupBlocking && b != StartupNonBlocking) {
+					v.Add(fmt.Sprintf("%s.attributes[%q]", f, StartupBehaviorAttribute), "must be %q or %q, got %q", StartupBlocking, StartupNonBlocking, b)
+				}
+				ctr.nonBlocking = b == StartupNonBlocking
+			}
 			d.pod = parsePodOverrides(v, f+".attributes", c.Attributes, d.pod)
 			info.container = &ctr
 		case "volume":

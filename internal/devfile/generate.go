@@ -1038,6 +1038,9 @@ func (c container) withHelper(h helperOptions) container {
 		}
 		b, _ := json.Marshal(cmds) // strings only: cannot fail
 		c.env = append(c.env, corev1.EnvVar{Name: HelperPostStartEnv, Value: string(b)})
+		if c.nonBlocking {
+			c.env = append(c.env, corev1.EnvVar{Name: HelperPostStartBlockingEnv, Value: "false"})
+		}
 		c.postStart = nil
 	}
 	// Ready once the helper listens: the EndpointSlice then sends the proxy only to a pod that
@@ -1069,6 +1072,10 @@ const HelperRemoteEnvEnv = "HANGAR_HELPER_REMOTE_ENV"
 // HelperPostStartEnv is the main container's variable that gives the helper the postStart
 // commands (a JSON list of workspace.PostStartCommand).
 const HelperPostStartEnv = "HANGAR_HELPER_POST_START"
+
+// HelperPostStartBlockingEnv "false" has the helper serve SSH (the pod's readiness) without
+// waiting for the postStart commands (StartupBehaviorAttribute non-blocking).
+const HelperPostStartBlockingEnv = "HANGAR_HELPER_POST_START_BLOCKING"
 
 // HelperDotfilesEnv is the main container's variable that gives the helper the owner's dotfiles
 // repository (URL[#ref]) to install at the workspace's first start.

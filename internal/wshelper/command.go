@@ -31,7 +31,7 @@ type Options struct {
 	MaxConnections, MaxChannels, HandshakeTimeout, KeepaliveInterval                                    string
 	KeepaliveCountMax, GracePeriod, LogLevel, LogFormat                                                 string
 	ConnectURL, ServerURL, Token, TokenFile                                                             string
-	Dotfiles, DotfilesTimeout, GitCredentials, Metadata                                                 string
+	Dotfiles, DotfilesTimeout, GitCredentials, Metadata, PostStartBlocking                              string
 }
 
 // Command returns `hangar workspace-helper [flags] [-- COMMAND [ARG...]]`, hidden: the agent's
@@ -83,6 +83,7 @@ func Command() *cobra.Command {
 		cmdopt.String(&o.StateDir, "state-dir", "HANGAR_HELPER_STATE_DIR", "", "directory that keeps the generated host key and the postStart record, on the workspace's data volume (default: $HOME/.local/state/hangar-helper)"),
 		cmdopt.String(&o.AuthorizedKeysFile, "authorized-keys-file", "HANGAR_HELPER_AUTHORIZED_KEYS_FILE", "", "authorized_keys file of the keys allowed in (normally the proxy's), re-read at every connection; missing or empty refuses everyone"),
 		cmdopt.String(&o.PostStart, "post-start", "HANGAR_HELPER_POST_START", "", `postStart commands as JSON: [{"id":..,"commandLine":..,"workingDir":..,"env":[{"name":..,"value":..}]}], run once per instance`).Arg("JSON"),
+		cmdopt.Bool(&o.PostStartBlocking, "post-start-blocking", "HANGAR_HELPER_POST_START_BLOCKING", "true", "serve SSH (the pod's readiness) only once the postStart commands ended; false: at once, the commands running beside"),
 		cmdopt.String(&o.RemoteEnv, "remote-env", "HANGAR_HELPER_REMOTE_ENV", "", `environment variables of SSH sessions, postStart commands and the editor, as JSON: [{"name":..,"value":..}]; ${NAME} in a value is expanded from the container's environment`).Arg("JSON"),
 		cmdopt.String(&o.Editor, "editor", "HANGAR_HELPER_EDITOR", "", `the web editor to run and keep running, as JSON: {"argv":[..],"port":60001}; SSH is served once it answers on its port`).Arg("JSON"),
 		cmdopt.String(&o.Metadata, "metadata", protocol.HelperMetadataEnv, "", `custom metadata commands and resource alert thresholds as JSON: {"items":[{"key":..,"display_name":..,"script":..,"interval":10,"timeout":5}],"resources_monitoring":{"memory":90,"volumes":[{"path":..,"threshold":90}]}}; the CPU, memory and volume figures are reported to the server whatever it says`).Arg("JSON"),
@@ -132,6 +133,7 @@ func Main(ctx context.Context, o Options, command []string, stdin io.Reader, std
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Logger: log,
 	}
 	cfg.NoGitCredentials = o.GitCredentials == "false"
+	cfg.PostStartNonBlocking = o.PostStartBlocking == "false"
 	if cfg.PostStart, err = ParsePostStart(o.PostStart); err != nil {
 		return 0, fmt.Errorf("--post-start: %w", err)
 	}

@@ -75,6 +75,9 @@ type Config struct {
 	// and a failure is told to every shell session (Server.SetNotice).
 	PostStart []PostStartCommand
 	Instance  string
+	// PostStartNonBlocking: SSH is served without waiting for the postStart commands (the
+	// devfile's hangar.dev/startup-behavior: non-blocking); their failure is told all the same.
+	PostStartNonBlocking bool
 	// Dotfiles, when set, is the owner's dotfiles repository (URL[#ref]), installed into $HOME
 	// (dotfiles.go) beside everything else, within DotfilesTimeout (DefaultDotfilesTimeout when
 	// 0); a failure is told to every shell session.
@@ -175,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	// With postStart commands or an editor, SSH is served once they have ended and the editor
 	// answers (below): the pod's readiness probe is the SSH port, so the workspace is Running only
 	// then, as with Kubernetes' own hook.
-	gated := len(cfg.PostStart) > 0 || cfg.Editor != nil
+	gated := (len(cfg.PostStart) > 0 && !cfg.PostStartNonBlocking) || cfg.Editor != nil
 	if cfg.SSHAddr != "" && !gated {
 		if err := listen(); err != nil {
 			srv.Shutdown(context.Background())
@@ -230,16 +233,34 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	var postStart sync.WaitGroup
 	listenFailed := make(chan error, 1)
-	if gated {
+	// postStart runs beside everything; SSH waits for it unless it is non-blocking, and for the
+	// editor to answer.
+	postDone := make(chan struct{})
+	if len(cfg.PostStart) > 0 {
 		postStart.Add(1)
 		go func() {
 			defer postStart.Done()
+			defer close(postDone)
 			if err := runPostStart(postCtx, cfg.PostStart, remoteEnv, cfg.StateDir, cfg.Instance, cfg.Stdout, log, reportStep(postCtx, cfg, log)); err != nil {
 				if postCtx.Err() != nil {
 					return // stopping
 				}
 				log.Error("postStart failed; they will run again at the next container start", "err", err)
 				srv.AddNotice(postStartNotice(err, cfg.StateDir))
+			}
+		}()
+	} else {
+		close(postDone)
+	}
+	if gated {
+		postStart.Add(1)
+		go func() {
+			defer postStart.Done()
+			if !cfg.PostStartNonBlocking {
+				select {
+				case <-postDone:
+				case <-postCtx.Done():
+				}
 			}
 			select {
 			case <-editorReady:
@@ -252,6 +273,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 			}
 		}()
 	}
+
 	if cfg.ServerURL != "" && cfg.Token != "" {
 		postStart.Add(1)
 		go func() {

@@ -252,6 +252,26 @@ func TestRunServesSSHAfterPostStart(t *testing.T) {
 	}
 }
 
+// TestRunServesSSHBesideNonBlockingPostStart: with non-blocking postStart commands (the devfile's
+// hangar.dev/startup-behavior), SSH is served at once, the commands running beside; they still
+// run to their end.
+func TestRunServesSSHBesideNonBlockingPostStart(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	h := launchRun(t, Config{Instance: "pod", PostStartNonBlocking: true, PostStart: []PostStartCommand{
+		{ID: "wait", CommandLine: "echo waiting; until [ -e " + gate + " ]; do sleep 0.01; done; echo went on"}}})
+	h.waitListening(t)
+	if strings.Contains(h.logs.String(), "postStart commands succeeded") {
+		t.Fatalf("postStart ended before the gate opened:\n%s", h.logs.String())
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "postStart to end", func() bool { return strings.Contains(h.logs.String(), "postStart commands succeeded") })
+	if !strings.Contains(h.stdout.String(), "went on") {
+		t.Fatalf("postStart's output: %q", h.stdout.String())
+	}
+}
+
 // TestRunPostStartFailureIsTold: a failed postStart does not stop the container; SSH is served and
 // every shell session is told, with the path of the commands' output.
 func TestRunPostStartFailureIsTold(t *testing.T) {
