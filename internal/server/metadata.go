@@ -228,8 +228,9 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 		}
 		e.persistedAt = now
 	}
-	// Work: under a policy that counts it, the helper is told which processes are work, and the
-	// work it saw is written at most every WorkPersistInterval.
+	// Work: the work the helper saw is written at most every WorkPersistInterval whatever the
+	// policy (the page shows it; a policy whose activity is work counts it as use, and tells the
+	// helper which processes are work).
 	if now.Sub(e.policyAt) >= policyFor {
 		p, err := autobuild.PolicyOf(ctx, s.store, ws)
 		if err != nil && !isNotFound(err) {
@@ -239,13 +240,13 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 	}
 	if e.policy.Activity == workspace.ActivityWork {
 		answer.ActivityProcesses = e.policy.ActivityProcesses
-		if rep.Activity != nil {
-			if active, why := monitor.WorkActive(*rep.Activity, e.policy); active && now.Sub(e.workPersistedAt) >= WorkPersistInterval {
-				if err := s.store.RecordWork(ctx, ws.ID, now, why); err != nil {
-					return answer, err
-				}
-				e.workPersistedAt = now
+	}
+	if rep.Activity != nil {
+		if active, why := monitor.WorkActive(*rep.Activity, e.policy); active && now.Sub(e.workPersistedAt) >= WorkPersistInterval {
+			if err := s.store.RecordWork(ctx, ws.ID, now, why); err != nil {
+				return answer, err
 			}
+			e.workPersistedAt = now
 		}
 	}
 	return answer, nil

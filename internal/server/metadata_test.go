@@ -197,7 +197,8 @@ func TestPodAlertsWithTheWorkspace(t *testing.T) {
 // Under a policy whose activity is work (the agent's lifecycle here), the helper is answered the
 // processes that are work, and what it reports as work is recorded as the workspace's last work
 // (at most every 30 s), with why; an idle interval records nothing, and the autostop counts from
-// the last work, not from a connection. Under the default policy nothing is recorded.
+// the last work, not from a connection. Under the default policy the work is recorded (shown) but
+// no processes are asked for and the autostop does not count it.
 func TestHelperWorkActivity(t *testing.T) {
 	for _, engine := range servertest.Engines {
 		t.Run(engine, func(t *testing.T) {
@@ -255,12 +256,12 @@ func TestHelperWorkActivity(t *testing.T) {
 			if ws := detail("app"); !ws.LastWorkAt.Equal(env.Clock.Now()) || ws.LastWorkReason != "CPU: 1.50 cores (most by cc1)" {
 				t.Fatalf("after 40 s: %v %q", ws.LastWorkAt, ws.LastWorkReason)
 			}
-			// The default policy: no processes asked, nothing recorded.
+			// The default policy: no processes asked; the work is shown, not counted.
 			if answer := report(tokens[plain.KubeName], protocol.Activity{CPUCores: 2}); len(answer.ActivityProcesses) != 0 {
 				t.Fatalf("the default policy's answer: %+v", answer)
 			}
-			if ws := detail("plain"); ws.LastWorkAt != nil {
-				t.Fatalf("work recorded under the default policy: %v", ws.LastWorkAt)
+			if ws := detail("plain"); ws.LastWorkAt == nil || !ws.LastWorkAt.Equal(env.Clock.Now()) || ws.LastWorkReason != "CPU: 2.00 cores" {
+				t.Fatalf("work under the default policy: %v %q", ws.LastWorkAt, ws.LastWorkReason)
 			}
 		})
 	}

@@ -104,7 +104,8 @@ func TestBrowserInsideTheWorkspace(t *testing.T) {
 			CPU:     &protocol.CPUUsage{UsedCores: 0.5, LimitCores: 2},
 			Memory:  &protocol.MemoryUsage{UsedBytes: used, LimitBytes: 2 * gib, Threshold: 90},
 			Volumes: []protocol.VolumeUsage{{Path: "/projects", UsedBytes: 5 * gib, TotalBytes: 20 * gib, Threshold: 90}},
-		}, Items: []protocol.MetadataValue{{Key: "branch", DisplayName: "Branch", Value: value}}}, nil)
+		}, Items: []protocol.MetadataValue{{Key: "branch", DisplayName: "Branch", Value: value}},
+			Activity: &protocol.Activity{CPUCores: 0.5, TopProcess: "make"}}, nil)
 	}
 	report(gib, "main <img src=x onerror=alert(1)>")
 
@@ -122,6 +123,9 @@ func TestBrowserInsideTheWorkspace(t *testing.T) {
 		if got := b.Text(sel); got != want {
 			t.Errorf("%s reads %q, want %q", sel, got, want)
 		}
+	}
+	if got := b.Text(`[data-testid="ws-last-work"]`); !strings.HasSuffix(got, ": CPU: 0.50 cores (most by make)") || !strings.HasPrefix(got, "Work seen inside ") {
+		t.Errorf("the last work reads %q", got)
 	}
 	var imgs int
 	b.Run("no markup from a value", chromedp.Evaluate(`document.querySelectorAll('[data-testid="ws-resources"] img').length`, &imgs))
