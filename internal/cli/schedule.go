@@ -174,7 +174,7 @@ max_stopped_hours_before_termination.`,
 	f.StringVar(&l.DormancyAutoDelete, "dormancy-delete", "", "delete a workspace dormant for this `DURATION`")
 	f.StringVar(&l.MaxActive, "max-active", "", "stop a workspace this `DURATION` after its start")
 	f.StringVar(&l.MaxStopped, "max-stopped", "", "delete a workspace stopped for this `DURATION`")
-	f.StringVar(&l.Activity, "activity", "", "what counts as use: `connections` or work")
+	f.StringVar(&l.Activity, "activity", "", "what counts as use (`MODE`): connections or work")
 	f.StringVar(&activityProcesses, "activity-processes", "", "with --activity work: commands whose running is work (`LIST`: make,go test)")
 	f.Float64Var(&l.ActivityCPU, "activity-cpu", 0, "with --activity work: `CORES` of CPU at or over which processes are working (0: 0.1)")
 	f.BoolVar(&clear, "clear", false, "remove the whole policy (with other flags: keep only those)")
