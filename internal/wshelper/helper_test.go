@@ -40,6 +40,10 @@ func TestMain(m *testing.M) {
 		GitKnownHostsMain(os.Args[2], os.Stdout, os.Stderr)
 		return
 	}
+	if os.Getenv("WSHELPER_BENCH_IDLE") != "" {
+		idleHelperMain() // the helper measured by BenchmarkHelperIdle
+		return
+	}
 	if port := os.Getenv("WSHELPER_TEST_EDITOR_PORT"); port != "" {
 		fakeEditor(port) // the editor of the editor tests
 		return
