@@ -266,7 +266,9 @@ func (c *agentConn) dialTCP(ctx context.Context, port string) (net.Conn, error) 
 	_ = stream.SetReadDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { stream.Close() })
 	err = wsmux.ReadReply(stream)
-	stop()
+	if !stop() && err == nil {
+		err = ctx.Err() // the stream was closed as ctx ended
+	}
 	if err != nil {
 		stream.Close()
 		if ctx.Err() != nil {
