@@ -1,5 +1,5 @@
-// Package netutil holds the accept loop that the proxy's SSH side and the workspace helper's SSH
-// server share.
+// Package netutil holds what the proxy's SSH side and the workspace helper share: the accept loop of
+// their SSH servers, and copies that hold no large buffer while idle (Buffers).
 package netutil
 
 import (

@@ -4,7 +4,8 @@ package protocol
 // workspaces: the helper connects out"): `hangar workspace-helper --connect-url URL` opens a
 // WebSocket to WorkspaceAgentConnectPath with its token as the Bearer credential, and runs yamux
 // over it as the server side of the streams: the server opens one stream per user connection (GET
-// /api/v1/workspaces/{name}/ssh), and the helper serves SSH on it.
+// /api/v1/workspaces/{name}/ssh), and the helper serves SSH on it; on version 2 also one per
+// connection to an app, which the helper relays to the port (WorkspaceAgentSubprotocolV2).
 const (
 	WorkspaceAgentConnectPath = "/api/v1/workspace-agent/connect"
 	// WorkspaceAgentTokenPrefix begins every helper token.
@@ -12,6 +13,13 @@ const (
 	// WorkspaceAgentSubprotocol is the WebSocket subprotocol of the connection; its version is
 	// bumped when the framing changes.
 	WorkspaceAgentSubprotocol = "hangar-workspace-agent.v1"
+	// WorkspaceAgentSubprotocolV2 is version 2 of the connection: the same yamux session, whose
+	// every stream begins with a header that says what it carries (internal/wsmux): an SSH
+	// connection, as every stream of version 1, or a TCP connection to a port on the machine's
+	// loopback address, which the server opens for a Terraform workspace's app without an SSH
+	// connection of its own (docs/decisions.md, "The way in, faster"). A helper offers both
+	// versions, 2 first; a server that knows version 2 picks it, an older one picks 1.
+	WorkspaceAgentSubprotocolV2 = "hangar-workspace-agent.v2"
 	// WorkspaceSSHSubprotocol is the subprotocol of a user's SSH connection to a workspace: the
 	// bytes of an SSH connection, relayed to the helper.
 	WorkspaceSSHSubprotocol = "hangar-ssh.v1"

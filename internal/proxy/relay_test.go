@@ -101,7 +101,7 @@ func TestRelayQuickCommandKeepsItsExitStatus(t *testing.T) {
 				_ = a.Close()
 				continue
 			}
-			go relayChannel(a, aReqs, b, bReqs)
+			go relayChannel(a, aReqs, b, bReqs, true)
 		}
 	}()
 

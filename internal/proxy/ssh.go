@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,9 +77,13 @@ type SSHServer struct {
 	listeners map[net.Listener]struct{}
 	conns     map[io.Closer]struct{}
 	wg        sync.WaitGroup
-	// now is closed (and replaced) by RecheckNow: every open connection's recheck waits on it
-	// beside its ticker.
+	// now is closed (and replaced) by RecheckNow: the recheck loop waits on it beside its ticker.
 	now chan struct{}
+	// bridges are the relayed connections, which the one recheck loop (started with the first)
+	// asks about; stopRecheck ends it (Close).
+	bridges     map[*bridge]struct{}
+	recheckOnce sync.Once
+	stopRecheck chan struct{}
 }
 
 // RecheckNow makes every open connection ask the server about its access at once (the server said
@@ -138,7 +143,8 @@ func NewSSHServer(opts SSHOptions) (*SSHServer, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &SSHServer{opts: opts, log: opts.Logger, slots: make(chan struct{}, opts.MaxConnections),
-		listeners: map[net.Listener]struct{}{}, conns: map[io.Closer]struct{}{}, now: make(chan struct{})}
+		listeners: map[net.Listener]struct{}{}, conns: map[io.Closer]struct{}{}, now: make(chan struct{}),
+		bridges: map[*bridge]struct{}{}, stopRecheck: make(chan struct{})}
 	s.config = &ssh.ServerConfig{
 		ServerVersion: "SSH-2.0-hangar-proxy",
 		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
@@ -280,6 +286,9 @@ func (s *SSHServer) untrack(c io.Closer) {
 // Close stops accepting, closes every connection and waits for their goroutines.
 func (s *SSHServer) Close() {
 	s.mu.Lock()
+	if !s.closing {
+		close(s.stopRecheck)
+	}
 	s.closing = true
 	for ln := range s.listeners {
 		ln.Close()
@@ -351,20 +360,40 @@ func (s *SSHServer) serveConn(nc net.Conn) {
 	defer up.Close()
 	log.Info("ssh connection opened", "helper", addr)
 
-	b := &bridge{s: s, wsID: wsID, log: log}
-	var wg sync.WaitGroup
-	wg.Add(5)
-	go func() { defer wg.Done(); b.channels(chans, up, true) }()
-	go func() { defer wg.Done(); b.channels(upChans, down, false); down.Close() }()
-	go func() { defer wg.Done(); relayRequests(reqs, up) }()
-	go func() { defer wg.Done(); relayRequests(upReqs, down) }()
-	recheckDone := make(chan struct{})
-	go func() { defer wg.Done(); b.recheck(down, ext, recheckDone) }()
-	_ = down.Wait()
-	up.Close()
-	close(recheckDone)
-	wg.Wait()
+	// The goroutines of a relayed connection, besides x/crypto/ssh's three per SSH connection: this
+	// one, which relays the requests and opens the channels of both sides, and those of each open
+	// channel (relayChannel). TestSSHProxyGoroutinesPerConnection counts them.
+	b := &bridge{s: s, wsID: wsID, log: log, down: down,
+		check: protocol.ProxySSHCheckRequest{Workspace: down.User(), PublicKey: ext[extPublicKey], Token: ext[extToken]}}
+	if !s.addBridge(b) {
+		return
+	}
+	defer s.removeBridge(b)
+	var relays sync.WaitGroup // the channels' openings and relays
+	b.relay(chans, reqs, down, upChans, upReqs, up, &relays)
+	relays.Wait()
 	log.Info("ssh connection closed", "duration", time.Since(start).Round(time.Millisecond).String())
+}
+
+// addBridge registers b for the recheck loop, starting the loop with the first connection.
+func (s *SSHServer) addBridge(b *bridge) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.bridges[b] = struct{}{}
+	s.recheckOnce.Do(func() {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.recheckLoop() }()
+	})
+	return true
+}
+
+func (s *SSHServer) removeBridge(b *bridge) {
+	s.mu.Lock()
+	delete(s.bridges, b)
+	s.mu.Unlock()
 }
 
 // errHostKeyMismatch: the pod at the workspace's address is not its helper, or has a key of
@@ -418,51 +447,99 @@ func (s *SSHServer) refuse(down *ssh.ServerConn, chans <-chan ssh.NewChannel, re
 
 // bridge relays one client connection's channels.
 type bridge struct {
-	s    *SSHServer
-	wsID string
-	log  *slog.Logger
+	s     *SSHServer
+	wsID  string
+	log   *slog.Logger
+	down  *ssh.ServerConn
+	check protocol.ProxySSHCheckRequest // what the recheck asks
 
-	mu   sync.Mutex
-	open int
+	checking atomic.Bool // a recheck of this connection is under way
+	failures int         // rechecks that failed in a row (read and written by the one under way)
+
+	mu       sync.Mutex
+	channels int // open
 }
 
-// channels opens, on to, every channel asked for on from, and relays the two. Channels the client
-// opens (sessions, direct-tcpip) count as activity; those the helper opens (forwarded-tcpip,
-// agent forwarding) serve a session already counted.
-func (b *bridge) channels(from <-chan ssh.NewChannel, to ssh.Conn, fromClient bool) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for nch := range from {
-		toCh, toReqs, err := to.OpenChannel(nch.ChannelType(), nch.ExtraData())
-		if err != nil {
-			var oce *ssh.OpenChannelError
-			if errors.As(err, &oce) {
-				_ = nch.Reject(oce.Reason, oce.Message)
-			} else {
-				_ = nch.Reject(ssh.ConnectionFailed, err.Error())
+// relay relays the two connections until both have ended: the global requests (keepalives,
+// tcpip-forward, ...) of each side to the other, one at a time (SSH answers them in order: a
+// request waits for its answer before the next is relayed), and the channels each side opens,
+// each opened on the other side and relayed by a goroutine of its own (relays counts them). When
+// either connection ends, the other is closed.
+func (b *bridge) relay(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, down ssh.Conn,
+	upChans <-chan ssh.NewChannel, upReqs <-chan *ssh.Request, up ssh.Conn, relays *sync.WaitGroup) {
+	for chans != nil || reqs != nil || upChans != nil || upReqs != nil {
+		select {
+		case nch, ok := <-chans:
+			if !ok {
+				chans = nil
+				up.Close() // the client's connection ended
+				continue
 			}
-			continue
+			b.open(nch, up, true, relays)
+		case req, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			relayRequest(req, up)
+		case nch, ok := <-upChans:
+			if !ok {
+				upChans = nil
+				down.Close() // the helper's connection ended
+				continue
+			}
+			b.open(nch, down, false, relays)
+		case req, ok := <-upReqs:
+			if !ok {
+				upReqs = nil
+				continue
+			}
+			relayRequest(req, down)
 		}
-		fromCh, fromReqs, err := nch.Accept()
-		if err != nil {
-			toCh.Close()
-			continue
-		}
-		if fromClient {
-			b.s.activity(b.wsID, nch.ChannelType())
-		}
-		b.mu.Lock()
-		b.open++
-		b.mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			relayChannel(fromCh, fromReqs, toCh, toReqs)
-			b.mu.Lock()
-			b.open--
-			b.mu.Unlock()
-		}()
 	}
+}
+
+// open opens a channel asked for on one side on the other side, and relays the two, in a
+// goroutine of its own: opening waits for the other side's answer (a helper's connection to a
+// port can take seconds), which holds up nothing else. Channels the client opens (sessions,
+// direct-tcpip) count as activity; those the helper opens (forwarded-tcpip, agent forwarding)
+// serve a session already counted.
+func (b *bridge) open(nch ssh.NewChannel, to ssh.Conn, fromClient bool, relays *sync.WaitGroup) {
+	relays.Add(1)
+	go func() {
+		defer relays.Done()
+		b.openChannel(nch, to, fromClient)
+	}()
+}
+
+func (b *bridge) openChannel(nch ssh.NewChannel, to ssh.Conn, fromClient bool) {
+	toCh, toReqs, err := to.OpenChannel(nch.ChannelType(), nch.ExtraData())
+	if err != nil {
+		var oce *ssh.OpenChannelError
+		if errors.As(err, &oce) {
+			_ = nch.Reject(oce.Reason, oce.Message)
+		} else {
+			_ = nch.Reject(ssh.ConnectionFailed, err.Error())
+		}
+		return
+	}
+	fromCh, fromReqs, err := nch.Accept()
+	if err != nil {
+		toCh.Close()
+		return
+	}
+	if fromClient {
+		b.s.activity(b.wsID, nch.ChannelType())
+	}
+	b.mu.Lock()
+	b.channels++
+	b.mu.Unlock()
+	// Only a session has a stderr, and only the workspace's side writes one (RFC 4254, 5.2: a
+	// client's extended data has no use, and the helper reads none).
+	relayChannel(fromCh, fromReqs, toCh, toReqs, fromClient && nch.ChannelType() == "session")
+	b.mu.Lock()
+	b.channels--
+	b.mu.Unlock()
 }
 
 func (s *SSHServer) activity(wsID, channelType string) {
@@ -471,106 +548,183 @@ func (s *SSHServer) activity(wsID, channelType string) {
 	}
 }
 
-// recheck asks the server again every RecheckInterval, and at once on RecheckNow, and closes the
-// connection once the answer is a refusal. Errors are tolerated three times in a row (a server
-// restart should not cut every session), then the connection is closed too: the proxy fails closed.
-func (b *bridge) recheck(down *ssh.ServerConn, ext map[string]string, done <-chan struct{}) {
-	ticks, stop := b.s.opts.NewTicker(b.s.opts.RecheckInterval)
+// maxRechecks bounds the rechecks under way at once (each is a call to the server).
+const maxRechecks = 32
+
+// recheckLoop asks the server again about every open connection every RecheckInterval, and at
+// once on RecheckNow, until Close. One loop for all connections: a connection has no goroutine
+// of its own waiting for its next recheck.
+func (s *SSHServer) recheckLoop() {
+	ticks, stop := s.opts.NewTicker(s.opts.RecheckInterval)
 	defer stop()
-	req := protocol.ProxySSHCheckRequest{Workspace: down.User(), PublicKey: ext[extPublicKey], Token: ext[extToken]}
-	failures := 0
+	sem := make(chan struct{}, maxRechecks)
 	for {
 		select {
-		case <-done:
+		case <-s.stopRecheck:
 			return
 		case <-ticks:
-		case <-b.s.recheckSignal():
+		case <-s.recheckSignal():
 		}
-		b.mu.Lock()
-		busy := b.open > 0
-		b.mu.Unlock()
-		if busy && b.s.opts.Activity != nil {
-			b.s.opts.Activity(b.wsID, protocol.ActivitySSH)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), b.s.opts.HandshakeTimeout)
-		d, err := b.s.opts.Checker.SSHCheck(ctx, req)
-		cancel()
-		switch {
-		case err != nil:
-			failures++
-			b.log.Warn("ssh: cannot recheck access", "err", err, "failures", failures)
-			if failures < 3 {
-				continue
+		s.mu.Lock()
+		due := make([]*bridge, 0, len(s.bridges))
+		for b := range s.bridges {
+			if b.checking.CompareAndSwap(false, true) { // one recheck of a connection at a time
+				due = append(due, b)
 			}
-		case d.Allowed && d.WorkspaceID == b.wsID:
-			failures = 0
-			continue
 		}
-		b.log.Info("ssh: access ended; closing the connection", "reason", d.Reason)
-		_ = down.Close()
+		s.mu.Unlock()
+		for _, b := range due {
+			sem <- struct{}{}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer func() { <-sem }()
+				defer b.checking.Store(false)
+				b.recheck()
+			}()
+		}
+	}
+}
+
+// recheck asks the server about the connection and closes it once the answer is a refusal.
+// Errors are tolerated three times in a row (a server restart should not cut every session), then
+// the connection is closed too: the proxy fails closed.
+func (b *bridge) recheck() {
+	b.mu.Lock()
+	busy := b.channels > 0
+	b.mu.Unlock()
+	if busy && b.s.opts.Activity != nil {
+		b.s.opts.Activity(b.wsID, protocol.ActivitySSH)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.s.opts.HandshakeTimeout)
+	d, err := b.s.opts.Checker.SSHCheck(ctx, b.check)
+	cancel()
+	switch {
+	case err != nil:
+		b.failures++
+		b.log.Warn("ssh: cannot recheck access", "err", err, "failures", b.failures)
+		if b.failures < 3 {
+			return
+		}
+	case d.Allowed && d.WorkspaceID == b.wsID:
+		b.failures = 0
 		return
 	}
+	b.log.Info("ssh: access ended; closing the connection", "reason", d.Reason)
+	_ = b.down.Close()
 }
 
-// relayRequests forwards global requests (keepalives, tcpip-forward, ...) and their replies.
-func relayRequests(reqs <-chan *ssh.Request, to ssh.Conn) {
-	for req := range reqs {
-		ok, payload, err := to.SendRequest(req.Type, req.WantReply, req.Payload)
-		if req.WantReply {
-			if err != nil {
-				ok, payload = false, nil
-			}
-			_ = req.Reply(ok, payload)
+// relayRequest forwards a global request and, when one is wanted, its answer.
+func relayRequest(req *ssh.Request, to ssh.Conn) {
+	ok, payload, err := to.SendRequest(req.Type, req.WantReply, req.Payload)
+	if req.WantReply {
+		if err != nil {
+			ok, payload = false, nil
 		}
+		_ = req.Reply(ok, payload)
 	}
 }
 
-// relayChannel copies data, stderr and requests between two channels until both are done. A side's
-// end of data is passed on (CloseWrite). When a side closes, its requests (exit-status comes before
+// relayChannelRequest forwards a channel's request and, when one is wanted, its answer.
+func relayChannelRequest(req *ssh.Request, to ssh.Channel) {
+	ok, err := to.SendRequest(req.Type, req.WantReply, req.Payload)
+	if req.WantReply {
+		_ = req.Reply(ok && err == nil, nil)
+	}
+}
+
+// relayChannel relays two channels until both are done: the data of each to the other (a side's
+// end of data passed on: CloseWrite), b's stderr to a when stderr says so, and the requests of
+// each to the other, one goroutine for those of both (a request waits for its answer before the
+// next of either side is relayed). When a side closes, its requests (exit-status comes before
 // close) and the rest of its data are passed on before the other side is closed.
-func relayChannel(a ssh.Channel, aReqs <-chan *ssh.Request, b ssh.Channel, bReqs <-chan *ssh.Request) {
-	copyHalf := func(dst, src ssh.Channel, done chan<- struct{}) {
-		defer close(done)
-		stderr := make(chan struct{})
-		go func() { defer close(stderr); _, _ = io.Copy(dst.Stderr(), src.Stderr()) }()
-		_, _ = io.Copy(dst, src)
-		<-stderr
-		_ = dst.CloseWrite()
-	}
-	// replying[x] is held while a request of side x waits for the other side's answer: x is not
-	// closed meanwhile. A quick command's end (its exit-status and close, relayed from the
-	// workspace) could otherwise reach the client before the answer to its exec, and the client
-	// sees its request fail with no exit status (TestSSH saw it under load).
-	var replyingA, replyingB sync.Mutex
-	closeAfter := func(dst ssh.Channel, reqs <-chan *ssh.Request, copied <-chan struct{}, replying, dstReplying *sync.Mutex) {
-		for req := range reqs {
-			if req.WantReply {
-				replying.Lock()
-			}
-			ok, err := dst.SendRequest(req.Type, req.WantReply, req.Payload)
-			if req.WantReply {
-				_ = req.Reply(ok && err == nil, nil)
-				replying.Unlock()
-			}
-		}
-		// reqs ends when its channel is closed: close the other side once the data is across
-		// and no request of that side waits for its answer.
-		<-copied
-		dstReplying.Lock()
-		_ = dst.Close()
-		dstReplying.Unlock()
-	}
+func relayChannel(a ssh.Channel, aReqs <-chan *ssh.Request, b ssh.Channel, bReqs <-chan *ssh.Request, stderr bool) {
 	aToB, bToA := make(chan struct{}), make(chan struct{})
-	go copyHalf(b, a, aToB)
-	go copyHalf(a, b, bToA)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); closeAfter(b, aReqs, aToB, &replyingA, &replyingB) }()
-	go func() { defer wg.Done(); closeAfter(a, bReqs, bToA, &replyingB, &replyingA) }()
-	wg.Wait()
-	<-aToB
-	<-bToA
+	errs := &stderrCopy{from: b, to: a}
+	go func() {
+		defer close(aToB)
+		_ = channelBuffers.Copy(b, a)
+		_ = b.CloseWrite()
+	}()
+	go func() {
+		defer close(bToA)
+		_ = channelBuffers.Copy(a, b)
+		errs.end()
+		_ = a.CloseWrite()
+	}()
+	// A request waits for its answer before anything else is relayed, so a quick command's end
+	// (its exit-status and close, relayed from the workspace) cannot reach the client before the
+	// answer to its exec (the client would see its request fail with no exit status: TestSSH saw
+	// it under load). A side is closed once the other side's requests ended (it closed) and its
+	// data is across.
+	aEnded, bEnded, aCopied, bCopied := false, false, false, false
+	aClosed, bClosed := false, false
+	for !aClosed || !bClosed || !aCopied || !bCopied {
+		select {
+		case req, ok := <-aReqs:
+			if !ok {
+				aReqs, aEnded = nil, true
+				break
+			}
+			if stderr && (req.Type == "shell" || req.Type == "exec" || req.Type == "subsystem") {
+				errs.start() // the command's stderr, from before the request reaches the workspace
+			}
+			relayChannelRequest(req, b)
+		case req, ok := <-bReqs:
+			if !ok {
+				bReqs, bEnded = nil, true
+				break
+			}
+			relayChannelRequest(req, a)
+		case <-aToB:
+			aToB, aCopied = nil, true
+		case <-bToA:
+			bToA, bCopied = nil, true
+		}
+		if aEnded && aCopied && !bClosed {
+			_ = b.Close()
+			bClosed = true
+		}
+		if bEnded && bCopied && !aClosed {
+			_ = a.Close()
+			aClosed = true
+		}
+	}
 }
+
+// stderrCopy copies a session's stderr from the workspace to the client, started only once the
+// client asks for a command (a session has no stderr before), so that an idle session has no
+// goroutine waiting on it.
+type stderrCopy struct {
+	from, to ssh.Channel
+	mu       sync.Mutex
+	ended    bool          // the data's copy ended: no stderr is started any more
+	done     chan struct{} // closed when the started copy ends
+}
+
+func (c *stderrCopy) start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended || c.done != nil {
+		return
+	}
+	c.done = make(chan struct{})
+	go func() { defer close(c.done); _ = channelBuffers.Copy(c.to.Stderr(), c.from.Stderr()) }()
+}
+
+// end waits for the started copy to end, once the data's copy ended.
+func (c *stderrCopy) end() {
+	c.mu.Lock()
+	c.ended = true
+	done := c.done
+	c.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// channelBuffers are the relay's copy buffers while data flows: 32 KiB, SSH's largest packet.
+var channelBuffers = netutil.NewBuffers(32 << 10)
 
 // SSHMetrics are the SSH side's Prometheus metrics; a nil *SSHMetrics records nothing.
 type SSHMetrics struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,15 +18,17 @@ import (
 	"github.com/hangar-dev/hangar/internal/proxy"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
+	"github.com/hangar-dev/hangar/internal/wsmux"
 )
 
 // A Terraform workspace's apps in the browser (docs/decisions.md, "Terraform workspaces in the
 // browser"): the server serves the hosts `<port>-<name>--<owner>.<apps zone>` itself, with the
 // access proxy's handler (sign-in through /proxy/authorize, host-only cookies, the same checks,
 // asked in process), and reaches the port on the workspace's machine through its helper's
-// connection: one SSH connection of the server's own per connected helper, on a stream of that
-// helper's yamux session, with a direct-tcpip channel per TCP connection to the app. The machine
-// needs no inbound port, as for `hangar ssh`.
+// connection: a TCP stream of that helper's yamux session per connection to the app (a helper of
+// version 2: docs/decisions.md, "The way in, faster"), or, for a version-1 helper, a direct-tcpip
+// channel of one SSH connection of the server's own on a stream. The machine needs no inbound
+// port, as for `hangar ssh`.
 
 const (
 	// appsActivityEvery is how often the use of one workspace's apps is written as activity.
@@ -231,17 +234,64 @@ func (s *Server) dialApp(ctx context.Context, _, addr string) (net.Conn, error) 
 	default:
 		return nil, fmt.Errorf("the workspace's apps have %d connections open, the most there may be", appsConnsPerWorkspace)
 	}
-	c, err := ac.appsClient(ctx)
+	var nc net.Conn
+	if ac.v2 {
+		nc, err = ac.dialTCP(ctx, port)
+	} else {
+		nc, err = ac.dialOverSSH(ctx, port)
+	}
 	if err != nil {
 		<-ac.appConns
 		return nil, err
 	}
-	nc, err := c.DialContext(ctx, "tcp", net.JoinHostPort("localhost", port))
+	return &appConn{Conn: nc, release: func() { <-ac.appConns }}, nil
+}
+
+// dialTCP opens a stream of a version-2 connection to the port: the helper connects to it on
+// the machine's loopback address and relays, with no SSH between (docs/decisions.md, "The way in,
+// faster").
+func (c *agentConn) dialTCP(ctx context.Context, port string) (net.Conn, error) {
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return nil, fmt.Errorf("connect to port %s on the workspace's machine: not a port", port)
+	}
+	stream, err := c.openStream(wsmux.StreamHeader{Kind: wsmux.KindTCP, Port: uint16(p)})
 	if err != nil {
-		<-ac.appConns
+		return nil, fmt.Errorf("open a stream to the workspace's helper: %w", err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = stream.SetReadDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { stream.Close() })
+	err = wsmux.ReadReply(stream)
+	if !stop() && err == nil {
+		err = ctx.Err() // the stream was closed as ctx ended
+	}
+	if err != nil {
+		stream.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
 		return nil, fmt.Errorf("connect to port %s on the workspace's machine: %w", port, err)
 	}
-	return &appConn{Conn: nc, release: func() { <-ac.appConns }}, nil
+	_ = stream.SetReadDeadline(time.Time{})
+	return stream, nil
+}
+
+// dialOverSSH opens a direct-tcpip channel to the port on the server's SSH connection to a
+// version-1 helper.
+func (c *agentConn) dialOverSSH(ctx context.Context, port string) (net.Conn, error) {
+	client, err := c.appsClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := client.DialContext(ctx, "tcp", net.JoinHostPort("localhost", port))
+	if err != nil {
+		return nil, fmt.Errorf("connect to port %s on the workspace's machine: %w", port, err)
+	}
+	return nc, nil
 }
 
 // appConn is a connection to an app, which gives its slot back once closed.
@@ -257,8 +307,8 @@ func (c *appConn) Close() error {
 	return err
 }
 
-// appsClient returns the server's SSH connection to the helper, opening it on first use (and
-// again once it ended). The helper serves it as a trusted stream (wshelper ServeTrusted): the
+// appsClient returns the server's SSH connection to a version-1 helper, opening it on first use
+// (and again once it ended). The helper serves it as a trusted stream (wshelper ServeTrusted): the
 // helper authenticated with its token when it connected, so neither side has a key to show; the
 // host key is not checked for the same reason.
 func (c *agentConn) appsClient(ctx context.Context) (*ssh.Client, error) {
@@ -273,7 +323,7 @@ func (c *agentConn) appsClient(ctx context.Context) (*ssh.Client, error) {
 		return nil, fmt.Errorf("the workspace's helper has %d connections open, the most there may be", maxStreamsPerHelper)
 	}
 	release := func() { <-c.slots }
-	stream, err := c.sess.OpenStream()
+	stream, err := c.openStream(wsmux.StreamHeader{Kind: wsmux.KindSSH})
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("open a stream to the workspace's helper: %w", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/workspace"
+	"github.com/hangar-dev/hangar/internal/wsmux"
 )
 
 // Terraform workspaces' helpers connect out to the server (docs/decisions.md, "Terraform
@@ -45,7 +46,8 @@ type agentConn struct {
 	workspaceID string
 	ref         string // owner/name, which a workspace keeps for life
 	sess        *yamux.Session
-	slots       chan struct{} // one per relayed user connection, and one for apps
+	v2          bool          // protocol.WorkspaceAgentSubprotocolV2: streams begin with a wsmux.StreamHeader
+	slots       chan struct{} // one per relayed user connection, and one for apps over SSH (version 1)
 
 	appsMu   sync.Mutex
 	apps     *ssh.Client   // the server's own SSH connection for the workspace's apps (apps.go)
@@ -195,10 +197,7 @@ func isWebSocket(r *http.Request) bool {
 }
 
 func serverYamuxConfig() *yamux.Config {
-	cfg := yamux.DefaultConfig()
-	cfg.LogOutput = io.Discard
-	cfg.KeepAliveInterval = 15 * time.Second
-	cfg.StreamOpenTimeout = 15 * time.Second
+	cfg := wsmux.Config()
 	cfg.AcceptBacklog = 4 // the helper opens no streams (see workspaceAgentConnect)
 	return cfg
 }
@@ -225,18 +224,21 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.WorkspaceAgentSubprotocol}})
+	// Version 2 when the helper offers it (its streams carry a header: apps need no SSH), else 1.
+	var cork *wsmux.CorkConn // the connection under the WebSocket, which wsmux.Conn corks
+	c, err := websocket.Accept(wsmux.CorkingResponseWriter(w, &cork), r, &websocket.AcceptOptions{Subprotocols: []string{protocol.WorkspaceAgentSubprotocolV2, protocol.WorkspaceAgentSubprotocol}})
 	if err != nil {
 		return // Accept answered
 	}
-	if c.Subprotocol() != protocol.WorkspaceAgentSubprotocol {
+	v2 := c.Subprotocol() == protocol.WorkspaceAgentSubprotocolV2
+	if !v2 && c.Subprotocol() != protocol.WorkspaceAgentSubprotocol {
 		c.Close(websocket.StatusPolicyViolation, "want the subprotocol "+protocol.WorkspaceAgentSubprotocol)
 		return
 	}
 	ctx, cancel := s.untilShutdown(r)
 	defer cancel()
 	nc := websocket.NetConn(ctx, c, websocket.MessageBinary)
-	sess, err := yamux.Client(nc, serverYamuxConfig())
+	sess, err := yamux.Client(wsmux.Conn(nc, cork), serverYamuxConfig())
 	if err != nil {
 		nc.Close()
 		return
@@ -253,7 +255,7 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 			_ = st.Close()
 		}
 	}()
-	ac := &agentConn{workspaceID: ws.ID, ref: ws.OwnerName + "/" + ws.Name, sess: sess, slots: make(chan struct{}, maxStreamsPerHelper),
+	ac := &agentConn{workspaceID: ws.ID, ref: ws.OwnerName + "/" + ws.Name, sess: sess, v2: v2, slots: make(chan struct{}, maxStreamsPerHelper),
 		appConns: make(chan struct{}, appsConnsPerWorkspace)}
 	log := s.log.With("workspace", ws.OwnerName+"/"+ws.Name, "remote", r.RemoteAddr)
 	// Other replicas learn where the helper is, to tell users (workspaceSSH); recorded before
@@ -294,6 +296,20 @@ func (s *Server) workspaceAgentConnect(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// openStream opens a stream to the helper, which carries what h says (on a version-1 connection
+// every stream is SSH, and has no header).
+func (c *agentConn) openStream(h wsmux.StreamHeader) (*yamux.Stream, error) {
+	stream, err := c.sess.OpenStream()
+	if err != nil || !c.v2 {
+		return stream, err
+	}
+	if _, err := stream.Write(h.Marshal()); err != nil {
+		stream.Close()
+		return nil, err
+	}
+	return stream, nil
 }
 
 // workspaceSSH serves GET /api/v1/workspaces/{name}/ssh: a WebSocket relayed to a new stream of
@@ -340,7 +356,7 @@ func (s *Server) workspaceSSH(w http.ResponseWriter, r *http.Request, u workspac
 	default:
 		return errCode(errs.LimitReached, fmt.Sprintf("workspace %s has %d connections open, the most there may be", ref, maxStreamsPerHelper), "")
 	}
-	stream, err := ac.sess.OpenStream()
+	stream, err := ac.openStream(wsmux.StreamHeader{Kind: wsmux.KindSSH})
 	if err != nil {
 		return errConflict("the workspace's helper is not connected (is the machine running?)", "opening a connection to it failed: "+err.Error())
 	}

@@ -1,8 +1,10 @@
 package wshelper
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hangar-dev/hangar/internal/protocol"
+	"github.com/hangar-dev/hangar/internal/wsmux"
 )
 
 // fakeHangar is the server side of the helper's outbound connection: it checks the token, and hands
@@ -28,6 +31,9 @@ type fakeHangar struct {
 	refused  int
 	// unavailable, when set, answers every attempt 503 (a server being restarted) instead.
 	unavailable bool
+	// v2 makes it a server that knows protocol.WorkspaceAgentSubprotocolV2 (else it knows 1 only,
+	// as servers before it).
+	v2 bool
 }
 
 func (f *fakeHangar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -45,12 +51,16 @@ func (f *fakeHangar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid helper token: its workspace is deleted", http.StatusUnauthorized)
 		return
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.WorkspaceAgentSubprotocol}})
+	subprotocols := []string{protocol.WorkspaceAgentSubprotocol}
+	if f.v2 {
+		subprotocols = []string{protocol.WorkspaceAgentSubprotocolV2, protocol.WorkspaceAgentSubprotocol}
+	}
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: subprotocols})
 	if err != nil {
 		return
 	}
 	nc := websocket.NetConn(context.Background(), c, websocket.MessageBinary)
-	sess, err := yamux.Client(nc, yamuxConfig())
+	sess, err := yamux.Client(nc, wsmux.Config())
 	if err != nil {
 		nc.Close()
 		return
@@ -347,5 +357,169 @@ func TestRunConnectsOut(t *testing.T) {
 		}
 	case <-time.After(testTimeout):
 		t.Fatal("Run did not stop")
+	}
+}
+
+// TestConnectVersion2Streams: with a server that knows version 2, each stream says what it
+// carries: SSH (served as a trusted stream), or a TCP connection to a port of the machine's
+// loopback address, relayed both ways with no SSH, its end passed on; a port nothing listens on
+// is answered with why; a stream with a header the helper does not know is closed.
+func TestConnectVersion2Streams(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	fake := &fakeHangar{t: t, token: "hwa_good", sessions: make(chan *yamux.Session, 1), v2: true}
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	after, _, _ := fakeAfter()
+	defer runConnect(t, ConnectOptions{URL: hs.URL, Token: "hwa_good", Server: ts.srv, After: after, Logger: ts.logs.logger()})()
+	sess := recvSession(t, fake.sessions)
+
+	// An app: it reads a message of a known length, answers it upper-cased and closes; then it
+	// reads on, and tells when its peer's end comes.
+	msg := bytes.Repeat([]byte("through the stream "), 10000)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ended := make(chan error, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b := make([]byte, len(msg))
+				if _, err := io.ReadFull(c, b); err != nil {
+					ended <- err
+					return
+				}
+				_, _ = c.Write(bytes.ToUpper(b))
+				_ = c.(*net.TCPConn).CloseWrite()
+				_, err := c.Read(make([]byte, 1))
+				ended <- err
+			}()
+		}
+	}()
+	open := func(h wsmux.StreamHeader) *yamux.Stream {
+		t.Helper()
+		st, err := sess.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Write(h.Marshal()); err != nil {
+			t.Fatal(err)
+		}
+		_ = st.SetDeadline(time.Now().Add(testTimeout))
+		return st
+	}
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	st := open(wsmux.StreamHeader{Kind: wsmux.KindTCP, Port: port})
+	if err := wsmux.ReadReply(st); err != nil {
+		t.Fatalf("the helper did not connect to the app: %v", err)
+	}
+	go func() { _, _ = st.Write(msg) }()
+	got, err := io.ReadAll(st) // to the app's end of output, passed on
+	if err != nil || !bytes.Equal(got, bytes.ToUpper(msg)) {
+		t.Fatalf("the app's answer: %d bytes, %v", len(got), err)
+	}
+	st.Close() // the server's end: the app's connection is closed
+	select {
+	case err := <-ended:
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("the app saw the stream's end as %v, want EOF", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("the app's connection stayed open after the stream's end")
+	}
+
+	// A port nothing listens on.
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := uint16(free.Addr().(*net.TCPAddr).Port)
+	free.Close()
+	st = open(wsmux.StreamHeader{Kind: wsmux.KindTCP, Port: closedPort})
+	if err := wsmux.ReadReply(st); !errors.Is(err, wsmux.ErrRefused) || !strings.Contains(err.Error(), "connect to localhost:") {
+		t.Fatalf("a closed port: %v", err)
+	}
+
+	// SSH, as on version 1 but with its header.
+	st = open(wsmux.StreamHeader{Kind: wsmux.KindSSH})
+	_ = st.SetDeadline(time.Time{})
+	sc, chans, reqs, err := ssh.NewClientConn(st, "helper", &ssh.ClientConfig{User: "anyone", HostKeyCallback: ssh.FixedHostKey(ts.hostKey), Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := ssh.NewClient(sc, chans, reqs)
+	defer client.Close()
+	s, err := client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Output("echo over-v2"); err != nil || strings.TrimSpace(string(out)) != "over-v2" {
+		t.Fatalf("ssh over a version-2 stream: %q %v", out, err)
+	}
+
+	// A header the helper does not know: the stream is closed unanswered.
+	st, err = sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.SetDeadline(time.Now().Add(testTimeout))
+	_, _ = st.Write([]byte{'X', 0, 80})
+	if n, err := st.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("a stream of an unknown kind was answered: %d, %v", n, err)
+	}
+}
+
+// TestShutdownEndsTCPStreams: a TCP stream to an app that keeps its connection open (an idle
+// keep-alive connection of the server's) does not hold Shutdown up: it ends as SSH connections do,
+// and the helper's connection to the server (closed after Shutdown) with it.
+func TestShutdownEndsTCPStreams(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	appEnded := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer close(appEnded)
+		_, _ = io.Copy(io.Discard, c) // until the helper closes it
+		c.Close()
+	}()
+	server, helper := net.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- ts.srv.ServeStream(helper) }()
+	_ = server.SetDeadline(time.Now().Add(testTimeout))
+	go func() {
+		_, _ = server.Write(wsmux.StreamHeader{Kind: wsmux.KindTCP, Port: uint16(ln.Addr().(*net.TCPAddr).Port)}.Marshal())
+	}()
+	if err := wsmux.ReadReply(server); err != nil {
+		t.Fatalf("the helper did not connect to the app: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ts.srv.Shutdown(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("Shutdown waited for the TCP stream until its deadline")
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("ServeStream: %v", err)
+	}
+	select {
+	case <-appEnded:
+	case <-time.After(testTimeout):
+		t.Fatal("the app's connection stayed open after Shutdown")
+	}
+	if _, err := server.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the stream stayed open after Shutdown")
 	}
 }

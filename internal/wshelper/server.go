@@ -98,13 +98,15 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*ssh.ServerConn]struct{}
+	streams   map[net.Conn]struct{}    // TCP streams relayed (ServeStream), closed by Shutdown as conns are
 	procs     map[*os.Process]struct{} // session commands running, each leading its process group
 	procExit  chan struct{}            // closed and replaced whenever a session command ends
 	closing   bool
 
 	notice atomic.Pointer[string] // told to every shell session (SetNotice)
 
-	open atomic.Int64 // channels open, all connections
+	open       atomic.Int64 // channels open, all connections, and TCP streams (ServeStream)
+	tcpStreams atomic.Int64 // TCP streams open (ServeStream)
 	// output counts the bytes session commands wrote to their clients (activity.go).
 	output   atomic.Int64
 	wg       sync.WaitGroup // every goroutine of the server
@@ -168,6 +170,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		slots:     make(chan struct{}, opts.MaxConnections),
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*ssh.ServerConn]struct{}{},
+		streams:   map[net.Conn]struct{}{},
 		procs:     map[*os.Process]struct{}{},
 		procExit:  make(chan struct{}),
 		stopTick:  make(chan struct{}),
@@ -358,6 +361,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.waitProcs(ctx)
 	s.mu.Lock()
 	for c := range s.conns {
+		c.Close()
+	}
+	for c := range s.streams {
 		c.Close()
 	}
 	s.mu.Unlock()

@@ -66,6 +66,9 @@ type Store struct {
 	closeMu sync.Mutex
 	closers []func()
 
+	// stmts are the prepared statements of queryRow, by query text (SQLite only).
+	stmts sync.Map // string -> *sql.Stmt
+
 	// The start-latency SLI (starts.go): starts seen by each open transaction, reported to the
 	// observer once it commits.
 	startsSeen    sync.Map // *sql.Tx -> *[]store.StartSeen
@@ -129,6 +132,10 @@ func (s *Store) Close() error {
 	for _, fn := range closers {
 		fn()
 	}
+	s.stmts.Range(func(_, v any) bool {
+		_ = v.(*sql.Stmt).Close()
+		return true
+	})
 	return s.db.Close()
 }
 
@@ -137,6 +144,30 @@ func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
 // q rewrites placeholders for the dialect.
 func (s *Store) q(query string) string { return s.d.Rebind(query) }
+
+// queryRow runs a read of one row outside any transaction, on SQLite with the statement prepared
+// once (database/sql prepares it again on each connection of the pool that runs it). It is for the
+// reads every request through a workspace's apps, and most API calls, make: SQLite otherwise
+// compiles the statement at each query, which was most of an apps request's cost
+// (docs/benchmarks.md, "Terraform workspaces' apps through the server"). Postgres' driver keeps a
+// statement cache of its own, so there the query runs as it is.
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	query = s.q(query)
+	if s.d.Name != "sqlite" {
+		return s.db.QueryRowContext(ctx, query, args...)
+	}
+	st, ok := s.stmts.Load(query)
+	if !ok {
+		prepared, err := s.db.PrepareContext(ctx, query)
+		if err != nil {
+			return s.db.QueryRowContext(ctx, query, args...) // which fails the same way, as a Row
+		}
+		if st, ok = s.stmts.LoadOrStore(query, prepared); ok {
+			prepared.Close() // another caller's came first
+		}
+	}
+	return st.(*sql.Stmt).QueryRowContext(ctx, args...)
+}
 
 // Rebind rewrites the `?` placeholders of query for the dialect.
 func (d Dialect) Rebind(query string) string {
@@ -253,7 +284,7 @@ func notFound(err error, what string) error {
 }
 
 func (s *Store) UserByUsername(ctx context.Context, username string) (workspace.User, error) {
-	u, err := scanUser(s.db.QueryRowContext(ctx, s.q(`SELECT `+userCols+` FROM users u WHERE username = ? AND NOT system AND deleted_at IS NULL`), username))
+	u, err := scanUser(s.queryRow(ctx, `SELECT `+userCols+` FROM users u WHERE username = ? AND NOT system AND deleted_at IS NULL`, username))
 	return u, notFound(err, fmt.Sprintf("user %q", username))
 }
 
@@ -517,12 +548,12 @@ func (s *Store) CreateWorkspace(ctx context.Context, w workspace.Workspace, agen
 
 func (s *Store) Workspace(ctx context.Context, ref store.WorkspaceRef) (workspace.Workspace, error) {
 	where, args, order := refQuery(ref)
-	w, err := scanWorkspace(s.db.QueryRowContext(ctx, s.q(`SELECT `+wsCols+wsFrom+` WHERE `+where+order), args...))
+	w, err := scanWorkspace(s.queryRow(ctx, `SELECT `+wsCols+wsFrom+` WHERE `+where+order, args...))
 	return w, notFound(err, refString(ref))
 }
 
 func (s *Store) WorkspaceByID(ctx context.Context, id string) (workspace.Workspace, error) {
-	w, err := scanWorkspace(s.db.QueryRowContext(ctx, s.q(`SELECT `+wsCols+wsFrom+` WHERE w.id = ?`), id))
+	w, err := scanWorkspace(s.queryRow(ctx, `SELECT `+wsCols+wsFrom+` WHERE w.id = ?`, id))
 	return w, notFound(err, "workspace "+id)
 }
 

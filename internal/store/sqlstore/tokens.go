@@ -85,8 +85,8 @@ func (s *Store) TokenByHash(ctx context.Context, hash []byte) (store.APIToken, w
 	var u workspace.User
 	var created int64
 	var suspended sql.NullInt64
-	t, err := scanToken(s.db.QueryRowContext(ctx, s.q(`SELECT `+tokenCols+`, u.id, u.username, u.admin, u.created_at, u.suspended_at, `+userProfileCols+`
-		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND NOT u.system AND u.deleted_at IS NULL`), hash),
+	t, err := scanToken(s.queryRow(ctx, `SELECT `+tokenCols+`, u.id, u.username, u.admin, u.created_at, u.suspended_at, `+userProfileCols+`
+		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ? AND NOT u.system AND u.deleted_at IS NULL`, hash),
 		append([]any{&u.ID, &u.Username, &u.Admin, &created, &suspended}, profileDest(&u)...)...)
 	if err != nil {
 		return store.APIToken{}, workspace.User{}, notFound(err, "token")
