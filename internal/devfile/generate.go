@@ -1025,8 +1025,7 @@ func (c container) withHelper(h helperOptions) container {
 		c.env = append(c.env, corev1.EnvVar{Name: HelperRemoteEnvEnv, Value: string(b)})
 	}
 	if c.metadata != nil {
-		b, _ := json.Marshal(c.metadata) // strings and numbers: cannot fail
-		c.env = append(c.env, corev1.EnvVar{Name: protocol.HelperMetadataEnv, Value: string(b)})
+		c.env = append(c.env, corev1.EnvVar{Name: protocol.HelperMetadataEnv, Value: protocol.EncodeMetadataSpec(*c.metadata)})
 	}
 	// postStart runs in the helper, once per start of the workspace, instead of as the container's
 	// lifecycle hook (docs/decisions.md, "postStart runs in the helper"): each command is the very

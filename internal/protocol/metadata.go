@@ -42,7 +42,22 @@ const (
 	DefaultMetadataTimeout  = 5 * time.Second
 	// MaxMetadataReportBytes bounds the JSON of one report the server reads.
 	MaxMetadataReportBytes = 64 << 10
+	// MaxMetadataSpecBytes bounds a specification's JSON (EncodeMetadataSpec): it travels in one
+	// environment variable, which Linux bounds at 128 KiB.
+	MaxMetadataSpecBytes = 32 << 10
+	// MaxReportedBytes bounds a byte count in a report: a percentage of it is computed.
+	MaxReportedBytes = int64(1) << 56
 )
+
+// EncodeMetadataSpec is a specification's JSON as the helper reads it (HelperMetadataEnv):
+// without HTML escapes, which would make a script's < > & six bytes each.
+func EncodeMetadataSpec(spec MetadataSpec) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(spec) // strings and numbers: cannot fail
+	return strings.TrimSuffix(b.String(), "\n")
+}
 
 // DefaultThresholdPercent is the memory and volume threshold a definition that says nothing gets.
 const DefaultThresholdPercent = 90
@@ -144,6 +159,9 @@ func (s *MetadataSpec) Validate() error {
 			return fmt.Errorf("%s.threshold: want a percentage from 0 (off) to 100, got %d", f, v.Threshold)
 		}
 	}
+	if n := len(EncodeMetadataSpec(*s)); n > MaxMetadataSpecBytes {
+		return fmt.Errorf("items: the commands take %d bytes as JSON; at most %d in all", n, MaxMetadataSpecBytes)
+	}
 	return nil
 }
 
@@ -180,6 +198,9 @@ type MetadataReport struct {
 	// Activity is what the helper saw of work in the workspace over the last interval (absent
 	// from a helper before protocol 9).
 	Activity *Activity `json:"activity,omitempty"`
+	// HelperStarted is when the reporting helper started: its OOM kill count is since then, so
+	// a count from another start is not compared with this one's.
+	HelperStarted time.Time `json:"helper_started,omitempty"`
 }
 
 // Activity is the work a helper saw in its workspace over one interval (docs/decisions.md,
@@ -279,18 +300,19 @@ func (r *MetadataReport) Check() error {
 	if c := res.CPU; c != nil && (c.UsedCores < 0 || c.LimitCores < 0 || c.UsedCores > 1e6 || c.LimitCores > 1e6) {
 		return fmt.Errorf("resources.cpu: want cores from 0, got %v of %v", c.UsedCores, c.LimitCores)
 	}
-	if m := res.Memory; m != nil && (m.UsedBytes < 0 || m.LimitBytes < 0 || m.OOMKills < 0 || m.Threshold < 0 || m.Threshold > 100) {
-		return fmt.Errorf("resources.memory: want bytes, kills from 0 and a threshold from 0 to 100")
+	if m := res.Memory; m != nil && (m.UsedBytes < 0 || m.LimitBytes < 0 || m.OOMKills < 0 || m.Threshold < 0 || m.Threshold > 100 ||
+		m.UsedBytes > MaxReportedBytes || m.LimitBytes > MaxReportedBytes) {
+		return fmt.Errorf("resources.memory: want bytes (at most 2^56), kills from 0 and a threshold from 0 to 100")
 	}
 	if len(res.Volumes) > MaxMonitoredVolumes {
 		return fmt.Errorf("resources.volumes: %d volumes; at most %d", len(res.Volumes), MaxMonitoredVolumes)
 	}
 	for i, v := range res.Volumes {
-		if !path.IsAbs(v.Path) || len(v.Path) > MaxVolumePathBytes || !utf8.ValidString(v.Path) {
-			return fmt.Errorf("resources.volumes[%d].path: want an absolute path of at most %d bytes", i, MaxVolumePathBytes)
+		if !path.IsAbs(v.Path) || len(v.Path) > MaxVolumePathBytes || !utf8.ValidString(v.Path) || strings.ContainsFunc(v.Path, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return fmt.Errorf("resources.volumes[%d].path: want an absolute path of at most %d bytes, without control characters", i, MaxVolumePathBytes)
 		}
-		if v.UsedBytes < 0 || v.TotalBytes < 0 || v.Threshold < 0 || v.Threshold > 100 {
-			return fmt.Errorf("resources.volumes[%d]: want bytes from 0 and a threshold from 0 to 100", i)
+		if v.UsedBytes < 0 || v.TotalBytes < 0 || v.Threshold < 0 || v.Threshold > 100 || v.UsedBytes > MaxReportedBytes || v.TotalBytes > MaxReportedBytes {
+			return fmt.Errorf("resources.volumes[%d]: want bytes from 0 (at most 2^56) and a threshold from 0 to 100", i)
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -37,6 +38,25 @@ func TestParseMetadataSpec(t *testing.T) {
 		if _, err := ParseMetadataSpec(in); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v, want an error naming %s", in, err, field)
 		}
+	}
+}
+
+// A specification that travels in one environment variable is bounded as a whole, and its JSON
+// does not escape < > & (a script full of them would be six times its size).
+func TestMetadataSpecSize(t *testing.T) {
+	spec := MetadataSpec{Items: []MetadataItemSpec{{Key: "a", Script: "echo a > b && cat < b"}}}
+	if err := spec.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := EncodeMetadataSpec(spec); !strings.Contains(got, `"script":"echo a > b && cat < b"`) {
+		t.Fatalf("encoded %s", got)
+	}
+	big := MetadataSpec{}
+	for i := range MaxMetadataItems {
+		big.Items = append(big.Items, MetadataItemSpec{Key: fmt.Sprintf("k%d", i), Script: "echo " + strings.Repeat(">", MaxMetadataScriptBytes-5)})
+	}
+	if err := big.Validate(); err == nil || !strings.HasPrefix(err.Error(), "items: the commands take ") {
+		t.Fatalf("16 scripts of 4 KiB: %v", err)
 	}
 }
 

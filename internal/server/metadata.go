@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/autobuild"
+	"github.com/hangar-dev/hangar/internal/errs"
 	"github.com/hangar-dev/hangar/internal/monitor"
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/sdk"
@@ -53,6 +55,11 @@ type wsMetadata struct {
 	history     []sdk.ResourceSample
 	open        map[alertKey]bool
 	oomKills    int64
+	// helperStarted is the start of the helper whose kills oomKills counts; oomEventAt when its
+	// last kill was recorded; cleared when each condition was last cleared.
+	helperStarted time.Time
+	oomEventAt    time.Time
+	cleared       map[alertKey]time.Time
 	// The workspace's lifecycle policy, read at most every policyFor; the work last seen and
 	// when it was last written (WorkPersistInterval).
 	policy          workspace.Lifecycle
@@ -67,6 +74,21 @@ const WorkPersistInterval = 30 * time.Second
 // policyFor is how long a workspace's policy read for its reports is kept.
 const policyFor = time.Minute
 
+// A helper reports every protocol.MetadataInterval, so nothing it does needs more than these
+// bounds, which keep a helper's token (the workspace's user can read it) from making the server
+// write on every request: a report sooner than minReportGap after the last one is refused (429);
+// a condition cleared is raised again only after alertHysteresis; kills are recorded at most once
+// per alertHysteresis. An entry not reported to for staleAfter is read again from the store
+// before it decides (another replica took the reports between).
+const (
+	minReportGap    = protocol.MetadataInterval / 2
+	alertHysteresis = time.Minute
+	staleAfter      = protocol.MetadataInterval * 3 / 2
+)
+
+// errReportTooSoon refuses a report that came sooner than minReportGap after the last.
+var errReportTooSoon = errCode(errs.LimitReached, "a workspace's helper reports every 10 s: this report came too soon after the last", "")
+
 type alertKey struct{ kind, subject string }
 
 // entry returns the workspace's entry, made when missing, and forgets those not reported for
@@ -79,8 +101,11 @@ func (c *metadataCache) entry(id string, now time.Time) *wsMetadata {
 	}
 	if now.Sub(c.sweptAt) >= time.Minute {
 		for k, e := range c.m {
-			e.mu.Lock()
-			stale := e.loaded && now.Sub(e.receivedAt) >= metadataForget
+			// An entry busy with a report is not stale; none is waited for under c.mu.
+			if !e.mu.TryLock() {
+				continue
+			}
+			stale := now.Sub(e.receivedAt) >= metadataForget
 			e.mu.Unlock()
 			if stale {
 				delete(c.m, k)
@@ -134,6 +159,9 @@ func (s *Server) helperMetadataErr(w http.ResponseWriter, r *http.Request) error
 		return errBadRequest("invalid metadata report: "+err.Error(), sdk.Validation{Field: field, Detail: detail})
 	}
 	answer, err := s.recordMetadata(r.Context(), ws, rep)
+	if errors.Is(err, errReportTooSoon) {
+		w.Header().Set("Retry-After", retryAfter(minReportGap))
+	}
 	if err != nil {
 		return err
 	}
@@ -156,7 +184,10 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 	e := s.metadata.entry(ws.ID, now)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.loaded {
+	if !e.receivedAt.IsZero() && now.Sub(e.receivedAt) < minReportGap {
+		return answer, errReportTooSoon
+	}
+	if !e.loaded || now.Sub(e.receivedAt) >= staleAfter {
 		if err := s.loadMetadata(ctx, ws.ID, e); err != nil {
 			return answer, err
 		}
@@ -168,7 +199,7 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 		over[alertKey{a.Kind, a.Subject}] = a
 	}
 	for k, a := range over {
-		if e.open[k] {
+		if e.open[k] || now.Sub(e.cleared[k]) < alertHysteresis {
 			continue
 		}
 		a.RaisedAt = now
@@ -185,12 +216,17 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 			}
 			s.log.Info("workspace alert cleared", "workspace", ws.OwnerName+"/"+ws.Name, "kind", k.kind, "subject", k.subject)
 			delete(e.open, k)
+			e.cleared[k] = now
 			changed = true
 		}
 	}
-	// Kills: the helper counts those since it started; a lower count is a new helper.
+	// Kills: the helper counts those since it started; another start's count begins at 0.
 	if m := rep.Resources.Memory; m != nil {
-		if m.OOMKills > e.oomKills {
+		if !rep.HelperStarted.Equal(e.helperStarted) {
+			e.helperStarted, e.oomKills = rep.HelperStarted, 0
+		}
+		if m.OOMKills > e.oomKills && now.Sub(e.oomEventAt) >= alertHysteresis {
+			e.oomEventAt = now
 			n := m.OOMKills - e.oomKills
 			detail := fmt.Sprintf("%d process(es) in the workspace killed for lack of memory", n)
 			if m.LimitBytes > 0 {
@@ -202,8 +238,8 @@ func (s *Server) recordMetadata(ctx context.Context, ws workspace.Workspace, rep
 			}
 			s.log.Info("workspace alert raised", "workspace", ws.OwnerName+"/"+ws.Name, "kind", a.Kind, "detail", a.Detail)
 			changed = true
+			e.oomKills = m.OOMKills
 		}
-		e.oomKills = m.OOMKills
 	}
 	e.report, e.receivedAt = rep, now
 	sample := sdk.ResourceSample{At: now}
@@ -259,10 +295,16 @@ func (s *Server) loadMetadata(ctx context.Context, id string, e *wsMetadata) err
 	if err != nil {
 		return err
 	}
-	e.open = map[alertKey]bool{}
+	e.open, e.cleared = map[alertKey]bool{}, map[alertKey]time.Time{}
 	for _, a := range alerts {
+		k := alertKey{a.Kind, a.Subject}
 		if a.ClearedAt == nil {
-			e.open[alertKey{a.Kind, a.Subject}] = true
+			e.open[k] = true
+		} else if a.ClearedAt.After(e.cleared[k]) && !a.Event() {
+			e.cleared[k] = *a.ClearedAt
+		}
+		if a.Kind == workspace.AlertOOMKilled && a.Subject == "" && a.RaisedAt.After(e.oomEventAt) {
+			e.oomEventAt = a.RaisedAt
 		}
 	}
 	b, _, err := s.store.WorkspaceMetadata(ctx, id)
@@ -270,7 +312,7 @@ func (s *Server) loadMetadata(ctx context.Context, id string, e *wsMetadata) err
 	case err == nil:
 		var kept protocol.MetadataReport
 		if json.Unmarshal(b, &kept) == nil && kept.Resources.Memory != nil {
-			e.oomKills = kept.Resources.Memory.OOMKills
+			e.helperStarted, e.oomKills = kept.HelperStarted, kept.Resources.Memory.OOMKills
 		}
 	case !isNotFound(err):
 		return err

@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +266,60 @@ func TestHelperWorkActivity(t *testing.T) {
 				t.Fatalf("work under the default policy: %v %q", ws.LastWorkAt, ws.LastWorkReason)
 			}
 		})
+	}
+}
+
+// A helper's token is readable by the workspace's user: its reports cannot make the server write
+// on every request. A report sooner than 5 s after the last is a 429 with Retry-After; a
+// condition flapping over and under its threshold is raised again only a minute after it cleared;
+// kill counts that go up and down (another helper start each time) record one event a minute.
+func TestHelperReportsBounded(t *testing.T) {
+	env := servertest.NewWith(t, servertest.Engines[0], withHelperTokens)
+	agentToken := createAgent(t, env, "k1", nil)
+	dev := createUser(t, env, "dev")
+	var app sdk.Workspace
+	mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1"}, http.StatusCreated, &app)
+	reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+		{Name: app.KubeName, Namespace: app.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 1)}}})
+	token := helperTokens(t, env, agentToken)[app.KubeName]
+	const gib = int64(1) << 30
+	tooSoon := 0
+	for i := range 60 {
+		used := int64(1)
+		if i%2 == 0 {
+			used = 10 * gib
+		}
+		rep := protocol.MetadataReport{HelperStarted: env.Clock.Now().Add(time.Duration(i) * time.Second), Resources: protocol.Resources{
+			Memory:  &protocol.MemoryUsage{UsedBytes: 1, LimitBytes: 2 * gib, Threshold: 90, OOMKills: int64(1 - i%2)},
+			Volumes: []protocol.VolumeUsage{{Path: "/projects", UsedBytes: used, TotalBytes: 10 * gib, Threshold: 90}}}}
+		req := httptest.NewRequest("PUT", protocol.MetadataPath, bytes.NewReader(mustJSON(t, rep)))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		env.Server.Handler().ServeHTTP(rec, req)
+		switch {
+		case rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") != "":
+			tooSoon++
+		case rec.Code != http.StatusOK:
+			t.Fatalf("report %d: %d %s", i, rec.Code, rec.Body)
+		}
+		if i%3 == 2 {
+			env.Clock.Advance(5 * time.Second) // three reports every 5 s: two too soon
+		}
+	}
+	var ws sdk.Workspace
+	mustCall(t, env, dev, "GET", "/api/v1/workspaces/app", nil, http.StatusOK, &ws)
+	// 100 s of reports: 20 taken; the volume raised at most twice, the kills recorded twice.
+	var volumes, kills int
+	for _, a := range ws.Alerts {
+		switch a.Kind {
+		case "volume":
+			volumes++
+		case "oom-killed":
+			kills++
+		}
+	}
+	if tooSoon != 40 || volumes > 2 || kills > 2 {
+		t.Fatalf("%d reports refused (want 40), %d volume alerts and %d kill events (want at most 2 each): %+v", tooSoon, volumes, kills, ws.Alerts)
 	}
 }

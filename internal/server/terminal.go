@@ -18,6 +18,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/protocol"
 	"github.com/hangar-dev/hangar/internal/workspace"
+	"github.com/hangar-dev/hangar/internal/wsmux"
 )
 
 // The workspace page's terminal (docs/decisions.md, "Inside the workspace: the terminal in the
@@ -377,7 +378,7 @@ func (c *agentConn) terminalClient(ctx context.Context, ref string) (*ssh.Client
 		return nil, fmt.Errorf("the workspace has %d connections open, the most there may be", maxStreamsPerHelper)
 	}
 	release := func() { <-c.slots }
-	stream, err := c.sess.OpenStream()
+	stream, err := c.openStream(wsmux.StreamHeader{Kind: wsmux.KindSSH})
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("the workspace's helper is not connected: %w", err)

@@ -2,7 +2,6 @@ package tfprovider
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"regexp"
 	"strconv"
@@ -224,9 +223,5 @@ func metadataJSON(spec protocol.MetadataSpec) string {
 	if len(spec.Items) == 0 && spec.Monitoring.Memory == nil && len(spec.Monitoring.Volumes) == 0 {
 		return ""
 	}
-	b, err := json.Marshal(spec)
-	if err != nil {
-		panic("tfprovider: marshal a metadata spec: " + err.Error()) // plain strings and ints
-	}
-	return string(b)
+	return protocol.EncodeMetadataSpec(spec)
 }

@@ -133,6 +133,7 @@ func TestBrowserInsideTheWorkspace(t *testing.T) {
 		t.Errorf("a value's markup made %d elements", imgs)
 	}
 	// Memory goes over its threshold: the alert shows without a reload.
+	env.Clock.Advance(10 * time.Second)
 	report(2*gib-gib/10, "main")
 	b.Run("the alert shows", chromedp.WaitVisible(`//*[@data-testid="ws-alert" and contains(., "memory at 95% of 2.0 GiB (threshold 90%)")]`, chromedp.BySearch))
 	screenshot(t, b, "workspace-inside")

@@ -5,6 +5,7 @@ package wshelper
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -85,8 +86,11 @@ func (a *activitySampler) sample(now time.Time) protocol.Activity {
 			}
 		}
 		if act.Matched == "" && len(a.processes) > 0 {
-			if cmd := readCmdline(filepath.Join(dir, "cmdline")); cmd != "" && matchesProcess(cmd, comm, a.processes) {
-				act.Matched = fmt.Sprintf("%s (pid %d)", protocol.TruncateMessage(cmd, protocol.MaxActivityTextBytes-32), pid)
+			// The policy's entry is reported, not the command line: its arguments may hold secrets.
+			if cmd := readCmdline(filepath.Join(dir, "cmdline")); cmd != "" {
+				if c, ok := matchesProcess(cmd, comm, a.processes); ok {
+					act.Matched = fmt.Sprintf("%s (pid %d)", protocol.TruncateMessage(c, protocol.MaxActivityTextBytes-32), pid)
+				}
 			}
 		}
 	}
@@ -135,8 +139,13 @@ func readProcStat(file string) (comm string, ticks, start uint64, ok bool) {
 // readCmdline reads a process's command line as words: its program's base name, then its
 // arguments, separated by spaces ("" for a kernel thread or a process gone).
 func readCmdline(file string) string {
-	b, err := os.ReadFile(file)
-	if err != nil || len(b) == 0 {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, maxCmdline))
+	if len(b) == 0 {
 		return ""
 	}
 	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
@@ -144,16 +153,19 @@ func readCmdline(file string) string {
 	return strings.ToValidUTF8(strings.Join(args, " "), "\uFFFD")
 }
 
-// matchesProcess reports whether a command line (readCmdline's words) or its process's name is
-// one of the commands: the same words, or those words followed by more ("go test" matches "go
-// test ./...", "make" matches "make -j4", not "makefile-lint").
-func matchesProcess(cmd, comm string, commands []string) bool {
+// maxCmdline is how much of a command line is read: enough for a command's first words.
+const maxCmdline = 4 << 10
+
+// matchesProcess returns the command that a command line (readCmdline's words) or its process's
+// name is: the same words, or those words followed by more ("go test" matches "go test ./...",
+// "make" matches "make -j4", not "makefile-lint").
+func matchesProcess(cmd, comm string, commands []string) (string, bool) {
 	for _, c := range commands {
 		if cmd == c || strings.HasPrefix(cmd, c+" ") || comm == c {
-			return true
+			return c, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // countConnections counts the TCP connections established to port from another host

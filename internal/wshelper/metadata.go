@@ -272,6 +272,14 @@ func runMetadataScript(ctx context.Context, it protocol.MetadataItemSpec, env []
 	out := &capped{max: protocol.MaxMetadataValueBytes}
 	cmd.Stdout, cmd.Stderr = out, out
 	err := cmd.Run()
+	if cmd.Process != nil {
+		// What the command left in the background goes with it (a process that made a session
+		// of its own with setsid escapes this: docs/decisions.md says so).
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil // a background process kept the output open: the command itself succeeded
+	}
 	value = strings.TrimSpace(strings.ToValidUTF8(out.String(), "\uFFFD"))
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
@@ -343,10 +351,11 @@ func reportMetadata(ctx context.Context, cfg Config, spec protocol.MetadataSpec,
 		act.editorPort = cfg.Editor.Port
 	}
 	act.sample(now()) // the first look: CPU is counted from here
+	started := now()
 	failing := false
 	for {
 		activity := act.sample(now())
-		r := protocol.MetadataReport{CollectedAt: now(), Resources: m.measure(now()), Items: items.snapshot(spec.Items), Activity: &activity}
+		r := protocol.MetadataReport{CollectedAt: now(), Resources: m.measure(now()), Items: items.snapshot(spec.Items), Activity: &activity, HelperStarted: started}
 		var answer protocol.MetadataAnswer
 		err := cfg.putAnswered(ctx, protocol.MetadataPath, r, &answer)
 		if err == nil {

@@ -9,7 +9,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,6 +144,18 @@ func TestMetadataScript(t *testing.T) {
 	if time.Since(start) > 15*time.Second {
 		t.Errorf("the timeout waited for the command's children")
 	}
+	// What a command leaves in the background goes with it, and its output held open is no error.
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	if v, e := runMetadataScript(context.Background(), protocol.MetadataItemSpec{Script: "echo $$ > " + pidFile + "; sleep 30 & echo ok", Timeout: 5}, env); v != "ok" || e != "" {
+		t.Errorf("a background process: value %q, error %q", v, e)
+	}
+	b, _ := os.ReadFile(pidFile)
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file %q", b)
+	}
+	// Killed, its processes are gone once their new parent reaped them.
+	eventually(t, "the command's process group to be gone", func() bool { return syscall.Kill(-pgid, 0) != nil })
 	big, _ := runMetadataScript(context.Background(), protocol.MetadataItemSpec{Script: "head -c 100000 /dev/zero | tr '\\0' x", Timeout: 5}, env)
 	if len(big) != protocol.MaxMetadataValueBytes {
 		t.Errorf("a long output kept %d bytes", len(big))

@@ -78,6 +78,9 @@ func recordReports(tx store.ReconcileTx, rows []workspace.Workspace, infos []pro
 		}
 		for _, a := range info.PodAlerts {
 			at := a.At.UTC()
+			if at.After(now.Add(time.Minute)) {
+				at = now // an agent's clock ahead: not an alert that sorts first for ever
+			}
 			if err := tx.RecordAlert(id, workspace.Alert{Kind: a.Kind, Subject: a.Subject, Detail: a.Message, RaisedAt: at, ClearedAt: &at}); err != nil {
 				return err
 			}
