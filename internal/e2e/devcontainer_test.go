@@ -25,14 +25,7 @@ func TestDevcontainerWorkspace(t *testing.T) {
 	loadEditor(t, e.cluster)
 	aliceToken, alice := e.user(t, "alice")
 	au := cliUser{url: e.srv.URL, token: aliceToken, home: t.TempDir()}
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := au.run(t, args...)
-		if code != 0 {
-			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	must := func(args ...string) string { t.Helper(); return au.must(t, args...) }
 	file := filepath.Join(t.TempDir(), "devcontainer.json")
 	dc := `// .devcontainer/devcontainer.json
 {

@@ -61,14 +61,7 @@ func TestImageBuildWorkspace(t *testing.T) {
 	token, api := e.user(t, "dana")
 	du := cliUser{url: e.srv.URL, token: token, home: t.TempDir()}
 	link(t, e.srv.URL, forge, du, token, "dana")
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := du.run(t, args...)
-		if code != 0 {
-			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	must := func(args ...string) string { t.Helper(); return du.must(t, args...) }
 	mustSSH := func(ws, script string) string {
 		t.Helper()
 		out, errOut, code := sshWhenReachable(t, du, ws, script)

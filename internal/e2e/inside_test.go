@@ -27,14 +27,7 @@ func TestInsideTheWorkspaceOnRealNode(t *testing.T) {
 	e := setUpProxyWith(t, func(_ *kubetest.Cluster, relayURL string) []string { return []string{"--helper-url", relayURL} })
 	token, _ := e.user(t, "ines")
 	u := cliUser{url: e.srv.URL, token: token, home: t.TempDir()}
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := u.run(t, args...)
-		if code != 0 {
-			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	must := func(args ...string) string { t.Helper(); return u.must(t, args...) }
 	devfile := filepath.Join(t.TempDir(), "devfile.yaml")
 	if err := os.WriteFile(devfile, []byte(`schemaVersion: 2.2.0
 components:
@@ -122,14 +115,7 @@ func TestIdleByWorkOnRealNode(t *testing.T) {
 	}
 	token, _ := e.user(t, "wendy")
 	u := cliUser{url: e.srv.URL, token: token, home: t.TempDir()}
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := u.run(t, args...)
-		if code != 0 {
-			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	must := func(args ...string) string { t.Helper(); return u.must(t, args...) }
 	devfile := filepath.Join(t.TempDir(), "devfile.yaml")
 	if err := os.WriteFile(devfile, []byte("schemaVersion: 2.2.0\ncomponents:\n  - name: dev\n    container:\n      image: "+kubetest.WorkspaceImage+"\n"), 0o644); err != nil {
 		t.Fatal(err)

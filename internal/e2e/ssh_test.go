@@ -44,6 +44,16 @@ func (u cliUser) cmd(args ...string) *exec.Cmd {
 	return c
 }
 
+// must runs the command and returns its stdout; a failure ends the test with both outputs.
+func (u cliUser) must(t testing.TB, args ...string) string {
+	t.Helper()
+	out, errOut, code := u.run(t, args...)
+	if code != 0 {
+		t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
 // run returns stdout, stderr and the exit code.
 func (u cliUser) run(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()

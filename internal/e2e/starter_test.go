@@ -21,14 +21,7 @@ func TestKubernetesStarter(t *testing.T) {
 	aliceToken, alice := e.user(t, "alice")
 	admin := cliUser{url: e.srv.URL, token: e.srv.AdminToken, home: t.TempDir()}
 	au := cliUser{url: e.srv.URL, token: aliceToken, home: t.TempDir()}
-	must := func(u cliUser, args ...string) string {
-		t.Helper()
-		out, errOut, code := u.run(t, args...)
-		if code != 0 {
-			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	must := func(u cliUser, args ...string) string { t.Helper(); return u.must(t, args...) }
 
 	dir := filepath.Join(t.TempDir(), "starter")
 	must(admin, "templates", "init", "kubernetes", "--directory", dir)

@@ -48,14 +48,7 @@ func TestTeamRepositoryWorkspace(t *testing.T) {
 	bobToken, bobAPI := e.user(t, "bob")
 	au := cliUser{url: e.srv.URL, token: aliceToken, home: t.TempDir()}
 	bu := cliUser{url: e.srv.URL, token: bobToken, home: t.TempDir()}
-	must := func(u cliUser, args ...string) string {
-		t.Helper()
-		out, errOut, code := u.run(t, args...)
-		if code != 0 {
-			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	must := func(u cliUser, args ...string) string { t.Helper(); return u.must(t, args...) }
 	// ssh runs script in the workspace, waiting for the proxy to reach it (255) for a while.
 	ssh := func(u cliUser, ws, script string) (string, string, int) {
 		t.Helper()

@@ -86,14 +86,7 @@ func TestTerraformTeamRepository(t *testing.T) {
 	forge.CreateRepo("alice", "app", true, map[string]string{"README.md": "alice's app\n"})
 
 	admin := cliUser{url: srv.URL, token: srv.AdminToken, home: t.TempDir()}
-	must := func(u cliUser, args ...string) string {
-		t.Helper()
-		out, errOut, code := u.run(t, args...)
-		if code != 0 {
-			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	must := func(u cliUser, args ...string) string { t.Helper(); return u.must(t, args...) }
 	tmpl := filepath.Join(t.TempDir(), "pods")
 	must(admin, "templates", "init", "terraform-kubernetes-pod", "--directory", tmpl)
 	must(admin, "templates", "push", "pods", "--directory", tmpl)

@@ -39,14 +39,7 @@ func TestTerraformMetadataOnRealNode(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, "tcp", srv.listen)
 	})
 	u := cliUser{url: srv.URL, token: srv.AdminToken, home: t.TempDir()}
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := u.run(t, args...)
-		if code != 0 {
-			t.Fatalf("hangar %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	must := func(args ...string) string { t.Helper(); return u.must(t, args...) }
 
 	dir := filepath.Join(t.TempDir(), "pods")
 	must("templates", "init", "terraform-kubernetes-pod", "--directory", dir)
