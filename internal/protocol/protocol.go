@@ -126,18 +126,21 @@ const (
 	StepImagePush    = "image-push"
 	StepProjectClone = "project-clone"
 	StepPostStart    = "post-start"
+	// StepPostCreate is the commands that run once per workspace, at its first start (a
+	// devcontainer.json's onCreate, updateContent and postCreate commands), before postStart's.
+	StepPostCreate = "post-create"
 	// StepDotfiles is the install of the owner's dotfiles, which the helper reports on its own
 	// path (DotfilesStatusPath): the server shows it as a step.
 	StepDotfiles = "dotfiles"
 )
 
 // StartupStepOrder is the order the startup steps run in, and are shown in.
-var StartupStepOrder = []string{StepImagePrepare, StepImageBuild, StepImagePush, StepProjectClone, StepPostStart, StepDotfiles}
+var StartupStepOrder = []string{StepImagePrepare, StepImageBuild, StepImagePush, StepProjectClone, StepPostCreate, StepPostStart, StepDotfiles}
 
 // AgentSteps are the steps an agent reports; HelperSteps those a workspace's helper reports.
 var (
 	AgentSteps  = []string{StepImagePrepare, StepImageBuild, StepImagePush, StepProjectClone}
-	HelperSteps = []string{StepPostStart}
+	HelperSteps = []string{StepPostCreate, StepPostStart}
 )
 
 // The states of a StartupStep.

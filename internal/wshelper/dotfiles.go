@@ -336,19 +336,26 @@ func reportStep(ctx context.Context, cfg Config, log *slog.Logger) func(protocol
 	if cfg.ServerURL == "" || cfg.Token == "" {
 		return nil
 	}
+	// The latest report of each step waits, in the order the steps were first reported.
 	var mu sync.Mutex
-	var latest *protocol.StartupStep
+	var order []string
+	latest := map[string]protocol.StartupStep{}
 	wake := make(chan struct{}, 1)
 	send := func() {
-		mu.Lock()
-		st := latest
-		latest = nil
-		mu.Unlock()
-		if st == nil {
-			return
-		}
-		if err := cfg.put(ctx, protocol.StartupStepPath, *st); err != nil {
-			log.Warn("cannot report a startup step to the server", "step", st.Name, "state", st.State, "err", err)
+		for {
+			mu.Lock()
+			if len(order) == 0 {
+				mu.Unlock()
+				return
+			}
+			name := order[0]
+			order = order[1:]
+			st := latest[name]
+			delete(latest, name)
+			mu.Unlock()
+			if err := cfg.put(ctx, protocol.StartupStepPath, st); err != nil {
+				log.Warn("cannot report a startup step to the server", "step", st.Name, "state", st.State, "err", err)
+			}
 		}
 	}
 	go func() {
@@ -364,7 +371,10 @@ func reportStep(ctx context.Context, cfg Config, log *slog.Logger) func(protocol
 	}()
 	return func(st protocol.StartupStep) {
 		mu.Lock()
-		latest = &st
+		if _, waiting := latest[st.Name]; !waiting {
+			order = append(order, st.Name)
+		}
+		latest[st.Name] = st
 		mu.Unlock()
 		select {
 		case wake <- struct{}{}:

@@ -138,9 +138,11 @@ func RunPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 }
 
 // runPostStart is RunPostStart that also tells report (nil: nobody) how the commands go, as the
-// startup step protocol.StepPostStart: running, with the command that runs as its detail, then
+// startup steps protocol.StepPostCreate (the commands that run once per workspace) and
+// protocol.StepPostStart (the others): running, with the command that runs as its detail, then
 // done or failed with the last lines of their output. Commands that already ran in this instance
-// are not reported again (the server has their step from when they ran).
+// (or, once per workspace, ever) are not reported again (the server has their step from when
+// they ran).
 func runPostStart(ctx context.Context, cmds []PostStartCommand, env []string, stateDir, instance string, out io.Writer, log *slog.Logger, report func(protocol.StartupStep)) (err error) {
 	if len(cmds) == 0 {
 		return nil
@@ -164,27 +166,40 @@ func runPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("postStart: read %s: %w", marker, err)
 	}
-	started := time.Now().UTC()
-	tail := &tailBuffer{max: protocol.MaxStepLogBytes - len(protocol.TruncatedPrefix)}
-	step := protocol.StartupStep{Name: protocol.StepPostStart, State: protocol.StepRunning, StartedAt: &started}
+	// Each run of commands of one kind is a step: those that run once per workspace are
+	// post-create, the others post-start; each step has its own log.
+	var cur *stepRun
+	end := func(err error) {
+		if cur == nil {
+			return
+		}
+		ended := time.Now().UTC()
+		st := cur.step
+		st.EndedAt, st.Log, st.State = &ended, cur.tail.String(), protocol.StepDone
+		if cur.tail.cut {
+			st.Log = protocol.TruncatedPrefix + st.Log
+		}
+		if err != nil {
+			st.State = protocol.StepFailed
+			st.Log += strings.ToValidUTF8(err.Error(), "\uFFFD") + "\n"
+		}
+		// Within the bound once valid UTF-8 (a bad byte becomes three), or the server refuses it.
+		st.Log = protocol.TruncateLogHead(st.Log, protocol.MaxStepLogBytes)
+		report(st)
+		cur = nil
+	}
 	defer func() {
 		if ctx.Err() != nil {
 			return // stopping: the workspace's state says it
 		}
-		ended := time.Now().UTC()
-		step.EndedAt, step.Log, step.State = &ended, tail.String(), protocol.StepDone
-		if tail.cut {
-			step.Log = protocol.TruncatedPrefix + step.Log
-		}
-		if err != nil {
-			step.State = protocol.StepFailed
-			step.Log += strings.ToValidUTF8(err.Error(), "\uFFFD") + "\n"
-		}
-		// Within the bound once valid UTF-8 (a bad byte becomes three), or the server refuses it.
-		step.Log = protocol.TruncateLogHead(step.Log, protocol.MaxStepLogBytes)
-		report(step)
+		end(err)
 	}()
-	out = io.MultiWriter(out, tail)
+	out = io.MultiWriter(out, writerFunc(func(p []byte) (int, error) {
+		if cur != nil {
+			return cur.tail.Write(p)
+		}
+		return len(p), nil
+	}))
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return fmt.Errorf("postStart: state directory: %w", err)
 	}
@@ -195,7 +210,20 @@ func runPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 		defer f.Close()
 		out = io.MultiWriter(out, f)
 	}
+	stepOf := func(c PostStartCommand) string {
+		if c.OncePerWorkspace {
+			return protocol.StepPostCreate
+		}
+		return protocol.StepPostStart
+	}
+	counts := map[string]int{}
+	for _, c := range cmds {
+		counts[stepOf(c)]++
+	}
+	seen := map[string]int{}
 	for i, c := range cmds {
+		name := stepOf(c)
+		seen[name]++
 		once := filepath.Join(stateDir, OnceMarkerPrefix+c.ID)
 		if c.OncePerWorkspace {
 			if _, err := os.Stat(once); err == nil {
@@ -203,9 +231,15 @@ func runPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 				continue
 			}
 		}
-		log.Info("postStart command", "id", c.ID, "n", i+1, "of", len(cmds))
-		step.Detail = protocol.TruncateMessage(fmt.Sprintf("command %d/%d: %s", i+1, len(cmds), c.ID), protocol.MaxStepDetailBytes)
-		report(step)
+		if cur == nil || cur.step.Name != name {
+			end(nil)
+			started := time.Now().UTC()
+			cur = &stepRun{step: protocol.StartupStep{Name: name, State: protocol.StepRunning, StartedAt: &started},
+				tail: &tailBuffer{max: protocol.MaxStepLogBytes - len(protocol.TruncatedPrefix)}}
+		}
+		log.Info("postStart command", "id", c.ID, "n", i+1, "of", len(cmds), "step", name)
+		cur.step.Detail = protocol.TruncateMessage(fmt.Sprintf("command %d/%d: %s", seen[name], counts[name], c.ID), protocol.MaxStepDetailBytes)
+		report(cur.step)
 		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.CommandLine)
 		cmd.Env = append([]string(nil), env...)
 		for _, e := range c.Env {
@@ -233,3 +267,14 @@ func runPostStart(ctx context.Context, cmds []PostStartCommand, env []string, st
 	log.Info("postStart commands succeeded", "count", len(cmds))
 	return nil
 }
+
+// stepRun is a startup step being run, with the end of its output.
+type stepRun struct {
+	step protocol.StartupStep
+	tail *tailBuffer
+}
+
+// writerFunc is a function as an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

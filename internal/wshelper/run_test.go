@@ -466,6 +466,35 @@ func TestRunPostStartReports(t *testing.T) {
 	}
 }
 
+// The commands that run once per workspace (a devcontainer.json's postCreate) are a step of their
+// own, post-create, with its own log, before post-start; at a later start only post-start runs
+// and is reported.
+func TestRunPostCreateIsAStep(t *testing.T) {
+	state := t.TempDir()
+	var got []protocol.StartupStep
+	report := func(st protocol.StartupStep) { got = append(got, st) }
+	cmds := []PostStartCommand{{ID: "install", CommandLine: "echo installed", OncePerWorkspace: true}, {ID: "serve", CommandLine: "echo serving"}}
+	if err := runPostStart(context.Background(), cmds, []string{"PATH=/usr/bin:/bin"}, state, "pod-1", io.Discard, (&logBuffer{}).logger(), report); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, st := range got {
+		lines = append(lines, st.Name+" "+st.State+" "+st.Detail+" "+strings.TrimSpace(st.Log))
+	}
+	want := []string{"post-create running command 1/1: install ", "post-create done command 1/1: install installed",
+		"post-start running command 1/1: serve ", "post-start done command 1/1: serve serving"}
+	if strings.Join(lines, "|") != strings.Join(want, "|") {
+		t.Fatalf("reports:\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	got = nil
+	if err := runPostStart(context.Background(), cmds, []string{"PATH=/usr/bin:/bin"}, state, "pod-2", io.Discard, (&logBuffer{}).logger(), report); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != protocol.StepPostStart || got[1].Name != protocol.StepPostStart || got[1].State != protocol.StepDone {
+		t.Fatalf("the next start: %+v", got)
+	}
+}
+
 // Reports of a step go from their own goroutine: a server that does not answer holds nothing up,
 // and the latest report replaces those not sent yet.
 func TestReportStepNeverWaits(t *testing.T) {
@@ -496,4 +525,14 @@ func TestReportStepNeverWaits(t *testing.T) {
 	if second := <-got; second.State != protocol.StepFailed {
 		t.Fatalf("after the held request: %+v, want the latest report (failed)", second)
 	}
+	// Another step's report does not replace this one's: each step's latest goes, in order.
+	report(protocol.StartupStep{Name: protocol.StepPostCreate, State: protocol.StepDone})
+	report(protocol.StartupStep{Name: protocol.StepPostStart, State: protocol.StepRunning})
+	release <- struct{}{} // the failed report's request ends
+	a := <-got
+	release <- struct{}{}
+	if b := <-got; a.Name != protocol.StepPostCreate || a.State != protocol.StepDone || b.Name != protocol.StepPostStart {
+		t.Fatalf("two steps' reports: %+v then %+v", a, b)
+	}
+	release <- struct{}{}
 }
