@@ -172,7 +172,7 @@ func TestPodAlertsWithTheWorkspace(t *testing.T) {
 			dev := createUser(t, env, "dev")
 			var app sdk.Workspace
 			mustCall(t, env, dev, "POST", "/api/v1/workspaces", map[string]any{"name": "app", "agent": "k1"}, http.StatusCreated, &app)
-			at := time.Date(2026, 11, 27, 10, 0, 5, 0, time.UTC)
+			at := env.Clock.Now().Add(-5 * time.Second)
 			alerts := []protocol.PodAlert{{Kind: protocol.PodAlertOOMKilled, Subject: "dev", At: at, Message: "container dev was killed for lack of memory (exit code 137)"}}
 			for rv := 1; rv <= 2; rv++ {
 				reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
@@ -186,6 +186,15 @@ func TestPodAlertsWithTheWorkspace(t *testing.T) {
 			if len(ws.Alerts) != 1 || ws.Alerts[0].Kind != "oom-killed" || ws.Alerts[0].Subject != "dev" || !ws.Alerts[0].RaisedAt.Equal(at) ||
 				ws.Alerts[0].Active || ws.Alerts[0].Detail != "container dev was killed for lack of memory (exit code 137)" {
 				t.Fatalf("alerts %+v", ws.Alerts)
+			}
+			// An agent whose clock is ahead: its alert is dated now, not in the future.
+			ahead := env.Clock.Now().Add(time.Hour)
+			reconcileCall(t, env, agentToken, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
+				{Name: app.KubeName, Namespace: app.Namespace, LatestK8sDeploymentInfo: deploymentIn("Running", 3),
+					PodAlerts: []protocol.PodAlert{{Kind: protocol.PodAlertEvicted, Subject: "app-pod", At: ahead}}}}})
+			mustCall(t, env, dev, "GET", "/api/v1/workspaces/app", nil, http.StatusOK, &ws)
+			if len(ws.Alerts) != 2 || ws.Alerts[0].Kind != "evicted" || !ws.Alerts[0].RaisedAt.Equal(env.Clock.Now()) {
+				t.Fatalf("an alert from an agent ahead: %+v", ws.Alerts)
 			}
 			status, body := call(t, env, agentToken, "POST", protocol.ReconcilePath, protocol.ReconcileRequest{UpdateType: protocol.UpdatePartial, WorkspaceAgentInfos: []protocol.WorkspaceAgentInfo{
 				{Name: app.KubeName, Namespace: app.Namespace, PodAlerts: []protocol.PodAlert{{Kind: "exploded", Subject: "dev", At: at}}}}})
