@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -118,6 +119,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.HostKey == nil {
 		return nil, errors.New("ssh server: no host key")
 	}
+	unignoreHangup()
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = DefaultMaxConnections
 	}
@@ -233,6 +235,20 @@ func setEnv(env []string, name, value string) []string {
 }
 
 // activity reports kind, if anyone listens.
+// hangupHandled is where the helper's own SIGHUPs go (and are dropped), once unignoreHangup ran.
+var hangupHandled = make(chan os.Signal, 1)
+
+// unignoreHangup makes sure session commands can be hung up on. A helper started with SIGHUP
+// ignored (an init script run under nohup, as hangar_agent's often is) would pass that to every
+// command it starts, so that a dropped connection's commands never ended. A signal the process
+// handles is reset to its default in the commands it starts (an ignored one is not), so the
+// helper handles SIGHUP: it drops its own, as it ignored them before.
+func unignoreHangup() {
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(hangupHandled, syscall.SIGHUP)
+	}
+}
+
 // TakeOutput returns the bytes session commands wrote to their clients since the last call.
 func (s *Server) TakeOutput() int64 { return s.output.Swap(0) }
 

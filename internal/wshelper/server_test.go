@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -633,5 +634,20 @@ func TestShutdownEndsSessions(t *testing.T) {
 	}
 	if _, err := ts.dial(nil); err == nil {
 		t.Fatal("connected after shutdown")
+	}
+}
+
+// TestHangupWhenStartedIgnoringIt: a helper started with SIGHUP ignored (an init script run under
+// nohup) still hangs up on a dropped connection's commands: TestVanishingClient, run by this test
+// binary with SIGHUP ignored, passes (its commands would otherwise never end).
+func TestHangupWhenStartedIgnoringIt(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `trap "" HUP; exec "$0" -test.run '^TestVanishingClient$' -test.count=1`, self)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "PASS") {
+		t.Fatalf("TestVanishingClient with SIGHUP ignored: %v\n%s", err, out)
 	}
 }
