@@ -29,6 +29,9 @@ func WithFirstProject(text []byte, remote, revision string) ([]byte, error) {
 	if err := dec.Decode(&doc); err != nil || doc == nil {
 		return nil, fmt.Errorf("devfile: not a YAML mapping")
 	}
+	if err := caseTwin(doc, "devfile", "projects"); err != nil {
+		return nil, err
+	}
 	var projects []any
 	if p, ok := doc["projects"]; ok && p != nil {
 		if projects, ok = p.([]any); !ok {
@@ -61,9 +64,20 @@ func WithFirstProject(text []byte, remote, revision string) ([]byte, error) {
 		}
 		first = map[string]any{"name": name, "git": map[string]any{"remotes": map[string]any{"origin": remote}}}
 	}
+	// The keys this writes or reads of the project moved first, each in its one case.
+	git, _ := first["git"].(map[string]any)
+	checkout, _ := git["checkoutFrom"].(map[string]any)
+	for _, c := range []struct {
+		m      map[string]any
+		field  string
+		fields []string
+	}{{first, "devfile.projects[0]", []string{"name", "git"}}, {git, "devfile.projects[0].git", []string{"remotes", "checkoutFrom"}},
+		{checkout, "devfile.projects[0].git.checkoutFrom", []string{"remote", "revision"}}} {
+		if err := caseTwin(c.m, c.field, c.fields...); err != nil {
+			return nil, err
+		}
+	}
 	if revision != "" {
-		git, _ := first["git"].(map[string]any)
-		checkout, _ := git["checkoutFrom"].(map[string]any)
 		if checkout == nil {
 			checkout = map[string]any{}
 		}
@@ -75,6 +89,20 @@ func WithFirstProject(text []byte, remote, revision string) ([]byte, error) {
 	}
 	doc["projects"] = append([]any{first}, projects...)
 	return json.Marshal(doc)
+}
+
+// caseTwin refuses a key of m that is one of the fields in another case: a case-insensitive
+// decoder (Go's JSON, the devfile parser's) would read it as that field, and it could shadow what
+// WithFirstProject writes.
+func caseTwin(m map[string]any, field string, fields ...string) error {
+	for k := range m {
+		for _, f := range fields {
+			if k != f && strings.EqualFold(k, f) {
+				return fmt.Errorf("%s.%s: is %q in another case; write it %q", field, k, f, f)
+			}
+		}
+	}
+	return nil
 }
 
 // ProjectName is the project name a repository's URL gives: its last path element without .git,

@@ -110,3 +110,18 @@ func FuzzWithFirstProject(f *testing.F) {
 		}
 	})
 }
+
+// A key that a case-insensitive decoder would read as one WithFirstProject writes is refused,
+// naming it: it could shadow the project added or moved first (the fuzzer's "projeCts: 0").
+func TestWithFirstProjectRefusesCaseTwins(t *testing.T) {
+	for text, want := range map[string]string{
+		"projeCts: 0\n": `devfile.projeCts: is "projects" in another case`,
+		"projects:\n- name: a\n  GIT: {}\n  git: {remotes: {origin: 'https://h/t/app.git'}}\n":                   `devfile.projects[0].GIT: is "git" in another case`,
+		"projects:\n- name: a\n  git: {Remotes: {}, remotes: {origin: 'https://h/t/app.git'}}\n":                 `devfile.projects[0].git.Remotes: is "remotes" in another case`,
+		"projects:\n- name: a\n  git: {remotes: {origin: 'https://h/t/app.git'}, checkoutFrom: {Revision: x}}\n": `devfile.projects[0].git.checkoutFrom.Revision: is "revision" in another case`,
+	} {
+		if _, err := WithFirstProject([]byte(text), "https://h/t/app.git", "main"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %s", text, err, want)
+		}
+	}
+}
