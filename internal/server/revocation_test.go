@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/proxy"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
-	"github.com/hangar-dev/hangar/internal/wshelper"
+	"github.com/hangar-dev/hangar/internal/testutil/helpertest"
 )
 
 type oneRoute struct{ route proxy.Route }
@@ -85,27 +83,8 @@ func TestRevocationEndsAccessAtOnce(t *testing.T) {
 
 			// The proxy's SSH side in front of a real workspace helper.
 			upstreamKey := signer(t)
-			dir := t.TempDir()
-			keys := filepath.Join(dir, "authorized_keys")
-			if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(upstreamKey.PublicKey()), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			helper, err := wshelper.NewServer(wshelper.ServerOptions{HostKey: signer(t), AuthorizedKeysFile: keys, Shell: "/bin/sh", Dir: dir,
-				Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go func() { _ = helper.Serve(hln) }()
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				helper.Shutdown(ctx)
-			})
-			sshSrv, err := proxy.NewSSHServer(proxy.SSHOptions{HostKeys: []ssh.Signer{signer(t)}, Checker: client, Routes: oneSSHRoute{hln.Addr().String()},
+			helperAddr := helpertest.Start(t, upstreamKey.PublicKey())
+			sshSrv, err := proxy.NewSSHServer(proxy.SSHOptions{HostKeys: []ssh.Signer{signer(t)}, Checker: client, Routes: oneSSHRoute{helperAddr},
 				UpstreamKey: upstreamKey, RecheckInterval: time.Hour})
 			if err != nil {
 				t.Fatal(err)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,8 +19,8 @@ import (
 	"github.com/hangar-dev/hangar/internal/proxy"
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
+	"github.com/hangar-dev/hangar/internal/testutil/helpertest"
 	"github.com/hangar-dev/hangar/internal/workspace"
-	"github.com/hangar-dev/hangar/internal/wshelper"
 )
 
 // termConn is a test's browser terminal: what the shell printed, and the server's last event.
@@ -310,30 +308,11 @@ func TestWorkspaceTerminalKubernetes(t *testing.T) {
 
 			// The workspace's helper, as in its pod, trusting the proxy's upstream key.
 			upstreamKey := signer(t)
-			dir := t.TempDir()
-			keys := filepath.Join(dir, "authorized_keys")
-			if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(upstreamKey.PublicKey()), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			helper, err := wshelper.NewServer(wshelper.ServerOptions{HostKey: signer(t), AuthorizedKeysFile: keys, Shell: "/bin/sh", Dir: dir,
-				Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go func() { _ = helper.Serve(hln) }()
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				helper.Shutdown(ctx)
-			})
+			helperAddr := helpertest.Start(t, upstreamKey.PublicKey())
 			// The proxy's SSH side, asking this server.
 			client := &proxy.ServerClient{URL: env.URL, Token: k1, HTTP: &http.Client{Timeout: 10 * time.Second}}
 			hostKey := signer(t)
-			sshSrv, err := proxy.NewSSHServer(proxy.SSHOptions{HostKeys: []ssh.Signer{hostKey}, Checker: client, Routes: oneSSHRoute{hln.Addr().String()},
+			sshSrv, err := proxy.NewSSHServer(proxy.SSHOptions{HostKeys: []ssh.Signer{hostKey}, Checker: client, Routes: oneSSHRoute{helperAddr},
 				UpstreamKey: upstreamKey, RecheckInterval: time.Hour})
 			if err != nil {
 				t.Fatal(err)

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
@@ -25,8 +24,8 @@ import (
 	"github.com/hangar-dev/hangar/internal/sdk"
 	"github.com/hangar-dev/hangar/internal/servertest"
 	"github.com/hangar-dev/hangar/internal/testutil/browser"
+	"github.com/hangar-dev/hangar/internal/testutil/helpertest"
 	"github.com/hangar-dev/hangar/internal/workspace"
-	"github.com/hangar-dev/hangar/internal/wshelper"
 )
 
 // cutter is a TCP relay in front of the server whose connections the test can cut, as a network
@@ -105,30 +104,11 @@ func kubeWorkspaceBehindProxy(t *testing.T, env *servertest.Env, userToken strin
 	setActual(t, env, "dev", workspace.Running)
 
 	upstreamKey := sshSigner(t)
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(upstreamKey.PublicKey()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	helper, err := wshelper.NewServer(wshelper.ServerOptions{HostKey: sshSigner(t), AuthorizedKeysFile: keys, Shell: "/bin/sh", Dir: dir,
-		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = helper.Serve(hln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		helper.Shutdown(ctx)
-	})
+	helperAddr := helpertest.Start(t, upstreamKey.PublicKey())
 	hostKey := sshSigner(t)
 	sshSrv, err := proxy.NewSSHServer(proxy.SSHOptions{HostKeys: []ssh.Signer{hostKey}, UpstreamKey: upstreamKey,
 		Checker: &proxy.ServerClient{URL: env.URL, Token: a.Token, HTTP: &http.Client{Timeout: 10 * time.Second}},
-		Routes:  fixedSSHRoute(hln.Addr().String()), RecheckInterval: time.Hour})
+		Routes:  fixedSSHRoute(helperAddr), RecheckInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -309,18 +309,16 @@ func reportDotfiles(ctx context.Context, cfg Config, log *slog.Logger) func(prot
 // put sends a report to the server with the helper's token, bounded in time, even when ctx ends
 // (a last report as the helper stops still goes).
 func (cfg Config) put(ctx context.Context, path string, body any) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return apiclient.Do(ctx, cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token, "PUT", path, body, nil, 64<<10)
+	return cfg.putAnswered(ctx, path, body, nil)
 }
 
-// putAnswered is put with the server's answer decoded into out; a server that answers nothing
-// (204: one before the answer was added) leaves out as it was.
+// putAnswered is put with the server's answer decoded into out (nil: none read); a server that
+// answers nothing (204: one before the answer was added) leaves out as it was.
 func (cfg Config) putAnswered(ctx context.Context, path string, body, out any) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := apiclient.Do(ctx, cfg.Connect.HTTPClient, cfg.ServerURL, cfg.Token, "PUT", path, body, out, 64<<10)
-	if errors.Is(err, io.EOF) {
+	if out != nil && errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
